@@ -1,0 +1,375 @@
+/*
+ * credisson.h -- Redisson-compatible distributed locks for C.
+ *
+ * This header is the manual. Every function says what it returns, which errors it
+ * reports, who owns what, and whether it may be called from several threads.
+ *
+ * WHAT IT IS
+ *   A client library that stores locks in Redis exactly as Java's Redisson (3.24+)
+ *   does, so that C threads and Java threads can lock the same names and respect each
+ *   other. A lock named N is a Redis hash N whose fields are owners "<client-uuid>:<id>"
+ *   with a hold count as value; every state change is one Lua script; an unlock
+ *   publishes "0" on "redisson_lock__channel:{N}" and blocked waiters are woken by that
+ *   message through one shared subscriber connection per client.
+ *
+ * GUARANTEES, AND WHAT IS NOT GUARANTEED
+ *   - Mutual exclusion holds while the holder is inside its lease and Redis keeps the
+ *     lock key: this is a single-primary lease lock. A holder paused (GC, SIGSTOP, swap)
+ *     for longer than its lease, or a failover to a replica that had not yet received
+ *     the acquire, can let a second owner in. crd_lock_validity_ms() tells how long the
+ *     caller may still trust its hold, measured from when the acquire or the last
+ *     renewal was *sent*.
+ *   - A lock taken without an explicit lease (lease_ms = CRD_LEASE_WATCHDOG) is kept
+ *     alive by the client's watchdog thread; if renewal fails for longer than the
+ *     lease, the lock is reported lost (see crd_event_fn), never silently re-created.
+ *   - No operation busy-waits: waiters sleep on a condition variable and are woken by
+ *     the unlock message, or at the latest when the holder's TTL runs out.
+ *
+ * THREADS (three sentences, as curl says them)
+ *   A crd_client may be shared by any number of threads. A crd_lock handle may be
+ *   shared by any number of threads; each thread holds it under its own owner id, so
+ *   reentrancy is per thread. Callbacks run on the client's internal threads, named
+ *   next to each callback type, and must not call back into the same client.
+ *
+ * OWNERSHIP
+ *   Inputs are copied unless documented otherwise. Returned strings belong to the
+ *   library and stay valid until the next call into the library by the same thread (or
+ *   until the handle is freed, where noted). Every _free function accepts NULL.
+ *
+ * ERRORS
+ *   Every fallible call returns a crd_status. CRD_OK is 0. Outcomes (CRD_BUSY,
+ *   CRD_TIMEOUT, CRD_NOT_OWNER, CRD_LOCK_LOST) are kept apart from failures (CRD_IO,
+ *   CRD_SERVER, ...). crd_strerror() gives fixed text; crd_client_errmsg() gives the
+ *   detail (the server's or the connection's words) of the calling thread's last
+ *   failure on that client. The library never prints, never exits, never aborts on
+ *   bad input.
+ *
+ * ABI POLICY
+ *   The status enum and crd_options are append-only. Handles are opaque. A function
+ *   whose signature must change gets a _v2 sibling; the old one stays.
+ */
+#ifndef CREDISSON_H
+#define CREDISSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------- */
+/* Export and version                                                                  */
+/* ---------------------------------------------------------------------------------- */
+
+#if defined(CREDISSON_STATIC)
+#define CRD_API
+#elif defined(__GNUC__)
+#define CRD_API __attribute__((visibility("default")))
+#else
+#define CRD_API
+#endif
+
+#define CRD_VERSION_MAJOR 0
+#define CRD_VERSION_MINOR 1
+#define CRD_VERSION_PATCH 0
+#define CRD_VERSION_STRING "0.1.0"
+
+/* The library's version string, e.g. "0.1.0". Static storage; thread-safe. */
+CRD_API const char *crd_version(void);
+
+/* ---------------------------------------------------------------------------------- */
+/* Status codes (append-only)                                                          */
+/* ---------------------------------------------------------------------------------- */
+
+typedef enum crd_status {
+    CRD_OK = 0,
+    /* Outcomes: the call worked, the answer is "no". */
+    CRD_BUSY = 1,      /* wait_ms was 0 and another owner holds the lock */
+    CRD_TIMEOUT = 2,   /* the wait ran out before the lock could be taken */
+    CRD_NOT_OWNER = 3, /* release/extend by an owner that does not hold the lock */
+    CRD_LOCK_LOST = 4, /* the hold ended without a release (expired, force-unlocked) */
+    /* Failures. */
+    CRD_INVALID_ARGUMENT = 5, /* NULL handle, bad name, time out of range, bad URL */
+    CRD_IO = 6,               /* connect, send, receive or timeout on the connection */
+    CRD_PROTOCOL = 7,         /* Redis replied with something no script returns */
+    CRD_SERVER = 8,           /* Redis replied with an error (WRONGTYPE, OOM, ...) */
+    CRD_NO_MEMORY = 9,        /* an allocation failed; nothing was changed locally */
+    CRD_CLOSED = 10,          /* the client is shutting down or failed to start */
+    CRD_AUTH = 11,            /* AUTH or SELECT was refused */
+    CRD_DEADLOCK = 12,        /* the request can never succeed for this owner */
+    CRD_FORKED = 13           /* a handle created before fork() was used in the child */
+} crd_status;
+
+/* Fixed English text for a status ("lock not held by this owner", ...). Never NULL;
+ * unknown values give "unknown status". Static storage; thread-safe. */
+CRD_API const char *crd_strerror(crd_status status);
+
+/* ---------------------------------------------------------------------------------- */
+/* Limits and special values                                                           */
+/* ---------------------------------------------------------------------------------- */
+
+/* Longest accepted lock name, in bytes. Longer names give CRD_INVALID_ARGUMENT. */
+#define CRD_NAME_MAX 65536
+/* Largest accepted duration (wait, lease, timeouts): about 10 years, in ms. */
+#define CRD_DURATION_MAX_MS INT64_C(315360000000)
+/* wait_ms: wait as long as it takes (still woken by CRD_CLOSED on shutdown). */
+#define CRD_WAIT_FOREVER INT64_C(-1)
+/* lease_ms: hold until released; the watchdog renews the lease (watchdog_timeout_ms). */
+#define CRD_LEASE_WATCHDOG INT64_C(-1)
+
+/* ---------------------------------------------------------------------------------- */
+/* Client options                                                                      */
+/* ---------------------------------------------------------------------------------- */
+
+typedef struct crd_client crd_client;
+typedef struct crd_lock crd_lock;
+
+/* What a crd_event_fn is told about. */
+typedef enum crd_event_kind {
+    CRD_EVENT_RENEWAL_FAILING = 1, /* a renewal failed; the lock is still inside its lease */
+    CRD_EVENT_RENEWAL_RECOVERED = 2, /* a renewal succeeded after failing */
+    CRD_EVENT_LOCK_LOST = 3        /* the hold is gone (renewal got 0, or the lease ran out
+                                      while renewals failed); it will not be renewed again */
+} crd_event_kind;
+
+/* One watchdog event. All pointers are valid only during the callback. */
+typedef struct crd_event {
+    crd_event_kind kind;
+    const char *name;      /* lock name (not NUL-terminated for binary names: use name_len) */
+    size_t name_len;
+    uint64_t owner;        /* owner id whose hold this is */
+    int64_t validity_ms;   /* how long the hold may still be trusted (0 when lost) */
+    crd_status status;     /* why: CRD_IO, CRD_SERVER, CRD_LOCK_LOST, ... */
+    const char *detail;    /* the server's or the connection's words, or "" */
+} crd_event;
+
+/* Watchdog callback. Runs on the client's watchdog thread. It must return quickly and
+ * must not call any function of the same client (that would deadlock or delay every
+ * renewal); record the event and act on it from your own thread. */
+typedef void (*crd_event_fn)(void *user_data, const crd_event *event);
+
+/* One command sent by the client, for tracing and tests. Pointers are valid only during
+ * the callback. */
+typedef struct crd_trace {
+    int argc;
+    const char *const *argv;   /* argv[i] has argvlen[i] bytes (not NUL-terminated) */
+    const size_t *argvlen;
+    const char *reply;         /* the reply rendered as text: "nil", "(integer) 5",
+                                  "\"text\"", "(error) ...", "[a, b]", or "(io) ..." */
+    bool subscriber;           /* sent on the subscriber connection */
+} crd_trace;
+
+/* Trace callback: called after each command's reply (or failure) on the thread that
+ * sent it (a caller's thread, the watchdog thread or the subscriber thread). It must
+ * not call into the same client. */
+typedef void (*crd_trace_fn)(void *user_data, const crd_trace *trace);
+
+/* Client options. Fill with crd_options_init() and then change fields; new fields are
+ * only ever appended. Strings are borrowed: crd_client_new() copies what it needs. */
+typedef struct crd_options {
+    /* Where to connect. If url is non-NULL it is parsed and overrides host, port,
+     * unix_path, username, password and db. Forms:
+     *   redis://[[user]:password@]host[:port][/db]
+     *   unix:///path/to.sock[?db=N]
+     * Percent-escapes (%40 for '@') are decoded in user and password. */
+    const char *url;
+    const char *host;      /* default "127.0.0.1" */
+    int port;              /* default 6379 */
+    const char *unix_path; /* default NULL; if set, host and port are ignored */
+    const char *username;  /* ACL user, default NULL (AUTH <password> only) */
+    const char *password;  /* default NULL (no AUTH) */
+    int db;                /* default 0 (no SELECT) */
+
+    int64_t connect_timeout_ms; /* default 2000 */
+    int64_t command_timeout_ms; /* default 3000; a reply later than this is an I/O error */
+    int pool_size;              /* command connections shared by all threads, default 8 */
+
+    /* Lease of locks taken with CRD_LEASE_WATCHDOG; renewed every third of it.
+     * Default 30000, the same meaning as Redisson's lockWatchdogTimeout. */
+    int64_t watchdog_timeout_ms;
+    /* How long a waiter waits for its SUBSCRIBE to be confirmed before falling back to
+     * bounded re-checks every poll_interval_ms. Default 7500 (Redisson's). */
+    int64_t subscription_timeout_ms;
+    /* Re-check interval while a lock hash has no TTL (foreign or corrupt state) or the
+     * subscriber connection is down. Default 1000. */
+    int64_t poll_interval_ms;
+    /* Optional ceiling on one wait slice (0 = none, the default). Bounds how late a
+     * waiter notices a release that published nothing (a Java spin lock). */
+    int64_t max_wait_slice_ms;
+    /* Accept names whose braces break Redis Cluster slot co-location (PROTOCOL.md 2.3
+     * class C, e.g. "a}b", "{", "{}x"). Default false: such names are rejected. */
+    bool allow_unsafe_names;
+    /* On crd_client_free(): release every hold still held (owner-checked unlocks) instead
+     * of letting them expire. Default false. */
+    bool release_on_close;
+    /* On thread exit: release the exiting thread's holds (owner-checked) instead of only
+     * stopping their renewal. Default false. */
+    bool release_on_thread_exit;
+
+    crd_event_fn on_event; /* watchdog events, default NULL */
+    void *event_user_data;
+    crd_trace_fn on_trace; /* every command, default NULL (costs nothing when NULL) */
+    void *trace_user_data;
+} crd_options;
+
+/* Fill *opts with the defaults documented above. Returns CRD_OK, or
+ * CRD_INVALID_ARGUMENT if opts is NULL. Thread-safe. */
+CRD_API crd_status crd_options_init(crd_options *opts);
+
+/* ---------------------------------------------------------------------------------- */
+/* Client                                                                              */
+/* ---------------------------------------------------------------------------------- */
+
+/* Create a client: validate opts, generate the client's random v4 UUID, open one
+ * command connection (AUTH, SELECT) to prove the server is reachable, and start the
+ * subscriber and watchdog threads.
+ *
+ * Returns CRD_OK and sets *out. On failure (CRD_INVALID_ARGUMENT, CRD_IO, CRD_AUTH,
+ * CRD_SERVER) *out is still set, to a failed client whose crd_client_errmsg() says
+ * why; every other call on it returns CRD_CLOSED; free it with crd_client_free(). Only
+ * CRD_NO_MEMORY (or a NULL out) leaves *out NULL.
+ * Ownership: the caller owns *out and frees it with crd_client_free().
+ * Thread safety: any thread; the returned client may be shared by all threads. */
+CRD_API crd_status crd_client_new(const crd_options *opts, crd_client **out);
+
+/* Shut the client down and free it. Blocked waiters return CRD_CLOSED first; renewal
+ * stops; held locks expire after their lease (or are released with owner-checked
+ * unlocks when release_on_close was set). Lock handles of the client must not be used
+ * afterwards but must still be freed with crd_lock_free(). Accepts NULL.
+ * Thread safety: call once, when no other thread is inside a call that is not a
+ * blocked acquire (blocked acquires are woken and return CRD_CLOSED). */
+CRD_API void crd_client_free(crd_client *client);
+
+/* The detail message of the calling thread's most recent failed call on this client
+ * (the server's words, the connection error, which argument was wrong), or "" if that
+ * thread's last call on it succeeded. Library-owned, valid until the same thread's next
+ * call into the library. Never NULL (NULL client gives the message of a NULL-client
+ * call). Thread-safe: each thread sees its own. */
+CRD_API const char *crd_client_errmsg(const crd_client *client);
+
+/* The client's UUID: 36 lowercase characters, "8-4-4-4-12". Library-owned, valid until
+ * crd_client_free(). In a child after fork() the client gets a new UUID. */
+CRD_API const char *crd_client_id(const crd_client *client);
+
+/* ---------------------------------------------------------------------------------- */
+/* Owner ids                                                                           */
+/* ---------------------------------------------------------------------------------- */
+
+/* Owner id of the calling thread: assigned on first use from a process-wide 64-bit
+ * counter that never repeats (never pthread_t or gettid, which the OS recycles), then
+ * kept for the thread's life. The owner field in Redis is "<client-uuid>:<id>".
+ * Thread-safe. Never 0. */
+CRD_API uint64_t crd_owner_current(void);
+
+/* A fresh owner id from the same counter, for the explicit-owner functions (event
+ * loops, a lock taken on one thread and released on another). Never 0, never equal to
+ * any thread's id or any earlier crd_owner_new() result in this process. Thread-safe. */
+CRD_API uint64_t crd_owner_new(void);
+
+/* ---------------------------------------------------------------------------------- */
+/* Reentrant lock (Redisson RLock)                                                     */
+/* ---------------------------------------------------------------------------------- */
+
+/* Create a handle for the lock named name (a NUL-terminated string). No Redis traffic.
+ * Returns CRD_OK; CRD_INVALID_ARGUMENT for a NULL client, name or out, an empty name, a
+ * name over CRD_NAME_MAX bytes, or an unsafe brace pattern (see allow_unsafe_names);
+ * CRD_CLOSED for a failed or closed client; CRD_NO_MEMORY.
+ * Ownership: the caller frees *out with crd_lock_free() before freeing the client.
+ * Thread safety: any thread; the handle may be shared by threads. */
+CRD_API crd_status crd_lock_new(crd_client *client, const char *name, crd_lock **out);
+
+/* Same as crd_lock_new() for a binary name of name_len bytes (may contain NUL). */
+CRD_API crd_status crd_lock_new_n(crd_client *client, const char *name, size_t name_len,
+                                  crd_lock **out);
+
+/* Free a handle. Holds taken through it stay held (and renewed) until released through
+ * another handle of the same name and client, or until they expire. Accepts NULL. */
+CRD_API void crd_lock_free(crd_lock *lock);
+
+/* The lock's name and length. Library-owned, valid until crd_lock_free(). */
+CRD_API const char *crd_lock_name(const crd_lock *lock, size_t *len);
+
+/* Acquire the lock for the calling thread's owner id (crd_owner_current()).
+ *   wait_ms  CRD_WAIT_FOREVER (-1): wait until acquired; 0: try once; > 0: wait at most
+ *            this long. Waiting sleeps until the holder's unlock message or until the
+ *            holder's TTL runs out; it never polls.
+ *   lease_ms CRD_LEASE_WATCHDOG (-1) or 0: hold until released, renewed by the watchdog;
+ *            > 0: the lock expires after lease_ms unless released or extended before.
+ * Reentrant: an owner that holds the lock acquires it again (count + 1, the TTL set to
+ * the new lease).
+ * Returns CRD_OK (acquired); CRD_BUSY (wait_ms 0 and held by another owner);
+ * CRD_TIMEOUT (the wait ran out); CRD_INVALID_ARGUMENT (NULL lock, times out of range);
+ * CRD_SERVER (e.g. WRONGTYPE: the name holds a non-hash value; never reported as
+ * acquired); CRD_IO (the server could not be reached; if the acquire may have been
+ * executed, the library reads its own field back instead of resending, so a hold is
+ * never counted twice); CRD_CLOSED (client shutting down).
+ * Thread safety: any thread; blocks only the calling thread. */
+CRD_API crd_status crd_lock_acquire(crd_lock *lock, int64_t wait_ms, int64_t lease_ms);
+
+/* As crd_lock_acquire() for an explicit owner id (from crd_owner_new()). */
+CRD_API crd_status crd_lock_acquire_owner(crd_lock *lock, uint64_t owner, int64_t wait_ms,
+                                          int64_t lease_ms);
+
+/* Release one hold of the calling thread's owner.
+ * Returns CRD_OK (the count went down; the lock is freed and waiters are woken when it
+ * reaches 0); CRD_NOT_OWNER (this owner holds nothing here: nothing changed);
+ * CRD_LOCK_LOST (this owner held it, but the hold expired or was force-unlocked: nothing
+ * changed in Redis, renewal has stopped); CRD_IO (after one retry with the same request
+ * id the outcome is unknown; renewal goes on, call again to retry); CRD_SERVER;
+ * CRD_INVALID_ARGUMENT; CRD_CLOSED.
+ * A retried release never releases twice (Redisson's unlock latch). */
+CRD_API crd_status crd_lock_release(crd_lock *lock);
+
+/* As crd_lock_release() for an explicit owner id. */
+CRD_API crd_status crd_lock_release_owner(crd_lock *lock, uint64_t owner);
+
+/* Delete the lock whoever holds it and wake a waiter (Redisson forceUnlock). Sets
+ * *was_locked (may be NULL) to whether a lock was deleted. The holders find out through
+ * CRD_LOCK_LOST. Returns CRD_OK, CRD_IO, CRD_SERVER, CRD_INVALID_ARGUMENT, CRD_CLOSED. */
+CRD_API crd_status crd_lock_force_unlock(crd_lock *lock, bool *was_locked);
+
+/* Whether any owner, of any client or language, holds the lock (EXISTS). */
+CRD_API crd_status crd_lock_is_locked(crd_lock *lock, bool *locked);
+
+/* Whether the calling thread's owner / the given owner holds the lock (HEXISTS). */
+CRD_API crd_status crd_lock_is_held(crd_lock *lock, bool *held);
+CRD_API crd_status crd_lock_is_held_owner(crd_lock *lock, uint64_t owner, bool *held);
+
+/* Hold count of the calling thread's owner / the given owner (HGET; 0 if none). */
+CRD_API crd_status crd_lock_hold_count(crd_lock *lock, int64_t *count);
+CRD_API crd_status crd_lock_hold_count_owner(crd_lock *lock, uint64_t owner, int64_t *count);
+
+/* Remaining TTL of the lock key in ms (PTTL): -2 when not locked, -1 when the hash has
+ * no TTL (foreign or corrupt state), else > 0. */
+CRD_API crd_status crd_lock_remaining_ttl(crd_lock *lock, int64_t *ttl_ms);
+
+/* How long the calling thread's owner / the given owner may still trust its hold, from
+ * local bookkeeping only (no Redis traffic): the time the last acquire or renewal was
+ * sent plus the lease, minus now, on the monotonic clock. Sets *validity_ms to 0 and
+ * returns CRD_LOCK_LOST when the hold is known lost; CRD_NOT_OWNER when this client
+ * records no hold for that owner. */
+CRD_API crd_status crd_lock_validity_ms(crd_lock *lock, int64_t *validity_ms);
+CRD_API crd_status crd_lock_validity_ms_owner(crd_lock *lock, uint64_t owner,
+                                              int64_t *validity_ms);
+
+/* Set the TTL of a hold taken with an explicit lease to lease_ms from now (owner-
+ * checked; holds under the watchdog are renewed for you and may also be extended).
+ * Returns CRD_OK, CRD_NOT_OWNER (no local hold), CRD_LOCK_LOST (the field is gone),
+ * CRD_INVALID_ARGUMENT, CRD_IO, CRD_SERVER, CRD_CLOSED. */
+CRD_API crd_status crd_lock_extend(crd_lock *lock, int64_t lease_ms);
+CRD_API crd_status crd_lock_extend_owner(crd_lock *lock, uint64_t owner, int64_t lease_ms);
+
+/* Run fn(arg) while holding the lock: acquire (as crd_lock_acquire), call fn, release.
+ * fn's return value is stored in *fn_result (may be NULL) when fn ran.
+ * Returns the acquire's status if it failed (fn did not run), else the release's status
+ * (CRD_OK, or CRD_LOCK_LOST when the hold was lost while fn ran). */
+CRD_API crd_status crd_lock_run(crd_lock *lock, int64_t wait_ms, int64_t lease_ms,
+                                int (*fn)(void *arg), void *arg, int *fn_result);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CREDISSON_H */

@@ -1,0 +1,31 @@
+-- rlock_unlock: release one hold of a Redisson RLock, idempotent per request id
+-- (PROTOCOL.md 5.2).
+-- KEYS[1]  lock hash N
+-- KEYS[2]  channel redisson_lock__channel:{N}
+-- KEYS[3]  unlock latch redisson_unlock_latch:{N}:<rid>
+-- ARGV[1]  message published on full release ("0")
+-- ARGV[2]  re-arm lease in ms, set when holds remain
+-- ARGV[3]  owner field
+-- ARGV[4]  publish command, PUBLISH or SPUBLISH
+-- ARGV[5]  latch TTL in ms (>= 1)
+-- Returns  1    released: N deleted, ARGV[1] published, latch = 1
+--          0    still held by this owner (count - 1, TTL re-armed), latch = 0
+--          nil  this owner holds nothing (no write, no publish, no latch)
+--          a retry with the same latch replays the first result.
+local done = redis.call('get', KEYS[3])
+if done ~= false then
+    return tonumber(done)
+end
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    return nil
+end
+local count = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+if count > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('set', KEYS[3], '0', 'px', ARGV[5])
+    return 0
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[4], KEYS[2], ARGV[1])
+redis.call('set', KEYS[3], '1', 'px', ARGV[5])
+return 1

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages credisson needs to build and test, if any are missing.
+# As root it runs apt-get itself; otherwise it prints the one command to run and fails.
+set -euo pipefail
+pkgs=(cmake make gcc pkg-config libhiredis-dev uuid-dev libcriterion-dev libjansson-dev
+      redis-server redis-tools)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -eq 0 ]; then
+    echo "deps: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+    echo "deps: missing packages; run:" >&2
+    echo "  sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+fi

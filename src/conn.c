@@ -1,0 +1,198 @@
+/*
+ * conn.c -- one hiredis connection: open (timeouts, AUTH, SELECT), send a command in
+ * argv form with explicit lengths, pipelines, reply rendering and tracing.
+ *
+ * A connection that saw an I/O error is marked broken and is never used again (its
+ * reply stream is out of step, or the outcome of what was sent is unknown). No lock is
+ * taken here: a connection belongs to one thread at a time (the pool guarantees it).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static struct timeval tv_ms(int64_t ms)
+{
+    struct timeval tv;
+    tv.tv_sec = (time_t)(ms / 1000);
+    tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
+    return tv;
+}
+
+static void render(const redisReply *r, char *buf, size_t len, int depth)
+{
+    if (len == 0)
+        return;
+    buf[0] = '\0';
+    if (r == NULL) {
+        snprintf(buf, len, "(no reply)");
+        return;
+    }
+    switch (r->type) {
+    case REDIS_REPLY_NIL: snprintf(buf, len, "nil"); return;
+    case REDIS_REPLY_INTEGER: snprintf(buf, len, "(integer) %lld", r->integer); return;
+    case REDIS_REPLY_STRING: snprintf(buf, len, "\"%.*s\"", (int)r->len, r->str); return;
+    case REDIS_REPLY_STATUS: snprintf(buf, len, "%.*s", (int)r->len, r->str); return;
+    case REDIS_REPLY_ERROR: snprintf(buf, len, "(error) %.*s", (int)r->len, r->str); return;
+    case REDIS_REPLY_ARRAY: {
+        size_t o = 0;
+        o += (size_t)snprintf(buf + o, len - o, "[");
+        for (size_t i = 0; i < r->elements && o + 4 < len && depth < 4; i++) {
+            if (i > 0)
+                o += (size_t)snprintf(buf + o, len - o, ", ");
+            if (o >= len)
+                break;
+            render(r->element[i], buf + o, len - o, depth + 1);
+            o += strlen(buf + o);
+        }
+        if (o + 2 <= len)
+            snprintf(buf + o, len - o, "]");
+        return;
+    }
+    default: snprintf(buf, len, "(reply type %d)", r->type); return;
+    }
+}
+
+void crd__reply_render(const redisReply *r, char *buf, size_t len) { render(r, buf, len, 0); }
+
+void crd__trace(crd_client *c, int argc, const char *const *argv, const size_t *lens,
+                const redisReply *r, const char *io_error, bool subscriber)
+{
+    if (c->opts.on_trace == NULL)
+        return;
+    char text[1024];
+    if (io_error != NULL)
+        snprintf(text, sizeof text, "(io) %s", io_error);
+    else
+        crd__reply_render(r, text, sizeof text);
+    crd_trace t = {argc, argv, lens, text, subscriber};
+    c->opts.on_trace(c->opts.trace_user_data, &t);
+}
+
+void crd__conn_close(crd__conn *conn)
+{
+    if (conn->ctx != NULL)
+        redisFree(conn->ctx);
+    conn->ctx = NULL;
+    conn->broken = false;
+}
+
+/* A setup command (AUTH, SELECT, PING) on a fresh connection. */
+static crd_status setup_cmd(crd_client *c, crd__conn *conn, int argc, const char **argv,
+                            crd_status refused, const char *what)
+{
+    size_t lens[4];
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    redisReply *r = NULL;
+    crd_status st = crd__conn_command(c, conn, argc, argv, lens, &r);
+    if (st != CRD_OK)
+        return st;
+    if (r->type == REDIS_REPLY_ERROR) {
+        bool auth = strncmp(r->str, "NOAUTH", 6) == 0 || strncmp(r->str, "WRONGPASS", 9) == 0;
+        st = crd__fail(c, auth ? CRD_AUTH : refused, "%s refused: %.*s", what, (int)r->len, r->str);
+        freeReplyObject(r);
+        return st;
+    }
+    freeReplyObject(r);
+    return CRD_OK;
+}
+
+crd_status crd__conn_open(crd_client *c, crd__conn *conn)
+{
+    struct timeval ctv = tv_ms(c->opts.connect_timeout_ms);
+    redisContext *ctx;
+    conn->broken = false;
+    if (c->ep.unix_path != NULL)
+        ctx = redisConnectUnixWithTimeout(c->ep.unix_path, ctv);
+    else
+        ctx = redisConnectWithTimeout(c->ep.host, c->ep.port, ctv);
+    if (ctx == NULL)
+        return crd__fail(c, CRD_NO_MEMORY, "cannot allocate a connection");
+    if (ctx->err) {
+        crd_status st;
+        if (c->ep.unix_path != NULL)
+            st = crd__fail(c, CRD_IO, "cannot connect to unix:%s: %s", c->ep.unix_path, ctx->errstr);
+        else
+            st = crd__fail(c, CRD_IO, "cannot connect to %s:%d: %s", c->ep.host, c->ep.port,
+                           ctx->errstr);
+        redisFree(ctx);
+        return st;
+    }
+    redisSetTimeout(ctx, tv_ms(c->opts.command_timeout_ms));
+    if (c->ep.unix_path == NULL)
+        redisEnableKeepAlive(ctx);
+    conn->ctx = ctx;
+    crd_status st = CRD_OK;
+    if (c->ep.password != NULL) {
+        const char *argv[3] = {"AUTH", c->ep.username, c->ep.password};
+        if (c->ep.username != NULL)
+            st = setup_cmd(c, conn, 3, argv, CRD_AUTH, "AUTH");
+        else {
+            argv[1] = c->ep.password;
+            st = setup_cmd(c, conn, 2, argv, CRD_AUTH, "AUTH");
+        }
+    }
+    if (st == CRD_OK && c->ep.db != 0) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", c->ep.db);
+        const char *argv[2] = {"SELECT", db};
+        st = setup_cmd(c, conn, 2, argv, CRD_AUTH, "SELECT");
+    }
+    if (st != CRD_OK)
+        crd__conn_close(conn);
+    return st;
+}
+
+static crd_status io_fail(crd_client *c, crd__conn *conn, int argc, const char **argv,
+                          const size_t *lens)
+{
+    const char *why = conn->ctx->errstr[0] ? conn->ctx->errstr : "connection failed";
+    if (conn->ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK))
+        why = "command timed out";
+    crd_status st = crd__fail(c, CRD_IO, "%s: %s", argc > 0 ? argv[0] : "command", why);
+    crd__trace(c, argc, argv, lens, NULL, why, false);
+    conn->broken = true;
+    return st;
+}
+
+crd_status crd__conn_command(crd_client *c, crd__conn *conn, int argc, const char **argv,
+                             const size_t *lens, redisReply **reply)
+{
+    *reply = NULL;
+    if (conn->ctx == NULL || conn->broken)
+        return crd__fail(c, CRD_IO, "connection is not open");
+    redisReply *r = redisCommandArgv(conn->ctx, argc, argv, lens);
+    if (r == NULL)
+        return io_fail(c, conn, argc, argv, lens);
+    crd__trace(c, argc, argv, lens, r, NULL, false);
+    *reply = r;
+    return CRD_OK;
+}
+
+crd_status crd__conn_pipeline(crd_client *c, crd__conn *conn, int ncmd, const int *argcs,
+                              const char *const *const *argvs,
+                              const size_t *const *lens, redisReply **replies)
+{
+    for (int i = 0; i < ncmd; i++)
+        replies[i] = NULL;
+    if (conn->ctx == NULL || conn->broken)
+        return crd__fail(c, CRD_IO, "connection is not open");
+    for (int i = 0; i < ncmd; i++)
+        if (redisAppendCommandArgv(conn->ctx, argcs[i], (const char **)argvs[i], lens[i]) != REDIS_OK)
+            return io_fail(c, conn, argcs[i], (const char **)argvs[i], lens[i]);
+    for (int i = 0; i < ncmd; i++) {
+        void *r = NULL;
+        if (redisGetReply(conn->ctx, &r) != REDIS_OK || r == NULL) {
+            for (int j = 0; j < i; j++) {
+                freeReplyObject(replies[j]);
+                replies[j] = NULL;
+            }
+            return io_fail(c, conn, argcs[i], (const char **)argvs[i], lens[i]);
+        }
+        replies[i] = r;
+        crd__trace(c, argcs[i], argvs[i], lens[i], r, NULL, false);
+    }
+    return CRD_OK;
+}

@@ -1,0 +1,139 @@
+/*
+ * holds.c -- the client's record of what it holds: one record per (name, owner) with
+ * the local hold count, the lease of the last acquire (the re-arm lease an unlock
+ * sends), whether the watchdog renews it, and the local validity deadline.
+ *
+ * A chained hash table guarded by holds->mu. Callers (lock.c, watchdog.c) take the
+ * mutex around lookups and updates; no Redis traffic ever happens under it.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t hash(const char *name, size_t len, uint64_t owner)
+{
+    uint64_t h = 1469598103934665603ULL ^ owner;
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)name[i];
+        h *= 1099511628211ULL;
+    }
+    return h ^ (h >> 29);
+}
+
+crd_status crd__holds_init(crd_client *c)
+{
+    crd__holds *h = calloc(1, sizeof *h);
+    if (h == NULL)
+        return CRD_NO_MEMORY;
+    h->nbuckets = 64;
+    h->buckets = calloc(h->nbuckets, sizeof *h->buckets);
+    if (h->buckets == NULL) {
+        free(h);
+        return CRD_NO_MEMORY;
+    }
+    pthread_mutex_init(&h->mu, NULL);
+    c->holds = h;
+    return CRD_OK;
+}
+
+void crd__holds_free(crd_client *c)
+{
+    crd__holds *h = c->holds;
+    if (h == NULL)
+        return;
+    for (size_t i = 0; i < h->nbuckets; i++) {
+        crd__hold *e = h->buckets[i];
+        while (e != NULL) {
+            crd__hold *next = e->next;
+            free(e->name);
+            free(e);
+            e = next;
+        }
+    }
+    free(h->buckets);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+    c->holds = NULL;
+}
+
+crd__hold *crd__holds_find(crd__holds *h, const char *name, size_t len, uint64_t owner)
+{
+    size_t b = hash(name, len, owner) & (h->nbuckets - 1);
+    for (crd__hold *e = h->buckets[b]; e != NULL; e = e->next)
+        if (e->owner == owner && e->name_len == len && memcmp(e->name, name, len) == 0)
+            return e;
+    return NULL;
+}
+
+static void grow(crd__holds *h)
+{
+    size_t n = h->nbuckets * 2;
+    crd__hold **nb = calloc(n, sizeof *nb);
+    if (nb == NULL)
+        return; /* stay at the current size: slower, still correct */
+    for (size_t i = 0; i < h->nbuckets; i++) {
+        crd__hold *e = h->buckets[i];
+        while (e != NULL) {
+            crd__hold *next = e->next;
+            size_t b = hash(e->name, e->name_len, e->owner) & (n - 1);
+            e->next = nb[b];
+            nb[b] = e;
+            e = next;
+        }
+    }
+    free(h->buckets);
+    h->buckets = nb;
+    h->nbuckets = n;
+}
+
+crd__hold *crd__holds_insert(crd__holds *h, const char *name, size_t len, uint64_t owner)
+{
+    crd__hold *e = calloc(1, sizeof *e);
+    if (e == NULL)
+        return NULL;
+    e->name = malloc(len + 1);
+    if (e->name == NULL) {
+        free(e);
+        return NULL;
+    }
+    memcpy(e->name, name, len);
+    e->name[len] = '\0';
+    e->name_len = len;
+    e->owner = owner;
+    if (h->count + 1 > h->nbuckets)
+        grow(h);
+    size_t b = hash(name, len, owner) & (h->nbuckets - 1);
+    e->next = h->buckets[b];
+    h->buckets[b] = e;
+    h->count++;
+    return e;
+}
+
+void crd__holds_remove(crd__holds *h, crd__hold *hold)
+{
+    size_t b = hash(hold->name, hold->name_len, hold->owner) & (h->nbuckets - 1);
+    for (crd__hold **pp = &h->buckets[b]; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == hold) {
+            *pp = hold->next;
+            if (hold->watchdog)
+                h->nwatchdog--;
+            h->count--;
+            free(hold->name);
+            free(hold);
+            return;
+        }
+    }
+}
+
+void crd__holds_foreach(crd__holds *h, void (*fn)(crd__hold *, void *), void *arg)
+{
+    for (size_t i = 0; i < h->nbuckets; i++) {
+        crd__hold *e = h->buckets[i];
+        while (e != NULL) {
+            crd__hold *next = e->next; /* fn may remove e */
+            fn(e, arg);
+            e = next;
+        }
+    }
+}

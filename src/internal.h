@@ -1,0 +1,234 @@
+/*
+ * internal.h -- declarations shared by the units of src/. Nothing here is public.
+ *
+ * Units and their locks (a thread never takes them in another order than this):
+ *   client.c  (pool_mu)  connection pool, options, lifetime, fork handling
+ *   holds.c   (holds_mu) what this client believes it holds: count, lease, validity
+ *   pubsub.c  (ps.mu)    subscriber thread, channel entries, waiter wake-ups
+ *   watchdog.c (wd_mu)   renewal thread
+ * holds_mu and ps.mu are never held together; pool_mu is a leaf.
+ */
+#ifndef CRD_INTERNAL_H
+#define CRD_INTERNAL_H
+
+#include "credisson.h"
+
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+
+#include "crd_scripts.h"
+
+#define CRD__PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+/* ---- status.c: thread-local detail messages ---------------------------------------- */
+
+/* Records the detail message for the calling thread and client, returns status. The
+ * format is for human text only; commands are never built with it. */
+crd_status crd__fail(const crd_client *c, crd_status status, const char *fmt, ...)
+    CRD__PRINTF(3, 4);
+/* Clears the calling thread's detail for c (a successful call). */
+void crd__ok(const crd_client *c);
+
+/* ---- clock.c ------------------------------------------------------------------------ */
+
+int64_t crd__now_ms(void);      /* CLOCK_MONOTONIC */
+int64_t crd__now_us(void);      /* CLOCK_MONOTONIC */
+int64_t crd__epoch_ms(void);    /* CLOCK_REALTIME, for the fair lock's deadlines only */
+/* Absolute CLOCK_MONOTONIC timespec for a deadline in monotonic ms. */
+struct timespec crd__abstime(int64_t deadline_ms);
+/* A condition variable that waits on CLOCK_MONOTONIC. */
+int crd__cond_init(pthread_cond_t *cv);
+
+/* ---- owner.c ----------------------------------------------------------------------- */
+
+/* Writes "<uuid>:<id>" into buf (>= 58 bytes); returns its length. */
+size_t crd__owner_field(const char *uuid, uint64_t owner, char *buf);
+/* 16 random bytes from the OS as 32 lowercase hex characters plus NUL. */
+crd_status crd__random_hex32(char out[33]);
+/* A v4 UUID from libuuid (which reads the OS CSPRNG), lowercase. */
+void crd__uuid_v4(char out[37]);
+/* Thread-exit hook: called with the exiting thread's owner id (if it had one). */
+void crd__owner_set_exit_hook(void (*hook)(uint64_t owner));
+
+/* ---- names.c ----------------------------------------------------------------------- */
+
+typedef struct crd__buf {
+    char *p;
+    size_t len;
+} crd__buf;
+
+/* "<prefix>:{N}" or "<prefix>:N" when N contains '{' (Redisson's prefixName). */
+crd_status crd__prefix_name(const char *prefix, const char *name, size_t len, crd__buf *out);
+/* True for names whose braces break slot co-location (PROTOCOL.md 2.3 class C). */
+bool crd__name_is_unsafe(const char *name, size_t len);
+
+/* ---- url.c ------------------------------------------------------------------------- */
+
+typedef struct crd__endpoint {
+    char *host;
+    int port;
+    char *unix_path;
+    char *username;
+    char *password;
+    int db;
+} crd__endpoint;
+
+/* Parses a redis:// or unix:// URL. On failure writes a reason into err. */
+crd_status crd__url_parse(const char *url, crd__endpoint *out, char *err, size_t errlen);
+void crd__endpoint_clear(crd__endpoint *ep);
+
+/* ---- conn.c: one hiredis connection --------------------------------------------------- */
+
+typedef struct crd__conn {
+    redisContext *ctx;
+    bool broken; /* an I/O error happened: discard, never reuse */
+} crd__conn;
+
+/* Opens a connection with the client's endpoint, timeouts, AUTH and SELECT. */
+crd_status crd__conn_open(crd_client *c, crd__conn *conn);
+void crd__conn_close(crd__conn *conn);
+/* Sends one command (argv with lengths) and reads its reply. On CRD_IO the connection is
+ * marked broken; *reply is NULL. Error replies are returned as CRD_OK with the reply
+ * (callers decide). Traces the command when the client has on_trace. */
+crd_status crd__conn_command(crd_client *c, crd__conn *conn, int argc, const char **argv,
+                             const size_t *lens, redisReply **reply);
+/* Pipelined form: appends all commands, then reads all replies into replies[]. */
+crd_status crd__conn_pipeline(crd_client *c, crd__conn *conn, int ncmd, const int *argcs,
+                              const char *const *const *argvs,
+                              const size_t *const *lens, redisReply **replies);
+/* Renders a reply for traces and messages. */
+void crd__reply_render(const redisReply *r, char *buf, size_t len);
+void crd__trace(crd_client *c, int argc, const char *const *argv, const size_t *lens,
+                const redisReply *r, const char *io_error, bool subscriber);
+
+/* ---- client.c ------------------------------------------------------------------------ */
+
+typedef struct crd__pubsub crd__pubsub;
+typedef struct crd__holds crd__holds;
+typedef struct crd__watchdog crd__watchdog;
+
+struct crd_client {
+    crd_options opts;     /* copies; strings below are owned */
+    crd__endpoint ep;
+    char uuid[37];
+    char errmsg_init[256]; /* why crd_client_new failed, for a failed client */
+    bool failed;
+    atomic_bool closed;
+    pid_t pid;            /* process that created the client (fork detection) */
+
+    pthread_mutex_t pool_mu;
+    pthread_cond_t pool_cv;
+    crd__conn *pool;
+    int *pool_free; /* stack of free slot indexes */
+    int pool_nfree;
+
+    crd__pubsub *ps;
+    crd__holds *holds;
+    crd__watchdog *wd;
+
+    struct crd_client *next_client; /* registry (thread-exit and fork hooks) */
+};
+
+/* Validates a handle for use: NULL, failed, closed, forked. */
+crd_status crd__client_check(crd_client *c);
+/* Takes a pool connection (connecting it if needed); bounded by the timeouts. */
+crd_status crd__pool_get(crd_client *c, crd__conn **out);
+/* Returns a connection; a broken one is closed and its slot reconnects on next use. */
+void crd__pool_put(crd_client *c, crd__conn *conn);
+/* Runs one command on a pool connection. */
+crd_status crd__command(crd_client *c, int argc, const char **argv, const size_t *lens,
+                        redisReply **reply);
+
+/* ---- script.c ------------------------------------------------------------------------ */
+
+/* Runs an embedded script with EVALSHA; on NOSCRIPT (the script did not run) one EVAL.
+ * keys/args with lengths. Returns CRD_IO with the connection broken when the outcome is
+ * unknown. Error replies come back as CRD_OK with an error reply. */
+crd_status crd__script_run(crd_client *c, crd__conn *conn, int script, int nkeys,
+                           const char **keys, const size_t *keylens, int nargs,
+                           const char **args, const size_t *arglens, redisReply **reply);
+
+/* ---- pubsub.c ------------------------------------------------------------------------ */
+
+typedef struct crd__sub crd__sub;
+
+crd_status crd__pubsub_start(crd_client *c);
+void crd__pubsub_stop(crd_client *c);
+/* Takes a reference on the channel's shared subscription (subscribing if it is the
+ * first) and waits until the subscription is confirmed or deadline_ms passes.
+ * *confirmed tells which. The reference must be dropped with crd__sub_release(). */
+crd_status crd__sub_acquire(crd_client *c, const char *channel, size_t len,
+                            int64_t deadline_ms, crd__sub **out, bool *confirmed);
+void crd__sub_release(crd_client *c, crd__sub *s);
+/* Waits for one wake-up permit or until deadline_ms. Returns CRD_OK when woken,
+ * CRD_TIMEOUT when the deadline passed, CRD_CLOSED on shutdown. *confirmed is updated
+ * with whether the subscription is live now. */
+crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms, bool *confirmed);
+/* Wakes every waiter of every entry (shutdown). */
+void crd__pubsub_wake_all(crd_client *c);
+
+/* ---- holds.c ------------------------------------------------------------------------ */
+
+/* What this client believes one owner holds on one name. */
+typedef struct crd__hold {
+    char *name;
+    size_t name_len;
+    uint64_t owner;
+    int64_t count;        /* local view of the hold count */
+    int64_t lease_ms;     /* lease of the most recent acquire (re-arm on unlock) */
+    bool watchdog;        /* renewed by the watchdog */
+    bool releasing;       /* a final release is in flight: do not renew */
+    bool lost;            /* known lost; kept only until the owner is told */
+    bool failing;         /* renewals are failing */
+    int64_t valid_until;  /* monotonic ms: send time of last acquire/renewal + lease */
+    int64_t renew_sent;   /* monotonic ms of the renewal in flight (0 = none) */
+    uint64_t gen;         /* bumped on every acquire/release, to drop stale renewals */
+    struct crd__hold *next;
+} crd__hold;
+
+struct crd__holds {
+    pthread_mutex_t mu;
+    crd__hold **buckets;
+    size_t nbuckets;
+    size_t count;
+    size_t nwatchdog;
+};
+
+crd_status crd__holds_init(crd_client *c);
+void crd__holds_free(crd_client *c);
+/* Lookup; caller holds holds->mu. */
+crd__hold *crd__holds_find(crd__holds *h, const char *name, size_t len, uint64_t owner);
+/* Insert a new record with count 0; caller holds holds->mu. NULL on OOM. */
+crd__hold *crd__holds_insert(crd__holds *h, const char *name, size_t len, uint64_t owner);
+/* Remove and free; caller holds holds->mu. */
+void crd__holds_remove(crd__holds *h, crd__hold *hold);
+/* Iterate all records; caller holds holds->mu. */
+void crd__holds_foreach(crd__holds *h, void (*fn)(crd__hold *, void *), void *arg);
+
+/* ---- watchdog.c ---------------------------------------------------------------------- */
+
+crd_status crd__watchdog_start(crd_client *c);
+void crd__watchdog_stop(crd_client *c); /* joins the thread; stays allocated */
+void crd__watchdog_free(crd_client *c);
+/* A watchdog hold was added: make sure the thread has a tick scheduled. */
+void crd__watchdog_kick(crd_client *c);
+void crd__emit_event(crd_client *c, crd_event_kind kind, const crd__hold *h,
+                     crd_status st, const char *detail);
+
+/* ---- lock.c --------------------------------------------------------------------------- */
+
+struct crd_lock {
+    crd_client *client;
+    char *name;
+    size_t name_len;
+    crd__buf channel; /* redisson_lock__channel:{N} */
+    crd__buf latch_prefix; /* redisson_unlock_latch:{N}: */
+};
+
+/* Owner-checked release used by shutdown and thread exit (no lock handle needed). */
+crd_status crd__release_hold_by_name(crd_client *c, const char *name, size_t len,
+                                     uint64_t owner);
+
+#endif /* CRD_INTERNAL_H */

@@ -1,0 +1,82 @@
+/*
+ * owner.c -- owner ids, client UUIDs and request ids.
+ *
+ * A thread's owner id comes from one process-wide 64-bit counter, taken on first use
+ * and kept in thread-local storage; explicit ids come from the same counter, so no two
+ * ever collide and none is ever reused (pthread_t and gettid() are recycled by the OS,
+ * which would let a new thread re-enter a dead thread's hold). A pthread key destructor
+ * tells the client registry when a thread that had an id exits.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <uuid/uuid.h>
+
+static atomic_uint_fast64_t next_owner = 1;
+static _Thread_local uint64_t tls_owner;
+
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t exit_key;
+static void (*exit_hook)(uint64_t owner);
+
+static void on_thread_exit(void *value)
+{
+    uint64_t owner = (uint64_t)(uintptr_t)value;
+    if (exit_hook != NULL && owner != 0)
+        exit_hook(owner);
+}
+
+static void make_key(void) { pthread_key_create(&exit_key, on_thread_exit); }
+
+void crd__owner_set_exit_hook(void (*hook)(uint64_t owner))
+{
+    pthread_once(&key_once, make_key);
+    exit_hook = hook;
+}
+
+uint64_t crd_owner_new(void) { return atomic_fetch_add(&next_owner, 1); }
+
+uint64_t crd_owner_current(void)
+{
+    if (tls_owner == 0) {
+        tls_owner = crd_owner_new();
+        pthread_once(&key_once, make_key);
+        /* Owner ids fit in a pointer on every platform we build for (64-bit). */
+        pthread_setspecific(exit_key, (void *)(uintptr_t)tls_owner);
+    }
+    return tls_owner;
+}
+
+size_t crd__owner_field(const char *uuid, uint64_t owner, char *buf)
+{
+    int n = snprintf(buf, 58, "%s:%llu", uuid, (unsigned long long)owner);
+    return (size_t)n;
+}
+
+crd_status crd__random_hex32(char out[33])
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char b[16];
+    size_t got = 0;
+    while (got < sizeof b) {
+        ssize_t n = getrandom(b + got, sizeof b - got, 0);
+        if (n <= 0)
+            return CRD_IO;
+        got += (size_t)n;
+    }
+    for (int i = 0; i < 16; i++) {
+        out[2 * i] = hex[b[i] >> 4];
+        out[2 * i + 1] = hex[b[i] & 15];
+    }
+    out[32] = '\0';
+    return CRD_OK;
+}
+
+void crd__uuid_v4(char out[37])
+{
+    uuid_t u;
+    uuid_generate_random(u);
+    uuid_unparse_lower(u, out);
+}

@@ -1,0 +1,64 @@
+/*
+ * status.c -- status texts, the version string, and the per-thread detail message.
+ *
+ * The detail message is thread-local so that many threads sharing one client each see
+ * the words of their own last failure, errno-style. No lock is taken.
+ */
+#include "internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *crd_version(void) { return CRD_VERSION_STRING; }
+
+const char *crd_strerror(crd_status status)
+{
+    switch (status) {
+    case CRD_OK: return "success";
+    case CRD_BUSY: return "lock held by another owner";
+    case CRD_TIMEOUT: return "timed out waiting for the lock";
+    case CRD_NOT_OWNER: return "lock not held by this owner";
+    case CRD_LOCK_LOST: return "lock lost (expired or force-unlocked)";
+    case CRD_INVALID_ARGUMENT: return "invalid argument";
+    case CRD_IO: return "connection error";
+    case CRD_PROTOCOL: return "unexpected reply from Redis";
+    case CRD_SERVER: return "Redis replied with an error";
+    case CRD_NO_MEMORY: return "out of memory";
+    case CRD_CLOSED: return "client closed";
+    case CRD_AUTH: return "authentication or database selection refused";
+    case CRD_DEADLOCK: return "request can never succeed for this owner";
+    case CRD_FORKED: return "handle used in a forked child";
+    }
+    return "unknown status";
+}
+
+static _Thread_local struct {
+    const void *client;
+    char msg[512];
+} tls_err;
+
+crd_status crd__fail(const crd_client *c, crd_status status, const char *fmt, ...)
+{
+    va_list ap;
+    tls_err.client = c;
+    va_start(ap, fmt);
+    vsnprintf(tls_err.msg, sizeof tls_err.msg, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void crd__ok(const crd_client *c)
+{
+    if (tls_err.client == c)
+        tls_err.msg[0] = '\0';
+}
+
+const char *crd_client_errmsg(const crd_client *client)
+{
+    if (tls_err.client == client && tls_err.msg[0] != '\0')
+        return tls_err.msg;
+    if (client != NULL && client->failed)
+        return client->errmsg_init;
+    return "";
+}

@@ -1,0 +1,175 @@
+/*
+ * url.c -- parses the two URL forms of crd_options.url:
+ *   redis://[[user]:password@]host[:port][/db]     (host may be [v6-address])
+ *   unix:///path/to.sock[?db=N]
+ * Pure function; any thread. Errors say which part is wrong.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Copies [s, s+len) decoding %XX escapes; NULL on a bad escape (*bad set) or OOM. */
+static char *decode(const char *s, size_t len, bool *bad)
+{
+    char *out = malloc(len + 1);
+    size_t o = 0;
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] != '%') {
+            out[o++] = s[i];
+            continue;
+        }
+        int hi = -1, lo = -1;
+        if (i + 2 < len) {
+            hi = hexval(s[i + 1]);
+            lo = hexval(s[i + 2]);
+        }
+        if (hi < 0 || lo < 0) {
+            *bad = true;
+            free(out);
+            return NULL;
+        }
+        out[o++] = (char)(hi * 16 + lo);
+        i += 2;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static bool parse_int(const char *s, size_t len, long min, long max, long *out)
+{
+    if (len == 0 || len > 10)
+        return false;
+    long v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+void crd__endpoint_clear(crd__endpoint *ep)
+{
+    free(ep->host);
+    free(ep->unix_path);
+    free(ep->username);
+    free(ep->password);
+    memset(ep, 0, sizeof *ep);
+}
+
+#define BAD(...) (snprintf(err, errlen, __VA_ARGS__), crd__endpoint_clear(out), CRD_INVALID_ARGUMENT)
+#define OOM() (crd__endpoint_clear(out), CRD_NO_MEMORY)
+
+crd_status crd__url_parse(const char *url, crd__endpoint *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    out->port = 6379;
+    if (url == NULL)
+        return BAD("URL is NULL");
+    if (strncmp(url, "unix://", 7) == 0) {
+        const char *path = url + 7;
+        const char *q = strchr(path, '?');
+        size_t plen = q ? (size_t)(q - path) : strlen(path);
+        if (plen == 0 || path[0] != '/')
+            return BAD("unix URL needs an absolute socket path: unix:///path/to.sock");
+        bool bad = false;
+        out->unix_path = decode(path, plen, &bad);
+        if (out->unix_path == NULL)
+            return bad ? BAD("bad %%-escape in unix socket path") : OOM();
+        if (q != NULL) {
+            long db;
+            if (strncmp(q, "?db=", 4) != 0 || !parse_int(q + 4, strlen(q + 4), 0, 1000000, &db))
+                return BAD("unix URL query must be ?db=N with N a database number");
+            out->db = (int)db;
+        }
+        return CRD_OK;
+    }
+    if (strncmp(url, "redis://", 8) != 0)
+        return BAD("URL must start with redis:// or unix:// (got \"%.40s\")", url);
+    const char *s = url + 8;
+    const char *end = s + strlen(s);
+    const char *slash = memchr(s, '/', (size_t)(end - s));
+    const char *auth_end = NULL;
+    /* The credentials end at the last '@' before the path. */
+    for (const char *p = s; p < (slash ? slash : end); p++)
+        if (*p == '@')
+            auth_end = p;
+    const char *hostpart = s;
+    if (auth_end != NULL) {
+        const char *colon = memchr(s, ':', (size_t)(auth_end - s));
+        bool bad = false;
+        if (colon == NULL) {
+            /* redis://password@host is accepted as a password, as redis-cli does. */
+            out->password = decode(s, (size_t)(auth_end - s), &bad);
+            if (out->password == NULL)
+                return bad ? BAD("bad %%-escape in password") : OOM();
+        } else {
+            if (colon > s) {
+                out->username = decode(s, (size_t)(colon - s), &bad);
+                if (out->username == NULL)
+                    return bad ? BAD("bad %%-escape in user name") : OOM();
+            }
+            out->password = decode(colon + 1, (size_t)(auth_end - colon - 1), &bad);
+            if (out->password == NULL)
+                return bad ? BAD("bad %%-escape in password") : OOM();
+        }
+        hostpart = auth_end + 1;
+    }
+    const char *hp_end = slash ? slash : end;
+    const char *port_colon = NULL;
+    const char *h = hostpart, *h_end;
+    if (hostpart < hp_end && *hostpart == '[') {
+        const char *rb = memchr(hostpart, ']', (size_t)(hp_end - hostpart));
+        if (rb == NULL)
+            return BAD("unclosed '[' in host");
+        h = hostpart + 1;
+        h_end = rb;
+        if (rb + 1 < hp_end) {
+            if (rb[1] != ':')
+                return BAD("junk after ']' in host");
+            port_colon = rb + 1;
+        }
+    } else {
+        port_colon = memchr(hostpart, ':', (size_t)(hp_end - hostpart));
+        h_end = port_colon ? port_colon : hp_end;
+    }
+    if (h_end == h)
+        return BAD("URL has no host");
+    out->host = malloc((size_t)(h_end - h) + 1);
+    if (out->host == NULL)
+        return OOM();
+    memcpy(out->host, h, (size_t)(h_end - h));
+    out->host[h_end - h] = '\0';
+    if (port_colon != NULL) {
+        long port;
+        if (!parse_int(port_colon + 1, (size_t)(hp_end - port_colon - 1), 1, 65535, &port))
+            return BAD("port must be a number from 1 to 65535");
+        out->port = (int)port;
+    }
+    if (slash != NULL && slash + 1 < end) {
+        long db;
+        if (!parse_int(slash + 1, (size_t)(end - slash - 1), 0, 1000000, &db))
+            return BAD("database must be a number after the '/'");
+        out->db = (int)db;
+    }
+    return CRD_OK;
+}
