@@ -212,6 +212,12 @@ typedef struct crd_options {
     void *event_user_data;
     crd_trace_fn on_trace; /* every command, default NULL (costs nothing when NULL) */
     void *trace_user_data;
+
+    /* Fair locks: how long a waiter at the head of the queue may keep the others waiting
+     * before it is presumed dead and skipped (Redisson's fairLockWaitTimeout, default
+     * 300000; it MUST match the Java fleet's setting). A fair acquire with wait_ms > 0
+     * announces wait_ms instead, as Redisson's tryLock(wait) does. */
+    int64_t fair_wait_timeout_ms;
 } crd_options;
 
 /* Fill *opts with the defaults documented above. Returns CRD_OK, or
@@ -285,7 +291,8 @@ CRD_API crd_status crd_lock_new_n(crd_client *client, const char *name, size_t n
                                   crd_lock **out);
 
 /* Free a handle. Holds taken through it stay held (and renewed) until released through
- * another handle of the same name and client, or until they expire. Accepts NULL. */
+ * another handle of the same name and client, or until they expire. Accepts NULL; does
+ * nothing for the read and write locks of a crd_rwlock. */
 CRD_API void crd_lock_free(crd_lock *lock);
 
 /* The lock's name and length. Library-owned, valid until crd_lock_free(). */
@@ -367,6 +374,61 @@ CRD_API crd_status crd_lock_extend_owner(crd_lock *lock, uint64_t owner, int64_t
  * (CRD_OK, or CRD_LOCK_LOST when the hold was lost while fn ran). */
 CRD_API crd_status crd_lock_run(crd_lock *lock, int64_t wait_ms, int64_t lease_ms,
                                 int (*fn)(void *arg), void *arg, int *fn_result);
+
+/* ---------------------------------------------------------------------------------- */
+/* Fair lock (Redisson RFairLock)                                                      */
+/* ---------------------------------------------------------------------------------- */
+
+/* Create a handle for the fair lock named name: waiters, in any process or language,
+ * get it in the order they asked (Redisson's queue redisson_lock_queue:{N} and
+ * deadlines redisson_lock_timeout:{N}), and each waiter is woken alone, by a message on
+ * its own channel redisson_lock__channel:{N}:<owner field>. Every crd_lock_* function
+ * works on the handle, with these differences:
+ *   - crd_lock_acquire with wait_ms 0 never joins the queue; with wait_ms > 0 the wait is
+ *     announced to the queue (so a dead waiter holds the others up at most that long),
+ *     otherwise fair_wait_timeout_ms is. A waiter that gives up (timeout, CRD_CLOSED, an
+ *     error) removes itself from the queue and moves everyone behind it up.
+ *   - Queue deadlines are epoch milliseconds from this host's wall clock (the only place
+ *     credisson reads it): hosts whose clocks disagree by d ms shift each other's
+ *     deadlines by d ms, so fleets sharing fair locks need NTP.
+ *   - A release after the lock was force-unlocked returns CRD_LOCK_LOST (Redisson
+ *     returns normally there).
+ * Errors, ownership and thread safety as crd_lock_new(). Free with crd_lock_free(). */
+CRD_API crd_status crd_fair_lock_new(crd_client *client, const char *name, crd_lock **out);
+CRD_API crd_status crd_fair_lock_new_n(crd_client *client, const char *name, size_t name_len,
+                                       crd_lock **out);
+
+/* ---------------------------------------------------------------------------------- */
+/* Read-write lock (Redisson RReadWriteLock)                                           */
+/* ---------------------------------------------------------------------------------- */
+
+typedef struct crd_rwlock crd_rwlock;
+
+/* Create a read-write lock handle: many readers or one writer, on the same keys as
+ * Redisson's getReadWriteLock(name) (hash N with field "mode", per-hold timeout keys
+ * {N}:<owner field>:rwlock_timeout:<i>, channel redisson_rwlock:{N}). No Redis traffic.
+ * Errors, ownership and thread safety as crd_lock_new(). Free with crd_rwlock_free(). */
+CRD_API crd_status crd_rwlock_new(crd_client *client, const char *name, crd_rwlock **out);
+CRD_API crd_status crd_rwlock_new_n(crd_client *client, const char *name, size_t name_len,
+                                    crd_rwlock **out);
+
+/* The read and the write lock of rw, for every crd_lock_* function. They belong to rw:
+ * valid until crd_rwlock_free(rw); crd_lock_free() on them does nothing. NULL for NULL.
+ * Rules (Redisson's):
+ *   - the owner of the write lock may also take the read lock (downgrade: release the
+ *     write lock afterwards and keep reading); readers blocked by the write lock are
+ *     then woken (Redisson wakes nobody there);
+ *   - an owner holding only the read lock cannot take the write lock (no upgrade):
+ *     crd_lock_acquire returns CRD_DEADLOCK at once instead of waiting forever;
+ *   - every read hold has its own timeout key whose TTL is that hold's lease; the
+ *     watchdog renews all of an owner's read holds together with the hash.
+ *   - crd_lock_is_locked on the read lock is true when the mode is "read", or "write"
+ *     with some read hold besides (Redisson 3.24+); on the write lock, mode "write". */
+CRD_API crd_lock *crd_rwlock_read(crd_rwlock *rw);
+CRD_API crd_lock *crd_rwlock_write(crd_rwlock *rw);
+
+/* Free the handle (holds stay held, as with crd_lock_free). Accepts NULL. */
+CRD_API void crd_rwlock_free(crd_rwlock *rw);
 
 #ifdef __cplusplus
 }

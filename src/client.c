@@ -103,6 +103,7 @@ crd_status crd_options_init(crd_options *o)
     o->watchdog_timeout_ms = 30000;
     o->subscription_timeout_ms = 7500;
     o->poll_interval_ms = 1000;
+    o->fair_wait_timeout_ms = 300000;
     return CRD_OK;
 }
 
@@ -123,6 +124,7 @@ static crd_status validate(crd_client *c, const crd_options *o)
     RANGE(subscription_timeout_ms, 1)
     RANGE(poll_interval_ms, 1)
     RANGE(max_wait_slice_ms, 0)
+    RANGE(fair_wait_timeout_ms, 1)
 #undef RANGE
     if (o->pool_size < 1 || o->pool_size > 1024)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "pool_size must be from 1 to 1024 (got %d)",

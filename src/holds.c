@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t hash(const char *name, size_t len, uint64_t owner)
+static uint64_t hash(const char *name, size_t len, uint64_t owner, int kind)
 {
-    uint64_t h = 1469598103934665603ULL ^ owner;
+    uint64_t h = (1469598103934665603ULL ^ owner) + (uint64_t)kind * 0x9E3779B97F4A7C15ULL;
     for (size_t i = 0; i < len; i++) {
         h ^= (unsigned char)name[i];
         h *= 1099511628211ULL;
@@ -57,11 +57,12 @@ void crd__holds_free(crd_client *c)
     c->holds = NULL;
 }
 
-crd__hold *crd__holds_find(crd__holds *h, const char *name, size_t len, uint64_t owner)
+crd__hold *crd__holds_find(crd__holds *h, const char *name, size_t len, uint64_t owner, int kind)
 {
-    size_t b = hash(name, len, owner) & (h->nbuckets - 1);
+    size_t b = hash(name, len, owner, kind) & (h->nbuckets - 1);
     for (crd__hold *e = h->buckets[b]; e != NULL; e = e->next)
-        if (e->owner == owner && e->name_len == len && memcmp(e->name, name, len) == 0)
+        if (e->owner == owner && e->kind == kind && e->name_len == len &&
+            memcmp(e->name, name, len) == 0)
             return e;
     return NULL;
 }
@@ -76,7 +77,7 @@ static void grow(crd__holds *h)
         crd__hold *e = h->buckets[i];
         while (e != NULL) {
             crd__hold *next = e->next;
-            size_t b = hash(e->name, e->name_len, e->owner) & (n - 1);
+            size_t b = hash(e->name, e->name_len, e->owner, e->kind) & (n - 1);
             e->next = nb[b];
             nb[b] = e;
             e = next;
@@ -87,7 +88,8 @@ static void grow(crd__holds *h)
     h->nbuckets = n;
 }
 
-crd__hold *crd__holds_insert(crd__holds *h, const char *name, size_t len, uint64_t owner)
+crd__hold *crd__holds_insert(crd__holds *h, const char *name, size_t len, uint64_t owner,
+                             int kind)
 {
     crd__hold *e = calloc(1, sizeof *e);
     if (e == NULL)
@@ -101,9 +103,11 @@ crd__hold *crd__holds_insert(crd__holds *h, const char *name, size_t len, uint64
     e->name[len] = '\0';
     e->name_len = len;
     e->owner = owner;
+    e->kind = kind;
+    e->id = ++h->next_id;
     if (h->count + 1 > h->nbuckets)
         grow(h);
-    size_t b = hash(name, len, owner) & (h->nbuckets - 1);
+    size_t b = hash(name, len, owner, kind) & (h->nbuckets - 1);
     e->next = h->buckets[b];
     h->buckets[b] = e;
     h->count++;
@@ -112,7 +116,7 @@ crd__hold *crd__holds_insert(crd__holds *h, const char *name, size_t len, uint64
 
 void crd__holds_remove(crd__holds *h, crd__hold *hold)
 {
-    size_t b = hash(hold->name, hold->name_len, hold->owner) & (h->nbuckets - 1);
+    size_t b = hash(hold->name, hold->name_len, hold->owner, hold->kind) & (h->nbuckets - 1);
     for (crd__hold **pp = &h->buckets[b]; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == hold) {
             *pp = hold->next;

@@ -61,6 +61,9 @@ typedef struct crd__buf {
 
 /* "<prefix>:{N}" or "<prefix>:N" when N contains '{' (Redisson's prefixName). */
 crd_status crd__prefix_name(const char *prefix, const char *name, size_t len, crd__buf *out);
+/* "{N}:<suffix>" or "N:<suffix>" when N contains '{' (Redisson's suffixName); with an
+ * empty suffix, the RW key prefix P ("{N}" or "N"). */
+crd_status crd__suffix_name(const char *name, size_t len, const char *suffix, crd__buf *out);
 /* True for names whose braces break slot co-location (PROTOCOL.md 2.3 class C). */
 bool crd__name_is_unsafe(const char *name, size_t len);
 
@@ -171,11 +174,17 @@ void crd__pubsub_wake_all(crd_client *c);
 
 /* ---- holds.c ------------------------------------------------------------------------ */
 
+/* Lock kinds. A hold is identified by (name, owner, kind): one owner may hold the read
+ * and the write lock of one name at once. */
+typedef enum crd__kind { CRD__RLOCK = 0, CRD__FAIR = 1, CRD__READ = 2, CRD__WRITE = 3 } crd__kind;
+
 /* What this client believes one owner holds on one name. */
 typedef struct crd__hold {
     char *name;
     size_t name_len;
     uint64_t owner;
+    int kind;             /* crd__kind */
+    uint64_t id;          /* unique per record: tells a replaced record from the old one */
     int64_t count;        /* local view of the hold count */
     int64_t lease_ms;     /* lease of the most recent acquire (re-arm on unlock) */
     bool watchdog;        /* renewed by the watchdog */
@@ -183,8 +192,6 @@ typedef struct crd__hold {
     bool lost;            /* known lost; kept only until the owner is told */
     bool failing;         /* renewals are failing */
     int64_t valid_until;  /* monotonic ms: send time of last acquire/renewal + lease */
-    int64_t renew_sent;   /* monotonic ms of the renewal in flight (0 = none) */
-    uint64_t gen;         /* bumped on every acquire/release, to drop stale renewals */
     struct crd__hold *next;
 } crd__hold;
 
@@ -194,14 +201,17 @@ struct crd__holds {
     size_t nbuckets;
     size_t count;
     size_t nwatchdog;
+    uint64_t next_id;
 };
 
 crd_status crd__holds_init(crd_client *c);
 void crd__holds_free(crd_client *c);
 /* Lookup; caller holds holds->mu. */
-crd__hold *crd__holds_find(crd__holds *h, const char *name, size_t len, uint64_t owner);
+crd__hold *crd__holds_find(crd__holds *h, const char *name, size_t len, uint64_t owner,
+                           int kind);
 /* Insert a new record with count 0; caller holds holds->mu. NULL on OOM. */
-crd__hold *crd__holds_insert(crd__holds *h, const char *name, size_t len, uint64_t owner);
+crd__hold *crd__holds_insert(crd__holds *h, const char *name, size_t len, uint64_t owner,
+                             int kind);
 /* Remove and free; caller holds holds->mu. */
 void crd__holds_remove(crd__holds *h, crd__hold *hold);
 /* Iterate all records; caller holds holds->mu. */
@@ -221,14 +231,19 @@ void crd__emit_event(crd_client *c, crd_event_kind kind, const crd__hold *h,
 
 struct crd_lock {
     crd_client *client;
+    crd__kind kind;
     char *name;
     size_t name_len;
-    crd__buf channel; /* redisson_lock__channel:{N} */
+    crd__buf channel;      /* rlock, fair: redisson_lock__channel:{N}; rw: redisson_rwlock:{N} */
     crd__buf latch_prefix; /* redisson_unlock_latch:{N}: */
+    crd__buf queue;        /* fair: redisson_lock_queue:{N} */
+    crd__buf deadlines;    /* fair: redisson_lock_timeout:{N} */
+    crd__buf rw_prefix;    /* rw: P = {N}, or N when it has a '{' */
+    bool view;             /* read or write view owned by a crd_rwlock */
 };
 
 /* Owner-checked release used by shutdown and thread exit (no lock handle needed). */
 crd_status crd__release_hold_by_name(crd_client *c, const char *name, size_t len,
-                                     uint64_t owner);
+                                     uint64_t owner, int kind);
 
 #endif /* CRD_INTERNAL_H */

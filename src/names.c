@@ -31,6 +31,32 @@ crd_status crd__prefix_name(const char *prefix, const char *name, size_t len, cr
     return CRD_OK;
 }
 
+crd_status crd__suffix_name(const char *name, size_t len, const char *suffix, crd__buf *out)
+{
+    size_t slen = strlen(suffix);
+    bool tagged = memchr(name, '{', len) != NULL;
+    size_t total = len + (tagged ? 0 : 2) + (slen ? 1 + slen : 0);
+    char *p = malloc(total + 1);
+    if (p == NULL)
+        return CRD_NO_MEMORY;
+    size_t o = 0;
+    if (!tagged)
+        p[o++] = '{';
+    memcpy(p + o, name, len);
+    o += len;
+    if (!tagged)
+        p[o++] = '}';
+    if (slen) {
+        p[o++] = ':';
+        memcpy(p + o, suffix, slen);
+        o += slen;
+    }
+    p[o] = '\0';
+    out->p = p;
+    out->len = o;
+    return CRD_OK;
+}
+
 bool crd__name_is_unsafe(const char *name, size_t len)
 {
     const char *open = memchr(name, '{', len);

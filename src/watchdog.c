@@ -53,15 +53,23 @@ void crd__emit_event(crd_client *c, crd_event_kind kind, const crd__hold *h, crd
 typedef struct item {
     char *name;
     size_t name_len;
+    char *prefix; /* read holds: the RW key prefix P */
+    size_t prefix_len;
     uint64_t owner;
-    crd__hold *hold; /* identity check only: compared, never dereferenced unlocked */
-    char field[64];
+    int kind;
+    uint64_t id;  /* the record's id: a released and re-taken hold is a new record */
+    char field[80];
     size_t flen;
 } item;
 
-typedef struct collect {
+typedef struct item_list {
     item *items;
     size_t n, cap;
+} item_list;
+
+typedef struct collect {
+    item_list excl; /* RLock, fair and write holds: lua/lock_renew.lua */
+    item_list read; /* read holds: lua/rw_read_renew.lua */
     bool oom;
     int64_t now;
     /* holds whose deadline passed: reported after the scan */
@@ -87,17 +95,19 @@ static void collect_one(crd__hold *h, void *arg)
         col->expired[col->nexp++] = h;
         return;
     }
-    if (col->n == col->cap) {
-        size_t cap = col->cap ? col->cap * 2 : 64;
-        item *p = realloc(col->items, cap * sizeof *p);
+    item_list *list = h->kind == CRD__READ ? &col->read : &col->excl;
+    if (list->n == list->cap) {
+        size_t cap = list->cap ? list->cap * 2 : 64;
+        item *p = realloc(list->items, cap * sizeof *p);
         if (p == NULL) {
             col->oom = true;
             return;
         }
-        col->items = p;
-        col->cap = cap;
+        list->items = p;
+        list->cap = cap;
     }
-    item *it = &col->items[col->n];
+    item *it = &list->items[list->n];
+    memset(it, 0, sizeof *it);
     it->name = malloc(h->name_len + 1);
     if (it->name == NULL) {
         col->oom = true;
@@ -105,10 +115,25 @@ static void collect_one(crd__hold *h, void *arg)
     }
     memcpy(it->name, h->name, h->name_len);
     it->name_len = h->name_len;
+    if (h->kind == CRD__READ) {
+        crd__buf p;
+        if (crd__suffix_name(h->name, h->name_len, "", &p) != CRD_OK) {
+            free(it->name);
+            col->oom = true;
+            return;
+        }
+        it->prefix = p.p;
+        it->prefix_len = p.len;
+    }
     it->owner = h->owner;
-    it->hold = h;
+    it->kind = h->kind;
+    it->id = h->id;
     it->flen = crd__owner_field(col->uuid, h->owner, it->field);
-    col->n++;
+    if (h->kind == CRD__WRITE) {
+        memcpy(it->field + it->flen, ":write", 7);
+        it->flen += 6;
+    }
+    list->n++;
 }
 
 /* A pending event, emitted after holds->mu is released. */
@@ -153,34 +178,24 @@ static void flush_events(crd_client *c, events *e, const char *detail)
     e->n = 0;
 }
 
-/* Runs one renewal round. Returns true when every renewal got a definite answer. */
-static bool renew_round(crd_client *c, crd__watchdog *wd)
+/* Renews one list (all exclusive holds, or all read holds), BATCH holds per script call
+ * and PIPELINE calls per round trip. Returns false when any renewal got no definite
+ * answer. */
+static bool renew_list(crd_client *c, crd__watchdog *wd, item_list *list, bool read)
 {
     crd__holds *hs = c->holds;
-    collect col = {0};
-    col.uuid = c->uuid;
     events ev = {0};
-    pthread_mutex_lock(&hs->mu);
-    col.now = crd__now_ms();
-    crd__holds_foreach(hs, collect_one, &col);
-    for (size_t i = 0; i < col.nexp; i++) {
-        crd__hold *h = col.expired[i];
-        h->lost = true;
-        push_event(&ev, CRD_EVENT_LOCK_LOST, h, CRD_LOCK_LOST);
-    }
-    pthread_mutex_unlock(&hs->mu);
-    free(col.expired);
-    flush_events(c, &ev, "the lease ran out while renewals failed");
-
     bool ok = true;
+    int script = read ? CRD__SCRIPT_RW_READ_RENEW : CRD__SCRIPT_LOCK_RENEW;
+    int keys_per = read ? 2 : 1;
     char timeout_s[24];
     size_t timeout_len =
         (size_t)snprintf(timeout_s, sizeof timeout_s, "%" PRId64, c->opts.watchdog_timeout_ms);
     char detail[256] = "";
-    for (size_t base = 0; base < col.n; base += (size_t)BATCH * PIPELINE) {
+    for (size_t base = 0; base < list->n; base += (size_t)BATCH * PIPELINE) {
         size_t end = base + (size_t)BATCH * PIPELINE;
-        if (end > col.n)
-            end = col.n;
+        if (end > list->n)
+            end = list->n;
         int ncmd = (int)((end - base + BATCH - 1) / BATCH);
         /* argv per script: EVALSHA sha numkeys keys... timeout fields... */
         int argcs[PIPELINE];
@@ -192,7 +207,8 @@ static bool renew_round(crd_client *c, crd__watchdog *wd)
         for (int k = 0; k < ncmd; k++) {
             size_t from = base + (size_t)k * BATCH;
             size_t cnt = end - from < BATCH ? end - from : BATCH;
-            int argc = 3 + (int)cnt + 1 + (int)cnt;
+            size_t nkeys = cnt * (size_t)keys_per;
+            int argc = 3 + (int)nkeys + 1 + (int)cnt;
             argcs[k] = argc;
             argvs[k] = malloc(sizeof(char *) * (size_t)argc);
             lens[k] = malloc(sizeof(size_t) * (size_t)argc);
@@ -200,21 +216,26 @@ static bool renew_round(crd_client *c, crd__watchdog *wd)
                 alloc_ok = false;
                 continue;
             }
-            snprintf(numkeys[k], sizeof numkeys[k], "%zu", cnt);
+            snprintf(numkeys[k], sizeof numkeys[k], "%zu", nkeys);
             argvs[k][0] = "EVALSHA";
             lens[k][0] = 7;
-            argvs[k][1] = crd__scripts[CRD__SCRIPT_LOCK_RENEW].sha1;
+            argvs[k][1] = crd__scripts[script].sha1;
             lens[k][1] = 40;
             argvs[k][2] = numkeys[k];
             lens[k][2] = strlen(numkeys[k]);
             for (size_t j = 0; j < cnt; j++) {
-                argvs[k][3 + j] = col.items[from + j].name;
-                lens[k][3 + j] = col.items[from + j].name_len;
-                argvs[k][3 + cnt + 1 + j] = col.items[from + j].field;
-                lens[k][3 + cnt + 1 + j] = col.items[from + j].flen;
+                item *it = &list->items[from + j];
+                argvs[k][3 + keys_per * j] = it->name;
+                lens[k][3 + keys_per * j] = it->name_len;
+                if (read) {
+                    argvs[k][3 + keys_per * j + 1] = it->prefix;
+                    lens[k][3 + keys_per * j + 1] = it->prefix_len;
+                }
+                argvs[k][3 + nkeys + 1 + j] = it->field;
+                lens[k][3 + nkeys + 1 + j] = it->flen;
             }
-            argvs[k][3 + cnt] = timeout_s;
-            lens[k][3 + cnt] = timeout_len;
+            argvs[k][3 + nkeys] = timeout_s;
+            lens[k][3 + nkeys] = timeout_len;
         }
         crd_status st = alloc_ok ? CRD_OK : CRD_NO_MEMORY;
         if (st == CRD_OK && wd->conn.ctx == NULL)
@@ -228,10 +249,11 @@ static bool renew_round(crd_client *c, crd__watchdog *wd)
         if (st == CRD_OK) {
             bool noscript = false;
             for (int k = 0; k < ncmd; k++)
-                if (replies[k]->type == REDIS_REPLY_ERROR && strncmp(replies[k]->str, "NOSCRIPT", 8) == 0)
+                if (replies[k]->type == REDIS_REPLY_ERROR &&
+                    strncmp(replies[k]->str, "NOSCRIPT", 8) == 0)
                     noscript = true;
             if (noscript) {
-                const crd__script_src *src = &crd__scripts[CRD__SCRIPT_LOCK_RENEW];
+                const crd__script_src *src = &crd__scripts[script];
                 const char *la[3] = {"SCRIPT", "LOAD", src->text};
                 size_t ll[3] = {6, 4, src->len};
                 redisReply *lr = NULL;
@@ -264,9 +286,9 @@ static bool renew_round(crd_client *c, crd__watchdog *wd)
                 snprintf(detail, sizeof detail, "renewal failed: %s", text);
             }
             for (size_t j = 0; j < cnt; j++) {
-                item *it = &col.items[from + j];
-                crd__hold *h = crd__holds_find(hs, it->name, it->name_len, it->owner);
-                if (h == NULL || h != it->hold || h->releasing || h->lost)
+                item *it = &list->items[from + j];
+                crd__hold *h = crd__holds_find(hs, it->name, it->name_len, it->owner, it->kind);
+                if (h == NULL || h->id != it->id || h->releasing || h->lost)
                     continue; /* released or replaced meanwhile: this answer is stale */
                 if (good && r->element[j]->type == REDIS_REPLY_INTEGER) {
                     if (r->element[j]->integer == 1) {
@@ -300,13 +322,43 @@ static bool renew_round(crd_client *c, crd__watchdog *wd)
         }
         flush_events(c, &ev, detail[0] ? detail : NULL);
     }
-    for (size_t i = 0; i < col.n; i++)
-        free(col.items[i].name);
-    free(col.items);
     free(ev.ev);
-    if (col.oom)
-        ok = false;
     return ok;
+}
+
+static void free_list(item_list *list)
+{
+    for (size_t i = 0; i < list->n; i++) {
+        free(list->items[i].name);
+        free(list->items[i].prefix);
+    }
+    free(list->items);
+}
+
+/* Runs one renewal round. Returns true when every renewal got a definite answer. */
+static bool renew_round(crd_client *c, crd__watchdog *wd)
+{
+    crd__holds *hs = c->holds;
+    collect col = {0};
+    col.uuid = c->uuid;
+    events ev = {0};
+    pthread_mutex_lock(&hs->mu);
+    col.now = crd__now_ms();
+    crd__holds_foreach(hs, collect_one, &col);
+    for (size_t i = 0; i < col.nexp; i++) {
+        crd__hold *h = col.expired[i];
+        h->lost = true;
+        push_event(&ev, CRD_EVENT_LOCK_LOST, h, CRD_LOCK_LOST);
+    }
+    pthread_mutex_unlock(&hs->mu);
+    free(col.expired);
+    flush_events(c, &ev, "the lease ran out while renewals failed");
+    free(ev.ev);
+    bool ok = renew_list(c, wd, &col.excl, false);
+    ok = renew_list(c, wd, &col.read, true) && ok;
+    free_list(&col.excl);
+    free_list(&col.read);
+    return ok && !col.oom;
 }
 
 static void *watchdog_main(void *arg)
@@ -435,6 +487,7 @@ typedef struct owner_scan {
         char *name;
         size_t len;
         uint64_t owner;
+        int kind;
         int64_t count;
     } *list;
     size_t n, cap;
@@ -452,6 +505,7 @@ static void scan_owner(crd__hold *h, void *arg)
             s->list[s->n].name = copy;
             s->list[s->n].len = h->name_len;
             s->list[s->n].owner = h->owner;
+            s->list[s->n].kind = h->kind;
             s->list[s->n].count = h->count;
             s->n++;
             return; /* released below; the release removes the record */
@@ -476,11 +530,13 @@ static void release_owner_holds(crd_client *c, uint64_t owner, bool release)
     pthread_mutex_unlock(&hs->mu);
     for (size_t i = 0; i < s.n; i++) {
         for (int64_t k = 0; k < s.list[i].count; k++)
-            if (crd__release_hold_by_name(c, s.list[i].name, s.list[i].len, s.list[i].owner) != CRD_OK)
+            if (crd__release_hold_by_name(c, s.list[i].name, s.list[i].len, s.list[i].owner,
+                                          s.list[i].kind) != CRD_OK)
                 break;
         /* Whatever the outcome, stop tracking it. */
         pthread_mutex_lock(&hs->mu);
-        crd__hold *h = crd__holds_find(hs, s.list[i].name, s.list[i].len, s.list[i].owner);
+        crd__hold *h = crd__holds_find(hs, s.list[i].name, s.list[i].len, s.list[i].owner,
+                                       s.list[i].kind);
         if (h != NULL)
             crd__holds_remove(hs, h);
         pthread_mutex_unlock(&hs->mu);

@@ -1,0 +1,44 @@
+-- rw_write_unlock: release one write hold of a Redisson RReadWriteLock, idempotent per
+-- request id (PROTOCOL.md 7.4).
+-- KEYS[1]  lock hash N
+-- KEYS[2]  channel redisson_rwlock:{N}
+-- KEYS[3]  unlock latch redisson_unlock_latch:{N}:<rid>
+-- ARGV[1]  message ("1": wake every waiter)
+-- ARGV[2]  re-arm lease in ms, set when write holds remain
+-- ARGV[3]  write field W
+-- ARGV[4]  publish command, PUBLISH or SPUBLISH
+-- ARGV[5]  latch TTL in ms
+-- Returns  1    write lock released, latch = 1: N deleted and ARGV[1] published, or, if
+--               the same owner still has read holds, mode set to "read" and ARGV[1]
+--               published so blocked readers re-check (Redisson publishes nothing
+--               there: quirk Q5)
+--          0    write holds remain (count - 1, TTL re-armed), latch = 0
+--          nil  W holds nothing here (published when N has no mode, without a latch:
+--               quirk Q3)
+local done = redis.call('get', KEYS[3])
+if done ~= false then
+    return tonumber(done)
+end
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+    redis.call(ARGV[4], KEYS[2], ARGV[1])
+    return nil
+end
+if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    return nil
+end
+local count = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+if count > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('set', KEYS[3], '0', 'px', ARGV[5])
+    return 0
+end
+redis.call('hdel', KEYS[1], ARGV[3])
+if redis.call('hlen', KEYS[1]) == 1 then
+    redis.call('del', KEYS[1])
+else
+    redis.call('hset', KEYS[1], 'mode', 'read')
+end
+redis.call(ARGV[4], KEYS[2], ARGV[1])
+redis.call('set', KEYS[3], '1', 'px', ARGV[5])
+return 1
