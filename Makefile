@@ -7,7 +7,7 @@ ifeq ($(CI),true)
 CMAKE_FLAGS += -DCREDISSON_WERROR=ON
 endif
 
-.PHONY: all deps build test demo clean
+.PHONY: all deps build test test-sanitize demo clean
 
 all: build
 
@@ -20,6 +20,16 @@ build: deps
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600
+
+# The whole suite again under ASan+UBSan and under TSan (CI runs this too). The
+# interop suite drives peers over the network and is left to the plain build.
+test-sanitize: deps
+	@for s in address thread; do \
+	    cmake -S . -B $(BUILD)-$$s -DCMAKE_BUILD_TYPE=Debug -DCREDISSON_SANITIZE=$$s $(CMAKE_FLAGS) >/dev/null && \
+	    cmake --build $(BUILD)-$$s -j$(JOBS) && \
+	    (cd $(BUILD)-$$s && ASAN_OPTIONS=detect_leaks=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	        ctest --output-on-failure --timeout 900 -E '^interop$$') || exit 1; \
+	done
 
 demo: build
 	@scripts/demo.sh $(BUILD)

@@ -19,6 +19,9 @@
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static crd_client *registry;
 static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
+/* This process's pid, refreshed in the fork child handler, so that the per-call check
+ * for a handle used across fork() costs a load instead of a getpid() system call. */
+static atomic_int current_pid;
 
 void crd__pubsub_lock_for_fork(crd_client *c, bool lock);
 void crd__pubsub_after_fork_child(crd_client *c);
@@ -63,6 +66,7 @@ static void drop_hold(crd__hold *h, void *arg) { crd__holds_remove(arg, h); }
  * holds, and subscriber and watchdog threads that start on first use. */
 static void fork_child(void)
 {
+    atomic_store(&current_pid, (int)getpid());
     for (crd_client *c = registry; c != NULL; c = c->next_client) {
         crd__uuid_v4(c->uuid);
         c->pid = getpid();
@@ -84,6 +88,7 @@ static void fork_child(void)
 
 static void install_hooks(void)
 {
+    atomic_store(&current_pid, (int)getpid());
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     crd__owner_set_exit_hook(on_thread_exit);
 }
@@ -169,7 +174,7 @@ crd_status crd__client_check(crd_client *c)
         return crd__fail(c, CRD_CLOSED, "client failed to start: %s", c->errmsg_init);
     if (atomic_load(&c->closed))
         return crd__fail(c, CRD_CLOSED, "client is closed");
-    if (c->pid != getpid())
+    if (c->pid != (pid_t)atomic_load_explicit(&current_pid, memory_order_relaxed))
         return crd__fail(c, CRD_FORKED, "client was created in another process");
     return CRD_OK;
 }
