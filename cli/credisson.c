@@ -1,0 +1,1344 @@
+/*
+ * cli/credisson.c -- the `credisson` command-line tool.
+ *
+ *   credisson [--url URL] [--watchdog-ms N] run [--wait MS] [--lease MS] NAME -- CMD [ARG...]
+ *   credisson [--url URL] status [--json] NAME
+ *   credisson [--url URL] unlock --force NAME
+ *
+ * `run` holds a Redisson-compatible lock while a child command runs. The main thread
+ * acquires the lock, forks CMD, and then sleeps in poll() on one self-pipe that three
+ * sources write to: the SIGCHLD handler (the child changed state), the SIGINT/SIGTERM/
+ * SIGHUP handler (a signal to forward that arrived before the child's pid was known),
+ * and the library's watchdog callback, which runs on the watchdog thread and only
+ * stores a flag and writes a byte. Signal handlers may run on any thread of the
+ * process (the library's threads do not block signals), so they touch only
+ * sig_atomic_t / lock-free atomics and call only async-signal-safe functions.
+ *
+ * `status` needs raw reads the public API does not offer (the list of holders, the
+ * Redis type), so it opens its own hiredis connection from the same URL forms the
+ * library accepts and reads TYPE, HGETALL and PTTL in one MULTI/EXEC snapshot.
+ *
+ * Exit codes follow sysexits(3) where one fits; they are listed in usage_main().
+ */
+#include <credisson.h>
+
+#include <hiredis/hiredis.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- exit codes -------------------------------------------------------------------- */
+
+enum {
+    EXIT_USAGE = 64,        /* EX_USAGE: bad command line */
+    EXIT_UNAVAILABLE = 69,  /* EX_UNAVAILABLE: Redis unreachable or refusing */
+    EXIT_LOST = 70,         /* EX_SOFTWARE: the lock was lost while CMD ran */
+    EXIT_OSERR = 71,        /* EX_OSERR: fork, pipe or memory failure */
+    EXIT_NOT_ACQUIRED = 75, /* EX_TEMPFAIL: not acquired within --wait */
+    EXIT_CANNOT_EXEC = 126,
+    EXIT_NOT_FOUND = 127
+};
+
+#define DEFAULT_URL "redis://127.0.0.1:6379"
+/* How long CMD gets to exit after SIGTERM (lock lost) before it is sent SIGKILL. */
+#define KILL_GRACE_MS 10000
+
+static const char *prog = "credisson";
+
+/* ---- help texts -------------------------------------------------------------------- */
+
+static const char exit_codes_text[] =
+    "Exit codes:\n"
+    "  0      success (run: CMD exited with 0)\n"
+    "  N      run: CMD's own exit status N\n"
+    "  64     usage error (unknown option, missing NAME or '--', bad number or URL)\n"
+    "  69     Redis cannot be reached, or it refused the connection (AUTH, SELECT) or a\n"
+    "         command (e.g. NAME holds a value that is not a lock)\n"
+    "  70     run: the lock was lost while CMD ran (force-unlocked, expired, or renewal\n"
+    "         failed for longer than the lease); CMD was sent SIGTERM (SIGKILL after 10 s)\n"
+    "  71     operating-system error (fork, pipe, out of memory)\n"
+    "  75     run: the lock was not acquired within --wait\n"
+    "  126    run: CMD could not be executed; 127: CMD was not found\n"
+    "  128+S  run: CMD was killed by signal S\n";
+
+static void usage_main(FILE *f)
+{
+    fprintf(f,
+            "usage: credisson [--url URL] [--watchdog-ms N] COMMAND [OPTIONS] NAME ...\n"
+            "\n"
+            "Redisson-compatible distributed locks from the shell: a lock NAME taken here is\n"
+            "the same lock as Java Redisson's getLock(NAME).\n"
+            "\n"
+            "Commands:\n"
+            "  run [--wait MS] [--lease MS] NAME -- CMD [ARG...]\n"
+            "                   run CMD while holding lock NAME\n"
+            "  status [--json] NAME\n"
+            "                   show the kind, holders and TTL of lock NAME\n"
+            "  unlock --force NAME\n"
+            "                   delete lock NAME whoever holds it and wake a waiter\n"
+            "\n"
+            "Global options (before COMMAND):\n"
+            "  --url URL        redis://[[user]:password@]host[:port][/db] or\n"
+            "                   unix:///path/to.sock[?db=N]; %%XX escapes in user and password\n"
+            "                   (default: $CREDISSON_URL, else " DEFAULT_URL ")\n"
+            "  --watchdog-ms N  lease of a lock held without --lease; the watchdog renews it\n"
+            "                   every N/3 ms (default 30000, Redisson's lockWatchdogTimeout)\n"
+            "  -h, --help       this help; 'credisson COMMAND --help' describes a command\n"
+            "  --version        print the version\n"
+            "\n"
+            "%s",
+            exit_codes_text);
+}
+
+static void usage_run(FILE *f)
+{
+    fprintf(f,
+            "usage: credisson [GLOBAL OPTIONS] run [--wait MS] [--lease MS] NAME -- CMD [ARG...]\n"
+            "\n"
+            "Acquire lock NAME, run CMD as a child process, release the lock when CMD exits.\n"
+            "SIGINT, SIGTERM and SIGHUP are forwarded to CMD. Interrupting credisson while it\n"
+            "still waits for the lock simply ends it.\n"
+            "\n"
+            "Options:\n"
+            "  --wait MS    give up after MS milliseconds without the lock (exit 75);\n"
+            "               0 tries once; default: wait as long as it takes\n"
+            "  --lease MS   the lock expires MS milliseconds after it was taken unless CMD has\n"
+            "               exited; if the lease runs out first the lock is lost: CMD is sent\n"
+            "               SIGTERM and the exit status is 70. Default (or 0): no fixed lease,\n"
+            "               the watchdog renews the lock while CMD runs (see --watchdog-ms)\n"
+            "  -h, --help   this help\n"
+            "\n"
+            "If releasing the lock fails for a network reason after CMD exited, a warning is\n"
+            "printed, the exit status stays CMD's, and the lock expires after its lease.\n"
+            "\n"
+            "%s",
+            exit_codes_text);
+}
+
+static void usage_status(FILE *f)
+{
+    fprintf(f,
+            "usage: credisson [GLOBAL OPTIONS] status [--json] NAME\n"
+            "\n"
+            "Show lock NAME as stored in Redis (one snapshot of TYPE, HGETALL and PTTL).\n"
+            "\n"
+            "Options:\n"
+            "  --json       print one JSON object instead of lines of text\n"
+            "  -h, --help   this help\n"
+            "\n"
+            "Kinds:\n"
+            "  rlock   a hash of owner fields \"<client-uuid>:<id>\" -> hold count (RLock,\n"
+            "          and also a fair lock's hash)\n"
+            "  rwlock  a hash with a \"mode\" field (RReadWriteLock); write holders' fields end\n"
+            "          in \":write\"\n"
+            "  none    the key does not exist\n"
+            "  other   anything else (see \"type\"; a hash whose values are not counts is\n"
+            "          \"other\" with type \"hash\")\n"
+            "\n"
+            "Text output, one fact per line:\n"
+            "  name: NAME\n"
+            "  kind: rlock|rwlock|none|other\n"
+            "  type: TYPE                  (other only: the Redis type)\n"
+            "  mode: read|write            (rwlock only)\n"
+            "  ttl_ms: N                   (PTTL: -2 absent, -1 no TTL)\n"
+            "  holders: K\n"
+            "  holder: OWNER count=C       (K lines)\n"
+            "\n"
+            "JSON output (schema; fields may be added later, never removed):\n"
+            "  {\n"
+            "    \"name\":    string,\n"
+            "    \"kind\":    \"rlock\" | \"rwlock\" | \"none\" | \"other\",\n"
+            "    \"type\":    string     Redis type: \"hash\", \"string\", \"none\", ...,\n"
+            "    \"mode\":    string     rwlock only: \"read\" or \"write\",\n"
+            "    \"ttl_ms\":  integer    PTTL of the key: -2 absent, -1 no TTL,\n"
+            "    \"holders\": [ { \"owner\": string, \"count\": integer }, ... ]\n"
+            "  }\n"
+            "\n"
+            "Exit codes: 0 (whatever the lock's state), 64 usage error, 69 Redis unreachable\n"
+            "or refusing.\n");
+}
+
+static void usage_unlock(FILE *f)
+{
+    fprintf(f, "usage: credisson [GLOBAL OPTIONS] unlock --force NAME\n"
+               "\n"
+               "Delete lock NAME whoever holds it and wake a waiter (Redisson's forceUnlock:\n"
+               "DEL, then PUBLISH on its channel). The holders find out that they lost it; a\n"
+               "'credisson run' holding it exits with 70. Prints whether a lock was deleted.\n"
+               "--force is required: a lock belongs to the process that took it, so there is no\n"
+               "ordinary unlock from the command line.\n"
+               "\n"
+               "Options:\n"
+               "  --force      required\n"
+               "  -h, --help   this help\n"
+               "\n"
+               "Exit codes: 0 (whether or not a lock was deleted), 64 usage error, 69 Redis\n"
+               "unreachable or refusing.\n");
+}
+
+/* One line naming the problem, plus where to read more. Returns EXIT_USAGE. */
+static int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int usage_error(const char *cmd, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (cmd != NULL)
+        fprintf(stderr, "%s %s: %s (see '%s %s --help')\n", prog, cmd, msg, prog, cmd);
+    else
+        fprintf(stderr, "%s: %s (see '%s --help')\n", prog, msg, prog);
+    return EXIT_USAGE;
+}
+
+/* ---- small helpers ------------------------------------------------------------------ */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A duration in ms: decimal digits only (no sign, no spaces), at most
+ * CRD_DURATION_MAX_MS. */
+static bool parse_ms(const char *s, int64_t *out)
+{
+    if (s == NULL || *s == '\0')
+        return false;
+    int64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        v = v * 10 + (*p - '0');
+        if (v > CRD_DURATION_MAX_MS)
+            return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* Matches "--opt VALUE" and "--opt=VALUE". On a match stores the value (NULL when
+ * "--opt" is the last argument) and advances *i past what it consumed. */
+static bool take_opt(int argc, char **argv, int *i, const char *opt, const char **val)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(opt);
+    if (strncmp(a, opt, n) != 0)
+        return false;
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return true;
+    }
+    if (a[n] != '\0')
+        return false;
+    *val = (*i + 1 < argc) ? argv[*i + 1] : NULL;
+    if (*val != NULL)
+        (*i)++;
+    return true;
+}
+
+static bool is_help(const char *a)
+{
+    return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
+}
+
+/* Exit code for a failed crd_client_new(), crd_lock_new() or Redis call. */
+static int exit_for_status(crd_status st)
+{
+    switch (st) {
+    case CRD_OK:
+        return 0;
+    case CRD_INVALID_ARGUMENT:
+        return EXIT_USAGE;
+    case CRD_BUSY:
+    case CRD_TIMEOUT:
+        return EXIT_NOT_ACQUIRED;
+    case CRD_LOCK_LOST:
+    case CRD_NOT_OWNER:
+        return EXIT_LOST;
+    case CRD_NO_MEMORY:
+    case CRD_FORKED:
+        return EXIT_OSERR;
+    case CRD_IO:
+    case CRD_PROTOCOL:
+    case CRD_SERVER:
+    case CRD_CLOSED:
+    case CRD_AUTH:
+    case CRD_DEADLOCK:
+        return EXIT_UNAVAILABLE;
+    }
+    return EXIT_UNAVAILABLE;
+}
+
+/* "credisson: WHAT: <status text>: <detail>" on one line. */
+static void report(const char *what, crd_status st, const crd_client *client)
+{
+    const char *detail = client ? crd_client_errmsg(client) : "";
+    if (detail != NULL && *detail != '\0')
+        fprintf(stderr, "%s: %s: %s: %s\n", prog, what, crd_strerror(st), detail);
+    else
+        fprintf(stderr, "%s: %s: %s\n", prog, what, crd_strerror(st));
+}
+
+/* url with the password replaced by "***", for messages (logs must not keep secrets). */
+static const char *redact_url(const char *url, char *buf, size_t len)
+{
+    const char *s = strstr(url, "://");
+    if (s != NULL)
+        s += 3;
+    const char *slash = s ? strchr(s, '/') : NULL;
+    const char *at = NULL;
+    for (const char *p = s; p != NULL && *p && p != slash; p++)
+        if (*p == '@')
+            at = p;
+    if (at == NULL) {
+        snprintf(buf, len, "%s", url);
+        return buf;
+    }
+    const char *colon = memchr(s, ':', (size_t)(at - s));
+    const char *cut = colon ? colon + 1 : s;
+    snprintf(buf, len, "%.*s***%s", (int)(cut - url), url, at);
+    return buf;
+}
+
+/* ---- global options and the client ---------------------------------------------------- */
+
+typedef struct global_opts {
+    const char *url;
+    int64_t watchdog_ms; /* 0: library default */
+} global_opts;
+
+/* The watchdog callback's findings, read by the main thread. */
+static atomic_int g_lost;        /* CRD_EVENT_LOCK_LOST seen */
+static atomic_int g_lost_status; /* its crd_status */
+static atomic_int g_failing;     /* renewals failing: 1 = new, main thread prints */
+static atomic_int g_recovered;   /* renewals recovered: 1 = new */
+
+/* Self-pipe: [0] polled by the main thread, [1] written by handlers and callbacks. */
+static int g_pipe[2] = {-1, -1};
+
+static void wake(char c)
+{
+    if (g_pipe[1] >= 0) {
+        ssize_t r = write(g_pipe[1], &c, 1); /* non-blocking; a full pipe already wakes */
+        (void)r;
+    }
+}
+
+/* Runs on the library's watchdog thread: record and wake, nothing else. */
+static void on_event(void *user_data, const crd_event *ev)
+{
+    (void)user_data;
+    switch (ev->kind) {
+    case CRD_EVENT_LOCK_LOST:
+        atomic_store(&g_lost_status, (int)ev->status);
+        atomic_store(&g_lost, 1);
+        break;
+    case CRD_EVENT_RENEWAL_FAILING:
+        atomic_store(&g_failing, 1);
+        break;
+    case CRD_EVENT_RENEWAL_RECOVERED:
+        atomic_store(&g_recovered, 1);
+        break;
+    }
+    wake('e');
+}
+
+static const char *check_url(const char *url);
+
+static int make_client(const global_opts *g, bool with_events, crd_client **out)
+{
+    /* The CLI's own parser reads the URL first (the same forms as the library's), so
+     * that every command accepts the same URLs and no message echoes a password. */
+    const char *why = check_url(g->url);
+    if (why != NULL) {
+        char shown[512];
+        *out = NULL;
+        return usage_error(NULL, "bad --url '%s': %s", redact_url(g->url, shown, sizeof shown),
+                           why);
+    }
+    crd_options o;
+    crd_options_init(&o);
+    o.url = g->url;
+    o.pool_size = 1;
+    if (g->watchdog_ms > 0)
+        o.watchdog_timeout_ms = g->watchdog_ms;
+    if (with_events)
+        o.on_event = on_event;
+    crd_client *c = NULL;
+    crd_status st = crd_client_new(&o, &c);
+    if (st != CRD_OK) {
+        char what[600], shown[512];
+        redact_url(g->url, shown, sizeof shown);
+        if (st == CRD_INVALID_ARGUMENT)
+            snprintf(what, sizeof what, "bad --url '%s' or option", shown);
+        else
+            snprintf(what, sizeof what, "cannot connect to %s", shown);
+        report(what, st, c);
+        crd_client_free(c);
+        *out = NULL;
+        return exit_for_status(st);
+    }
+    *out = c;
+    return 0;
+}
+
+/* ---- run ---------------------------------------------------------------------------- */
+
+/* Where `run` is, as seen by the signal handler. */
+enum { PHASE_WAITING = 0, PHASE_STARTING = 1, PHASE_RUNNING = 2, PHASE_DONE = 3 };
+/* Lock-free atomics, not volatile sig_atomic_t: the handler may run on another thread,
+ * and C11 makes lock-free atomics safe in signal handlers too. */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "signal handlers need lock-free atomic_int");
+static atomic_int g_phase = PHASE_WAITING;
+static atomic_int g_child = 0;       /* CMD's pid while it can be signalled */
+static atomic_int g_pending_sig = 0; /* arrived while g_child was not set */
+
+/* SIGINT, SIGTERM, SIGHUP, SIGCHLD. May run on any thread. */
+static void on_signal(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    int saved_errno = errno;
+    pid_t child = (pid_t)atomic_load(&g_child);
+    if (sig == SIGCHLD) {
+        wake('c');
+    } else if (child > 0) {
+        /* A terminal's SIGINT/SIGHUP (sent by the kernel) already reached CMD, which
+         * is in our process group: sending it again would count twice. */
+        if (si == NULL || si->si_code != SI_KERNEL)
+            kill(child, sig);
+    } else if (atomic_load(&g_phase) == PHASE_WAITING) {
+        /* Still waiting for the lock: nothing to clean up, die of the signal. */
+        signal(sig, SIG_DFL);
+        raise(sig);
+    } else {
+        /* Between acquire and fork, or after CMD exited: the main loop forwards it. */
+        atomic_store(&g_pending_sig, sig);
+        wake('s');
+    }
+    errno = saved_errno;
+}
+
+static int install_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NOCLDSTOP;
+    sigemptyset(&sa.sa_mask);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaddset(&sa.sa_mask, sigs[i]);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        if (sigaction(sigs[i], &sa, NULL) != 0)
+            return -1;
+    return 0;
+}
+
+static int make_self_pipe(void)
+{
+    if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        fprintf(stderr, "%s: run: cannot create a pipe: %s\n", prog, strerror(errno));
+        return EXIT_OSERR;
+    }
+    return 0;
+}
+
+static void drain_pipe(void)
+{
+    char buf[64];
+    while (read(g_pipe[0], buf, sizeof buf) > 0) {
+    }
+}
+
+/* File descriptors open when the tool started: the caller's, which CMD inherits. */
+static int *g_start_fds;
+static size_t g_start_nfds;
+
+static void remember_start_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return;
+    size_t cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        int fd = atoi(e->d_name);
+        if (fd == dirfd(d))
+            continue;
+        if (g_start_nfds == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            int *n = realloc(g_start_fds, ncap * sizeof *n);
+            if (n == NULL)
+                break;
+            g_start_fds = n;
+            cap = ncap;
+        }
+        g_start_fds[g_start_nfds++] = fd;
+    }
+    closedir(d);
+}
+
+/* Mark every descriptor the library opened since (Redis connections) close-on-exec,
+ * so CMD does not keep our sockets open after we exit. */
+static void cloexec_library_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        int fd = atoi(e->d_name);
+        bool inherited = fd <= 2 || fd == dirfd(d);
+        for (size_t i = 0; !inherited && i < g_start_nfds; i++)
+            inherited = g_start_fds[i] == fd;
+        if (inherited)
+            continue;
+        int fl = fcntl(fd, F_GETFD);
+        if (fl >= 0 && !(fl & FD_CLOEXEC))
+            fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+    }
+    closedir(d);
+}
+
+/* fork + execvp. Returns the pid, or -1 with *exit_code set (and a message printed). */
+static pid_t spawn(char **cmd, int *exit_code)
+{
+    int errpipe[2];
+    if (pipe2(errpipe, O_CLOEXEC) != 0) {
+        fprintf(stderr, "%s: run: cannot create a pipe: %s\n", prog, strerror(errno));
+        *exit_code = EXIT_OSERR;
+        return -1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "%s: run: cannot fork: %s\n", prog, strerror(errno));
+        close(errpipe[0]);
+        close(errpipe[1]);
+        *exit_code = EXIT_OSERR;
+        return -1;
+    }
+    if (pid == 0) {
+        /* Child: only async-signal-safe calls until exec. */
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigemptyset(&dfl.sa_mask);
+        sigaction(SIGINT, &dfl, NULL);
+        sigaction(SIGTERM, &dfl, NULL);
+        sigaction(SIGHUP, &dfl, NULL);
+        sigaction(SIGCHLD, &dfl, NULL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execvp(cmd[0], cmd);
+        int err = errno;
+        ssize_t w = write(errpipe[1], &err, sizeof err);
+        (void)w;
+        _exit(err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
+    }
+    close(errpipe[1]);
+    int err = 0;
+    ssize_t n;
+    do {
+        n = read(errpipe[0], &err, sizeof err);
+    } while (n < 0 && errno == EINTR);
+    close(errpipe[0]);
+    if (n == (ssize_t)sizeof err) {
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        fprintf(stderr, "%s: run: cannot run '%s': %s\n", prog, cmd[0], strerror(err));
+        *exit_code = err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+        return -1;
+    }
+    return pid;
+}
+
+/* Has the child exited? Looks without reaping (WNOWAIT), so g_child can be cleared
+ * before the pid is freed for reuse; then reaps. Returns true with *status set. */
+static bool child_exited(pid_t pid, int *status)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0)
+        return false;
+    atomic_store(&g_child, 0);
+    while (waitpid(pid, status, 0) < 0 && errno == EINTR) {
+    }
+    return true;
+}
+
+static void print_event_warnings(const char *name, crd_lock *lock)
+{
+    if (atomic_exchange(&g_failing, 0)) {
+        int64_t v = 0;
+        crd_lock_validity_ms(lock, &v);
+        fprintf(stderr, "%s: warning: renewing lock '%s' fails; still valid for %lld ms\n", prog,
+                name, (long long)v);
+    }
+    if (atomic_exchange(&g_recovered, 0))
+        fprintf(stderr, "%s: lock '%s' is renewed again\n", prog, name);
+}
+
+static int cmd_run(const global_opts *g, int argc, char **argv)
+{
+    int64_t wait_ms = CRD_WAIT_FOREVER, lease_ms = CRD_LEASE_WATCHDOG;
+    const char *name = NULL;
+    char **cmd = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (strcmp(a, "--") == 0) {
+            if (i + 1 >= argc)
+                return usage_error("run", "missing CMD after '--'");
+            cmd = argv + i + 1;
+            break;
+        } else if (is_help(a)) {
+            usage_run(stdout);
+            return 0;
+        } else if (take_opt(argc, argv, &i, "--wait", &v)) {
+            if (v == NULL)
+                return usage_error("run", "--wait needs a value in milliseconds");
+            if (!parse_ms(v, &wait_ms))
+                return usage_error("run",
+                                   "--wait: '%s' is not a non-negative number of milliseconds", v);
+        } else if (take_opt(argc, argv, &i, "--lease", &v)) {
+            if (v == NULL)
+                return usage_error("run", "--lease needs a value in milliseconds");
+            if (!parse_ms(v, &lease_ms))
+                return usage_error("run",
+                                   "--lease: '%s' is not a non-negative number of milliseconds", v);
+            if (lease_ms == 0)
+                lease_ms = CRD_LEASE_WATCHDOG;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return usage_error("run", "unknown option '%s'", a);
+        } else if (name == NULL) {
+            name = a;
+        } else {
+            return usage_error("run", "unexpected '%s': put '--' before CMD", a);
+        }
+    }
+    if (name == NULL)
+        return usage_error("run", "missing lock NAME");
+    if (cmd == NULL)
+        return usage_error("run", "missing '--' and CMD after NAME");
+
+    remember_start_fds();
+    int rc = make_self_pipe();
+    if (rc != 0)
+        return rc;
+    if (install_handlers() != 0) {
+        fprintf(stderr, "%s: run: cannot install signal handlers: %s\n", prog, strerror(errno));
+        return EXIT_OSERR;
+    }
+
+    crd_client *client;
+    rc = make_client(g, true, &client);
+    if (rc != 0)
+        return rc;
+    crd_lock *lock = NULL;
+    crd_status st = crd_lock_new(client, name, &lock);
+    if (st != CRD_OK) {
+        report("run: bad lock name", st, client);
+        crd_client_free(client);
+        return exit_for_status(st);
+    }
+
+    st = crd_lock_acquire(lock, wait_ms, lease_ms);
+    if (st != CRD_OK) {
+        char what[300];
+        if (st == CRD_BUSY || st == CRD_TIMEOUT)
+            snprintf(what, sizeof what, "run: lock '%.200s' not acquired within %lld ms", name,
+                     (long long)wait_ms);
+        else
+            snprintf(what, sizeof what, "run: cannot acquire lock '%.200s'", name);
+        if (st == CRD_BUSY || st == CRD_TIMEOUT)
+            fprintf(stderr, "%s: %s\n", prog, what);
+        else
+            report(what, st, client);
+        crd_lock_free(lock);
+        crd_client_free(client);
+        return exit_for_status(st);
+    }
+    atomic_store(&g_phase, PHASE_STARTING);
+
+    /* With a fixed lease, CMD may only run while the lease is trusted. */
+    int64_t lease_deadline = -1;
+    if (lease_ms > 0) {
+        int64_t valid = 0;
+        if (crd_lock_validity_ms(lock, &valid) != CRD_OK)
+            valid = lease_ms;
+        lease_deadline = now_ms() + valid;
+    }
+
+    cloexec_library_fds();
+    int exit_code = 0;
+    pid_t pid = spawn(cmd, &exit_code);
+    if (pid < 0) {
+        atomic_store(&g_phase, PHASE_DONE);
+        crd_lock_release(lock);
+        crd_lock_free(lock);
+        crd_client_free(client);
+        return exit_code;
+    }
+    atomic_store(&g_child, (int)pid);
+    atomic_store(&g_phase, PHASE_RUNNING);
+
+    bool lost = false, term_sent = false;
+    int64_t kill_deadline = -1;
+    int wstatus = 0;
+    for (;;) {
+        int sig = atomic_exchange(&g_pending_sig, 0);
+        if (sig != 0)
+            kill(pid, sig);
+        if (child_exited(pid, &wstatus))
+            break;
+        print_event_warnings(name, lock);
+        if (!lost && atomic_load(&g_lost)) {
+            lost = true;
+            fprintf(stderr, "%s: run: lock '%s' lost while CMD ran (%s); stopping CMD\n", prog,
+                    name, crd_strerror((crd_status)atomic_load(&g_lost_status)));
+        }
+        if (!lost && lease_deadline >= 0 && now_ms() >= lease_deadline) {
+            lost = true;
+            fprintf(stderr,
+                    "%s: run: the %lld ms lease of lock '%s' ran out while CMD ran; stopping CMD\n",
+                    prog, (long long)lease_ms, name);
+        }
+        if (lost && !term_sent) {
+            kill(pid, SIGTERM);
+            term_sent = true;
+            kill_deadline = now_ms() + KILL_GRACE_MS;
+        }
+        if (term_sent && now_ms() >= kill_deadline) {
+            kill(pid, SIGKILL);
+            kill_deadline = INT64_MAX;
+        }
+
+        int64_t until = -1;
+        if (term_sent && kill_deadline != INT64_MAX)
+            until = kill_deadline;
+        else if (!lost && lease_deadline >= 0)
+            until = lease_deadline;
+        int timeout = -1;
+        if (until >= 0) {
+            int64_t left = until - now_ms();
+            timeout = left <= 0 ? 0 : (left > 60000 ? 60000 : (int)left);
+        }
+        struct pollfd pfd = {.fd = g_pipe[0], .events = POLLIN};
+        if (poll(&pfd, 1, timeout) > 0)
+            drain_pipe();
+    }
+    atomic_store(&g_phase, PHASE_DONE);
+
+    if (WIFEXITED(wstatus))
+        exit_code = WEXITSTATUS(wstatus);
+    else if (WIFSIGNALED(wstatus))
+        exit_code = 128 + WTERMSIG(wstatus);
+    else
+        exit_code = EXIT_OSERR;
+
+    st = crd_lock_release(lock);
+    if (st == CRD_IO) /* the library retried once; the latch makes another try safe */
+        st = crd_lock_release(lock);
+    if (lost) {
+        exit_code = EXIT_LOST;
+    } else if (st == CRD_LOCK_LOST || st == CRD_NOT_OWNER) {
+        fprintf(stderr, "%s: run: lock '%s' was lost while CMD ran (%s)\n", prog, name,
+                crd_strerror(st));
+        exit_code = EXIT_LOST;
+    } else if (st != CRD_OK) {
+        char what[300];
+        snprintf(what, sizeof what,
+                 "warning: run: cannot release lock '%.200s', it expires after its lease", name);
+        report(what, st, client);
+    }
+    crd_lock_free(lock);
+    crd_client_free(client);
+    return exit_code;
+}
+
+/* ---- unlock --------------------------------------------------------------------------- */
+
+static int cmd_unlock(const global_opts *g, int argc, char **argv)
+{
+    bool force = false;
+    const char *name = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (is_help(a)) {
+            usage_unlock(stdout);
+            return 0;
+        } else if (strcmp(a, "--force") == 0) {
+            force = true;
+        } else if (strcmp(a, "--") == 0 && name == NULL && i + 2 == argc) {
+            name = argv[++i]; /* "-- NAME" for a name that starts with '-' */
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return usage_error("unlock", "unknown option '%s'", a);
+        } else if (name == NULL) {
+            name = a;
+        } else {
+            return usage_error("unlock", "unexpected argument '%s'", a);
+        }
+    }
+    if (name == NULL)
+        return usage_error("unlock", "missing lock NAME");
+    if (!force)
+        return usage_error("unlock",
+                           "--force is required: only the holder can release a lock normally");
+
+    crd_client *client;
+    int rc = make_client(g, false, &client);
+    if (rc != 0)
+        return rc;
+    crd_lock *lock = NULL;
+    crd_status st = crd_lock_new(client, name, &lock);
+    if (st != CRD_OK) {
+        report("unlock: bad lock name", st, client);
+        crd_client_free(client);
+        return exit_for_status(st);
+    }
+    bool was_locked = false;
+    st = crd_lock_force_unlock(lock, &was_locked);
+    if (st != CRD_OK) {
+        char what[300];
+        snprintf(what, sizeof what, "unlock: cannot force-unlock '%.200s'", name);
+        report(what, st, client);
+    } else if (was_locked) {
+        printf("unlocked: %s (a lock was deleted)\n", name);
+    } else {
+        printf("not locked: %s (nothing deleted)\n", name);
+    }
+    crd_lock_free(lock);
+    crd_client_free(client);
+    return exit_for_status(st);
+}
+
+/* ---- URL parsing (the same forms as crd_options.url) ------------------------------ */
+
+typedef struct endpoint {
+    char *host;
+    int port;
+    char *unix_path;
+    char *user;
+    char *pass;
+    int db;
+} endpoint;
+
+static void endpoint_free(endpoint *ep)
+{
+    free(ep->host);
+    free(ep->unix_path);
+    free(ep->user);
+    free(ep->pass);
+}
+
+static int hexdigit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* A NUL-terminated copy of len bytes at s; with decode, %XX escapes are decoded.
+ * NULL on a bad escape or when out of memory (*why says which). */
+static char *copy_part(const char *s, size_t len, bool decode, const char **why)
+{
+    char *out = malloc(len + 1);
+    if (out == NULL) {
+        *why = "out of memory";
+        return NULL;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (!decode || s[i] != '%') {
+            out[o++] = s[i];
+            continue;
+        }
+        int hi = i + 2 < len ? hexdigit(s[i + 1]) : -1;
+        int lo = i + 2 < len ? hexdigit(s[i + 2]) : -1;
+        if (hi < 0 || lo < 0) {
+            free(out);
+            *why = "bad %-escape";
+            return NULL;
+        }
+        out[o++] = (char)(hi * 16 + lo);
+        i += 2;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static bool parse_small_int(const char *s, size_t len, long lo, long hi, long *out)
+{
+    if (len == 0 || len > 9)
+        return false;
+    long v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Parses url into *ep. Returns NULL, or a static message naming the bad part. */
+static const char *parse_url(const char *url, endpoint *ep)
+{
+    memset(ep, 0, sizeof *ep);
+    ep->port = 6379;
+    const char *why = NULL;
+    if (strncmp(url, "unix://", 7) == 0) {
+        const char *path = url + 7;
+        const char *q = strchr(path, '?');
+        size_t plen = q ? (size_t)(q - path) : strlen(path);
+        if (plen == 0 || path[0] != '/')
+            return "unix URL needs an absolute socket path: unix:///path/to.sock";
+        if ((ep->unix_path = copy_part(path, plen, true, &why)) == NULL)
+            return why;
+        if (q != NULL) {
+            long db;
+            if (strncmp(q, "?db=", 4) != 0 ||
+                !parse_small_int(q + 4, strlen(q + 4), 0, 1000000, &db))
+                return "unix URL query must be ?db=N";
+            ep->db = (int)db;
+        }
+        return NULL;
+    }
+    if (strncmp(url, "redis://", 8) != 0)
+        return "URL must start with redis:// or unix://";
+    const char *s = url + 8, *end = s + strlen(s);
+    const char *slash = strchr(s, '/');
+    const char *hp_end = slash ? slash : end;
+    const char *at = NULL; /* credentials end at the last '@' before the path */
+    for (const char *p = s; p < hp_end; p++)
+        if (*p == '@')
+            at = p;
+    const char *host = s;
+    if (at != NULL) {
+        const char *colon = memchr(s, ':', (size_t)(at - s));
+        if (colon == NULL) { /* redis://password@host, as redis-cli reads it */
+            if ((ep->pass = copy_part(s, (size_t)(at - s), true, &why)) == NULL)
+                return why;
+        } else {
+            if (colon > s && (ep->user = copy_part(s, (size_t)(colon - s), true, &why)) == NULL)
+                return why;
+            if ((ep->pass = copy_part(colon + 1, (size_t)(at - colon - 1), true, &why)) == NULL)
+                return why;
+        }
+        host = at + 1;
+    }
+    const char *h = host, *h_end, *port = NULL;
+    if (host < hp_end && *host == '[') {
+        const char *rb = memchr(host, ']', (size_t)(hp_end - host));
+        if (rb == NULL)
+            return "unclosed '[' in host";
+        h = host + 1;
+        h_end = rb;
+        if (rb + 1 < hp_end) {
+            if (rb[1] != ':')
+                return "junk after ']' in host";
+            port = rb + 2;
+        }
+    } else {
+        const char *colon = memchr(host, ':', (size_t)(hp_end - host));
+        h_end = colon ? colon : hp_end;
+        port = colon ? colon + 1 : NULL;
+    }
+    if (h_end == h)
+        return "URL has no host";
+    if ((ep->host = copy_part(h, (size_t)(h_end - h), false, &why)) == NULL)
+        return why;
+    if (port != NULL) {
+        long p;
+        if (!parse_small_int(port, (size_t)(hp_end - port), 1, 65535, &p))
+            return "port must be a number from 1 to 65535";
+        ep->port = (int)p;
+    }
+    if (slash != NULL && slash + 1 < end) {
+        long db;
+        if (!parse_small_int(slash + 1, (size_t)(end - slash - 1), 0, 1000000, &db))
+            return "database must be a number after the '/'";
+        ep->db = (int)db;
+    }
+    return NULL;
+}
+
+/* NULL if url parses, else why not. */
+static const char *check_url(const char *url)
+{
+    endpoint ep;
+    const char *why = parse_url(url, &ep);
+    endpoint_free(&ep);
+    return why;
+}
+
+/* ---- status: reading and printing -------------------------------------------------------- */
+
+typedef struct holder {
+    const char *owner;
+    size_t owner_len;
+    long long count;
+} holder;
+
+/* Length of the valid UTF-8 sequence at s (at most len bytes), or 0 if invalid. */
+static size_t utf8_seq(const unsigned char *s, size_t len)
+{
+    size_t n;
+    uint32_t cp;
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+        n = 2;
+        cp = s[0] & 0x1f;
+    } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+        n = 3;
+        cp = s[0] & 0x0f;
+    } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+        n = 4;
+        cp = s[0] & 0x07;
+    } else {
+        return 0;
+    }
+    if (n > len)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    /* Overlong forms, UTF-16 surrogates, beyond U+10FFFF. */
+    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+/* Prints s as a JSON string: control characters escaped, valid UTF-8 passed through,
+ * each byte of an invalid sequence (a binary name) printed as U+FFFD so that the
+ * output stays valid JSON. */
+static void json_string(const char *s, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    putchar('"');
+    for (size_t i = 0; i < len;) {
+        unsigned char c = u[i];
+        if (c == '"' || c == '\\') {
+            putchar('\\');
+            putchar(c);
+        } else if (c == '\n') {
+            fputs("\\n", stdout);
+        } else if (c == '\r') {
+            fputs("\\r", stdout);
+        } else if (c == '\t') {
+            fputs("\\t", stdout);
+        } else if (c < 0x20 || c == 0x7f) {
+            printf("\\u%04x", c);
+        } else {
+            size_t n = utf8_seq(u + i, len - i);
+            if (n == 0) {
+                fputs("\\ufffd", stdout);
+                n = 1;
+            } else {
+                fwrite(u + i, 1, n, stdout);
+            }
+            i += n;
+            continue;
+        }
+        i++;
+    }
+    putchar('"');
+}
+
+static bool parse_count(const char *s, size_t len, long long *out)
+{
+    if (len == 0 || len > 18)
+        return false;
+    size_t i = s[0] == '-' ? 1 : 0;
+    if (i == len)
+        return false;
+    long long v = 0;
+    for (; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = s[0] == '-' ? -v : v;
+    return true;
+}
+
+/* Opens an authenticated connection; on failure prints one line and returns NULL. */
+static redisContext *status_connect(const char *raw_url, const endpoint *ep)
+{
+    char url[512];
+    redact_url(raw_url, url, sizeof url);
+    struct timeval ctv = {2, 0}, tv = {3, 0};
+    redisContext *c = ep->unix_path ? redisConnectUnixWithTimeout(ep->unix_path, ctv)
+                                    : redisConnectWithTimeout(ep->host, ep->port, ctv);
+    if (c == NULL || c->err) {
+        fprintf(stderr, "%s: status: cannot connect to %s: %s\n", prog, url,
+                c ? c->errstr : "out of memory");
+        redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    const char *argv[3];
+    size_t lens[3];
+    int n = 0;
+    if (ep->pass != NULL) {
+        argv[n++] = "AUTH";
+        if (ep->user != NULL)
+            argv[n++] = ep->user;
+        argv[n++] = ep->pass;
+    }
+    char dbbuf[16];
+    for (int step = 0; step < 2; step++) {
+        if (step == 1) {
+            if (ep->db == 0)
+                break;
+            snprintf(dbbuf, sizeof dbbuf, "%d", ep->db);
+            argv[0] = "SELECT";
+            argv[1] = dbbuf;
+            n = 2;
+        } else if (n == 0) {
+            continue;
+        }
+        for (int i = 0; i < n; i++)
+            lens[i] = strlen(argv[i]);
+        redisReply *r = redisCommandArgv(c, n, argv, lens);
+        if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+            fprintf(stderr, "%s: status: %s refused by %s: %s\n", prog, argv[0], url,
+                    r ? r->str : c->errstr);
+            freeReplyObject(r);
+            redisFree(c);
+            return NULL;
+        }
+        freeReplyObject(r);
+    }
+    return c;
+}
+
+static int cmd_status(const global_opts *g, int argc, char **argv)
+{
+    bool json = false;
+    const char *name = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (is_help(a)) {
+            usage_status(stdout);
+            return 0;
+        } else if (strcmp(a, "--json") == 0) {
+            json = true;
+        } else if (strcmp(a, "--") == 0 && name == NULL && i + 2 == argc) {
+            name = argv[++i]; /* "-- NAME" for a name that starts with '-' */
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return usage_error("status", "unknown option '%s'", a);
+        } else if (name == NULL) {
+            name = a;
+        } else {
+            return usage_error("status", "unexpected argument '%s'", a);
+        }
+    }
+    if (name == NULL)
+        return usage_error("status", "missing lock NAME");
+    if (*name == '\0')
+        return usage_error("status", "lock NAME is empty");
+
+    endpoint ep;
+    const char *why = parse_url(g->url, &ep);
+    if (why != NULL) {
+        char shown[512];
+        endpoint_free(&ep);
+        return usage_error(NULL, "bad --url '%s': %s", redact_url(g->url, shown, sizeof shown),
+                           why);
+    }
+    redisContext *c = status_connect(g->url, &ep);
+    endpoint_free(&ep);
+    if (c == NULL)
+        return EXIT_UNAVAILABLE;
+
+    /* One snapshot: MULTI, TYPE, HGETALL, PTTL, EXEC. */
+    size_t nlen = strlen(name);
+    const char *cmds[5][2] = {
+        {"MULTI", NULL}, {"TYPE", name}, {"HGETALL", name}, {"PTTL", name}, {"EXEC", NULL}};
+    for (int i = 0; i < 5; i++) {
+        size_t lens[2] = {strlen(cmds[i][0]), nlen};
+        redisAppendCommandArgv(c, cmds[i][1] ? 2 : 1, cmds[i], lens);
+    }
+    redisReply *exec = NULL;
+    for (int i = 0; i < 5; i++) {
+        void *r = NULL;
+        if (redisGetReply(c, &r) != REDIS_OK) {
+            fprintf(stderr, "%s: status: reading '%s' failed: %s\n", prog, name, c->errstr);
+            freeReplyObject(exec);
+            redisFree(c);
+            return EXIT_UNAVAILABLE;
+        }
+        if (i == 4)
+            exec = r;
+        else
+            freeReplyObject(r);
+    }
+    if (exec == NULL || exec->type != REDIS_REPLY_ARRAY || exec->elements != 3 ||
+        exec->element[0]->type != REDIS_REPLY_STATUS ||
+        exec->element[2]->type != REDIS_REPLY_INTEGER) {
+        fprintf(stderr, "%s: status: unexpected reply reading '%s'%s%s\n", prog, name,
+                exec && exec->type == REDIS_REPLY_ERROR ? ": " : "",
+                exec && exec->type == REDIS_REPLY_ERROR ? exec->str : "");
+        freeReplyObject(exec);
+        redisFree(c);
+        return EXIT_UNAVAILABLE;
+    }
+    const char *type = exec->element[0]->str;
+    redisReply *hash = exec->element[1];
+    long long ttl = exec->element[2]->integer;
+
+    const char *kind;
+    const char *mode = NULL;
+    size_t mode_len = 0;
+    size_t nholders = 0;
+    holder *holders = NULL;
+    if (strcmp(type, "none") == 0) {
+        kind = "none";
+    } else if (strcmp(type, "hash") == 0 && hash->type == REDIS_REPLY_ARRAY) {
+        kind = "rlock";
+        holders = calloc(hash->elements / 2 + 1, sizeof *holders);
+        if (holders == NULL) {
+            fprintf(stderr, "%s: status: out of memory\n", prog);
+            freeReplyObject(exec);
+            redisFree(c);
+            return EXIT_OSERR;
+        }
+        for (size_t i = 0; i + 1 < hash->elements; i += 2) {
+            redisReply *f = hash->element[i], *v = hash->element[i + 1];
+            if (f->len == 4 && memcmp(f->str, "mode", 4) == 0) {
+                mode = v->str;
+                mode_len = v->len;
+                kind = "rwlock";
+                continue;
+            }
+            holder *h = &holders[nholders];
+            if (!parse_count(v->str, v->len, &h->count)) {
+                kind = "other"; /* a hash, but not a lock's */
+                continue;
+            }
+            h->owner = f->str;
+            h->owner_len = f->len;
+            nholders++;
+        }
+        if (strcmp(kind, "other") == 0) {
+            nholders = 0;
+            mode = NULL;
+        }
+    } else {
+        kind = "other";
+    }
+
+    if (json) {
+        fputs("{\"name\":", stdout);
+        json_string(name, nlen);
+        printf(",\"kind\":\"%s\",\"type\":", kind);
+        json_string(type, strlen(type));
+        if (mode != NULL) {
+            fputs(",\"mode\":", stdout);
+            json_string(mode, mode_len);
+        }
+        printf(",\"ttl_ms\":%lld,\"holders\":[", ttl);
+        for (size_t i = 0; i < nholders; i++) {
+            fputs(i ? ",{\"owner\":" : "{\"owner\":", stdout);
+            json_string(holders[i].owner, holders[i].owner_len);
+            printf(",\"count\":%lld}", holders[i].count);
+        }
+        fputs("]}\n", stdout);
+    } else {
+        printf("name: %s\nkind: %s\n", name, kind);
+        if (strcmp(kind, "other") == 0)
+            printf("type: %s\n", type);
+        if (mode != NULL)
+            printf("mode: %.*s\n", (int)mode_len, mode);
+        printf("ttl_ms: %lld\nholders: %zu\n", ttl, nholders);
+        for (size_t i = 0; i < nholders; i++)
+            printf("holder: %.*s count=%lld\n", (int)holders[i].owner_len, holders[i].owner,
+                   holders[i].count);
+    }
+    free(holders);
+    freeReplyObject(exec);
+    redisFree(c);
+    return fflush(stdout) == 0 ? 0 : EXIT_OSERR;
+}
+
+/* ---- main -------------------------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+    global_opts g = {0};
+    g.url = getenv("CREDISSON_URL");
+    if (g.url == NULL || *g.url == '\0')
+        g.url = DEFAULT_URL;
+
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (is_help(a)) {
+            usage_main(stdout);
+            return 0;
+        } else if (strcmp(a, "--version") == 0) {
+            printf("credisson %s\n", crd_version());
+            return 0;
+        } else if (take_opt(argc, argv, &i, "--url", &v)) {
+            if (v == NULL || *v == '\0')
+                return usage_error(NULL, "--url needs a value");
+            g.url = v;
+        } else if (take_opt(argc, argv, &i, "--watchdog-ms", &v)) {
+            if (v == NULL)
+                return usage_error(NULL, "--watchdog-ms needs a value in milliseconds");
+            if (!parse_ms(v, &g.watchdog_ms) || g.watchdog_ms == 0)
+                return usage_error(
+                    NULL, "--watchdog-ms: '%s' is not a positive number of milliseconds", v);
+        } else if (a[0] == '-') {
+            return usage_error(NULL, "unknown option '%s'", a);
+        } else {
+            break;
+        }
+    }
+    if (i >= argc)
+        return usage_error(NULL, "missing COMMAND (run, status or unlock)");
+    const char *cmd = argv[i];
+    if (strcmp(cmd, "run") == 0)
+        return cmd_run(&g, argc - i, argv + i);
+    if (strcmp(cmd, "status") == 0)
+        return cmd_status(&g, argc - i, argv + i);
+    if (strcmp(cmd, "unlock") == 0)
+        return cmd_unlock(&g, argc - i, argv + i);
+    return usage_error(NULL, "unknown command '%s' (run, status or unlock)", cmd);
+}
