@@ -228,7 +228,7 @@ CRD_API crd_status crd_options_init(crd_options *opts);
 /* Client                                                                              */
 /* ---------------------------------------------------------------------------------- */
 
-/* Create a client: validate opts, generate the client's random v4 UUID, open one
+/* Create a client: validate opts (NULL means the crd_options_init() defaults), generate the client's random v4 UUID, open one
  * command connection (AUTH, SELECT) to prove the server is reachable, and start the
  * subscriber and watchdog threads.
  *

@@ -620,9 +620,23 @@ crd_status crd_lock_acquire_owner(crd_lock *l, uint64_t owner, int64_t wait_ms, 
             slice = 1;
         if (c->opts.max_wait_slice_ms > 0 && slice > c->opts.max_wait_slice_ms)
             slice = c->opts.max_wait_slice_ms;
-        int64_t until = now + slice < deadline ? now + slice : deadline;
-        if (crd__sub_wait(c, sub, until, &confirmed) == CRD_CLOSED) {
+        /* One extra ms: PTTL rounds down, and waking just before the key expires would
+         * cost a useless retry. */
+        int64_t until = now + slice + 1 < deadline ? now + slice + 1 : deadline;
+        crd_status w = crd__sub_wait(c, sub, until, &confirmed);
+        if (w == CRD_CLOSED) {
             st = crd__fail(c, CRD_CLOSED, "client closed while waiting");
+            break;
+        }
+        if (w == CRD_TIMEOUT && crd__now_ms() >= deadline) {
+            /* The wait ran out with no release seen: give up without another attempt
+             * (PROTOCOL.md 4.2 step 5). */
+            st = last_error == CRD_IO
+                     ? crd__fail(c, CRD_IO, "wait ended with the connection failing: %s",
+                                 crd_client_errmsg(c))
+                     : crd__fail(c, CRD_TIMEOUT, "lock \"%.*s\" still held after %lld ms",
+                                 (int)(l->name_len > 60 ? 60 : l->name_len), l->name,
+                                 (long long)(crd__now_ms() - start));
             break;
         }
     }

@@ -1,0 +1,1023 @@
+/*
+ * harness.c -- the private redis-server of a test executable and the helpers of
+ * harness.h.
+ *
+ * Process model (Criterion 2.4 with BoxFort): the runner process runs the PRE_ALL and
+ * POST_ALL report hooks; every test runs in a worker process that BoxFort starts by
+ * exec'ing the test binary again, so workers share nothing with the runner but the
+ * environment. The runner therefore starts the server in PRE_ALL and passes its port
+ * through CRDT_REDIS_PORT. Three things make sure no redis-server survives the run:
+ * the POST_ALL hook, an atexit() handler (only in the runner, checked by pid), and
+ * PR_SET_PDEATHSIG(SIGKILL) in the server's own process, for a runner that dies by a
+ * signal (a ctest timeout).
+ */
+#include "harness.h"
+
+#include <criterion/criterion.h>
+#include <criterion/hooks.h>
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef CRD_REDIS_SERVER
+#define CRD_REDIS_SERVER "redis-server"
+#endif
+
+/* ---------------------------------------------------------------------------------- */
+/* Time                                                                               */
+/* ---------------------------------------------------------------------------------- */
+
+int64_t crdt_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t crdt_now_ms(void)
+{
+    return crdt_now_ns() / 1000000;
+}
+
+void crdt_sleep_ms(int64_t ms)
+{
+    if (ms <= 0)
+        return;
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+bool crdt_wait_until(bool (*pred)(void *arg), void *arg, int64_t timeout_ms)
+{
+    int64_t deadline = crdt_now_ms() + timeout_ms;
+    for (;;) {
+        if (pred(arg))
+            return true;
+        if (crdt_now_ms() >= deadline)
+            return pred(arg);
+        crdt_sleep_ms(2);
+    }
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Starting and stopping redis-server                                                 */
+/* ---------------------------------------------------------------------------------- */
+
+const char *crdt_redis_server_path(void)
+{
+    return CRD_REDIS_SERVER;
+}
+
+/* A port the kernel just had free on 127.0.0.1 (it can be taken again before the
+ * server binds it; the caller retries). */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+static void close_fds_from(int lowfd)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL) {
+        for (int fd = lowfd; fd < 4096; fd++)
+            close(fd);
+        return;
+    }
+    int dfd = dirfd(d);
+    int fds[1024];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < 1024) {
+        int fd = atoi(e->d_name);
+        if (fd >= lowfd && fd != dfd)
+            fds[n++] = fd;
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+}
+
+/* fork + exec redis-server; the child dies with the process that started it. */
+static pid_t spawn_server(const char *dir, int port, const char *unix_path,
+                          const char *const *extra)
+{
+    char portbuf[16];
+    snprintf(portbuf, sizeof portbuf, "%d", port);
+    const char *args[64];
+    int n = 0;
+    args[n++] = CRD_REDIS_SERVER;
+    args[n++] = "--port";
+    args[n++] = portbuf;
+    args[n++] = "--bind";
+    args[n++] = "127.0.0.1";
+    args[n++] = "--save";
+    args[n++] = "";
+    args[n++] = "--appendonly";
+    args[n++] = "no";
+    args[n++] = "--daemonize";
+    args[n++] = "no";
+    args[n++] = "--dir";
+    args[n++] = dir;
+    args[n++] = "--logfile";
+    args[n++] = "";
+    if (unix_path != NULL) {
+        args[n++] = "--unixsocket";
+        args[n++] = unix_path;
+        args[n++] = "--unixsocketperm";
+        args[n++] = "700";
+    }
+    for (int i = 0; extra != NULL && extra[i] != NULL && n < 62; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    /* child */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(127);
+    setpgid(0, 0); /* a Ctrl-C on the terminal goes to the runner, which stops us */
+    char log[600];
+    snprintf(log, sizeof log, "%s/redis.log", dir);
+    int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    int nfd = open("/dev/null", O_RDONLY);
+    if (nfd >= 0)
+        dup2(nfd, 0);
+    if (lfd >= 0) {
+        dup2(lfd, 1);
+        dup2(lfd, 2);
+    }
+    close_fds_from(3);
+    execv(CRD_REDIS_SERVER, (char *const *)args);
+    execvp("redis-server", (char *const *)args);
+    _exit(127);
+}
+
+/* Try to PING the server once. */
+static bool server_answers(int port, const char *unix_path, const char *user,
+                           const char *password)
+{
+    struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
+    redisContext *c = unix_path != NULL ? redisConnectUnixWithTimeout(unix_path, tv)
+                                        : redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (c == NULL)
+        return false;
+    bool ok = false;
+    if (!c->err) {
+        redisSetTimeout(c, tv);
+        redisReply *r = NULL;
+        bool auth_ok = true;
+        if (password != NULL) {
+            if (user != NULL)
+                r = redisCommand(c, "AUTH %s %s", user, password);
+            else
+                r = redisCommand(c, "AUTH %s", password);
+            auth_ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+            if (r != NULL)
+                freeReplyObject(r);
+        }
+        if (auth_ok) {
+            r = redisCommand(c, "PING");
+            ok = r != NULL && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
+            if (r != NULL)
+                freeReplyObject(r);
+        }
+    }
+    redisFree(c);
+    return ok;
+}
+
+static void stop_pid(pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, SIGTERM);
+    int64_t deadline = crdt_now_ms() + 3000;
+    for (;;) {
+        pid_t r = waitpid(pid, NULL, WNOHANG);
+        if (r == pid || (r < 0 && errno == ECHILD))
+            return;
+        if (crdt_now_ms() >= deadline)
+            break;
+        crdt_sleep_ms(2);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+static void remove_dir(const char *dir)
+{
+    if (dir[0] == '\0')
+        return;
+    DIR *d = opendir(dir);
+    if (d != NULL) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            char p[600];
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+static void write_runner_pid(const char *dir);
+
+/* The last line of a server's log, for failure messages. */
+static const char *last_log_line(const char *dir)
+{
+    static char line[300];
+    char path[600];
+    snprintf(path, sizeof path, "%s/redis.log", dir);
+    line[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return "(no log)";
+    char buf[300];
+    while (fgets(buf, sizeof buf, f) != NULL)
+        snprintf(line, sizeof line, "%s", buf);
+    fclose(f);
+    size_t n = strlen(line);
+    if (n > 0 && line[n - 1] == '\n')
+        line[n - 1] = '\0';
+    return line;
+}
+
+/* Start a server; returns 0 on success, else a message in err. */
+static int start_server(crdt_server *srv, bool with_unix, const char *const *extra,
+                        const char *user, const char *password, char *err, size_t errcap)
+{
+    memset(srv, 0, sizeof *srv);
+    snprintf(srv->dir, sizeof srv->dir, "/tmp/crdt-redis-XXXXXX");
+    if (mkdtemp(srv->dir) == NULL) {
+        snprintf(err, errcap, "mkdtemp: %s", strerror(errno));
+        return -1;
+    }
+    if (with_unix)
+        snprintf(srv->unix_path, sizeof srv->unix_path, "%s/redis.sock", srv->dir);
+    for (int attempt = 0; attempt < 8; attempt++) {
+        int port = free_port();
+        if (port <= 0)
+            continue;
+        pid_t pid = spawn_server(srv->dir, port, with_unix ? srv->unix_path : NULL, extra);
+        if (pid < 0) {
+            snprintf(err, errcap, "fork: %s", strerror(errno));
+            break;
+        }
+        int64_t deadline = crdt_now_ms() + 10000;
+        bool exited = false;
+        for (;;) {
+            int st;
+            if (waitpid(pid, &st, WNOHANG) == pid) {
+                exited = true; /* most likely the port was taken meanwhile */
+                break;
+            }
+            if (server_answers(port, NULL, user, password)) {
+                srv->pid = pid;
+                srv->port = port;
+                return 0;
+            }
+            if (crdt_now_ms() >= deadline)
+                break;
+            crdt_sleep_ms(5);
+        }
+        if (!exited)
+            stop_pid(pid);
+        snprintf(err, errcap, "redis-server on port %d %s; log: %s", port,
+                 exited ? "exited at start" : "did not answer PING within 10 s",
+                 last_log_line(srv->dir));
+    }
+    remove_dir(srv->dir);
+    return -1;
+}
+
+void crdt_server_start(crdt_server *srv, bool with_unix_socket, const char *const *extra_args,
+                       const char *ping_user, const char *ping_password)
+{
+    char err[512] = "";
+    int rc = start_server(srv, with_unix_socket, extra_args, ping_user, ping_password, err,
+                          sizeof err);
+    cr_assert_eq(rc, 0, "could not start an extra redis-server: %s", err);
+    write_runner_pid(srv->dir);
+}
+
+void crdt_server_stop(crdt_server *srv)
+{
+    if (srv == NULL)
+        return;
+    stop_pid(srv->pid);
+    srv->pid = 0;
+    remove_dir(srv->dir);
+    srv->dir[0] = '\0';
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* The executable's shared server (runner side)                                       */
+/* ---------------------------------------------------------------------------------- */
+
+static crdt_server g_main_server;
+static pid_t g_runner_pid;
+
+static void main_server_stop(void)
+{
+    /* atexit handlers also run in processes forked from the runner that call exit();
+     * only the runner owns the server. */
+    if (g_runner_pid == 0 || getpid() != g_runner_pid)
+        return;
+    if (g_main_server.pid > 0)
+        crdt_server_stop(&g_main_server);
+    unsetenv("CRDT_REDIS_PORT");
+}
+
+/* Directories of servers whose runner died by SIGKILL (nothing could clean up then):
+ * each directory names its runner in runner.pid. */
+static void remove_stale_dirs(void)
+{
+    DIR *d = opendir("/tmp");
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "crdt-redis-", 11) != 0)
+            continue;
+        char path[600], dir[400];
+        snprintf(dir, sizeof dir, "/tmp/%s", e->d_name);
+        snprintf(path, sizeof path, "%s/runner.pid", dir);
+        FILE *f = fopen(path, "r");
+        long pid = 0;
+        if (f == NULL)
+            continue;
+        if (fscanf(f, "%ld", &pid) != 1)
+            pid = 0;
+        fclose(f);
+        if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+            remove_dir(dir);
+    }
+    closedir(d);
+}
+
+static void write_runner_pid(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/runner.pid", dir);
+    FILE *f = fopen(path, "w");
+    if (f != NULL) {
+        fprintf(f, "%ld\n", (long)getpid());
+        fclose(f);
+    }
+}
+
+ReportHook(PRE_ALL)(struct criterion_test_set *set)
+{
+    (void)set;
+    if (getenv("CRDT_REDIS_PORT") != NULL)
+        return; /* an externally managed server */
+    remove_stale_dirs();
+    char err[512] = "";
+    if (start_server(&g_main_server, false, NULL, NULL, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "harness: cannot start redis-server (%s): %s\n", CRD_REDIS_SERVER, err);
+        exit(2);
+    }
+    g_runner_pid = getpid();
+    write_runner_pid(g_main_server.dir);
+    atexit(main_server_stop);
+    char port[16];
+    snprintf(port, sizeof port, "%d", g_main_server.port);
+    setenv("CRDT_REDIS_PORT", port, 1);
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+    (void)stats;
+    main_server_stop();
+}
+
+int crdt_port(void)
+{
+    const char *p = getenv("CRDT_REDIS_PORT");
+    cr_assert_not_null(p, "CRDT_REDIS_PORT is not set: the PRE_ALL hook did not run");
+    int port = atoi(p);
+    cr_assert(port > 0 && port < 65536, "bad CRDT_REDIS_PORT %s", p);
+    return port;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Clients and connections                                                            */
+/* ---------------------------------------------------------------------------------- */
+
+void crdt_options(crd_options *o)
+{
+    cr_assert_eq(crd_options_init(o), CRD_OK);
+    o->host = "127.0.0.1";
+    o->port = crdt_port();
+    o->connect_timeout_ms = 1000;
+    o->command_timeout_ms = 3000;
+}
+
+crd_client *crdt_client_opts(const crd_options *o)
+{
+    crd_client *c = NULL;
+    crd_status st = crd_client_new(o, &c);
+    cr_assert_eq(st, CRD_OK, "crd_client_new: %s (%s)", crd_strerror(st),
+                 c ? crd_client_errmsg(c) : "no client");
+    cr_assert_not_null(c);
+    return c;
+}
+
+crd_client *crdt_client(void)
+{
+    crd_options o;
+    crdt_options(&o);
+    return crdt_client_opts(&o);
+}
+
+crd_lock *crdt_lock(crd_client *c, const char *name)
+{
+    crd_lock *l = NULL;
+    crd_status st = crd_lock_new(c, name, &l);
+    cr_assert_eq(st, CRD_OK, "crd_lock_new(%s): %s (%s)", name, crd_strerror(st),
+                 crd_client_errmsg(c));
+    cr_assert_not_null(l);
+    return l;
+}
+
+redisContext *crdt_redis_port(int port)
+{
+    struct timeval tv = {.tv_sec = 2, .tv_usec = 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    cr_assert(c != NULL && !c->err, "raw connection to 127.0.0.1:%d failed: %s", port,
+              c ? c->errstr : "out of memory");
+    struct timeval ctv = {.tv_sec = 10, .tv_usec = 0};
+    redisSetTimeout(c, ctv);
+    return c;
+}
+
+redisContext *crdt_redis(void)
+{
+    return crdt_redis_port(crdt_port());
+}
+
+redisReply *crdt_cmd(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    cr_assert_not_null(r, "raw command '%s' failed: %s", fmt, c->errstr);
+    return r;
+}
+
+redisReply *crdt_cmd_argv(redisContext *c, int argc, const char **argv, const size_t *argvlen)
+{
+    redisReply *r = redisCommandArgv(c, argc, argv, argvlen);
+    cr_assert_not_null(r, "raw command %s failed: %s", argv[0], c->errstr);
+    return r;
+}
+
+long long crdt_cmd_int(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    cr_assert_not_null(r, "raw command '%s' failed: %s", fmt, c->errstr);
+    cr_assert_eq(r->type, REDIS_REPLY_INTEGER, "'%s' replied type %d (%s)", fmt, r->type,
+                 r->str ? r->str : "");
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+char *crdt_cmd_str(redisContext *c, char *buf, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    cr_assert_not_null(r, "raw command '%s' failed: %s", fmt, c->errstr);
+    buf[0] = '\0';
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
+        r->type == REDIS_REPLY_ERROR)
+        snprintf(buf, cap, "%s", r->str);
+    else if (r->type == REDIS_REPLY_INTEGER)
+        snprintf(buf, cap, "%lld", r->integer);
+    freeReplyObject(r);
+    return buf;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Keys                                                                               */
+/* ---------------------------------------------------------------------------------- */
+
+static pthread_mutex_t g_key_mu = PTHREAD_MUTEX_INITIALIZER;
+static char g_prefix[200];
+static char **g_keys;
+static size_t g_nkeys;
+
+static void sanitize_into(char *dst, size_t cap, const char *src)
+{
+    size_t j = 0;
+    for (size_t i = 0; src != NULL && src[i] != '\0' && j + 1 < cap; i++) {
+        unsigned char ch = (unsigned char)src[i];
+        dst[j++] = (isalnum(ch) || ch == '_' || ch == '-' || ch == '.') ? (char)ch : '_';
+    }
+    dst[j] = '\0';
+}
+
+const char *crdt_key_prefix(void)
+{
+    pthread_mutex_lock(&g_key_mu);
+    if (g_prefix[0] == '\0') {
+        char name[120] = "none";
+        if (criterion_current_test != NULL && criterion_current_test->name != NULL)
+            sanitize_into(name, 100, criterion_current_test->name);
+        snprintf(g_prefix, sizeof g_prefix, "crdt:%s:%ld.%lld", name, (long)getpid(),
+                 (long long)(crdt_now_ns() % 1000000));
+    }
+    pthread_mutex_unlock(&g_key_mu);
+    return g_prefix;
+}
+
+const char *crdt_key(const char *suffix)
+{
+    const char *p = crdt_key_prefix();
+    size_t n = strlen(p) + strlen(suffix) + 2;
+    char *k = malloc(n);
+    cr_assert_not_null(k);
+    snprintf(k, n, "%s:%s", p, suffix);
+    pthread_mutex_lock(&g_key_mu);
+    char **nk = realloc(g_keys, (g_nkeys + 1) * sizeof *nk);
+    cr_assert_not_null(nk);
+    g_keys = nk;
+    g_keys[g_nkeys++] = k;
+    pthread_mutex_unlock(&g_key_mu);
+    return k;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Server introspection                                                               */
+/* ---------------------------------------------------------------------------------- */
+
+long long crdt_cmdstat_calls(redisContext *c, const char *cmd)
+{
+    redisReply *r = crdt_cmd(c, "INFO commandstats");
+    cr_assert_eq(r->type, REDIS_REPLY_STRING);
+    char needle[128];
+    snprintf(needle, sizeof needle, "cmdstat_%s:calls=", cmd);
+    long long v = 0;
+    const char *p = strstr(r->str, needle);
+    if (p != NULL)
+        v = atoll(p + strlen(needle));
+    freeReplyObject(r);
+    return v;
+}
+
+long long crdt_pubsub_channels_count(redisContext *c, const char *pattern)
+{
+    redisReply *r = pattern ? crdt_cmd(c, "PUBSUB CHANNELS %s", pattern)
+                            : crdt_cmd(c, "PUBSUB CHANNELS");
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    long long n = (long long)r->elements;
+    freeReplyObject(r);
+    return n;
+}
+
+struct chan_pred {
+    redisContext *c;
+    const char *pattern;
+};
+
+static bool channels_empty_pred(void *arg)
+{
+    struct chan_pred *p = arg;
+    return crdt_pubsub_channels_count(p->c, p->pattern) == 0;
+}
+
+bool crdt_pubsub_channels_empty(const char *pattern)
+{
+    struct chan_pred p = {crdt_redis(), pattern};
+    bool ok = crdt_wait_until(channels_empty_pred, &p, 2000);
+    redisFree(p.c);
+    return ok;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Processes                                                                          */
+/* ---------------------------------------------------------------------------------- */
+
+pid_t crdt_fork(int (*fn)(void *arg), void *arg)
+{
+    (void)crdt_key_prefix(); /* children share the parent's key prefix */
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int rc = fn(arg);
+        fflush(NULL);
+        _exit(rc & 0xff);
+    }
+    return pid;
+}
+
+int crdt_wait_child(pid_t pid, int64_t timeout_ms)
+{
+    int64_t deadline = crdt_now_ms() + timeout_ms;
+    int st = 0;
+    for (;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            break;
+        if (r < 0)
+            return -1;
+        if (crdt_now_ms() >= deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        crdt_sleep_ms(2);
+    }
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    if (WIFSIGNALED(st))
+        return 128 + WTERMSIG(st);
+    return -1;
+}
+
+struct child_job {
+    int index;
+    int (*fn)(int index, void *arg);
+    void *arg;
+};
+
+static int child_trampoline(void *p)
+{
+    struct child_job *j = p;
+    return j->fn(j->index, j->arg);
+}
+
+int crdt_run_children(int n, int (*fn)(int index, void *arg), void *arg, int64_t timeout_ms,
+                      int *codes)
+{
+    pid_t *pids = calloc((size_t)n, sizeof *pids);
+    cr_assert_not_null(pids);
+    for (int i = 0; i < n; i++) {
+        struct child_job j = {i, fn, arg};
+        pids[i] = crdt_fork(child_trampoline, &j);
+    }
+    int64_t deadline = crdt_now_ms() + timeout_ms;
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t left = deadline - crdt_now_ms();
+        codes[i] = crdt_wait_child(pids[i], left > 0 ? left : 0);
+        if (codes[i] == 0)
+            ok++;
+    }
+    free(pids);
+    return ok;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Trace recorder                                                                     */
+/* ---------------------------------------------------------------------------------- */
+
+struct crdt_tracelog {
+    pthread_mutex_t mu;
+    crdt_trace_entry *v;
+    size_t n, cap;
+    int tag;
+};
+
+crdt_tracelog *crdt_tracelog_new(void)
+{
+    crdt_tracelog *t = calloc(1, sizeof *t);
+    cr_assert_not_null(t);
+    pthread_mutex_init(&t->mu, NULL);
+    return t;
+}
+
+static void entry_clear(crdt_trace_entry *e)
+{
+    for (int i = 0; i < e->argc; i++)
+        free(e->argv[i]);
+    free(e->argv);
+    free(e->argvlen);
+    free(e->reply);
+    memset(e, 0, sizeof *e);
+}
+
+void crdt_trace_entry_free(crdt_trace_entry *e)
+{
+    if (e != NULL)
+        entry_clear(e);
+}
+
+void crdt_tracelog_free(crdt_tracelog *t)
+{
+    if (t == NULL)
+        return;
+    for (size_t i = 0; i < t->n; i++)
+        entry_clear(&t->v[i]);
+    free(t->v);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+static char *dup_bytes(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d == NULL)
+        abort();
+    if (n > 0)
+        memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
+static void entry_copy(crdt_trace_entry *dst, int argc, const char *const *argv,
+                       const size_t *argvlen, const char *reply, bool subscriber)
+{
+    dst->argc = argc;
+    dst->argv = calloc((size_t)argc + 1, sizeof *dst->argv);
+    dst->argvlen = calloc((size_t)argc + 1, sizeof *dst->argvlen);
+    if (dst->argv == NULL || dst->argvlen == NULL)
+        abort();
+    for (int i = 0; i < argc; i++) {
+        size_t len = argvlen ? argvlen[i] : strlen(argv[i]);
+        dst->argv[i] = dup_bytes(argv[i], len);
+        dst->argvlen[i] = len;
+    }
+    dst->reply = dup_bytes(reply ? reply : "", reply ? strlen(reply) : 0);
+    dst->subscriber = subscriber;
+}
+
+static void trace_cb(void *user_data, const crd_trace *tr)
+{
+    crdt_tracelog *t = user_data;
+    crdt_trace_entry e = {0};
+    entry_copy(&e, tr->argc, tr->argv, tr->argvlen, tr->reply, tr->subscriber);
+    e.t_ns = crdt_now_ns();
+    pthread_mutex_lock(&t->mu);
+    e.tag = t->tag;
+    if (t->n == t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 64;
+        crdt_trace_entry *nv = realloc(t->v, nc * sizeof *nv);
+        if (nv == NULL)
+            abort();
+        t->v = nv;
+        t->cap = nc;
+    }
+    t->v[t->n++] = e;
+    pthread_mutex_unlock(&t->mu);
+}
+
+void crdt_tracelog_attach(crdt_tracelog *t, crd_options *o)
+{
+    o->on_trace = trace_cb;
+    o->trace_user_data = t;
+}
+
+void crdt_tracelog_set_tag(crdt_tracelog *t, int tag)
+{
+    pthread_mutex_lock(&t->mu);
+    t->tag = tag;
+    pthread_mutex_unlock(&t->mu);
+}
+
+size_t crdt_tracelog_count(crdt_tracelog *t)
+{
+    pthread_mutex_lock(&t->mu);
+    size_t n = t->n;
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+bool crdt_tracelog_get(crdt_tracelog *t, size_t i, crdt_trace_entry *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&t->mu);
+    bool ok = i < t->n;
+    if (ok) {
+        crdt_trace_entry *e = &t->v[i];
+        entry_copy(out, e->argc, (const char *const *)e->argv, e->argvlen, e->reply,
+                   e->subscriber);
+        out->t_ns = e->t_ns;
+        out->tag = e->tag;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return ok;
+}
+
+static bool is_script_entry(const crdt_trace_entry *e)
+{
+    if (e->argc < 1)
+        return false;
+    if (strcasecmp(e->argv[0], "EVALSHA") != 0 && strcasecmp(e->argv[0], "EVAL") != 0)
+        return false;
+    return strncmp(e->reply, "(error) NOSCRIPT", 16) != 0;
+}
+
+size_t crdt_tracelog_count_cmd(crdt_tracelog *t, size_t from, const char *cmd, int subscriber)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = from; i < t->n; i++) {
+        crdt_trace_entry *e = &t->v[i];
+        if (e->argc >= 1 && strcasecmp(e->argv[0], cmd) == 0 &&
+            (subscriber < 0 || (int)e->subscriber == subscriber))
+            n++;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+size_t crdt_tracelog_count_scripts(crdt_tracelog *t, size_t from)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = from; i < t->n; i++)
+        if (is_script_entry(&t->v[i]))
+            n++;
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+bool crdt_tracelog_has(crdt_tracelog *t, size_t from, const char *cmd, const char *arg)
+{
+    bool found = false;
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = from; i < t->n && !found; i++) {
+        crdt_trace_entry *e = &t->v[i];
+        if (e->argc < 1 || strcasecmp(e->argv[0], cmd) != 0)
+            continue;
+        if (arg == NULL) {
+            found = true;
+            break;
+        }
+        for (int j = 1; j < e->argc; j++)
+            if (strcmp(e->argv[j], arg) == 0) {
+                found = true;
+                break;
+            }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return found;
+}
+
+void crdt_tracelog_dump(crdt_tracelog *t, const char *title)
+{
+    pthread_mutex_lock(&t->mu);
+    fprintf(stderr, "---- trace %s (%zu entries)\n", title, t->n);
+    for (size_t i = 0; i < t->n; i++) {
+        crdt_trace_entry *e = &t->v[i];
+        fprintf(stderr, "  [%d]%s", e->tag, e->subscriber ? " sub" : "");
+        for (int j = 0; j < e->argc; j++)
+            fprintf(stderr, " %.*s", (int)(e->argvlen[j] > 80 ? 80 : e->argvlen[j]),
+                    e->argv[j]);
+        fprintf(stderr, " -> %s\n", e->reply);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* MONITOR lines                                                                      */
+/* ---------------------------------------------------------------------------------- */
+
+static int hexval(int ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+void crdt_mon_cmd_free(crdt_mon_cmd *m)
+{
+    if (m == NULL)
+        return;
+    for (int i = 0; i < m->argc; i++)
+        free(m->argv[i]);
+    free(m->argv);
+    free(m->argvlen);
+    memset(m, 0, sizeof *m);
+}
+
+bool crdt_mon_parse(const char *line, size_t len, crdt_mon_cmd *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *p = memchr(line, '[', len);
+    const char *end = line + len;
+    if (p == NULL)
+        return false;
+    p++;
+    out->db = atoi(p);
+    while (p < end && *p != ' ')
+        p++;
+    p++;
+    size_t si = 0;
+    while (p < end && *p != ']' && si + 1 < sizeof out->source)
+        out->source[si++] = *p++;
+    out->source[si] = '\0';
+    while (p < end && *p != ']')
+        p++;
+    if (p >= end)
+        return false;
+    p++;
+    size_t cap = 8;
+    out->argv = calloc(cap, sizeof *out->argv);
+    out->argvlen = calloc(cap, sizeof *out->argvlen);
+    if (out->argv == NULL || out->argvlen == NULL)
+        abort();
+    while (p < end) {
+        while (p < end && *p == ' ')
+            p++;
+        if (p >= end)
+            break;
+        if (*p != '"') {
+            crdt_mon_cmd_free(out);
+            return false;
+        }
+        p++;
+        char *buf = malloc((size_t)(end - p) + 1);
+        if (buf == NULL)
+            abort();
+        size_t n = 0;
+        while (p < end && *p != '"') {
+            if (*p == '\\' && p + 1 < end) {
+                p++;
+                switch (*p) {
+                case 'n': buf[n++] = '\n'; p++; break;
+                case 'r': buf[n++] = '\r'; p++; break;
+                case 't': buf[n++] = '\t'; p++; break;
+                case 'a': buf[n++] = '\a'; p++; break;
+                case 'b': buf[n++] = '\b'; p++; break;
+                case 'x':
+                    if (p + 2 < end && hexval(p[1]) >= 0 && hexval(p[2]) >= 0) {
+                        buf[n++] = (char)(hexval(p[1]) * 16 + hexval(p[2]));
+                        p += 3;
+                    } else {
+                        buf[n++] = *p++;
+                    }
+                    break;
+                default: buf[n++] = *p++; break;
+                }
+            } else {
+                buf[n++] = *p++;
+            }
+        }
+        buf[n] = '\0';
+        if (p < end)
+            p++; /* closing quote */
+        if ((size_t)out->argc == cap) {
+            cap *= 2;
+            char **na = realloc(out->argv, cap * sizeof *na);
+            size_t *nl = realloc(out->argvlen, cap * sizeof *nl);
+            if (na == NULL || nl == NULL)
+                abort();
+            out->argv = na;
+            out->argvlen = nl;
+        }
+        out->argv[out->argc] = buf;
+        out->argvlen[out->argc] = n;
+        out->argc++;
+    }
+    return out->argc > 0;
+}

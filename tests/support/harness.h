@@ -1,0 +1,214 @@
+/*
+ * harness.h -- test support for the credisson Criterion suites.
+ *
+ * What it provides
+ *   - A private redis-server per test executable. A Criterion PRE_ALL hook (in the
+ *     runner process, before any worker exists) starts redis-server on a free
+ *     127.0.0.1 port in a temporary directory, waits until PING answers, and exports
+ *     the port in the environment (CRDT_REDIS_PORT) that every worker inherits. The
+ *     POST_ALL hook (and an atexit handler, and PR_SET_PDEATHSIG in the server child)
+ *     stops it, so no redis-server outlives the test executable even when a test or
+ *     the runner crashes. Set CRDT_REDIS_PORT yourself to run against a server you
+ *     started instead.
+ *   - Extra servers for tests that need special configuration (requirepass, ACL
+ *     users, unix sockets): crdt_server_start().
+ *   - Clients, raw hiredis connections, unique key prefixes, a monotonic clock, a
+ *     deadline-bounded wait-until, fork helpers, a trace recorder for crd_options
+ *     .on_trace, INFO commandstats readers and PUBSUB CHANNELS checks.
+ *
+ * Parallelism: tests/CMakeLists.txt runs each executable with two Criterion workers,
+ * or one ("--jobs 1") for executables listed in CRD_SERIAL_TESTS or whose source has a
+ * line containing CRDT_SERIAL_TEST. Tests of one executable share its server, so each
+ * uses its own keys (crdt_key); server-wide checks need a serial executable.
+ *
+ * Every helper that can fail asserts with Criterion (cr_assert), so it must be called
+ * from a test (a worker process), not from the runner. Helpers are thread-safe unless
+ * noted; the trace recorder is explicitly so.
+ */
+#ifndef CRDT_HARNESS_H
+#define CRDT_HARNESS_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <hiredis/hiredis.h>
+
+#include "credisson.h"
+
+/* ---------------------------------------------------------------------------------- */
+/* The shared server                                                                  */
+/* ---------------------------------------------------------------------------------- */
+
+/* Port of this executable's redis-server (asserts it is running). */
+int crdt_port(void);
+
+/* Path of the redis-server program (CRD_REDIS_SERVER, or "redis-server"). */
+const char *crdt_redis_server_path(void);
+
+/* ---------------------------------------------------------------------------------- */
+/* Extra servers                                                                      */
+/* ---------------------------------------------------------------------------------- */
+
+typedef struct crdt_server {
+    pid_t pid;
+    int port;           /* 0 when started with port 0 (unix socket only) */
+    char dir[256];      /* its temporary working directory */
+    char unix_path[300];/* "" unless with_unix_socket */
+} crdt_server;
+
+/* Start a redis-server on a free port (retrying on a port race), with an optional unix
+ * socket in its temp dir, plus extra arguments (NULL-terminated list, may be NULL),
+ * e.g. {"--requirepass", "s3cret", NULL}. Waits (deadline 10 s) until it accepts
+ * connections. ping_password / ping_user are used for the readiness PING (may be
+ * NULL). Asserts on failure. */
+void crdt_server_start(crdt_server *srv, bool with_unix_socket, const char *const *extra_args,
+                       const char *ping_user, const char *ping_password);
+/* Stop it (SIGTERM, then SIGKILL after 3 s) and remove its directory. */
+void crdt_server_stop(crdt_server *srv);
+
+/* ---------------------------------------------------------------------------------- */
+/* Time                                                                               */
+/* ---------------------------------------------------------------------------------- */
+
+/* Monotonic clock in ms / ns. */
+int64_t crdt_now_ms(void);
+int64_t crdt_now_ns(void);
+/* Sleep for ms. Only for letting time pass where time passing IS the behaviour under
+ * test (a lease running out), and inside crdt_wait_until's polling. */
+void crdt_sleep_ms(int64_t ms);
+
+/* Evaluate pred(arg) until it returns true or timeout_ms passes (checking every
+ * ~2 ms). Returns whether pred became true. */
+bool crdt_wait_until(bool (*pred)(void *arg), void *arg, int64_t timeout_ms);
+
+/* ---------------------------------------------------------------------------------- */
+/* Clients and connections                                                            */
+/* ---------------------------------------------------------------------------------- */
+
+/* crd_options_init(), then host 127.0.0.1 and the test server's port, connect timeout
+ * 1000 ms, command timeout 3000 ms. */
+void crdt_options(crd_options *o);
+/* A client from crdt_options() (asserts CRD_OK). */
+crd_client *crdt_client(void);
+/* A client from the given options (asserts CRD_OK). */
+crd_client *crdt_client_opts(const crd_options *o);
+/* A lock handle (asserts CRD_OK). */
+crd_lock *crdt_lock(crd_client *c, const char *name);
+
+/* A new raw hiredis connection to the test server (asserts). Free with redisFree(). */
+redisContext *crdt_redis(void);
+/* Same, to any port. */
+redisContext *crdt_redis_port(int port);
+
+/* Run a command (printf-like, hiredis %s/%b conventions); asserts a reply arrived.
+ * The caller frees the reply with freeReplyObject(). */
+redisReply *crdt_cmd(redisContext *c, const char *fmt, ...);
+redisReply *crdt_cmd_argv(redisContext *c, int argc, const char **argv, const size_t *argvlen);
+/* Integer reply of a command (asserts it is an integer). */
+long long crdt_cmd_int(redisContext *c, const char *fmt, ...);
+/* Status/string reply of a command, copied into buf ("" for nil); returns buf. */
+char *crdt_cmd_str(redisContext *c, char *buf, size_t cap, const char *fmt, ...);
+
+/* ---------------------------------------------------------------------------------- */
+/* Keys                                                                               */
+/* ---------------------------------------------------------------------------------- */
+
+/* A unique key for this test: "crdt:<test-name>:<pid>.<n>:<suffix>" (no glob or brace
+ * characters). Storage lives until the process exits. */
+const char *crdt_key(const char *suffix);
+/* The prefix crdt_key() uses for this process ("crdt:<test-name>:<pid>.<n>"), e.g. to
+ * SCAN or PUBSUB CHANNELS with a pattern. */
+const char *crdt_key_prefix(void);
+
+/* ---------------------------------------------------------------------------------- */
+/* Server introspection                                                               */
+/* ---------------------------------------------------------------------------------- */
+
+/* calls= of "cmdstat_<cmd>" in INFO commandstats (cmd lowercase, e.g. "evalsha"); 0 if
+ * the command never ran. */
+long long crdt_cmdstat_calls(redisContext *c, const char *cmd);
+/* Number of channels PUBSUB CHANNELS [pattern] lists (pattern NULL = all). */
+long long crdt_pubsub_channels_count(redisContext *c, const char *pattern);
+/* Waits up to 2 s for PUBSUB CHANNELS [pattern] to become empty; returns whether it
+ * did (unsubscribe is asynchronous to the call that ended a wait). */
+bool crdt_pubsub_channels_empty(const char *pattern);
+
+/* ---------------------------------------------------------------------------------- */
+/* Processes                                                                          */
+/* ---------------------------------------------------------------------------------- */
+
+/* Fork a child that runs fn(arg) and _exit()s with its return value (a crashing child
+ * dies by its signal). The child must create its own clients. */
+pid_t crdt_fork(int (*fn)(void *arg), void *arg);
+/* Wait for the child (deadline timeout_ms; SIGKILL on expiry). Returns its exit code,
+ * 128 + signal if it died by a signal, or -1 on timeout. */
+int crdt_wait_child(pid_t pid, int64_t timeout_ms);
+
+/* Fork n children; child i runs fn(i, arg) and exits with its return value. Waits for
+ * all of them (one shared deadline, timeout_ms; stragglers are killed) and stores each
+ * exit code as crdt_wait_child() reports it in codes[i]. Returns how many exited 0. */
+int crdt_run_children(int n, int (*fn)(int index, void *arg), void *arg, int64_t timeout_ms,
+                      int *codes);
+
+/* ---------------------------------------------------------------------------------- */
+/* Trace recorder (crd_options.on_trace)                                              */
+/* ---------------------------------------------------------------------------------- */
+
+typedef struct crdt_trace_entry {
+    int argc;
+    char **argv;        /* NUL-terminated copies (binary arguments keep their length) */
+    size_t *argvlen;
+    char *reply;        /* rendered reply */
+    bool subscriber;
+    int64_t t_ns;       /* monotonic time the callback ran */
+    int tag;            /* the recorder's tag when recorded (e.g. a scenario step) */
+} crdt_trace_entry;
+
+typedef struct crdt_tracelog crdt_tracelog;
+
+crdt_tracelog *crdt_tracelog_new(void);
+void crdt_tracelog_free(crdt_tracelog *t);
+/* Set o->on_trace / o->trace_user_data to record into t. */
+void crdt_tracelog_attach(crdt_tracelog *t, crd_options *o);
+/* Entries recorded from now on carry this tag. */
+void crdt_tracelog_set_tag(crdt_tracelog *t, int tag);
+/* Number of entries so far. */
+size_t crdt_tracelog_count(crdt_tracelog *t);
+/* Copy of entry i (the caller frees it with crdt_trace_entry_free); false if i is out
+ * of range. */
+bool crdt_tracelog_get(crdt_tracelog *t, size_t i, crdt_trace_entry *out);
+void crdt_trace_entry_free(crdt_trace_entry *e);
+/* Entries whose argv[0] equals cmd (case-insensitive) and, if subscriber >= 0,
+ * whose subscriber flag equals it; counted from index `from`. */
+size_t crdt_tracelog_count_cmd(crdt_tracelog *t, size_t from, const char *cmd, int subscriber);
+/* Script entries (EVALSHA or EVAL whose reply is not a NOSCRIPT error), from `from`. */
+size_t crdt_tracelog_count_scripts(crdt_tracelog *t, size_t from);
+/* Whether any entry from `from` has argv[0] == cmd (case-insensitive) and an argument
+ * equal to arg (arg NULL: any). */
+bool crdt_tracelog_has(crdt_tracelog *t, size_t from, const char *cmd, const char *arg);
+/* Print the log to stderr (debugging failed tests). */
+void crdt_tracelog_dump(crdt_tracelog *t, const char *title);
+
+/* ---------------------------------------------------------------------------------- */
+/* MONITOR feed                                                                       */
+/* ---------------------------------------------------------------------------------- */
+
+/* One MONITOR line: the database, the source ("lua", "127.0.0.1:1234", "unix:..."),
+ * and the unescaped arguments. */
+typedef struct crdt_mon_cmd {
+    int db;
+    char source[64];
+    int argc;
+    char **argv;
+    size_t *argvlen;
+} crdt_mon_cmd;
+
+/* Parse a MONITOR status line. Returns false if it is not one. Free with
+ * crdt_mon_cmd_free(). */
+bool crdt_mon_parse(const char *line, size_t len, crdt_mon_cmd *out);
+void crdt_mon_cmd_free(crdt_mon_cmd *m);
+
+#endif /* CRDT_HARNESS_H */

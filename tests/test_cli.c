@@ -1,0 +1,884 @@
+/*
+ * test_cli.c -- the `credisson` command-line tool, run as a separate program.
+ *
+ * Each test spawns the built binary (CRD_CLI_PATH) with fork/execve against the
+ * harness's redis-server, captures stdout and stderr in files of a per-test temporary
+ * directory, and checks the exit status, the output and the state in Redis. Waiting is
+ * always on a condition with a deadline (a file appears, a key or channel exists, a
+ * process exits), never a fixed sleep.
+ */
+#include "harness.h"
+
+#include <criterion/criterion.h>
+
+#include <jansson.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef CRD_CLI_PATH
+#error "CRD_CLI_PATH must name the built credisson binary"
+#endif
+
+extern char **environ;
+
+/* ---------------------------------------------------------------------------------- */
+/* Spawning the CLI                                                                   */
+/* ---------------------------------------------------------------------------------- */
+
+/* A per-test scratch directory, removed by the fini hook. */
+static char scratch[256];
+
+static void scratch_init(void)
+{
+    snprintf(scratch, sizeof scratch, "/tmp/crdt-cli-XXXXXX");
+    cr_assert_not_null(mkdtemp(scratch), "mkdtemp: %s", strerror(errno));
+}
+
+static void scratch_fini(void)
+{
+    if (scratch[0] == '\0')
+        return;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", scratch);
+    int rc = system(cmd);
+    (void)rc;
+}
+
+/* buf := the path of file inside the scratch directory. */
+static const char *spath(char *buf, size_t cap, const char *file)
+{
+    int n = snprintf(buf, cap, "%s/%s", scratch, file);
+    cr_assert(n > 0 && (size_t)n < cap, "path too long: %s/%s", scratch, file);
+    return buf;
+}
+
+static const char *url_for_port(char *buf, size_t cap, int port)
+{
+    snprintf(buf, cap, "redis://127.0.0.1:%d", port);
+    return buf;
+}
+
+/* The harness server's URL. */
+static const char *test_url(void)
+{
+    static char url[64];
+    return url_for_port(url, sizeof url, crdt_port());
+}
+
+typedef struct cli_proc {
+    pid_t pid;
+    int64_t started_ms;
+    char out[300];
+    char err[300];
+} cli_proc;
+
+/* Starts CRD_CLI_PATH with args (NULL-terminated, without argv[0]). CREDISSON_URL is
+ * removed from the environment, then set to env_url if that is not NULL. */
+static void cli_start_env(cli_proc *p, const char *env_url, const char *const *args)
+{
+    static int seq;
+    int n = 0;
+    while (args[n] != NULL)
+        n++;
+    const char **argv = calloc((size_t)n + 2, sizeof *argv);
+    cr_assert_not_null(argv);
+    argv[0] = CRD_CLI_PATH;
+    for (int i = 0; i < n; i++)
+        argv[i + 1] = args[i];
+
+    /* The environment is built before fork: the test process has threads. */
+    size_t ne = 0;
+    while (environ[ne] != NULL)
+        ne++;
+    char **envp = calloc(ne + 2, sizeof *envp);
+    cr_assert_not_null(envp);
+    size_t k = 0;
+    for (size_t i = 0; i < ne; i++)
+        if (strncmp(environ[i], "CREDISSON_URL=", 14) != 0)
+            envp[k++] = environ[i];
+    char envbuf[300];
+    if (env_url != NULL) {
+        snprintf(envbuf, sizeof envbuf, "CREDISSON_URL=%s", env_url);
+        envp[k++] = envbuf;
+    }
+
+    seq++;
+    char name[64];
+    snprintf(name, sizeof name, "out.%d", seq);
+    spath(p->out, sizeof p->out, name);
+    snprintf(name, sizeof name, "err.%d", seq);
+    spath(p->err, sizeof p->err, name);
+    int ofd = open(p->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int efd = open(p->err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    cr_assert(ofd >= 0 && efd >= 0 && nfd >= 0, "open: %s", strerror(errno));
+
+    fflush(NULL);
+    p->started_ms = crdt_now_ms();
+    p->pid = fork();
+    cr_assert(p->pid >= 0, "fork: %s", strerror(errno));
+    if (p->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(nfd, 0);
+        dup2(ofd, 1);
+        dup2(efd, 2);
+        execve(CRD_CLI_PATH, (char *const *)argv, envp);
+        _exit(99);
+    }
+    close(ofd);
+    close(efd);
+    close(nfd);
+    free(argv);
+    free(envp);
+}
+
+static void cli_start(cli_proc *p, const char *const *args)
+{
+    cli_start_env(p, NULL, args);
+}
+
+/* Reads a whole file into a malloc'd string ("" if it does not exist). */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return strdup("");
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int c;
+    while ((c = fgetc(f)) != EOF) {
+        if (len + 2 > cap) {
+            cap = cap ? cap * 2 : 256;
+            buf = realloc(buf, cap);
+            cr_assert_not_null(buf);
+        }
+        buf[len++] = (char)c;
+    }
+    fclose(f);
+    if (buf == NULL)
+        return strdup("");
+    buf[len] = '\0';
+    return buf;
+}
+
+/* Waits (deadline timeout_ms) for the CLI to exit; returns its exit code or 128+signal.
+ * Fails the test on timeout. out/err (may be NULL) receive malloc'd copies of what it
+ * printed. */
+static int cli_finish(cli_proc *p, int64_t timeout_ms, char **out, char **err)
+{
+    int rc = crdt_wait_child(p->pid, timeout_ms);
+    char *o = slurp(p->out), *e = slurp(p->err);
+    cr_assert_neq(rc, -1, "credisson did not exit within %lld ms; stdout: %s; stderr: %s",
+                  (long long)timeout_ms, o, e);
+    if (out != NULL)
+        *out = o;
+    else
+        free(o);
+    if (err != NULL)
+        *err = e;
+    else
+        free(e);
+    return rc;
+}
+
+/* Runs the CLI to completion (20 s deadline). */
+static int cli(char **out, char **err, const char *const *args)
+{
+    cli_proc p;
+    cli_start(&p, args);
+    return cli_finish(&p, 20000, out, err);
+}
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* Number of '\n'-terminated lines in s. */
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Waiting on conditions                                                              */
+/* ---------------------------------------------------------------------------------- */
+
+static bool file_has_content(void *arg)
+{
+    struct stat st;
+    return stat((const char *)arg, &st) == 0 && st.st_size > 0;
+}
+
+typedef struct key_probe {
+    redisContext *r;
+    const char *key;
+    bool want;
+} key_probe;
+
+static bool key_exists_is(void *arg)
+{
+    key_probe *k = arg;
+    return (crdt_cmd_int(k->r, "EXISTS %s", k->key) == 1) == k->want;
+}
+
+typedef struct channel_probe {
+    redisContext *r;
+    char channel[512];
+} channel_probe;
+
+static bool channel_has_subscriber(void *arg)
+{
+    channel_probe *c = arg;
+    redisReply *rep = crdt_cmd(c->r, "PUBSUB NUMSUB %s", c->channel);
+    bool yes = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+               rep->element[1]->type == REDIS_REPLY_INTEGER && rep->element[1]->integer > 0;
+    freeReplyObject(rep);
+    return yes;
+}
+
+static long read_pid_file(const char *path)
+{
+    char *s = slurp(path);
+    long pid = strtol(s, NULL, 10);
+    free(s);
+    return pid;
+}
+
+/* A loopback port nothing listens on (bound, then closed; the kernel does not hand an
+ * ephemeral port straight back out). */
+static int closed_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+TestSuite(cli, .init = scratch_init, .fini = scratch_fini, .timeout = 90);
+
+/* ---------------------------------------------------------------------------------- */
+/* run: exit statuses                                                                 */
+/* ---------------------------------------------------------------------------------- */
+
+Test(cli, run_passes_the_commands_exit_status_through)
+{
+    const char *name = crdt_key("lock");
+    redisContext *r = crdt_redis();
+
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", test_url(), "run", name, "--", "true")), 0);
+    cr_assert_eq(
+        cli(NULL, NULL, ARGS("--url", test_url(), "run", name, "--", "sh", "-c", "exit 3")), 3);
+    /* Died by a signal: 128 + signal. */
+    cr_assert_eq(
+        cli(NULL, NULL, ARGS("--url", test_url(), "run", name, "--", "sh", "-c", "kill -USR1 $$")),
+        128 + SIGUSR1);
+    /* CMD not found / not executable. */
+    char *err = NULL;
+    cr_assert_eq(
+        cli(NULL, &err, ARGS("--url", test_url(), "run", name, "--", "/nonexistent/credisson-cmd")),
+        127);
+    cr_assert(strstr(err, "/nonexistent/credisson-cmd") != NULL, "stderr: %s", err);
+    cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
+    free(err);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", test_url(), "run", name, "--", "/")), 126);
+
+    /* Every run released the lock. */
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0);
+    redisFree(r);
+}
+
+Test(cli, run_holds_the_lock_while_the_command_runs)
+{
+    const char *name = crdt_key("lock");
+    char script[2048], seen[300];
+    spath(seen, sizeof seen, "seen");
+    /* CMD records what Redis says about the lock from inside the critical section. */
+    snprintf(script, sizeof script, "redis-cli -p %d HLEN '%s' > '%s'", crdt_port(), name, seen);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", test_url(), "run", name, "--", "sh", "-c", script)),
+                 0);
+    char *s = slurp(seen);
+    cr_assert_str_eq(s, "1\n");
+    free(s);
+}
+
+Test(cli, run_takes_the_url_from_CREDISSON_URL)
+{
+    const char *name = crdt_key("lock");
+    cli_proc p;
+    cli_start_env(&p, test_url(), ARGS("run", name, "--", "true"));
+    cr_assert_eq(cli_finish(&p, 20000, NULL, NULL), 0);
+    /* --url wins over the environment. */
+    char bad[64];
+    url_for_port(bad, sizeof bad, closed_port());
+    cli_start_env(&p, bad, ARGS("--url", test_url(), "run", name, "--", "true"));
+    cr_assert_eq(cli_finish(&p, 20000, NULL, NULL), 0);
+    cli_start_env(&p, bad, ARGS("run", name, "--", "true"));
+    cr_assert_eq(cli_finish(&p, 20000, NULL, NULL), 69);
+}
+
+Test(cli, run_exits_75_when_a_foreign_owner_keeps_the_lock_past_wait)
+{
+    const char *name = crdt_key("lock");
+    redisContext *r = crdt_redis();
+    /* A Java-style holder: owner field of another client, count 1, 60 s lease. */
+    freeReplyObject(crdt_cmd(r, "HSET %s 5bd1e0c2-0000-4000-8000-00000000abcd:1 1", name));
+    freeReplyObject(crdt_cmd(r, "PEXPIRE %s 60000", name));
+
+    char marker[300];
+    spath(marker, sizeof marker, "ran");
+    char *err = NULL;
+    int64_t t0 = crdt_now_ms();
+    int rc = cli(NULL, &err,
+                 ARGS("--url", test_url(), "run", "--wait", "200", name, "--", "touch", marker));
+    int64_t took = crdt_now_ms() - t0;
+    cr_assert_eq(rc, 75, "stderr: %s", err);
+    cr_assert_geq(took, 200);
+    cr_assert_lt(took, 10000);
+    cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
+    cr_assert(access(marker, F_OK) != 0, "CMD ran without the lock");
+    free(err);
+
+    /* --wait 0 tries once. */
+    cr_assert_eq(cli(NULL, NULL,
+                     ARGS("--url", test_url(), "run", "--wait", "0", name, "--", "touch", marker)),
+                 75);
+    cr_assert(access(marker, F_OK) != 0, "CMD ran without the lock");
+    /* The foreign hold is untouched. */
+    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", name), 1);
+    redisFree(r);
+}
+
+Test(cli, run_exits_75_when_a_library_holder_keeps_the_lock_past_wait)
+{
+    const char *name = crdt_key("lock");
+    crd_client *c = crdt_client();
+    crd_lock *l = crdt_lock(c, name);
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+
+    cr_assert_eq(
+        cli(NULL, NULL, ARGS("--url", test_url(), "run", "--wait", "200", name, "--", "true")), 75);
+
+    /* Released: the CLI gets it. */
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    cr_assert_eq(
+        cli(NULL, NULL, ARGS("--url", test_url(), "run", "--wait", "2000", name, "--", "true")), 0);
+    crd_lock_free(l);
+    crd_client_free(c);
+}
+
+Test(cli, unreachable_redis_gives_69)
+{
+    const char *name = crdt_key("lock");
+    char url[64];
+    url_for_port(url, sizeof url, closed_port());
+    char *err = NULL;
+    cr_assert_eq(cli(NULL, &err, ARGS("--url", url, "run", name, "--", "true")), 69);
+    cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
+    free(err);
+    cr_assert_eq(cli(NULL, &err, ARGS("--url", url, "status", name)), 69);
+    cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
+    free(err);
+    cr_assert_eq(cli(NULL, &err, ARGS("--url", url, "unlock", "--force", name)), 69);
+    cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
+    free(err);
+}
+
+Test(cli, a_wrong_password_gives_69)
+{
+    crdt_server srv;
+    crdt_server_start(&srv, false, (const char *const[]){"--requirepass", "s3cret", NULL}, NULL,
+                      "s3cret");
+    const char *name = crdt_key("lock");
+    char wrong[128], none[64], right[128];
+    snprintf(wrong, sizeof wrong, "redis://:nope@127.0.0.1:%d", srv.port);
+    snprintf(none, sizeof none, "redis://127.0.0.1:%d", srv.port);
+    snprintf(right, sizeof right, "redis://:s3cret@127.0.0.1:%d", srv.port);
+
+    char *err = NULL;
+    cr_assert_eq(cli(NULL, &err, ARGS("--url", wrong, "run", name, "--", "true")), 69);
+    cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
+    cr_assert(strstr(err, "nope") == NULL, "the password leaked into the message: %s", err);
+    free(err);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", wrong, "status", name)), 69);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", wrong, "unlock", "--force", name)), 69);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", none, "run", name, "--", "true")), 69);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", none, "status", name)), 69);
+
+    /* The right password works for all three. */
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", right, "run", name, "--", "true")), 0);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", right, "status", name)), 0);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", right, "unlock", "--force", name)), 0);
+    crdt_server_stop(&srv);
+}
+
+Test(cli, unix_socket_and_database_urls_work)
+{
+    crdt_server srv;
+    crdt_server_start(&srv, true, NULL, NULL, NULL);
+    const char *name = crdt_key("lock");
+    char url[400], seen[300], script[2048];
+    snprintf(url, sizeof url, "unix://%s?db=3", srv.unix_path);
+    spath(seen, sizeof seen, "seen");
+    /* The lock lives in database 3 while CMD runs; status reads it there too. */
+    snprintf(script, sizeof script,
+             "redis-cli -s '%s' -n 3 EXISTS '%s' > '%s'; '%s' --url '%s' status '%s' >> '%s'",
+             srv.unix_path, name, seen, CRD_CLI_PATH, url, name, seen);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", url, "run", name, "--", "sh", "-c", script)), 0);
+    char *s = slurp(seen);
+    cr_assert(strncmp(s, "1\n", 2) == 0, "seen: %s", s);
+    cr_assert(strstr(s, "kind: rlock\n") != NULL, "seen: %s", s);
+    free(s);
+    crdt_server_stop(&srv);
+}
+
+Test(cli, usage_errors_give_64_and_one_line)
+{
+    const char *name = crdt_key("lock");
+    const char *u = test_url();
+    const char *const *cases[] = {
+        ARGS("--url", u),
+        ARGS("--url", u, "frobnicate", name),
+        ARGS("--url", u, "--bogus", "run", name, "--", "true"),
+        ARGS("--url", u, "run"),
+        ARGS("--url", u, "run", "--", "true"),
+        ARGS("--url", u, "run", name),
+        ARGS("--url", u, "run", name, "true"),
+        ARGS("--url", u, "run", name, "--"),
+        ARGS("--url", u, "run", "--wait", "abc", name, "--", "true"),
+        ARGS("--url", u, "run", "--wait", "-5", name, "--", "true"),
+        ARGS("--url", u, "run", "--wait", "", name, "--", "true"),
+        ARGS("--url", u, "run", "--wait", "1.5", name, "--", "true"),
+        ARGS("--url", u, "run", "--lease", "-1", name, "--", "true"),
+        ARGS("--url", u, "run", "--lease", "x", name, "--", "true"),
+        ARGS("--url", u, "run", "--frob", name, "--", "true"),
+        ARGS("--url", u, "run", name, "--wait"),
+        ARGS("--url", u, "--watchdog-ms", "-600", "run", name, "--", "true"),
+        ARGS("--url", u, "--watchdog-ms", "soon", "run", name, "--", "true"),
+        ARGS("--url", u, "status"),
+        ARGS("--url", u, "status", "--yaml", name),
+        ARGS("--url", u, "status", name, "extra"),
+        ARGS("--url", u, "unlock", name),
+        ARGS("--url", u, "unlock", "--force"),
+        ARGS("--url", u, "unlock", "--force", "--all", name),
+        ARGS("--url", "http://127.0.0.1:1", "status", name),
+        ARGS("--url", "http://127.0.0.1:1", "run", name, "--", "true"),
+        ARGS("--url", "redis://127.0.0.1:notaport", "status", name),
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out = NULL, *err = NULL;
+        int rc = cli(&out, &err, cases[i]);
+        cr_expect_eq(rc, 64, "case %zu (%s ...): exit %d, stderr: %s", i,
+                     cases[i][2] ? cases[i][2] : "", rc, err);
+        cr_expect_eq(count_lines(err), 1, "case %zu: stderr is not one line: %s", i, err);
+        cr_expect_str_empty(out, "case %zu: stdout: %s", i, out);
+        free(out);
+        free(err);
+    }
+    redisContext *r = crdt_redis();
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0, "a usage error touched the lock");
+    redisFree(r);
+}
+
+Test(cli, help_is_on_every_command_and_lists_exit_codes)
+{
+    const char *const *cases[] = {ARGS("--help"), ARGS("-h"), ARGS("run", "--help"),
+                                  ARGS("status", "--help"), ARGS("unlock", "--help")};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out = NULL, *err = NULL;
+        /* --help must not need a server: no --url, and CREDISSON_URL is unset. */
+        cr_assert_eq(cli(&out, &err, cases[i]), 0, "case %zu", i);
+        cr_assert(strstr(out, "usage: credisson") != NULL, "case %zu: %s", i, out);
+        cr_assert(strstr(out, "64") != NULL && strstr(out, "69") != NULL, "case %zu: %s", i, out);
+        cr_assert_str_empty(err);
+        free(out);
+        free(err);
+    }
+    char *out = NULL;
+    cr_assert_eq(cli(&out, NULL, ARGS("run", "--help")), 0);
+    cr_assert(strstr(out, "70") && strstr(out, "75") && strstr(out, "--wait") &&
+                  strstr(out, "--lease"),
+              "%s", out);
+    free(out);
+    cr_assert_eq(cli(&out, NULL, ARGS("status", "--help")), 0);
+    cr_assert(strstr(out, "\"holders\"") && strstr(out, "\"ttl_ms\"") && strstr(out, "\"kind\""),
+              "%s", out);
+    free(out);
+    cr_assert_eq(cli(&out, NULL, ARGS("--version")), 0);
+    cr_assert(strstr(out, CRD_VERSION_STRING) != NULL, "%s", out);
+    free(out);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* run: losing the lock, signals                                                      */
+/* ---------------------------------------------------------------------------------- */
+
+/* Starts `credisson run` around a CMD that writes its pid to a file and then sleeps;
+ * waits until CMD is running. Returns CMD's pid. */
+static long start_sleeper(cli_proc *p, const char *name, const char *const *opts_before_run,
+                          const char *const *run_opts)
+{
+    char pidfile[300], script[1200];
+    spath(pidfile, sizeof pidfile, "cmd.pid");
+    unlink(pidfile);
+    snprintf(script, sizeof script, "echo $$ > '%s.tmp' && mv '%s.tmp' '%s' && exec sleep 30",
+             pidfile, pidfile, pidfile);
+    const char *args[32];
+    int n = 0;
+    args[n++] = "--url";
+    args[n++] = test_url();
+    for (int i = 0; opts_before_run && opts_before_run[i]; i++)
+        args[n++] = opts_before_run[i];
+    args[n++] = "run";
+    for (int i = 0; run_opts && run_opts[i]; i++)
+        args[n++] = run_opts[i];
+    args[n++] = name;
+    args[n++] = "--";
+    args[n++] = "sh";
+    args[n++] = "-c";
+    args[n++] = script;
+    args[n] = NULL;
+    cli_start(p, args);
+    cr_assert(crdt_wait_until(file_has_content, pidfile, 10000), "CMD did not start");
+    long pid = read_pid_file(pidfile);
+    cr_assert_gt(pid, 1);
+    return pid;
+}
+
+static bool process_gone(void *arg)
+{
+    long pid = *(long *)arg;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+Test(cli, run_exits_70_and_stops_cmd_when_the_lock_is_force_unlocked)
+{
+    const char *name = crdt_key("lock");
+    cli_proc p;
+    long cmd_pid = start_sleeper(&p, name, ARGS("--watchdog-ms", "600"), NULL);
+
+    crd_client *c = crdt_client();
+    crd_lock *l = crdt_lock(c, name);
+    bool was_locked = false;
+    cr_assert_eq(crd_lock_force_unlock(l, &was_locked), CRD_OK);
+    cr_assert(was_locked);
+    int64_t t0 = crdt_now_ms();
+
+    char *err = NULL;
+    int rc = cli_finish(&p, 5000, NULL, &err);
+    cr_assert_eq(rc, 70, "stderr: %s", err);
+    cr_assert_lt(crdt_now_ms() - t0, 3000);
+    cr_assert(strstr(err, "lost") != NULL, "stderr: %s", err);
+    free(err);
+    /* CMD (sleep 30) was killed and reaped, not left running. */
+    cr_assert(crdt_wait_until(process_gone, &cmd_pid, 2000), "CMD %ld still runs", cmd_pid);
+    crd_lock_free(l);
+    crd_client_free(c);
+}
+
+Test(cli, run_exits_70_when_the_lock_is_force_unlocked_by_the_cli)
+{
+    const char *name = crdt_key("lock");
+    cli_proc p;
+    long cmd_pid = start_sleeper(&p, name, ARGS("--watchdog-ms", "600"), NULL);
+    char *out = NULL;
+    cr_assert_eq(cli(&out, NULL, ARGS("--url", test_url(), "unlock", "--force", name)), 0);
+    cr_assert(strstr(out, "unlocked") != NULL, "%s", out);
+    free(out);
+    cr_assert_eq(cli_finish(&p, 5000, NULL, NULL), 70);
+    cr_assert(crdt_wait_until(process_gone, &cmd_pid, 2000), "CMD %ld still runs", cmd_pid);
+}
+
+Test(cli, run_exits_70_when_a_fixed_lease_runs_out_before_cmd_exits)
+{
+    const char *name = crdt_key("lock");
+    cli_proc p;
+    long cmd_pid = start_sleeper(&p, name, NULL, ARGS("--lease", "400"));
+    int rc = cli_finish(&p, 5000, NULL, NULL);
+    cr_assert_eq(rc, 70);
+    cr_assert_lt(crdt_now_ms() - p.started_ms, 3000);
+    cr_assert(crdt_wait_until(process_gone, &cmd_pid, 2000), "CMD %ld still runs", cmd_pid);
+
+    /* A command that finishes inside its lease is fine. */
+    cr_assert_eq(
+        cli(NULL, NULL, ARGS("--url", test_url(), "run", "--lease", "5000", name, "--", "true")),
+        0);
+}
+
+Test(cli, run_forwards_sigterm_to_cmd_and_releases_the_lock)
+{
+    const char *name = crdt_key("lock");
+    redisContext *r = crdt_redis();
+    cli_proc p;
+    long cmd_pid = start_sleeper(&p, name, NULL, NULL);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 1);
+    cr_assert_eq(kill(p.pid, SIGTERM), 0);
+    cr_assert_eq(cli_finish(&p, 5000, NULL, NULL), 128 + SIGTERM);
+    cr_assert(crdt_wait_until(process_gone, &cmd_pid, 2000));
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0, "the lock was not released");
+    redisFree(r);
+}
+
+Test(cli, run_forwards_sigint_and_sighup_to_cmd)
+{
+    const char *name = crdt_key("lock");
+    cli_proc p;
+    start_sleeper(&p, name, NULL, NULL);
+    cr_assert_eq(kill(p.pid, SIGINT), 0);
+    cr_assert_eq(cli_finish(&p, 5000, NULL, NULL), 128 + SIGINT);
+    start_sleeper(&p, name, NULL, NULL);
+    cr_assert_eq(kill(p.pid, SIGHUP), 0);
+    cr_assert_eq(cli_finish(&p, 5000, NULL, NULL), 128 + SIGHUP);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* status                                                                             */
+/* ---------------------------------------------------------------------------------- */
+
+Test(cli, status_describes_a_held_lock)
+{
+    const char *name = crdt_key("lock");
+    crd_client *c = crdt_client();
+    crd_lock *l = crdt_lock(c, name);
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    char owner[128];
+    snprintf(owner, sizeof owner, "%s:%llu", crd_client_id(c),
+             (unsigned long long)crd_owner_current());
+
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(cli(&out, &err, ARGS("--url", test_url(), "status", name)), 0, "stderr: %s", err);
+    char line[512];
+    snprintf(line, sizeof line, "name: %s\n", name);
+    cr_assert(strstr(out, line) != NULL, "%s", out);
+    cr_assert(strstr(out, "kind: rlock\n") != NULL, "%s", out);
+    cr_assert(strstr(out, "holders: 1\n") != NULL, "%s", out);
+    snprintf(line, sizeof line, "holder: %s count=2\n", owner);
+    cr_assert(strstr(out, line) != NULL, "%s", out);
+    const char *ttl = strstr(out, "ttl_ms: ");
+    cr_assert_not_null(ttl, "%s", out);
+    long long ttl_ms = strtoll(ttl + 8, NULL, 10);
+    cr_assert(ttl_ms > 0 && ttl_ms <= 30000, "ttl_ms %lld", ttl_ms);
+    free(out);
+    free(err);
+
+    cr_assert_eq(cli(&out, &err, ARGS("--url", test_url(), "status", "--json", name)), 0,
+                 "stderr: %s", err);
+    json_error_t jerr;
+    json_t *j = json_loads(out, 0, &jerr);
+    cr_assert_not_null(j, "not JSON (%s): %s", jerr.text, out);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "name")), name);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "kind")), "rlock");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "type")), "hash");
+    json_t *jt = json_object_get(j, "ttl_ms");
+    cr_assert(json_is_integer(jt));
+    cr_assert(json_integer_value(jt) > 0 && json_integer_value(jt) <= 30000);
+    json_t *hs = json_object_get(j, "holders");
+    cr_assert(json_is_array(hs));
+    cr_assert_eq(json_array_size(hs), 1);
+    json_t *h = json_array_get(hs, 0);
+    cr_assert_str_eq(json_string_value(json_object_get(h, "owner")), owner);
+    cr_assert_eq(json_integer_value(json_object_get(h, "count")), 2);
+    json_decref(j);
+    free(out);
+    free(err);
+
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    crd_lock_free(l);
+    crd_client_free(c);
+}
+
+/* status --json of name, parsed (the caller json_decref()s). */
+static json_t *status_json(const char *name)
+{
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(cli(&out, &err, ARGS("--url", test_url(), "status", "--json", name)), 0,
+                 "stderr: %s", err);
+    json_error_t jerr;
+    json_t *j = json_loads(out, 0, &jerr);
+    cr_assert_not_null(j, "not JSON (%s): %s", jerr.text, out);
+    free(out);
+    free(err);
+    return j;
+}
+
+Test(cli, status_tells_none_rwlock_and_other_kinds_apart)
+{
+    redisContext *r = crdt_redis();
+    const char *absent = crdt_key("absent");
+    json_t *j = status_json(absent);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "kind")), "none");
+    cr_assert_eq(json_integer_value(json_object_get(j, "ttl_ms")), -2);
+    cr_assert_eq(json_array_size(json_object_get(j, "holders")), 0);
+    json_decref(j);
+    char *out = NULL;
+    cr_assert_eq(cli(&out, NULL, ARGS("--url", test_url(), "status", absent)), 0);
+    cr_assert(strstr(out, "kind: none\n") && strstr(out, "ttl_ms: -2\n") &&
+                  strstr(out, "holders: 0\n"),
+              "%s", out);
+    free(out);
+
+    const char *rw = crdt_key("rw");
+    freeReplyObject(crdt_cmd(r, "HSET %s mode read 11111111-2222-4333-8444-555555555555:7 2", rw));
+    freeReplyObject(crdt_cmd(r, "PEXPIRE %s 60000", rw));
+    j = status_json(rw);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "kind")), "rwlock");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "mode")), "read");
+    json_t *hs = json_object_get(j, "holders");
+    cr_assert_eq(json_array_size(hs), 1);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(hs, 0), "owner")),
+                     "11111111-2222-4333-8444-555555555555:7");
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(hs, 0), "count")), 2);
+    json_decref(j);
+
+    const char *str = crdt_key("str");
+    freeReplyObject(crdt_cmd(r, "SET %s hello", str));
+    j = status_json(str);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "kind")), "other");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "type")), "string");
+    cr_assert_eq(json_integer_value(json_object_get(j, "ttl_ms")), -1);
+    json_decref(j);
+    cr_assert_eq(cli(&out, NULL, ARGS("--url", test_url(), "status", str)), 0);
+    cr_assert(strstr(out, "kind: other\n") && strstr(out, "type: string\n"), "%s", out);
+    free(out);
+
+    /* A hash that is not a lock (values are not hold counts). */
+    const char *h = crdt_key("hash");
+    freeReplyObject(crdt_cmd(r, "HSET %s colour blue", h));
+    j = status_json(h);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "kind")), "other");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "type")), "hash");
+    cr_assert_eq(json_array_size(json_object_get(j, "holders")), 0);
+    json_decref(j);
+
+    /* A name that needs JSON escaping comes back intact. */
+    char odd[256];
+    snprintf(odd, sizeof odd, "%s \"quoted\" \\ tab\t%%s", crdt_key("odd"));
+    j = status_json(odd);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "name")), odd);
+    json_decref(j);
+    snprintf(odd, sizeof odd, "%s:\xe9\x94\x81:\xe4\xb8\xad\xe6\x96\x87",
+             crdt_key("utf8")); /* 锁:中文 */
+    j = status_json(odd);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "name")), odd);
+    json_decref(j);
+    /* A name that is not UTF-8 still gives valid JSON (the bad byte as U+FFFD). */
+    snprintf(odd, sizeof odd, "%s:\xff", crdt_key("binary"));
+    j = status_json(odd);
+    const char *got = json_string_value(json_object_get(j, "name"));
+    cr_assert_not_null(got);
+    cr_assert(strstr(got, "\xef\xbf\xbd") != NULL, "name: %s", got);
+    json_decref(j);
+    redisFree(r);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* unlock --force                                                                     */
+/* ---------------------------------------------------------------------------------- */
+
+Test(cli, unlock_force_deletes_a_held_lock_and_wakes_a_waiter)
+{
+    const char *name = crdt_key("lock");
+    redisContext *r = crdt_redis();
+    crd_client *c = crdt_client();
+    crd_lock *l = crdt_lock(c, name);
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK); /* 30 s, renewed */
+
+    /* A waiter: a second `credisson run` on the same name. */
+    char marker[300];
+    spath(marker, sizeof marker, "ran");
+    cli_proc waiter;
+    cli_start(&waiter, ARGS("--url", test_url(), "run", name, "--", "sh", "-c", "echo ran > \"$0\"",
+                            marker));
+    channel_probe ch = {.r = r};
+    snprintf(ch.channel, sizeof ch.channel, "redisson_lock__channel:{%s}", name);
+    cr_assert(crdt_wait_until(channel_has_subscriber, &ch, 10000), "the waiter never subscribed");
+    cr_assert(access(marker, F_OK) != 0, "CMD ran while the lock was held");
+
+    char *out = NULL;
+    cr_assert_eq(cli(&out, NULL, ARGS("--url", test_url(), "unlock", "--force", name)), 0);
+    cr_assert(strstr(out, "unlocked") != NULL, "%s", out);
+    free(out);
+    int64_t t0 = crdt_now_ms();
+    /* Woken by the publish, far sooner than the holder's 30 s lease. */
+    cr_assert_eq(cli_finish(&waiter, 10000, NULL, NULL), 0);
+    cr_assert_lt(crdt_now_ms() - t0, 3000);
+    cr_assert(file_has_content(marker));
+
+    /* Nothing left to delete. */
+    cr_assert_eq(cli(&out, NULL, ARGS("--url", test_url(), "unlock", "--force", name)), 0);
+    cr_assert(strstr(out, "not locked") != NULL, "%s", out);
+    free(out);
+    key_probe kp = {.r = r, .key = name, .want = false};
+    cr_assert(key_exists_is(&kp));
+
+    crd_lock_free(l);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Mutual exclusion between processes                                                 */
+/* ---------------------------------------------------------------------------------- */
+
+Test(cli, two_runs_on_one_name_never_overlap)
+{
+    const char *name = crdt_key("lock");
+    char dir[300];
+    spath(dir, sizeof dir, "x");
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    char counter[400];
+    snprintf(counter, sizeof counter, "%s/counter", dir);
+    FILE *f = fopen(counter, "w");
+    cr_assert_not_null(f);
+    fputs("0\n", f);
+    fclose(f);
+
+    /* The critical section: an overlap detector (mkdir is atomic) around a slow
+     * read-modify-write of a file. */
+    const char *body = "d=$0; mkdir \"$d/inside\" 2>/dev/null || echo overlap >> \"$d/overlaps\"; "
+                       "n=$(cat \"$d/counter\"); sleep 0.01; echo $((n + 1)) > \"$d/counter\"; "
+                       "rmdir \"$d/inside\"";
+    /* Each loop runs `credisson run` 15 times. */
+    const char *loop =
+        "i=0; while [ $i -lt 15 ]; do "
+        "\"$0\" --url \"$1\" run \"$2\" -- sh -c \"$3\" \"$4\" || exit 1; i=$((i + 1)); done";
+    pid_t loops[2];
+    for (int k = 0; k < 2; k++) {
+        fflush(NULL);
+        loops[k] = fork();
+        cr_assert(loops[k] >= 0);
+        if (loops[k] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            execlp("sh", "sh", "-c", loop, CRD_CLI_PATH, test_url(), name, body, dir, (char *)NULL);
+            _exit(99);
+        }
+    }
+    for (int k = 0; k < 2; k++)
+        cr_assert_eq(crdt_wait_child(loops[k], 60000), 0, "loop %d failed", k);
+
+    char *n = slurp(counter);
+    cr_assert_str_eq(n, "30\n");
+    free(n);
+    char overlaps[400];
+    snprintf(overlaps, sizeof overlaps, "%s/overlaps", dir);
+    cr_assert(access(overlaps, F_OK) != 0, "two holders overlapped");
+}

@@ -1,0 +1,873 @@
+/*
+ * test_lock.c -- core RLock behaviour against a real redis-server: every operation of
+ * the lock API and every status it can return, reentrancy, ownership, lease expiry,
+ * force-unlock, foreign state (WRONGTYPE, a hash without TTL), script cache flushes,
+ * invalid arguments, crd_lock_run and crd_strerror.
+ */
+#include <criterion/criterion.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "harness.h"
+
+/* "<client uuid>:<owner>", the hash field of an owner. */
+static void owner_field(crd_client *c, uint64_t owner, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s:%" PRIu64, crd_client_id(c), owner);
+}
+
+static long long hget_count(redisContext *r, const char *key, const char *field)
+{
+    redisReply *rep = crdt_cmd(r, "HGET %s %s", key, field);
+    long long v = rep->type == REDIS_REPLY_STRING ? atoll(rep->str) : 0;
+    cr_assert(rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_NIL,
+              "HGET %s: reply type %d", key, rep->type);
+    freeReplyObject(rep);
+    return v;
+}
+
+static long long pttl(redisContext *r, const char *key)
+{
+    return crdt_cmd_int(r, "PTTL %s", key);
+}
+
+static long long hlen(redisContext *r, const char *key)
+{
+    return crdt_cmd_int(r, "HLEN %s", key);
+}
+
+/* Number of keys matching a pattern (SCAN). */
+static long long count_keys(redisContext *r, const char *pattern)
+{
+    long long n = 0;
+    char cursor[32] = "0";
+    do {
+        redisReply *rep = crdt_cmd(r, "SCAN %s MATCH %s COUNT 1000", cursor, pattern);
+        cr_assert_eq(rep->type, REDIS_REPLY_ARRAY);
+        snprintf(cursor, sizeof cursor, "%s", rep->element[0]->str);
+        n += (long long)rep->element[1]->elements;
+        freeReplyObject(rep);
+    } while (strcmp(cursor, "0") != 0);
+    return n;
+}
+
+static void assert_ttl_sane(redisContext *r, const char *key)
+{
+    long long t = pttl(r, key);
+    cr_assert(t > 0 || t == -2, "PTTL of %s is %lld after a credisson operation", key, t);
+}
+
+Test(lock, acquire_and_release_create_and_delete_the_hash_with_the_owner_field)
+{
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("L");
+    crd_lock *l = crdt_lock(c, key);
+
+    size_t nlen = 0;
+    cr_assert_str_eq(crd_lock_name(l, &nlen), key);
+    cr_assert_eq(nlen, strlen(key));
+
+    bool b = true;
+    cr_assert_eq(crd_lock_is_locked(l, &b), CRD_OK);
+    cr_assert_not(b);
+    int64_t ttl = 0;
+    cr_assert_eq(crd_lock_remaining_ttl(l, &ttl), CRD_OK);
+    cr_assert_eq(ttl, -2);
+
+    cr_assert_eq(crd_lock_acquire(l, 0, 10000), CRD_OK);
+    char field[96];
+    owner_field(c, crd_owner_current(), field, sizeof field);
+    cr_assert_eq(hget_count(r, key, field), 1, "the owner field %s must hold count 1", field);
+    cr_assert_eq(hlen(r, key), 1);
+    long long t = pttl(r, key);
+    cr_assert(t > 0 && t <= 10000, "PTTL %lld not in (0, 10000]", t);
+
+    cr_assert_eq(crd_lock_is_locked(l, &b), CRD_OK);
+    cr_assert(b);
+    cr_assert_eq(crd_lock_is_held(l, &b), CRD_OK);
+    cr_assert(b);
+    int64_t count = 0;
+    cr_assert_eq(crd_lock_hold_count(l, &count), CRD_OK);
+    cr_assert_eq(count, 1);
+    cr_assert_eq(crd_lock_remaining_ttl(l, &ttl), CRD_OK);
+    cr_assert(ttl > 0 && ttl <= 10000, "remaining ttl %" PRId64, ttl);
+    int64_t validity = 0;
+    cr_assert_eq(crd_lock_validity_ms(l, &validity), CRD_OK);
+    cr_assert(validity > 8000 && validity <= 10000, "validity %" PRId64, validity);
+
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
+    cr_assert_eq(crd_lock_is_locked(l, &b), CRD_OK);
+    cr_assert_not(b);
+    cr_assert_eq(crd_lock_is_held(l, &b), CRD_OK);
+    cr_assert_not(b);
+    cr_assert_eq(crd_lock_hold_count(l, &count), CRD_OK);
+    cr_assert_eq(count, 0);
+    cr_assert_eq(crd_lock_validity_ms(l, &validity), CRD_NOT_OWNER);
+
+    crd_lock_free(l);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(lock, reentrancy_three_deep_counts_up_and_down_and_rearms_the_ttl)
+{
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("L");
+    crd_lock *l = crdt_lock(c, key);
+    char field[96];
+    owner_field(c, crd_owner_current(), field, sizeof field);
+
+    for (int i = 1; i <= 3; i++) {
+        if (i > 1) /* shorten the TTL so that the re-arm is visible */
+            cr_assert_eq(crdt_cmd_int(r, "PEXPIRE %s 2000", key), 1);
+        cr_assert_eq(crd_lock_acquire(l, 0, 20000), CRD_OK, "acquire #%d", i);
+        int64_t count = 0;
+        cr_assert_eq(crd_lock_hold_count(l, &count), CRD_OK);
+        cr_assert_eq(count, i);
+        cr_assert_eq(hget_count(r, key, field), i);
+        long long t = pttl(r, key);
+        cr_assert(t > 2000 && t <= 20000, "acquire #%d: PTTL %lld was not re-armed to the lease",
+                  i, t);
+    }
+    for (int i = 2; i >= 0; i--) {
+        cr_assert_eq(crdt_cmd_int(r, "PEXPIRE %s 2000", key), 1);
+        cr_assert_eq(crd_lock_release(l), CRD_OK, "release leaving %d", i);
+        int64_t count = -1;
+        cr_assert_eq(crd_lock_hold_count(l, &count), CRD_OK);
+        cr_assert_eq(count, i);
+        if (i > 0) {
+            cr_assert_eq(hget_count(r, key, field), i);
+            long long t = pttl(r, key);
+            cr_assert(t > 2000 && t <= 20000,
+                      "partial release: PTTL %lld not re-armed to the last lease", t);
+        } else {
+            cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
+        }
+    }
+    cr_assert_eq(crd_lock_release(l), CRD_NOT_OWNER);
+    crd_lock_free(l);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+struct other_thread_release {
+    crd_lock *lock;
+    crd_status st;
+};
+
+static void *release_from_thread(void *arg)
+{
+    struct other_thread_release *o = arg;
+    o->st = crd_lock_release(o->lock);
+    return NULL;
+}
+
+Test(lock, release_by_a_non_owner_changes_nothing_and_reports_not_owner)
+{
+    crd_client *a = crdt_client();
+    crd_client *b = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("L");
+    char latch_pattern[300];
+    snprintf(latch_pattern, sizeof latch_pattern, "redisson_unlock_latch:{%s}:*", key);
+    crd_lock *la = crdt_lock(a, key);
+    crd_lock *lb = crdt_lock(b, key);
+
+    /* A free lock: nobody owns it. */
+    cr_assert_eq(crd_lock_release(lb), CRD_NOT_OWNER);
+
+    cr_assert_eq(crd_lock_acquire(la, 0, 10000), CRD_OK);
+    char field[96];
+    owner_field(a, crd_owner_current(), field, sizeof field);
+
+    /* Same thread id, other client (other UUID). */
+    cr_assert_eq(crd_lock_release(lb), CRD_NOT_OWNER);
+    cr_assert_str_neq(crd_client_errmsg(b), "", "a failed call leaves a detail message");
+    /* Same client, other thread (other owner id). */
+    struct other_thread_release o = {la, CRD_OK};
+    pthread_t th;
+    pthread_create(&th, NULL, release_from_thread, &o);
+    pthread_join(th, NULL);
+    cr_assert_eq(o.st, CRD_NOT_OWNER);
+    /* Explicit owner that never acquired. */
+    cr_assert_eq(crd_lock_release_owner(la, crd_owner_new()), CRD_NOT_OWNER);
+
+    cr_assert_eq(hlen(r, key), 1);
+    cr_assert_eq(hget_count(r, key, field), 1);
+    cr_assert_eq(count_keys(r, latch_pattern), 0, "a refused unlock writes no latch");
+    bool held = true;
+    cr_assert_eq(crd_lock_is_held(lb, &held), CRD_OK);
+    cr_assert_not(held);
+    cr_assert_eq(crd_lock_is_held(la, &held), CRD_OK);
+    cr_assert(held);
+
+    cr_assert_eq(crd_lock_release(la), CRD_OK);
+    crd_lock_free(la);
+    crd_lock_free(lb);
+    crd_client_free(a);
+    crd_client_free(b);
+    redisFree(r);
+}
+
+struct owner_job {
+    crd_lock *lock;
+    uint64_t owner;
+    crd_status st;
+    bool held;
+    int64_t count;
+};
+
+static void *acquire_owner_thread(void *arg)
+{
+    struct owner_job *j = arg;
+    j->st = crd_lock_acquire_owner(j->lock, j->owner, 0, 10000);
+    return NULL;
+}
+
+static void *release_owner_thread(void *arg)
+{
+    struct owner_job *j = arg;
+    crd_lock_is_held_owner(j->lock, j->owner, &j->held);
+    crd_lock_hold_count_owner(j->lock, j->owner, &j->count);
+    j->st = crd_lock_release_owner(j->lock, j->owner);
+    return NULL;
+}
+
+Test(lock, an_explicit_owner_acquires_in_one_thread_and_releases_in_another)
+{
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("L");
+    crd_lock *l = crdt_lock(c, key);
+
+    uint64_t o1 = crd_owner_new();
+    uint64_t o2 = crd_owner_new();
+    cr_assert_neq(o1, 0);
+    cr_assert_neq(o1, o2);
+    cr_assert_neq(o1, crd_owner_current());
+    cr_assert_neq(o2, crd_owner_current());
+
+    struct owner_job j = {l, o1, CRD_IO, false, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, acquire_owner_thread, &j);
+    pthread_join(th, NULL);
+    cr_assert_eq(j.st, CRD_OK);
+    char field[96];
+    owner_field(c, o1, field, sizeof field);
+    cr_assert_eq(hget_count(r, key, field), 1, "the hold is under the explicit owner's field");
+
+    /* The main thread is not that owner. */
+    bool held = true;
+    cr_assert_eq(crd_lock_is_held(l, &held), CRD_OK);
+    cr_assert_not(held);
+    cr_assert_eq(crd_lock_acquire(l, 0, 1000), CRD_BUSY);
+    int64_t v = 0;
+    cr_assert_eq(crd_lock_validity_ms_owner(l, o1, &v), CRD_OK);
+    cr_assert(v > 0 && v <= 10000);
+
+    j.st = CRD_IO;
+    pthread_create(&th, NULL, release_owner_thread, &j);
+    pthread_join(th, NULL);
+    cr_assert(j.held);
+    cr_assert_eq(j.count, 1);
+    cr_assert_eq(j.st, CRD_OK);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
+
+    crd_lock_free(l);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+struct key_gone {
+    redisContext *r;
+    const char *key;
+};
+
+static bool key_gone_pred(void *arg)
+{
+    struct key_gone *k = arg;
+    return crdt_cmd_int(k->r, "EXISTS %s", k->key) == 0;
+}
+
+Test(lock, an_expired_lease_makes_release_report_lock_lost)
+{
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("L");
+    crd_lock *l = crdt_lock(c, key);
+
+    cr_assert_eq(crd_lock_acquire(l, 0, 150), CRD_OK);
+    struct key_gone k = {r, key};
+    cr_assert(crdt_wait_until(key_gone_pred, &k, 3000), "the 150 ms lease never expired");
+    int64_t v = 12345;
+    crd_status vs = crd_lock_validity_ms(l, &v);
+    cr_assert(vs == CRD_OK || vs == CRD_LOCK_LOST, "validity after expiry: %s", crd_strerror(vs));
+    cr_assert(v <= 0, "validity %" PRId64 " after the lease ran out", v);
+
+    cr_assert_eq(crd_lock_release(l), CRD_LOCK_LOST);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0, "a lost release creates nothing");
+    /* The loss has been reported; the hold is forgotten. */
+    cr_assert_eq(crd_lock_release(l), CRD_NOT_OWNER);
+    crd_lock_free(l);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+struct waiter {
+    crd_lock *lock;
+    int64_t wait_ms;
+    int64_t lease_ms;
+    crd_status st;
+    int64_t done_ms;
+    bool release_after;
+    crd_status release_st;
+};
+
+static void *waiter_thread(void *arg)
+{
+    struct waiter *w = arg;
+    w->st = crd_lock_acquire(w->lock, w->wait_ms, w->lease_ms);
+    w->done_ms = crdt_now_ms();
+    if (w->st == CRD_OK && w->release_after)
+        w->release_st = crd_lock_release(w->lock);
+    return NULL;
+}
+
+struct numsub {
+    redisContext *r;
+    const char *channel;
+};
+
+static bool subscribed_pred(void *arg)
+{
+    struct numsub *n = arg;
+    redisReply *rep = crdt_cmd(n->r, "PUBSUB NUMSUB %s", n->channel);
+    long long v = rep->element[1]->integer;
+    freeReplyObject(rep);
+    return v >= 1;
+}
+
+Test(lock, force_unlock_wakes_a_waiter_and_the_holder_then_sees_lock_lost)
+{
+    crd_client *a = crdt_client();
+    crd_client *b = crdt_client();
+    crd_client *f = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("L");
+    char channel[300];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", key);
+    crd_lock *la = crdt_lock(a, key);
+    crd_lock *lb = crdt_lock(b, key);
+    crd_lock *lf = crdt_lock(f, key);
+
+    cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    struct waiter w = {lb, 10000, 10000, CRD_IO, 0, true, CRD_IO};
+    pthread_t th;
+    pthread_create(&th, NULL, waiter_thread, &w);
+    struct numsub ns = {r, channel};
+    cr_assert(crdt_wait_until(subscribed_pred, &ns, 5000), "the waiter never subscribed");
+
+    bool was = false;
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_force_unlock(lf, &was), CRD_OK);
+    cr_assert(was);
+    pthread_join(th, NULL);
+    cr_assert_eq(w.st, CRD_OK);
+    cr_assert(w.done_ms - t0 < 1000, "the waiter took %" PRId64 " ms after force-unlock",
+              w.done_ms - t0);
+    cr_assert_eq(w.release_st, CRD_OK);
+
+    cr_assert_eq(crd_lock_release(la), CRD_LOCK_LOST);
+    cr_assert_eq(crd_lock_force_unlock(lf, &was), CRD_OK);
+    cr_assert_not(was);
+    cr_assert_eq(crd_lock_force_unlock(lf, NULL), CRD_OK);
+
+    crd_lock_free(la);
+    crd_lock_free(lb);
+    crd_lock_free(lf);
+    crd_client_free(a);
+    crd_client_free(b);
+    crd_client_free(f);
+    redisFree(r);
+    cr_assert(crdt_pubsub_channels_empty(channel));
+}
+
+Test(lock, a_name_holding_a_string_gives_a_server_error_and_is_never_acquired)
+{
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("L");
+    freeReplyObject(crdt_cmd(r, "SET %s %s", key, "not-a-hash"));
+    crd_lock *l = crdt_lock(c, key);
+
+    cr_assert_eq(crd_lock_acquire(l, 0, 5000), CRD_SERVER);
+    cr_assert(strstr(crd_client_errmsg(c), "WRONGTYPE") != NULL,
+              "errmsg should carry Redis's words, got '%s'", crd_client_errmsg(c));
+    cr_assert_eq(crd_lock_acquire(l, 500, 5000), CRD_SERVER, "a waiting acquire too");
+    cr_assert_eq(crd_lock_acquire(l, CRD_WAIT_FOREVER, CRD_LEASE_WATCHDOG), CRD_SERVER);
+    crd_status rs = crd_lock_release(l);
+    cr_assert(rs == CRD_SERVER || rs == CRD_NOT_OWNER, "release: %s", crd_strerror(rs));
+    cr_assert_neq(rs, CRD_OK);
+    int64_t v = 0;
+    cr_assert_eq(crd_lock_validity_ms(l, &v), CRD_NOT_OWNER, "nothing may be recorded as held");
+
+    char buf[64];
+    cr_assert_str_eq(crdt_cmd_str(r, buf, sizeof buf, "GET %s", key), "not-a-hash");
+    cr_assert_eq(pttl(r, key), -1);
+    crd_lock_free(l);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(lock, a_hash_without_ttl_makes_a_waiter_time_out_after_bounded_rechecks)
+{
+    crd_options o;
+    crdt_options(&o);
+    crdt_tracelog *tl = crdt_tracelog_new();
+    crdt_tracelog_attach(tl, &o);
+    crd_client *c = crdt_client_opts(&o);
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("L");
+    freeReplyObject(crdt_cmd(r, "HSET %s %s 1", key, "00000000-0000-4000-8000-000000000000:1"));
+    crd_lock *l = crdt_lock(c, key);
+
+    size_t before = crdt_tracelog_count(tl);
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_acquire(l, 2500, 5000), CRD_TIMEOUT);
+    int64_t took = crdt_now_ms() - t0;
+    cr_assert(took >= 2400 && took < 4000, "the 2500 ms wait took %" PRId64 " ms", took);
+    size_t scripts = crdt_tracelog_count_scripts(tl, before);
+    size_t all = crdt_tracelog_count(tl) - before;
+    fprintf(stderr, "[lock] no-TTL waiter: %zu scripts, %zu commands in %" PRId64 " ms\n",
+            scripts, all, took);
+    /* attempt + retry after subscribe + about one re-check per poll_interval (1000 ms) */
+    cr_assert(scripts >= 3 && scripts <= 7, "%zu acquire scripts in 2.5 s is not bounded polling",
+              scripts);
+    cr_assert(all <= 12, "%zu commands", all);
+
+    cr_assert_eq(pttl(r, key), -1, "the foreign hash is untouched");
+    cr_assert_eq(hlen(r, key), 1);
+    crd_lock_free(l);
+    crd_client_free(c);
+    crdt_tracelog_free(tl);
+    freeReplyObject(crdt_cmd(r, "DEL %s", key));
+    redisFree(r);
+}
+
+Test(lock, a_script_flush_between_calls_keeps_hold_counts_exact)
+{
+    crd_options o;
+    crdt_options(&o);
+    crdt_tracelog *tl = crdt_tracelog_new();
+    crdt_tracelog_attach(tl, &o);
+    crd_client *c = crdt_client_opts(&o);
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("L");
+    crd_lock *l = crdt_lock(c, key);
+    char field[96];
+    owner_field(c, crd_owner_current(), field, sizeof field);
+
+    freeReplyObject(crdt_cmd(r, "SCRIPT FLUSH"));
+    cr_assert_eq(crd_lock_acquire(l, 0, 10000), CRD_OK);
+    assert_ttl_sane(r, key);
+    cr_assert_eq(hget_count(r, key, field), 1);
+    freeReplyObject(crdt_cmd(r, "SCRIPT FLUSH"));
+    cr_assert_eq(crd_lock_acquire(l, 0, 10000), CRD_OK);
+    assert_ttl_sane(r, key);
+    cr_assert_eq(hget_count(r, key, field), 2);
+    freeReplyObject(crdt_cmd(r, "SCRIPT FLUSH"));
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    assert_ttl_sane(r, key);
+    cr_assert_eq(hget_count(r, key, field), 1);
+    freeReplyObject(crdt_cmd(r, "SCRIPT FLUSH"));
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    assert_ttl_sane(r, key);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
+
+    /* After each flush the library fell back to one EVAL and never to SCRIPT LOAD. */
+    cr_assert_geq(crdt_tracelog_count_cmd(tl, 0, "EVAL", 0), 4);
+    cr_assert_not(crdt_tracelog_has(tl, 0, "SCRIPT", "LOAD"));
+    crd_lock_free(l);
+    crd_client_free(c);
+    crdt_tracelog_free(tl);
+    redisFree(r);
+}
+
+Test(lock, try_lock_on_a_held_lock_returns_busy_or_times_out_after_the_wait)
+{
+    crd_client *a = crdt_client();
+    crd_client *b = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("L");
+    crd_lock *la = crdt_lock(a, key);
+    crd_lock *lb = crdt_lock(b, key);
+    cr_assert_eq(crd_lock_acquire(la, 0, 20000), CRD_OK);
+
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_acquire(lb, 0, 20000), CRD_BUSY);
+    cr_assert(crdt_now_ms() - t0 < 500, "a no-wait try must not wait");
+    t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_acquire(lb, 300, 20000), CRD_TIMEOUT);
+    int64_t took = crdt_now_ms() - t0;
+    cr_assert(took >= 290 && took < 1500, "a 300 ms wait took %" PRId64 " ms", took);
+    bool held = true;
+    cr_assert_eq(crd_lock_is_held(lb, &held), CRD_OK);
+    cr_assert_not(held);
+
+    cr_assert_eq(crd_lock_release(la), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(lb, 0, 20000), CRD_OK);
+    cr_assert_eq(crd_lock_release(lb), CRD_OK);
+    crd_lock_free(la);
+    crd_lock_free(lb);
+    crd_client_free(a);
+    crd_client_free(b);
+    redisFree(r);
+    char pattern[300];
+    snprintf(pattern, sizeof pattern, "redisson_lock__channel:{%s}", key);
+    cr_assert(crdt_pubsub_channels_empty(pattern), "the timed-out waiter unsubscribed");
+}
+
+struct renewals {
+    crdt_tracelog *tl;
+    size_t from;
+};
+
+static bool three_renewals_pred(void *arg)
+{
+    struct renewals *x = arg;
+    /* renewals are scripts whose reply is an array, e.g. "[1]" */
+    size_t n = crdt_tracelog_count(x->tl);
+    int seen = 0;
+    for (size_t i = x->from; i < n; i++) {
+        crdt_trace_entry e;
+        if (!crdt_tracelog_get(x->tl, i, &e))
+            break;
+        if (e.argc > 0 && (strcasecmp(e.argv[0], "EVALSHA") == 0 ||
+                           strcasecmp(e.argv[0], "EVAL") == 0) &&
+            e.reply[0] == '[')
+            seen++;
+        crdt_trace_entry_free(&e);
+    }
+    return seen >= 3;
+}
+
+Test(lock, the_watchdog_keeps_a_lock_alive_beyond_its_lease_and_lease_zero_means_watchdog)
+{
+    crd_options o;
+    crdt_options(&o);
+    o.watchdog_timeout_ms = 900;
+    crdt_tracelog *tl = crdt_tracelog_new();
+    crdt_tracelog_attach(tl, &o);
+    crd_client *c = crdt_client_opts(&o);
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("L");
+    crd_lock *l = crdt_lock(c, key);
+
+    int64_t t0 = crdt_now_ms();
+    size_t from = crdt_tracelog_count(tl);
+    cr_assert_eq(crd_lock_acquire(l, 0, 0), CRD_OK);
+    long long t = pttl(r, key);
+    cr_assert(t > 0 && t <= 900, "lease 0 means the watchdog timeout, PTTL %lld", t);
+    struct renewals x = {tl, from};
+    cr_assert(crdt_wait_until(three_renewals_pred, &x, 4000), "three renewals within 4 s");
+    int64_t elapsed = crdt_now_ms() - t0;
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 1,
+                 "the lock must outlive its %d ms lease (%" PRId64 " ms)", 900, elapsed);
+    t = pttl(r, key);
+    cr_assert(t > 0 && t <= 900, "renewed PTTL %lld", t);
+    int64_t v = 0;
+    cr_assert_eq(crd_lock_validity_ms(l, &v), CRD_OK);
+    cr_assert(v > 0 && v <= 900);
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
+    crd_lock_free(l);
+    crd_client_free(c);
+    crdt_tracelog_free(tl);
+    redisFree(r);
+}
+
+Test(lock, extend_sets_a_new_ttl_for_the_holder_only)
+{
+    crd_client *a = crdt_client();
+    crd_client *b = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("L");
+    crd_lock *la = crdt_lock(a, key);
+    crd_lock *lb = crdt_lock(b, key);
+
+    cr_assert_eq(crd_lock_extend(la, 5000), CRD_NOT_OWNER);
+    cr_assert_eq(crd_lock_acquire(la, 0, 1000), CRD_OK);
+    cr_assert_eq(crd_lock_extend(la, 20000), CRD_OK);
+    long long t = pttl(r, key);
+    cr_assert(t > 1000 && t <= 20000, "extended PTTL %lld", t);
+    int64_t v = 0;
+    cr_assert_eq(crd_lock_validity_ms(la, &v), CRD_OK);
+    cr_assert(v > 1000 && v <= 20000, "validity after extend %" PRId64, v);
+    cr_assert_eq(crd_lock_extend(lb, 20000), CRD_NOT_OWNER);
+
+    /* The field is gone (force-unlocked): extend reports the loss. */
+    cr_assert_eq(crd_lock_force_unlock(lb, NULL), CRD_OK);
+    cr_assert_eq(crd_lock_extend(la, 20000), CRD_LOCK_LOST);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0, "extend never creates the key");
+    crd_lock_free(la);
+    crd_lock_free(lb);
+    crd_client_free(a);
+    crd_client_free(b);
+    redisFree(r);
+}
+
+Test(lock, every_invalid_argument_is_rejected_without_a_crash)
+{
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("L");
+    crd_lock *l = crdt_lock(c, key);
+    crd_lock *out = NULL;
+
+    cr_assert_eq(crd_options_init(NULL), CRD_INVALID_ARGUMENT);
+    crd_options o;
+    crdt_options(&o);
+    cr_assert_eq(crd_client_new(&o, NULL), CRD_INVALID_ARGUMENT);
+
+    cr_assert_eq(crd_lock_new(NULL, key, &out), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_new(c, NULL, &out), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_new(c, key, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_new(c, "", &out), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_new_n(c, NULL, 3, &out), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_new_n(c, "abc", 0, &out), CRD_INVALID_ARGUMENT);
+    cr_assert_null(out);
+
+    uint64_t me = crd_owner_current();
+    cr_assert_eq(crd_lock_acquire(NULL, 0, 1000), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_acquire_owner(NULL, me, 0, 1000), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_acquire_owner(l, 0, 0, 1000), CRD_INVALID_ARGUMENT, "owner id 0");
+    const int64_t bad_times[] = {-2, -1000, INT64_MIN, CRD_DURATION_MAX_MS + 1, INT64_MAX};
+    for (size_t i = 0; i < sizeof bad_times / sizeof bad_times[0]; i++) {
+        cr_assert_eq(crd_lock_acquire(l, bad_times[i], 1000), CRD_INVALID_ARGUMENT,
+                     "wait %" PRId64, bad_times[i]);
+        cr_assert_eq(crd_lock_acquire(l, 0, bad_times[i]), CRD_INVALID_ARGUMENT,
+                     "lease %" PRId64, bad_times[i]);
+        cr_assert_str_neq(crd_client_errmsg(c), "");
+    }
+    cr_assert_eq(crd_lock_release(NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_release_owner(NULL, me), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_release_owner(l, 0), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_force_unlock(NULL, NULL), CRD_INVALID_ARGUMENT);
+
+    bool b;
+    int64_t v;
+    cr_assert_eq(crd_lock_is_locked(NULL, &b), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_is_locked(l, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_is_held(NULL, &b), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_is_held(l, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_is_held_owner(l, me, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_hold_count(NULL, &v), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_hold_count(l, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_hold_count_owner(l, me, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_remaining_ttl(NULL, &v), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_remaining_ttl(l, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_validity_ms(NULL, &v), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_validity_ms(l, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_validity_ms_owner(l, me, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_extend(NULL, 1000), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_extend(l, -5), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_extend(l, CRD_DURATION_MAX_MS + 1), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_extend_owner(NULL, me, 1000), CRD_INVALID_ARGUMENT);
+    int res = 7;
+    cr_assert_eq(crd_lock_run(NULL, 0, 1000, NULL, NULL, &res), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_run(l, 0, 1000, NULL, NULL, &res), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(res, 7);
+
+    /* NULL is accepted by every _free and by errmsg; nothing reached Redis. */
+    crd_lock_free(NULL);
+    crd_client_free(NULL);
+    cr_assert_not_null(crd_client_errmsg(NULL));
+    cr_assert_not_null(crd_version());
+    cr_assert_str_eq(crd_version(), CRD_VERSION_STRING);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
+
+    crd_lock_free(l);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(lock, names_are_checked_when_the_handle_is_created)
+{
+    crd_client *c = crdt_client();
+    crd_lock *out = NULL;
+    char *big = malloc(CRD_NAME_MAX + 2);
+    cr_assert_not_null(big);
+    memset(big, 'n', CRD_NAME_MAX + 1);
+    big[CRD_NAME_MAX + 1] = '\0';
+    cr_assert_eq(crd_lock_new(c, big, &out), CRD_INVALID_ARGUMENT, "CRD_NAME_MAX + 1 bytes");
+    big[CRD_NAME_MAX] = '\0';
+    cr_assert_eq(crd_lock_new(c, big, &out), CRD_OK, "exactly CRD_NAME_MAX bytes is accepted");
+    crd_lock_free(out);
+    out = NULL;
+    /* a binary name with a NUL inside is one name of its own */
+    crd_lock *bin = NULL;
+    cr_assert_eq(crd_lock_new_n(c, "ab\0cd", 5, &bin), CRD_OK);
+    size_t len = 0;
+    const char *nm = crd_lock_name(bin, &len);
+    cr_assert_eq(len, 5);
+    cr_assert_eq(memcmp(nm, "ab\0cd", 5), 0);
+    crd_lock_free(bin);
+    free(big);
+    crd_client_free(c);
+}
+
+struct run_ctx {
+    redisContext *r;
+    const char *key;
+    char field[96];
+    bool ran;
+    bool held_inside;
+    bool wait_for_expiry;
+};
+
+static int run_fn(void *arg)
+{
+    struct run_ctx *x = arg;
+    x->ran = true;
+    redisReply *rep = crdt_cmd(x->r, "HEXISTS %s %s", x->key, x->field);
+    x->held_inside = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
+    freeReplyObject(rep);
+    if (x->wait_for_expiry) {
+        struct key_gone k = {x->r, x->key};
+        crdt_wait_until(key_gone_pred, &k, 3000);
+    }
+    return 42;
+}
+
+Test(lock, lock_run_runs_the_function_under_the_lock_and_reports_both_results)
+{
+    crd_client *c = crdt_client();
+    crd_client *other = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("L");
+    crd_lock *l = crdt_lock(c, key);
+    crd_lock *lo = crdt_lock(other, key);
+
+    struct run_ctx x = {.r = r, .key = key};
+    owner_field(c, crd_owner_current(), x.field, sizeof x.field);
+    int res = 0;
+    cr_assert_eq(crd_lock_run(l, 0, 10000, run_fn, &x, &res), CRD_OK);
+    cr_assert(x.ran);
+    cr_assert(x.held_inside, "fn must run while the caller's owner holds the lock");
+    cr_assert_eq(res, 42);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0, "released after fn");
+
+    /* fn_result may be NULL */
+    x.ran = false;
+    cr_assert_eq(crd_lock_run(l, 0, 10000, run_fn, &x, NULL), CRD_OK);
+    cr_assert(x.ran);
+
+    /* Held elsewhere: the acquire's status, fn not run, result untouched. */
+    cr_assert_eq(crd_lock_acquire(lo, 0, 10000), CRD_OK);
+    x.ran = false;
+    res = -1;
+    cr_assert_eq(crd_lock_run(l, 0, 10000, run_fn, &x, &res), CRD_BUSY);
+    cr_assert_not(x.ran);
+    cr_assert_eq(res, -1);
+    cr_assert_eq(crd_lock_run(l, 200, 10000, run_fn, &x, &res), CRD_TIMEOUT);
+    cr_assert_not(x.ran);
+    cr_assert_eq(crd_lock_release(lo), CRD_OK);
+
+    /* The lease runs out while fn runs: fn's result and CRD_LOCK_LOST. */
+    x.ran = false;
+    x.wait_for_expiry = true;
+    cr_assert_eq(crd_lock_run(l, 0, 150, run_fn, &x, &res), CRD_LOCK_LOST);
+    cr_assert(x.ran);
+    cr_assert_eq(res, 42);
+
+    crd_lock_free(l);
+    crd_lock_free(lo);
+    crd_client_free(c);
+    crd_client_free(other);
+    redisFree(r);
+}
+
+struct fork_ctx {
+    crd_client *inherited;
+    crd_lock *lock;
+    const char *key;
+    const char *parent_uuid;
+};
+
+static int fork_child(void *arg)
+{
+    struct fork_ctx *x = arg;
+    if (crd_lock_release(x->lock) == CRD_OK)
+        return 1; /* the child released the parent's hold */
+    if (crd_lock_acquire(x->lock, 0, 1000) == CRD_OK)
+        return 2;
+    crd_client *c = NULL;
+    crd_options o;
+    crd_options_init(&o);
+    o.host = "127.0.0.1";
+    o.port = atoi(getenv("CRDT_REDIS_PORT"));
+    if (crd_client_new(&o, &c) != CRD_OK)
+        return 3;
+    if (strcmp(crd_client_id(c), x->parent_uuid) == 0)
+        return 4;
+    crd_lock *l = NULL;
+    if (crd_lock_new(c, x->key, &l) != CRD_OK)
+        return 5;
+    crd_status st = crd_lock_acquire(l, 0, 1000);
+    crd_lock_free(l);
+    crd_client_free(c);
+    return st == CRD_BUSY ? 0 : 6;
+}
+
+Test(lock, a_forked_child_cannot_use_or_release_the_parents_hold)
+{
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("L");
+    crd_lock *l = crdt_lock(c, key);
+    cr_assert_eq(crd_lock_acquire(l, 0, 20000), CRD_OK);
+    char field[96];
+    owner_field(c, crd_owner_current(), field, sizeof field);
+
+    char parent_uuid[64];
+    snprintf(parent_uuid, sizeof parent_uuid, "%s", crd_client_id(c));
+    struct fork_ctx x = {c, l, key, parent_uuid};
+    pid_t pid = crdt_fork(fork_child, &x);
+    int rc = crdt_wait_child(pid, 10000);
+    cr_assert_eq(rc, 0, "child failed at check %d", rc);
+
+    cr_assert_eq(hget_count(r, key, field), 1, "the parent's hold survives the child");
+    cr_assert_eq(crd_lock_release(l), CRD_OK, "the parent's client still works");
+    crd_lock_free(l);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(lock, strerror_gives_distinct_text_for_every_status)
+{
+    const crd_status all[] = {CRD_OK,        CRD_BUSY,     CRD_TIMEOUT,
+                              CRD_NOT_OWNER, CRD_LOCK_LOST, CRD_INVALID_ARGUMENT,
+                              CRD_IO,        CRD_PROTOCOL, CRD_SERVER,
+                              CRD_NO_MEMORY, CRD_CLOSED,   CRD_AUTH,
+                              CRD_DEADLOCK,  CRD_FORKED};
+    const size_t n = sizeof all / sizeof all[0];
+    for (size_t i = 0; i < n; i++) {
+        const char *s = crd_strerror(all[i]);
+        cr_assert_not_null(s);
+        cr_assert_neq(s[0], '\0');
+        cr_assert_str_neq(s, "unknown status", "status %d has no text", (int)all[i]);
+        for (size_t j = 0; j < i; j++)
+            cr_assert_str_neq(s, crd_strerror(all[j]), "statuses %d and %d share text",
+                              (int)all[i], (int)all[j]);
+    }
+    cr_assert_str_eq(crd_strerror((crd_status)999), "unknown status");
+    cr_assert_str_eq(crd_strerror((crd_status)-1), "unknown status");
+}

@@ -1,0 +1,384 @@
+/*
+ * test_pubsub.c -- waiting without polling: a blocked waiter sends the same small
+ * number of commands whether the holder keeps the lock 0.3 s or 3 s; it wakes within
+ * milliseconds of the release (latency printed); it survives its subscriber connection
+ * being killed; local waiters share one subscription and hand the lock on; and no
+ * channel stays subscribed after any test (PUBSUB CHANNELS is empty).
+ *
+ * This executable runs its tests one at a time (tests/CMakeLists.txt), so server-wide
+ * numbers (INFO commandstats, PUBSUB CHANNELS, CLIENT KILL TYPE pubsub) are this
+ * test's own.
+ */
+#include <criterion/criterion.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "harness.h"
+
+typedef struct waiter {
+    crd_lock *lock;
+    int64_t wait_ms;
+    crd_status st;
+    int64_t done_ms;
+    bool release;
+    pthread_mutex_t mu;
+    bool finished;
+} waiter;
+
+static void *waiter_main(void *arg)
+{
+    waiter *w = arg;
+    crd_status st = crd_lock_acquire(w->lock, w->wait_ms, 30000);
+    int64_t now = crdt_now_ms();
+    if (st == CRD_OK && w->release)
+        crd_lock_release(w->lock);
+    pthread_mutex_lock(&w->mu);
+    w->st = st;
+    w->done_ms = now;
+    w->finished = true;
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static void waiter_start(waiter *w, pthread_t *th, crd_lock *l, int64_t wait_ms, bool release)
+{
+    memset(w, 0, sizeof *w);
+    w->lock = l;
+    w->wait_ms = wait_ms;
+    w->release = release;
+    pthread_mutex_init(&w->mu, NULL);
+    cr_assert_eq(pthread_create(th, NULL, waiter_main, w), 0);
+}
+
+/* A waiter is blocked in its wait once it sent the attempt and the re-check after its
+ * subscription was confirmed. */
+struct blocked_pred {
+    crdt_tracelog *tl;
+    size_t from;
+};
+
+static bool blocked_fn(void *arg)
+{
+    struct blocked_pred *p = arg;
+    return crdt_tracelog_count_cmd(p->tl, p->from, "SUBSCRIBE", 1) >= 1 &&
+           crdt_tracelog_count_scripts(p->tl, p->from) >= 2;
+}
+
+static bool unsubscribed_fn(void *arg)
+{
+    struct blocked_pred *p = arg;
+    return crdt_tracelog_count_cmd(p->tl, p->from, "UNSUBSCRIBE", 1) >= 1;
+}
+
+static bool blocked_again_fn(void *arg)
+{
+    /* after a resubscription: two SUBSCRIBEs in all */
+    struct blocked_pred *p = arg;
+    return crdt_tracelog_count_cmd(p->tl, p->from, "SUBSCRIBE", 1) >= 2;
+}
+
+static long long scripts_run(redisContext *r)
+{
+    return crdt_cmdstat_calls(r, "evalsha") + crdt_cmdstat_calls(r, "eval");
+}
+
+typedef struct counts {
+    size_t scripts;   /* the waiter's script commands */
+    size_t commands;  /* everything the waiter's client sent */
+    long long server_scripts; /* scripts the server ran meanwhile (both clients) */
+    int64_t wake_ms;
+} counts;
+
+/* Holder A keeps the lock hold_ms after waiter B is blocked, then releases. */
+static counts wait_behind(int64_t hold_ms)
+{
+    crd_options o;
+    crdt_options(&o);
+    crdt_tracelog *tl = crdt_tracelog_new();
+    crdt_tracelog_attach(tl, &o);
+    crd_client *a = crdt_client();
+    crd_client *b = crdt_client_opts(&o);
+    redisContext *r = crdt_redis();
+    char suffix[32];
+    snprintf(suffix, sizeof suffix, "L%" PRId64, hold_ms);
+    const char *key = crdt_key(suffix);
+    crd_lock *la = crdt_lock(a, key);
+    crd_lock *lb = crdt_lock(b, key);
+    /* Warm the server's script cache so that no NOSCRIPT retry skews the counts. */
+    cr_assert_eq(crd_lock_acquire(lb, 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_release(lb), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+
+    long long s0 = scripts_run(r);
+    size_t from = crdt_tracelog_count(tl);
+    waiter w;
+    pthread_t th;
+    waiter_start(&w, &th, lb, 20000, true);
+    struct blocked_pred bp = {tl, from};
+    cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "the waiter never blocked");
+    /* The holder keeps the lock for hold_ms: the time that passes is the behaviour
+     * under test (a polling waiter would send more the longer it waits). */
+    crdt_sleep_ms(hold_ms);
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_release(la), CRD_OK);
+    pthread_join(th, NULL);
+    cr_assert_eq(w.st, CRD_OK);
+    /* The waiter's UNSUBSCRIBE is sent by the subscriber thread after the acquire
+     * returned; count once it is there. */
+    struct blocked_pred up = {tl, from};
+    cr_assert(crdt_wait_until(unsubscribed_fn, &up, 2000), "the waiter never unsubscribed");
+    counts c = {0};
+    c.wake_ms = w.done_ms - t0;
+    /* count up to the release of the waiter itself (its own unlock is one script) */
+    c.scripts = crdt_tracelog_count_scripts(tl, from);
+    c.commands = crdt_tracelog_count(tl) - from;
+    c.server_scripts = scripts_run(r) - s0;
+    fprintf(stderr,
+            "[pubsub] hold %" PRId64 " ms: waiter sent %zu scripts, %zu commands in all; "
+            "server ran %lld scripts; woke %" PRId64 " ms after the release\n",
+            hold_ms, c.scripts, c.commands, c.server_scripts, c.wake_ms);
+    crd_lock_free(la);
+    crd_lock_free(lb);
+    crd_client_free(a);
+    crd_client_free(b);
+    crdt_tracelog_free(tl);
+    redisFree(r);
+    return c;
+}
+
+Test(pubsub, a_blocked_waiter_sends_the_same_few_commands_for_a_short_and_a_long_hold,
+     .timeout = 60)
+{
+    counts shorter = wait_behind(300);
+    counts longer = wait_behind(3000);
+    /* attempt, re-check after SUBSCRIBE, retry after the message, its own unlock */
+    cr_assert_leq(longer.scripts, 4, "%zu scripts while waiting 3 s", longer.scripts);
+    cr_assert_eq(longer.scripts, shorter.scripts,
+                 "a waiter that polls sends more the longer it waits (%zu vs %zu)",
+                 longer.scripts, shorter.scripts);
+    cr_assert_eq(longer.commands, shorter.commands, "%zu vs %zu commands", longer.commands,
+                 shorter.commands);
+    cr_assert_eq(longer.server_scripts, shorter.server_scripts,
+                 "INFO commandstats: %lld vs %lld scripts", longer.server_scripts,
+                 shorter.server_scripts);
+    cr_assert_leq(longer.commands, 8);
+    cr_assert(crdt_pubsub_channels_empty(NULL), "PUBSUB CHANNELS is not empty");
+}
+
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+Test(pubsub, a_waiter_wakes_within_milliseconds_of_the_release, .timeout = 60)
+{
+    enum { ROUNDS = 30 };
+    crd_options o;
+    crdt_options(&o);
+    crdt_tracelog *tl = crdt_tracelog_new();
+    crdt_tracelog_attach(tl, &o);
+    crd_client *a = crdt_client();
+    crd_client *b = crdt_client_opts(&o);
+    const char *key = crdt_key("L");
+    crd_lock *la = crdt_lock(a, key);
+    crd_lock *lb = crdt_lock(b, key);
+    int64_t lat[ROUNDS];
+    for (int i = 0; i < ROUNDS; i++) {
+        cr_assert_eq(crd_lock_acquire(la, 0, 30000), CRD_OK);
+        waiter w;
+        pthread_t th;
+        struct blocked_pred bp = {tl, crdt_tracelog_count(tl)};
+        waiter_start(&w, &th, lb, 20000, true);
+        cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "round %d: the waiter never blocked",
+                  i);
+        int64_t t0 = crdt_now_ns();
+        cr_assert_eq(crd_lock_release(la), CRD_OK);
+        pthread_join(th, NULL);
+        cr_assert_eq(w.st, CRD_OK, "round %d: %s", i, crd_strerror(w.st));
+        lat[i] = w.done_ms - t0 / 1000000;
+        /* the subscription of this round is gone before the next one starts */
+        cr_assert(crdt_pubsub_channels_empty(NULL));
+    }
+    qsort(lat, ROUNDS, sizeof lat[0], cmp_i64);
+    fprintf(stderr, "[pubsub] wake-up latency over %d rounds (30 s lease): p50 %" PRId64
+                    " ms, p90 %" PRId64 " ms, max %" PRId64 " ms\n",
+            ROUNDS, lat[ROUNDS / 2], lat[ROUNDS * 9 / 10], lat[ROUNDS - 1]);
+    cr_assert_lt(lat[ROUNDS - 1], 500, "a waiter took %" PRId64 " ms to notice a release",
+                 lat[ROUNDS - 1]);
+    crd_lock_free(la);
+    crd_lock_free(lb);
+    crd_client_free(a);
+    crd_client_free(b);
+    crdt_tracelog_free(tl);
+    cr_assert(crdt_pubsub_channels_empty(NULL), "PUBSUB CHANNELS is not empty");
+}
+
+static long long numsub(redisContext *r, const char *channel)
+{
+    redisReply *rep = crdt_cmd(r, "PUBSUB NUMSUB %s", channel);
+    cr_assert_eq(rep->type, REDIS_REPLY_ARRAY);
+    long long v = rep->element[1]->integer;
+    freeReplyObject(rep);
+    return v;
+}
+
+static void kill_pubsub_clients(redisContext *r)
+{
+    long long killed = crdt_cmd_int(r, "CLIENT KILL TYPE pubsub");
+    cr_assert_geq(killed, 1, "no subscriber connection to kill");
+}
+
+Test(pubsub, a_waiter_whose_subscriber_connection_is_killed_still_wakes_promptly,
+     .timeout = 60)
+{
+    crd_options o;
+    crdt_options(&o);
+    crdt_tracelog *tl = crdt_tracelog_new();
+    crdt_tracelog_attach(tl, &o);
+    crd_client *a = crdt_client();
+    crd_client *b = crdt_client_opts(&o);
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("L");
+    char channel[300];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", key);
+    crd_lock *la = crdt_lock(a, key);
+    crd_lock *lb = crdt_lock(b, key);
+
+    /* 1. Killed, and the release comes before the subscriber is back: the message
+     * is lost; the re-check after resubscribing must find the lock free. */
+    cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    waiter w;
+    pthread_t th;
+    struct blocked_pred bp = {tl, crdt_tracelog_count(tl)};
+    waiter_start(&w, &th, lb, 25000, true);
+    cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "the waiter never blocked");
+    kill_pubsub_clients(r);
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_release(la), CRD_OK);
+    pthread_join(th, NULL);
+    cr_assert_eq(w.st, CRD_OK, "%s", crd_strerror(w.st));
+    int64_t lost_ms = w.done_ms - t0;
+
+    /* 2. Killed, and the release comes after the subscriber is back: the new
+     * subscription must deliver the message. */
+    cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    bp.from = crdt_tracelog_count(tl);
+    waiter_start(&w, &th, lb, 25000, true);
+    cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "the waiter never blocked");
+    kill_pubsub_clients(r);
+    cr_assert(crdt_wait_until(blocked_again_fn, &bp, 10000), "the waiter never resubscribed");
+    cr_assert_eq(numsub(r, channel), 1, "resubscribed to the lock's channel");
+    t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_release(la), CRD_OK);
+    pthread_join(th, NULL);
+    cr_assert_eq(w.st, CRD_OK, "%s", crd_strerror(w.st));
+    int64_t back_ms = w.done_ms - t0;
+    fprintf(stderr,
+            "[pubsub] subscriber killed: woke %" PRId64 " ms after a release made while "
+            "disconnected, %" PRId64 " ms after a release once resubscribed\n",
+            lost_ms, back_ms);
+    cr_assert_lt(lost_ms, 3000, "the lost message cost %" PRId64 " ms (lease 30 s)", lost_ms);
+    cr_assert_lt(back_ms, 500, "after resubscribing the waiter took %" PRId64 " ms", back_ms);
+
+    crd_lock_free(la);
+    crd_lock_free(lb);
+    crd_client_free(a);
+    crd_client_free(b);
+    crdt_tracelog_free(tl);
+    redisFree(r);
+    cr_assert(crdt_pubsub_channels_empty(NULL), "PUBSUB CHANNELS is not empty");
+}
+
+struct subscribers_pred {
+    redisContext *r;
+    const char *channel;
+    crdt_tracelog *tl;
+    size_t from;
+    size_t waiters;
+};
+
+static bool all_blocked_fn(void *arg)
+{
+    struct subscribers_pred *p = arg;
+    /* every waiter made its attempt and its re-check after the subscription */
+    return crdt_tracelog_count_scripts(p->tl, p->from) >= 2 * p->waiters;
+}
+
+Test(pubsub, local_waiters_share_one_subscription_and_hand_the_lock_on, .timeout = 60)
+{
+    enum { N = 10 };
+    crd_options o;
+    crdt_options(&o);
+    crdt_tracelog *tl = crdt_tracelog_new();
+    crdt_tracelog_attach(tl, &o);
+    crd_client *a = crdt_client();
+    crd_client *b = crdt_client_opts(&o);
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("L");
+    char channel[300];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", key);
+    crd_lock *la = crdt_lock(a, key);
+    crd_lock *lb = crdt_lock(b, key);
+    cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+
+    size_t from = crdt_tracelog_count(tl);
+    waiter w[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++)
+        waiter_start(&w[i], &th[i], lb, 20000, true);
+    struct subscribers_pred sp = {r, channel, tl, from, N};
+    cr_assert(crdt_wait_until(all_blocked_fn, &sp, 5000), "the waiters never blocked");
+    cr_assert_eq(numsub(r, channel), 1, "one subscriber connection per client");
+    cr_assert_eq(crdt_tracelog_count_cmd(tl, from, "SUBSCRIBE", 1), 1,
+                 "local waiters share one SUBSCRIBE");
+
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_release(la), CRD_OK);
+    int64_t last = t0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(w[i].st, CRD_OK, "waiter %d: %s", i, crd_strerror(w[i].st));
+        if (w[i].done_ms > last)
+            last = w[i].done_ms;
+    }
+    fprintf(stderr, "[pubsub] %d local waiters handed the lock on in %" PRId64 " ms\n", N,
+            last - t0);
+    /* each release wakes the next waiter: nobody waits out the 30 s lease */
+    cr_assert_lt(last - t0, 3000, "the hand-off chain took %" PRId64 " ms", last - t0);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
+    crd_lock_free(la);
+    crd_lock_free(lb);
+    crd_client_free(a);
+    crd_client_free(b);
+    crdt_tracelog_free(tl);
+    redisFree(r);
+    cr_assert(crdt_pubsub_channels_empty(NULL), "PUBSUB CHANNELS is not empty");
+}
+
+Test(pubsub, a_waiter_that_times_out_or_acquires_at_once_leaves_no_subscription)
+{
+    crd_client *a = crdt_client();
+    crd_client *b = crdt_client();
+    const char *key = crdt_key("L");
+    crd_lock *la = crdt_lock(a, key);
+    crd_lock *lb = crdt_lock(b, key);
+    cr_assert_eq(crd_lock_acquire(la, 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(lb, 200, 30000), CRD_TIMEOUT);
+    cr_assert(crdt_pubsub_channels_empty(NULL), "the timed-out waiter stayed subscribed");
+    cr_assert_eq(crd_lock_acquire(lb, 0, 30000), CRD_BUSY);
+    cr_assert(crdt_pubsub_channels_empty(NULL));
+    cr_assert_eq(crd_lock_release(la), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(lb, 5000, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_release(lb), CRD_OK);
+    crd_lock_free(la);
+    crd_lock_free(lb);
+    crd_client_free(a);
+    crd_client_free(b);
+    cr_assert(crdt_pubsub_channels_empty(NULL), "PUBSUB CHANNELS is not empty");
+}
