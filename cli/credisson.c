@@ -85,11 +85,11 @@ static void usage_main(FILE *f)
             "the same lock as Java Redisson's getLock(NAME).\n"
             "\n"
             "Commands:\n"
-            "  run [--wait MS] [--lease MS] NAME -- CMD [ARG...]\n"
+            "  run [--wait MS] [--lease MS] [--fair|--read|--write] NAME -- CMD [ARG...]\n"
             "                   run CMD while holding lock NAME\n"
             "  status [--json] NAME\n"
             "                   show the kind, holders and TTL of lock NAME\n"
-            "  unlock --force NAME\n"
+            "  unlock --force [--fair|--read|--write] NAME\n"
             "                   delete lock NAME whoever holds it and wake a waiter\n"
             "\n"
             "Global options (before COMMAND):\n"
@@ -108,7 +108,8 @@ static void usage_main(FILE *f)
 static void usage_run(FILE *f)
 {
     fprintf(f,
-            "usage: credisson [GLOBAL OPTIONS] run [--wait MS] [--lease MS] NAME -- CMD [ARG...]\n"
+            "usage: credisson [GLOBAL OPTIONS] run [--wait MS] [--lease MS] [--fair|--read|--write]\n"
+            "                 NAME -- CMD [ARG...]\n"
             "\n"
             "Acquire lock NAME, run CMD as a child process, release the lock when CMD exits.\n"
             "SIGINT, SIGTERM and SIGHUP are forwarded to CMD. Interrupting credisson while it\n"
@@ -121,6 +122,11 @@ static void usage_run(FILE *f)
             "               exited; if the lease runs out first the lock is lost: CMD is sent\n"
             "               SIGTERM and the exit status is 70. Default (or 0): no fixed lease,\n"
             "               the watchdog renews the lock while CMD runs (see --watchdog-ms)\n"
+            "  --fair       use the fair lock of NAME (Redisson getFairLock): waiting processes,\n"
+            "               in any language, get it in the order they asked\n"
+            "  --read       take the read lock of NAME (Redisson getReadWriteLock(NAME)\n"
+            "               .readLock()): many readers at once, no writer\n"
+            "  --write      take the write lock of NAME: no other reader or writer\n"
             "  -h, --help   this help\n"
             "\n"
             "If releasing the lock fails for a network reason after CMD exited, a warning is\n"
@@ -175,7 +181,7 @@ static void usage_status(FILE *f)
 
 static void usage_unlock(FILE *f)
 {
-    fprintf(f, "usage: credisson [GLOBAL OPTIONS] unlock --force NAME\n"
+    fprintf(f, "usage: credisson [GLOBAL OPTIONS] unlock --force [--fair|--read|--write] NAME\n"
                "\n"
                "Delete lock NAME whoever holds it and wake a waiter (Redisson's forceUnlock:\n"
                "DEL, then PUBLISH on its channel). The holders find out that they lost it; a\n"
@@ -185,6 +191,9 @@ static void usage_unlock(FILE *f)
                "\n"
                "Options:\n"
                "  --force      required\n"
+               "  --fair       NAME is a fair lock: wake the head of its queue instead\n"
+               "  --read       delete NAME only if it is read-locked (publishes 0)\n"
+               "  --write      delete NAME only if it is write-locked (publishes 1)\n"
                "  -h, --help   this help\n"
                "\n"
                "Exit codes: 0 (whether or not a lock was deleted), 64 usage error, 69 Redis\n"
@@ -604,8 +613,70 @@ static void print_event_warnings(const char *name, crd_lock *lock)
         fprintf(stderr, "%s: lock '%s' is renewed again\n", prog, name);
 }
 
+/* ---- lock kinds ---------------------------------------------------------------------- */
+
+typedef enum lock_kind { KIND_RLOCK, KIND_FAIR, KIND_READ, KIND_WRITE } lock_kind;
+
+/* A lock of any kind; rw is set for --read/--write and owns lock. */
+typedef struct cli_lock {
+    crd_lock *lock;
+    crd_rwlock *rw;
+} cli_lock;
+
+/* Parses --fair/--read/--write into *kind; false if a is none of them. */
+static bool take_kind(const char *a, lock_kind *kind, int *seen)
+{
+    lock_kind k;
+    if (strcmp(a, "--fair") == 0)
+        k = KIND_FAIR;
+    else if (strcmp(a, "--read") == 0)
+        k = KIND_READ;
+    else if (strcmp(a, "--write") == 0)
+        k = KIND_WRITE;
+    else
+        return false;
+    if (*seen && *kind != k)
+        *seen = 2; /* conflicting kinds: reported by the caller */
+    else
+        *seen = 1;
+    *kind = k;
+    return true;
+}
+
+static crd_status open_lock(crd_client *client, lock_kind kind, const char *name, cli_lock *out)
+{
+    out->lock = NULL;
+    out->rw = NULL;
+    switch (kind) {
+    case KIND_FAIR:
+        return crd_fair_lock_new(client, name, &out->lock);
+    case KIND_READ:
+    case KIND_WRITE: {
+        crd_status st = crd_rwlock_new(client, name, &out->rw);
+        if (st == CRD_OK)
+            out->lock = kind == KIND_READ ? crd_rwlock_read(out->rw) : crd_rwlock_write(out->rw);
+        return st;
+    }
+    case KIND_RLOCK:
+    default:
+        return crd_lock_new(client, name, &out->lock);
+    }
+}
+
+static void close_lock(cli_lock *l)
+{
+    if (l->rw != NULL)
+        crd_rwlock_free(l->rw);
+    else
+        crd_lock_free(l->lock);
+    l->lock = NULL;
+    l->rw = NULL;
+}
+
 static int cmd_run(const global_opts *g, int argc, char **argv)
 {
+    lock_kind kind = KIND_RLOCK;
+    int kinds_seen = 0;
     int64_t wait_ms = CRD_WAIT_FOREVER, lease_ms = CRD_LEASE_WATCHDOG;
     const char *name = NULL;
     char **cmd = NULL;
@@ -633,6 +704,9 @@ static int cmd_run(const global_opts *g, int argc, char **argv)
                                    "--lease: '%s' is not a non-negative number of milliseconds", v);
             if (lease_ms == 0)
                 lease_ms = CRD_LEASE_WATCHDOG;
+        } else if (take_kind(a, &kind, &kinds_seen)) {
+            if (kinds_seen > 1)
+                return usage_error("run", "--fair, --read and --write exclude each other");
         } else if (a[0] == '-' && a[1] != '\0') {
             return usage_error("run", "unknown option '%s'", a);
         } else if (name == NULL) {
@@ -659,8 +733,9 @@ static int cmd_run(const global_opts *g, int argc, char **argv)
     rc = make_client(g, true, &client);
     if (rc != 0)
         return rc;
-    crd_lock *lock = NULL;
-    crd_status st = crd_lock_new(client, name, &lock);
+    cli_lock held;
+    crd_status st = open_lock(client, kind, name, &held);
+    crd_lock *lock = held.lock;
     if (st != CRD_OK) {
         report("run: bad lock name", st, client);
         crd_client_free(client);
@@ -679,7 +754,7 @@ static int cmd_run(const global_opts *g, int argc, char **argv)
             fprintf(stderr, "%s: %s\n", prog, what);
         else
             report(what, st, client);
-        crd_lock_free(lock);
+        close_lock(&held);
         crd_client_free(client);
         return exit_for_status(st);
     }
@@ -700,7 +775,7 @@ static int cmd_run(const global_opts *g, int argc, char **argv)
     if (pid < 0) {
         atomic_store(&g_phase, PHASE_DONE);
         crd_lock_release(lock);
-        crd_lock_free(lock);
+        close_lock(&held);
         crd_client_free(client);
         return exit_code;
     }
@@ -776,7 +851,7 @@ static int cmd_run(const global_opts *g, int argc, char **argv)
                  "warning: run: cannot release lock '%.200s', it expires after its lease", name);
         report(what, st, client);
     }
-    crd_lock_free(lock);
+    close_lock(&held);
     crd_client_free(client);
     return exit_code;
 }
@@ -785,6 +860,8 @@ static int cmd_run(const global_opts *g, int argc, char **argv)
 
 static int cmd_unlock(const global_opts *g, int argc, char **argv)
 {
+    lock_kind kind = KIND_RLOCK;
+    int kinds_seen = 0;
     bool force = false;
     const char *name = NULL;
     for (int i = 1; i < argc; i++) {
@@ -794,6 +871,9 @@ static int cmd_unlock(const global_opts *g, int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--force") == 0) {
             force = true;
+        } else if (take_kind(a, &kind, &kinds_seen)) {
+            if (kinds_seen > 1)
+                return usage_error("unlock", "--fair, --read and --write exclude each other");
         } else if (strcmp(a, "--") == 0 && name == NULL && i + 2 == argc) {
             name = argv[++i]; /* "-- NAME" for a name that starts with '-' */
         } else if (a[0] == '-' && a[1] != '\0') {
@@ -814,8 +894,9 @@ static int cmd_unlock(const global_opts *g, int argc, char **argv)
     int rc = make_client(g, false, &client);
     if (rc != 0)
         return rc;
-    crd_lock *lock = NULL;
-    crd_status st = crd_lock_new(client, name, &lock);
+    cli_lock held;
+    crd_status st = open_lock(client, kind, name, &held);
+    crd_lock *lock = held.lock;
     if (st != CRD_OK) {
         report("unlock: bad lock name", st, client);
         crd_client_free(client);
@@ -832,7 +913,7 @@ static int cmd_unlock(const global_opts *g, int argc, char **argv)
     } else {
         printf("not locked: %s (nothing deleted)\n", name);
     }
-    crd_lock_free(lock);
+    close_lock(&held);
     crd_client_free(client);
     return exit_for_status(st);
 }

@@ -75,6 +75,9 @@ static void fork_child(void)
             c->pool_free[i] = i;
         }
         c->pool_nfree = c->opts.pool_size;
+        /* Waiters recorded on the parent's pool_cv do not exist here. */
+        memset(&c->pool_cv, 0, sizeof c->pool_cv);
+        crd__cond_init(&c->pool_cv);
         crd__holds_foreach(c->holds, drop_hold, c->holds);
         crd__watchdog_after_fork_child(c);
         crd__pubsub_after_fork_child(c);
@@ -340,6 +343,15 @@ void crd_client_free(crd_client *c)
     pthread_cond_broadcast(&c->pool_cv);
     pthread_mutex_unlock(&c->pool_mu);
     crd__pubsub_stop(c);
+    /* Woken waiters may still be finishing a command (a fair waiter leaving its queue):
+     * wait for every pool connection to come back before closing them. Bounded by the
+     * command timeouts of what is in flight. */
+    pthread_mutex_lock(&c->pool_mu);
+    while (c->pool != NULL && c->pool_nfree < c->opts.pool_size) {
+        struct timespec ts = crd__abstime(crd__now_ms() + 100);
+        pthread_cond_timedwait(&c->pool_cv, &c->pool_mu, &ts);
+    }
+    pthread_mutex_unlock(&c->pool_mu);
     if (c->pool != NULL)
         for (int i = 0; i < c->opts.pool_size; i++)
             crd__conn_close(&c->pool[i]);

@@ -529,7 +529,8 @@ crd_status crd_lock_acquire_owner(crd_lock *l, uint64_t owner, int64_t wait_ms, 
     a.nowait = l->kind == CRD__FAIR && wait_ms == 0;
     a.fair_wait = wait_ms > 0 ? wait_ms : c->opts.fair_wait_timeout_ms;
     int64_t start = crd__now_ms();
-    int64_t deadline = wait_ms < 0 ? INT64_MAX : start + wait_ms;
+    /* +1: the clock is read in whole ms, so a wait never ends before wait_ms has passed. */
+    int64_t deadline = wait_ms < 0 ? INT64_MAX : start + wait_ms + 1;
     attempt at;
 
     st = try_once(&a, &at);
@@ -640,17 +641,19 @@ crd_status crd_lock_acquire_owner(crd_lock *l, uint64_t owner, int64_t wait_ms, 
             break;
         }
     }
-    crd__sub_release(c, sub);
-    free(own);
-    if (st == CRD_OK) {
-        crd__ok(c);
-    } else if (a.queued) {
+    if (st != CRD_OK && a.queued) {
+        /* Leave the queue while still holding the subscription reference: a client being
+         * freed waits for that reference, so the pool is still there for the cleanup. */
         crd_status keep = st;
         char msg[512];
         snprintf(msg, sizeof msg, "%s", crd_client_errmsg(c));
         fair_give_up(&a);
         st = crd__fail(c, keep, "%s", msg);
     }
+    crd__sub_release(c, sub);
+    free(own);
+    if (st == CRD_OK)
+        crd__ok(c);
     return st;
 }
 
@@ -808,7 +811,10 @@ static crd_status release_hold(crd_lock *l, uint64_t owner)
         pthread_mutex_unlock(&h->mu);
         freeReplyObject(r);
         if (v == 2) /* fair lock: the hash was gone (Redisson reports success here) */
-            return lost_status(c, l);
+            return known ? lost_status(c, l)
+                         : crd__fail(c, CRD_NOT_OWNER, "owner %llu does not hold \"%.*s\"",
+                                     (unsigned long long)owner,
+                                     (int)(l->name_len > 60 ? 60 : l->name_len), l->name);
         crd__ok(c);
         return CRD_OK;
     }

@@ -321,11 +321,16 @@ void crd__pubsub_after_fork_child(crd_client *c)
     close(ps->pipe_fd[1]);
     if (pipe2(ps->pipe_fd, O_NONBLOCK | O_CLOEXEC) != 0)
         ps->pipe_fd[0] = ps->pipe_fd[1] = -1;
+    /* Condition variables inherited from the parent may record waiters that do not
+     * exist here: never destroy them (glibc would wait for those waiters forever). */
     while (ps->subs != NULL) {
         crd__sub *s = ps->subs;
         ps->subs = s->next;
-        free_sub(s);
+        free(s->channel);
+        free(s);
     }
+    memset(&ps->idle_cv, 0, sizeof ps->idle_cv);
+    crd__cond_init(&ps->idle_cv);
     ps->total_refs = 0;
     ps->thread_started = false;
     ps->stop = false;
@@ -422,14 +427,13 @@ void crd__sub_release(crd_client *c, crd__sub *s)
     pthread_mutex_lock(&ps->mu);
     s->refs--;
     ps->total_refs--;
-    bool last = s->refs == 0;
-    if (last)
+    if (s->refs == 0) {
         s->permits = 0;
+        poke(ps); /* under the mutex: crd__pubsub_stop may close the pipe once we leave */
+    }
     if (ps->total_refs == 0)
         pthread_cond_broadcast(&ps->idle_cv);
     pthread_mutex_unlock(&ps->mu);
-    if (last)
-        poke(ps);
 }
 
 crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms, bool *confirmed)

@@ -475,6 +475,10 @@ void crd__watchdog_after_fork_child(crd_client *c)
     }
     wd->started = false;
     wd->stop = false;
+    /* The parent's watchdog thread may be recorded as a waiter on this condition
+     * variable; it does not exist here. Start over with a fresh one. */
+    memset(&wd->cv, 0, sizeof wd->cv);
+    crd__cond_init(&wd->cv);
 }
 
 /* ---- thread exit and shutdown ------------------------------------------------------------ */

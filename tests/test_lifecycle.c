@@ -1,0 +1,574 @@
+/*
+ * test_lifecycle.c -- what happens to holds when their thread exits, when the process
+ * forks, and when the client is shut down (PROTOCOL.md 13 items 11, 12, 13 and 17), and
+ * that owner ids are never reused.
+ *
+ * Sleeps appear only where time passing is the behaviour under test (a parent keeping
+ * its hold across several watchdog timeouts); everything else waits on a condition with
+ * a deadline.
+ */
+#include <criterion/criterion.h>
+
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static void owner_field(crd_client *c, uint64_t owner, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s:%" PRIu64, crd_client_id(c), owner);
+}
+
+static long long exists(redisContext *r, const char *key)
+{
+    return crdt_cmd_int(r, "EXISTS %s", key);
+}
+
+static crd_client *client_with(int64_t watchdog_ms, bool release_on_thread_exit,
+                               bool release_on_close)
+{
+    crd_options o;
+    crdt_options(&o);
+    o.watchdog_timeout_ms = watchdog_ms;
+    o.release_on_thread_exit = release_on_thread_exit;
+    o.release_on_close = release_on_close;
+    return crdt_client_opts(&o);
+}
+
+struct key_pred {
+    redisContext *r;
+    const char *key;
+};
+
+static bool key_gone(void *arg)
+{
+    struct key_pred *p = arg;
+    return exists(p->r, p->key) == 0;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Thread exit                                                                        */
+/* ---------------------------------------------------------------------------------- */
+
+typedef struct thread_job {
+    crd_lock *l;
+    int holds;      /* acquires to make (watchdog) */
+    crd_status st;  /* first failure, or the last result */
+    uint64_t owner;
+    bool held;
+    crd_status release_st;
+} thread_job;
+
+static void *acquire_and_exit(void *arg)
+{
+    thread_job *j = arg;
+    j->owner = crd_owner_current();
+    j->st = CRD_OK;
+    for (int i = 0; i < j->holds && j->st == CRD_OK; i++)
+        j->st = crd_lock_acquire(j->l, 0, CRD_LEASE_WATCHDOG);
+    return NULL; /* no release */
+}
+
+static void *try_dead_hold(void *arg)
+{
+    thread_job *j = arg;
+    j->owner = crd_owner_current();
+    j->release_st = crd_lock_release(j->l);
+    j->held = true;
+    crd_lock_is_held(j->l, &j->held);
+    j->st = crd_lock_acquire(j->l, 0, 5000);
+    return NULL;
+}
+
+Test(lifecycle, a_thread_exiting_without_release_stops_renewal_and_its_hold_expires)
+{
+    const int64_t timeout = 1500;
+    crd_client *c = client_with(timeout, false, false);
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("exit");
+    crd_lock *l = crdt_lock(c, key);
+
+    thread_job a = {l, 1, CRD_OK, 0, false, CRD_OK};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, acquire_and_exit, &a), 0);
+    pthread_join(th, NULL);
+    int64_t t_exit = crdt_now_ms();
+    cr_assert_eq(a.st, CRD_OK);
+    char field[96];
+    owner_field(c, a.owner, field, sizeof field);
+    cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", key, field), 1,
+                 "default policy: the dead thread's hold is not released, only left to expire");
+
+    /* A new thread: a different owner id, which cannot release or re-enter the hold. */
+    thread_job b = {l, 0, CRD_OK, 0, true, CRD_OK};
+    cr_assert_eq(pthread_create(&th, NULL, try_dead_hold, &b), 0);
+    pthread_join(th, NULL);
+    cr_assert_neq(b.owner, a.owner, "a new thread reused the dead thread's owner id");
+    cr_assert_eq(b.release_st, CRD_NOT_OWNER, "release by a new thread: %s",
+                 crd_strerror(b.release_st));
+    cr_assert_not(b.held);
+    cr_assert_eq(b.st, CRD_BUSY, "a new thread re-entered the dead thread's hold: %s",
+                 crd_strerror(b.st));
+    cr_assert_eq(crd_lock_release(l), CRD_NOT_OWNER, "the main thread is not the owner either");
+    cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", key, field), 1);
+
+    /* Renewal stopped: the key expires within the timeout. */
+    struct key_pred kp = {r, key};
+    cr_assert(crdt_wait_until(key_gone, &kp, timeout + 700),
+              "the dead thread's hold was still there %" PRId64 " ms after the thread exited",
+              crdt_now_ms() - t_exit);
+    int64_t gone = crdt_now_ms() - t_exit;
+    fprintf(stderr, "[lifecycle] dead thread's hold expired %" PRId64 " ms after the exit\n", gone);
+
+    crd_lock_free(l);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(lifecycle, with_release_on_thread_exit_the_hold_is_released_when_the_thread_exits)
+{
+    crd_client *c = client_with(1500, true, false);
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("exit-release");
+    const char *key2 = crdt_key("exit-release-other");
+    crd_lock *l = crdt_lock(c, key);
+    crd_lock *l2 = crdt_lock(c, key2);
+
+    /* The main thread's own hold must survive the other thread's exit. */
+    cr_assert_eq(crd_lock_acquire(l2, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+
+    thread_job a = {l, 2, CRD_OK, 0, false, CRD_OK}; /* reentrant: count 2 */
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, acquire_and_exit, &a), 0);
+    pthread_join(th, NULL);
+    cr_assert_eq(a.st, CRD_OK);
+    struct key_pred kp = {r, key};
+    cr_assert(crdt_wait_until(key_gone, &kp, 300),
+              "release_on_thread_exit: the hold (count 2) was not released at thread exit");
+    cr_assert_eq(exists(r, key2), 1, "another thread's hold was released");
+    bool held = false;
+    cr_assert_eq(crd_lock_is_held(l2, &held), CRD_OK);
+    cr_assert(held);
+    cr_assert_eq(crd_lock_release(l2), CRD_OK);
+
+    crd_lock_free(l);
+    crd_lock_free(l2);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Owner ids                                                                          */
+/* ---------------------------------------------------------------------------------- */
+
+static void *record_owner(void *arg)
+{
+    *(uint64_t *)arg = crd_owner_current();
+    return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+Test(lifecycle, owner_ids_never_repeat_across_two_thousand_thread_lifetimes)
+{
+    /* A client exists, so the thread-exit hook runs for every thread. */
+    crd_client *c = crdt_client();
+    enum { N = 2000, PAR = 8 };
+    uint64_t *ids = calloc(2 * N + 1, sizeof *ids);
+    cr_assert_not_null(ids);
+    for (int base = 0; base < N; base += PAR) {
+        pthread_t th[PAR];
+        for (int k = 0; k < PAR; k++)
+            cr_assert_eq(pthread_create(&th[k], NULL, record_owner, &ids[base + k]), 0);
+        for (int k = 0; k < PAR; k++)
+            pthread_join(th[k], NULL);
+    }
+    for (int i = 0; i < N; i++)
+        ids[N + i] = crd_owner_new();
+    ids[2 * N] = crd_owner_current();
+    for (int i = 0; i < 2 * N + 1; i++)
+        cr_assert_neq(ids[i], 0, "owner id 0 at %d", i);
+    qsort(ids, 2 * N + 1, sizeof *ids, cmp_u64);
+    for (int i = 1; i < 2 * N + 1; i++)
+        cr_assert_neq(ids[i], ids[i - 1], "owner id %" PRIu64 " was handed out twice", ids[i]);
+    free(ids);
+    crd_client_free(c);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* fork                                                                               */
+/* ---------------------------------------------------------------------------------- */
+
+#define FLOOD 2000
+
+typedef struct fork_ctx {
+    crd_client *c;
+    crd_lock *held;     /* N: held by the parent */
+    crd_lock *free_l;   /* never locked */
+    const char *other;  /* a name the child locks and releases */
+    char parent_id[40];
+    int ready_fd;       /* child -> parent: flood starts */
+} fork_ctx;
+
+struct script_wait {
+    crdt_tracelog *tl;
+    size_t want;
+};
+
+static bool scripts_seen(void *arg)
+{
+    struct script_wait *w = arg;
+    return crdt_tracelog_count_scripts(w->tl, 0) >= w->want;
+}
+
+/* Exit codes say which check failed. */
+static int fork_child(void *arg)
+{
+    fork_ctx *x = arg;
+    const char *id = crd_client_id(x->c);
+    if (strlen(id) != 36)
+        return 10;
+    if (strcmp(id, x->parent_id) == 0)
+        return 11; /* the child kept the parent's identity */
+    if (crd_lock_release(x->held) != CRD_NOT_OWNER)
+        return 12;
+    bool b = true;
+    if (crd_lock_is_held(x->held, &b) != CRD_OK || b)
+        return 13;
+    int64_t v = 0;
+    if (crd_lock_validity_ms(x->held, &v) != CRD_NOT_OWNER)
+        return 14; /* the child inherited the parent's hold records */
+    crd_lock *m = NULL;
+    if (crd_lock_new(x->c, x->other, &m) != CRD_OK)
+        return 15;
+    /* An explicit lease: a watchdog would start a thread in a forked child of a
+     * multi-threaded process, which TSan cannot follow. */
+    if (crd_lock_acquire(m, 0, 5000) != CRD_OK)
+        return 16;
+    if (crd_lock_is_held(m, &b) != CRD_OK || !b)
+        return 17;
+    if (crd_lock_release(m) != CRD_OK)
+        return 18;
+    crd_lock_free(m);
+    char go = 1;
+    if (write(x->ready_fd, &go, 1) != 1)
+        return 19;
+    for (int i = 0; i < FLOOD; i++) {
+        crd_lock *l = (i & 1) ? x->free_l : x->held;
+        bool locked = false;
+        if (crd_lock_is_locked(l, &locked) != CRD_OK)
+            return 20;
+        if (locked != !(i & 1))
+            return 21; /* a reply meant for someone else */
+    }
+    /* Every check passed: say so before the shutdown, which is checked on its own. */
+    char ok = 'k';
+    if (write(x->ready_fd, &ok, 1) != 1)
+        return 22;
+    /* Shutting the child's copy down releases nothing of the parent's (the parent's
+     * client has release_on_close set). */
+    crd_client_free(x->c);
+    return 0;
+}
+
+Test(lifecycle, a_forked_child_gets_a_new_identity_holds_nothing_and_the_parent_keeps_renewing)
+{
+    const int64_t timeout = 1500;
+    crdt_tracelog *tl = crdt_tracelog_new();
+    crd_options o;
+    crdt_options(&o);
+    o.watchdog_timeout_ms = timeout;
+    o.release_on_close = true;
+    crdt_tracelog_attach(tl, &o);
+    crd_client *c = crdt_client_opts(&o);
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("N");
+    const char *freek = crdt_key("free");
+    const char *other = crdt_key("child-own");
+    crd_lock *l = crdt_lock(c, key);
+    crd_lock *lf = crdt_lock(c, freek);
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    char field[96];
+    owner_field(c, crd_owner_current(), field, sizeof field);
+    /* Fork while the renewal thread is established (it has renewed once and sleeps on
+     * its condition variable), as in a long-lived process. */
+    struct script_wait sw = {tl, 2};
+    cr_assert(crdt_wait_until(scripts_seen, &sw, 2 * timeout), "no renewal before the fork");
+
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    fork_ctx x = {c, l, lf, other, "", fds[1]};
+    snprintf(x.parent_id, sizeof x.parent_id, "%s", crd_client_id(c));
+    int64_t t_fork = crdt_now_ms();
+    pid_t pid = crdt_fork(fork_child, &x);
+    close(fds[1]);
+
+    /* Flood in the parent while the child floods. */
+    struct pollfd p = {fds[0], POLLIN, 0};
+    cr_assert_eq(poll(&p, 1, 10000), 1, "the child never started its flood");
+    char go = 0;
+    ssize_t got = read(fds[0], &go, 1);
+    for (int i = 0; i < FLOOD; i++) {
+        crd_lock *fl = (i & 1) ? lf : l;
+        bool locked = false;
+        cr_assert_eq(crd_lock_is_locked(fl, &locked), CRD_OK);
+        cr_assert_eq(locked, !(i & 1), "parent call %d got another call's reply", i);
+    }
+    char ok = 0;
+    p.revents = 0;
+    ssize_t got_ok = poll(&p, 1, 10000) == 1 ? read(fds[0], &ok, 1) : 0;
+    close(fds[0]);
+    int rc = crdt_wait_child(pid, 10000);
+    cr_assert_eq(got, 1, "the child exited before its flood (exit code %d)", rc);
+    cr_assert(got_ok == 1 || rc != -1, "the child hung during its checks");
+    cr_assert(got_ok == 1, "the child failed check %d (see fork_child)", rc);
+    /* The checks passed; the child's crd_client_free must return too (checked last, so
+     * the parent's side below is still verified). */
+    cr_expect_neq(rc, -1, "the child hung in crd_client_free (killed after 10 s)");
+    cr_expect(rc == 0 || rc == -1, "the child's shutdown failed with %d", rc);
+
+    cr_assert_str_neq(crd_client_id(c), "", "");
+    cr_assert_str_eq(crd_client_id(c), x.parent_id, "the parent's identity changed");
+    cr_assert_eq(exists(r, other), 0, "the child's own lock was not released");
+    cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", key, field), 1,
+                 "the child's exit released the parent's hold");
+
+    /* Time passing is the behaviour: the parent keeps renewing past two timeouts. */
+    crdt_sleep_ms(t_fork + 2 * timeout + 300 - crdt_now_ms());
+    cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", key, field), 1,
+                 "the parent's hold expired after the fork: renewal stopped");
+    long long t = crdt_cmd_int(r, "PTTL %s", key);
+    cr_assert(t > 0 && t <= timeout, "PTTL %lld", t);
+    bool held = false;
+    cr_assert_eq(crd_lock_is_held(l, &held), CRD_OK);
+    cr_assert(held);
+    int64_t v = 0;
+    cr_assert_eq(crd_lock_validity_ms(l, &v), CRD_OK);
+    cr_assert(v > 0);
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    cr_assert_eq(exists(r, key), 0);
+
+    crd_lock_free(l);
+    crd_lock_free(lf);
+    crd_client_free(c);
+    crdt_tracelog_free(tl);
+    redisFree(r);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Shutdown                                                                           */
+/* ---------------------------------------------------------------------------------- */
+
+Test(lifecycle, freeing_a_client_stops_renewal_and_its_holds_expire_without_a_release)
+{
+    const int64_t timeout = 1500;
+    crdt_tracelog *tl = crdt_tracelog_new();
+    crd_options o;
+    crdt_options(&o);
+    o.watchdog_timeout_ms = timeout;
+    crdt_tracelog_attach(tl, &o);
+    crd_client *c = crdt_client_opts(&o);
+    redisContext *r = crdt_redis();
+    const char *keys[3] = {crdt_key("s0"), crdt_key("s1"), crdt_key("s2")};
+    crd_lock *l[3];
+    for (int i = 0; i < 3; i++) {
+        l[i] = crdt_lock(c, keys[i]);
+        cr_assert_eq(crd_lock_acquire(l[i], 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    }
+    size_t before = crdt_tracelog_count(tl);
+    int64_t t_free = crdt_now_ms();
+    crd_client_free(c);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(exists(r, keys[i]), 1, "crd_client_free released %s (no release by default)",
+                     keys[i]);
+    for (size_t i = before; i < crdt_tracelog_count(tl); i++) {
+        crdt_trace_entry e;
+        cr_assert(crdt_tracelog_get(tl, i, &e));
+        bool unlock = e.argc >= 3 && strcasecmp(e.argv[0], "EVALSHA") == 0 && strcmp(e.argv[2], "3") == 0;
+        crdt_trace_entry_free(&e);
+        cr_assert_not(unlock, "an unlock script was sent during crd_client_free");
+    }
+    for (int i = 0; i < 3; i++) {
+        struct key_pred kp = {r, keys[i]};
+        cr_assert(crdt_wait_until(key_gone, &kp, timeout + 700 - (crdt_now_ms() - t_free)),
+                  "%s still exists %" PRId64 " ms after the client was freed", keys[i],
+                  crdt_now_ms() - t_free);
+    }
+    fprintf(stderr, "[lifecycle] holds of a freed client expired after %" PRId64 " ms\n",
+            crdt_now_ms() - t_free);
+    for (int i = 0; i < 3; i++)
+        crd_lock_free(l[i]);
+    crdt_tracelog_free(tl);
+    redisFree(r);
+}
+
+typedef struct owner_job {
+    crd_lock *l;
+    uint64_t owner;
+    crd_status st;
+} owner_job;
+
+static void *acquire_owner(void *arg)
+{
+    owner_job *j = arg;
+    j->st = crd_lock_acquire_owner(j->l, j->owner, 0, CRD_LEASE_WATCHDOG);
+    return NULL;
+}
+
+Test(lifecycle, with_release_on_close_every_hold_is_released_when_the_client_is_freed)
+{
+    crd_client *c = client_with(1500, false, true);
+    redisContext *r = crdt_redis();
+    const char *keys[3] = {crdt_key("c0"), crdt_key("c1"), crdt_key("c2")};
+    crd_lock *l[3];
+    for (int i = 0; i < 3; i++)
+        l[i] = crdt_lock(c, keys[i]);
+    cr_assert_eq(crd_lock_acquire(l[0], 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(l[0], 0, CRD_LEASE_WATCHDOG), CRD_OK); /* count 2 */
+    cr_assert_eq(crd_lock_acquire(l[1], 0, 60000), CRD_OK);             /* a lease hold */
+    /* A hold of an explicit owner, taken on another thread. */
+    owner_job j = {l[2], crd_owner_new(), CRD_OK};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, acquire_owner, &j), 0);
+    pthread_join(th, NULL);
+    cr_assert_eq(j.st, CRD_OK);
+    /* A foreign hold on one more name must be left alone. */
+    crd_client *other = crdt_client();
+    const char *foreign = crdt_key("foreign");
+    crd_lock *lfo = crdt_lock(other, foreign);
+    cr_assert_eq(crd_lock_acquire(lfo, 0, 60000), CRD_OK);
+
+    crd_client_free(c);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(exists(r, keys[i]), 0, "release_on_close left %s held", keys[i]);
+    cr_assert_eq(exists(r, foreign), 1, "release_on_close touched another client's lock");
+    cr_assert_eq(crd_lock_release(lfo), CRD_OK);
+
+    for (int i = 0; i < 3; i++)
+        crd_lock_free(l[i]);
+    crd_lock_free(lfo);
+    crd_client_free(other);
+    redisFree(r);
+}
+
+typedef struct blocked {
+    crd_lock *l;
+    crd_status st;
+    int64_t t_done;
+} blocked;
+
+static void *blocked_main(void *arg)
+{
+    blocked *b = arg;
+    b->st = crd_lock_acquire(b->l, CRD_WAIT_FOREVER, CRD_LEASE_WATCHDOG);
+    b->t_done = crdt_now_ms();
+    return NULL;
+}
+
+struct numsub_pred {
+    redisContext *r;
+    const char *channel;
+};
+
+static bool numsub_pred(void *arg)
+{
+    struct numsub_pred *p = arg;
+    redisReply *rep = crdt_cmd(p->r, "PUBSUB NUMSUB %s", p->channel);
+    bool ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+              rep->element[1]->type == REDIS_REPLY_INTEGER && rep->element[1]->integer >= 1;
+    freeReplyObject(rep);
+    return ok;
+}
+
+Test(lifecycle, a_thread_blocked_in_acquire_returns_closed_promptly_when_the_client_is_freed)
+{
+    crd_client *holder = crdt_client();
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("blocked");
+    crd_lock *lh = crdt_lock(holder, key);
+    crd_lock *l = crdt_lock(c, key);
+    cr_assert_eq(crd_lock_acquire(lh, 0, 30000), CRD_OK);
+
+    blocked b = {l, CRD_OK, 0};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, blocked_main, &b), 0);
+    char channel[512];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", key);
+    struct numsub_pred np = {r, channel};
+    cr_assert(crdt_wait_until(numsub_pred, &np, 5000), "the waiter never subscribed");
+
+    int64_t t0 = crdt_now_ms();
+    crd_client_free(c);
+    int64_t t_free = crdt_now_ms();
+    pthread_join(th, NULL);
+    int64_t t_join = crdt_now_ms();
+    fprintf(stderr, "[lifecycle] blocked acquire: free took %" PRId64 " ms, the waiter returned %" PRId64
+                    " ms after the free began\n",
+            t_free - t0, b.t_done - t0);
+    cr_assert_eq(b.st, CRD_CLOSED, "the blocked acquire returned %s", crd_strerror(b.st));
+    cr_assert(t_join - t0 < 1000, "the blocked acquire took %" PRId64 " ms to return",
+              t_join - t0);
+    cr_assert_eq(exists(r, key), 1, "the holder's lock must be untouched");
+    cr_assert_eq(crd_lock_release(lh), CRD_OK);
+
+    crd_lock_free(l);
+    crd_lock_free(lh);
+    crd_client_free(holder);
+    redisFree(r);
+}
+
+/* A thread of the parent is blocked in acquire (waiting on the client's condition
+ * variables) when another thread forks: the child must still come to life and work. */
+static int fork_waiter_child(void *arg)
+{
+    crd_lock *l = arg;
+    bool locked = false;
+    if (crd_lock_is_locked(l, &locked) != CRD_OK || !locked)
+        return 3;
+    return 0;
+}
+
+Test(lifecycle, a_fork_while_another_thread_waits_for_a_lock_gives_a_working_child)
+{
+    crd_client *holder = crdt_client();
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *key = crdt_key("fork-waiter");
+    crd_lock *lh = crdt_lock(holder, key);
+    crd_lock *l = crdt_lock(c, key);
+    cr_assert_eq(crd_lock_acquire(lh, 0, 30000), CRD_OK);
+    blocked b = {l, CRD_OK, 0};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, blocked_main, &b), 0);
+    char channel[512];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", key);
+    struct numsub_pred np = {r, channel};
+    cr_assert(crdt_wait_until(numsub_pred, &np, 5000), "the waiter never subscribed");
+
+    pid_t pid = crdt_fork(fork_waiter_child, l);
+    int rc = crdt_wait_child(pid, 5000);
+    /* Let the waiter go before asserting, so a failure leaves no blocked thread. */
+    cr_assert_eq(crd_lock_release(lh), CRD_OK);
+    pthread_join(th, NULL);
+    cr_assert_eq(b.st, CRD_OK);
+    cr_assert_neq(rc, -1, "the child hung after fork (killed after 5 s)");
+    cr_assert_eq(rc, 0, "the child failed with %d", rc);
+
+    crd_lock_free(l);
+    crd_lock_free(lh);
+    crd_client_free(c);
+    crd_client_free(holder);
+    redisFree(r);
+}

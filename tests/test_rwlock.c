@@ -1,0 +1,1162 @@
+/*
+ * test_rwlock.c -- the read-write lock (issue #5) against a real redis-server.
+ *
+ * What it checks: many readers at once and one writer excluding them all; who wakes whom
+ * (the last read release wakes a writer, a write release wakes readers, one "1" wakes
+ * every local reader thread); waiters that time out leave nothing behind; downgrade
+ * (write, then read, then release the write) and the refused upgrade; the per-hold
+ * timeout keys and the hash TTL that follows the longest of them; watchdog-renewed read
+ * holds, once and twice per owner, surviving other readers' releases; an exclusion
+ * checker with readers and writers in several processes; force-unlock per mode.
+ *
+ * Keys (PROTOCOL.md 7): the hash N (field "mode", one field "<uuid>:<id>" per reader with
+ * its hold count, one "<uuid>:<id>:write" for the writer), one key
+ * {N}:<uuid>:<id>:rwlock_timeout:<i> per read hold i, and the channel
+ * redisson_rwlock:{N} shared by readers and writers ("0" from read releases, "1" from
+ * write releases). Every test ends with the lock, its timeout keys and its channel gone.
+ *
+ * Waiting on other threads is done on events with deadlines (a gate, a trace entry);
+ * sleeps appear only where time passing is the behaviour under test (watchdog periods).
+ *
+ * CRDT_SCALE (a factor, default 1) shrinks the exclusion checker for local runs.
+ */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness.h"
+
+/* ---------------------------------------------------------------------------------- */
+/* Helpers                                                                            */
+/* ---------------------------------------------------------------------------------- */
+
+static double scale(void)
+{
+    const char *s = getenv("CRDT_SCALE");
+    double f = s != NULL ? atof(s) : 1.0;
+    return f > 0 ? f : 1.0;
+}
+
+static double ms_of(int64_t ns) { return (double)ns / 1e6; }
+
+/* "<client uuid>:<owner>", a reader's field; the writer's is that plus ":write". */
+static void field_of(crd_client *c, uint64_t owner, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s:%" PRIu64, crd_client_id(c), owner);
+}
+
+/* The timeout key of read hold i of a field: {N}:<field>:rwlock_timeout:<i>. */
+static void tkey_of(const char *name, const char *field, int i, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "{%s}:%s:rwlock_timeout:%d", name, field, i);
+}
+
+static void chan_of(const char *name, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "redisson_rwlock:{%s}", name);
+}
+
+/* Integer value of a reply (nil = 0), freeing it. Plain C: also runs in children. */
+static long long reply_int(redisReply *r)
+{
+    if (r == NULL)
+        return -1000000;
+    long long v = -1000000;
+    if (r->type == REDIS_REPLY_INTEGER)
+        v = r->integer;
+    else if (r->type == REDIS_REPLY_STRING)
+        v = atoll(r->str);
+    else if (r->type == REDIS_REPLY_NIL)
+        v = 0;
+    freeReplyObject(r);
+    return v;
+}
+
+static redisContext *raw_connect(int port)
+{
+    struct timeval tv = {.tv_sec = 30, .tv_usec = 0};
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (r == NULL)
+        return NULL;
+    if (r->err) {
+        redisFree(r);
+        return NULL;
+    }
+    redisSetTimeout(r, tv);
+    return r;
+}
+
+static long long hget_int(redisContext *r, const char *key, const char *field)
+{
+    return reply_int(crdt_cmd(r, "HGET %s %s", key, field));
+}
+
+static void hget_str(redisContext *r, const char *key, const char *field, char *buf, size_t cap)
+{
+    crdt_cmd_str(r, buf, cap, "HGET %s %s", key, field);
+}
+
+/* PTTLs of several keys read in one MULTI, so they are comparable to the millisecond. */
+static void pttls(redisContext *r, int n, const char *const *keys, long long *out)
+{
+    freeReplyObject(crdt_cmd(r, "MULTI"));
+    for (int i = 0; i < n; i++)
+        freeReplyObject(crdt_cmd(r, "PTTL %s", keys[i]));
+    redisReply *rep = crdt_cmd(r, "EXEC");
+    cr_assert_eq(rep->type, REDIS_REPLY_ARRAY);
+    cr_assert_eq(rep->elements, (size_t)n);
+    for (int i = 0; i < n; i++)
+        out[i] = rep->element[i]->integer;
+    freeReplyObject(rep);
+}
+
+static long long count_keys(redisContext *r, const char *pattern)
+{
+    long long n = 0;
+    char cursor[32] = "0";
+    do {
+        redisReply *rep = crdt_cmd(r, "SCAN %s MATCH %s COUNT 1000", cursor, pattern);
+        cr_assert_eq(rep->type, REDIS_REPLY_ARRAY);
+        snprintf(cursor, sizeof cursor, "%s", rep->element[0]->str);
+        n += (long long)rep->element[1]->elements;
+        freeReplyObject(rep);
+    } while (strcmp(cursor, "0") != 0);
+    return n;
+}
+
+/* The end-of-test check: no hash, no timeout key, no subscribed channel of the test. */
+static void assert_rw_clean(redisContext *r, const char *name)
+{
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0, "the lock %s is still held", name);
+    char pattern[600];
+    snprintf(pattern, sizeof pattern, "{%s}:*", name);
+    cr_assert_eq(count_keys(r, pattern), 0, "timeout keys of %s left behind", name);
+    snprintf(pattern, sizeof pattern, "*%s*", crdt_key_prefix());
+    cr_assert(crdt_pubsub_channels_empty(pattern), "channels of the test are still subscribed");
+}
+
+static crd_client *client_traced(crdt_tracelog *t, int64_t watchdog_ms)
+{
+    crd_options o;
+    crdt_options(&o);
+    if (t != NULL)
+        crdt_tracelog_attach(t, &o);
+    if (watchdog_ms > 0)
+        o.watchdog_timeout_ms = watchdog_ms;
+    return crdt_client_opts(&o);
+}
+
+static crd_rwlock *rwlock(crd_client *c, const char *name)
+{
+    crd_rwlock *rw = NULL;
+    cr_assert_eq(crd_rwlock_new(c, name, &rw), CRD_OK);
+    return rw;
+}
+
+/* ---- gates and waiter threads ------------------------------------------------------------ */
+
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int value;
+} gate;
+
+static void gate_init(gate *g)
+{
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&g->cv, &a);
+    pthread_condattr_destroy(&a);
+    g->value = 0;
+}
+
+static void gate_destroy(gate *g)
+{
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+}
+
+static void gate_set(gate *g, int v)
+{
+    pthread_mutex_lock(&g->mu);
+    if (v > g->value)
+        g->value = v;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static int gate_value(gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    int v = g->value;
+    pthread_mutex_unlock(&g->mu);
+    return v;
+}
+
+static bool gate_wait(gate *g, int at_least, int64_t timeout_ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&g->mu);
+    int rc = 0;
+    while (g->value < at_least && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+    bool ok = g->value >= at_least;
+    pthread_mutex_unlock(&g->mu);
+    return ok;
+}
+
+typedef struct waiter {
+    crd_lock *lock; /* the read or the write lock of the waiter's own rwlock handle */
+    crd_client *client;
+    crdt_tracelog *trace;
+    int64_t wait_ms, lease_ms;
+    gate *release_gate; /* hold until it opens (NULL: release at once) */
+    char field[128];
+    crd_status acquire_st, release_st;
+    int64_t t_start_ns, t_acq_ns, t_rel_ns;
+    size_t trace_from, trace_to;
+    gate state; /* 1: field known, 2: acquire returned, 3: done */
+    pthread_t th;
+} waiter;
+
+static void *waiter_main(void *arg)
+{
+    waiter *w = arg;
+    field_of(w->client, crd_owner_current(), w->field, sizeof w->field);
+    if (w->trace != NULL)
+        w->trace_from = crdt_tracelog_count(w->trace);
+    gate_set(&w->state, 1);
+    w->t_start_ns = crdt_now_ns();
+    w->acquire_st = crd_lock_acquire(w->lock, w->wait_ms, w->lease_ms);
+    w->t_acq_ns = crdt_now_ns();
+    if (w->trace != NULL)
+        w->trace_to = crdt_tracelog_count(w->trace);
+    gate_set(&w->state, 2);
+    if (w->acquire_st == CRD_OK) {
+        if (w->release_gate != NULL)
+            gate_wait(w->release_gate, 1, 30000);
+        w->t_rel_ns = crdt_now_ns();
+        w->release_st = crd_lock_release(w->lock);
+    }
+    gate_set(&w->state, 3);
+    return NULL;
+}
+
+static void waiter_start(waiter *w, crd_client *c, crd_lock *l, crdt_tracelog *t, int64_t wait_ms,
+                         int64_t lease_ms, gate *release_gate)
+{
+    memset(w, 0, sizeof *w);
+    w->client = c;
+    w->lock = l;
+    w->trace = t;
+    w->wait_ms = wait_ms;
+    w->lease_ms = lease_ms;
+    w->release_gate = release_gate;
+    gate_init(&w->state);
+    cr_assert_eq(pthread_create(&w->th, NULL, waiter_main, w), 0);
+    cr_assert(gate_wait(&w->state, 1, 5000), "waiter thread did not start");
+}
+
+static void waiter_join(waiter *w)
+{
+    cr_assert(gate_wait(&w->state, 3, 30000), "waiter thread did not finish");
+    pthread_join(w->th, NULL);
+    gate_destroy(&w->state);
+}
+
+typedef struct scripts_pred {
+    crdt_tracelog *t;
+    size_t from;
+    size_t at_least;
+} scripts_pred;
+
+static bool scripts_reached(void *arg)
+{
+    scripts_pred *p = arg;
+    return crdt_tracelog_count_scripts(p->t, p->from) >= p->at_least;
+}
+
+/* Waits until a traced client has run at_least scripts since `from`: a waiter that ran
+ * its acquire, subscribed and re-checked (2 scripts) is asleep on the channel. */
+static void await_scripts(crdt_tracelog *t, size_t from, size_t at_least)
+{
+    scripts_pred p = {t, from, at_least};
+    cr_assert(crdt_wait_until(scripts_reached, &p, 5000), "the waiter never settled (%zu scripts)",
+              crdt_tracelog_count_scripts(t, from));
+}
+
+/* ---- watching published messages ------------------------------------------------------ */
+
+/* A raw subscriber on a channel plus a sentinel channel of its own: publishing on the
+ * sentinel and reading until it arrives gives exactly what was published before. */
+typedef struct watch {
+    redisContext *sub, *pub;
+    char sentinel[300];
+} watch;
+
+typedef struct msg {
+    char channel[400];
+    char payload[32];
+} msg;
+
+static void watch_open(watch *w, const char *channel)
+{
+    w->sub = crdt_redis();
+    w->pub = crdt_redis();
+    snprintf(w->sentinel, sizeof w->sentinel, "%s", crdt_key("sentinel"));
+    freeReplyObject(crdt_cmd(w->sub, "SUBSCRIBE %s", channel));
+    freeReplyObject(crdt_cmd(w->sub, "SUBSCRIBE %s", w->sentinel));
+    struct timeval tv = {.tv_sec = 5, .tv_usec = 0};
+    redisSetTimeout(w->sub, tv);
+}
+
+static int watch_collect(watch *w, msg *out, int max)
+{
+    freeReplyObject(crdt_cmd(w->pub, "PUBLISH %s end", w->sentinel));
+    int n = 0;
+    for (;;) {
+        redisReply *r = NULL;
+        cr_assert_eq(redisGetReply(w->sub, (void **)&r), REDIS_OK,
+                     "the watch connection received nothing: %s", w->sub->errstr);
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+        if (strcmp(r->element[0]->str, "message") == 0 && r->elements == 3) {
+            if (strcmp(r->element[1]->str, w->sentinel) == 0) {
+                freeReplyObject(r);
+                break;
+            }
+            if (n < max) {
+                snprintf(out[n].channel, sizeof out[n].channel, "%s", r->element[1]->str);
+                snprintf(out[n].payload, sizeof out[n].payload, "%s", r->element[2]->str);
+            }
+            n++;
+        }
+        freeReplyObject(r);
+    }
+    return n;
+}
+
+static void watch_close(watch *w)
+{
+    redisFree(w->sub);
+    redisFree(w->pub);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Tests                                                                              */
+/* ---------------------------------------------------------------------------------- */
+
+enum { READERS = 4 };
+
+Test(rwlock, many_readers_hold_at_once_and_a_writer_excludes_them_all)
+{
+    const char *name = crdt_key("rw");
+    redisContext *r = crdt_redis();
+    crd_client *rc[READERS];
+    crd_rwlock *rrw[READERS];
+    char fields[READERS][128];
+    for (int i = 0; i < READERS; i++) {
+        rc[i] = crdt_client();
+        rrw[i] = rwlock(rc[i], name);
+        field_of(rc[i], crd_owner_current(), fields[i], sizeof fields[i]);
+    }
+    crd_client *wc = crdt_client();
+    crd_rwlock *wrw = rwlock(wc, name);
+    crd_lock *wl = crd_rwlock_write(wrw);
+
+    for (int i = 0; i < READERS; i++)
+        cr_assert_eq(crd_lock_acquire(crd_rwlock_read(rrw[i]), 0, 30000), CRD_OK,
+                     "reader %d was refused while only readers hold", i);
+    char mode[16];
+    hget_str(r, name, "mode", mode, sizeof mode);
+    cr_assert_str_eq(mode, "read");
+    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", name), 1 + READERS);
+    for (int i = 0; i < READERS; i++) {
+        char tk[400];
+        tkey_of(name, fields[i], 1, tk, sizeof tk);
+        cr_assert_eq(hget_int(r, name, fields[i]), 1);
+        cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", tk), 1, "no timeout key %s", tk);
+    }
+    bool locked = false;
+    cr_assert_eq(crd_lock_is_locked(crd_rwlock_read(rrw[0]), &locked), CRD_OK);
+    cr_assert(locked);
+    cr_assert_eq(crd_lock_is_locked(wl, &locked), CRD_OK);
+    cr_assert_not(locked);
+
+    /* The writer is refused while any reader is left. */
+    for (int i = 0; i < READERS; i++) {
+        cr_assert_eq(crd_lock_acquire(wl, 0, 30000), CRD_BUSY,
+                     "the writer got in with %d readers holding", READERS - i);
+        cr_assert_eq(crd_lock_release(crd_rwlock_read(rrw[i])), CRD_OK);
+    }
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0, "the last read release left the hash");
+    cr_assert_eq(crd_lock_acquire(wl, 0, 30000), CRD_OK);
+
+    /* While the writer holds, every reader and every other writer is refused. */
+    for (int i = 0; i < READERS; i++) {
+        cr_assert_eq(crd_lock_acquire(crd_rwlock_read(rrw[i]), 0, 30000), CRD_BUSY);
+        cr_assert_eq(crd_lock_acquire(crd_rwlock_write(rrw[i]), 0, 30000), CRD_BUSY);
+    }
+    cr_assert_eq(crd_lock_is_locked(wl, &locked), CRD_OK);
+    cr_assert(locked);
+    cr_assert_eq(crd_lock_is_locked(crd_rwlock_read(rrw[0]), &locked), CRD_OK);
+    cr_assert_not(locked, "read lock reported locked with only a writer");
+    cr_assert_eq(crd_lock_release(wl), CRD_OK);
+
+    for (int i = 0; i < READERS; i++) {
+        crd_rwlock_free(rrw[i]);
+        crd_client_free(rc[i]);
+    }
+    crd_rwlock_free(wrw);
+    crd_client_free(wc);
+    assert_rw_clean(r, name);
+    redisFree(r);
+}
+
+enum { WAKE_ROUNDS = 5 };
+#define WAKE_BOUND_NS INT64_C(250000000) /* far below the 30 s leases */
+
+static void print_latencies(const char *what, const int64_t *ns, int n)
+{
+    int64_t min = ns[0], max = ns[0], sum = 0;
+    for (int i = 0; i < n; i++) {
+        if (ns[i] < min)
+            min = ns[i];
+        if (ns[i] > max)
+            max = ns[i];
+        sum += ns[i];
+    }
+    fprintf(stderr, "[rwlock] %s: %d rounds, min %.2f ms, mean %.2f ms, max %.2f ms\n", what, n,
+            ms_of(min), ms_of(sum / n), ms_of(max));
+}
+
+Test(rwlock, a_writer_waiting_behind_readers_is_woken_by_the_last_read_release, .timeout = 60)
+{
+    const char *name = crdt_key("rw");
+    redisContext *r = crdt_redis();
+    crd_client *rc[3];
+    crd_rwlock *rrw[3];
+    for (int i = 0; i < 3; i++) {
+        rc[i] = crdt_client();
+        rrw[i] = rwlock(rc[i], name);
+    }
+    crdt_tracelog *t = crdt_tracelog_new();
+    crd_client *wc = client_traced(t, 0);
+    crd_rwlock *wrw = rwlock(wc, name);
+    int64_t lat[WAKE_ROUNDS];
+    for (int round = 0; round < WAKE_ROUNDS; round++) {
+        for (int i = 0; i < 3; i++)
+            cr_assert_eq(crd_lock_acquire(crd_rwlock_read(rrw[i]), 0, 30000), CRD_OK);
+        waiter w;
+        waiter_start(&w, wc, crd_rwlock_write(wrw), t, 10000, 30000, NULL);
+        await_scripts(t, w.trace_from, 2);
+        /* Releases that leave readers behind publish nothing and wake nobody. */
+        for (int i = 0; i < 2; i++) {
+            cr_assert_eq(crd_lock_release(crd_rwlock_read(rrw[i])), CRD_OK);
+            cr_assert_lt(gate_value(&w.state), 2, "the writer got in with readers left");
+        }
+        int64_t t_last = crdt_now_ns();
+        cr_assert_eq(crd_lock_release(crd_rwlock_read(rrw[2])), CRD_OK);
+        waiter_join(&w);
+        cr_assert_eq(w.acquire_st, CRD_OK, "writer: %s", crd_strerror(w.acquire_st));
+        cr_assert_eq(w.release_st, CRD_OK);
+        cr_assert_gt(w.t_acq_ns, t_last);
+        lat[round] = w.t_acq_ns - t_last;
+        size_t scripts = crdt_tracelog_count_scripts(t, w.trace_from) -
+                         crdt_tracelog_count_scripts(t, w.trace_to);
+        cr_assert_eq(scripts, 3, "round %d: the writer ran %zu acquire scripts", round, scripts);
+        cr_assert_lt(lat[round], WAKE_BOUND_NS, "round %d: woken %.1f ms after the last release",
+                     round, ms_of(lat[round]));
+    }
+    print_latencies("last read release -> waiting writer acquired", lat, WAKE_ROUNDS);
+    for (int i = 0; i < 3; i++) {
+        crd_rwlock_free(rrw[i]);
+        crd_client_free(rc[i]);
+    }
+    crd_rwlock_free(wrw);
+    crd_client_free(wc);
+    crdt_tracelog_free(t);
+    assert_rw_clean(r, name);
+    redisFree(r);
+}
+
+Test(rwlock, a_reader_waiting_behind_a_writer_is_woken_by_the_write_release, .timeout = 60)
+{
+    const char *name = crdt_key("rw");
+    redisContext *r = crdt_redis();
+    crd_client *wc = crdt_client();
+    crd_rwlock *wrw = rwlock(wc, name);
+    crdt_tracelog *t = crdt_tracelog_new();
+    crd_client *rc = client_traced(t, 0);
+    crd_rwlock *rrw = rwlock(rc, name);
+    int64_t lat[WAKE_ROUNDS];
+    for (int round = 0; round < WAKE_ROUNDS; round++) {
+        cr_assert_eq(crd_lock_acquire(crd_rwlock_write(wrw), 0, 30000), CRD_OK);
+        waiter w;
+        waiter_start(&w, rc, crd_rwlock_read(rrw), t, 10000, 30000, NULL);
+        await_scripts(t, w.trace_from, 2);
+        int64_t t_rel = crdt_now_ns();
+        cr_assert_eq(crd_lock_release(crd_rwlock_write(wrw)), CRD_OK);
+        waiter_join(&w);
+        cr_assert_eq(w.acquire_st, CRD_OK, "reader: %s", crd_strerror(w.acquire_st));
+        cr_assert_eq(w.release_st, CRD_OK);
+        lat[round] = w.t_acq_ns - t_rel;
+        size_t scripts = crdt_tracelog_count_scripts(t, w.trace_from) -
+                         crdt_tracelog_count_scripts(t, w.trace_to);
+        cr_assert_eq(scripts, 3, "round %d: the reader ran %zu acquire scripts", round, scripts);
+        cr_assert_lt(lat[round], WAKE_BOUND_NS, "round %d: woken %.1f ms after the write release",
+                     round, ms_of(lat[round]));
+    }
+    print_latencies("write release -> waiting reader acquired", lat, WAKE_ROUNDS);
+    crd_rwlock_free(wrw);
+    crd_rwlock_free(rrw);
+    crd_client_free(wc);
+    crd_client_free(rc);
+    crdt_tracelog_free(t);
+    assert_rw_clean(r, name);
+    redisFree(r);
+}
+
+Test(rwlock, two_reader_threads_of_one_client_both_wake_on_one_write_release, .timeout = 60)
+{
+    const char *name = crdt_key("rw");
+    char chan[400];
+    chan_of(name, chan, sizeof chan);
+    redisContext *r = crdt_redis();
+    crd_client *wc = crdt_client();
+    crd_rwlock *wrw = rwlock(wc, name);
+    crdt_tracelog *t = crdt_tracelog_new();
+    crd_client *rc = client_traced(t, 0);
+    crd_rwlock *rrw = rwlock(rc, name);
+    watch wt;
+    watch_open(&wt, chan);
+
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(wrw), 0, 30000), CRD_OK);
+    gate hold;
+    gate_init(&hold);
+    size_t from = crdt_tracelog_count(t);
+    waiter a, b;
+    waiter_start(&a, rc, crd_rwlock_read(rrw), t, 10000, 30000, &hold);
+    waiter_start(&b, rc, crd_rwlock_read(rrw), t, 10000, 30000, &hold);
+    await_scripts(t, from, 4);
+    cr_assert_eq(crdt_tracelog_count_cmd(t, from, "SUBSCRIBE", 1), 1,
+                 "the two local waiters did not share one subscription");
+    int64_t t_rel = crdt_now_ns();
+    cr_assert_eq(crd_lock_release(crd_rwlock_write(wrw)), CRD_OK);
+    cr_assert(gate_wait(&a.state, 2, 5000) && gate_wait(&b.state, 2, 5000),
+              "not both readers woke up");
+    cr_assert_eq(a.acquire_st, CRD_OK);
+    cr_assert_eq(b.acquire_st, CRD_OK);
+    size_t scripts = crdt_tracelog_count_scripts(t, from);
+    msg m[8];
+    int nm = watch_collect(&wt, m, 8);
+    fprintf(stderr,
+            "[rwlock] one write release woke both local readers: %.2f ms and %.2f ms, %zu "
+            "acquire scripts in all, %d message(s)\n",
+            ms_of(a.t_acq_ns - t_rel), ms_of(b.t_acq_ns - t_rel), scripts, nm);
+    cr_assert_eq(nm, 1, "%d messages for one write release", nm);
+    cr_assert_str_eq(m[0].payload, "1");
+    cr_assert_eq(scripts, 6, "%zu acquire scripts for two waits (expected 3 each)", scripts);
+    cr_assert_lt(a.t_acq_ns - t_rel, WAKE_BOUND_NS);
+    cr_assert_lt(b.t_acq_ns - t_rel, WAKE_BOUND_NS);
+    cr_assert_eq(hget_int(r, name, a.field), 1);
+    cr_assert_eq(hget_int(r, name, b.field), 1);
+
+    gate_set(&hold, 1);
+    waiter_join(&a);
+    waiter_join(&b);
+    cr_assert_eq(a.release_st, CRD_OK);
+    cr_assert_eq(b.release_st, CRD_OK);
+    gate_destroy(&hold);
+    watch_close(&wt);
+    crd_rwlock_free(wrw);
+    crd_rwlock_free(rrw);
+    crd_client_free(wc);
+    crd_client_free(rc);
+    crdt_tracelog_free(t);
+    assert_rw_clean(r, name);
+    redisFree(r);
+}
+
+Test(rwlock, a_waiter_that_times_out_leaves_nothing_behind)
+{
+    const char *name = crdt_key("rw");
+    char chan[400];
+    chan_of(name, chan, sizeof chan);
+    redisContext *r = crdt_redis();
+    crd_client *hc = crdt_client(), *wc = crdt_client();
+    crd_rwlock *hrw = rwlock(hc, name), *wrw = rwlock(wc, name);
+    char wfield[128], wwrite[160], tk[400];
+    field_of(wc, crd_owner_current(), wfield, sizeof wfield);
+    snprintf(wwrite, sizeof wwrite, "%s:write", wfield);
+    tkey_of(name, wfield, 1, tk, sizeof tk);
+
+    /* A reader behind a writer. */
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(hrw), 0, 30000), CRD_OK);
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(wrw), 300, 30000), CRD_TIMEOUT);
+    int64_t waited = crdt_now_ms() - t0;
+    cr_assert(waited >= 300 && waited < 800, "a 300 ms wait took %" PRId64 " ms", waited);
+    cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", name, wfield), 0);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", tk), 0, "the timed-out reader left %s", tk);
+    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", name), 2);
+    cr_assert(crdt_pubsub_channels_empty(chan), "the timed-out reader is still subscribed");
+    cr_assert_eq(crd_lock_release(crd_rwlock_write(hrw)), CRD_OK);
+
+    /* A writer behind a reader. */
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(hrw), 0, 30000), CRD_OK);
+    t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(wrw), 300, 30000), CRD_TIMEOUT);
+    waited = crdt_now_ms() - t0;
+    cr_assert(waited >= 300 && waited < 800, "a 300 ms wait took %" PRId64 " ms", waited);
+    cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", name, wwrite), 0);
+    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", name), 2);
+    cr_assert(crdt_pubsub_channels_empty(chan), "the timed-out writer is still subscribed");
+    int64_t count = -1;
+    cr_assert_eq(crd_lock_hold_count(crd_rwlock_write(wrw), &count), CRD_OK);
+    cr_assert_eq(count, 0);
+    cr_assert_eq(crd_lock_release(crd_rwlock_write(wrw)), CRD_NOT_OWNER);
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(hrw)), CRD_OK);
+
+    crd_rwlock_free(hrw);
+    crd_rwlock_free(wrw);
+    crd_client_free(hc);
+    crd_client_free(wc);
+    assert_rw_clean(r, name);
+    redisFree(r);
+}
+
+Test(rwlock, downgrade_keeps_reading_and_wakes_readers_blocked_by_the_write_hold, .timeout = 60)
+{
+    const char *name = crdt_key("rw");
+    char chan[400];
+    chan_of(name, chan, sizeof chan);
+    redisContext *r = crdt_redis();
+    crd_client *ac = crdt_client(), *cc = crdt_client();
+    crdt_tracelog *t = crdt_tracelog_new();
+    crd_client *bc = client_traced(t, 0);
+    crd_rwlock *arw = rwlock(ac, name), *brw = rwlock(bc, name), *crw = rwlock(cc, name);
+    char afield[128], awrite[160];
+    field_of(ac, crd_owner_current(), afield, sizeof afield);
+    snprintf(awrite, sizeof awrite, "%s:write", afield);
+
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(arw), 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(arw), 0, 30000), CRD_OK,
+                 "the writer could not also read");
+    char mode[16];
+    hget_str(r, name, "mode", mode, sizeof mode);
+    cr_assert_str_eq(mode, "write");
+    cr_assert_eq(hget_int(r, name, awrite), 1);
+    cr_assert_eq(hget_int(r, name, afield), 1);
+
+    gate hold;
+    gate_init(&hold);
+    waiter b;
+    waiter_start(&b, bc, crd_rwlock_read(brw), t, 10000, 30000, &hold);
+    await_scripts(t, b.trace_from, 2);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(crw), 0, 30000), CRD_BUSY);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(crw), 0, 30000), CRD_BUSY);
+
+    watch wt;
+    watch_open(&wt, chan);
+    int64_t t_rel = crdt_now_ns();
+    cr_assert_eq(crd_lock_release(crd_rwlock_write(arw)), CRD_OK);
+    hget_str(r, name, "mode", mode, sizeof mode);
+    cr_assert_str_eq(mode, "read", "the downgrade left mode %s", mode);
+    cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", name, awrite), 0);
+    cr_assert_eq(hget_int(r, name, afield), 1, "the downgrading owner lost its read hold");
+    cr_assert(gate_wait(&b.state, 2, 5000), "the blocked reader was not woken by the downgrade");
+    cr_assert_eq(b.acquire_st, CRD_OK);
+    msg m[4];
+    int nm = watch_collect(&wt, m, 4);
+    watch_close(&wt);
+    fprintf(stderr,
+            "[rwlock] downgrade: the blocked reader got in %.2f ms after the write release (%d "
+            "message(s), payload %s; Redisson publishes nothing there, quirk Q5)\n",
+            ms_of(b.t_acq_ns - t_rel), nm, nm > 0 ? m[0].payload : "-");
+    cr_assert_eq(nm, 1);
+    cr_assert_str_eq(m[0].payload, "1");
+    cr_assert_lt(b.t_acq_ns - t_rel, WAKE_BOUND_NS);
+
+    /* Now in read mode: another client's reader gets in, writers do not, and the old
+     * writer cannot take the write lock back while only reading. */
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(crw), 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire_owner(crd_rwlock_write(crw), crd_owner_new(), 0, 30000),
+                 CRD_BUSY);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(arw), 0, 30000), CRD_DEADLOCK);
+
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(crw)), CRD_OK);
+    gate_set(&hold, 1);
+    waiter_join(&b);
+    cr_assert_eq(b.release_st, CRD_OK);
+    gate_destroy(&hold);
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(arw)), CRD_OK);
+
+    crd_rwlock_free(arw);
+    crd_rwlock_free(brw);
+    crd_rwlock_free(crw);
+    crd_client_free(ac);
+    crd_client_free(bc);
+    crd_client_free(cc);
+    crdt_tracelog_free(t);
+    assert_rw_clean(r, name);
+    redisFree(r);
+}
+
+Test(rwlock, a_writer_that_also_reads_keeps_the_write_lock_when_it_stops_reading)
+{
+    const char *name = crdt_key("rw");
+    char chan[400];
+    chan_of(name, chan, sizeof chan);
+    redisContext *r = crdt_redis();
+    crd_client *ac = crdt_client(), *bc = crdt_client();
+    crd_rwlock *arw = rwlock(ac, name), *brw = rwlock(bc, name);
+    char af[128], aw[160], tk[400];
+    field_of(ac, crd_owner_current(), af, sizeof af);
+    snprintf(aw, sizeof aw, "%s:write", af);
+    tkey_of(name, af, 1, tk, sizeof tk);
+
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(arw), 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(arw), 0, 30000), CRD_OK);
+    bool locked = false;
+    /* Redisson 3.24+: the read lock counts as locked in write mode with a read hold. */
+    cr_assert_eq(crd_lock_is_locked(crd_rwlock_read(brw), &locked), CRD_OK);
+    cr_assert(locked, "read lock not reported locked while the writer also reads");
+    watch wt;
+    watch_open(&wt, chan);
+    msg m[4];
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(arw)), CRD_OK);
+    char mode[16];
+    hget_str(r, name, "mode", mode, sizeof mode);
+    cr_assert_str_eq(mode, "write");
+    cr_assert_eq(hget_int(r, name, aw), 1);
+    cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", name, af), 0);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", tk), 0);
+    long long t = crdt_cmd_int(r, "PTTL %s", name);
+    cr_assert(t > 0 && t <= 30000, "PTTL %lld after the read release", t);
+    cr_assert_eq(watch_collect(&wt, m, 4), 0, "a read release that left the writer published");
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(brw), 0, 30000), CRD_BUSY);
+    cr_assert_eq(crd_lock_is_locked(crd_rwlock_read(brw), &locked), CRD_OK);
+    cr_assert_not(locked);
+    cr_assert_eq(crd_lock_release(crd_rwlock_write(arw)), CRD_OK);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0);
+    cr_assert_eq(watch_collect(&wt, m, 4), 1);
+    cr_assert_str_eq(m[0].payload, "1");
+    watch_close(&wt);
+
+    crd_rwlock_free(arw);
+    crd_rwlock_free(brw);
+    crd_client_free(ac);
+    crd_client_free(bc);
+    assert_rw_clean(r, name);
+    redisFree(r);
+}
+
+Test(rwlock, an_owner_holding_only_the_read_lock_gets_deadlock_when_asking_for_write)
+{
+    const char *name = crdt_key("rw");
+    redisContext *r = crdt_redis();
+    crdt_tracelog *t = crdt_tracelog_new();
+    crd_client *c = client_traced(t, 0);
+    crd_rwlock *rw = rwlock(c, name);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(rw), 0, 30000), CRD_OK);
+
+    const int64_t waits[3] = {0, 5000, CRD_WAIT_FOREVER};
+    for (int i = 0; i < 3; i++) {
+        size_t before = crdt_tracelog_count(t);
+        int64_t t0 = crdt_now_ms();
+        cr_assert_eq(crd_lock_acquire(crd_rwlock_write(rw), waits[i], 30000), CRD_DEADLOCK,
+                     "wait %" PRId64 ": not refused as a deadlock", waits[i]);
+        int64_t took = crdt_now_ms() - t0;
+        cr_assert_lt(took, 100, "the refusal took %" PRId64 " ms", took);
+        cr_assert_eq(crdt_tracelog_count(t), before, "the refused upgrade sent commands");
+    }
+    /* Another owner of the same client is simply refused (it is not the reader). */
+    cr_assert_eq(crd_lock_acquire_owner(crd_rwlock_write(rw), crd_owner_new(), 0, 30000), CRD_BUSY);
+    /* Once the read hold is gone, the write lock is available to the same owner. */
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(rw)), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(rw), 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_release(crd_rwlock_write(rw)), CRD_OK);
+
+    crd_rwlock_free(rw);
+    crd_client_free(c);
+    crdt_tracelog_free(t);
+    assert_rw_clean(r, name);
+    redisFree(r);
+}
+
+Test(rwlock, each_read_hold_has_a_timeout_key_and_the_hash_ttl_follows_the_longest_live_one)
+{
+    const char *name = crdt_key("rw");
+    redisContext *r = crdt_redis();
+    crd_client *ac = crdt_client(), *bc = crdt_client();
+    crd_rwlock *arw = rwlock(ac, name), *brw = rwlock(bc, name);
+    char af[128], bf[128], t1[400], t2[400], bt1[400];
+    field_of(ac, crd_owner_current(), af, sizeof af);
+    field_of(bc, crd_owner_current(), bf, sizeof bf);
+    tkey_of(name, af, 1, t1, sizeof t1);
+    tkey_of(name, af, 2, t2, sizeof t2);
+    tkey_of(name, bf, 1, bt1, sizeof bt1);
+    long long v[3];
+
+    /* One owner, two holds: 3 s, then 10 s. */
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(arw), 0, 3000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(arw), 0, 10000), CRD_OK);
+    cr_assert_eq(hget_int(r, name, af), 2);
+    const char *k1[3] = {name, t1, t2};
+    pttls(r, 3, k1, v);
+    fprintf(stderr, "[rwlock] two holds (3 s, 10 s): PTTL hash %lld, hold 1 %lld, hold 2 %lld\n",
+            v[0], v[1], v[2]);
+    cr_assert(v[1] > 0 && v[1] <= 3000, "hold 1's key PTTL %lld", v[1]);
+    cr_assert(v[2] > 3000 && v[2] <= 10000, "hold 2's key PTTL %lld", v[2]);
+    cr_assert(v[0] >= v[2] && v[0] <= 10000, "hash PTTL %lld, longest hold %lld", v[0], v[2]);
+    /* Releasing the later (longer) hold: the hash now lives as long as hold 1. */
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(arw)), CRD_OK);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", t2), 0, "the released hold's key is still there");
+    const char *k2[2] = {name, t1};
+    pttls(r, 2, k2, v);
+    fprintf(stderr, "[rwlock] after releasing the 10 s hold: PTTL hash %lld, hold 1 %lld\n", v[0],
+            v[1]);
+    cr_assert(v[1] > 0 && v[1] <= 3000);
+    cr_assert(llabs(v[0] - v[1]) <= 2, "hash PTTL %lld does not follow hold 1's %lld", v[0], v[1]);
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(arw)), CRD_OK);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", t1), 0);
+
+    /* Two owners: A for 10 s, B for 3 s; A leaves, the hash follows B's hold. */
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(arw), 0, 10000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(brw), 0, 3000), CRD_OK);
+    const char *k3[3] = {name, t1, bt1};
+    pttls(r, 3, k3, v);
+    cr_assert(v[1] > 3000 && v[1] <= 10000);
+    cr_assert(v[2] > 0 && v[2] <= 3000);
+    cr_assert(v[0] >= v[1] && v[0] <= 10000, "hash PTTL %lld below A's hold %lld", v[0], v[1]);
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(arw)), CRD_OK);
+    const char *k4[2] = {name, bt1};
+    pttls(r, 2, k4, v);
+    fprintf(stderr, "[rwlock] A (10 s) left B (3 s): PTTL hash %lld, B's hold %lld\n", v[0], v[1]);
+    cr_assert(llabs(v[0] - v[1]) <= 2, "hash PTTL %lld does not follow B's hold %lld", v[0], v[1]);
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(brw)), CRD_OK);
+
+    crd_rwlock_free(arw);
+    crd_rwlock_free(brw);
+    crd_client_free(ac);
+    crd_client_free(bc);
+    assert_rw_clean(r, name);
+    redisFree(r);
+}
+
+/* ---- watchdog-renewed read holds ------------------------------------------------------ */
+
+enum { WD_MS = 1500, WD_PERIOD_MS = 3 * WD_MS };
+
+/* A holds the read lock `holds` times under the watchdog for 3x its timeout while another
+ * client's reader (standing in for a Java reader: our read unlock has Java's effects,
+ * PROTOCOL.md 7.2) comes and goes and a writer keeps being refused. */
+static void watchdog_read_holds(int holds)
+{
+    const char *name = crdt_key("rw");
+    redisContext *r = crdt_redis();
+    crd_client *ac = client_traced(NULL, WD_MS);
+    crd_client *jc = crdt_client(), *wc = crdt_client();
+    crd_rwlock *arw = rwlock(ac, name), *jrw = rwlock(jc, name), *wrw = rwlock(wc, name);
+    char af[128];
+    field_of(ac, crd_owner_current(), af, sizeof af);
+    char tk[2][400];
+    for (int i = 0; i < holds; i++)
+        tkey_of(name, af, i + 1, tk[i], sizeof tk[i]);
+    for (int i = 0; i < holds; i++)
+        cr_assert_eq(crd_lock_acquire(crd_rwlock_read(arw), 0, CRD_LEASE_WATCHDOG), CRD_OK);
+
+    const char *keys[3] = {name, tk[0], tk[1]};
+    long long v[3], min_key = 1 << 30;
+    int samples = 0, visits = 0, refusals = 0;
+    int64_t start = crdt_now_ms();
+    /* The renewal period passing is the behaviour under test: sample it every 100 ms. */
+    while (crdt_now_ms() - start < WD_PERIOD_MS) {
+        int64_t at = crdt_now_ms() - start;
+        pttls(r, 1 + holds, keys, v);
+        cr_assert(v[0] > 0, "the hash has PTTL %lld at %" PRId64 " ms", v[0], at);
+        for (int i = 0; i < holds; i++) {
+            cr_assert(v[1 + i] > 0 && v[1 + i] <= WD_MS,
+                      "hold %d's timeout key has PTTL %lld at %" PRId64 " ms", i + 1, v[1 + i], at);
+            if (v[1 + i] < min_key)
+                min_key = v[1 + i];
+        }
+        cr_assert_eq(hget_int(r, name, af), holds, "A's field changed at %" PRId64 " ms", at);
+        if (samples % 5 == 0) {
+            /* Another reader takes and releases a hold: its unlock looks for live timeout
+             * keys and must find A's. */
+            cr_assert_eq(crd_lock_acquire(crd_rwlock_read(jrw), 0, 1000), CRD_OK);
+            cr_assert_eq(crd_lock_release(crd_rwlock_read(jrw)), CRD_OK);
+            cr_assert_eq(hget_int(r, name, af), holds,
+                         "another reader's release removed A's field at %" PRId64 " ms", at);
+            visits++;
+        }
+        if (samples % 5 == 2) {
+            cr_assert_eq(crd_lock_acquire(crd_rwlock_write(wrw), 0, 30000), CRD_BUSY,
+                         "a writer got in while A reads, at %" PRId64 " ms", at);
+            refusals++;
+        }
+        samples++;
+        crdt_sleep_ms(100);
+    }
+    fprintf(stderr,
+            "[rwlock] watchdog %d ms, %d read hold(s) for %d ms: %d samples, lowest timeout-key "
+            "PTTL %lld ms, %d visiting reader releases, %d writer refusals\n",
+            WD_MS, holds, WD_PERIOD_MS, samples, min_key, visits, refusals);
+    if (holds == 2) {
+        /* One hold released: the other one's key must go on being renewed. */
+        cr_assert_eq(crd_lock_release(crd_rwlock_read(arw)), CRD_OK);
+        cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", tk[1]), 0, "the released hold's key remains");
+        int64_t s2 = crdt_now_ms();
+        while (crdt_now_ms() - s2 < 2 * WD_MS) {
+            pttls(r, 2, keys, v);
+            cr_assert(v[0] > 0 && v[1] > 0 && v[1] <= WD_MS,
+                      "after a partial release: hash PTTL %lld, hold 1 key PTTL %lld at %" PRId64
+                      " ms",
+                      v[0], v[1], crdt_now_ms() - s2);
+            cr_assert_eq(hget_int(r, name, af), 1);
+            crdt_sleep_ms(100);
+        }
+        holds = 1;
+    }
+    for (int i = 0; i < holds; i++)
+        cr_assert_eq(crd_lock_release(crd_rwlock_read(arw)), CRD_OK);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(wrw), 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_release(crd_rwlock_write(wrw)), CRD_OK);
+
+    crd_rwlock_free(arw);
+    crd_rwlock_free(jrw);
+    crd_rwlock_free(wrw);
+    crd_client_free(ac);
+    crd_client_free(jc);
+    crd_client_free(wc);
+    assert_rw_clean(r, name);
+    redisFree(r);
+}
+
+Test(rwlock, one_watchdog_read_hold_keeps_its_timeout_key_alive_for_three_timeouts, .timeout = 60)
+{
+    watchdog_read_holds(1);
+}
+
+Test(rwlock, two_watchdog_read_holds_keep_their_timeout_keys_alive_before_and_after_one_release,
+     .timeout = 60)
+{
+    watchdog_read_holds(2);
+}
+
+/* ---- exclusion checker ------------------------------------------------------------------ */
+
+enum { EX_PROCS = 4, EX_THREADS_PER_PROC = 2, EX_WRITE_PERCENT = 20 };
+
+typedef struct ex_shared {
+    const char *lock, *readers, *writers, *violations, *failures, *done, *writes;
+    int port;
+} ex_shared;
+
+typedef struct ex_worker {
+    const ex_shared *sh;
+    crd_client *client;
+    int ops;
+    unsigned seed;
+} ex_worker;
+
+/* Plain C: runs in the children's threads. */
+static void ex_work(ex_worker *w)
+{
+    const ex_shared *sh = w->sh;
+    redisContext *r = raw_connect(sh->port);
+    if (r == NULL)
+        return;
+    crd_rwlock *rw = NULL;
+    int violations = 0, failures = 0, done = 0, writes = 0;
+    if (crd_rwlock_new(w->client, sh->lock, &rw) != CRD_OK)
+        failures = w->ops;
+    for (int i = 0; rw != NULL && i < w->ops; i++) {
+        bool write = (int)(rand_r(&w->seed) % 100) < EX_WRITE_PERCENT;
+        crd_lock *l = write ? crd_rwlock_write(rw) : crd_rwlock_read(rw);
+        if (crd_lock_acquire(l, 30000, 5000) != CRD_OK) {
+            failures++;
+            continue;
+        }
+        if (write) {
+            if (reply_int(redisCommand(r, "INCR %s", sh->writers)) != 1)
+                violations++;
+            if (reply_int(redisCommand(r, "GET %s", sh->readers)) != 0)
+                violations++;
+            reply_int(redisCommand(r, "DECR %s", sh->writers));
+            writes++;
+        } else {
+            reply_int(redisCommand(r, "INCR %s", sh->readers));
+            if (reply_int(redisCommand(r, "GET %s", sh->writers)) != 0)
+                violations++;
+            reply_int(redisCommand(r, "DECR %s", sh->readers));
+        }
+        if (crd_lock_release(l) != CRD_OK)
+            failures++;
+        done++;
+    }
+    freeReplyObject(redisCommand(r, "INCRBY %s %d", sh->violations, violations));
+    freeReplyObject(redisCommand(r, "INCRBY %s %d", sh->failures, failures));
+    freeReplyObject(redisCommand(r, "INCRBY %s %d", sh->done, done));
+    freeReplyObject(redisCommand(r, "INCRBY %s %d", sh->writes, writes));
+    crd_rwlock_free(rw);
+    redisFree(r);
+}
+
+static void *ex_thread(void *arg)
+{
+    ex_work(arg);
+    return NULL;
+}
+
+static int ex_process(void *arg)
+{
+    ex_worker *ws = arg; /* EX_THREADS_PER_PROC workers */
+    crd_options o;
+    crd_options_init(&o);
+    o.host = "127.0.0.1";
+    o.port = ws[0].sh->port;
+    crd_client *c = NULL;
+    if (crd_client_new(&o, &c) != CRD_OK) {
+        crd_client_free(c);
+        return 3;
+    }
+    pthread_t th[EX_THREADS_PER_PROC];
+    for (int t = 0; t < EX_THREADS_PER_PROC; t++) {
+        ws[t].client = c;
+        if (pthread_create(&th[t], NULL, ex_thread, &ws[t]) != 0)
+            return 4;
+    }
+    for (int t = 0; t < EX_THREADS_PER_PROC; t++)
+        pthread_join(th[t], NULL);
+    crd_client_free(c);
+    return 0;
+}
+
+Test(rwlock, readers_and_writers_in_four_processes_never_overlap_wrongly, .timeout = 120)
+{
+    ex_shared sh = {crdt_key("rw"),         crdt_key("readers"), crdt_key("writers"),
+                    crdt_key("violations"), crdt_key("failures"), crdt_key("done"),
+                    crdt_key("writes"),     crdt_port()};
+    enum { WORKERS = EX_PROCS * EX_THREADS_PER_PROC };
+    int total = (int)(10000 * scale());
+    if (total < WORKERS)
+        total = WORKERS;
+    ex_worker ws[WORKERS];
+    memset(ws, 0, sizeof ws);
+    for (int i = 0; i < WORKERS; i++) {
+        ws[i].sh = &sh;
+        ws[i].ops = total / WORKERS + (i < total % WORKERS ? 1 : 0);
+        ws[i].seed = 1000u + (unsigned)i;
+    }
+    int64_t t0 = crdt_now_ms();
+    pid_t pids[EX_PROCS];
+    for (int p = 0; p < EX_PROCS; p++)
+        pids[p] = crdt_fork(ex_process, &ws[p * EX_THREADS_PER_PROC]);
+    for (int p = 0; p < EX_PROCS; p++)
+        cr_assert_eq(crdt_wait_child(pids[p], 110000), 0, "worker process %d failed", p);
+    int64_t elapsed = crdt_now_ms() - t0;
+
+    redisContext *r = crdt_redis();
+    long long violations = reply_int(crdt_cmd(r, "GET %s", sh.violations));
+    long long failures = reply_int(crdt_cmd(r, "GET %s", sh.failures));
+    long long done = reply_int(crdt_cmd(r, "GET %s", sh.done));
+    long long writes = reply_int(crdt_cmd(r, "GET %s", sh.writes));
+    fprintf(stderr,
+            "[rwlock] exclusion: %d operations (%lld writes) by %d processes x %d threads in "
+            "%.2f s (%.0f/s): violations=%lld failures=%lld\n",
+            total, writes, EX_PROCS, EX_THREADS_PER_PROC, (double)elapsed / 1000.0,
+            elapsed > 0 ? total * 1000.0 / (double)elapsed : 0.0, violations, failures);
+    cr_assert_eq(violations, 0, "%lld overlaps of a writer with anyone", violations);
+    cr_assert_eq(failures, 0, "%lld acquires or releases failed", failures);
+    cr_assert_eq(done, total);
+    cr_assert_eq(reply_int(crdt_cmd(r, "GET %s", sh.readers)), 0);
+    cr_assert_eq(reply_int(crdt_cmd(r, "GET %s", sh.writers)), 0);
+    assert_rw_clean(r, sh.lock);
+    redisFree(r);
+}
+
+Test(rwlock, force_unlock_of_each_lock_only_deletes_in_its_own_mode)
+{
+    const char *name = crdt_key("rw");
+    char chan[400];
+    chan_of(name, chan, sizeof chan);
+    redisContext *r = crdt_redis();
+    crd_client *ac = crdt_client(), *bc = crdt_client();
+    crd_rwlock *arw = rwlock(ac, name), *brw = rwlock(bc, name);
+    char af[128], tk[400];
+    field_of(ac, crd_owner_current(), af, sizeof af);
+    tkey_of(name, af, 1, tk, sizeof tk);
+    watch wt;
+    watch_open(&wt, chan);
+    msg m[4];
+    bool was = true;
+
+    /* Held for writing: the read force-unlock does nothing, the write one deletes. */
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(arw), 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_force_unlock(crd_rwlock_read(brw), &was), CRD_OK);
+    cr_assert_not(was, "the read force-unlock reported deleting a write-held lock");
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 1);
+    cr_assert_eq(watch_collect(&wt, m, 4), 0, "a force-unlock that deleted nothing published");
+    cr_assert_eq(crd_lock_force_unlock(crd_rwlock_write(brw), &was), CRD_OK);
+    cr_assert(was);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0);
+    cr_assert_eq(watch_collect(&wt, m, 4), 1);
+    cr_assert_str_eq(m[0].payload, "1");
+    cr_assert_eq(crd_lock_release(crd_rwlock_write(arw)), CRD_LOCK_LOST);
+    /* A write unlock of an unlocked name publishes "1" (PROTOCOL.md 4.1, 7.4 step 2). */
+    cr_assert_eq(watch_collect(&wt, m, 4), 1);
+    cr_assert_str_eq(m[0].payload, "1");
+
+    /* Held for reading: the write force-unlock does nothing, the read one deletes. */
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(arw), 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_force_unlock(crd_rwlock_write(brw), &was), CRD_OK);
+    cr_assert_not(was, "the write force-unlock reported deleting a read-held lock");
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 1);
+    cr_assert_eq(watch_collect(&wt, m, 4), 0);
+    cr_assert_eq(crd_lock_force_unlock(crd_rwlock_read(brw), &was), CRD_OK);
+    cr_assert(was);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0);
+    cr_assert_eq(watch_collect(&wt, m, 4), 1);
+    cr_assert_str_eq(m[0].payload, "0");
+    /* The hold's timeout key is left to expire (PROTOCOL.md 7.5); it still carries the
+     * hold's lease, never more. */
+    long long left = crdt_cmd_int(r, "PTTL %s", tk);
+    cr_assert(left > 0 && left <= 30000, "left-over timeout key PTTL %lld", left);
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(arw)), CRD_LOCK_LOST);
+    /* A read unlock of an unlocked name publishes "0" (7.2 step 2). */
+    cr_assert_eq(watch_collect(&wt, m, 4), 1);
+    cr_assert_str_eq(m[0].payload, "0");
+    /* Nothing left to force-unlock in either mode. */
+    cr_assert_eq(crd_lock_force_unlock(crd_rwlock_read(brw), &was), CRD_OK);
+    cr_assert_not(was);
+    cr_assert_eq(crd_lock_force_unlock(crd_rwlock_write(brw), &was), CRD_OK);
+    cr_assert_not(was);
+    watch_close(&wt);
+    freeReplyObject(crdt_cmd(r, "DEL %s", tk));
+
+    crd_rwlock_free(arw);
+    crd_rwlock_free(brw);
+    crd_client_free(ac);
+    crd_client_free(bc);
+    assert_rw_clean(r, name);
+    redisFree(r);
+}
