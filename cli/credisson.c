@@ -164,6 +164,10 @@ static void usage_status(FILE *f)
             "  ttl_ms: N                   (PTTL: -2 absent, -1 no TTL)\n"
             "  holders: K\n"
             "  holder: OWNER count=C       (K lines)\n"
+            "  read_hold: OWNER index=I ttl_ms=T   (rwlock: one line per read hold and its\n"
+            "                              own timeout key's PTTL)\n"
+            "  queue: Q                    (fair lock waiters, if any)\n"
+            "  waiter: OWNER deadline_ms=D remaining_ms=R   (Q lines, head first)\n"
             "\n"
             "JSON output (schema; fields may be added later, never removed):\n"
             "  {\n"
@@ -172,7 +176,13 @@ static void usage_status(FILE *f)
             "    \"type\":    string     Redis type: \"hash\", \"string\", \"none\", ...,\n"
             "    \"mode\":    string     rwlock only: \"read\" or \"write\",\n"
             "    \"ttl_ms\":  integer    PTTL of the key: -2 absent, -1 no TTL,\n"
-            "    \"holders\": [ { \"owner\": string, \"count\": integer }, ... ]\n"
+            "    \"holders\": [ { \"owner\": string, \"count\": integer }, ... ],\n"
+            "    \"writer\":  string|null   rwlock only: the write holder's owner field,\n"
+            "    \"read_holds\": [ { \"owner\": string, \"index\": integer,\n"
+            "                      \"ttl_ms\": integer }, ... ]   rwlock only,\n"
+            "    \"queue\":   [ { \"owner\": string, \"deadline_ms\": integer|null,\n"
+            "                  \"remaining_ms\": integer|null }, ... ]   fair-lock waiters,\n"
+            "                 head first; deadlines are epoch ms (the waiters' clocks)\n"
             "  }\n"
             "\n"
             "Exit codes: 0 (whatever the lock's state), 64 usage error, 69 Redis unreachable\n"
@@ -1229,6 +1239,56 @@ static redisContext *status_connect(const char *raw_url, const endpoint *ep)
     return c;
 }
 
+/* Redisson's prefixName: "<prefix>:{N}", or "<prefix>:N" when N contains '{'. */
+static char *derived_name(const char *prefix, const char *name, size_t len)
+{
+    bool tagged = memchr(name, '{', len) != NULL;
+    size_t total = strlen(prefix) + 1 + len + (tagged ? 0 : 2);
+    char *p = malloc(total + 1);
+    if (p != NULL)
+        snprintf(p, total + 1, tagged ? "%s:%.*s" : "%s:{%.*s}", prefix, (int)len, name);
+    return p;
+}
+
+/* The read-write lock's key prefix P: "{N}", or N when it contains '{'. */
+static char *rw_prefix(const char *name, size_t len)
+{
+    bool tagged = memchr(name, '{', len) != NULL;
+    char *p = malloc(len + 3);
+    if (p != NULL)
+        snprintf(p, len + 3, tagged ? "%.*s" : "{%.*s}", (int)len, name);
+    return p;
+}
+
+static bool ends_with(const char *s, size_t len, const char *suffix)
+{
+    size_t n = strlen(suffix);
+    return len >= n && memcmp(s + len - n, suffix, n) == 0;
+}
+
+static long long epoch_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The score of member m in a ZRANGE ... WITHSCORES reply, or -1. */
+static long long deadline_of(const redisReply *z, const char *m, size_t len)
+{
+    for (size_t i = 0; i + 1 < z->elements; i += 2)
+        if (z->element[i]->len == len && memcmp(z->element[i]->str, m, len) == 0)
+            return strtoll(z->element[i + 1]->str, NULL, 10);
+    return -1;
+}
+
+typedef struct read_hold {
+    const char *owner;
+    size_t owner_len;
+    long long index;
+    long long ttl;
+} read_hold;
+
 static int cmd_status(const global_opts *g, int argc, char **argv)
 {
     bool json = false;
@@ -1268,16 +1328,35 @@ static int cmd_status(const global_opts *g, int argc, char **argv)
     if (c == NULL)
         return EXIT_UNAVAILABLE;
 
-    /* One snapshot: MULTI, TYPE, HGETALL, PTTL, EXEC. */
+    /* One snapshot: MULTI, TYPE, HGETALL, PTTL, the fair queue and its deadlines, EXEC. */
     size_t nlen = strlen(name);
-    const char *cmds[5][2] = {
-        {"MULTI", NULL}, {"TYPE", name}, {"HGETALL", name}, {"PTTL", name}, {"EXEC", NULL}};
-    for (int i = 0; i < 5; i++) {
-        size_t lens[2] = {strlen(cmds[i][0]), nlen};
-        redisAppendCommandArgv(c, cmds[i][1] ? 2 : 1, cmds[i], lens);
+    char *queue_key = derived_name("redisson_lock_queue", name, nlen);
+    char *deadline_key = derived_name("redisson_lock_timeout", name, nlen);
+    if (queue_key == NULL || deadline_key == NULL) {
+        free(queue_key);
+        free(deadline_key);
+        redisFree(c);
+        fprintf(stderr, "%s: status: out of memory\n", prog);
+        return EXIT_OSERR;
     }
+    const char *cmds[7][5] = {{"MULTI"},
+                              {"TYPE", name},
+                              {"HGETALL", name},
+                              {"PTTL", name},
+                              {"LRANGE", queue_key, "0", "-1"},
+                              {"ZRANGE", deadline_key, "0", "-1", "WITHSCORES"},
+                              {"EXEC"}};
+    int argcs[7] = {1, 2, 2, 2, 4, 5, 1};
+    for (int i = 0; i < 7; i++) {
+        size_t lens[5];
+        for (int j = 0; j < argcs[i]; j++)
+            lens[j] = cmds[i][j] == name ? nlen : strlen(cmds[i][j]);
+        redisAppendCommandArgv(c, argcs[i], cmds[i], lens);
+    }
+    free(queue_key);
+    free(deadline_key);
     redisReply *exec = NULL;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 7; i++) {
         void *r = NULL;
         if (redisGetReply(c, &r) != REDIS_OK) {
             fprintf(stderr, "%s: status: reading '%s' failed: %s\n", prog, name, c->errstr);
@@ -1285,14 +1364,16 @@ static int cmd_status(const global_opts *g, int argc, char **argv)
             redisFree(c);
             return EXIT_UNAVAILABLE;
         }
-        if (i == 4)
+        if (i == 6)
             exec = r;
         else
             freeReplyObject(r);
     }
-    if (exec == NULL || exec->type != REDIS_REPLY_ARRAY || exec->elements != 3 ||
+    if (exec == NULL || exec->type != REDIS_REPLY_ARRAY || exec->elements != 5 ||
         exec->element[0]->type != REDIS_REPLY_STATUS ||
-        exec->element[2]->type != REDIS_REPLY_INTEGER) {
+        exec->element[2]->type != REDIS_REPLY_INTEGER ||
+        exec->element[3]->type != REDIS_REPLY_ARRAY ||
+        exec->element[4]->type != REDIS_REPLY_ARRAY) {
         fprintf(stderr, "%s: status: unexpected reply reading '%s'%s%s\n", prog, name,
                 exec && exec->type == REDIS_REPLY_ERROR ? ": " : "",
                 exec && exec->type == REDIS_REPLY_ERROR ? exec->str : "");
@@ -1345,6 +1426,58 @@ static int cmd_status(const global_opts *g, int argc, char **argv)
         kind = "other";
     }
 
+    /* Fair queue: members in order with their deadlines (epoch ms). */
+    redisReply *queue = exec->element[3], *deadlines = exec->element[4];
+    long long now = epoch_ms();
+    /* RW: each read hold's own timeout key, P:<field>:rwlock_timeout:<i>. */
+    read_hold *rholds = NULL;
+    size_t nrholds = 0;
+    if (mode != NULL && nholders > 0) {
+        size_t cap = 0;
+        for (size_t i = 0; i < nholders; i++)
+            if (!ends_with(holders[i].owner, holders[i].owner_len, ":write") &&
+                holders[i].count > 0 && holders[i].count < 10000)
+                cap += (size_t)holders[i].count;
+        rholds = calloc(cap + 1, sizeof *rholds);
+        char *prefix = rw_prefix(name, nlen);
+        if (rholds != NULL && prefix != NULL) {
+            for (size_t i = 0; i < nholders; i++) {
+                if (ends_with(holders[i].owner, holders[i].owner_len, ":write") ||
+                    holders[i].count <= 0 || holders[i].count >= 10000)
+                    continue;
+                for (long long k = 1; k <= holders[i].count; k++) {
+                    read_hold *rh = &rholds[nrholds++];
+                    rh->owner = holders[i].owner;
+                    rh->owner_len = holders[i].owner_len;
+                    rh->index = k;
+                    char idx[24];
+                    snprintf(idx, sizeof idx, "%lld", k);
+                    size_t klen = strlen(prefix) + 1 + rh->owner_len + 16 + strlen(idx);
+                    char *key = malloc(klen + 1);
+                    if (key == NULL) {
+                        nrholds--;
+                        continue;
+                    }
+                    snprintf(key, klen + 1, "%s:%.*s:rwlock_timeout:%s", prefix,
+                             (int)rh->owner_len, rh->owner, idx);
+                    const char *pttl_argv[2] = {"PTTL", key};
+                    size_t lens[2] = {4, strlen(key)};
+                    redisAppendCommandArgv(c, 2, pttl_argv, lens);
+                    free(key);
+                }
+            }
+            for (size_t i = 0; i < nrholds; i++) {
+                void *r = NULL;
+                if (redisGetReply(c, &r) != REDIS_OK)
+                    break;
+                redisReply *rr = r;
+                rholds[i].ttl = rr->type == REDIS_REPLY_INTEGER ? rr->integer : -2;
+                freeReplyObject(rr);
+            }
+        }
+        free(prefix);
+    }
+
     if (json) {
         fputs("{\"name\":", stdout);
         json_string(name, nlen);
@@ -1360,6 +1493,36 @@ static int cmd_status(const global_opts *g, int argc, char **argv)
             json_string(holders[i].owner, holders[i].owner_len);
             printf(",\"count\":%lld}", holders[i].count);
         }
+        fputs("]", stdout);
+        if (mode != NULL) {
+            fputs(",\"writer\":", stdout);
+            bool any = false;
+            for (size_t i = 0; i < nholders && !any; i++)
+                if (ends_with(holders[i].owner, holders[i].owner_len, ":write")) {
+                    json_string(holders[i].owner, holders[i].owner_len - 6);
+                    any = true;
+                }
+            if (!any)
+                fputs("null", stdout);
+            fputs(",\"read_holds\":[", stdout);
+            for (size_t i = 0; i < nrholds; i++) {
+                fputs(i ? ",{\"owner\":" : "{\"owner\":", stdout);
+                json_string(rholds[i].owner, rholds[i].owner_len);
+                printf(",\"index\":%lld,\"ttl_ms\":%lld}", rholds[i].index, rholds[i].ttl);
+            }
+            fputs("]", stdout);
+        }
+        fputs(",\"queue\":[", stdout);
+        for (size_t i = 0; i < queue->elements; i++) {
+            redisReply *m = queue->element[i];
+            long long dl = deadline_of(deadlines, m->str, m->len);
+            fputs(i ? ",{\"owner\":" : "{\"owner\":", stdout);
+            json_string(m->str, m->len);
+            if (dl >= 0)
+                printf(",\"deadline_ms\":%lld,\"remaining_ms\":%lld}", dl, dl - now);
+            else
+                fputs(",\"deadline_ms\":null,\"remaining_ms\":null}", stdout);
+        }
         fputs("]}\n", stdout);
     } else {
         printf("name: %s\nkind: %s\n", name, kind);
@@ -1371,7 +1534,19 @@ static int cmd_status(const global_opts *g, int argc, char **argv)
         for (size_t i = 0; i < nholders; i++)
             printf("holder: %.*s count=%lld\n", (int)holders[i].owner_len, holders[i].owner,
                    holders[i].count);
+        for (size_t i = 0; i < nrholds; i++)
+            printf("read_hold: %.*s index=%lld ttl_ms=%lld\n", (int)rholds[i].owner_len,
+                   rholds[i].owner, rholds[i].index, rholds[i].ttl);
+        if (queue->elements > 0)
+            printf("queue: %zu\n", queue->elements);
+        for (size_t i = 0; i < queue->elements; i++) {
+            redisReply *m = queue->element[i];
+            long long dl = deadline_of(deadlines, m->str, m->len);
+            printf("waiter: %.*s deadline_ms=%lld remaining_ms=%lld\n", (int)m->len, m->str, dl,
+                   dl >= 0 ? dl - now : -1);
+        }
     }
+    free(rholds);
     free(holders);
     freeReplyObject(exec);
     redisFree(c);
