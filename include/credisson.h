@@ -166,6 +166,20 @@ typedef struct crd_trace {
  * not call into the same client. */
 typedef void (*crd_trace_fn)(void *user_data, const crd_trace *trace);
 
+/* Log levels of crd_log_fn. */
+typedef enum crd_log_level {
+    CRD_LOG_DEBUG = 0,
+    CRD_LOG_INFO = 1, /* a connection was (re)opened, a subscription came back */
+    CRD_LOG_WARN = 2, /* a connection failed, a renewal failed */
+    CRD_LOG_ERROR = 3 /* a lock was lost */
+} crd_log_level;
+
+/* Log callback: the library never prints; it tells this function instead. Called on the
+ * thread where the event happened (a caller's thread, the subscriber thread or the
+ * watchdog thread) with a one-line message valid only during the call. It must return
+ * quickly and must not call into the same client. */
+typedef void (*crd_log_fn)(void *user_data, crd_log_level level, const char *message);
+
 /* Client options. Fill with crd_options_init() and then change fields; new fields are
  * only ever appended. Strings are borrowed: crd_client_new() copies what it needs. */
 typedef struct crd_options {
@@ -218,6 +232,9 @@ typedef struct crd_options {
      * 300000; it MUST match the Java fleet's setting). A fair acquire with wait_ms > 0
      * announces wait_ms instead, as Redisson's tryLock(wait) does. */
     int64_t fair_wait_timeout_ms;
+
+    crd_log_fn on_log; /* reconnects, renewal failures, lost locks; default NULL */
+    void *log_user_data;
 } crd_options;
 
 /* Fill *opts with the defaults documented above. Returns CRD_OK, or
@@ -258,6 +275,31 @@ CRD_API const char *crd_client_errmsg(const crd_client *client);
 /* The client's UUID: 36 lowercase characters, "8-4-4-4-12". Library-owned, valid until
  * crd_client_free(). In a child after fork() the client gets a new UUID. */
 CRD_API const char *crd_client_id(const crd_client *client);
+
+/* A snapshot of the client's counters since crd_client_new(). Durations are summarised
+ * from histograms with power-of-two millisecond buckets, so p50 and p99 are the upper
+ * bound of the bucket they fall in (within a factor of 2); max is exact. */
+typedef struct crd_metrics {
+    uint64_t acquisitions;       /* acquires that succeeded (re-entries included) */
+    uint64_t contended;          /* of those, acquires that had to wait */
+    uint64_t acquire_busy;       /* acquires that returned CRD_BUSY or CRD_TIMEOUT */
+    uint64_t releases;           /* releases that returned CRD_OK */
+    uint64_t renewals;           /* holds renewed by the watchdog (one per hold per period) */
+    uint64_t renewal_failures;   /* holds whose renewal got no definite answer */
+    uint64_t locks_lost;         /* holds reported lost (event or release status) */
+    uint64_t connects;           /* connections opened (pool, subscriber, watchdog) */
+    uint64_t connection_failures;/* connection attempts that failed, and broken connections */
+    uint64_t subscribes;         /* SUBSCRIBE commands confirmed */
+    uint64_t holds_now;          /* holds this client records right now */
+    int64_t wait_ms_p50, wait_ms_p99, wait_ms_max; /* wait of contended acquires */
+    int64_t hold_ms_p50, hold_ms_p99, hold_ms_max; /* first acquire to final release */
+} crd_metrics;
+
+/* Fill *out with a snapshot of the client's counters. Pass sizeof(crd_metrics): fields
+ * added by later versions are left out for callers built against an older header.
+ * Returns CRD_OK, or CRD_INVALID_ARGUMENT for a NULL client or out, or a size smaller
+ * than the first version of the struct. Thread-safe; no Redis traffic. */
+CRD_API crd_status crd_client_metrics(crd_client *client, crd_metrics *out, size_t size);
 
 /* ---------------------------------------------------------------------------------- */
 /* Owner ids                                                                           */

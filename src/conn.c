@@ -111,6 +111,7 @@ crd_status crd__conn_open(crd_client *c, crd__conn *conn)
     if (ctx == NULL)
         return crd__fail(c, CRD_NO_MEMORY, "cannot allocate a connection");
     if (ctx->err) {
+        CRD__COUNT(c, connection_failures);
         crd_status st;
         if (c->ep.unix_path != NULL)
             st = crd__fail(c, CRD_IO, "cannot connect to unix:%s: %s", c->ep.unix_path, ctx->errstr);
@@ -118,8 +119,10 @@ crd_status crd__conn_open(crd_client *c, crd__conn *conn)
             st = crd__fail(c, CRD_IO, "cannot connect to %s:%d: %s", c->ep.host, c->ep.port,
                            ctx->errstr);
         redisFree(ctx);
+        crd__log(c, CRD_LOG_WARN, "%s", crd_client_errmsg(c));
         return st;
     }
+    CRD__COUNT(c, connects);
     redisSetTimeout(ctx, tv_ms(c->opts.command_timeout_ms));
     if (c->ep.unix_path == NULL)
         redisEnableKeepAlive(ctx);
@@ -154,6 +157,9 @@ static crd_status io_fail(crd_client *c, crd__conn *conn, int argc, const char *
     crd_status st = crd__fail(c, CRD_IO, "%s: %s", argc > 0 ? argv[0] : "command", why);
     crd__trace(c, argc, argv, lens, NULL, why, false);
     conn->broken = true;
+    CRD__COUNT(c, connection_failures);
+    crd__log(c, CRD_LOG_WARN, "connection dropped after %.*s: %s (it is reopened on next use)",
+             argc > 0 ? (int)lens[0] : 7, argc > 0 ? argv[0] : "command", why);
     return st;
 }
 

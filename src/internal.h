@@ -106,6 +106,26 @@ void crd__reply_render(const redisReply *r, char *buf, size_t len);
 void crd__trace(crd_client *c, int argc, const char *const *argv, const size_t *lens,
                 const redisReply *r, const char *io_error, bool subscriber);
 
+/* ---- metrics.c: counters, histograms and log messages ------------------------------------ */
+
+#define CRD__HIST_BUCKETS 48
+
+typedef struct crd__hist {
+    atomic_uint_fast64_t bucket[CRD__HIST_BUCKETS]; /* bucket i: values < 2^i ms */
+    atomic_int_fast64_t max;
+} crd__hist;
+
+typedef struct crd__metrics {
+    atomic_uint_fast64_t acquisitions, contended, acquire_busy, releases, renewals,
+        renewal_failures, locks_lost, connects, connection_failures, subscribes;
+    crd__hist wait, hold;
+} crd__metrics;
+
+void crd__hist_add(crd__hist *h, int64_t ms);
+#define CRD__COUNT(c, field) atomic_fetch_add_explicit(&(c)->metrics.field, 1, memory_order_relaxed)
+/* Sends one line to on_log, if set. */
+void crd__log(crd_client *c, crd_log_level level, const char *fmt, ...) CRD__PRINTF(3, 4);
+
 /* ---- client.c ------------------------------------------------------------------------ */
 
 typedef struct crd__pubsub crd__pubsub;
@@ -132,6 +152,7 @@ struct crd_client {
     crd__watchdog *wd;
 
     struct crd_client *next_client; /* registry (thread-exit and fork hooks) */
+    crd__metrics metrics;
 };
 
 /* Validates a handle for use: NULL, failed, closed, forked. */
@@ -192,6 +213,7 @@ typedef struct crd__hold {
     bool lost;            /* known lost; kept only until the owner is told */
     bool failing;         /* renewals are failing */
     int64_t valid_until;  /* monotonic ms: send time of last acquire/renewal + lease */
+    int64_t since;        /* monotonic ms of the first acquire of this hold */
     struct crd__hold *next;
 } crd__hold;
 

@@ -292,6 +292,7 @@ static crd_status record_acquire(crd_lock *l, uint64_t owner, int64_t lease, boo
             /* Redis holds the lock but we cannot track it: it expires after its lease. */
             return crd__fail(c, CRD_NO_MEMORY, "acquired, but cannot record the hold");
         }
+        hold->since = sent_ms;
     }
     hold->count++;
     hold->lease_ms = lease;
@@ -535,6 +536,7 @@ crd_status crd_lock_acquire_owner(crd_lock *l, uint64_t owner, int64_t wait_ms, 
 
     st = try_once(&a, &at);
     if (st == CRD_OK && at.acquired) {
+        CRD__COUNT(c, acquisitions);
         crd__ok(c);
         return CRD_OK;
     }
@@ -543,9 +545,11 @@ crd_status crd_lock_acquire_owner(crd_lock *l, uint64_t owner, int64_t wait_ms, 
             fair_give_up(&a);
         return st;
     }
-    if (wait_ms == 0)
+    if (wait_ms == 0) {
+        CRD__COUNT(c, acquire_busy);
         return crd__fail(c, CRD_BUSY, "lock \"%.*s\" is held by another owner",
                          (int)(l->name_len > 60 ? 60 : l->name_len), l->name);
+    }
 
     /* Subscribe first, then re-check: a release between the two is not missed. A fair
      * waiter listens on its own channel, so a release wakes only the queue head. */
@@ -652,8 +656,14 @@ crd_status crd_lock_acquire_owner(crd_lock *l, uint64_t owner, int64_t wait_ms, 
     }
     crd__sub_release(c, sub);
     free(own);
-    if (st == CRD_OK)
+    if (st == CRD_OK) {
+        CRD__COUNT(c, acquisitions);
+        CRD__COUNT(c, contended);
+        crd__hist_add(&c->metrics.wait, crd__now_ms() - start);
         crd__ok(c);
+    } else if (st == CRD_TIMEOUT) {
+        CRD__COUNT(c, acquire_busy);
+    }
     return st;
 }
 
@@ -778,7 +788,7 @@ static crd_status release_hold(crd_lock *l, uint64_t owner)
     }
     pthread_mutex_unlock(&h->mu);
     if (was_lost)
-        return lost_status(c, l);
+        return lost_status(c, l); /* counted when the watchdog found it lost */
     redisReply *r = NULL;
     crd_status st = send_unlock(l, field, flen, rearm, &r);
     pthread_mutex_lock(&h->mu);
@@ -800,6 +810,8 @@ static crd_status release_hold(crd_lock *l, uint64_t owner)
                 else
                     hold->releasing = false;
             } else if (v != 0) {
+                if (v == 1)
+                    crd__hist_add(&c->metrics.hold, crd__now_ms() - hold->since);
                 crd__holds_remove(h, hold);
             } else {
                 hold->count--;
@@ -810,6 +822,10 @@ static crd_status release_hold(crd_lock *l, uint64_t owner)
         }
         pthread_mutex_unlock(&h->mu);
         freeReplyObject(r);
+        if (v == 2 && known)
+            CRD__COUNT(c, locks_lost);
+        else if (v != 2)
+            CRD__COUNT(c, releases);
         if (v == 2) /* fair lock: the hash was gone (Redisson reports success here) */
             return known ? lost_status(c, l)
                          : crd__fail(c, CRD_NOT_OWNER, "owner %llu does not hold \"%.*s\"",
@@ -823,8 +839,12 @@ static crd_status release_hold(crd_lock *l, uint64_t owner)
             crd__holds_remove(h, hold);
         pthread_mutex_unlock(&h->mu);
         freeReplyObject(r);
-        if (known)
+        if (known) {
+            CRD__COUNT(c, locks_lost);
+            crd__log(c, CRD_LOG_ERROR, "lock \"%.*s\" was lost before its release (expired or "
+                     "force-unlocked)", (int)(l->name_len > 60 ? 60 : l->name_len), l->name);
             return lost_status(c, l);
+        }
         return crd__fail(c, CRD_NOT_OWNER, "owner %llu does not hold \"%.*s\"",
                          (unsigned long long)owner, (int)(l->name_len > 60 ? 60 : l->name_len),
                          l->name);

@@ -143,6 +143,7 @@ static void handle_reply(crd_client *c, redisReply *r)
             bool all = p->type == REDIS_REPLY_STRING && p->len == 1 && p->str[0] == '1';
             wake(s, all);
         } else if (sub) {
+            CRD__COUNT(c, subscribes);
             s->inflight = false;
             s->subscribed = true;
             if (s->recheck) {
@@ -202,6 +203,7 @@ static void *subscriber_main(void *arg)
     crd_client *c = arg;
     crd__pubsub *ps = c->ps;
     int backoff = 50;
+    uint64_t generation = 0;
     for (;;) {
         pthread_mutex_lock(&ps->mu);
         bool stop = ps->stop;
@@ -217,6 +219,9 @@ static void *subscriber_main(void *arg)
         }
         backoff = 50;
         redisContext *ctx = conn.ctx;
+        if (generation++ > 0)
+            crd__log(c, CRD_LOG_INFO, "subscriber connection reopened; resubscribing and waking "
+                     "every waiter to re-check");
         pthread_mutex_lock(&ps->mu);
         ps->sub_fd = ctx->fd;
         pthread_mutex_unlock(&ps->mu);

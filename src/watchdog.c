@@ -40,6 +40,16 @@ struct crd__watchdog {
 void crd__emit_event(crd_client *c, crd_event_kind kind, const crd__hold *h, crd_status st,
                      const char *detail)
 {
+    int len = (int)(h->name_len > 80 ? 80 : h->name_len);
+    if (kind == CRD_EVENT_LOCK_LOST)
+        crd__log(c, CRD_LOG_ERROR, "lock \"%.*s\" of owner %llu lost: %s", len, h->name,
+                 (unsigned long long)h->owner, detail != NULL && *detail ? detail : crd_strerror(st));
+    else if (kind == CRD_EVENT_RENEWAL_FAILING)
+        crd__log(c, CRD_LOG_WARN, "renewing lock \"%.*s\" of owner %llu fails: %s", len, h->name,
+                 (unsigned long long)h->owner, detail != NULL && *detail ? detail : crd_strerror(st));
+    else
+        crd__log(c, CRD_LOG_INFO, "renewing lock \"%.*s\" of owner %llu works again", len,
+                 h->name, (unsigned long long)h->owner);
     if (c->opts.on_event == NULL)
         return;
     int64_t left = h->valid_until - crd__now_ms();
@@ -292,6 +302,7 @@ static bool renew_list(crd_client *c, crd__watchdog *wd, item_list *list, bool r
                     continue; /* released or replaced meanwhile: this answer is stale */
                 if (good && r->element[j]->type == REDIS_REPLY_INTEGER) {
                     if (r->element[j]->integer == 1) {
+                        CRD__COUNT(c, renewals);
                         if (sent + c->opts.watchdog_timeout_ms > h->valid_until)
                             h->valid_until = sent + c->opts.watchdog_timeout_ms;
                         if (h->failing) {
@@ -300,10 +311,12 @@ static bool renew_list(crd_client *c, crd__watchdog *wd, item_list *list, bool r
                         }
                     } else {
                         h->lost = true;
+                        CRD__COUNT(c, locks_lost);
                         push_event(&ev, CRD_EVENT_LOCK_LOST, h, CRD_LOCK_LOST);
                     }
                 } else {
                     ok = false;
+                    CRD__COUNT(c, renewal_failures);
                     if (!h->failing) {
                         h->failing = true;
                         push_event(&ev, CRD_EVENT_RENEWAL_FAILING, h,
@@ -348,6 +361,7 @@ static bool renew_round(crd_client *c, crd__watchdog *wd)
     for (size_t i = 0; i < col.nexp; i++) {
         crd__hold *h = col.expired[i];
         h->lost = true;
+        CRD__COUNT(c, locks_lost);
         push_event(&ev, CRD_EVENT_LOCK_LOST, h, CRD_LOCK_LOST);
     }
     pthread_mutex_unlock(&hs->mu);

@@ -1,0 +1,136 @@
+/*
+ * test_metrics.c -- the metrics snapshot and the log callback (issue #8): known
+ * operations move the counters by known amounts, and the log callback hears about
+ * renewal failures and lost locks.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "harness.h"
+
+static crd_metrics snapshot(crd_client *c)
+{
+    crd_metrics m;
+    cr_assert_eq(crd_client_metrics(c, &m, sizeof m), CRD_OK);
+    return m;
+}
+
+Test(metrics, known_operations_move_the_counters_by_known_amounts)
+{
+    crd_client *c = crdt_client();
+    crd_lock *l = crdt_lock(c, crdt_key("m"));
+    crd_metrics m0 = snapshot(c);
+    cr_assert_eq(m0.acquisitions, 0);
+    cr_assert_eq(m0.holds_now, 0);
+    cr_assert_geq(m0.connects, 1, "the start-up connection counts");
+
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(crd_lock_acquire(l, 0, 10000), CRD_OK);
+    crd_metrics m1 = snapshot(c);
+    cr_assert_eq(m1.acquisitions, 3);
+    cr_assert_eq(m1.contended, 0);
+    cr_assert_eq(m1.holds_now, 1, "re-entries share one hold record");
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(crd_lock_release(l), CRD_OK);
+    crd_metrics m2 = snapshot(c);
+    cr_assert_eq(m2.releases, 3);
+    cr_assert_eq(m2.holds_now, 0);
+    cr_assert_geq(m2.hold_ms_max, 0);
+
+    /* A contended acquire: another client holds for a while, then releases. */
+    crd_client *other = crdt_client();
+    crd_lock *ol = crdt_lock(other, crdt_key("m"));
+    cr_assert_eq(crd_lock_acquire(ol, 0, 10000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(l, 0, 10000), CRD_BUSY);
+    cr_assert_eq(crd_lock_acquire(l, 50, 10000), CRD_TIMEOUT);
+    crd_metrics m3 = snapshot(c);
+    cr_assert_eq(m3.acquire_busy, 2);
+    cr_assert_eq(crd_lock_release(ol), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(l, 1000, 10000), CRD_OK);
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    crd_metrics m4 = snapshot(c);
+    cr_assert_eq(m4.acquisitions, 4);
+    cr_assert_geq(m4.subscribes, 1, "the timed wait subscribed");
+    cr_assert_leq(m4.wait_ms_p50, m4.wait_ms_max + 1);
+
+    /* Bad arguments. */
+    cr_assert_eq(crd_client_metrics(NULL, &m4, sizeof m4), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_client_metrics(c, NULL, sizeof m4), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_client_metrics(c, &m4, 8), CRD_INVALID_ARGUMENT);
+    crd_lock_free(ol);
+    crd_lock_free(l);
+    crd_client_free(other);
+    crd_client_free(c);
+}
+
+typedef struct logbook {
+    pthread_mutex_t mu;
+    int warn_renewal, error_lost, info;
+    char last[512];
+} logbook;
+
+static void on_log(void *ud, crd_log_level level, const char *msg)
+{
+    logbook *b = ud;
+    pthread_mutex_lock(&b->mu);
+    if (level == CRD_LOG_WARN && strstr(msg, "renewing") != NULL)
+        b->warn_renewal++;
+    if (level == CRD_LOG_ERROR && strstr(msg, "lost") != NULL)
+        b->error_lost++;
+    if (level == CRD_LOG_INFO)
+        b->info++;
+    snprintf(b->last, sizeof b->last, "%s", msg);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static bool lost_logged(void *arg)
+{
+    logbook *b = arg;
+    pthread_mutex_lock(&b->mu);
+    bool done = b->error_lost > 0;
+    pthread_mutex_unlock(&b->mu);
+    return done;
+}
+
+static bool failing_logged(void *arg)
+{
+    logbook *b = arg;
+    pthread_mutex_lock(&b->mu);
+    bool done = b->warn_renewal > 0;
+    pthread_mutex_unlock(&b->mu);
+    return done;
+}
+
+Test(metrics, the_log_callback_hears_renewal_failures_and_lost_locks)
+{
+    /* A private server: CLIENT PAUSE must not stall the other tests. */
+    crdt_server srv;
+    crdt_server_start(&srv, false, NULL, NULL, NULL);
+    logbook book = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, ""};
+    crd_options o;
+    crdt_options(&o);
+    o.port = srv.port;
+    o.watchdog_timeout_ms = 900;
+    o.command_timeout_ms = 150;
+    o.on_log = on_log;
+    o.log_user_data = &book;
+    crd_client *c = crdt_client_opts(&o);
+    crd_lock *l = crdt_lock(c, "metrics:log");
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+
+    /* Writes paused longer than the lease: renewals fail, then the lease runs out. */
+    redisContext *r = crdt_redis_port(srv.port);
+    freeReplyObject(crdt_cmd(r, "CLIENT PAUSE 1500 WRITE"));
+    cr_assert(crdt_wait_until(failing_logged, &book, 1200), "no renewal-failure log line");
+    cr_assert(crdt_wait_until(lost_logged, &book, 2000), "no lock-lost log line");
+    crd_metrics m = snapshot(c);
+    cr_assert_geq(m.renewal_failures, 1);
+    cr_assert_geq(m.locks_lost, 1);
+    cr_assert_eq(crd_lock_release(l), CRD_LOCK_LOST);
+    crd_lock_free(l);
+    crd_client_free(c);
+    redisFree(r);
+    crdt_server_stop(&srv);
+}
