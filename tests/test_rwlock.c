@@ -54,7 +54,8 @@ static void field_of(crd_client *c, uint64_t owner, char *buf, size_t cap)
 /* The timeout key of read hold i of a field: {N}:<field>:rwlock_timeout:<i>. */
 static void tkey_of(const char *name, const char *field, int i, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "{%s}:%s:rwlock_timeout:%d", name, field, i);
+    int n = snprintf(buf, cap, "{%s}:%s:rwlock_timeout:%d", name, field, i);
+    cr_assert(n > 0 && (size_t)n < cap, "timeout key does not fit in %zu bytes", cap);
 }
 
 static void chan_of(const char *name, char *buf, size_t cap)
