@@ -46,7 +46,6 @@ void crd__holds_free(crd_client *c)
         crd__hold *e = h->buckets[i];
         while (e != NULL) {
             crd__hold *next = e->next;
-            free(e->name);
             free(e);
             e = next;
         }
@@ -91,14 +90,10 @@ static void grow(crd__holds *h)
 crd__hold *crd__holds_insert(crd__holds *h, const char *name, size_t len, uint64_t owner,
                              int kind)
 {
-    crd__hold *e = calloc(1, sizeof *e);
+    crd__hold *e = calloc(1, sizeof *e + len + 1);
     if (e == NULL)
         return NULL;
-    e->name = malloc(len + 1);
-    if (e->name == NULL) {
-        free(e);
-        return NULL;
-    }
+    e->name = e->name_buf;
     memcpy(e->name, name, len);
     e->name[len] = '\0';
     e->name_len = len;
@@ -123,7 +118,6 @@ void crd__holds_remove(crd__holds *h, crd__hold *hold)
             if (hold->watchdog)
                 h->nwatchdog--;
             h->count--;
-            free(hold->name);
             free(hold);
             return;
         }

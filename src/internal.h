@@ -201,7 +201,7 @@ typedef enum crd__kind { CRD__RLOCK = 0, CRD__FAIR = 1, CRD__READ = 2, CRD__WRIT
 
 /* What this client believes one owner holds on one name. */
 typedef struct crd__hold {
-    char *name;
+    char *name;           /* points at name_buf: one allocation per hold */
     size_t name_len;
     uint64_t owner;
     int kind;             /* crd__kind */
@@ -215,6 +215,7 @@ typedef struct crd__hold {
     int64_t valid_until;  /* monotonic ms: send time of last acquire/renewal + lease */
     int64_t since;        /* monotonic ms of the first acquire of this hold */
     struct crd__hold *next;
+    char name_buf[];      /* the name, NUL-terminated */
 } crd__hold;
 
 struct crd__holds {
@@ -246,8 +247,8 @@ void crd__watchdog_stop(crd_client *c); /* joins the thread; stays allocated */
 void crd__watchdog_free(crd_client *c);
 /* A watchdog hold was added: make sure the thread has a tick scheduled. */
 void crd__watchdog_kick(crd_client *c);
-void crd__emit_event(crd_client *c, crd_event_kind kind, const crd__hold *h,
-                     crd_status st, const char *detail);
+void crd__emit_event(crd_client *c, crd_event_kind kind, const char *name, size_t name_len,
+                     uint64_t owner, int64_t valid_until, crd_status st, const char *detail);
 
 /* ---- lock.c --------------------------------------------------------------------------- */
 

@@ -37,23 +37,23 @@ struct crd__watchdog {
     crd__conn conn;
 };
 
-void crd__emit_event(crd_client *c, crd_event_kind kind, const crd__hold *h, crd_status st,
-                     const char *detail)
+void crd__emit_event(crd_client *c, crd_event_kind kind, const char *name, size_t name_len,
+                     uint64_t owner, int64_t valid_until, crd_status st, const char *detail)
 {
-    int len = (int)(h->name_len > 80 ? 80 : h->name_len);
+    int len = (int)(name_len > 80 ? 80 : name_len);
     if (kind == CRD_EVENT_LOCK_LOST)
-        crd__log(c, CRD_LOG_ERROR, "lock \"%.*s\" of owner %llu lost: %s", len, h->name,
-                 (unsigned long long)h->owner, detail != NULL && *detail ? detail : crd_strerror(st));
+        crd__log(c, CRD_LOG_ERROR, "lock \"%.*s\" of owner %llu lost: %s", len, name,
+                 (unsigned long long)owner, detail != NULL && *detail ? detail : crd_strerror(st));
     else if (kind == CRD_EVENT_RENEWAL_FAILING)
-        crd__log(c, CRD_LOG_WARN, "renewing lock \"%.*s\" of owner %llu fails: %s", len, h->name,
-                 (unsigned long long)h->owner, detail != NULL && *detail ? detail : crd_strerror(st));
+        crd__log(c, CRD_LOG_WARN, "renewing lock \"%.*s\" of owner %llu fails: %s", len, name,
+                 (unsigned long long)owner, detail != NULL && *detail ? detail : crd_strerror(st));
     else
         crd__log(c, CRD_LOG_INFO, "renewing lock \"%.*s\" of owner %llu works again", len,
-                 h->name, (unsigned long long)h->owner);
+                 name, (unsigned long long)owner);
     if (c->opts.on_event == NULL)
         return;
-    int64_t left = h->valid_until - crd__now_ms();
-    crd_event ev = {kind, h->name, h->name_len, h->owner,
+    int64_t left = valid_until - crd__now_ms();
+    crd_event ev = {kind, name, name_len, owner,
                     kind == CRD_EVENT_LOCK_LOST || left < 0 ? 0 : left, st,
                     detail != NULL ? detail : ""};
     c->opts.on_event(c->opts.event_user_data, &ev);
@@ -149,7 +149,10 @@ static void collect_one(crd__hold *h, void *arg)
 /* A pending event, emitted after holds->mu is released. */
 typedef struct pending_event {
     crd_event_kind kind;
-    crd__hold copy; /* name points into names below */
+    char *name;
+    size_t name_len;
+    uint64_t owner;
+    int64_t valid_until;
     crd_status st;
 } pending_event;
 
@@ -169,12 +172,15 @@ static void push_event(events *e, crd_event_kind kind, const crd__hold *h, crd_s
         e->cap = cap;
     }
     pending_event *pe = &e->ev[e->n];
-    pe->kind = kind;
-    pe->copy = *h;
-    pe->copy.name = malloc(h->name_len + 1);
-    if (pe->copy.name == NULL)
+    pe->name = malloc(h->name_len + 1);
+    if (pe->name == NULL)
         return;
-    memcpy(pe->copy.name, h->name, h->name_len);
+    memcpy(pe->name, h->name, h->name_len);
+    pe->name[h->name_len] = '\0';
+    pe->kind = kind;
+    pe->name_len = h->name_len;
+    pe->owner = h->owner;
+    pe->valid_until = h->valid_until;
     pe->st = st;
     e->n++;
 }
@@ -182,8 +188,10 @@ static void push_event(events *e, crd_event_kind kind, const crd__hold *h, crd_s
 static void flush_events(crd_client *c, events *e, const char *detail)
 {
     for (size_t i = 0; i < e->n; i++) {
-        crd__emit_event(c, e->ev[i].kind, &e->ev[i].copy, e->ev[i].st, detail);
-        free(e->ev[i].copy.name);
+        pending_event *pe = &e->ev[i];
+        crd__emit_event(c, pe->kind, pe->name, pe->name_len, pe->owner, pe->valid_until, pe->st,
+                        detail);
+        free(pe->name);
     }
     e->n = 0;
 }
