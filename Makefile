@@ -27,7 +27,8 @@ test-sanitize: deps
 	@for s in address thread; do \
 	    cmake -S . -B $(BUILD)-$$s -DCMAKE_BUILD_TYPE=Debug -DCREDISSON_SANITIZE=$$s $(CMAKE_FLAGS) >/dev/null && \
 	    cmake --build $(BUILD)-$$s -j$(JOBS) && \
-	    (cd $(BUILD)-$$s && ASAN_OPTIONS=detect_leaks=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	    (cd $(BUILD)-$$s && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
+	        TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	        ctest --output-on-failure --timeout 900 -E '^interop$$') || exit 1; \
 	done
 

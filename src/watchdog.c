@@ -401,9 +401,12 @@ static void *watchdog_main(void *arg)
         if (wd->stop)
             break;
         pthread_mutex_unlock(&wd->mu);
+        /* The next round is timed from this round's start, so the time a large round
+         * takes does not stretch the renewal period. */
+        int64_t round_start = crd__now_ms();
         bool ok = renew_round(c, wd);
         pthread_mutex_lock(&wd->mu);
-        next = crd__now_ms() + (ok ? period : retry);
+        next = round_start + (ok ? period : retry);
     }
     pthread_mutex_unlock(&wd->mu);
     return NULL;

@@ -461,10 +461,16 @@ static bool subscribed_pred(void *arg)
     return v >= 1;
 }
 
+static bool four_scripts(void *arg) { return crdt_tracelog_count_scripts(arg, 0) >= 4; }
+
 Test(client, freeing_a_client_wakes_its_blocked_waiters_with_closed)
 {
     crd_client *holder = crdt_client();
-    crd_client *c = crdt_client();
+    crdt_tracelog *log = crdt_tracelog_new();
+    crd_options o;
+    crdt_options(&o);
+    crdt_tracelog_attach(log, &o);
+    crd_client *c = crdt_client_opts(&o);
     const char *key = crdt_key("L");
     crd_lock *lh = crdt_lock(holder, key);
     crd_lock *l = crdt_lock(c, key);
@@ -478,6 +484,10 @@ Test(client, freeing_a_client_wakes_its_blocked_waiters_with_closed)
     ns.r = crdt_redis();
     snprintf(ns.channel, sizeof ns.channel, "redisson_lock__channel:{%s}", key);
     cr_assert(crdt_wait_until(subscribed_pred, &ns, 5000), "the waiters never subscribed");
+    /* Both threads are inside the wait once each has sent its attempt and its re-check
+     * after the (shared) subscription: 4 scripts. Freeing the client before a thread has
+     * even entered crd_lock_acquire would be a use after free by the test itself. */
+    cr_assert(crdt_wait_until(four_scripts, log, 5000), "the waiters never both blocked");
 
     int64_t t0 = crdt_now_ms();
     crd_client_free(c);
@@ -492,6 +502,7 @@ Test(client, freeing_a_client_wakes_its_blocked_waiters_with_closed)
     crd_lock_free(lh);
     crd_client_free(holder);
     redisFree(ns.r);
+    crdt_tracelog_free(log);
     cr_assert(crdt_pubsub_channels_empty(ns.channel));
 }
 

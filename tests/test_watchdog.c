@@ -1050,7 +1050,9 @@ Test(watchdog, ten_thousand_holds_are_renewed_in_batches_of_one_hundred_per_scri
                   ri[i].calls, nlocks);
         cr_assert_eq(ri[i].keys, (size_t)nlocks, "round %zu renewed %zu keys", i + 1, ri[i].keys);
         int64_t gap_ms = (ri[i + 1].start_ns - ri[i].start_ns) / 1000000;
-        cr_assert(gap_ms >= period - 50 && gap_ms <= period + 400, "rounds %" PRId64 " ms apart",
+        /* Rounds are timed from their start; the trace sees a round when its first reply
+         * arrives, which moves with the round trip (and a slow sanitizer build). */
+        cr_assert(gap_ms >= period - 150 && gap_ms <= period + 400, "rounds %" PRId64 " ms apart",
                   gap_ms);
     }
     /* Server view: at most three rounds of ~100 calls fall into the two periods. */
