@@ -363,6 +363,102 @@ static bool test_watchdog_lost(void)
     return ok;
 }
 
+/* Renewals of 2000 holds run while two threads release them: renewal racing release. */
+typedef struct release_half {
+    crd_lock **locks;
+    uint64_t owner;
+    int from, to;
+    atomic_int *errors;
+} release_half;
+
+static void *release_range(void *arg)
+{
+    release_half *r = arg;
+    for (int i = r->from; i < r->to; i++)
+        if (crd_lock_release_owner(r->locks[i], r->owner) != CRD_OK)
+            atomic_fetch_add(r->errors, 1);
+    return NULL;
+}
+
+static bool test_renewal_races_release(void)
+{
+    bool ok = true;
+    enum { N = 2000 };
+    events ev = {0};
+    crd_client *c = client_with(300, on_event, &ev);
+    crd_lock **locks = calloc(N, sizeof *locks);
+    uint64_t owner = crd_owner_new();
+    CHECK(c != NULL && locks != NULL, "setup");
+    for (int i = 0; ok && i < N; i++) {
+        char n[32];
+        snprintf(n, sizeof n, "race%d", i);
+        CHECK(crd_lock_new(c, key(n), &locks[i]) == CRD_OK, "new");
+        CHECK(crd_lock_acquire_owner(locks[i], owner, 0, CRD_LEASE_WATCHDOG) == CRD_OK, "acquire");
+    }
+    if (ok) {
+        sleep_ms(250); /* into the second renewal period, then release under renewal */
+        atomic_int errors = 0;
+        release_half a = {locks, owner, 0, N / 2, &errors}, b = {locks, owner, N / 2, N, &errors};
+        pthread_t ta, tb;
+        pthread_create(&ta, NULL, release_range, &a);
+        pthread_create(&tb, NULL, release_range, &b);
+        pthread_join(ta, NULL);
+        pthread_join(tb, NULL);
+        CHECK(errors == 0, "%d releases failed", (int)errors);
+        CHECK(atomic_load(&ev.lost) == 0, "%d holds reported lost", atomic_load(&ev.lost));
+        sleep_ms(400); /* a late renewal must not re-create anything */
+        CHECK(raw_int("EXISTS %s", key("race0")) == 0, "a renewal re-created a released lock");
+        CHECK(raw_int("EXISTS %s", key("race1999")) == 0, "a renewal re-created a released lock");
+    }
+    for (int i = 0; locks != NULL && i < N; i++)
+        crd_lock_free(locks[i]);
+    free(locks);
+    crd_client_free(c);
+    return ok;
+}
+
+/* CLIENT PAUSE longer than the lease: renewal-failing, then lock-lost, reported from the
+ * watchdog thread while the caller's thread reads the validity. */
+static bool test_pause_loses_lock(void)
+{
+    bool ok = true;
+    events ev = {0};
+    crd_options o;
+    crd_options_init(&o);
+    o.port = port;
+    o.watchdog_timeout_ms = 600;
+    o.command_timeout_ms = 100;
+    o.on_event = on_event;
+    o.event_user_data = &ev;
+    crd_client *c = NULL;
+    CHECK(crd_client_new(&o, &c) == CRD_OK, "client");
+    crd_lock *l = NULL;
+    CHECK(crd_lock_new(c, key("pause"), &l) == CRD_OK, "new");
+    CHECK(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG) == CRD_OK, "acquire");
+    redisContext *r = raw();
+    redisReply *rep = r ? redisCommand(r, "CLIENT PAUSE 1200 WRITE") : NULL;
+    if (rep)
+        freeReplyObject(rep);
+    int64_t deadline = now_ms() + 3000;
+    while (atomic_load(&ev.lost) == 0 && now_ms() < deadline) {
+        int64_t v;
+        crd_lock_validity_ms(l, &v);
+        sleep_ms(5);
+    }
+    CHECK(atomic_load(&ev.failing) >= 1, "no renewal-failing event");
+    CHECK(atomic_load(&ev.lost) == 1, "lost events: %d", atomic_load(&ev.lost));
+    int64_t v = 1;
+    CHECK(crd_lock_validity_ms(l, &v) == CRD_LOCK_LOST && v == 0, "validity after loss");
+    sleep_ms(1300 - 600); /* the pause ends; nothing may re-create the key */
+    CHECK(raw_int("EXISTS %s", key("pause")) == 0, "the lost lock was re-created");
+    CHECK(crd_lock_release(l) == CRD_LOCK_LOST, "release after loss");
+    if (r)
+        redisFree(r);
+    crd_lock_free(l);
+    crd_client_free(c);
+    return ok;
+}
+
 /* ---- 4. subscriber connection killed while waiting ------------------------------------ */
 
 typedef struct waiter_arg {
@@ -546,6 +642,8 @@ int main(void)
         {"fair_threads", test_fair_threads},
         {"rw_threads", test_rw_threads},
         {"watchdog_lost", test_watchdog_lost},
+        {"renewal_races_release", test_renewal_races_release},
+        {"pause_loses_lock", test_pause_loses_lock},
         {"subscriber_killed", test_subscriber_killed},
         {"thread_exit", test_thread_exit},
         {"fork", test_fork},
