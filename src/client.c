@@ -67,6 +67,7 @@ static void drop_hold(crd__hold *h, void *arg) { crd__holds_remove(arg, h); }
 static void fork_child(void)
 {
     atomic_store(&current_pid, (int)getpid());
+    crd__random_after_fork();
     for (crd_client *c = registry; c != NULL; c = c->next_client) {
         crd__uuid_v4(c->uuid);
         c->pid = getpid();
@@ -201,7 +202,11 @@ crd_status crd__pool_get(crd_client *c, crd__conn **out)
     int idx = c->pool_free[--c->pool_nfree];
     pthread_mutex_unlock(&c->pool_mu);
     crd__conn *conn = &c->pool[idx];
+    unsigned epoch = atomic_load(&c->pool_epoch);
+    if (conn->ctx != NULL && conn->epoch != epoch)
+        crd__conn_close(conn); /* opened before a failure: probably dead too */
     if (conn->ctx == NULL) {
+        conn->epoch = epoch;
         crd_status st = crd__conn_open(c, conn);
         if (st != CRD_OK) {
             crd__pool_put(c, conn);
@@ -214,8 +219,10 @@ crd_status crd__pool_get(crd_client *c, crd__conn **out)
 
 void crd__pool_put(crd_client *c, crd__conn *conn)
 {
-    if (conn->broken)
+    if (conn->broken) {
         crd__conn_close(conn);
+        atomic_fetch_add(&c->pool_epoch, 1);
+    }
     pthread_mutex_lock(&c->pool_mu);
     c->pool_free[c->pool_nfree++] = (int)(conn - c->pool);
     pthread_cond_signal(&c->pool_cv);

@@ -90,7 +90,10 @@ static crd_status setup_cmd(crd_client *c, crd__conn *conn, int argc, const char
     if (st != CRD_OK)
         return st;
     if (r->type == REDIS_REPLY_ERROR) {
-        bool auth = strncmp(r->str, "NOAUTH", 6) == 0 || strncmp(r->str, "WRONGPASS", 9) == 0;
+        /* Credentials refused -> CRD_AUTH; anything else (a full server answering every
+         * command with an error, ...) is the server's own failure. */
+        bool auth = strncmp(r->str, "NOAUTH", 6) == 0 || strncmp(r->str, "WRONGPASS", 9) == 0 ||
+                    strstr(r->str, "password") != NULL || strstr(r->str, "AUTH") != NULL;
         st = crd__fail(c, auth ? CRD_AUTH : refused, "%s refused: %.*s", what, (int)r->len, r->str);
         freeReplyObject(r);
         return st;
@@ -131,10 +134,10 @@ crd_status crd__conn_open(crd_client *c, crd__conn *conn)
     if (c->ep.password != NULL) {
         const char *argv[3] = {"AUTH", c->ep.username, c->ep.password};
         if (c->ep.username != NULL)
-            st = setup_cmd(c, conn, 3, argv, CRD_AUTH, "AUTH");
+            st = setup_cmd(c, conn, 3, argv, CRD_SERVER, "AUTH");
         else {
             argv[1] = c->ep.password;
-            st = setup_cmd(c, conn, 2, argv, CRD_AUTH, "AUTH");
+            st = setup_cmd(c, conn, 2, argv, CRD_SERVER, "AUTH");
         }
     }
     if (st == CRD_OK && c->ep.db != 0) {

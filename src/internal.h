@@ -47,6 +47,8 @@ int crd__cond_init(pthread_cond_t *cv);
 size_t crd__owner_field(const char *uuid, uint64_t owner, char *buf);
 /* 16 random bytes from the OS as 32 lowercase hex characters plus NUL. */
 crd_status crd__random_hex32(char out[33]);
+/* Forget buffered random bytes (fork child handler). */
+void crd__random_after_fork(void);
 /* A v4 UUID from libuuid (which reads the OS CSPRNG), lowercase. */
 void crd__uuid_v4(char out[37]);
 /* Thread-exit hook: called with the exiting thread's owner id (if it had one). */
@@ -86,7 +88,8 @@ void crd__endpoint_clear(crd__endpoint *ep);
 
 typedef struct crd__conn {
     redisContext *ctx;
-    bool broken; /* an I/O error happened: discard, never reuse */
+    bool broken;    /* an I/O error happened: discard, never reuse */
+    unsigned epoch; /* pool connections: the pool epoch when it was opened */
 } crd__conn;
 
 /* Opens a connection with the client's endpoint, timeouts, AUTH and SELECT. */
@@ -146,6 +149,10 @@ struct crd_client {
     crd__conn *pool;
     int *pool_free; /* stack of free slot indexes */
     int pool_nfree;
+    /* Bumped whenever a pool connection breaks: idle connections opened before are
+     * reopened at their next use instead of failing one by one (a server restart or a
+     * network cut kills them all at once). */
+    atomic_uint pool_epoch;
 
     crd__pubsub *ps;
     crd__holds *holds;

@@ -437,11 +437,16 @@ static crd_status try_once(acquire_ctx *a, attempt *out)
     }
     redisReply *r = NULL;
     int64_t sent = 0;
-    crd_status st = run_acquire(a, &r, &sent);
-    if (st == CRD_IO && sent == 0)
-        return st; /* nothing was sent: nothing to resolve */
-    if (st == CRD_IO) {
-        /* Sent, no reply: it may have run. Never resend; read the field back. */
+    crd_status st = CRD_IO;
+    /* A second send only after the read-back proved the first did not run: a pooled
+     * connection cut while idle (a server restart, CLIENT KILL) fails the first try. */
+    for (int try_no = 0; try_no < 2 && st == CRD_IO; try_no++) {
+        st = run_acquire(a, &r, &sent);
+        if (st == CRD_IO && sent == 0)
+            return st; /* nothing was sent: nothing to resolve */
+        if (st != CRD_IO)
+            break;
+        /* Sent, no reply: it may have run. Never resend blindly; read the field back. */
         a->pending = true;
         bool happened = false;
         st = resolve_acquire(l, a->field, a->flen, local_count(l, a->owner, l->kind) + 1,
@@ -449,11 +454,14 @@ static crd_status try_once(acquire_ctx *a, attempt *out)
         if (st != CRD_OK)
             return st;
         a->pending = false;
-        if (!happened)
-            return crd__fail(c, CRD_IO, "acquire failed on the connection and did not happen");
-        out->acquired = true;
-        return record_acquire(l, a->owner, a->lease, a->watchdog, sent);
+        if (happened) {
+            out->acquired = true;
+            return record_acquire(l, a->owner, a->lease, a->watchdog, sent);
+        }
+        st = crd__fail(c, CRD_IO, "acquire failed on the connection and did not happen");
     }
+    if (st != CRD_OK)
+        return st;
     if (st != CRD_OK)
         return st;
     if (r->type == REDIS_REPLY_NIL) {
@@ -581,7 +589,7 @@ crd_status crd_lock_acquire_owner(crd_lock *l, uint64_t owner, int64_t wait_ms, 
         return st;
     }
     crd_status last_error = CRD_OK;
-    int64_t fair_backoff = 4;
+    int64_t fair_backoff = 4, io_backoff = 25;
     for (;;) {
         if (atomic_load(&c->closed)) {
             st = crd__fail(c, CRD_CLOSED, "client closed while waiting");
@@ -608,7 +616,12 @@ crd_status crd_lock_acquire_owner(crd_lock *l, uint64_t owner, int64_t wait_ms, 
          * fair waiter told "free, but not your turn" (0) backs off from 4 ms while the
          * head takes its turn. */
         int64_t slice;
-        if (st != CRD_OK || at.ttl < 0)
+        if (st != CRD_OK) {
+            /* Redis failed (restart, cut): retry soon, backing off to the poll interval. */
+            slice = io_backoff;
+            io_backoff = io_backoff * 2 < c->opts.poll_interval_ms ? io_backoff * 2
+                                                                   : c->opts.poll_interval_ms;
+        } else if (at.ttl < 0)
             slice = c->opts.poll_interval_ms;
         else if (l->kind == CRD__FAIR && at.ttl == 0) {
             slice = fair_backoff;
@@ -619,6 +632,8 @@ crd_status crd_lock_acquire_owner(crd_lock *l, uint64_t owner, int64_t wait_ms, 
             if (l->kind == CRD__FAIR)
                 fair_backoff = 4;
         }
+        if (st == CRD_OK)
+            io_backoff = 25;
         if (!confirmed && slice > c->opts.poll_interval_ms)
             slice = c->opts.poll_interval_ms;
         if (slice < 1)
@@ -813,11 +828,16 @@ static crd_status release_hold(crd_lock *l, uint64_t owner)
                 if (v == 1)
                     crd__hist_add(&c->metrics.hold, crd__now_ms() - hold->since);
                 crd__holds_remove(h, hold);
+            } else if (--hold->count < 1) {
+                /* Redis holds more than this client took: an acquire whose reply was lost
+                 * ran after all (PROTOCOL.md 12). The caller has released everything it
+                 * knows of, so stop renewing and let that orphan expire with its lease. */
+                crd__log(c, CRD_LOG_WARN, "lock \"%.*s\" is still held in Redis after its last "
+                         "known release (an acquire whose reply was lost ran); it expires "
+                         "after its lease", (int)(l->name_len > 60 ? 60 : l->name_len), l->name);
+                crd__holds_remove(h, hold);
             } else {
-                hold->count--;
                 hold->releasing = false;
-                if (hold->count < 1)
-                    hold->count = 1; /* Redis says held: trust Redis */
             }
         }
         pthread_mutex_unlock(&h->mu);

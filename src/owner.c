@@ -51,21 +51,50 @@ uint64_t crd_owner_current(void)
 
 size_t crd__owner_field(const char *uuid, uint64_t owner, char *buf)
 {
-    int n = snprintf(buf, 58, "%s:%llu", uuid, (unsigned long long)owner);
-    return (size_t)n;
+    /* On every acquire, release and renewal: no snprintf. */
+    char digits[20];
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + owner % 10);
+        owner /= 10;
+    } while (owner != 0);
+    memcpy(buf, uuid, 36);
+    buf[36] = ':';
+    for (int i = 0; i < n; i++)
+        buf[37 + i] = digits[n - 1 - i];
+    buf[37 + n] = '\0';
+    return (size_t)(37 + n);
+}
+
+/* Random bytes for request ids, drawn from the OS 256 bytes at a time per thread, so a
+ * release does not cost a system call. */
+static _Thread_local struct {
+    unsigned char bytes[256];
+    size_t left;
+} tls_rand;
+
+/* In a forked child (run on its only thread, the one that forked): never hand out the
+ * bytes the parent may also hand out. */
+void crd__random_after_fork(void)
+{
+    memset(&tls_rand, 0, sizeof tls_rand);
 }
 
 crd_status crd__random_hex32(char out[33])
 {
     static const char hex[] = "0123456789abcdef";
-    unsigned char b[16];
-    size_t got = 0;
-    while (got < sizeof b) {
-        ssize_t n = getrandom(b + got, sizeof b - got, 0);
-        if (n <= 0)
-            return CRD_IO;
-        got += (size_t)n;
+    if (tls_rand.left < 16) {
+        size_t got = 0;
+        while (got < sizeof tls_rand.bytes) {
+            ssize_t n = getrandom(tls_rand.bytes + got, sizeof tls_rand.bytes - got, 0);
+            if (n <= 0)
+                return CRD_IO;
+            got += (size_t)n;
+        }
+        tls_rand.left = sizeof tls_rand.bytes;
     }
+    unsigned char *b = tls_rand.bytes + sizeof tls_rand.bytes - tls_rand.left;
+    tls_rand.left -= 16;
     for (int i = 0; i < 16; i++) {
         out[2 * i] = hex[b[i] >> 4];
         out[2 * i + 1] = hex[b[i] & 15];

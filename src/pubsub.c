@@ -47,7 +47,7 @@ struct crd__pubsub {
     pthread_t thread;
     bool thread_started;
     bool stop;
-    int sub_fd; /* the subscriber socket, -1 when none (closed in a forked child) */
+    redisContext *sub_ctx; /* the subscriber connection (freed, never written, in a child) */
 };
 
 static void poke(crd__pubsub *ps)
@@ -139,9 +139,14 @@ static void handle_reply(crd_client *c, redisReply *r)
     crd__sub *s = find(ps, ch->str, ch->len);
     if (s != NULL) {
         if (message) {
+            /* A message that arrives while an UNSUBSCRIBE is in flight was published before
+             * any waiter that joined since is subscribed; that waiter re-checks once its
+             * own subscription is confirmed anyway, so the message would only cost it a
+             * useless retry. */
             const redisReply *p = r->element[2];
             bool all = p->type == REDIS_REPLY_STRING && p->len == 1 && p->str[0] == '1';
-            wake(s, all);
+            if (live(s))
+                wake(s, all);
         } else if (sub) {
             CRD__COUNT(c, subscribes);
             s->inflight = false;
@@ -223,7 +228,7 @@ static void *subscriber_main(void *arg)
             crd__log(c, CRD_LOG_INFO, "subscriber connection reopened; resubscribing and waking "
                      "every waiter to re-check");
         pthread_mutex_lock(&ps->mu);
-        ps->sub_fd = ctx->fd;
+        ps->sub_ctx = ctx;
         pthread_mutex_unlock(&ps->mu);
         bool alive = true;
         while (alive) {
@@ -259,7 +264,7 @@ static void *subscriber_main(void *arg)
             }
         }
         pthread_mutex_lock(&ps->mu);
-        ps->sub_fd = -1;
+        ps->sub_ctx = NULL;
         pthread_mutex_unlock(&ps->mu);
         crd__conn_close(&conn);
         lost_connection(ps);
@@ -294,7 +299,6 @@ crd_status crd__pubsub_start(crd_client *c)
     }
     pthread_mutex_init(&ps->mu, NULL);
     crd__cond_init(&ps->idle_cv);
-    ps->sub_fd = -1;
     c->ps = ps;
     pthread_mutex_lock(&ps->mu);
     crd_status st = start_thread(c);
@@ -319,9 +323,9 @@ void crd__pubsub_lock_for_fork(crd_client *c, bool lock)
 void crd__pubsub_after_fork_child(crd_client *c)
 {
     crd__pubsub *ps = c->ps;
-    if (ps->sub_fd >= 0)
-        close(ps->sub_fd);
-    ps->sub_fd = -1;
+    if (ps->sub_ctx != NULL)
+        redisFree(ps->sub_ctx); /* closes our copy of the socket; writes nothing */
+    ps->sub_ctx = NULL;
     close(ps->pipe_fd[0]);
     close(ps->pipe_fd[1]);
     if (pipe2(ps->pipe_fd, O_NONBLOCK | O_CLOEXEC) != 0)

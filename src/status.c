@@ -40,11 +40,14 @@ static _Thread_local struct {
 
 crd_status crd__fail(const crd_client *c, crd_status status, const char *fmt, ...)
 {
+    /* Format into a temporary: callers may pass the current message as an argument. */
+    char msg[sizeof tls_err.msg];
     va_list ap;
-    tls_err.client = c;
     va_start(ap, fmt);
-    vsnprintf(tls_err.msg, sizeof tls_err.msg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    tls_err.client = c;
+    memcpy(tls_err.msg, msg, sizeof msg);
     return status;
 }
 

@@ -61,10 +61,11 @@ void crd__emit_event(crd_client *c, crd_event_kind kind, const char *name, size_
 
 /* One hold to renew, copied out of the table so no lock is held during I/O. */
 typedef struct item {
-    char *name;
+    char *name;   /* in the list's arena (an offset into it while collecting) */
     size_t name_len;
-    char *prefix; /* read holds: the RW key prefix P */
+    char *prefix; /* read holds: the RW key prefix P, in the arena too */
     size_t prefix_len;
+    size_t name_off, prefix_off;
     uint64_t owner;
     int kind;
     uint64_t id;  /* the record's id: a released and re-taken hold is a new record */
@@ -75,7 +76,34 @@ typedef struct item {
 typedef struct item_list {
     item *items;
     size_t n, cap;
+    char *arena; /* every name and prefix of the round, one allocation */
+    size_t used, size;
 } item_list;
+
+/* Appends len bytes (plus a NUL) to the arena; returns the offset, or SIZE_MAX. */
+static size_t arena_put(item_list *list, const char *a, size_t alen, const char *b, size_t blen,
+                        const char *c, size_t clen)
+{
+    size_t need = alen + blen + clen + 1;
+    if (list->used + need > list->size) {
+        size_t size = list->size ? list->size * 2 : 4096;
+        while (size < list->used + need)
+            size *= 2;
+        char *p = realloc(list->arena, size);
+        if (p == NULL)
+            return SIZE_MAX;
+        list->arena = p;
+        list->size = size;
+    }
+    size_t off = list->used;
+    char *d = list->arena + off;
+    memcpy(d, a, alen);
+    memcpy(d + alen, b, blen);
+    memcpy(d + alen + blen, c, clen);
+    d[need - 1] = '\0';
+    list->used += need;
+    return off;
+}
 
 typedef struct collect {
     item_list excl; /* RLock, fair and write holds: lua/lock_renew.lua */
@@ -118,22 +146,22 @@ static void collect_one(crd__hold *h, void *arg)
     }
     item *it = &list->items[list->n];
     memset(it, 0, sizeof *it);
-    it->name = malloc(h->name_len + 1);
-    if (it->name == NULL) {
+    it->name_off = arena_put(list, h->name, h->name_len, "", 0, "", 0);
+    it->name_len = h->name_len;
+    if (it->name_off == SIZE_MAX) {
         col->oom = true;
         return;
     }
-    memcpy(it->name, h->name, h->name_len);
-    it->name_len = h->name_len;
     if (h->kind == CRD__READ) {
-        crd__buf p;
-        if (crd__suffix_name(h->name, h->name_len, "", &p) != CRD_OK) {
-            free(it->name);
+        /* P = "{N}", or N itself when it has a '{' (Redisson's suffixName). */
+        bool tagged = memchr(h->name, '{', h->name_len) != NULL;
+        it->prefix_off = arena_put(list, tagged ? "" : "{", tagged ? 0 : 1, h->name, h->name_len,
+                                   tagged ? "" : "}", tagged ? 0 : 1);
+        it->prefix_len = h->name_len + (tagged ? 0 : 2);
+        if (it->prefix_off == SIZE_MAX) {
             col->oom = true;
             return;
         }
-        it->prefix = p.p;
-        it->prefix_len = p.len;
     }
     it->owner = h->owner;
     it->kind = h->kind;
@@ -347,13 +375,20 @@ static bool renew_list(crd_client *c, crd__watchdog *wd, item_list *list, bool r
     return ok;
 }
 
-static void free_list(item_list *list)
+/* Turns the arena offsets into pointers once the arena no longer moves. */
+static void fix_pointers(item_list *list)
 {
     for (size_t i = 0; i < list->n; i++) {
-        free(list->items[i].name);
-        free(list->items[i].prefix);
+        list->items[i].name = list->arena + list->items[i].name_off;
+        list->items[i].prefix =
+            list->items[i].prefix_len ? list->arena + list->items[i].prefix_off : NULL;
     }
+}
+
+static void free_list(item_list *list)
+{
     free(list->items);
+    free(list->arena);
 }
 
 /* Runs one renewal round. Returns true when every renewal got a definite answer. */
@@ -376,6 +411,8 @@ static bool renew_round(crd_client *c, crd__watchdog *wd)
     free(col.expired);
     flush_events(c, &ev, "the lease ran out while renewals failed");
     free(ev.ev);
+    fix_pointers(&col.excl);
+    fix_pointers(&col.read);
     bool ok = renew_list(c, wd, &col.excl, false);
     ok = renew_list(c, wd, &col.read, true) && ok;
     free_list(&col.excl);
