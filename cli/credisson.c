@@ -1,9 +1,11 @@
 /*
  * cli/credisson.c -- the `credisson` command-line tool.
  *
- *   credisson [--url URL] [--watchdog-ms N] run [--wait MS] [--lease MS] NAME -- CMD [ARG...]
+ *   credisson [--url URL] [--watchdog-ms N] run [--wait MS] [--lease MS] [--fair|--read|--write]
+ *             [--on-lost=term|kill|ignore] [--grace MS] NAME -- CMD [ARG...]
  *   credisson [--url URL] status [--json] NAME
- *   credisson [--url URL] unlock --force NAME
+ *   credisson [--url URL] unlock --force [--fair|--read|--write] NAME
+ *   credisson [--url URL] watch [--json] [--count N] [--timeout MS] [--interval MS] NAME
  *
  * `run` holds a Redisson-compatible lock while a child command runs. The main thread
  * acquires the lock, forks CMD, and then sleeps in poll() on one self-pipe that three
@@ -16,7 +18,13 @@
  *
  * `status` needs raw reads the public API does not offer (the list of holders, the
  * Redis type), so it opens its own hiredis connection from the same URL forms the
- * library accepts and reads TYPE, HGETALL and PTTL in one MULTI/EXEC snapshot.
+ * library accepts and reads TYPE, HGETALL and PTTL in one MULTI/EXEC snapshot; with
+ * --json it also opens a library client to report that client's metrics.
+ *
+ * `watch` uses two such connections: one subscribed to every channel a lock of any kind
+ * publishes on, one that re-reads the lock on each message and at least once per
+ * --interval (or as soon as the key's TTL runs out: an expiry publishes nothing), and
+ * prints the difference from the previous read as events.
  *
  * Exit codes follow sysexits(3) where one fits; they are listed in usage_main().
  */
@@ -70,11 +78,14 @@ static const char exit_codes_text[] =
     "  69     Redis cannot be reached, or it refused the connection (AUTH, SELECT) or a\n"
     "         command (e.g. NAME holds a value that is not a lock)\n"
     "  70     run: the lock was lost while CMD ran (force-unlocked, expired, or renewal\n"
-    "         failed for longer than the lease); CMD was sent SIGTERM (SIGKILL after 10 s)\n"
+    "         failed for longer than the lease); CMD was stopped as --on-lost says (default:\n"
+    "         SIGTERM, SIGKILL after --grace) or, with --on-lost=ignore, ran to its end\n"
     "  71     operating-system error (fork, pipe, out of memory)\n"
     "  75     run: the lock was not acquired within --wait\n"
     "  126    run: CMD could not be executed; 127: CMD was not found\n"
-    "  128+S  run: CMD was killed by signal S\n";
+    "  128+S  run: CMD was killed by signal S\n"
+    "status, unlock and watch exit 0 whatever the lock's state (watch: after --count\n"
+    "events or --timeout), 64 on a usage error and 69 when Redis is unreachable.\n";
 
 static void usage_main(FILE *f)
 {
@@ -85,12 +96,15 @@ static void usage_main(FILE *f)
             "the same lock as Java Redisson's getLock(NAME).\n"
             "\n"
             "Commands:\n"
-            "  run [--wait MS] [--lease MS] [--fair|--read|--write] NAME -- CMD [ARG...]\n"
+            "  run [--wait MS] [--lease MS] [--fair|--read|--write]\n"
+            "      [--on-lost=term|kill|ignore] [--grace MS] NAME -- CMD [ARG...]\n"
             "                   run CMD while holding lock NAME\n"
             "  status [--json] NAME\n"
-            "                   show the kind, holders and TTL of lock NAME\n"
+            "                   show the kind, holders, TTL and queue of lock NAME\n"
             "  unlock --force [--fair|--read|--write] NAME\n"
             "                   delete lock NAME whoever holds it and wake a waiter\n"
+            "  watch [--json] [--count N] [--timeout MS] [--interval MS] NAME\n"
+            "                   print hold and release events of lock NAME as they happen\n"
             "\n"
             "Global options (before COMMAND):\n"
             "  --url URL        redis://[[user]:password@]host[:port][/db] or\n"
@@ -101,6 +115,9 @@ static void usage_main(FILE *f)
             "  -h, --help       this help; 'credisson COMMAND --help' describes a command\n"
             "  --version        print the version\n"
             "\n"
+            "Environment:\n"
+            "  CREDISSON_URL    the default for --url\n"
+            "\n"
             "%s",
             exit_codes_text);
 }
@@ -109,7 +126,7 @@ static void usage_run(FILE *f)
 {
     fprintf(f,
             "usage: credisson [GLOBAL OPTIONS] run [--wait MS] [--lease MS] [--fair|--read|--write]\n"
-            "                 NAME -- CMD [ARG...]\n"
+            "                 [--on-lost=term|kill|ignore] [--grace MS] NAME -- CMD [ARG...]\n"
             "\n"
             "Acquire lock NAME, run CMD as a child process, release the lock when CMD exits.\n"
             "SIGINT, SIGTERM and SIGHUP are forwarded to CMD. Interrupting credisson while it\n"
@@ -119,9 +136,15 @@ static void usage_run(FILE *f)
             "  --wait MS    give up after MS milliseconds without the lock (exit 75);\n"
             "               0 tries once; default: wait as long as it takes\n"
             "  --lease MS   the lock expires MS milliseconds after it was taken unless CMD has\n"
-            "               exited; if the lease runs out first the lock is lost: CMD is sent\n"
-            "               SIGTERM and the exit status is 70. Default (or 0): no fixed lease,\n"
-            "               the watchdog renews the lock while CMD runs (see --watchdog-ms)\n"
+            "               exited; if the lease runs out first the lock is lost (see\n"
+            "               --on-lost) and the exit status is 70. Default (or 0): no fixed\n"
+            "               lease, the watchdog renews the lock while CMD runs (--watchdog-ms)\n"
+            "  --on-lost=term|kill|ignore\n"
+            "               what to do to CMD when the lock is lost while it runs:\n"
+            "               term (default): SIGTERM, then SIGKILL if CMD is still running\n"
+            "               after --grace; kill: SIGKILL at once; ignore: let CMD run to its\n"
+            "               end. In every case the exit status is 70\n"
+            "  --grace MS   how long CMD has to exit after SIGTERM (default 10000)\n"
             "  --fair       use the fair lock of NAME (Redisson getFairLock): waiting processes,\n"
             "               in any language, get it in the order they asked\n"
             "  --read       take the read lock of NAME (Redisson getReadWriteLock(NAME)\n"
@@ -183,10 +206,56 @@ static void usage_status(FILE *f)
             "    \"queue\":   [ { \"owner\": string, \"deadline_ms\": integer|null,\n"
             "                  \"remaining_ms\": integer|null }, ... ]   fair-lock waiters,\n"
             "                 head first; deadlines are epoch ms (the waiters' clocks)\n"
+            "    \"client\":  {           this CLI's own library client (crd_client_metrics):\n"
+            "      \"id\": string (its UUID), \"version\": string (library version),\n"
+            "      \"acquisitions\", \"contended\", \"acquire_busy\", \"releases\",\n"
+            "      \"renewals\", \"renewal_failures\", \"locks_lost\", \"connects\",\n"
+            "      \"connection_failures\", \"subscribes\", \"holds_now\": integer >= 0,\n"
+            "      \"wait_ms_p50\", \"wait_ms_p99\", \"wait_ms_max\", \"hold_ms_p50\",\n"
+            "      \"hold_ms_p99\", \"hold_ms_max\": integer ms\n"
+            "    }\n"
             "  }\n"
             "\n"
             "Exit codes: 0 (whatever the lock's state), 64 usage error, 69 Redis unreachable\n"
             "or refusing.\n");
+}
+
+static void usage_watch(FILE *f)
+{
+    fprintf(f,
+            "usage: credisson [GLOBAL OPTIONS] watch [--json] [--count N] [--timeout MS]\n"
+            "                 [--interval MS] NAME\n"
+            "\n"
+            "Print hold and release events of lock NAME (any kind: lock, fair lock, read-write\n"
+            "lock) as they happen. Subscribes to redisson_lock__channel:{NAME},\n"
+            "redisson_rwlock:{NAME}, the fair waiters' channels redisson_lock__channel:{NAME}:*\n"
+            "and __keyspace@DB__:NAME, and re-reads the lock (HGETALL, PTTL) on every message,\n"
+            "when its TTL runs out (an expiry publishes nothing), and every --interval. A\n"
+            "release that publishes (an unlock of a lock or read-write lock, a fair unlock\n"
+            "with a waiter queued, a force-unlock) is printed within milliseconds; an acquire\n"
+            "publishes nothing, so it shows at the next read (at once if the server has\n"
+            "keyspace notifications on: notify-keyspace-events Kghx).\n"
+            "\n"
+            "Options:\n"
+            "  --json         one JSON object per line instead of text\n"
+            "  --count N      exit 0 after N events\n"
+            "  --timeout MS   exit 0 after MS milliseconds\n"
+            "  --interval MS  longest time between two reads (default 250, at least 10)\n"
+            "  -h, --help     this help\n"
+            "\n"
+            "Events (text: \"HH:MM:SS.mmm EVENT NAME owner=OWNER ...\"):\n"
+            "  held     a holder found at start (printed once; not counted by --count)\n"
+            "  acquire  a new holder: count=C ttl_ms=T [mode=read|write]\n"
+            "  count    a holder's hold count changed (reentry or partial release)\n"
+            "  release  a holder is gone: cause=unlock (a message was published), expired\n"
+            "           (its TTL ran out) or removed (deleted without a message)\n"
+            "JSON: {\"time_ms\": epoch ms, \"event\": string, \"name\": string,\n"
+            "       \"owner\": string, \"count\": integer, \"ttl_ms\": integer (not on\n"
+            "       release), \"mode\": string (rwlock only), \"cause\": string (release\n"
+            "       only)}\n"
+            "\n"
+            "Exit codes: 0 after --count events or --timeout, 64 usage error, 69 Redis\n"
+            "unreachable, refusing, or the connection was lost.\n");
 }
 
 static void usage_unlock(FILE *f)
@@ -683,11 +752,16 @@ static void close_lock(cli_lock *l)
     l->rw = NULL;
 }
 
+/* What `run` does to CMD when the lock is lost while CMD runs (--on-lost). */
+typedef enum on_lost_mode { ON_LOST_TERM, ON_LOST_KILL, ON_LOST_IGNORE } on_lost_mode;
+
 static int cmd_run(const global_opts *g, int argc, char **argv)
 {
     lock_kind kind = KIND_RLOCK;
     int kinds_seen = 0;
     int64_t wait_ms = CRD_WAIT_FOREVER, lease_ms = CRD_LEASE_WATCHDOG;
+    on_lost_mode on_lost = ON_LOST_TERM;
+    int64_t grace_ms = KILL_GRACE_MS;
     const char *name = NULL;
     char **cmd = NULL;
     for (int i = 1; i < argc; i++) {
@@ -714,6 +788,21 @@ static int cmd_run(const global_opts *g, int argc, char **argv)
                                    "--lease: '%s' is not a non-negative number of milliseconds", v);
             if (lease_ms == 0)
                 lease_ms = CRD_LEASE_WATCHDOG;
+        } else if (take_opt(argc, argv, &i, "--on-lost", &v)) {
+            if (v != NULL && strcmp(v, "term") == 0)
+                on_lost = ON_LOST_TERM;
+            else if (v != NULL && strcmp(v, "kill") == 0)
+                on_lost = ON_LOST_KILL;
+            else if (v != NULL && strcmp(v, "ignore") == 0)
+                on_lost = ON_LOST_IGNORE;
+            else
+                return usage_error("run", "--on-lost must be term, kill or ignore");
+        } else if (take_opt(argc, argv, &i, "--grace", &v)) {
+            if (v == NULL)
+                return usage_error("run", "--grace needs a value in milliseconds");
+            if (!parse_ms(v, &grace_ms))
+                return usage_error("run",
+                                   "--grace: '%s' is not a non-negative number of milliseconds", v);
         } else if (take_kind(a, &kind, &kinds_seen)) {
             if (kinds_seen > 1)
                 return usage_error("run", "--fair, --read and --write exclude each other");
@@ -792,8 +881,14 @@ static int cmd_run(const global_opts *g, int argc, char **argv)
     atomic_store(&g_child, (int)pid);
     atomic_store(&g_phase, PHASE_RUNNING);
 
-    bool lost = false, term_sent = false;
+    /* lost: the lock is gone; acted: --on-lost was carried out; term_sent: SIGTERM went
+     * out and kill_deadline (INT64_MAX once SIGKILL went out) is when SIGKILL follows. */
+    bool lost = false, acted = false, term_sent = false;
     int64_t kill_deadline = -1;
+    static const char *const action_text[] = {
+        [ON_LOST_TERM] = "sending CMD SIGTERM",
+        [ON_LOST_KILL] = "killing CMD (SIGKILL)",
+        [ON_LOST_IGNORE] = "CMD keeps running (--on-lost=ignore), exit status will be 70"};
     int wstatus = 0;
     for (;;) {
         int sig = atomic_exchange(&g_pending_sig, 0);
@@ -804,19 +899,26 @@ static int cmd_run(const global_opts *g, int argc, char **argv)
         print_event_warnings(name, lock);
         if (!lost && atomic_load(&g_lost)) {
             lost = true;
-            fprintf(stderr, "%s: run: lock '%s' lost while CMD ran (%s); stopping CMD\n", prog,
-                    name, crd_strerror((crd_status)atomic_load(&g_lost_status)));
+            fprintf(stderr, "%s: run: lock '%s' lost while CMD ran (%s); %s\n", prog, name,
+                    crd_strerror((crd_status)atomic_load(&g_lost_status)), action_text[on_lost]);
         }
         if (!lost && lease_deadline >= 0 && now_ms() >= lease_deadline) {
             lost = true;
             fprintf(stderr,
-                    "%s: run: the %lld ms lease of lock '%s' ran out while CMD ran; stopping CMD\n",
-                    prog, (long long)lease_ms, name);
+                    "%s: run: the %lld ms lease of lock '%s' ran out while CMD ran; %s\n", prog,
+                    (long long)lease_ms, name, action_text[on_lost]);
         }
-        if (lost && !term_sent) {
-            kill(pid, SIGTERM);
-            term_sent = true;
-            kill_deadline = now_ms() + KILL_GRACE_MS;
+        if (lost && !acted) {
+            acted = true;
+            if (on_lost == ON_LOST_TERM) {
+                kill(pid, SIGTERM);
+                term_sent = true;
+                kill_deadline = now_ms() + grace_ms;
+            } else if (on_lost == ON_LOST_KILL) {
+                kill(pid, SIGKILL);
+                term_sent = true;
+                kill_deadline = INT64_MAX;
+            }
         }
         if (term_sent && now_ms() >= kill_deadline) {
             kill(pid, SIGKILL);
@@ -1189,7 +1291,7 @@ static bool parse_count(const char *s, size_t len, long long *out)
 }
 
 /* Opens an authenticated connection; on failure prints one line and returns NULL. */
-static redisContext *status_connect(const char *raw_url, const endpoint *ep)
+static redisContext *status_connect(const char *cmd, const char *raw_url, const endpoint *ep)
 {
     char url[512];
     redact_url(raw_url, url, sizeof url);
@@ -1197,7 +1299,7 @@ static redisContext *status_connect(const char *raw_url, const endpoint *ep)
     redisContext *c = ep->unix_path ? redisConnectUnixWithTimeout(ep->unix_path, ctv)
                                     : redisConnectWithTimeout(ep->host, ep->port, ctv);
     if (c == NULL || c->err) {
-        fprintf(stderr, "%s: status: cannot connect to %s: %s\n", prog, url,
+        fprintf(stderr, "%s: %s: cannot connect to %s: %s\n", prog, cmd, url,
                 c ? c->errstr : "out of memory");
         redisFree(c);
         return NULL;
@@ -1228,7 +1330,7 @@ static redisContext *status_connect(const char *raw_url, const endpoint *ep)
             lens[i] = strlen(argv[i]);
         redisReply *r = redisCommandArgv(c, n, argv, lens);
         if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-            fprintf(stderr, "%s: status: %s refused by %s: %s\n", prog, argv[0], url,
+            fprintf(stderr, "%s: %s: %s refused by %s: %s\n", prog, cmd, argv[0], url,
                     r ? r->str : c->errstr);
             freeReplyObject(r);
             redisFree(c);
@@ -1282,6 +1384,45 @@ static long long deadline_of(const redisReply *z, const char *m, size_t len)
     return -1;
 }
 
+/* ,"client":{...}: the CLI's own client, its id and its crd_client_metrics() snapshot,
+ * every field under its C name (the schema is in usage_status()). */
+static void print_client_json(crd_client *client)
+{
+    crd_metrics m;
+    memset(&m, 0, sizeof m);
+    if (client == NULL || crd_client_metrics(client, &m, sizeof m) != CRD_OK)
+        return;
+    fputs(",\"client\":{\"id\":", stdout);
+    const char *id = crd_client_id(client);
+    json_string(id, strlen(id));
+    printf(",\"version\":\"%s\"", crd_version());
+    const struct {
+        const char *k;
+        uint64_t v;
+    } u[] = {{"acquisitions", m.acquisitions},
+             {"contended", m.contended},
+             {"acquire_busy", m.acquire_busy},
+             {"releases", m.releases},
+             {"renewals", m.renewals},
+             {"renewal_failures", m.renewal_failures},
+             {"locks_lost", m.locks_lost},
+             {"connects", m.connects},
+             {"connection_failures", m.connection_failures},
+             {"subscribes", m.subscribes},
+             {"holds_now", m.holds_now}};
+    for (size_t i = 0; i < sizeof u / sizeof u[0]; i++)
+        printf(",\"%s\":%llu", u[i].k, (unsigned long long)u[i].v);
+    const struct {
+        const char *k;
+        int64_t v;
+    } d[] = {{"wait_ms_p50", m.wait_ms_p50}, {"wait_ms_p99", m.wait_ms_p99},
+             {"wait_ms_max", m.wait_ms_max}, {"hold_ms_p50", m.hold_ms_p50},
+             {"hold_ms_p99", m.hold_ms_p99}, {"hold_ms_max", m.hold_ms_max}};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+        printf(",\"%s\":%lld", d[i].k, (long long)d[i].v);
+    fputs("}", stdout);
+}
+
 typedef struct read_hold {
     const char *owner;
     size_t owner_len;
@@ -1323,10 +1464,19 @@ static int cmd_status(const global_opts *g, int argc, char **argv)
         return usage_error(NULL, "bad --url '%s': %s", redact_url(g->url, shown, sizeof shown),
                            why);
     }
-    redisContext *c = status_connect(g->url, &ep);
+    redisContext *c = status_connect("status", g->url, &ep);
     endpoint_free(&ep);
     if (c == NULL)
         return EXIT_UNAVAILABLE;
+    /* --json also reports the CLI's own library client (its metrics snapshot). */
+    crd_client *client = NULL;
+    if (json) {
+        int rc = make_client(g, false, &client);
+        if (rc != 0) {
+            redisFree(c);
+            return rc;
+        }
+    }
 
     /* One snapshot: MULTI, TYPE, HGETALL, PTTL, the fair queue and its deadlines, EXEC. */
     size_t nlen = strlen(name);
@@ -1336,6 +1486,7 @@ static int cmd_status(const global_opts *g, int argc, char **argv)
         free(queue_key);
         free(deadline_key);
         redisFree(c);
+        crd_client_free(client);
         fprintf(stderr, "%s: status: out of memory\n", prog);
         return EXIT_OSERR;
     }
@@ -1362,6 +1513,7 @@ static int cmd_status(const global_opts *g, int argc, char **argv)
             fprintf(stderr, "%s: status: reading '%s' failed: %s\n", prog, name, c->errstr);
             freeReplyObject(exec);
             redisFree(c);
+            crd_client_free(client);
             return EXIT_UNAVAILABLE;
         }
         if (i == 6)
@@ -1379,6 +1531,7 @@ static int cmd_status(const global_opts *g, int argc, char **argv)
                 exec && exec->type == REDIS_REPLY_ERROR ? exec->str : "");
         freeReplyObject(exec);
         redisFree(c);
+        crd_client_free(client);
         return EXIT_UNAVAILABLE;
     }
     const char *type = exec->element[0]->str;
@@ -1399,6 +1552,7 @@ static int cmd_status(const global_opts *g, int argc, char **argv)
             fprintf(stderr, "%s: status: out of memory\n", prog);
             freeReplyObject(exec);
             redisFree(c);
+            crd_client_free(client);
             return EXIT_OSERR;
         }
         for (size_t i = 0; i + 1 < hash->elements; i += 2) {
@@ -1523,7 +1677,9 @@ static int cmd_status(const global_opts *g, int argc, char **argv)
             else
                 fputs(",\"deadline_ms\":null,\"remaining_ms\":null}", stdout);
         }
-        fputs("]}\n", stdout);
+        fputs("]", stdout);
+        print_client_json(client);
+        fputs("}\n", stdout);
     } else {
         printf("name: %s\nkind: %s\n", name, kind);
         if (strcmp(kind, "other") == 0)
@@ -1550,7 +1706,400 @@ static int cmd_status(const global_opts *g, int argc, char **argv)
     free(holders);
     freeReplyObject(exec);
     redisFree(c);
+    crd_client_free(client);
     return fflush(stdout) == 0 ? 0 : EXIT_OSERR;
+}
+
+/* ---- watch --------------------------------------------------------------------------- */
+
+/* One holder as `watch` last saw it: an owner field and its hold count. */
+typedef struct wholder {
+    char *owner;
+    size_t len;
+    long long count;
+} wholder;
+
+/* A snapshot of lock NAME: its holders, the rwlock mode ("" if none), the PTTL, and
+ * when (monotonic ms) it was read. */
+typedef struct wsnap {
+    wholder *h;
+    size_t n;
+    char mode[16];
+    long long ttl;
+    int64_t read_ms;
+} wsnap;
+
+static void wsnap_free(wsnap *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->h[i].owner);
+    free(s->h);
+    s->h = NULL;
+    s->n = 0;
+}
+
+/* Reads NAME in one MULTI/EXEC (TYPE, HGETALL, PTTL) into *out. Returns false with a
+ * message printed when the connection failed or the reply makes no sense. */
+static bool watch_read(redisContext *c, const char *name, size_t nlen, wsnap *out)
+{
+    const char *cmds[5][2] = {{"MULTI"}, {"TYPE", name}, {"HGETALL", name}, {"PTTL", name},
+                              {"EXEC"}};
+    const int argcs[5] = {1, 2, 2, 2, 1};
+    for (int i = 0; i < 5; i++) {
+        size_t lens[2] = {strlen(cmds[i][0]), nlen};
+        redisAppendCommandArgv(c, argcs[i], cmds[i], lens);
+    }
+    redisReply *exec = NULL;
+    for (int i = 0; i < 5; i++) {
+        void *r = NULL;
+        if (redisGetReply(c, &r) != REDIS_OK) {
+            fprintf(stderr, "%s: watch: reading '%s' failed: %s\n", prog, name, c->errstr);
+            freeReplyObject(exec);
+            return false;
+        }
+        if (i == 4)
+            exec = r;
+        else
+            freeReplyObject(r);
+    }
+    if (exec == NULL || exec->type != REDIS_REPLY_ARRAY || exec->elements != 3 ||
+        exec->element[0]->type != REDIS_REPLY_STATUS ||
+        exec->element[2]->type != REDIS_REPLY_INTEGER) {
+        fprintf(stderr, "%s: watch: unexpected reply reading '%s'%s%s\n", prog, name,
+                exec && exec->type == REDIS_REPLY_ERROR ? ": " : "",
+                exec && exec->type == REDIS_REPLY_ERROR ? exec->str : "");
+        freeReplyObject(exec);
+        return false;
+    }
+    memset(out, 0, sizeof *out);
+    out->ttl = exec->element[2]->integer;
+    out->read_ms = now_ms();
+    redisReply *hash = exec->element[1];
+    if (strcmp(exec->element[0]->str, "hash") == 0 && hash->type == REDIS_REPLY_ARRAY) {
+        out->h = calloc(hash->elements / 2 + 1, sizeof *out->h);
+        if (out->h == NULL) {
+            fprintf(stderr, "%s: watch: out of memory\n", prog);
+            freeReplyObject(exec);
+            return false;
+        }
+        for (size_t i = 0; i + 1 < hash->elements; i += 2) {
+            redisReply *f = hash->element[i], *v = hash->element[i + 1];
+            if (f->len == 4 && memcmp(f->str, "mode", 4) == 0) {
+                snprintf(out->mode, sizeof out->mode, "%.*s", (int)v->len, v->str);
+                continue;
+            }
+            long long count;
+            if (!parse_count(v->str, v->len, &count))
+                continue; /* not a lock's field */
+            wholder *h = &out->h[out->n];
+            if ((h->owner = malloc(f->len + 1)) == NULL)
+                continue;
+            memcpy(h->owner, f->str, f->len);
+            h->owner[f->len] = '\0';
+            h->len = f->len;
+            h->count = count;
+            out->n++;
+        }
+    }
+    freeReplyObject(exec);
+    return true;
+}
+
+static const wholder *wsnap_find(const wsnap *s, const wholder *h)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->h[i].len == h->len && memcmp(s->h[i].owner, h->owner, h->len) == 0)
+            return &s->h[i];
+    return NULL;
+}
+
+/* Prints one event line: text "HH:MM:SS.mmm EVENT NAME owner=O ..." or one JSON object. */
+static void watch_print(bool json, const char *event, const char *name, size_t nlen,
+                        const wholder *h, const wsnap *s, const char *cause)
+{
+    long long t = epoch_ms();
+    if (json) {
+        printf("{\"time_ms\":%lld,\"event\":\"%s\",\"name\":", t, event);
+        json_string(name, nlen);
+        fputs(",\"owner\":", stdout);
+        json_string(h->owner, h->len);
+        if (cause != NULL) {
+            printf(",\"cause\":\"%s\"", cause);
+        } else {
+            printf(",\"count\":%lld,\"ttl_ms\":%lld", h->count, s->ttl);
+            if (s->mode[0] != '\0') {
+                fputs(",\"mode\":", stdout);
+                json_string(s->mode, strlen(s->mode));
+            }
+        }
+        fputs("}\n", stdout);
+    } else {
+        time_t secs = (time_t)(t / 1000);
+        struct tm tm;
+        localtime_r(&secs, &tm);
+        printf("%02d:%02d:%02d.%03d %s %s owner=%s", tm.tm_hour, tm.tm_min, tm.tm_sec,
+               (int)(t % 1000), event, name, h->owner);
+        if (cause != NULL) {
+            printf(" cause=%s\n", cause);
+        } else {
+            printf(" count=%lld ttl_ms=%lld", h->count, s->ttl);
+            if (s->mode[0] != '\0')
+                printf(" mode=%s", s->mode);
+            putchar('\n');
+        }
+    }
+}
+
+/* Prints the events that turn old into cur, releases first, at most budget of them;
+ * returns how many. cause is why a vanished
+ * holder is gone ("unlock", "expired" or "removed"). */
+static long long watch_diff(bool json, const char *name, size_t nlen, const wsnap *old,
+                            const wsnap *cur, const char *cause, long long budget)
+{
+    long long events = 0;
+    for (size_t i = 0; i < old->n && events < budget; i++)
+        if (wsnap_find(cur, &old->h[i]) == NULL) {
+            watch_print(json, "release", name, nlen, &old->h[i], cur, cause);
+            events++;
+        }
+    for (size_t i = 0; i < cur->n && events < budget; i++) {
+        const wholder *was = wsnap_find(old, &cur->h[i]);
+        if (was == NULL || was->count != cur->h[i].count) {
+            watch_print(json, was == NULL ? "acquire" : "count", name, nlen, &cur->h[i], cur,
+                        NULL);
+            events++;
+        }
+    }
+    return events;
+}
+
+/* pattern := s with the glob characters of PSUBSCRIBE escaped, then ":*". */
+static char *glob_escaped_children(const char *s)
+{
+    size_t n = strlen(s);
+    char *p = malloc(2 * n + 3);
+    if (p == NULL)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strchr("*?[]\\", s[i]) != NULL)
+            p[o++] = '\\';
+        p[o++] = s[i];
+    }
+    memcpy(p + o, ":*", 3);
+    return p;
+}
+
+static bool parse_count_arg(const char *v, long long *out)
+{
+    int64_t x;
+    if (!parse_ms(v, &x) || x == 0)
+        return false;
+    *out = (long long)x;
+    return true;
+}
+
+static int cmd_watch(const global_opts *g, int argc, char **argv)
+{
+    bool json = false;
+    long long max_events = 0; /* 0: no limit */
+    int64_t timeout_ms = -1, interval_ms = 250;
+    const char *name = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (is_help(a)) {
+            usage_watch(stdout);
+            return 0;
+        } else if (strcmp(a, "--json") == 0) {
+            json = true;
+        } else if (take_opt(argc, argv, &i, "--count", &v)) {
+            if (v == NULL || !parse_count_arg(v, &max_events))
+                return usage_error("watch", "--count needs a positive number of events");
+        } else if (take_opt(argc, argv, &i, "--timeout", &v)) {
+            if (v == NULL || !parse_ms(v, &timeout_ms))
+                return usage_error("watch",
+                                   "--timeout needs a non-negative number of milliseconds");
+        } else if (take_opt(argc, argv, &i, "--interval", &v)) {
+            if (v == NULL || !parse_ms(v, &interval_ms) || interval_ms < 10)
+                return usage_error("watch", "--interval needs a number of milliseconds >= 10");
+        } else if (strcmp(a, "--") == 0 && name == NULL && i + 2 == argc) {
+            name = argv[++i];
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return usage_error("watch", "unknown option '%s'", a);
+        } else if (name == NULL) {
+            name = a;
+        } else {
+            return usage_error("watch", "unexpected argument '%s'", a);
+        }
+    }
+    if (name == NULL)
+        return usage_error("watch", "missing lock NAME");
+    if (*name == '\0')
+        return usage_error("watch", "lock NAME is empty");
+
+    endpoint ep;
+    const char *why = parse_url(g->url, &ep);
+    if (why != NULL) {
+        char shown[512];
+        endpoint_free(&ep);
+        return usage_error(NULL, "bad --url '%s': %s", redact_url(g->url, shown, sizeof shown),
+                           why);
+    }
+    int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : INT64_MAX;
+    /* Two connections: one subscribed to the lock's channels, one to read its state. */
+    redisContext *sub = status_connect("watch", g->url, &ep);
+    redisContext *rd = sub ? status_connect("watch", g->url, &ep) : NULL;
+    int db = ep.db;
+    endpoint_free(&ep);
+    if (rd == NULL) {
+        if (sub != NULL)
+            redisFree(sub);
+        return EXIT_UNAVAILABLE;
+    }
+
+    /* The channels every kind of lock NAME publishes on: the lock's (RLock, fair lock,
+     * force unlocks), the read-write lock's, each fair waiter's own channel
+     * "<lock channel>:<owner>" (a pattern), and keyspace notifications for NAME, which
+     * make acquires show at once when the server has them enabled (notify-keyspace-
+     * events); without them acquires show at the next periodic read. */
+    size_t nlen = strlen(name);
+    char *lock_ch = derived_name("redisson_lock__channel", name, nlen);
+    char *rw_ch = derived_name("redisson_rwlock", name, nlen);
+    char *waiters = lock_ch ? glob_escaped_children(lock_ch) : NULL;
+    char ks_prefix[48];
+    snprintf(ks_prefix, sizeof ks_prefix, "__keyspace@%d__:", db);
+    char *ks_ch = malloc(strlen(ks_prefix) + nlen + 1);
+    if (lock_ch == NULL || rw_ch == NULL || waiters == NULL || ks_ch == NULL) {
+        fprintf(stderr, "%s: watch: out of memory\n", prog);
+        free(lock_ch);
+        free(rw_ch);
+        free(waiters);
+        free(ks_ch);
+        redisFree(sub);
+        redisFree(rd);
+        return EXIT_OSERR;
+    }
+    memcpy(ks_ch, ks_prefix, strlen(ks_prefix));
+    memcpy(ks_ch + strlen(ks_prefix), name, nlen + 1);
+    const char *sargv[4] = {"SUBSCRIBE", lock_ch, rw_ch, ks_ch};
+    size_t slens[4] = {9, strlen(lock_ch), strlen(rw_ch), strlen(ks_ch)};
+    redisAppendCommandArgv(sub, 4, sargv, slens);
+    const char *pargv[2] = {"PSUBSCRIBE", waiters};
+    size_t plens[2] = {10, strlen(waiters)};
+    redisAppendCommandArgv(sub, 2, pargv, plens);
+    free(lock_ch);
+    free(rw_ch);
+    free(waiters);
+    free(ks_ch);
+    int rc = 0;
+    for (int i = 0; i < 4 && rc == 0; i++) { /* three subscribe and one psubscribe replies */
+        void *r = NULL;
+        if (redisGetReply(sub, &r) != REDIS_OK) {
+            fprintf(stderr, "%s: watch: subscribing failed: %s\n", prog, sub->errstr);
+            rc = EXIT_UNAVAILABLE;
+        } else if (((redisReply *)r)->type != REDIS_REPLY_ARRAY) {
+            fprintf(stderr, "%s: watch: subscribing failed: %s\n", prog,
+                    ((redisReply *)r)->type == REDIS_REPLY_ERROR ? ((redisReply *)r)->str
+                                                                 : "unexpected reply");
+            rc = EXIT_UNAVAILABLE;
+        }
+        freeReplyObject(r);
+    }
+
+    /* Subscribed first, then the initial read: no change can fall between the two. */
+    wsnap cur = {0};
+    if (rc == 0 && !watch_read(rd, name, nlen, &cur))
+        rc = EXIT_UNAVAILABLE;
+    if (rc == 0) {
+        for (size_t i = 0; i < cur.n; i++)
+            watch_print(json, "held", name, nlen, &cur.h[i], &cur, NULL);
+        if (fflush(stdout) != 0)
+            rc = EXIT_OSERR;
+    }
+
+    long long events = 0;
+    while (rc == 0 && (max_events == 0 || events < max_events)) {
+        /* Next periodic read: after --interval, or just after the key's TTL runs out
+         * (an expiry publishes nothing). */
+        int64_t next = cur.read_ms + interval_ms;
+        if (cur.ttl >= 0 && cur.read_ms + cur.ttl + 2 < next)
+            next = cur.read_ms + cur.ttl + 2;
+        bool message = false, expired_note = false;
+        for (;;) {
+            /* Messages hiredis has already buffered first, then the socket. */
+            void *r = NULL;
+            if (redisGetReplyFromReader(sub, &r) != REDIS_OK) {
+                fprintf(stderr, "%s: watch: connection error: %s\n", prog, sub->errstr);
+                rc = EXIT_UNAVAILABLE;
+                break;
+            }
+            if (r != NULL) {
+                redisReply *m = r;
+                if (m->type == REDIS_REPLY_ARRAY && m->elements >= 3) {
+                    message = true;
+                    redisReply *payload = m->element[m->elements - 1];
+                    redisReply *ch = m->element[m->elements - 2];
+                    if (ch->type == REDIS_REPLY_STRING && ch->len > strlen(ks_prefix) &&
+                        memcmp(ch->str, ks_prefix, strlen(ks_prefix)) == 0 &&
+                        payload->type == REDIS_REPLY_STRING &&
+                        strcmp(payload->str, "expired") == 0)
+                        expired_note = true;
+                }
+                freeReplyObject(m);
+                continue;
+            }
+            if (message)
+                break;
+            int64_t now = now_ms();
+            if (now >= deadline || now >= next)
+                break;
+            int64_t until = next < deadline ? next : deadline;
+            struct pollfd pfd = {.fd = sub->fd, .events = POLLIN};
+            int left = (int)(until - now > 60000 ? 60000 : until - now);
+            int n = poll(&pfd, 1, left);
+            if (n < 0 && errno != EINTR) {
+                fprintf(stderr, "%s: watch: poll: %s\n", prog, strerror(errno));
+                rc = EXIT_OSERR;
+                break;
+            }
+            if (n > 0 && redisBufferRead(sub) != REDIS_OK) {
+                fprintf(stderr, "%s: watch: connection lost: %s\n", prog,
+                        sub->errstr[0] ? sub->errstr : "closed");
+                rc = EXIT_UNAVAILABLE;
+                break;
+            }
+        }
+        if (rc != 0)
+            break;
+        if (!message && now_ms() >= deadline)
+            break;
+        wsnap old = cur;
+        if (!watch_read(rd, name, nlen, &cur)) {
+            cur = old;
+            rc = EXIT_UNAVAILABLE;
+            break;
+        }
+        /* Why holders that vanished are gone: a message came (an unlock publishes), or
+         * the TTL they had ran out, or neither (deleted without a message). */
+        const char *cause;
+        if (expired_note)
+            cause = "expired";
+        else if (message)
+            cause = "unlock";
+        else if (old.ttl >= 0 && cur.read_ms - old.read_ms + 5 >= old.ttl)
+            cause = "expired";
+        else
+            cause = "removed";
+        events += watch_diff(json, name, nlen, &old, &cur, cause,
+                             max_events > 0 ? max_events - events : INT64_MAX);
+        wsnap_free(&old);
+        if (fflush(stdout) != 0)
+            rc = EXIT_OSERR;
+    }
+    wsnap_free(&cur);
+    redisFree(sub);
+    redisFree(rd);
+    return rc;
 }
 
 /* ---- main -------------------------------------------------------------------------------- */
@@ -1588,7 +2137,7 @@ int main(int argc, char **argv)
         }
     }
     if (i >= argc)
-        return usage_error(NULL, "missing COMMAND (run, status or unlock)");
+        return usage_error(NULL, "missing COMMAND (run, status, unlock or watch)");
     const char *cmd = argv[i];
     if (strcmp(cmd, "run") == 0)
         return cmd_run(&g, argc - i, argv + i);
@@ -1596,5 +2145,7 @@ int main(int argc, char **argv)
         return cmd_status(&g, argc - i, argv + i);
     if (strcmp(cmd, "unlock") == 0)
         return cmd_unlock(&g, argc - i, argv + i);
-    return usage_error(NULL, "unknown command '%s' (run, status or unlock)", cmd);
+    if (strcmp(cmd, "watch") == 0)
+        return cmd_watch(&g, argc - i, argv + i);
+    return usage_error(NULL, "unknown command '%s' (run, status, unlock or watch)", cmd);
 }

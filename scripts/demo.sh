@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# demo.sh -- several processes contend for one counter in Redis, first without a lock,
-# then with `credisson run` around each increment.
+# demo.sh -- what credisson does, in four short scenes against a private redis-server:
+#   (a) 6 worker processes do read-modify-write increments of one counter, first without
+#       a lock (updates get lost), then each increment under `credisson run` (none lost);
+#   (b) a job that outlives its lease: the watchdog keeps renewing it while another
+#       process waits, and the waiter gets in only after the job ended;
+#   (c) fair ordering: processes queued one after another on `credisson run --fair` get
+#       the lock in exactly that order;
+#   (d) a holder killed with SIGKILL: nobody releases, and the waiter takes over when
+#       the lease runs out (`credisson watch` shows the expiry and the take-over).
 #
 # usage: scripts/demo.sh BUILD_DIR      (BUILD_DIR holds the built `credisson` binary)
 #
-# Starts a private redis-server on a free loopback port (no persistence, in a temporary
-# directory, stopped on exit), runs 6 workers x 25 read-modify-write increments (GET,
-# then SET) of a shared counter in both modes, and prints the lost updates. Exits 0
-# when the locked run lost nothing, non-zero otherwise. Environment: REDIS_SERVER and
-# REDIS_CLI override the programs found on PATH; DEMO_WORKERS and DEMO_ROUNDS the sizes.
+# The redis-server listens on a free loopback port, keeps nothing on disk, runs in a
+# temporary directory and is stopped on exit. The last line is the summary, e.g.
+#   demo: 150 increments, 111 lost without a lock, 0 lost with credisson
+# Exits 0 when every scene showed what it should, non-zero otherwise. Environment:
+# REDIS_SERVER and REDIS_CLI override the programs found on PATH; DEMO_WORKERS and
+# DEMO_ROUNDS the sizes of scene (a).
+# The sh -c scripts below are single-quoted on purpose: their $0, $1 are sh's arguments.
+# shellcheck disable=SC2016
 set -euo pipefail
 
 build_dir=${1:?usage: scripts/demo.sh BUILD_DIR}
@@ -26,6 +36,10 @@ total=$((workers * rounds))
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/credisson-demo.XXXXXX")
 server_pid=
 cleanup() {
+    local j
+    for j in $(jobs -p); do # anything a failed scene left running (not the server yet)
+        [[ $j == "$server_pid" ]] || kill "$j" 2>/dev/null || true
+    done
     if [[ -n $server_pid ]]; then
         kill "$server_pid" 2>/dev/null || true
         wait "$server_pid" 2>/dev/null || true
@@ -35,12 +49,25 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# Milliseconds on a monotonic-enough clock (for durations only).
+now_ms() { local t; t=$(date +%s%N); echo $((t / 1000000)); }
+secs() { printf '%d.%d' $(($1 / 1000)) $((($1 % 1000) / 100)); } # ms -> "1.2"
+# wait_for DEADLINE_S CMD...: run CMD every 20 ms until it succeeds; fail after the deadline.
+wait_for() {
+    local limit=$(($(now_ms) + $1 * 1000))
+    shift
+    until "$@"; do
+        (($(now_ms) < limit)) || { echo "demo: timed out waiting for: $*" >&2; return 1; }
+        sleep 0.02
+    done
+}
+
 # --- a private redis-server on a free port ------------------------------------------
 # Sets $port and $server_pid.
 port=
 start_server() {
-    local attempt deadline
-    for attempt in 1 2 3 4 5 6 7 8 9 10; do
+    local deadline
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
         port=$((20000 + RANDOM % 40000))
         "$redis_server" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
             --dir "$tmp" --daemonize no --logfile "$tmp/redis.log" >/dev/null 2>&1 &
@@ -64,7 +91,7 @@ start_server
 url="redis://127.0.0.1:$port"
 rcli() { "$redis_cli" -p "$port" "$@"; }
 
-echo "demo: redis-server on 127.0.0.1:$port; $workers workers x $rounds increments of one counter"
+echo "demo: redis-server on 127.0.0.1:$port"
 
 # --- one worker: $rounds read-modify-write increments ---------------------------------
 # $1 = "nolock" or "lock", $2 = counter key. Each increment reads the counter with GET
@@ -101,26 +128,99 @@ run_workers() {
     echo "$((total - got)) $got $((SECONDS - t0))"
 }
 
-# (a) without a lock
+# --- (a) lost updates ------------------------------------------------------------------
+echo "(a) $workers processes x $rounds read-modify-write increments of one counter"
 read -r lost_nolock got_nolock secs <<<"$(run_workers nolock demo:counter:nolock)"
-printf '  (a) without a lock:   counter = %4d of %d  -> %d increments lost (%ds)\n' \
+printf '    without a lock:   counter = %4d of %d  -> %d increments lost (%ds)\n' \
     "$got_nolock" "$total" "$lost_nolock" "$secs"
-
-# What a held lock looks like, read from inside a critical section.
-echo "  'credisson status' while a process holds demo:lock:"
-"$cli" --url "$url" run demo:lock -- "$cli" --url "$url" status demo:lock | sed 's/^/      /'
-
-# (b) with credisson run around every increment
 read -r lost_lock got_lock secs <<<"$(run_workers lock demo:counter:lock)"
-printf '  (b) with credisson:   counter = %4d of %d  -> %d increments lost (%ds)\n' \
+printf '    with credisson:   counter = %4d of %d  -> %d increments lost (%ds)\n' \
     "$got_lock" "$total" "$lost_lock" "$secs"
-
 if [[ $("$cli" --url "$url" status --json demo:lock) != *'"kind":"none"'* ]]; then
     echo "demo: demo:lock is still held after every worker finished" >&2
     exit 1
 fi
-echo "demo: $total increments, $lost_nolock lost without a lock, $lost_lock lost with credisson"
 if ((lost_lock != 0)); then
     echo "demo: FAILED: the lock let updates through" >&2
     exit 1
 fi
+
+is_held() { [[ $("$cli" --url "$url" status --json "$1") == *'"kind":"rlock"'* ]]; }
+ttl_of() { "$cli" --url "$url" status --json "$1" | sed -n 's/.*"ttl_ms":\(-\{0,1\}[0-9]*\).*/\1/p'; }
+
+# --- (b) the watchdog keeps a long job's lock ---------------------------------------------
+echo "(b) a 4 s job on a 1.5 s lease (credisson --watchdog-ms 1500 run demo:job -- sleep 4)"
+t0=$(now_ms)
+"$cli" --url "$url" --watchdog-ms 1500 run demo:job -- sh -c 'sleep 4; echo "$(date +%s%N)" > "$0"' \
+    "$tmp/job.end" &
+job=$!
+wait_for 5 is_held demo:job
+"$cli" --url "$url" run --wait 10000 demo:job -- sh -c 'date +%s%N > "$0"' "$tmp/waiter.in" &
+waiter=$!
+sleep 2.5 # past the 1.5 s lease: only renewals keep the lock
+ttl=$(ttl_of demo:job)
+printf '    at %ss the job still holds it: ttl_ms=%s (renewed every 0.5 s); a waiter is queued\n' \
+    "$(secs $(($(now_ms) - t0)))" "$ttl"
+wait "$job" || { echo "demo: the job failed" >&2; exit 1; }
+wait "$waiter" || { echo "demo: the waiter failed" >&2; exit 1; }
+job_end=$(($(cat "$tmp/job.end") / 1000000))
+waiter_in=$(($(cat "$tmp/waiter.in") / 1000000))
+if ((waiter_in < job_end)) || ((ttl <= 0)); then
+    echo "demo: FAILED: the waiter got in while the job held the lock" >&2
+    exit 1
+fi
+printf '    the job ended at %ss; the waiter got in %d ms later\n' "$(secs $((job_end - t0)))" \
+    $((waiter_in - job_end))
+
+# --- (c) fair ordering ------------------------------------------------------------------
+echo "(c) fair lock: 4 processes queue one after another (credisson run --fair demo:fair)"
+queue_len() {
+    "$cli" --url "$url" status --json demo:fair | sed 's/.*"queue":\[\([^]]*\)\].*/\1/' |
+        grep -o '"owner"' | wc -l
+}
+queue_is() { [[ $(queue_len) -eq $1 ]]; }
+"$cli" --url "$url" run --fair demo:fair -- sh -c 'while [ ! -e "$0" ]; do sleep 0.02; done' \
+    "$tmp/fair.go" &
+pids=($!)
+wait_for 5 is_held demo:fair
+for i in 1 2 3 4; do
+    "$cli" --url "$url" run --fair --wait 20000 demo:fair -- sh -c 'echo "$1" >> "$0"' \
+        "$tmp/fair.order" "$i" &
+    pids+=($!)
+    wait_for 5 queue_is "$i" # visible in the queue before the next one asks
+done
+printf '    queued in order 1 2 3 4 (status --json shows %d waiters); releasing\n' "$(queue_len)"
+touch "$tmp/fair.go"
+for p in "${pids[@]}"; do wait "$p" || { echo "demo: a fair waiter failed" >&2; exit 1; }; done
+order=$(tr '\n' ' ' <"$tmp/fair.order")
+printf '    they got the lock in the order: %s\n' "$order"
+[[ $order == "1 2 3 4 " ]] || { echo "demo: FAILED: fair order broken" >&2; exit 1; }
+
+# --- (d) a holder killed with SIGKILL ------------------------------------------------------
+echo "(d) the holder is killed with SIGKILL (lease 2 s); a waiter takes over when it runs out"
+"$cli" --url "$url" --watchdog-ms 2000 run demo:crash -- sleep 30 &
+holder=$!
+wait_for 5 is_held demo:crash
+# watch prints the holder it finds ("held"), then the next two events.
+"$cli" --url "$url" watch --count 2 --timeout 8000 demo:crash >"$tmp/watch.out" 2>&1 &
+watcher=$!
+has_output() { [[ -s $tmp/watch.out ]]; }
+wait_for 5 has_output
+"$cli" --url "$url" run --wait 10000 demo:crash -- sh -c 'date +%s%N > "$0"; sleep 0.5' \
+    "$tmp/crash.in" &
+waiter=$!
+sleep 0.3
+child=$(pgrep -P "$holder" || true)
+disown "$holder" # no "Killed" job notice from the shell
+kill -KILL "$holder"
+killed=$(now_ms)
+[[ -z $child ]] || kill -KILL "$child" 2>/dev/null || true # its orphaned `sleep 30`
+wait "$waiter" || { echo "demo: the waiter failed" >&2; exit 1; }
+took=$(($(cat "$tmp/crash.in") / 1000000 - killed))
+wait "$watcher" || { echo "demo: watch failed" >&2; exit 1; }
+sed 's/^/    credisson watch: /' "$tmp/watch.out"
+printf '    the waiter got in %s s after the kill (the rest of the lease; nobody unlocked)\n' \
+    "$(secs "$took")"
+((took < 3000)) || { echo "demo: FAILED: the take-over took $took ms" >&2; exit 1; }
+
+echo "demo: $total increments, $lost_nolock lost without a lock, $lost_lock lost with credisson"

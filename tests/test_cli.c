@@ -399,6 +399,12 @@ Test(cli, unreachable_redis_gives_69)
     cr_assert_eq(cli(NULL, &err, ARGS("--url", url, "unlock", "--force", name)), 69);
     cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
     free(err);
+    cr_assert_eq(cli(NULL, &err, ARGS("--url", url, "status", "--json", name)), 69);
+    cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
+    free(err);
+    cr_assert_eq(cli(NULL, &err, ARGS("--url", url, "watch", "--timeout", "5000", name)), 69);
+    cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
+    free(err);
 }
 
 Test(cli, a_wrong_password_gives_69)
@@ -421,11 +427,15 @@ Test(cli, a_wrong_password_gives_69)
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", wrong, "unlock", "--force", name)), 69);
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", none, "run", name, "--", "true")), 69);
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", none, "status", name)), 69);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", wrong, "watch", "--timeout", "100", name)), 69);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", wrong, "status", "--json", name)), 69);
 
     /* The right password works for all three. */
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", right, "run", name, "--", "true")), 0);
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", right, "status", name)), 0);
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", right, "unlock", "--force", name)), 0);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", right, "watch", "--timeout", "100", name)), 0);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", right, "status", "--json", name)), 0);
     crdt_server_stop(&srv);
 }
 
@@ -481,6 +491,20 @@ Test(cli, usage_errors_give_64_and_one_line)
         ARGS("--url", "http://127.0.0.1:1", "status", name),
         ARGS("--url", "http://127.0.0.1:1", "run", name, "--", "true"),
         ARGS("--url", "redis://127.0.0.1:notaport", "status", name),
+        ARGS("--url", u, "run", "--on-lost=maybe", name, "--", "true"),
+        ARGS("--url", u, "run", "--on-lost", "", name, "--", "true"),
+        ARGS("--url", u, "run", "--grace", "soon", name, "--", "true"),
+        ARGS("--url", u, "run", "--grace=-1", name, "--", "true"),
+        ARGS("--url", u, "watch"),
+        ARGS("--url", u, "watch", "--count", "0", name),
+        ARGS("--url", u, "watch", "--count", "x", name),
+        ARGS("--url", u, "watch", "--count"),
+        ARGS("--url", u, "watch", "--timeout", "-1", name),
+        ARGS("--url", u, "watch", "--interval", "5", name),
+        ARGS("--url", u, "watch", "--follow", name),
+        ARGS("--url", u, "watch", name, "extra"),
+        ARGS("--url", u, "watch", ""),
+        ARGS("--url", "http://127.0.0.1:1", "watch", name),
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out = NULL, *err = NULL;
@@ -499,8 +523,9 @@ Test(cli, usage_errors_give_64_and_one_line)
 
 Test(cli, help_is_on_every_command_and_lists_exit_codes)
 {
-    const char *const *cases[] = {ARGS("--help"), ARGS("-h"), ARGS("run", "--help"),
-                                  ARGS("status", "--help"), ARGS("unlock", "--help")};
+    const char *const *cases[] = {ARGS("--help"),           ARGS("-h"),
+                                  ARGS("run", "--help"),    ARGS("status", "--help"),
+                                  ARGS("unlock", "--help"), ARGS("watch", "--help")};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out = NULL, *err = NULL;
         /* --help must not need a server: no --url, and CREDISSON_URL is unset. */
@@ -514,11 +539,21 @@ Test(cli, help_is_on_every_command_and_lists_exit_codes)
     char *out = NULL;
     cr_assert_eq(cli(&out, NULL, ARGS("run", "--help")), 0);
     cr_assert(strstr(out, "70") && strstr(out, "75") && strstr(out, "--wait") &&
-                  strstr(out, "--lease"),
+                  strstr(out, "--lease") && strstr(out, "--on-lost=term|kill|ignore") &&
+                  strstr(out, "--grace"),
+              "%s", out);
+    free(out);
+    cr_assert_eq(cli(&out, NULL, ARGS("--help")), 0);
+    cr_assert(strstr(out, "watch") && strstr(out, "CREDISSON_URL"), "%s", out);
+    free(out);
+    cr_assert_eq(cli(&out, NULL, ARGS("watch", "--help")), 0);
+    cr_assert(strstr(out, "--count") && strstr(out, "--timeout") && strstr(out, "release") &&
+                  strstr(out, "\"event\""),
               "%s", out);
     free(out);
     cr_assert_eq(cli(&out, NULL, ARGS("status", "--help")), 0);
-    cr_assert(strstr(out, "\"holders\"") && strstr(out, "\"ttl_ms\"") && strstr(out, "\"kind\""),
+    cr_assert(strstr(out, "\"holders\"") && strstr(out, "\"ttl_ms\"") && strstr(out, "\"kind\"") &&
+                  strstr(out, "\"client\"") && strstr(out, "\"renewal_failures\""),
               "%s", out);
     free(out);
     cr_assert_eq(cli(&out, NULL, ARGS("--version")), 0);
@@ -530,16 +565,16 @@ Test(cli, help_is_on_every_command_and_lists_exit_codes)
 /* run: losing the lock, signals                                                      */
 /* ---------------------------------------------------------------------------------- */
 
-/* Starts `credisson run` around a CMD that writes its pid to a file and then sleeps;
- * waits until CMD is running. Returns CMD's pid. */
-static long start_sleeper(cli_proc *p, const char *name, const char *const *opts_before_run,
-                          const char *const *run_opts)
+/* Starts `credisson run` around a shell CMD that writes its pid to a file and then runs
+ * body; waits until CMD is running. Returns CMD's pid. */
+static long start_script(cli_proc *p, const char *name, const char *const *opts_before_run,
+                         const char *const *run_opts, const char *body)
 {
-    char pidfile[300], script[1200];
+    char pidfile[300], script[2400];
     spath(pidfile, sizeof pidfile, "cmd.pid");
     unlink(pidfile);
-    snprintf(script, sizeof script, "echo $$ > '%s.tmp' && mv '%s.tmp' '%s' && exec sleep 30",
-             pidfile, pidfile, pidfile);
+    snprintf(script, sizeof script, "echo $$ > '%s.tmp' && mv '%s.tmp' '%s' && %s", pidfile,
+             pidfile, pidfile, body);
     const char *args[32];
     int n = 0;
     args[n++] = "--url";
@@ -560,6 +595,13 @@ static long start_sleeper(cli_proc *p, const char *name, const char *const *opts
     long pid = read_pid_file(pidfile);
     cr_assert_gt(pid, 1);
     return pid;
+}
+
+/* Starts `credisson run` around a CMD that writes its pid to a file and then sleeps. */
+static long start_sleeper(cli_proc *p, const char *name, const char *const *opts_before_run,
+                          const char *const *run_opts)
+{
+    return start_script(p, name, opts_before_run, run_opts, "exec sleep 30");
 }
 
 static bool process_gone(void *arg)
@@ -881,4 +923,615 @@ Test(cli, two_runs_on_one_name_never_overlap)
     char overlaps[400];
     snprintf(overlaps, sizeof overlaps, "%s/overlaps", dir);
     cr_assert(access(overlaps, F_OK) != 0, "two holders overlapped");
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* run --on-lost                                                                      */
+/* ---------------------------------------------------------------------------------- */
+
+/* Force-unlocks name from a library client of its own (the CLI then loses its hold). */
+static void force_unlock(const char *name)
+{
+    crd_client *c = crdt_client();
+    crd_lock *l = crdt_lock(c, name);
+    bool was_locked = false;
+    cr_assert_eq(crd_lock_force_unlock(l, &was_locked), CRD_OK);
+    cr_assert(was_locked, "the CLI did not hold %s", name);
+    crd_lock_free(l);
+    crd_client_free(c);
+}
+
+Test(cli, run_on_lost_term_sends_sigterm_then_sigkill_after_the_grace)
+{
+    const char *name = crdt_key("lock");
+    char marker[300], body[1024];
+    spath(marker, sizeof marker, "got-term");
+    /* CMD notes SIGTERM and carries on: only SIGKILL ends it. */
+    snprintf(body, sizeof body, "trap 'echo term >> %s' TERM; while :; do sleep 0.05; done",
+             marker);
+    cli_proc p;
+    long cmd_pid = start_script(&p, name, ARGS("--watchdog-ms", "600"),
+                                ARGS("--on-lost=term", "--grace", "400"), body);
+    force_unlock(name);
+    int64_t t0 = crdt_now_ms();
+    char *err = NULL;
+    cr_assert_eq(cli_finish(&p, 5000, NULL, &err), 70, "stderr: %s", err);
+    int64_t took = crdt_now_ms() - t0;
+    cr_assert_geq(took, 400, "SIGKILL came before the grace ran out (%lld ms)", (long long)took);
+    cr_assert_lt(took, 3000);
+    cr_assert(strstr(err, "SIGTERM") != NULL, "stderr: %s", err);
+    free(err);
+    cr_assert(crdt_wait_until(process_gone, &cmd_pid, 2000), "CMD %ld still runs", cmd_pid);
+    char *m = slurp(marker);
+    cr_assert(strstr(m, "term") != NULL, "CMD never got SIGTERM");
+    free(m);
+
+    /* The default is term too: a CMD that exits on SIGTERM ends long before the grace. */
+    cli_proc q;
+    cmd_pid = start_sleeper(&q, name, ARGS("--watchdog-ms", "600"), NULL);
+    force_unlock(name);
+    t0 = crdt_now_ms();
+    cr_assert_eq(cli_finish(&q, 5000, NULL, NULL), 70);
+    cr_assert_lt(crdt_now_ms() - t0, 3000);
+    cr_assert(crdt_wait_until(process_gone, &cmd_pid, 2000), "CMD %ld still runs", cmd_pid);
+}
+
+Test(cli, run_on_lost_kill_sends_sigkill_at_once)
+{
+    const char *name = crdt_key("lock");
+    char marker[300], body[1024];
+    spath(marker, sizeof marker, "got-term");
+    snprintf(body, sizeof body, "trap 'echo term >> %s' TERM; while :; do sleep 0.05; done",
+             marker);
+    cli_proc p;
+    long cmd_pid = start_script(&p, name, ARGS("--watchdog-ms", "600"),
+                                ARGS("--on-lost", "kill", "--grace", "20000"), body);
+    force_unlock(name);
+    int64_t t0 = crdt_now_ms();
+    char *err = NULL;
+    cr_assert_eq(cli_finish(&p, 5000, NULL, &err), 70, "stderr: %s", err);
+    cr_assert_lt(crdt_now_ms() - t0, 2000);
+    cr_assert(strstr(err, "SIGKILL") != NULL, "stderr: %s", err);
+    free(err);
+    cr_assert(crdt_wait_until(process_gone, &cmd_pid, 2000), "CMD %ld still runs", cmd_pid);
+    cr_assert(access(marker, F_OK) != 0, "CMD was sent SIGTERM");
+}
+
+Test(cli, run_on_lost_ignore_lets_cmd_finish_and_still_exits_70)
+{
+    const char *name = crdt_key("lock");
+    char go[300], done[300], body[1024];
+    spath(go, sizeof go, "go");
+    spath(done, sizeof done, "done");
+    snprintf(body, sizeof body, "while [ ! -e %s ]; do sleep 0.02; done; echo done > %s", go,
+             done);
+    cli_proc p;
+    long cmd_pid = start_script(&p, name, ARGS("--watchdog-ms", "600"),
+                                ARGS("--on-lost=ignore"), body);
+    force_unlock(name);
+    /* The CLI says it lost the lock, and CMD keeps running. */
+    cr_assert(crdt_wait_until(file_has_content, p.err, 5000), "no word about the lost lock");
+    cr_assert_eq(kill((pid_t)cmd_pid, 0), 0, "CMD was stopped");
+    FILE *f = fopen(go, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    char *err = NULL;
+    cr_assert_eq(cli_finish(&p, 5000, NULL, &err), 70, "stderr: %s", err);
+    cr_assert(strstr(err, "lost") && strstr(err, "ignore"), "stderr: %s", err);
+    free(err);
+    char *d = slurp(done);
+    cr_assert_str_eq(d, "done\n", "CMD did not run to its end");
+    free(d);
+
+    /* A fixed lease that runs out: the same. */
+    snprintf(body, sizeof body, "sleep 0.6; echo again > %s", done);
+    cr_assert_eq(cli(NULL, NULL,
+                     ARGS("--url", test_url(), "run", "--lease", "200", "--on-lost=ignore", name,
+                          "--", "sh", "-c", body)),
+                 70);
+    d = slurp(done);
+    cr_assert_str_eq(d, "again\n");
+    free(d);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* URLs: ACL users                                                                    */
+/* ---------------------------------------------------------------------------------- */
+
+Test(cli, an_acl_user_url_works_for_every_command)
+{
+    crdt_server srv;
+    crdt_server_start(&srv, false,
+                      (const char *const[]){"--user", "alice", "on", ">p@ss", "~*", "&*", "+@all",
+                                            NULL},
+                      "alice", "p@ss");
+    const char *name = crdt_key("lock");
+    char right[160], wrong[160];
+    snprintf(right, sizeof right, "redis://alice:p%%40ss@127.0.0.1:%d", srv.port);
+    snprintf(wrong, sizeof wrong, "redis://bob:p%%40ss@127.0.0.1:%d/0", srv.port);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", right, "run", name, "--", "true")), 0);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", right, "status", "--json", name)), 0);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", right, "unlock", "--force", name)), 0);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", right, "watch", "--timeout", "50", name)), 0);
+    cli_proc p;
+    cli_start_env(&p, right, ARGS("run", name, "--", "true"));
+    cr_assert_eq(cli_finish(&p, 20000, NULL, NULL), 0);
+    char *err = NULL;
+    cr_assert_eq(cli(NULL, &err, ARGS("--url", wrong, "run", name, "--", "true")), 69);
+    cr_assert(strstr(err, "p@ss") == NULL && strstr(err, "p%40ss") == NULL,
+              "the password leaked: %s", err);
+    free(err);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", wrong, "watch", "--timeout", "50", name)), 69);
+    crdt_server_stop(&srv);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* status --json: the documented schema, including the client object                  */
+/* ---------------------------------------------------------------------------------- */
+
+static bool json_is_int_or_null(const json_t *v)
+{
+    return json_is_integer(v) || json_is_null(v);
+}
+
+/* Every key of object o is one of the NULL-terminated list keys. */
+static void expect_only_keys(json_t *o, const char *what, const char *const *keys)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v)
+    {
+        bool known = false;
+        for (size_t i = 0; keys[i] != NULL && !known; i++)
+            known = strcmp(keys[i], k) == 0;
+        cr_expect(known, "%s has the undocumented key \"%s\"", what, k);
+    }
+}
+
+static const char *const client_counters[] = {
+    "acquisitions", "contended",           "acquire_busy", "releases",  "renewals",
+    "renewal_failures", "locks_lost",      "connects",     "connection_failures",
+    "subscribes",   "holds_now",           NULL};
+static const char *const client_durations[] = {"wait_ms_p50", "wait_ms_p99", "wait_ms_max",
+                                               "hold_ms_p50", "hold_ms_p99", "hold_ms_max",
+                                               NULL};
+
+/* Checks j against the schema `credisson status --help` documents. */
+static void check_status_schema(json_t *j)
+{
+    cr_assert(json_is_object(j));
+    cr_assert(json_is_string(json_object_get(j, "name")));
+    const char *kind = json_string_value(json_object_get(j, "kind"));
+    cr_assert_not_null(kind);
+    cr_assert(strcmp(kind, "rlock") == 0 || strcmp(kind, "rwlock") == 0 ||
+                  strcmp(kind, "none") == 0 || strcmp(kind, "other") == 0,
+              "kind %s", kind);
+    cr_assert(json_is_string(json_object_get(j, "type")));
+    cr_assert(json_is_integer(json_object_get(j, "ttl_ms")));
+    json_t *hs = json_object_get(j, "holders");
+    cr_assert(json_is_array(hs));
+    size_t i;
+    json_t *e;
+    json_array_foreach(hs, i, e)
+    {
+        cr_assert(json_is_string(json_object_get(e, "owner")));
+        cr_assert(json_is_integer(json_object_get(e, "count")));
+        expect_only_keys(e, "a holder", (const char *const[]){"owner", "count", NULL});
+    }
+    json_t *q = json_object_get(j, "queue");
+    cr_assert(json_is_array(q));
+    json_array_foreach(q, i, e)
+    {
+        cr_assert(json_is_string(json_object_get(e, "owner")));
+        cr_assert(json_is_int_or_null(json_object_get(e, "deadline_ms")));
+        cr_assert(json_is_int_or_null(json_object_get(e, "remaining_ms")));
+        expect_only_keys(e, "a waiter",
+                         (const char *const[]){"owner", "deadline_ms", "remaining_ms", NULL});
+    }
+    if (strcmp(kind, "rwlock") == 0) {
+        cr_assert(json_is_string(json_object_get(j, "mode")));
+        json_t *w = json_object_get(j, "writer");
+        cr_assert(json_is_string(w) || json_is_null(w));
+        json_t *rh = json_object_get(j, "read_holds");
+        cr_assert(json_is_array(rh));
+        json_array_foreach(rh, i, e)
+        {
+            cr_assert(json_is_string(json_object_get(e, "owner")));
+            cr_assert(json_is_integer(json_object_get(e, "index")));
+            cr_assert(json_is_integer(json_object_get(e, "ttl_ms")));
+        }
+    } else {
+        cr_assert_null(json_object_get(j, "mode"));
+        cr_assert_null(json_object_get(j, "read_holds"));
+    }
+    json_t *c = json_object_get(j, "client");
+    cr_assert(json_is_object(c), "no \"client\" object");
+    const char *id = json_string_value(json_object_get(c, "id"));
+    cr_assert(id != NULL && strlen(id) == 36, "client id %s", id ? id : "(none)");
+    cr_assert_str_eq(json_string_value(json_object_get(c, "version")), CRD_VERSION_STRING);
+    for (i = 0; client_counters[i] != NULL; i++) {
+        json_t *v = json_object_get(c, client_counters[i]);
+        cr_assert(json_is_integer(v) && json_integer_value(v) >= 0, "client.%s",
+                  client_counters[i]);
+    }
+    for (i = 0; client_durations[i] != NULL; i++) {
+        json_t *v = json_object_get(c, client_durations[i]);
+        cr_assert(json_is_integer(v) && json_integer_value(v) >= 0, "client.%s",
+                  client_durations[i]);
+    }
+    const char *client_keys[40];
+    size_t n = 0;
+    client_keys[n++] = "id";
+    client_keys[n++] = "version";
+    for (i = 0; client_counters[i] != NULL; i++)
+        client_keys[n++] = client_counters[i];
+    for (i = 0; client_durations[i] != NULL; i++)
+        client_keys[n++] = client_durations[i];
+    client_keys[n] = NULL;
+    expect_only_keys(c, "client", client_keys);
+    expect_only_keys(j, "status",
+                     (const char *const[]){"name", "kind", "type", "mode", "ttl_ms", "holders",
+                                           "writer", "read_holds", "queue", "client", NULL});
+}
+
+static bool queue_has_one(void *arg)
+{
+    key_probe *k = arg;
+    return crdt_cmd_int(k->r, "LLEN %s", k->key) == 1;
+}
+
+Test(cli, status_json_matches_the_documented_schema_with_the_client_metrics)
+{
+    redisContext *r = crdt_redis();
+    /* none */
+    json_t *j = status_json(crdt_key("absent"));
+    check_status_schema(j);
+    json_t *c = json_object_get(j, "client");
+    /* The CLI's own client: it connected, and took no lock. */
+    cr_assert_geq(json_integer_value(json_object_get(c, "connects")), 1);
+    cr_assert_eq(json_integer_value(json_object_get(c, "acquisitions")), 0);
+    cr_assert_eq(json_integer_value(json_object_get(c, "holds_now")), 0);
+    cr_assert_eq(json_integer_value(json_object_get(c, "locks_lost")), 0);
+    json_decref(j);
+
+    /* a held fair lock with a queued CLI waiter */
+    const char *name = crdt_key("fair");
+    crd_client *lc = crdt_client();
+    crd_lock *fl = NULL;
+    cr_assert_eq(crd_fair_lock_new(lc, name, &fl), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(fl, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cli_proc waiter;
+    cli_start(&waiter, ARGS("--url", test_url(), "run", "--fair", "--wait", "10000", name, "--",
+                            "true"));
+    char qkey[400];
+    snprintf(qkey, sizeof qkey, "redisson_lock_queue:{%s}", name);
+    key_probe kp = {.r = r, .key = qkey};
+    cr_assert(crdt_wait_until(queue_has_one, &kp, 10000), "the CLI never queued");
+    j = status_json(name);
+    check_status_schema(j);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "kind")), "rlock");
+    cr_assert_eq(json_array_size(json_object_get(j, "holders")), 1);
+    cr_assert_eq(json_array_size(json_object_get(j, "queue")), 1);
+    cr_assert(json_is_integer(
+        json_object_get(json_array_get(json_object_get(j, "queue"), 0), "deadline_ms")));
+    json_decref(j);
+    cr_assert_eq(crd_lock_release(fl), CRD_OK);
+    cr_assert_eq(cli_finish(&waiter, 10000, NULL, NULL), 0);
+    crd_lock_free(fl);
+
+    /* a write-locked read-write lock with a read hold besides (downgrade) */
+    const char *rwname = crdt_key("rw");
+    crd_rwlock *rw = NULL;
+    cr_assert_eq(crd_rwlock_new(lc, rwname, &rw), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(rw), 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(rw), 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    j = status_json(rwname);
+    check_status_schema(j);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "kind")), "rwlock");
+    cr_assert(json_is_string(json_object_get(j, "writer")));
+    cr_assert_eq(json_array_size(json_object_get(j, "read_holds")), 1);
+    json_decref(j);
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(rw)), CRD_OK);
+    cr_assert_eq(crd_lock_release(crd_rwlock_write(rw)), CRD_OK);
+    crd_rwlock_free(rw);
+    crd_client_free(lc);
+
+    /* a string: kind other */
+    const char *str = crdt_key("str");
+    freeReplyObject(crdt_cmd(r, "SET %s x", str));
+    j = status_json(str);
+    check_status_schema(j);
+    json_decref(j);
+
+    /* The text form stays as it was: no client lines. */
+    char *out = NULL;
+    cr_assert_eq(cli(&out, NULL, ARGS("--url", test_url(), "status", str)), 0);
+    cr_assert(strstr(out, "connects") == NULL && strstr(out, "acquisitions") == NULL, "%s",
+              out);
+    free(out);
+    redisFree(r);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* watch                                                                              */
+/* ---------------------------------------------------------------------------------- */
+
+typedef struct lines_probe {
+    const char *path;
+    int want;
+} lines_probe;
+
+static bool file_has_lines(void *arg)
+{
+    lines_probe *lp = arg;
+    char *s = slurp(lp->path);
+    int n = count_lines(s);
+    free(s);
+    return n >= lp->want;
+}
+
+/* Line i (0-based) of the file at path, parsed as JSON (asserts). */
+static json_t *json_line(const char *path, int i)
+{
+    char *s = slurp(path), *p = s;
+    for (int k = 0; k < i && p != NULL; k++) {
+        p = strchr(p, '\n');
+        if (p != NULL)
+            p++;
+    }
+    cr_assert(p != NULL && *p != '\0', "no line %d in: %s", i, s);
+    char *end = strchr(p, '\n');
+    if (end != NULL)
+        *end = '\0';
+    json_error_t jerr;
+    json_t *j = json_loads(p, 0, &jerr);
+    cr_assert_not_null(j, "line %d is not JSON (%s): %s", i, jerr.text, p);
+    free(s);
+    return j;
+}
+
+static void expect_event(json_t *ev, const char *event, const char *name, const char *owner,
+                         const char *cause)
+{
+    cr_assert_str_eq(json_string_value(json_object_get(ev, "event")), event);
+    cr_assert_str_eq(json_string_value(json_object_get(ev, "name")), name);
+    cr_assert(json_is_integer(json_object_get(ev, "time_ms")));
+    if (owner != NULL)
+        cr_assert_str_eq(json_string_value(json_object_get(ev, "owner")), owner);
+    if (cause != NULL) {
+        cr_assert_str_eq(json_string_value(json_object_get(ev, "cause")), cause);
+    } else {
+        cr_assert(json_is_integer(json_object_get(ev, "count")));
+        cr_assert(json_is_integer(json_object_get(ev, "ttl_ms")));
+    }
+}
+
+/* Starts `watch --json` on name with extra options and waits until it has subscribed to
+ * channel and printed want_lines lines (its "held" lines). */
+static void start_watch(cli_proc *w, redisContext *r, const char *name, const char *channel,
+                        const char *const *opts, int want_lines)
+{
+    const char *args[24];
+    int n = 0;
+    args[n++] = "--url";
+    args[n++] = test_url();
+    args[n++] = "watch";
+    args[n++] = "--json";
+    for (int i = 0; opts && opts[i]; i++)
+        args[n++] = opts[i];
+    args[n++] = name;
+    args[n] = NULL;
+    cli_start(w, args);
+    channel_probe ch = {.r = r};
+    snprintf(ch.channel, sizeof ch.channel, "%s", channel);
+    cr_assert(crdt_wait_until(channel_has_subscriber, &ch, 10000), "watch never subscribed");
+    lines_probe lp = {.path = w->out, .want = want_lines};
+    cr_assert(crdt_wait_until(file_has_lines, &lp, 10000), "watch printed no held line");
+}
+
+static char *owner_of(crd_client *c, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s:%llu", crd_client_id(c), (unsigned long long)crd_owner_current());
+    return buf;
+}
+
+Test(cli, watch_prints_a_release_within_100_ms)
+{
+    const char *name = crdt_key("lock");
+    redisContext *r = crdt_redis();
+    crd_client *c = crdt_client();
+    crd_lock *l = crdt_lock(c, name);
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    char owner[128], channel[400];
+    owner_of(c, owner, sizeof owner);
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+
+    cli_proc w;
+    start_watch(&w, r, name, channel, ARGS("--count", "1", "--timeout", "20000"), 1);
+    json_t *ev = json_line(w.out, 0);
+    expect_event(ev, "held", name, owner, NULL);
+    cr_assert_eq(json_integer_value(json_object_get(ev, "count")), 1);
+    json_decref(ev);
+
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    lines_probe lp = {.path = w.out, .want = 2};
+    cr_assert(crdt_wait_until(file_has_lines, &lp, 5000), "no release event");
+    int64_t took = crdt_now_ms() - t0;
+    cr_assert_lt(took, 100, "the release was printed %lld ms after it happened", (long long)took);
+    ev = json_line(w.out, 1);
+    expect_event(ev, "release", name, owner, "unlock");
+    json_decref(ev);
+    /* --count 1: the held line does not count, the release does. */
+    char *err = NULL;
+    cr_assert_eq(cli_finish(&w, 5000, NULL, &err), 0, "stderr: %s", err);
+    cr_assert_str_empty(err);
+    free(err);
+
+    /* Text form: the same event as one line. */
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cli_proc t;
+    cli_start(&t, ARGS("--url", test_url(), "watch", "--count", "1", name));
+    channel_probe ch = {.r = r};
+    snprintf(ch.channel, sizeof ch.channel, "%s", channel);
+    cr_assert(crdt_wait_until(channel_has_subscriber, &ch, 10000));
+    lp.path = t.out;
+    lp.want = 1;
+    cr_assert(crdt_wait_until(file_has_lines, &lp, 10000));
+    t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    lp.want = 2;
+    cr_assert(crdt_wait_until(file_has_lines, &lp, 5000), "no release line");
+    cr_assert_lt(crdt_now_ms() - t0, 100);
+    char *out = NULL;
+    cr_assert_eq(cli_finish(&t, 5000, &out, NULL), 0);
+    char want[512];
+    snprintf(want, sizeof want, " release %s owner=%s cause=unlock\n", name, owner);
+    cr_assert(strstr(out, want) != NULL, "%s", out);
+    snprintf(want, sizeof want, " held %s owner=%s count=1 ttl_ms=", name, owner);
+    cr_assert(strstr(out, want) != NULL, "%s", out);
+    free(out);
+
+    crd_lock_free(l);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(cli, watch_reports_acquire_reentry_and_expiry)
+{
+    const char *name = crdt_key("lock");
+    redisContext *r = crdt_redis();
+    char channel[400], owner[128];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    cli_proc w;
+    start_watch(&w, r, name, channel, ARGS("--count", "3", "--interval", "50"), 0);
+
+    crd_client *c = crdt_client();
+    crd_lock *l = crdt_lock(c, name);
+    owner_of(c, owner, sizeof owner);
+    cr_assert_eq(crd_lock_acquire(l, 0, 400), CRD_OK);
+    lines_probe lp = {.path = w.out, .want = 1};
+    cr_assert(crdt_wait_until(file_has_lines, &lp, 2000), "no acquire event");
+    cr_assert_eq(crd_lock_acquire(l, 0, 400), CRD_OK); /* reentry: count 2, lease again */
+    lp.want = 2;
+    cr_assert(crdt_wait_until(file_has_lines, &lp, 2000), "no count event");
+    /* Nothing publishes an expiry; the watcher reads again when the TTL runs out. */
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(cli_finish(&w, 5000, NULL, NULL), 0);
+    cr_assert_lt(crdt_now_ms() - t0, 1500);
+    json_t *ev = json_line(w.out, 0);
+    expect_event(ev, "acquire", name, owner, NULL);
+    cr_assert_eq(json_integer_value(json_object_get(ev, "count")), 1);
+    json_t *ttl = json_object_get(ev, "ttl_ms");
+    cr_assert(json_integer_value(ttl) > 0 && json_integer_value(ttl) <= 400);
+    json_decref(ev);
+    ev = json_line(w.out, 1);
+    expect_event(ev, "count", name, owner, NULL);
+    cr_assert_eq(json_integer_value(json_object_get(ev, "count")), 2);
+    json_decref(ev);
+    ev = json_line(w.out, 2);
+    expect_event(ev, "release", name, owner, "expired");
+    json_decref(ev);
+    cr_assert_eq(crd_lock_release(l), CRD_LOCK_LOST);
+    crd_lock_free(l);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(cli, watch_sees_fair_and_read_write_releases_within_100_ms)
+{
+    redisContext *r = crdt_redis();
+    crd_client *c = crdt_client();
+    char owner[128], channel[400];
+    owner_of(c, owner, sizeof owner);
+
+    /* Fair lock with a queued waiter: the release publishes on the waiter's own channel
+     * (redisson_lock__channel:{N}:<owner>), which watch follows by pattern. */
+    const char *name = crdt_key("fair");
+    crd_lock *fl = NULL;
+    cr_assert_eq(crd_fair_lock_new(c, name, &fl), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(fl, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cli_proc waiter;
+    cli_start(&waiter, ARGS("--url", test_url(), "run", "--fair", "--wait", "10000", name, "--",
+                            "sleep", "0.3"));
+    char qkey[400];
+    snprintf(qkey, sizeof qkey, "redisson_lock_queue:{%s}", name);
+    key_probe kp = {.r = r, .key = qkey};
+    cr_assert(crdt_wait_until(queue_has_one, &kp, 10000), "the CLI never queued");
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    cli_proc w;
+    start_watch(&w, r, name, channel, ARGS("--count", "2"), 1);
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_release(fl), CRD_OK);
+    lines_probe lp = {.path = w.out, .want = 2};
+    cr_assert(crdt_wait_until(file_has_lines, &lp, 5000), "no release event");
+    cr_assert_lt(crdt_now_ms() - t0, 100);
+    json_t *ev = json_line(w.out, 1);
+    expect_event(ev, "release", name, owner, "unlock");
+    json_decref(ev);
+    /* ... and the waiter's acquire follows. */
+    cr_assert_eq(cli_finish(&w, 5000, NULL, NULL), 0);
+    ev = json_line(w.out, 2);
+    expect_event(ev, "acquire", name, NULL, NULL);
+    cr_assert_str_neq(json_string_value(json_object_get(ev, "owner")), owner);
+    json_decref(ev);
+    cr_assert_eq(cli_finish(&waiter, 10000, NULL, NULL), 0);
+    crd_lock_free(fl);
+
+    /* Read lock: the release publishes on redisson_rwlock:{N}. */
+    const char *rwname = crdt_key("rw");
+    crd_rwlock *rw = NULL;
+    cr_assert_eq(crd_rwlock_new(c, rwname, &rw), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(rw), 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    snprintf(channel, sizeof channel, "redisson_rwlock:{%s}", rwname);
+    start_watch(&w, r, rwname, channel, ARGS("--count", "1"), 1);
+    ev = json_line(w.out, 0);
+    expect_event(ev, "held", rwname, owner, NULL);
+    cr_assert_str_eq(json_string_value(json_object_get(ev, "mode")), "read");
+    json_decref(ev);
+    t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(rw)), CRD_OK);
+    lp.path = w.out;
+    lp.want = 2;
+    cr_assert(crdt_wait_until(file_has_lines, &lp, 5000), "no release event");
+    cr_assert_lt(crdt_now_ms() - t0, 100);
+    cr_assert_eq(cli_finish(&w, 5000, NULL, NULL), 0);
+    ev = json_line(w.out, 1);
+    expect_event(ev, "release", rwname, owner, "unlock");
+    json_decref(ev);
+    crd_rwlock_free(rw);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(cli, watch_exits_0_at_its_timeout_and_69_when_the_server_goes_away)
+{
+    const char *name = crdt_key("lock");
+    char *out = NULL, *err = NULL;
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(cli(&out, &err, ARGS("--url", test_url(), "watch", "--timeout", "300", name)), 0,
+                 "stderr: %s", err);
+    int64_t took = crdt_now_ms() - t0;
+    cr_assert_geq(took, 300);
+    cr_assert_lt(took, 3000);
+    cr_assert_str_empty(out); /* nothing held, nothing happened */
+    cr_assert_str_empty(err);
+    free(out);
+    free(err);
+
+    crdt_server srv;
+    crdt_server_start(&srv, false, NULL, NULL, NULL);
+    char url[64];
+    url_for_port(url, sizeof url, srv.port);
+    cli_proc w;
+    cli_start(&w, ARGS("--url", url, "watch", name));
+    redisContext *r = crdt_redis_port(srv.port);
+    channel_probe ch = {.r = r};
+    snprintf(ch.channel, sizeof ch.channel, "redisson_lock__channel:{%s}", name);
+    cr_assert(crdt_wait_until(channel_has_subscriber, &ch, 10000));
+    redisFree(r);
+    crdt_server_stop(&srv);
+    cr_assert_eq(cli_finish(&w, 5000, NULL, &err), 69, "stderr: %s", err);
+    cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
+    free(err);
 }

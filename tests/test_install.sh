@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# test_install.sh -- the installed credisson works the way C libraries are used.
+#
+# usage: tests/test_install.sh BUILD_DIR SOURCE_DIR     (registered with ctest as "install")
+#
+#   1. `cmake --install BUILD_DIR --prefix SCRATCH`: the header, the shared library with
+#      its SONAME links, the static library, the CMake package, the pkg-config file, the
+#      CLI and its man page are where they belong.
+#   2. A consumer project built with find_package(credisson) (CMAKE_PREFIX_PATH=SCRATCH),
+#      linked once to credisson::credisson and once to credisson::credisson_static, and
+#      one built with `pkg-config --cflags --libs credisson` (PKG_CONFIG_PATH=SCRATCH):
+#      each takes, checks and releases a lock on a redis-server this script starts.
+#   3. `cpack -G DEB`: the three packages (libcredissonN, libcredisson-dev, credisson),
+#      unpacked with `dpkg -x` into a scratch root (nothing is installed system-wide);
+#      the unpacked CLI runs, and both consumers build and run against the unpacked tree.
+# Everything lives in one temporary directory, removed at exit with the server.
+set -euo pipefail
+
+build=$(cd "${1:?usage: test_install.sh BUILD_DIR SOURCE_DIR}" && pwd)
+src=$(cd "${2:?usage: test_install.sh BUILD_DIR SOURCE_DIR}" && pwd)
+redis_server=${CRD_REDIS_SERVER:-redis-server}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/credisson-install.XXXXXX")
+server_pid=
+cleanup() {
+    if [[ -n $server_pid ]]; then
+        kill "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+    fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+step() { printf 'install-test: %s\n' "$*"; }
+fail() {
+    printf 'install-test: FAILED: %s\n' "$*" >&2
+    exit 1
+}
+# Runs a command quietly; on failure shows its output and fails.
+quiet() {
+    local log="$tmp/last.log"
+    if ! "$@" >"$log" 2>&1; then
+        cat "$log" >&2
+        fail "$*"
+    fi
+}
+
+# --- a private redis-server on a free loopback port -------------------------------------
+port=
+for _ in 1 2 3 4 5 6 7 8; do
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+        echo $((20000 + RANDOM % 40000)))
+    "$redis_server" --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" \
+        --logfile "$tmp/redis.log" >/dev/null 2>&1 &
+    server_pid=$!
+    for _ in $(seq 200); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            break 2
+        fi
+        kill -0 "$server_pid" 2>/dev/null || break
+        sleep 0.025
+    done
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=
+done
+[[ -n $server_pid ]] || fail "could not start $redis_server"
+url="redis://127.0.0.1:$port"
+
+# --- the consumer: one source, two ways to build it -----------------------------------
+mkdir -p "$tmp/consumer"
+cat >"$tmp/consumer/main.c" <<'C'
+#include <credisson.h>
+#include <stdio.h>
+#include <string.h>
+
+int main(int argc, char **argv)
+{
+    if (argc != 3)
+        return 2;
+    if (strcmp(crd_version(), CRD_VERSION_STRING) != 0) {
+        fprintf(stderr, "header %s, library %s\n", CRD_VERSION_STRING, crd_version());
+        return 1;
+    }
+    crd_options o;
+    crd_options_init(&o);
+    o.url = argv[1];
+    crd_client *c = NULL;
+    crd_status st = crd_client_new(&o, &c);
+    if (st != CRD_OK) {
+        fprintf(stderr, "client: %s: %s\n", crd_strerror(st), crd_client_errmsg(c));
+        crd_client_free(c);
+        return 1;
+    }
+    crd_lock *l = NULL;
+    bool held = false;
+    int rc = 1;
+    if (crd_lock_new(c, argv[2], &l) == CRD_OK && crd_lock_acquire(l, 5000, CRD_LEASE_WATCHDOG) == CRD_OK &&
+        crd_lock_is_held(l, &held) == CRD_OK && held && crd_lock_release(l) == CRD_OK)
+        rc = 0;
+    crd_metrics m;
+    if (crd_client_metrics(c, &m, sizeof m) != CRD_OK || m.acquisitions != 1)
+        rc = 1;
+    crd_lock_free(l);
+    crd_client_free(c);
+    printf("consumer %s: %s\n", crd_version(), rc == 0 ? "lock taken and released" : "FAILED");
+    return rc;
+}
+C
+cat >"$tmp/consumer/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.20)
+project(credisson_consumer LANGUAGES C)
+find_package(credisson 0.1 REQUIRED)
+add_executable(consumer main.c)
+target_link_libraries(consumer PRIVATE credisson::credisson)
+add_executable(consumer_static main.c)
+target_link_libraries(consumer_static PRIVATE credisson::credisson_static)
+CM
+
+# consumers PREFIX LIBDIR TAG: builds and runs the three consumers against PREFIX.
+consumers() {
+    local prefix=$1 libdir=$2 tag=$3 out="$tmp/build-$3"
+    step "$tag: find_package(credisson) consumer (shared and static)"
+    quiet cmake -S "$tmp/consumer" -B "$out" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release
+    grep -q "credisson_DIR:PATH=$prefix/" "$out/CMakeCache.txt" ||
+        fail "$tag: find_package found $(grep credisson_DIR "$out/CMakeCache.txt"), not the one in $prefix"
+    quiet cmake --build "$out"
+    [[ $(LD_LIBRARY_PATH="$libdir" ldd "$out/consumer") == *"libcredisson.so.0 => $libdir/"* ]] ||
+        fail "$tag: consumer does not load $libdir/libcredisson.so.0"
+    [[ $(ldd "$out/consumer_static") != *libcredisson* ]] || fail "$tag: consumer_static is not static"
+    LD_LIBRARY_PATH="$libdir" "$out/consumer" "$url" "install:$tag:cmake" || fail "$tag: cmake consumer"
+    "$out/consumer_static" "$url" "install:$tag:static" || fail "$tag: static consumer"
+
+    step "$tag: pkg-config consumer"
+    local flags
+    flags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" \
+        pkg-config --cflags --libs credisson) || fail "$tag: pkg-config does not know credisson"
+    [[ $flags == *"-I$prefix/"* || $flags == *"-I$libdir/"* ]] || fail "$tag: pkg-config flags point elsewhere: $flags"
+    # shellcheck disable=SC2086
+    quiet cc -o "$out/consumer_pc" "$tmp/consumer/main.c" $flags
+    LD_LIBRARY_PATH="$libdir" "$out/consumer_pc" "$url" "install:$tag:pkgconfig" || fail "$tag: pkg-config consumer"
+}
+
+# --- 1. cmake --install -----------------------------------------------------------------
+prefix="$tmp/prefix"
+step "cmake --install into $prefix"
+quiet cmake --install "$build" --prefix "$prefix"
+libdir=$(dirname "$(find "$prefix" -name 'libcredisson.so.*.*.*' | head -1)")
+[[ -d $libdir ]] || fail "no libcredisson.so.X.Y.Z installed"
+for f in include/credisson.h bin/credisson share/man/man1/credisson.1; do
+    [[ -f $prefix/$f ]] || fail "missing $f"
+done
+for f in libcredisson.so libcredisson.so.0 libcredisson.a pkgconfig/credisson.pc \
+    cmake/credisson/credissonConfig.cmake cmake/credisson/credissonConfigVersion.cmake \
+    cmake/credisson/credissonTargets.cmake; do
+    [[ -e $libdir/$f ]] || fail "missing ${libdir#"$prefix"/}/$f"
+done
+[[ $(readlink "$libdir/libcredisson.so") == libcredisson.so.0 ]] || fail "libcredisson.so does not link to .so.0"
+soname=$(objdump -p "$libdir/libcredisson.so.0" | awk '$1 == "SONAME" {print $2}')
+[[ $soname == libcredisson.so.0 ]] || fail "SONAME is '$soname'"
+cmp -s "$src/man/credisson.1" "$prefix/share/man/man1/credisson.1" || fail "installed man page differs from man/credisson.1"
+if command -v groff >/dev/null; then
+    warnings=$(LC_ALL=C.UTF-8 groff -man -Tutf8 -ww -z "$prefix/share/man/man1/credisson.1" 2>&1)
+    [[ -z $warnings ]] || fail "man page: $warnings"
+fi
+[[ $(LD_LIBRARY_PATH="$libdir" "$prefix/bin/credisson" --version) =~ ^credisson\ [0-9]+\.[0-9]+\.[0-9]+$ ]] ||
+    fail "installed CLI --version"
+LD_LIBRARY_PATH="$libdir" "$prefix/bin/credisson" --url "$url" run install:cli -- true ||
+    fail "installed CLI run"
+consumers "$prefix" "$libdir" prefix
+
+# --- 2. cpack -G DEB, dpkg -x -----------------------------------------------------------
+step "cpack -G DEB"
+quiet cpack -G DEB --config "$build/CPackConfig.cmake" -B "$tmp/deb"
+shopt -s nullglob
+debs=("$tmp"/deb/*.deb)
+((${#debs[@]} == 3)) || fail "expected 3 .deb files, got: ${debs[*]##*/}"
+root="$tmp/root"
+for d in "${debs[@]}"; do
+    pkg=$(dpkg-deb -f "$d" Package)
+    printf 'install-test:   %-20s %s  Depends: %s\n' "$pkg" "$(dpkg-deb -f "$d" Version)" "$(dpkg-deb -f "$d" Depends)"
+    dpkg -x "$d" "$root"
+done
+for p in libcredisson0 libcredisson-dev credisson; do
+    ls "$tmp"/deb/"${p}"_*.deb >/dev/null 2>&1 || fail "no package $p"
+done
+[[ $(dpkg-deb -f "$tmp"/deb/credisson_*.deb Depends) == *"libcredisson0 (= "* ]] || fail "CLI package does not depend on libcredisson0"
+[[ $(dpkg-deb -f "$tmp"/deb/libcredisson-dev_*.deb Depends) == *"libcredisson0 (= "* ]] || fail "-dev package does not depend on libcredisson0"
+[[ $(dpkg-deb -c "$tmp"/deb/libcredisson0_*.deb) != *include/* ]] || fail "the runtime package holds headers"
+[[ $(dpkg-deb -c "$tmp"/deb/credisson_*.deb) == *man1/credisson.1* ]] || fail "no man page in the CLI package"
+dlib=$(dirname "$(find "$root" -name 'libcredisson.so.0' | head -1)")
+[[ $dlib == "$root"/usr/* ]] || fail "the packages do not install under /usr"
+ver=$(LD_LIBRARY_PATH="$dlib" "$root/usr/bin/credisson" --version) || fail "unpacked CLI --version"
+step "unpacked CLI: $ver"
+[[ $(LD_LIBRARY_PATH="$dlib" "$root/usr/bin/credisson" --url "$url" status --json install:deb) == *'"client":{'* ]] ||
+    fail "unpacked CLI status --json"
+consumers "$root/usr" "$dlib" deb
+step "ok"
