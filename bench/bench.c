@@ -1,0 +1,1499 @@
+/*
+ * bench.c -- credisson-bench, the benchmark of issue #7: credisson against the round-trip
+ * floor and against node-redisson, measured side by side in the same repetitions.
+ *
+ *   credisson-bench [--quick] [--json] [--scenario NAME]... [--reps N] [--url URL]
+ *                   [--no-node]
+ *
+ * It starts a private redis-server (no RDB, no AOF, a free 127.0.0.1 port, killed at
+ * exit) unless --url redis://HOST:PORT is given. Every scenario runs once per repetition,
+ * repetitions outermost; credisson and node-redisson alternate which goes first. Every
+ * ratio is computed inside one repetition (this machine is shared and noisy) and then
+ * summarised as median, min and max over the repetitions. A repetition whose exclusion
+ * or FIFO check fails makes the scenario "failed" and the exit status 1.
+ *
+ * Method, metrics and the last full run: bench/README.md.
+ * Threads: the main thread drives everything; threads-N starts N locker threads, the
+ * floor a subscriber thread. Workers are separate processes (worker.c, node/worker.js).
+ */
+#include "bench.h"
+
+#include <credisson.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef CRD_BENCH_NODE_MODULES
+#define CRD_BENCH_NODE_MODULES "interop/node/node_modules"
+#endif
+#ifndef CRD_BENCH_NODE_WORKER
+#define CRD_BENCH_NODE_WORKER "bench/node/worker.js"
+#endif
+#ifndef CRD_BENCH_LUA_DIR
+#define CRD_BENCH_LUA_DIR "lua"
+#endif
+#ifndef CRD_BENCH_REDIS_SERVER
+#define CRD_BENCH_REDIS_SERVER "redis-server"
+#endif
+#ifndef CRD_BENCH_BUILD_TYPE
+#define CRD_BENCH_BUILD_TYPE ""
+#endif
+
+/* ---- options and parameters ------------------------------------------------------------- */
+
+static const char *const ALL_SCENARIOS[] = {
+    "floor",    "uncontended", "threads-4", "threads-16",   "procs-4",
+    "procs-16", "handoff",     "fair-8",    "watchdog-10k", "watchdog-100k"};
+#define NSCEN (sizeof ALL_SCENARIOS / sizeof ALL_SCENARIOS[0])
+
+typedef struct params {
+    bool quick, json, node;
+    int reps;
+    int floor_n;            /* samples per floor measurement */
+    int unc_blocks, unc_per_block;
+    int64_t duration_ms;    /* threads-N, procs-N, fair-8 */
+    int handoff_rounds;
+    int wd_rounds;
+    bool selected[NSCEN];
+} params;
+
+static params P;
+static bn_endpoint EP;
+static redisContext *ADMIN; /* the bench's own connection: INFO, cleanup */
+static bool OWN_SERVER;
+static char SELF_EXE[4096];
+static char NODE_MODULES[4096];
+static char NODE_WORKER[4096];
+static char RUN_ID[32];
+static int FAILED_CHECKS;
+
+/* ---- the private redis-server ------------------------------------------------------------ */
+
+static pid_t redis_pid;
+static char redis_dir[64];
+
+static void stop_redis(void)
+{
+    if (redis_pid > 0) {
+        kill(redis_pid, SIGTERM);
+        waitpid(redis_pid, NULL, 0);
+        redis_pid = 0;
+    }
+    if (redis_dir[0] != '\0') {
+        char p[128];
+        snprintf(p, sizeof p, "%s/redis.log", redis_dir);
+        unlink(p);
+        rmdir(redis_dir);
+        redis_dir[0] = '\0';
+    }
+}
+
+static void on_signal(int sig)
+{
+    if (redis_pid > 0)
+        kill(redis_pid, SIGTERM);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+static bool start_redis(void)
+{
+    snprintf(redis_dir, sizeof redis_dir, "/tmp/crd-bench.XXXXXX");
+    if (mkdtemp(redis_dir) == NULL)
+        return false;
+    atexit(stop_redis);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    for (int attempt = 0; attempt < 5; attempt++) {
+        int port = free_port();
+        char ports[16], logf[128];
+        snprintf(ports, sizeof ports, "%d", port);
+        snprintf(logf, sizeof logf, "%s/redis.log", redis_dir);
+        pid_t pid = fork();
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            execlp(CRD_BENCH_REDIS_SERVER, CRD_BENCH_REDIS_SERVER, "--port", ports, "--bind",
+                   "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", redis_dir,
+                   "--protected-mode", "no", "--loglevel", "warning", "--logfile", logf,
+                   "--maxclients", "2000", (char *)NULL);
+            _exit(127);
+        }
+        if (pid < 0)
+            return false;
+        redis_pid = pid;
+        struct timeval tv = {0, 200000};
+        for (int i = 0; i < 100; i++) {
+            bn_sleep_us(50000);
+            if (waitpid(pid, NULL, WNOHANG) == pid) {
+                redis_pid = 0;
+                break;
+            }
+            redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+            if (c != NULL && !c->err) {
+                redisReply *r = redisCommand(c, "PING");
+                bool ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+                if (r != NULL)
+                    freeReplyObject(r);
+                redisFree(c);
+                if (ok) {
+                    snprintf(EP.host, sizeof EP.host, "127.0.0.1");
+                    EP.port = port;
+                    return true;
+                }
+            } else if (c != NULL) {
+                redisFree(c);
+            }
+        }
+        if (redis_pid > 0) {
+            kill(redis_pid, SIGKILL);
+            waitpid(redis_pid, NULL, 0);
+            redis_pid = 0;
+        }
+    }
+    return false;
+}
+
+/* Between scenarios on our own server: nothing left over (locks, lists, 100k holds). */
+static void clean_server(void)
+{
+    if (!OWN_SERVER)
+        return;
+    const char *argv[1] = {"FLUSHALL"};
+    freeReplyObject(bn_cmd(ADMIN, 1, argv));
+}
+
+/* ---- results ---------------------------------------------------------------------------- */
+
+#define MAXMET 40
+
+typedef struct result {
+    const char *scenario;
+    const char *impl;
+    char names[MAXMET][48];
+    bn_vec vals[MAXMET];
+    int nmet;
+    int reps;
+    bool failed;
+    char why[256];
+} result;
+
+static result RESULTS[2 * NSCEN];
+static int NRESULTS;
+
+static result *res(const char *scenario, const char *impl)
+{
+    for (int i = 0; i < NRESULTS; i++)
+        if (strcmp(RESULTS[i].scenario, scenario) == 0 && strcmp(RESULTS[i].impl, impl) == 0)
+            return &RESULTS[i];
+    result *r = &RESULTS[NRESULTS++];
+    memset(r, 0, sizeof *r);
+    r->scenario = scenario;
+    r->impl = impl;
+    return r;
+}
+
+static void put(result *r, const char *name, double v)
+{
+    int i;
+    for (i = 0; i < r->nmet; i++)
+        if (strcmp(r->names[i], name) == 0)
+            break;
+    if (i == r->nmet) {
+        if (r->nmet == MAXMET)
+            return;
+        snprintf(r->names[r->nmet++], sizeof r->names[0], "%s", name);
+    }
+    bn_vec_push(&r->vals[i], v);
+}
+
+static void fail_check(result *r, const char *what, double n)
+{
+    r->failed = true;
+    snprintf(r->why, sizeof r->why, "%.0f %s", n, what);
+    FAILED_CHECKS++;
+    fprintf(stderr, "credisson-bench: %s %s: CHECK FAILED: %s\n", r->scenario, r->impl, r->why);
+}
+
+/* ---- lock-script and pub/sub floor -------------------------------------------------------- */
+
+static char ACQ_SHA[64], PUB_SHA[64];
+static long FLOOR_KEYS;
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    } else {
+        s[n] = '\0';
+    }
+    fclose(f);
+    return s;
+}
+
+static void load_script(const char *text, char *sha)
+{
+    const char *argv[3] = {"SCRIPT", "LOAD", text};
+    redisReply *r = bn_cmd(ADMIN, 3, argv);
+    snprintf(sha, 64, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
+    freeReplyObject(r);
+}
+
+/* The floor's lock script is credisson's own lua/rlock_acquire.lua, run with raw hiredis
+ * on a fresh key: the same server work as an uncontended acquire, no library around it. */
+static void load_floor_scripts(void)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/rlock_acquire.lua", CRD_BENCH_LUA_DIR);
+    char *text = read_file(path);
+    if (text == NULL) {
+        text = strdup("if (redis.call('exists', KEYS[1]) == 0) or "
+                      "(redis.call('hexists', KEYS[1], ARGV[2]) == 1) then\n"
+                      "redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
+                      "redis.call('pexpire', KEYS[1], ARGV[1])\nreturn nil\nend\n"
+                      "return redis.call('pttl', KEYS[1])\n");
+    }
+    load_script(text, ACQ_SHA);
+    free(text);
+    load_script("return redis.call('publish', KEYS[1], ARGV[1])", PUB_SHA);
+}
+
+static double script_rtt_once(redisContext *c)
+{
+    char k[96];
+    snprintf(k, sizeof k, "crdbench:%s:floor:%ld", RUN_ID, FLOOR_KEYS++);
+    const char *argv[6] = {"EVALSHA", ACQ_SHA, "1", k, "10000",
+                           "00000000-0000-4000-8000-000000000000:1"};
+    int64_t t0 = bn_now_us();
+    redisReply *r = bn_cmd(c, 6, argv);
+    int64_t t1 = bn_now_us();
+    if (r->type != REDIS_REPLY_NIL) {
+        fprintf(stderr, "credisson-bench: the floor script did not acquire a fresh key\n");
+        exit(2);
+    }
+    freeReplyObject(r);
+    return (double)(t1 - t0);
+}
+
+typedef struct sub_thread {
+    redisContext *c;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int64_t t_recv;
+    long got;
+} sub_thread;
+
+static void *subscriber(void *p)
+{
+    sub_thread *s = p;
+    for (;;) {
+        void *rv = NULL;
+        if (redisGetReply(s->c, &rv) != REDIS_OK || rv == NULL)
+            return NULL;
+        redisReply *r = rv;
+        int64_t t = bn_now_us();
+        bool stop = false;
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+            strcmp(r->element[0]->str, "message") == 0) {
+            stop = strcmp(r->element[2]->str, "stop") == 0;
+            pthread_mutex_lock(&s->mu);
+            s->t_recv = t;
+            s->got++;
+            pthread_cond_signal(&s->cv);
+            pthread_mutex_unlock(&s->mu);
+        }
+        freeReplyObject(r);
+        if (stop)
+            return NULL;
+    }
+}
+
+typedef struct floor_vals {
+    double ping_p50, ping_p99, script_p50, script_p99, pubsub_p50, pubsub_p99;
+} floor_vals;
+
+/* PING, lock-script and pub/sub delivery round trips from this process, concurrency 1.
+ * With idle_us > 0 the pub/sub samples are each taken after that long a pause, as in the
+ * handoff scenario, where both sides sit idle before the release (waking an idle CPU of
+ * a virtual machine costs far more than a back-to-back round trip). */
+static floor_vals measure_floor(int n, int64_t idle_us)
+{
+    floor_vals f;
+    redisContext *c = bn_connect(&EP);
+    bn_vec ping = {0}, script = {0}, pub = {0};
+    const char *pa[1] = {"PING"};
+    for (int i = 0; i < n; i++) {
+        int64_t t0 = bn_now_us();
+        freeReplyObject(bn_cmd(c, 1, pa));
+        bn_vec_push(&ping, (double)(bn_now_us() - t0));
+    }
+    for (int i = 0; i < n; i++)
+        bn_vec_push(&script, script_rtt_once(c));
+
+    /* Pub/sub: time from sending a script that publishes to the subscriber thread
+     * holding the message (the path of an unlock's wake-up). */
+    sub_thread s;
+    memset(&s, 0, sizeof s);
+    s.c = bn_connect(&EP);
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_cond_init(&s.cv, NULL);
+    char chan[96];
+    snprintf(chan, sizeof chan, "crdbench:%s:floorchan", RUN_ID);
+    const char *sa[2] = {"SUBSCRIBE", chan};
+    freeReplyObject(bn_cmd(s.c, 2, sa));
+    pthread_t th;
+    pthread_create(&th, NULL, subscriber, &s);
+    for (int i = 0; i <= n; i++) {
+        bool last = i == n;
+        const char *ea[5] = {"EVALSHA", PUB_SHA, "1", chan, last ? "stop" : "0"};
+        pthread_mutex_lock(&s.mu);
+        long want = s.got + 1;
+        pthread_mutex_unlock(&s.mu);
+        if (idle_us > 0)
+            bn_sleep_us(idle_us);
+        int64_t t0 = bn_now_us();
+        freeReplyObject(bn_cmd(c, 5, ea));
+        pthread_mutex_lock(&s.mu);
+        while (s.got < want)
+            pthread_cond_wait(&s.cv, &s.mu);
+        int64_t t1 = s.t_recv;
+        pthread_mutex_unlock(&s.mu);
+        if (!last)
+            bn_vec_push(&pub, (double)(t1 - t0));
+    }
+    pthread_join(th, NULL);
+    redisFree(s.c);
+    redisFree(c);
+    f.ping_p50 = bn_quantile(&ping, 0.5);
+    f.ping_p99 = bn_quantile(&ping, 0.99);
+    f.script_p50 = bn_quantile(&script, 0.5);
+    f.script_p99 = bn_quantile(&script, 0.99);
+    f.pubsub_p50 = bn_quantile(&pub, 0.5);
+    f.pubsub_p99 = bn_quantile(&pub, 0.99);
+    bn_vec_free(&ping);
+    bn_vec_free(&script);
+    bn_vec_free(&pub);
+    return f;
+}
+
+static void sc_floor(void)
+{
+    floor_vals f = measure_floor(P.floor_n, 0);
+    result *r = res("floor", "credisson");
+    put(r, "ping_us_p50", f.ping_p50);
+    put(r, "ping_us_p99", f.ping_p99);
+    put(r, "lock_script_us_p50", f.script_p50);
+    put(r, "lock_script_us_p99", f.script_p99);
+    put(r, "pubsub_delivery_us_p50", f.pubsub_p50);
+    put(r, "pubsub_delivery_us_p99", f.pubsub_p99);
+}
+
+/* ---- helpers for scenarios --------------------------------------------------------------- */
+
+static crd_client *new_client(int pool_size)
+{
+    crd_options o;
+    crd_options_init(&o);
+    o.url = EP.url;
+    if (pool_size > 0)
+        o.pool_size = pool_size;
+    crd_client *c = NULL;
+    crd_status st = crd_client_new(&o, &c);
+    if (st != CRD_OK) {
+        fprintf(stderr, "credisson-bench: crd_client_new: %s (%s)\n", crd_strerror(st),
+                crd_client_errmsg(c));
+        exit(2);
+    }
+    return c;
+}
+
+static void mkname(char *buf, size_t n, const char *scenario, int rep, const char *impl)
+{
+    snprintf(buf, n, "crdbench:%s:%s:%d:%s", RUN_ID, scenario, rep, impl);
+}
+
+static bool node_usable(void) { return P.node; }
+
+/* Starts a worker: the C one (this binary) or the node one. */
+static bool spawn_worker(bn_child *ch, bool node, const char *kind, const char *name,
+                         const char *prefix, const char *extra1, const char *extra1v,
+                         const char *extra2, const char *extra2v)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", EP.port);
+    char *argv[24];
+    int a = 0;
+    static char nodepath[4200];
+    char *env[2] = {NULL, NULL};
+    if (node) {
+        argv[a++] = "node";
+        argv[a++] = NODE_WORKER;
+        argv[a++] = (char *)kind;
+        snprintf(nodepath, sizeof nodepath, "NODE_PATH=%s", NODE_MODULES);
+        env[0] = nodepath;
+    } else {
+        argv[a++] = SELF_EXE;
+        argv[a++] = "--worker";
+        argv[a++] = (char *)kind;
+    }
+    argv[a++] = "--host";
+    argv[a++] = EP.host;
+    argv[a++] = "--port";
+    argv[a++] = port;
+    argv[a++] = "--name";
+    argv[a++] = (char *)name;
+    argv[a++] = "--prefix";
+    argv[a++] = (char *)prefix;
+    if (extra1 != NULL) {
+        argv[a++] = (char *)extra1;
+        argv[a++] = (char *)extra1v;
+    }
+    if (extra2 != NULL) {
+        argv[a++] = (char *)extra2;
+        argv[a++] = (char *)extra2v;
+    }
+    argv[a] = NULL;
+    return bn_spawn(ch, argv, env);
+}
+
+/* Waits for "ready" from every worker; false if one died. */
+static bool all_ready(bn_child *ch, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char *l = bn_readline(ch[i].out);
+        bool ok = l != NULL && strcmp(l, "ready") == 0;
+        free(l);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static void go_all(bn_child *ch, int n)
+{
+    for (int i = 0; i < n; i++) {
+        fputs("go\n", ch[i].in);
+        fflush(ch[i].in);
+    }
+}
+
+static void reap_all(bn_child *ch, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (ch[i].pid > 0) {
+            kill(ch[i].pid, SIGKILL);
+            bn_reap(&ch[i]);
+        }
+}
+
+/* Parses "L v v v ..." into lat. */
+static void parse_lat(const char *l, bn_vec *lat)
+{
+    const char *p = l + 1;
+    char *end;
+    for (;;) {
+        double v = strtod(p, &end);
+        if (end == p)
+            break;
+        bn_vec_push(lat, v);
+        p = end;
+    }
+}
+
+/* ---- counting the commands a client sends (MONITOR) --------------------------------------- */
+
+/* INFO commandstats also counts the commands a script runs inside Redis, so the commands
+ * a client *sends* are counted with MONITOR instead, on a short untimed block between two
+ * ECHO markers: every line that is not from a script ("[0 lua]") is one command sent. */
+typedef struct monitor {
+    redisContext *c;
+    pthread_t th;
+    long count;
+    bool counting;
+} monitor;
+
+static void *monitor_main(void *p)
+{
+    monitor *m = p;
+    for (;;) {
+        void *rv = NULL;
+        if (redisGetReply(m->c, &rv) != REDIS_OK || rv == NULL)
+            return NULL;
+        redisReply *r = rv;
+        bool end = false;
+        if (r->type == REDIS_REPLY_STATUS && r->str != NULL) {
+            if (strstr(r->str, "crdbench-mark-start") != NULL)
+                m->counting = true;
+            else if (strstr(r->str, "crdbench-mark-end") != NULL)
+                end = true;
+            else if (m->counting && strstr(r->str, " lua]") == NULL)
+                m->count++;
+        }
+        freeReplyObject(r);
+        if (end)
+            return NULL;
+    }
+}
+
+static void monitor_start(monitor *m)
+{
+    memset(m, 0, sizeof *m);
+    m->c = bn_connect(&EP);
+    const char *a[1] = {"MONITOR"};
+    freeReplyObject(bn_cmd(m->c, 1, a));
+    pthread_create(&m->th, NULL, monitor_main, m);
+    const char *e[2] = {"ECHO", "crdbench-mark-start"};
+    freeReplyObject(bn_cmd(ADMIN, 2, e));
+}
+
+static long monitor_stop(monitor *m)
+{
+    const char *e[2] = {"ECHO", "crdbench-mark-end"};
+    freeReplyObject(bn_cmd(ADMIN, 2, e));
+    pthread_join(m->th, NULL);
+    redisFree(m->c);
+    return m->count;
+}
+
+#define COUNT_PAIRS 50
+
+/* ---- uncontended --------------------------------------------------------------------------- */
+
+static double unc_c_pair_p50;
+static bool unc_c_done, unc_node_done;
+static double unc_node_pair_p50;
+
+static void unc_credisson(int rep)
+{
+    char name[128];
+    mkname(name, sizeof name, "uncontended", rep, "c");
+    crd_client *c = new_client(0);
+    crd_lock *l = NULL;
+    crd_lock_new(c, name, &l);
+    crd_lock_acquire(l, -1, CRD_LEASE_WATCHDOG); /* warm-up: connection, scripts, threads */
+    crd_lock_release(l);
+    redisContext *fc = bn_connect(&EP);
+    bn_vec pairs = {0}, floor = {0};
+    int64_t cpu = 0, fcpu = 0;
+    long long cmds = 0;
+    long n = 0;
+    for (int b = 0; b < P.unc_blocks; b++) {
+        int64_t f0 = bn_cpu_us();
+        for (int i = 0; i < P.unc_per_block; i++)
+            bn_vec_push(&floor, script_rtt_once(fc));
+        fcpu += bn_cpu_us() - f0;
+        bn_cmdstats s0 = bn_cmdstats_get(ADMIN);
+        int64_t c0 = bn_cpu_us();
+        for (int i = 0; i < P.unc_per_block; i++) {
+            int64_t t0 = bn_now_us();
+            crd_status a = crd_lock_acquire(l, -1, CRD_LEASE_WATCHDOG);
+            crd_status r = crd_lock_release(l);
+            bn_vec_push(&pairs, (double)(bn_now_us() - t0));
+            if (a != CRD_OK || r != CRD_OK) {
+                fprintf(stderr, "credisson-bench: uncontended: %s / %s (%s)\n", crd_strerror(a),
+                        crd_strerror(r), crd_client_errmsg(c));
+                exit(2);
+            }
+        }
+        cpu += bn_cpu_us() - c0;
+        bn_cmdstats s1 = bn_cmdstats_get(ADMIN);
+        cmds += s1.total - s0.total;
+        n += P.unc_per_block;
+    }
+    result *r = res("uncontended", "credisson");
+    if (rep == 0) {
+        monitor m;
+        monitor_start(&m);
+        for (int i = 0; i < COUNT_PAIRS; i++) {
+            crd_lock_acquire(l, -1, CRD_LEASE_WATCHDOG);
+            crd_lock_release(l);
+        }
+        put(r, "redis_cmds_sent_per_pair", (double)monitor_stop(&m) / COUNT_PAIRS);
+    }
+    double p50 = bn_quantile(&pairs, 0.5), f50 = bn_quantile(&floor, 0.5);
+    put(r, "pair_us_p50", p50);
+    put(r, "pair_us_p99", bn_quantile(&pairs, 0.99));
+    put(r, "lock_script_us_p50", f50);
+    put(r, "ratio_to_2x_script_rtt", p50 / (2 * f50));
+    put(r, "client_cpu_us_per_pair", (double)cpu / (double)n);
+    put(r, "redis_calls_per_pair_incl_in_script", (double)cmds / (double)n);
+    put(r, "raw_client_cpu_us_per_script_rtt", (double)fcpu / (double)(P.unc_blocks * P.unc_per_block));
+    unc_c_pair_p50 = p50;
+    unc_c_done = true;
+    redisFree(fc);
+    crd_lock_free(l);
+    crd_client_free(c);
+    bn_vec_free(&pairs);
+    bn_vec_free(&floor);
+}
+
+static void unc_node(int rep)
+{
+    char name[128], prefix[200], count[16];
+    mkname(name, sizeof name, "uncontended", rep, "node");
+    snprintf(prefix, sizeof prefix, "%s:k", name);
+    snprintf(count, sizeof count, "%d", P.unc_blocks * P.unc_per_block);
+    redisContext *fc = bn_connect(&EP);
+    bn_vec floor = {0}, pairs = {0};
+    for (int i = 0; i < P.unc_per_block * 2; i++)
+        bn_vec_push(&floor, script_rtt_once(fc));
+    bn_child ch;
+    if (!spawn_worker(&ch, true, "pairs", name, prefix, "--count", count, NULL, NULL) ||
+        !all_ready(&ch, 1)) {
+        fprintf(stderr, "credisson-bench: the node worker did not start\n");
+        reap_all(&ch, 1);
+        redisFree(fc);
+        return;
+    }
+    bn_cmdstats s0 = bn_cmdstats_get(ADMIN);
+    go_all(&ch, 1);
+    char *l1 = bn_readline(ch.out), *l2 = bn_readline(ch.out);
+    bn_cmdstats s1 = bn_cmdstats_get(ADMIN);
+    long n = 0;
+    long long cpu = 0;
+    if (l1 != NULL && l2 != NULL && sscanf(l1, "P %ld %lld", &n, &cpu) == 2 && n > 0) {
+        parse_lat(l2, &pairs);
+        for (int i = 0; i < P.unc_per_block * 2; i++)
+            bn_vec_push(&floor, script_rtt_once(fc));
+        result *r = res("uncontended", "node-redisson");
+        double p50 = bn_quantile(&pairs, 0.5), f50 = bn_quantile(&floor, 0.5);
+        put(r, "pair_us_p50", p50);
+        put(r, "pair_us_p99", bn_quantile(&pairs, 0.99));
+        put(r, "lock_script_us_p50", f50);
+        put(r, "ratio_to_2x_script_rtt", p50 / (2 * f50));
+        put(r, "client_cpu_us_per_pair", (double)cpu / (double)n);
+        put(r, "redis_calls_per_pair_incl_in_script", (double)(s1.total - s0.total) / (double)n);
+        unc_node_pair_p50 = p50;
+        unc_node_done = true;
+        if (rep == 0) {
+            /* Count what node-redisson sends, in a second short run under MONITOR. */
+            bn_child c2;
+            char cnt[16];
+            snprintf(cnt, sizeof cnt, "%d", COUNT_PAIRS);
+            if (spawn_worker(&c2, true, "pairs", name, prefix, "--count", cnt, NULL, NULL) &&
+                all_ready(&c2, 1)) {
+                monitor m;
+                monitor_start(&m);
+                go_all(&c2, 1);
+                char *a = bn_readline(c2.out), *b = bn_readline(c2.out);
+                put(r, "redis_cmds_sent_per_pair", (double)monitor_stop(&m) / COUNT_PAIRS);
+                free(a);
+                free(b);
+            }
+            reap_all(&c2, 1);
+        }
+    }
+    free(l1);
+    free(l2);
+    bn_reap(&ch);
+    redisFree(fc);
+    bn_vec_free(&floor);
+    bn_vec_free(&pairs);
+}
+
+static void sc_uncontended(int rep)
+{
+    unc_c_done = unc_node_done = false;
+    bool node_first = rep % 2 == 1;
+    if (node_first && node_usable())
+        unc_node(rep);
+    unc_credisson(rep);
+    if (!node_first && node_usable())
+        unc_node(rep);
+    if (unc_c_done && unc_node_done)
+        put(res("uncontended", "credisson"), "node_pair_over_credisson_pair",
+            unc_node_pair_p50 / unc_c_pair_p50);
+}
+
+/* ---- threads-N ------------------------------------------------------------------------------ */
+
+typedef struct locker {
+    crd_lock *l;
+    crd_client *c;
+    const char *guard;
+    int64_t deadline;
+    long acq, late, viol, timeouts, errors;
+    bn_vec lat;
+    pthread_barrier_t *start;
+} locker;
+
+static void *locker_main(void *p)
+{
+    locker *k = p;
+    redisContext *g = bn_connect(&EP);
+    const char *inc[2] = {"INCR", k->guard}, *dec[2] = {"DECR", k->guard};
+    pthread_barrier_wait(k->start);
+    for (;;) {
+        int64_t t0 = bn_now_us();
+        if (t0 >= k->deadline)
+            break;
+        crd_status st = crd_lock_acquire(k->l, (k->deadline - t0) / 1000 + 2000, CRD_LEASE_WATCHDOG);
+        int64_t t1 = bn_now_us();
+        bn_vec_push(&k->lat, (double)(t1 - t0));
+        if (st == CRD_TIMEOUT) {
+            k->timeouts++;
+            break;
+        }
+        if (st != CRD_OK) {
+            fprintf(stderr, "credisson-bench: threads: acquire: %s (%s)\n", crd_strerror(st),
+                    crd_client_errmsg(k->c));
+            k->errors++;
+            break;
+        }
+        if (t1 <= k->deadline)
+            k->acq++;
+        else
+            k->late++;
+        if (bn_cmd_int(g, 2, inc) != 1)
+            k->viol++;
+        bn_cmd_int(g, 2, dec);
+        if (crd_lock_release(k->l) != CRD_OK) {
+            k->errors++;
+            break;
+        }
+    }
+    redisFree(g);
+    return NULL;
+}
+
+/* Shared summary of N lockers (threads or processes). */
+typedef struct contended {
+    long acq, late, viol, timeouts, errors;
+    bn_vec lat;
+    long min_acq, max_acq;
+    double cpu_us;
+    long long cmds, scripts, subs;
+} contended;
+
+static void put_contended(result *r, contended *x, int n)
+{
+    double secs = (double)P.duration_ms / 1000.0;
+    long total = x->acq + x->late;
+    long stalls = 0;
+    for (size_t i = 0; i < x->lat.n; i++)
+        if (x->lat.v[i] > 1e6)
+            stalls++;
+    stalls += x->timeouts;
+    put(r, "handoffs_per_s", (double)x->acq / secs);
+    put(r, "acquire_ms_p50", bn_quantile(&x->lat, 0.5) / 1000.0);
+    put(r, "acquire_ms_p99", bn_quantile(&x->lat, 0.99) / 1000.0);
+    put(r, "acquire_ms_max", bn_max(&x->lat) / 1000.0);
+    put(r, "stalls_over_1s", (double)stalls);
+    put(r, "acquire_scripts_per_acq",
+        total > 0 ? (double)(x->scripts - total) / (double)total : NAN);
+    put(r, "sub_unsub_per_acq", total > 0 ? (double)x->subs / (double)total : NAN);
+    put(r, "client_cpu_us_per_acq", total > 0 ? x->cpu_us / (double)total : NAN);
+    put(r, "min_share_of_mean", x->acq > 0 ? (double)x->min_acq * n / (double)x->acq : NAN);
+    put(r, "exclusion_violations", (double)x->viol);
+    if (x->viol > 0)
+        fail_check(r, "exclusion violations", (double)x->viol);
+    if (x->errors > 0)
+        fprintf(stderr, "credisson-bench: %s %s: %ld lock errors\n", r->scenario, r->impl,
+                x->errors);
+}
+
+static void sc_threads(int rep, const char *scenario, int n)
+{
+    char name[128], guard[200];
+    mkname(name, sizeof name, scenario, rep, "c");
+    snprintf(guard, sizeof guard, "%s:guard", name);
+    crd_client *c = new_client(0);
+    crd_lock *l = NULL;
+    crd_lock_new(c, name, &l);
+    crd_lock_acquire(l, -1, CRD_LEASE_WATCHDOG);
+    crd_lock_release(l);
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, (unsigned)n + 1);
+    locker *k = calloc((size_t)n, sizeof *k);
+    pthread_t *th = calloc((size_t)n, sizeof *th);
+    for (int i = 0; i < n; i++) {
+        k[i].l = l;
+        k[i].c = c;
+        k[i].guard = guard;
+        k[i].start = &start;
+        pthread_create(&th[i], NULL, locker_main, &k[i]);
+    }
+    bn_sleep_us(100000); /* the lockers connect their guard connections */
+    bn_cmdstats s0 = bn_cmdstats_get(ADMIN);
+    int64_t cpu0 = bn_cpu_us();
+    int64_t deadline = bn_now_us() + P.duration_ms * 1000;
+    for (int i = 0; i < n; i++)
+        k[i].deadline = deadline;
+    pthread_barrier_wait(&start);
+    contended x;
+    memset(&x, 0, sizeof x);
+    x.min_acq = -1;
+    for (int i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        x.acq += k[i].acq;
+        x.late += k[i].late;
+        x.viol += k[i].viol;
+        x.timeouts += k[i].timeouts;
+        x.errors += k[i].errors;
+        if (x.min_acq < 0 || k[i].acq < x.min_acq)
+            x.min_acq = k[i].acq;
+        for (size_t j = 0; j < k[i].lat.n; j++)
+            bn_vec_push(&x.lat, k[i].lat.v[j]);
+        bn_vec_free(&k[i].lat);
+    }
+    x.cpu_us = (double)(bn_cpu_us() - cpu0);
+    bn_cmdstats s1 = bn_cmdstats_get(ADMIN);
+    x.cmds = s1.total - s0.total;
+    x.scripts = s1.scripts - s0.scripts;
+    x.subs = s1.subs - s0.subs;
+    /* INCR and DECR of the critical section are the bench's, not the lock's. */
+    x.cmds -= 2 * (x.acq + x.late);
+    put_contended(res(scenario, "credisson"), &x, n);
+    bn_vec_free(&x.lat);
+    pthread_barrier_destroy(&start);
+    free(k);
+    free(th);
+    crd_lock_free(l);
+    crd_client_free(c);
+}
+
+/* ---- procs-N -------------------------------------------------------------------------------- */
+
+/* Runs n worker processes of one implementation; false when they could not run. */
+static bool procs_run(int rep, const char *scenario, int n, bool node, contended *x)
+{
+    char name[128], prefix[200], dur[24];
+    mkname(name, sizeof name, scenario, rep, node ? "node" : "c");
+    snprintf(prefix, sizeof prefix, "%s:k", name);
+    snprintf(dur, sizeof dur, "%" PRId64, P.duration_ms);
+    bn_child *ch = calloc((size_t)n, sizeof *ch);
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++)
+        ok = spawn_worker(&ch[i], node, "procs", name, prefix, "--duration-ms", dur, NULL, NULL);
+    if (!ok || !all_ready(ch, n)) {
+        fprintf(stderr, "credisson-bench: %s: %s workers did not start\n", scenario,
+                node ? "node" : "C");
+        reap_all(ch, n);
+        free(ch);
+        return false;
+    }
+    memset(x, 0, sizeof *x);
+    x->min_acq = -1;
+    bn_cmdstats s0 = bn_cmdstats_get(ADMIN);
+    go_all(ch, n);
+    for (int i = 0; i < n; i++) {
+        char *l1 = bn_readline(ch[i].out), *l2 = bn_readline(ch[i].out);
+        long acq = 0, viol = 0, to = 0, err = 0, late = 0;
+        long long cpu = 0;
+        if (l1 == NULL || l2 == NULL ||
+            sscanf(l1, "R %ld %ld %ld %ld %lld %ld", &acq, &viol, &to, &err, &cpu, &late) != 6) {
+            fprintf(stderr, "credisson-bench: %s: a worker gave no result\n", scenario);
+            x->errors++;
+        } else {
+            parse_lat(l2, &x->lat);
+        }
+        x->acq += acq;
+        x->viol += viol;
+        x->timeouts += to;
+        x->errors += err;
+        x->late += late;
+        x->cpu_us += (double)cpu;
+        if (x->min_acq < 0 || acq < x->min_acq)
+            x->min_acq = acq;
+        free(l1);
+        free(l2);
+    }
+    bn_cmdstats s1 = bn_cmdstats_get(ADMIN);
+    x->cmds = s1.total - s0.total - 2 * (x->acq + x->late);
+    x->scripts = s1.scripts - s0.scripts;
+    x->subs = s1.subs - s0.subs;
+    for (int i = 0; i < n; i++)
+        bn_reap(&ch[i]);
+    free(ch);
+    return true;
+}
+
+static void sc_procs(int rep, const char *scenario, int n)
+{
+    contended c, nd;
+    bool have_c = false, have_node = false;
+    bool node_first = rep % 2 == 1;
+    if (node_first && node_usable())
+        have_node = procs_run(rep, scenario, n, true, &nd);
+    clean_server();
+    have_c = procs_run(rep, scenario, n, false, &c);
+    clean_server();
+    if (!node_first && node_usable())
+        have_node = procs_run(rep, scenario, n, true, &nd);
+    if (have_c) {
+        result *r = res(scenario, "credisson");
+        put_contended(r, &c, n);
+        if (have_node)
+            put(r, "ratio_to_node_handoffs", nd.acq > 0 ? (double)c.acq / (double)nd.acq : NAN);
+        bn_vec_free(&c.lat);
+    }
+    if (have_node) {
+        put_contended(res(scenario, "node-redisson"), &nd, n);
+        bn_vec_free(&nd.lat);
+    }
+}
+
+/* ---- handoff -------------------------------------------------------------------------------- */
+
+/* Two workers alternate; returns the hand-off times (µs) or false. */
+static bool handoff_run(int rep, bool node, bn_vec *ho, long *stalls)
+{
+    char name[128], prefix[200], rounds[16];
+    mkname(name, sizeof name, "handoff", rep, node ? "node" : "c");
+    snprintf(prefix, sizeof prefix, "%s:k", name);
+    snprintf(rounds, sizeof rounds, "%d", P.handoff_rounds);
+    bn_child ch[2];
+    memset(ch, 0, sizeof ch);
+    bool ok = spawn_worker(&ch[0], node, "handoff", name, prefix, "--rounds", rounds, "--role",
+                           "0") &&
+              spawn_worker(&ch[1], node, "handoff", name, prefix, "--rounds", rounds, "--role",
+                           "1");
+    if (!ok || !all_ready(ch, 2)) {
+        fprintf(stderr, "credisson-bench: handoff: %s workers did not start\n", node ? "node" : "C");
+        reap_all(ch, 2);
+        return false;
+    }
+    go_all(ch, 2);
+    int R = P.handoff_rounds;
+    double *trel = calloc((size_t)R, sizeof *trel), *tacq = calloc((size_t)R, sizeof *tacq);
+    for (int i = 0; i < 2; i++) {
+        char *l;
+        while ((l = bn_readline(ch[i].out)) != NULL) {
+            int k;
+            char kind;
+            long long t;
+            if (l[0] == 'S')
+                (*stalls)++;
+            else if (sscanf(l, "E %d %c %lld", &k, &kind, &t) == 3 && k >= 0 && k < R) {
+                if (kind == 'r')
+                    trel[k] = (double)t;
+                else
+                    tacq[k] = (double)t;
+            }
+            free(l);
+        }
+    }
+    int st0 = bn_reap(&ch[0]), st1 = bn_reap(&ch[1]);
+    for (int k = 0; k < R; k++)
+        if (trel[k] > 0 && tacq[k] > 0)
+            bn_vec_push(ho, tacq[k] - trel[k]);
+    free(trel);
+    free(tacq);
+    if ((st0 != 0 || st1 != 0 || ho->n == 0) && *stalls == 0) {
+        fprintf(stderr, "credisson-bench: handoff: %s workers failed (%d, %d)\n",
+                node ? "node" : "C", st0, st1);
+        return false;
+    }
+    return true;
+}
+
+static void sc_handoff(int rep)
+{
+    /* Floor under the hand-off's own conditions: the release follows a 3 ms pause. */
+    floor_vals hot = measure_floor(P.floor_n / 2 > 50 ? P.floor_n / 2 : 50, 0);
+    floor_vals f = measure_floor(P.handoff_rounds > 50 ? P.handoff_rounds : 50, 3000);
+    double floor = f.pubsub_p50 + hot.script_p50;
+    double hot_floor = hot.pubsub_p50 + hot.script_p50;
+    bn_vec c = {0}, nd = {0};
+    long c_stalls = 0, nd_stalls = 0;
+    bool have_c = false, have_node = false;
+    bool node_first = rep % 2 == 1;
+    if (node_first && node_usable())
+        have_node = handoff_run(rep, true, &nd, &nd_stalls);
+    have_c = handoff_run(rep, false, &c, &c_stalls);
+    if (!node_first && node_usable())
+        have_node = handoff_run(rep, true, &nd, &nd_stalls);
+    if (have_c) {
+        result *r = res("handoff", "credisson");
+        double p50 = bn_quantile(&c, 0.5);
+        put(r, "handoff_us_p50", p50);
+        put(r, "handoff_us_p99", bn_quantile(&c, 0.99));
+        put(r, "floor_pubsub_plus_script_us", floor);
+        put(r, "ratio_to_floor", p50 / floor);
+        put(r, "hot_floor_us", hot_floor);
+        put(r, "ratio_to_hot_floor", p50 / hot_floor);
+        put(r, "stalls_over_2s", (double)c_stalls);
+        if (have_node)
+            put(r, "node_over_credisson", bn_quantile(&nd, 0.5) / p50);
+    }
+    if (have_node) {
+        result *r = res("handoff", "node-redisson");
+        double p50 = bn_quantile(&nd, 0.5);
+        put(r, "handoff_us_p50", p50);
+        put(r, "handoff_us_p99", bn_quantile(&nd, 0.99));
+        put(r, "floor_pubsub_plus_script_us", floor);
+        put(r, "ratio_to_floor", p50 / floor);
+        put(r, "hot_floor_us", hot_floor);
+        put(r, "ratio_to_hot_floor", p50 / hot_floor);
+        put(r, "stalls_over_2s", (double)nd_stalls);
+    }
+    bn_vec_free(&c);
+    bn_vec_free(&nd);
+}
+
+/* ---- fair-8 --------------------------------------------------------------------------------- */
+
+typedef struct fair_rec {
+    long long seq;
+    double t_acq, t_rel;
+    int had_waiter;
+} fair_rec;
+
+static int cmp_fair(const void *a, const void *b)
+{
+    long long x = ((const fair_rec *)a)->seq, y = ((const fair_rec *)b)->seq;
+    return x < y ? -1 : x > y;
+}
+
+static void sc_fair(int rep, int n)
+{
+    char name[128], prefix[200], dur[24];
+    mkname(name, sizeof name, "fair", rep, "c");
+    snprintf(prefix, sizeof prefix, "%s:k", name);
+    snprintf(dur, sizeof dur, "%" PRId64, P.duration_ms);
+    bn_child *ch = calloc((size_t)n, sizeof *ch);
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++)
+        ok = spawn_worker(&ch[i], false, "fair", name, prefix, "--duration-ms", dur, NULL, NULL);
+    if (!ok || !all_ready(ch, n)) {
+        fprintf(stderr, "credisson-bench: fair-8: workers did not start\n");
+        reap_all(ch, n);
+        free(ch);
+        return;
+    }
+    go_all(ch, n);
+    long acq = 0, viol = 0, fifo = 0, to = 0, err = 0;
+    size_t nrec = 0, cap = 4096;
+    fair_rec *recs = malloc(cap * sizeof *recs);
+    for (int i = 0; i < n; i++) {
+        char *l;
+        while ((l = bn_readline(ch[i].out)) != NULL) {
+            long a, v, f, t, e, late;
+            long long s, ta, tr;
+            int w, counted;
+            if (sscanf(l, "F %ld %ld %ld %ld %ld %ld", &a, &v, &f, &t, &e, &late) == 6) {
+                acq += a, viol += v, fifo += f, to += t, err += e;
+            } else if (sscanf(l, "A %lld %lld %lld %d %d", &s, &ta, &tr, &w, &counted) == 5) {
+                if (nrec == cap) {
+                    cap *= 2;
+                    recs = realloc(recs, cap * sizeof *recs);
+                }
+                recs[nrec++] = (fair_rec){s, (double)ta, (double)tr, w};
+            }
+            free(l);
+        }
+        bn_reap(&ch[i]);
+    }
+    free(ch);
+    qsort(recs, nrec, sizeof *recs, cmp_fair);
+    bn_vec ho = {0};
+    for (size_t i = 0; i + 1 < nrec; i++)
+        if (recs[i].had_waiter && recs[i + 1].seq == recs[i].seq + 1)
+            bn_vec_push(&ho, recs[i + 1].t_acq - recs[i].t_rel);
+    free(recs);
+    result *r = res("fair-8", "credisson");
+    put(r, "handoffs_per_s", (double)acq / ((double)P.duration_ms / 1000.0));
+    put(r, "handoff_us_p50", bn_quantile(&ho, 0.5));
+    put(r, "handoff_us_p99", bn_quantile(&ho, 0.99));
+    put(r, "timeouts", (double)to);
+    put(r, "fifo_violations", (double)fifo);
+    put(r, "exclusion_violations", (double)viol);
+    if (fifo > 0)
+        fail_check(r, "FIFO violations", (double)fifo);
+    if (viol > 0)
+        fail_check(r, "exclusion violations", (double)viol);
+    if (err > 0)
+        fprintf(stderr, "credisson-bench: fair-8: %ld lock errors\n", err);
+    bn_vec_free(&ho);
+}
+
+/* ---- watchdog-N ----------------------------------------------------------------------------- */
+
+static void sc_watchdog(int rep, const char *scenario, long locks, int64_t timeout_ms)
+{
+    char prefix[200], nl[24], to[24], rounds[16];
+    mkname(prefix, sizeof prefix, scenario, rep, "c");
+    snprintf(nl, sizeof nl, "%ld", locks);
+    snprintf(to, sizeof to, "%" PRId64, timeout_ms);
+    snprintf(rounds, sizeof rounds, "%d", P.wd_rounds);
+    char port[16];
+    snprintf(port, sizeof port, "%d", EP.port);
+    char *argv[] = {SELF_EXE, "--worker", "watchdog", "--host", EP.host, "--port", port,
+                    "--prefix", prefix, "--locks", nl, "--wd-timeout-ms", to, "--rounds",
+                    rounds, NULL};
+    bn_child ch;
+    if (!bn_spawn(&ch, argv, NULL)) {
+        fprintf(stderr, "credisson-bench: %s: worker did not start\n", scenario);
+        return;
+    }
+    char *l = bn_readline(ch.out);
+    bn_reap(&ch);
+    if (l == NULL || l[0] != 'W') {
+        fprintf(stderr, "credisson-bench: %s: worker gave no result\n", scenario);
+        free(l);
+        return;
+    }
+    result *r = res(scenario, "credisson");
+    char *save = NULL;
+    for (char *tok = strtok_r(l + 1, " ", &save); tok != NULL; tok = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(tok, '=');
+        if (eq == NULL)
+            continue;
+        *eq = '\0';
+        if (strcmp(tok, "locks") == 0)
+            continue;
+        put(r, tok, strtod(eq + 1, NULL));
+    }
+    free(l);
+}
+
+/* ---- output --------------------------------------------------------------------------------- */
+
+static void summary(bn_vec *v, double *med, double *mn, double *mx)
+{
+    bn_vec c = {0};
+    for (size_t i = 0; i < v->n; i++)
+        if (!isnan(v->v[i]))
+            bn_vec_push(&c, v->v[i]);
+    if (c.n == 0) {
+        *med = *mn = *mx = NAN;
+        return;
+    }
+    bn_quantile(&c, 0.5); /* sorts */
+    *mn = c.v[0];
+    *mx = c.v[c.n - 1];
+    *med = c.n % 2 ? c.v[c.n / 2] : (c.v[c.n / 2 - 1] + c.v[c.n / 2]) / 2;
+    bn_vec_free(&c);
+}
+
+static void json_num(double x)
+{
+    if (isnan(x) || isinf(x))
+        printf("null");
+    else
+        printf("%.6g", x);
+}
+
+static void print_json(const result *r)
+{
+    size_t reps = 0;
+    for (int i = 0; i < r->nmet; i++)
+        reps = r->vals[i].n > reps ? r->vals[i].n : reps;
+    printf("{\"scenario\": \"%s\", \"impl\": \"%s\", \"reps\": %zu, \"metrics\": {", r->scenario,
+           r->impl, reps);
+    for (int i = 0; i < r->nmet; i++) {
+        double med, mn, mx;
+        summary((bn_vec *)&r->vals[i], &med, &mn, &mx);
+        printf("%s\"%s\": {\"median\": ", i ? ", " : "", r->names[i]);
+        json_num(med);
+        printf(", \"min\": ");
+        json_num(mn);
+        printf(", \"max\": ");
+        json_num(mx);
+        printf("}");
+    }
+    printf("}, \"ok\": %s}\n", r->failed ? "false" : "true");
+    fflush(stdout);
+}
+
+static void fmt_cell(char *buf, size_t n, const result *r, const char *name)
+{
+    if (r == NULL) {
+        snprintf(buf, n, "-");
+        return;
+    }
+    for (int i = 0; i < r->nmet; i++)
+        if (strcmp(r->names[i], name) == 0) {
+            double med, mn, mx;
+            summary((bn_vec *)&r->vals[i], &med, &mn, &mx);
+            if (isnan(med))
+                snprintf(buf, n, "n/a");
+            else if (fabs(med) >= 100 || med == 0)
+                snprintf(buf, n, "%.0f [%.0f-%.0f]", med, mn, mx);
+            else if (fabs(med) >= 1)
+                snprintf(buf, n, "%.2f [%.2f-%.2f]", med, mn, mx);
+            else
+                snprintf(buf, n, "%.3g [%.3g-%.3g]", med, mn, mx);
+            return;
+        }
+    snprintf(buf, n, "-");
+}
+
+static result *find_res(const char *scenario, const char *impl)
+{
+    for (int i = 0; i < NRESULTS; i++)
+        if (strcmp(RESULTS[i].scenario, scenario) == 0 && strcmp(RESULTS[i].impl, impl) == 0)
+            return &RESULTS[i];
+    return NULL;
+}
+
+static void print_text(void)
+{
+    for (size_t s = 0; s < NSCEN; s++) {
+        result *c = find_res(ALL_SCENARIOS[s], "credisson");
+        result *nd = find_res(ALL_SCENARIOS[s], "node-redisson");
+        if (c == NULL && nd == NULL)
+            continue;
+        size_t reps = 0;
+        for (int i = 0; c != NULL && i < c->nmet; i++)
+            reps = c->vals[i].n > reps ? c->vals[i].n : reps;
+        for (int i = 0; nd != NULL && i < nd->nmet; i++)
+            reps = nd->vals[i].n > reps ? nd->vals[i].n : reps;
+        printf("\n%s  (median [min-max] of %zu repetitions)\n", ALL_SCENARIOS[s], reps);
+        printf("  %-34s %-30s %s\n", "metric", "credisson", nd ? "node-redisson" : "");
+        for (int pass = 0; pass < 2; pass++) {
+            result *r = pass == 0 ? c : nd;
+            if (r == NULL)
+                continue;
+            for (int i = 0; i < r->nmet; i++) {
+                /* Each metric once, in the order first seen. */
+                if (pass == 1 && c != NULL) {
+                    bool seen = false;
+                    for (int j = 0; j < c->nmet; j++)
+                        seen = seen || strcmp(c->names[j], r->names[i]) == 0;
+                    if (seen)
+                        continue;
+                }
+                char a[64], b[64];
+                fmt_cell(a, sizeof a, c, r->names[i]);
+                fmt_cell(b, sizeof b, nd, r->names[i]);
+                printf("  %-34s %-30s %s\n", r->names[i], a, nd ? b : "");
+            }
+        }
+        if (c != NULL && c->failed)
+            printf("  credisson: FAILED (%s)\n", c->why);
+        if (nd != NULL && nd->failed)
+            printf("  node-redisson: FAILED (%s)\n", nd->why);
+    }
+}
+
+/* ---- main ----------------------------------------------------------------------------------- */
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: credisson-bench [--quick] [--json] [--scenario NAME]... [--reps N]\n"
+            "                       [--url redis://HOST:PORT] [--no-node]\n"
+            "scenarios: floor uncontended threads-4 threads-16 procs-4 procs-16 handoff fair-8\n"
+            "           watchdog-10k watchdog-100k\n");
+}
+
+static bool parse_url(const char *url)
+{
+    const char *p = url;
+    if (strncmp(p, "redis://", 8) != 0)
+        return false;
+    p += 8;
+    const char *colon = strrchr(p, ':');
+    size_t hl = colon ? (size_t)(colon - p) : strcspn(p, "/");
+    if (hl == 0 || hl >= sizeof EP.host || strchr(p, '@') != NULL)
+        return false;
+    memcpy(EP.host, p, hl);
+    EP.host[hl] = '\0';
+    EP.port = colon ? atoi(colon + 1) : 6379;
+    return EP.port > 0;
+}
+
+static bool node_check(char *why, size_t n)
+{
+    const char *env = getenv("CRD_BENCH_NODE_MODULES");
+    snprintf(NODE_MODULES, sizeof NODE_MODULES, "%s", env ? env : CRD_BENCH_NODE_MODULES);
+    snprintf(NODE_WORKER, sizeof NODE_WORKER, "%s", CRD_BENCH_NODE_WORKER);
+    char p[4300];
+    snprintf(p, sizeof p, "%s/node-redisson/package.json", NODE_MODULES);
+    struct stat st;
+    if (stat(p, &st) != 0) {
+        snprintf(why, n, "%s is missing (run `npm ci` in interop/node)", p);
+        return false;
+    }
+    if (stat(NODE_WORKER, &st) != 0) {
+        snprintf(why, n, "%s is missing", NODE_WORKER);
+        return false;
+    }
+    if (system("node --version >/dev/null 2>&1") != 0) {
+        snprintf(why, n, "node is not installed");
+        return false;
+    }
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--worker") == 0)
+            return bn_worker_main(argc, argv);
+    const char *url = NULL;
+    int reps = 0;
+    bool any = false;
+    P.node = true;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--quick") == 0)
+            P.quick = true;
+        else if (strcmp(a, "--json") == 0)
+            P.json = true;
+        else if (strcmp(a, "--no-node") == 0)
+            P.node = false;
+        else if (strcmp(a, "--reps") == 0 && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (strcmp(a, "--url") == 0 && i + 1 < argc)
+            url = argv[++i];
+        else if (strcmp(a, "--scenario") == 0 && i + 1 < argc) {
+            const char *s = argv[++i];
+            size_t k;
+            for (k = 0; k < NSCEN; k++)
+                if (strcmp(ALL_SCENARIOS[k], s) == 0)
+                    break;
+            if (k == NSCEN) {
+                fprintf(stderr, "credisson-bench: unknown scenario %s\n", s);
+                usage();
+                return 64;
+            }
+            P.selected[k] = true;
+            any = true;
+        } else {
+            usage();
+            return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 ? 0 : 64;
+        }
+    }
+    if (!any)
+        for (size_t k = 0; k < NSCEN; k++)
+            P.selected[k] = true;
+    P.reps = reps > 0 ? reps : P.quick ? 3 : 7;
+    P.floor_n = P.quick ? 300 : 2000;
+    P.unc_blocks = P.quick ? 4 : 10;
+    P.unc_per_block = P.quick ? 100 : 300;
+    P.duration_ms = P.quick ? 500 : 3000;
+    P.handoff_rounds = P.quick ? 40 : 200;
+    P.wd_rounds = P.quick ? 1 : 3;
+
+    ssize_t len = readlink("/proc/self/exe", SELF_EXE, sizeof SELF_EXE - 1);
+    if (len <= 0) {
+        fprintf(stderr, "credisson-bench: cannot find its own executable\n");
+        return 2;
+    }
+    SELF_EXE[len] = '\0';
+    snprintf(RUN_ID, sizeof RUN_ID, "%d", (int)getpid());
+    signal(SIGPIPE, SIG_IGN);
+
+    if (url != NULL) {
+        if (!parse_url(url)) {
+            fprintf(stderr, "credisson-bench: --url takes redis://HOST:PORT (no auth)\n");
+            return 64;
+        }
+    } else {
+        if (!start_redis()) {
+            fprintf(stderr, "credisson-bench: could not start %s\n", CRD_BENCH_REDIS_SERVER);
+            return 2;
+        }
+        OWN_SERVER = true;
+    }
+    snprintf(EP.url, sizeof EP.url, "redis://%s:%d", EP.host, EP.port);
+    char why[4400];
+    if (P.node && !node_check(why, sizeof why)) {
+        fprintf(stderr, "credisson-bench: NOTE: node-redisson side skipped: %s\n", why);
+        P.node = false;
+    }
+    ADMIN = bn_connect(&EP);
+    load_floor_scripts();
+    if (strstr(CRD_BENCH_BUILD_TYPE, "Rel") == NULL)
+        fprintf(stderr, "credisson-bench: NOTE: built without optimisation (CMAKE_BUILD_TYPE=%s);"
+                        " configure with -DCMAKE_BUILD_TYPE=Release for real numbers\n",
+                CRD_BENCH_BUILD_TYPE[0] ? CRD_BENCH_BUILD_TYPE : "none");
+    {
+        redisReply *r = redisCommand(ADMIN, "INFO server");
+        const char *v = r && r->str ? strstr(r->str, "redis_version:") : NULL;
+        fprintf(stderr, "credisson-bench: credisson %s, Redis %.*s at %s:%d, %d repetitions%s\n",
+                crd_version(), v ? (int)strcspn(v + 14, "\r\n") : 1, v ? v + 14 : "?", EP.host,
+                EP.port, P.reps, P.quick ? " (quick)" : "");
+        if (r)
+            freeReplyObject(r);
+    }
+    int64_t t_start = bn_now_us();
+    for (int rep = 0; rep < P.reps; rep++) {
+        for (size_t k = 0; k < NSCEN; k++) {
+            if (!P.selected[k])
+                continue;
+            const char *s = ALL_SCENARIOS[k];
+            int64_t t0 = bn_now_us();
+            clean_server();
+            if (strcmp(s, "floor") == 0)
+                sc_floor();
+            else if (strcmp(s, "uncontended") == 0)
+                sc_uncontended(rep);
+            else if (strcmp(s, "threads-4") == 0)
+                sc_threads(rep, s, 4);
+            else if (strcmp(s, "threads-16") == 0)
+                sc_threads(rep, s, 16);
+            else if (strcmp(s, "procs-4") == 0)
+                sc_procs(rep, s, 4);
+            else if (strcmp(s, "procs-16") == 0)
+                sc_procs(rep, s, 16);
+            else if (strcmp(s, "handoff") == 0)
+                sc_handoff(rep);
+            else if (strcmp(s, "fair-8") == 0)
+                sc_fair(rep, 8);
+            else if (P.quick && rep > 0 && strncmp(s, "watchdog", 8) == 0)
+                continue; /* --quick: the watchdog scenarios (~10 s each) run once */
+            else if (strcmp(s, "watchdog-10k") == 0)
+                sc_watchdog(rep, s, 10000, 1500);
+            else if (strcmp(s, "watchdog-100k") == 0)
+                sc_watchdog(rep, s, 100000, 9000);
+            fprintf(stderr, "credisson-bench: rep %d/%d %-14s %.1f s\n", rep + 1, P.reps, s,
+                    (double)(bn_now_us() - t0) / 1e6);
+        }
+    }
+    clean_server();
+    if (P.json) {
+        for (size_t s = 0; s < NSCEN; s++) {
+            result *c = find_res(ALL_SCENARIOS[s], "credisson");
+            result *nd = find_res(ALL_SCENARIOS[s], "node-redisson");
+            if (c)
+                print_json(c);
+            if (nd)
+                print_json(nd);
+        }
+    } else {
+        print_text();
+        printf("\ntotal %.1f s; %s\n", (double)(bn_now_us() - t_start) / 1e6,
+               FAILED_CHECKS ? "SOME CHECKS FAILED" : "all exclusion and FIFO checks passed");
+    }
+    redisFree(ADMIN);
+    return FAILED_CHECKS ? 1 : 0;
+}

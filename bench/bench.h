@@ -1,0 +1,82 @@
+/*
+ * bench.h -- declarations shared by the units of credisson-bench (issue #7).
+ *
+ *   bench.c    the driver: options, the private redis-server, repetitions, scenarios,
+ *              summaries (text table or one JSON object per line)
+ *   util.c     clocks, statistics, INFO commandstats, process spawning, line I/O
+ *   worker.c   the C worker processes (procs-N, handoff, fair-8, watchdog-N): the same
+ *              binary started with --worker KIND
+ *
+ * Nothing here is part of the library; the bench uses only the public header plus raw
+ * hiredis for its own measuring connections (critical-section counters, INFO, floor).
+ */
+#ifndef CRD_BENCH_H
+#define CRD_BENCH_H
+
+#include <hiredis/hiredis.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+/* ---- util.c ------------------------------------------------------------------------ */
+
+int64_t bn_now_us(void); /* CLOCK_MONOTONIC, the clock node's process.hrtime reads too */
+void bn_sleep_us(int64_t us);
+
+/* A growable array of doubles, for latency samples. */
+typedef struct bn_vec {
+    double *v;
+    size_t n, cap;
+} bn_vec;
+void bn_vec_push(bn_vec *a, double x);
+void bn_vec_free(bn_vec *a);
+/* Quantile q in [0,1] of the samples (sorts them in place); NAN when empty. */
+double bn_quantile(bn_vec *a, double q);
+double bn_max(const bn_vec *a);
+
+/* The endpoint every connection of the run uses. */
+typedef struct bn_endpoint {
+    char host[256];
+    int port;
+    char url[300]; /* redis://host:port, passed to crd_options.url and to workers */
+} bn_endpoint;
+
+redisContext *bn_connect(const bn_endpoint *ep);
+/* Runs a command (printf-free argv form); exits the program on I/O failure. */
+redisReply *bn_cmd(redisContext *c, int argc, const char **argv);
+long long bn_cmd_int(redisContext *c, int argc, const char **argv);
+
+/* INFO commandstats: calls summed over every command except INFO itself, and the
+ * script calls (EVAL + EVALSHA + their _RO forms) separately. */
+typedef struct bn_cmdstats {
+    long long total;
+    long long scripts;
+    long long subs; /* SUBSCRIBE + UNSUBSCRIBE */
+} bn_cmdstats;
+bn_cmdstats bn_cmdstats_get(redisContext *c);
+
+/* CPU time of this process (all threads) in microseconds. */
+int64_t bn_cpu_us(void);
+
+/* A child process with pipes on its stdin and stdout. */
+typedef struct bn_child {
+    pid_t pid;
+    FILE *in;  /* child's stdin */
+    FILE *out; /* child's stdout */
+} bn_child;
+/* Starts argv[0] (searched in PATH) with extra environment entries (NAME=VALUE, may be
+ * NULL). Returns false when it could not be started. */
+bool bn_spawn(bn_child *ch, char *const argv[], char *const env_add[]);
+/* Reads one line (without the newline) into a malloc'ed buffer; NULL on EOF. */
+char *bn_readline(FILE *f);
+/* Closes the pipes and waits; returns the exit status (or -1). */
+int bn_reap(bn_child *ch);
+
+/* ---- worker.c ---------------------------------------------------------------------- */
+
+/* Entry point of `credisson-bench --worker KIND ...`. */
+int bn_worker_main(int argc, char **argv);
+
+#endif /* CRD_BENCH_H */
