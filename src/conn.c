@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static struct timeval tv_ms(int64_t ms)
@@ -166,13 +167,66 @@ static crd_status io_fail(crd_client *c, crd__conn *conn, int argc, const char *
     return st;
 }
 
+/* Appends n in decimal to p; returns the new end. */
+static char *put_u64(char *p, size_t n)
+{
+    char digits[20];
+    int k = 0;
+    do {
+        digits[k++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n != 0);
+    while (k > 0)
+        *p++ = digits[--k];
+    return p;
+}
+
+/* Encodes argv as one RESP command. hiredis's own formatter builds it piece by piece with
+ * printf-style appends; on the lock/unlock hot path that was half of the client's CPU.
+ * Returns the encoded length, or 0 when it does not fit in cap. */
+static size_t encode_command(char *buf, size_t cap, int argc, const char *const *argv,
+                             const size_t *lens)
+{
+    size_t need = 1 + 20 + 2;
+    for (int i = 0; i < argc; i++)
+        need += 1 + 20 + 2 + lens[i] + 2;
+    if (need > cap)
+        return 0;
+    char *p = buf;
+    *p++ = '*';
+    p = put_u64(p, (size_t)argc);
+    *p++ = '\r';
+    *p++ = '\n';
+    for (int i = 0; i < argc; i++) {
+        *p++ = '$';
+        p = put_u64(p, lens[i]);
+        *p++ = '\r';
+        *p++ = '\n';
+        memcpy(p, argv[i], lens[i]);
+        p += lens[i];
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    return (size_t)(p - buf);
+}
+
 crd_status crd__conn_command(crd_client *c, crd__conn *conn, int argc, const char **argv,
                              const size_t *lens, redisReply **reply)
 {
     *reply = NULL;
     if (conn->ctx == NULL || conn->broken)
         return crd__fail(c, CRD_IO, "connection is not open");
-    redisReply *r = redisCommandArgv(conn->ctx, argc, argv, lens);
+    char buf[2048];
+    size_t n = encode_command(buf, sizeof buf, argc, argv, lens);
+    redisReply *r = NULL;
+    if (n > 0) {
+        void *out = NULL;
+        if (redisAppendFormattedCommand(conn->ctx, buf, n) == REDIS_OK &&
+            redisGetReply(conn->ctx, &out) == REDIS_OK)
+            r = out;
+    } else {
+        r = redisCommandArgv(conn->ctx, argc, argv, lens); /* large: EVAL of a script text */
+    }
     if (r == NULL)
         return io_fail(c, conn, argc, argv, lens);
     crd__trace(c, argc, argv, lens, r, NULL, false);
@@ -188,9 +242,18 @@ crd_status crd__conn_pipeline(crd_client *c, crd__conn *conn, int ncmd, const in
         replies[i] = NULL;
     if (conn->ctx == NULL || conn->broken)
         return crd__fail(c, CRD_IO, "connection is not open");
-    for (int i = 0; i < ncmd; i++)
-        if (redisAppendCommandArgv(conn->ctx, argcs[i], (const char **)argvs[i], lens[i]) != REDIS_OK)
+    for (int i = 0; i < ncmd; i++) {
+        size_t cap = 32;
+        for (int j = 0; j < argcs[i]; j++)
+            cap += 24 + 2 + lens[i][j] + 2;
+        char *buf = malloc(cap);
+        size_t n = buf != NULL ? encode_command(buf, cap, argcs[i], argvs[i], lens[i]) : 0;
+        int rc = n > 0 ? redisAppendFormattedCommand(conn->ctx, buf, n)
+                       : redisAppendCommandArgv(conn->ctx, argcs[i], (const char **)argvs[i], lens[i]);
+        free(buf);
+        if (rc != REDIS_OK)
             return io_fail(c, conn, argcs[i], (const char **)argvs[i], lens[i]);
+    }
     for (int i = 0; i < ncmd; i++) {
         void *r = NULL;
         if (redisGetReply(conn->ctx, &r) != REDIS_OK || r == NULL) {

@@ -698,12 +698,17 @@ static crd_status send_unlock(crd_lock *l, const char *field, size_t flen, int64
     char rid[33];
     if (crd__random_hex32(rid) != CRD_OK)
         return crd__fail(c, CRD_IO, "cannot read random bytes for the request id");
+    /* Names of ordinary length live on the stack: no allocation on the release path. */
     size_t latch_len = l->latch_prefix.len + 32;
-    char *latch = malloc(latch_len + 1);
-    char *tbase = malloc(l->rw_prefix.len + flen + 32);
+    size_t tbase_cap = l->rw_prefix.len + flen + 32;
+    char latch_stack[512], tbase_stack[512];
+    char *latch = latch_len + 1 <= sizeof latch_stack ? latch_stack : malloc(latch_len + 1);
+    char *tbase = tbase_cap <= sizeof tbase_stack ? tbase_stack : malloc(tbase_cap);
     if (latch == NULL || tbase == NULL) {
-        free(latch);
-        free(tbase);
+        if (latch != latch_stack)
+            free(latch);
+        if (tbase != tbase_stack)
+            free(tbase);
         return crd__fail(c, CRD_NO_MEMORY, "cannot allocate the unlock latch");
     }
     memcpy(latch, l->latch_prefix.p, l->latch_prefix.len);
@@ -732,7 +737,7 @@ static crd_status send_unlock(crd_lock *l, const char *field, size_t flen, int64
         break;
     }
     case CRD__READ: {
-        size_t tlen = (size_t)snprintf(tbase, l->rw_prefix.len + flen + 32, "%s:%.*s:rwlock_timeout",
+        size_t tlen = (size_t)snprintf(tbase, tbase_cap, "%s:%.*s:rwlock_timeout",
                                        l->rw_prefix.p, (int)flen, field);
         const char *k[5] = {l->name, l->channel.p, tbase, l->rw_prefix.p, latch};
         size_t kl[5] = {l->name_len, l->channel.len, tlen, l->rw_prefix.len, latch_len};
@@ -770,8 +775,10 @@ static crd_status send_unlock(crd_lock *l, const char *field, size_t flen, int64
         st = crd__script_run(c, conn, script, nkeys, keys, keylens, nargs, args, arglens, reply);
         crd__pool_put(c, conn);
     }
-    free(latch);
-    free(tbase);
+    if (latch != latch_stack)
+        free(latch);
+    if (tbase != tbase_stack)
+        free(tbase);
     return st;
 }
 

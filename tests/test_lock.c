@@ -830,7 +830,6 @@ static int fork_child(void *arg)
 Test(lock, a_forked_child_cannot_use_or_release_the_parents_hold)
 {
     crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
     const char *key = crdt_key("L");
     crd_lock *l = crdt_lock(c, key);
     cr_assert_eq(crd_lock_acquire(l, 0, 20000), CRD_OK);
@@ -843,6 +842,7 @@ Test(lock, a_forked_child_cannot_use_or_release_the_parents_hold)
     pid_t pid = crdt_fork(fork_child, &x);
     int rc = crdt_wait_child(pid, 10000);
     cr_assert_eq(rc, 0, "child failed at check %d", rc);
+    redisContext *r = crdt_redis(); /* opened after the fork: the child inherits no copy */
 
     cr_assert_eq(hget_count(r, key, field), 1, "the parent's hold survives the child");
     cr_assert_eq(crd_lock_release(l), CRD_OK, "the parent's client still works");
