@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 static struct timeval tv_ms(int64_t ms)
 {
@@ -152,12 +153,15 @@ crd_status crd__conn_open(crd_client *c, crd__conn *conn)
     return st;
 }
 
+/* why_sent: the reason a send failed, or NULL to take hiredis's (a read failed). */
 static crd_status io_fail(crd_client *c, crd__conn *conn, int argc, const char **argv,
-                          const size_t *lens)
+                          const size_t *lens, const char *why_sent)
 {
     const char *why = conn->ctx->errstr[0] ? conn->ctx->errstr : "connection failed";
     if (conn->ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK))
         why = "command timed out";
+    if (why_sent != NULL)
+        why = why_sent;
     crd_status st = crd__fail(c, CRD_IO, "%s: %s", argc > 0 ? argv[0] : "command", why);
     crd__trace(c, argc, argv, lens, NULL, why, false);
     conn->broken = true;
@@ -165,6 +169,30 @@ static crd_status io_fail(crd_client *c, crd__conn *conn, int argc, const char *
     crd__log(c, CRD_LOG_WARN, "connection dropped after %.*s: %s (it is reopened on next use)",
              argc > 0 ? (int)lens[0] : 7, argc > 0 ? argv[0] : "command", why);
     return st;
+}
+
+/* Writes all of buf with send(MSG_NOSIGNAL). hiredis 0.14 writes with write(), and a
+ * write to a connection the server has closed would raise SIGPIPE, whose default action
+ * kills the whole process: a library must not do that to its caller. */
+static bool send_all(crd__conn *conn, const char *buf, size_t len, const char **why)
+{
+    while (len > 0) {
+        ssize_t n = send(conn->ctx->fd, buf, len, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                *why = "command timed out (sending)";
+            else if (errno == EPIPE || errno == ECONNRESET)
+                *why = "connection closed by the server";
+            else
+                *why = "sending failed";
+            return false;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+    return true;
 }
 
 /* Appends n in decimal to p; returns the new end. */
@@ -216,19 +244,28 @@ crd_status crd__conn_command(crd_client *c, crd__conn *conn, int argc, const cha
     *reply = NULL;
     if (conn->ctx == NULL || conn->broken)
         return crd__fail(c, CRD_IO, "connection is not open");
-    char buf[2048];
-    size_t n = encode_command(buf, sizeof buf, argc, argv, lens);
-    redisReply *r = NULL;
-    if (n > 0) {
-        void *out = NULL;
-        if (redisAppendFormattedCommand(conn->ctx, buf, n) == REDIS_OK &&
-            redisGetReply(conn->ctx, &out) == REDIS_OK)
-            r = out;
-    } else {
-        r = redisCommandArgv(conn->ctx, argc, argv, lens); /* large: EVAL of a script text */
+    char stack[2048];
+    char *buf = stack;
+    size_t n = encode_command(stack, sizeof stack, argc, argv, lens);
+    if (n == 0) { /* large: an EVAL carrying a script's text */
+        size_t cap = 32;
+        for (int i = 0; i < argc; i++)
+            cap += 24 + 2 + lens[i] + 2;
+        buf = malloc(cap);
+        if (buf == NULL)
+            return crd__fail(c, CRD_NO_MEMORY, "cannot encode a %zu-argument command", (size_t)argc);
+        n = encode_command(buf, cap, argc, argv, lens);
     }
+    const char *why = NULL;
+    bool sent = send_all(conn, buf, n, &why);
+    if (buf != stack)
+        free(buf);
+    redisReply *r = NULL;
+    void *out = NULL;
+    if (sent && redisGetReply(conn->ctx, &out) == REDIS_OK)
+        r = out;
     if (r == NULL)
-        return io_fail(c, conn, argc, argv, lens);
+        return io_fail(c, conn, argc, argv, lens, why);
     crd__trace(c, argc, argv, lens, r, NULL, false);
     *reply = r;
     return CRD_OK;
@@ -242,18 +279,27 @@ crd_status crd__conn_pipeline(crd_client *c, crd__conn *conn, int ncmd, const in
         replies[i] = NULL;
     if (conn->ctx == NULL || conn->broken)
         return crd__fail(c, CRD_IO, "connection is not open");
+    if (ncmd <= 0)
+        return CRD_OK;
+    /* Every command of the pipeline in one buffer, sent with one send(). */
+    size_t cap = 0;
     for (int i = 0; i < ncmd; i++) {
-        size_t cap = 32;
+        cap += 32;
         for (int j = 0; j < argcs[i]; j++)
             cap += 24 + 2 + lens[i][j] + 2;
-        char *buf = malloc(cap);
-        size_t n = buf != NULL ? encode_command(buf, cap, argcs[i], argvs[i], lens[i]) : 0;
-        int rc = n > 0 ? redisAppendFormattedCommand(conn->ctx, buf, n)
-                       : redisAppendCommandArgv(conn->ctx, argcs[i], (const char **)argvs[i], lens[i]);
-        free(buf);
-        if (rc != REDIS_OK)
-            return io_fail(c, conn, argcs[i], (const char **)argvs[i], lens[i]);
     }
+    char *buf = malloc(cap);
+    if (buf == NULL)
+        return crd__fail(c, CRD_NO_MEMORY, "cannot encode a pipeline of %d commands", ncmd);
+    buf[0] = '\0'; /* written below; this only tells the compiler so */
+    size_t used = 0;
+    for (int i = 0; i < ncmd; i++)
+        used += encode_command(buf + used, cap - used, argcs[i], argvs[i], lens[i]);
+    const char *why = NULL;
+    bool sent = send_all(conn, buf, used, &why);
+    free(buf);
+    if (!sent)
+        return io_fail(c, conn, argcs[0], (const char **)argvs[0], lens[0], why);
     for (int i = 0; i < ncmd; i++) {
         void *r = NULL;
         if (redisGetReply(conn->ctx, &r) != REDIS_OK || r == NULL) {
@@ -261,7 +307,7 @@ crd_status crd__conn_pipeline(crd_client *c, crd__conn *conn, int ncmd, const in
                 freeReplyObject(replies[j]);
                 replies[j] = NULL;
             }
-            return io_fail(c, conn, argcs[i], (const char **)argvs[i], lens[i]);
+            return io_fail(c, conn, argcs[i], (const char **)argvs[i], lens[i], NULL);
         }
         replies[i] = r;
         crd__trace(c, argcs[i], argvs[i], lens[i], r, NULL, false);

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -206,6 +207,12 @@ static bool pause_ms(crd__pubsub *ps, int ms)
 static void *subscriber_main(void *arg)
 {
     crd_client *c = arg;
+    /* hiredis writes (UN)SUBSCRIBEs here with write(): a closed connection must give
+     * EPIPE, never a SIGPIPE that kills the caller's process. */
+    sigset_t pipe_set;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
     crd__pubsub *ps = c->ps;
     int backoff = 50;
     uint64_t generation = 0;
