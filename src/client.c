@@ -61,6 +61,20 @@ static void fork_parent(void)
 
 static void drop_hold(crd__hold *h, void *arg) { crd__holds_remove(arg, h); }
 
+/* Contexts given up in forked children, kept reachable (see crd__abandon_ctx). */
+static redisContext *abandoned[256];
+static size_t nabandoned;
+
+void crd__abandon_ctx(redisContext *ctx)
+{
+    if (ctx == NULL)
+        return;
+    if (ctx->fd >= 0)
+        close(ctx->fd);
+    if (nabandoned < sizeof abandoned / sizeof abandoned[0])
+        abandoned[nabandoned++] = ctx;
+}
+
 /* The child has none of the parent's threads and must never write on the parent's
  * sockets: it gets a new identity, an empty pool (sockets closed, never written), no
  * holds, and subscriber and watchdog threads that start on first use. */
@@ -71,10 +85,22 @@ static void fork_child(void)
     for (crd_client *c = registry; c != NULL; c = c->next_client) {
         crd__uuid_v4(c->uuid);
         c->pid = getpid();
+        /* Idle connections are consistent and can be freed; one checked out by a
+         * parent thread may be mid-command: abandon it. */
+        bool *idle = calloc((size_t)c->opts.pool_size, sizeof *idle);
+        for (int i = 0; idle != NULL && i < c->pool_nfree; i++)
+            idle[c->pool_free[i]] = true;
         for (int i = 0; i < c->opts.pool_size; i++) {
-            crd__conn_close(&c->pool[i]);
+            if (idle != NULL && idle[i]) {
+                crd__conn_close(&c->pool[i]);
+            } else {
+                crd__abandon_ctx(c->pool[i].ctx);
+                c->pool[i].ctx = NULL;
+                c->pool[i].broken = false;
+            }
             c->pool_free[i] = i;
         }
+        free(idle);
         c->pool_nfree = c->opts.pool_size;
         /* Waiters recorded on the parent's pool_cv do not exist here. */
         memset(&c->pool_cv, 0, sizeof c->pool_cv);

@@ -162,6 +162,11 @@ struct crd_client {
     crd__metrics metrics;
 };
 
+/* In a forked child: give up a hiredis context that another (parent) thread may have
+ * been using at the fork. Its socket is closed (never written); its memory, possibly
+ * caught mid-update, is never touched again, only kept reachable. */
+void crd__abandon_ctx(redisContext *ctx);
+
 /* Validates a handle for use: NULL, failed, closed, forked. */
 crd_status crd__client_check(crd_client *c);
 /* Takes a pool connection (connecting it if needed); bounded by the timeouts. */

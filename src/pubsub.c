@@ -330,8 +330,8 @@ void crd__pubsub_lock_for_fork(crd_client *c, bool lock)
 void crd__pubsub_after_fork_child(crd_client *c)
 {
     crd__pubsub *ps = c->ps;
-    if (ps->sub_ctx != NULL)
-        redisFree(ps->sub_ctx); /* closes our copy of the socket; writes nothing */
+    /* The parent's subscriber thread may have been inside hiredis on this context. */
+    crd__abandon_ctx(ps->sub_ctx);
     ps->sub_ctx = NULL;
     close(ps->pipe_fd[0]);
     close(ps->pipe_fd[1]);

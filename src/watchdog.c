@@ -529,12 +529,10 @@ void crd__watchdog_lock_for_fork(crd_client *c, bool lock)
 void crd__watchdog_after_fork_child(crd_client *c)
 {
     crd__watchdog *wd = c->wd;
-    if (wd->conn.ctx != NULL) {
-        close(wd->conn.ctx->fd);
-        wd->conn.ctx->fd = -1;
-        redisFree(wd->conn.ctx);
-        wd->conn.ctx = NULL;
-    }
+    /* The parent's watchdog thread may have been inside hiredis on this context. */
+    crd__abandon_ctx(wd->conn.ctx);
+    wd->conn.ctx = NULL;
+    wd->conn.broken = false;
     wd->started = false;
     wd->stop = false;
     /* The parent's watchdog thread may be recorded as a waiter on this condition
