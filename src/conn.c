@@ -115,7 +115,10 @@ crd_status crd__conn_open(crd_client *c, crd__conn *conn)
         ctx = redisConnectWithTimeout(c->ep.host, c->ep.port, ctv);
     if (ctx == NULL)
         return crd__fail(c, CRD_NO_MEMORY, "cannot allocate a connection");
+    /* Owned by conn from now on (a fork child finds it there, not on our stack). */
+    conn->ctx = ctx;
     if (ctx->err) {
+        conn->ctx = NULL;
         CRD__COUNT(c, connection_failures);
         crd_status st;
         if (c->ep.unix_path != NULL)
@@ -131,7 +134,6 @@ crd_status crd__conn_open(crd_client *c, crd__conn *conn)
     redisSetTimeout(ctx, tv_ms(c->opts.command_timeout_ms));
     if (c->ep.unix_path == NULL)
         redisEnableKeepAlive(ctx);
-    conn->ctx = ctx;
     crd_status st = CRD_OK;
     if (c->ep.password != NULL) {
         const char *argv[3] = {"AUTH", c->ep.username, c->ep.password};

@@ -48,7 +48,8 @@ struct crd__pubsub {
     pthread_t thread;
     bool thread_started;
     bool stop;
-    redisContext *sub_ctx; /* the subscriber connection (freed, never written, in a child) */
+    crd__conn conn; /* the subscriber connection; only the subscriber thread uses it (a
+                       forked child abandons it) */
 };
 
 static void poke(crd__pubsub *ps)
@@ -222,21 +223,19 @@ static void *subscriber_main(void *arg)
         pthread_mutex_unlock(&ps->mu);
         if (stop)
             break;
-        crd__conn conn = {0};
-        if (crd__conn_open(c, &conn) != CRD_OK) {
+        crd__conn *conn = &ps->conn;
+        if (crd__conn_open(c, conn) != CRD_OK) {
             if (!pause_ms(ps, backoff))
                 break;
             backoff = backoff < 1000 ? backoff * 2 : 1000;
             continue;
         }
         backoff = 50;
-        redisContext *ctx = conn.ctx;
+        redisContext *ctx = conn->ctx;
         if (generation++ > 0)
             crd__log(c, CRD_LOG_INFO, "subscriber connection reopened; resubscribing and waking "
                      "every waiter to re-check");
-        pthread_mutex_lock(&ps->mu);
-        ps->sub_ctx = ctx;
-        pthread_mutex_unlock(&ps->mu);
+
         bool alive = true;
         while (alive) {
             pthread_mutex_lock(&ps->mu);
@@ -270,10 +269,7 @@ static void *subscriber_main(void *arg)
                     alive = false;
             }
         }
-        pthread_mutex_lock(&ps->mu);
-        ps->sub_ctx = NULL;
-        pthread_mutex_unlock(&ps->mu);
-        crd__conn_close(&conn);
+        crd__conn_close(conn);
         lost_connection(ps);
     }
     return NULL;
@@ -331,8 +327,9 @@ void crd__pubsub_after_fork_child(crd_client *c)
 {
     crd__pubsub *ps = c->ps;
     /* The parent's subscriber thread may have been inside hiredis on this context. */
-    crd__abandon_ctx(ps->sub_ctx);
-    ps->sub_ctx = NULL;
+    crd__abandon_ctx(ps->conn.ctx);
+    ps->conn.ctx = NULL;
+    ps->conn.broken = false;
     close(ps->pipe_fd[0]);
     close(ps->pipe_fd[1]);
     if (pipe2(ps->pipe_fd, O_NONBLOCK | O_CLOEXEC) != 0)
