@@ -42,19 +42,17 @@ test-fuzz:
 	cd $(BUILD)-fuzz && ctest --output-on-failure -R '^fuzz_'
 
 # Memcheck over the stress program and the suites that exercise the most paths: no
-# error and no definite leak, in the tests' processes and in every program they exec
-# (Criterion's workers). Children forked without exec are not checked: they end with
-# _exit() holding the parent's objects, and a fork that lands while a library thread is
-# inside hiredis's connect leaves that context only on a thread stack the child lacks.
-VALGRIND_TESTS ?= crd_stress test_names test_lock test_faults test_lifecycle
+# error and no definite leak, in the tests' processes and in every child they fork.
+VALGRIND_TESTS ?= crd_stress test_names test_lock test_faults
 test-valgrind: build
 	@DEPS_EXTRA=valgrind scripts/deps.sh
 	@rm -rf $(BUILD)/vg && mkdir -p $(BUILD)/vg
 	@cd $(BUILD)/tests && for t in $(VALGRIND_TESTS); do \
 	    a="--jobs 1"; [ $$t = crd_stress ] && a=; \
 	    echo "valgrind: $$t"; \
-	    CRD_REDIS_SERVER=$$(command -v redis-server) valgrind -q --trace-children=yes --child-silent-after-fork=yes \
+	    CRD_REDIS_SERVER=$$(command -v redis-server) valgrind -q --trace-children=yes \
 	        --trace-children-skip='*redis-server*' --leak-check=full --errors-for-leak-kinds=definite \
+	        --suppressions=$(CURDIR)/tests/valgrind.supp \
 	        --error-exitcode=99 --log-file=../vg/$$t.%p.log ./$$t $$a >/dev/null || exit 1; \
 	done
 	@if grep -l 'ERROR SUMMARY: [1-9]' $(BUILD)/vg/*.log; then echo "valgrind: errors above"; exit 1; fi
