@@ -336,6 +336,7 @@ typedef struct acquire_ctx {
     bool nowait;         /* fair: the try-once form, which never queues */
     int64_t fair_wait;   /* fair: the wait this waiter announces to the queue */
     bool pending;        /* an acquire's outcome is unknown: read back before resending */
+    int64_t pending_sent; /* when that acquire was sent: its lease cannot start earlier */
     bool queued;         /* fair: may have joined the queue */
 } acquire_ctx;
 
@@ -431,8 +432,9 @@ static crd_status try_once(acquire_ctx *a, attempt *out)
         a->pending = false;
         if (happened) {
             out->acquired = true;
-            /* The send time is unknown: count the validity from half a lease ago. */
-            return record_acquire(l, a->owner, a->lease, a->watchdog, crd__now_ms() - a->lease / 2);
+            /* The lease started when Redis ran the acquire, at the earliest when it was
+             * sent: count the validity from that send, never from later. */
+            return record_acquire(l, a->owner, a->lease, a->watchdog, a->pending_sent);
         }
     }
     redisReply *r = NULL;
@@ -448,6 +450,7 @@ static crd_status try_once(acquire_ctx *a, attempt *out)
             break;
         /* Sent, no reply: it may have run. Never resend blindly; read the field back. */
         a->pending = true;
+        a->pending_sent = sent;
         bool happened = false;
         st = resolve_acquire(l, a->field, a->flen, local_count(l, a->owner, l->kind) + 1,
                              &happened);
