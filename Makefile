@@ -21,8 +21,9 @@ build: deps
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600
 
-# The whole suite again under ASan+UBSan and under TSan (CI runs this too). The
-# interop suite drives peers over the network and is left to the plain build.
+# The whole suite again under ASan+UBSan and under TSan (CI runs this too); the TSan
+# build runs the Criterion files with tests/support/crlite (Criterion cannot run under
+# TSan). The interop suite drives peers over the network and is left to the plain build.
 test-sanitize: deps
 	@for s in address thread; do \
 	    cmake -S . -B $(BUILD)-$$s -DCMAKE_BUILD_TYPE=Debug -DCREDISSON_SANITIZE=$$s $(CMAKE_FLAGS) >/dev/null && \
