@@ -32,6 +32,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "url.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -449,13 +451,14 @@ static void on_event(void *user_data, const crd_event *ev)
     wake('e');
 }
 
-static const char *check_url(const char *url);
+static const char *check_url(const char *url, char *why, size_t cap);
 
 static int make_client(const global_opts *g, bool with_events, crd_client **out)
 {
-    /* The CLI's own parser reads the URL first (the same forms as the library's), so
-     * that every command accepts the same URLs and no message echoes a password. */
-    const char *why = check_url(g->url);
+    /* The URL is checked first (the library's parser), so that every command reports a
+     * bad URL the same way and no message echoes a password. */
+    char why_buf[256];
+    const char *why = check_url(g->url, why_buf, sizeof why_buf);
     if (why != NULL) {
         char shown[512];
         *out = NULL;
@@ -1032,168 +1035,32 @@ static int cmd_unlock(const global_opts *g, int argc, char **argv)
 
 /* ---- URL parsing (the same forms as crd_options.url) ------------------------------ */
 
-typedef struct endpoint {
-    char *host;
-    int port;
-    char *unix_path;
-    char *user;
-    char *pass;
-    int db;
-} endpoint;
+/* The library's own parser (src/url.c is compiled into this program too). */
+typedef crd__endpoint endpoint;
 
 static void endpoint_free(endpoint *ep)
 {
-    free(ep->host);
-    free(ep->unix_path);
-    free(ep->user);
-    free(ep->pass);
+    crd__endpoint_clear(ep);
 }
 
-static int hexdigit(char c)
+/* Parses url into *ep. Returns NULL, or why not (written into why). */
+static const char *parse_url(const char *url, endpoint *ep, char *why, size_t cap)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* A NUL-terminated copy of len bytes at s; with decode, %XX escapes are decoded.
- * NULL on a bad escape or when out of memory (*why says which). */
-static char *copy_part(const char *s, size_t len, bool decode, const char **why)
-{
-    char *out = malloc(len + 1);
-    if (out == NULL) {
-        *why = "out of memory";
+    crd_status st = crd__url_parse(url, ep, why, cap);
+    if (st == CRD_OK)
         return NULL;
-    }
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (!decode || s[i] != '%') {
-            out[o++] = s[i];
-            continue;
-        }
-        int hi = i + 2 < len ? hexdigit(s[i + 1]) : -1;
-        int lo = i + 2 < len ? hexdigit(s[i + 2]) : -1;
-        if (hi < 0 || lo < 0) {
-            free(out);
-            *why = "bad %-escape";
-            return NULL;
-        }
-        out[o++] = (char)(hi * 16 + lo);
-        i += 2;
-    }
-    out[o] = '\0';
-    return out;
+    if (st == CRD_NO_MEMORY)
+        snprintf(why, cap, "out of memory");
+    return why;
 }
 
-static bool parse_small_int(const char *s, size_t len, long lo, long hi, long *out)
-{
-    if (len == 0 || len > 9)
-        return false;
-    long v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-        v = v * 10 + (s[i] - '0');
-    }
-    if (v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
-/* Parses url into *ep. Returns NULL, or a static message naming the bad part. */
-static const char *parse_url(const char *url, endpoint *ep)
-{
-    memset(ep, 0, sizeof *ep);
-    ep->port = 6379;
-    const char *why = NULL;
-    if (strncmp(url, "unix://", 7) == 0) {
-        const char *path = url + 7;
-        const char *q = strchr(path, '?');
-        size_t plen = q ? (size_t)(q - path) : strlen(path);
-        if (plen == 0 || path[0] != '/')
-            return "unix URL needs an absolute socket path: unix:///path/to.sock";
-        if ((ep->unix_path = copy_part(path, plen, true, &why)) == NULL)
-            return why;
-        if (q != NULL) {
-            long db;
-            if (strncmp(q, "?db=", 4) != 0 ||
-                !parse_small_int(q + 4, strlen(q + 4), 0, 1000000, &db))
-                return "unix URL query must be ?db=N";
-            ep->db = (int)db;
-        }
-        return NULL;
-    }
-    if (strncmp(url, "redis://", 8) != 0)
-        return "URL must start with redis:// or unix://";
-    const char *s = url + 8, *end = s + strlen(s);
-    const char *slash = strchr(s, '/');
-    const char *hp_end = slash ? slash : end;
-    const char *at = NULL; /* credentials end at the last '@' before the path */
-    for (const char *p = s; p < hp_end; p++)
-        if (*p == '@')
-            at = p;
-    const char *host = s;
-    if (at != NULL) {
-        const char *colon = memchr(s, ':', (size_t)(at - s));
-        if (colon == NULL) { /* redis://password@host, as redis-cli reads it */
-            if ((ep->pass = copy_part(s, (size_t)(at - s), true, &why)) == NULL)
-                return why;
-        } else {
-            if (colon > s && (ep->user = copy_part(s, (size_t)(colon - s), true, &why)) == NULL)
-                return why;
-            if ((ep->pass = copy_part(colon + 1, (size_t)(at - colon - 1), true, &why)) == NULL)
-                return why;
-        }
-        host = at + 1;
-    }
-    const char *h = host, *h_end, *port = NULL;
-    if (host < hp_end && *host == '[') {
-        const char *rb = memchr(host, ']', (size_t)(hp_end - host));
-        if (rb == NULL)
-            return "unclosed '[' in host";
-        h = host + 1;
-        h_end = rb;
-        if (rb + 1 < hp_end) {
-            if (rb[1] != ':')
-                return "junk after ']' in host";
-            port = rb + 2;
-        }
-    } else {
-        const char *colon = memchr(host, ':', (size_t)(hp_end - host));
-        h_end = colon ? colon : hp_end;
-        port = colon ? colon + 1 : NULL;
-    }
-    if (h_end == h)
-        return "URL has no host";
-    if ((ep->host = copy_part(h, (size_t)(h_end - h), false, &why)) == NULL)
-        return why;
-    if (port != NULL) {
-        long p;
-        if (!parse_small_int(port, (size_t)(hp_end - port), 1, 65535, &p))
-            return "port must be a number from 1 to 65535";
-        ep->port = (int)p;
-    }
-    if (slash != NULL && slash + 1 < end) {
-        long db;
-        if (!parse_small_int(slash + 1, (size_t)(end - slash - 1), 0, 1000000, &db))
-            return "database must be a number after the '/'";
-        ep->db = (int)db;
-    }
-    return NULL;
-}
-
-/* NULL if url parses, else why not. */
-static const char *check_url(const char *url)
+/* NULL if url parses, else why not (written into why). */
+static const char *check_url(const char *url, char *why, size_t cap)
 {
     endpoint ep;
-    const char *why = parse_url(url, &ep);
+    const char *bad = parse_url(url, &ep, why, cap);
     endpoint_free(&ep);
-    return why;
+    return bad;
 }
 
 /* ---- status: reading and printing -------------------------------------------------------- */
@@ -1308,11 +1175,11 @@ static redisContext *status_connect(const char *cmd, const char *raw_url, const 
     const char *argv[3];
     size_t lens[3];
     int n = 0;
-    if (ep->pass != NULL) {
+    if (ep->password != NULL) {
         argv[n++] = "AUTH";
-        if (ep->user != NULL)
-            argv[n++] = ep->user;
-        argv[n++] = ep->pass;
+        if (ep->username != NULL)
+            argv[n++] = ep->username;
+        argv[n++] = ep->password;
     }
     char dbbuf[16];
     for (int step = 0; step < 2; step++) {
@@ -1457,7 +1324,8 @@ static int cmd_status(const global_opts *g, int argc, char **argv)
         return usage_error("status", "lock NAME is empty");
 
     endpoint ep;
-    const char *why = parse_url(g->url, &ep);
+    char why_buf[256];
+    const char *why = parse_url(g->url, &ep, why_buf, sizeof why_buf);
     if (why != NULL) {
         char shown[512];
         endpoint_free(&ep);
@@ -1938,7 +1806,8 @@ static int cmd_watch(const global_opts *g, int argc, char **argv)
         return usage_error("watch", "lock NAME is empty");
 
     endpoint ep;
-    const char *why = parse_url(g->url, &ep);
+    char why_buf[256];
+    const char *why = parse_url(g->url, &ep, why_buf, sizeof why_buf);
     if (why != NULL) {
         char shown[512];
         endpoint_free(&ep);

@@ -69,20 +69,9 @@ crd_status crd__suffix_name(const char *name, size_t len, const char *suffix, cr
 /* True for names whose braces break slot co-location (PROTOCOL.md 2.3 class C). */
 bool crd__name_is_unsafe(const char *name, size_t len);
 
-/* ---- url.c ------------------------------------------------------------------------- */
+/* ---- url.c: see url.h ------------------------------------------------------------- */
 
-typedef struct crd__endpoint {
-    char *host;
-    int port;
-    char *unix_path;
-    char *username;
-    char *password;
-    int db;
-} crd__endpoint;
-
-/* Parses a redis:// or unix:// URL. On failure writes a reason into err. */
-crd_status crd__url_parse(const char *url, crd__endpoint *out, char *err, size_t errlen);
-void crd__endpoint_clear(crd__endpoint *ep);
+#include "url.h"
 
 /* ---- conn.c: one hiredis connection --------------------------------------------------- */
 
