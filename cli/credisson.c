@@ -453,6 +453,31 @@ static void on_event(void *user_data, const crd_event *ev)
 
 static const char *check_url(const char *url, char *why, size_t cap);
 
+/* The usage error for a --url the library's parser refuses (the password redacted). */
+static int bad_url_error(const global_opts *g, const char *why)
+{
+    char shown[512];
+    return usage_error(NULL, "bad --url '%s': %s", redact_url(g->url, shown, sizeof shown), why);
+}
+
+/* The last branch of the option loops of unlock, status and watch: "-- NAME" (for a
+ * name that starts with '-'), an unknown option, the lock NAME, or one argument too
+ * many. Returns 0, or the usage error's exit code. */
+static int take_name_arg(const char *cmd, int argc, char **argv, int *i, const char **name)
+{
+    const char *a = argv[*i];
+    if (strcmp(a, "--") == 0 && *name == NULL && *i + 2 == argc) {
+        *name = argv[++*i];
+        return 0;
+    }
+    if (a[0] == '-' && a[1] != '\0')
+        return usage_error(cmd, "unknown option '%s'", a);
+    if (*name != NULL)
+        return usage_error(cmd, "unexpected argument '%s'", a);
+    *name = a;
+    return 0;
+}
+
 static int make_client(const global_opts *g, bool with_events, crd_client **out)
 {
     /* The URL is checked first (the library's parser), so that every command reports a
@@ -460,10 +485,8 @@ static int make_client(const global_opts *g, bool with_events, crd_client **out)
     char why_buf[256];
     const char *why = check_url(g->url, why_buf, sizeof why_buf);
     if (why != NULL) {
-        char shown[512];
         *out = NULL;
-        return usage_error(NULL, "bad --url '%s': %s", redact_url(g->url, shown, sizeof shown),
-                           why);
+        return bad_url_error(g, why);
     }
     crd_options o;
     crd_options_init(&o);
@@ -989,14 +1012,10 @@ static int cmd_unlock(const global_opts *g, int argc, char **argv)
         } else if (take_kind(a, &kind, &kinds_seen)) {
             if (kinds_seen > 1)
                 return usage_error("unlock", "--fair, --read and --write exclude each other");
-        } else if (strcmp(a, "--") == 0 && name == NULL && i + 2 == argc) {
-            name = argv[++i]; /* "-- NAME" for a name that starts with '-' */
-        } else if (a[0] == '-' && a[1] != '\0') {
-            return usage_error("unlock", "unknown option '%s'", a);
-        } else if (name == NULL) {
-            name = a;
         } else {
-            return usage_error("unlock", "unexpected argument '%s'", a);
+            int rc = take_name_arg("unlock", argc, argv, &i, &name);
+            if (rc != 0)
+                return rc;
         }
     }
     if (name == NULL)
@@ -1308,14 +1327,10 @@ static int cmd_status(const global_opts *g, int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--json") == 0) {
             json = true;
-        } else if (strcmp(a, "--") == 0 && name == NULL && i + 2 == argc) {
-            name = argv[++i]; /* "-- NAME" for a name that starts with '-' */
-        } else if (a[0] == '-' && a[1] != '\0') {
-            return usage_error("status", "unknown option '%s'", a);
-        } else if (name == NULL) {
-            name = a;
         } else {
-            return usage_error("status", "unexpected argument '%s'", a);
+            int rc = take_name_arg("status", argc, argv, &i, &name);
+            if (rc != 0)
+                return rc;
         }
     }
     if (name == NULL)
@@ -1326,12 +1341,8 @@ static int cmd_status(const global_opts *g, int argc, char **argv)
     endpoint ep;
     char why_buf[256];
     const char *why = parse_url(g->url, &ep, why_buf, sizeof why_buf);
-    if (why != NULL) {
-        char shown[512];
-        endpoint_free(&ep);
-        return usage_error(NULL, "bad --url '%s': %s", redact_url(g->url, shown, sizeof shown),
-                           why);
-    }
+    if (why != NULL)
+        return bad_url_error(g, why); /* ep is left empty */
     redisContext *c = status_connect("status", g->url, &ep);
     endpoint_free(&ep);
     if (c == NULL)
@@ -1790,14 +1801,10 @@ static int cmd_watch(const global_opts *g, int argc, char **argv)
         } else if (take_opt(argc, argv, &i, "--interval", &v)) {
             if (v == NULL || !parse_ms(v, &interval_ms) || interval_ms < 10)
                 return usage_error("watch", "--interval needs a number of milliseconds >= 10");
-        } else if (strcmp(a, "--") == 0 && name == NULL && i + 2 == argc) {
-            name = argv[++i];
-        } else if (a[0] == '-' && a[1] != '\0') {
-            return usage_error("watch", "unknown option '%s'", a);
-        } else if (name == NULL) {
-            name = a;
         } else {
-            return usage_error("watch", "unexpected argument '%s'", a);
+            int rc = take_name_arg("watch", argc, argv, &i, &name);
+            if (rc != 0)
+                return rc;
         }
     }
     if (name == NULL)
@@ -1808,12 +1815,8 @@ static int cmd_watch(const global_opts *g, int argc, char **argv)
     endpoint ep;
     char why_buf[256];
     const char *why = parse_url(g->url, &ep, why_buf, sizeof why_buf);
-    if (why != NULL) {
-        char shown[512];
-        endpoint_free(&ep);
-        return usage_error(NULL, "bad --url '%s': %s", redact_url(g->url, shown, sizeof shown),
-                           why);
-    }
+    if (why != NULL)
+        return bad_url_error(g, why); /* ep is left empty */
     int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : INT64_MAX;
     /* Two connections: one subscribed to the lock's channels, one to read its state. */
     redisContext *sub = status_connect("watch", g->url, &ep);
