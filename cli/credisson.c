@@ -1082,6 +1082,22 @@ static const char *check_url(const char *url, char *why, size_t cap)
     return bad;
 }
 
+/* For the commands that open raw connections (status, watch): the lock NAME must be
+ * there and non-empty, and --url must parse into *ep (left empty otherwise). Returns 0,
+ * or the usage error's exit code. */
+static int name_and_endpoint(const char *cmd, const global_opts *g, const char *name,
+                             endpoint *ep)
+{
+    memset(ep, 0, sizeof *ep);
+    if (name == NULL)
+        return usage_error(cmd, "missing lock NAME");
+    if (*name == '\0')
+        return usage_error(cmd, "lock NAME is empty");
+    char why_buf[256];
+    const char *why = parse_url(g->url, ep, why_buf, sizeof why_buf);
+    return why != NULL ? bad_url_error(g, why) : 0;
+}
+
 /* ---- status: reading and printing -------------------------------------------------------- */
 
 typedef struct holder {
@@ -1333,16 +1349,10 @@ static int cmd_status(const global_opts *g, int argc, char **argv)
                 return rc;
         }
     }
-    if (name == NULL)
-        return usage_error("status", "missing lock NAME");
-    if (*name == '\0')
-        return usage_error("status", "lock NAME is empty");
-
     endpoint ep;
-    char why_buf[256];
-    const char *why = parse_url(g->url, &ep, why_buf, sizeof why_buf);
-    if (why != NULL)
-        return bad_url_error(g, why); /* ep is left empty */
+    int bad = name_and_endpoint("status", g, name, &ep);
+    if (bad != 0)
+        return bad;
     redisContext *c = status_connect("status", g->url, &ep);
     endpoint_free(&ep);
     if (c == NULL)
@@ -1807,16 +1817,10 @@ static int cmd_watch(const global_opts *g, int argc, char **argv)
                 return rc;
         }
     }
-    if (name == NULL)
-        return usage_error("watch", "missing lock NAME");
-    if (*name == '\0')
-        return usage_error("watch", "lock NAME is empty");
-
     endpoint ep;
-    char why_buf[256];
-    const char *why = parse_url(g->url, &ep, why_buf, sizeof why_buf);
-    if (why != NULL)
-        return bad_url_error(g, why); /* ep is left empty */
+    int bad = name_and_endpoint("watch", g, name, &ep);
+    if (bad != 0)
+        return bad;
     int64_t deadline = timeout_ms >= 0 ? now_ms() + timeout_ms : INT64_MAX;
     /* Two connections: one subscribed to the lock's channels, one to read its state. */
     redisContext *sub = status_connect("watch", g->url, &ep);
