@@ -430,19 +430,13 @@ static long long task_cpu_ns(pid_t tid)
     return ns;
 }
 
-/* A thread's write-family system calls (each round trip starts with one). */
-static long long task_syscw(pid_t tid)
+/* Renewal pipelines the watchdog has sent (one round trip each): the library's counter.
+ * (The write-family syscalls of the thread no longer count them: commands go out with
+ * send(), which /proc/<tid>/io's syscw does not see.) */
+static long long watchdog_round_trips(crd_client *c)
 {
-    char p[64], line[128];
-    snprintf(p, sizeof p, "/proc/self/task/%d/io", (int)tid);
-    FILE *f = fopen(p, "r");
-    long long v = -1;
-    while (f != NULL && fgets(line, sizeof line, f) != NULL)
-        if (strncmp(line, "syscw:", 6) == 0)
-            v = strtoll(line + 6, NULL, 10);
-    if (f != NULL)
-        fclose(f);
-    return v;
+    crd_metrics m;
+    return crd_client_metrics(c, &m, sizeof m) == CRD_OK ? (long long)m.watchdog_round_trips : -1;
 }
 
 typedef struct holder_arg {
@@ -545,7 +539,7 @@ static int run_watchdog(const wopts *o)
         }
     }
     bn_cmdstats s0 = bn_cmdstats_get(g);
-    long long cpu0 = task_cpu_ns(wd), w0 = task_syscw(wd);
+    long long cpu0 = task_cpu_ns(wd), w0 = watchdog_round_trips(c);
     int rounds = 0;
     bool in_burst = false;
     int64_t burst_start = 0, burst_last = 0;
@@ -568,7 +562,7 @@ static int run_watchdog(const wopts *o)
         }
     }
     bn_cmdstats s1 = bn_cmdstats_get(g);
-    long long cpu1 = task_cpu_ns(wd), w1 = task_syscw(wd);
+    long long cpu1 = task_cpu_ns(wd), w1 = watchdog_round_trips(c);
     long long heap_after = heap_in_use(), rss_after = rss_bytes();
     if (rounds == 0)
         rounds = 1;

@@ -293,12 +293,15 @@ typedef struct crd_metrics {
     uint64_t holds_now;          /* holds this client records right now */
     int64_t wait_ms_p50, wait_ms_p99, wait_ms_max; /* wait of contended acquires */
     int64_t hold_ms_p50, hold_ms_p99, hold_ms_max; /* first acquire to final release */
+    /* Added after 0.1.0 (callers built against 0.1.0 pass a smaller size, without it): */
+    uint64_t watchdog_round_trips; /* renewal pipelines sent (up to 64 script calls each) */
 } crd_metrics;
 
 /* Fill *out with a snapshot of the client's counters. Pass sizeof(crd_metrics): fields
- * added by later versions are left out for callers built against an older header.
+ * added by later versions are left out for callers built against an older header (only
+ * the first size bytes are written).
  * Returns CRD_OK, or CRD_INVALID_ARGUMENT for a NULL client or out, or a size smaller
- * than the first version of the struct. Thread-safe; no Redis traffic. */
+ * than the first version of the struct (up to hold_ms_max). Thread-safe; no Redis traffic. */
 CRD_API crd_status crd_client_metrics(crd_client *client, crd_metrics *out, size_t size);
 
 /* ---------------------------------------------------------------------------------- */

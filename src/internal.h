@@ -109,7 +109,8 @@ typedef struct crd__hist {
 
 typedef struct crd__metrics {
     atomic_uint_fast64_t acquisitions, contended, acquire_busy, releases, renewals,
-        renewal_failures, locks_lost, connects, connection_failures, subscribes;
+        renewal_failures, locks_lost, connects, connection_failures, subscribes,
+        watchdog_round_trips;
     crd__hist wait, hold;
 } crd__metrics;
 

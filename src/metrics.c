@@ -9,6 +9,7 @@
 #include "internal.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,9 +52,11 @@ crd_status crd_client_metrics(crd_client *c, crd_metrics *out, size_t size)
 {
     if (c == NULL || out == NULL)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "client or out is NULL");
-    if (size < sizeof(crd_metrics))
-        return crd__fail(c, CRD_INVALID_ARGUMENT, "size %zu is smaller than crd_metrics (%zu)",
-                         size, sizeof(crd_metrics));
+    /* The first version of the struct ended with hold_ms_max. */
+    const size_t v1 = offsetof(crd_metrics, hold_ms_max) + sizeof out->hold_ms_max;
+    if (size < v1)
+        return crd__fail(c, CRD_INVALID_ARGUMENT,
+                         "size %zu is smaller than the first crd_metrics (%zu)", size, v1);
     crd_metrics m;
     memset(&m, 0, sizeof m);
     crd__metrics *k = &c->metrics;
@@ -68,6 +71,7 @@ crd_status crd_client_metrics(crd_client *c, crd_metrics *out, size_t size)
     LOAD(connects);
     LOAD(connection_failures);
     LOAD(subscribes);
+    LOAD(watchdog_round_trips);
 #undef LOAD
     if (c->holds != NULL) {
         pthread_mutex_lock(&c->holds->mu);
@@ -80,7 +84,7 @@ crd_status crd_client_metrics(crd_client *c, crd_metrics *out, size_t size)
     m.hold_ms_p50 = quantile(&k->hold, 50);
     m.hold_ms_p99 = quantile(&k->hold, 99);
     m.hold_ms_max = atomic_load_explicit(&k->hold.max, memory_order_relaxed);
-    memcpy(out, &m, sizeof m);
+    memcpy(out, &m, size < sizeof m ? size : sizeof m);
     crd__ok(c);
     return CRD_OK;
 }

@@ -287,9 +287,11 @@ static bool renew_list(crd_client *c, crd__watchdog *wd, item_list *list, bool r
         if (st == CRD_OK && wd->conn.ctx == NULL)
             st = crd__conn_open(c, &wd->conn);
         int64_t sent = crd__now_ms();
-        if (st == CRD_OK)
+        if (st == CRD_OK) {
+            CRD__COUNT(c, watchdog_round_trips);
             st = crd__conn_pipeline(c, &wd->conn, ncmd, argcs, (const char *const *const *)argvs,
                                     (const size_t *const *)lens, replies);
+        }
         /* NOSCRIPT: the cache was flushed. Load the script once and resend the round:
          * renewal is idempotent in effect. */
         if (st == CRD_OK) {
@@ -309,10 +311,12 @@ static bool renew_list(crd_client *c, crd__watchdog *wd, item_list *list, bool r
                 if (lr != NULL)
                     freeReplyObject(lr);
                 sent = crd__now_ms();
-                if (st == CRD_OK)
+                if (st == CRD_OK) {
+                    CRD__COUNT(c, watchdog_round_trips);
                     st = crd__conn_pipeline(c, &wd->conn, ncmd, argcs,
                                             (const char *const *const *)argvs,
                                             (const size_t *const *)lens, replies);
+                }
             }
         }
         if (st != CRD_OK) {

@@ -5,6 +5,8 @@
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -62,6 +64,57 @@ Test(metrics, known_operations_move_the_counters_by_known_amounts)
     crd_lock_free(ol);
     crd_lock_free(l);
     crd_client_free(other);
+    crd_client_free(c);
+}
+
+Test(metrics, a_caller_built_against_the_first_struct_gets_only_its_fields)
+{
+    crd_client *c = crdt_client();
+    const size_t v1 = offsetof(crd_metrics, hold_ms_max) + sizeof(int64_t);
+    unsigned char buf[sizeof(crd_metrics) + 16];
+    memset(buf, 0xAB, sizeof buf);
+    cr_assert_eq(crd_client_metrics(c, (crd_metrics *)(void *)buf, v1), CRD_OK);
+    for (size_t i = v1; i < sizeof buf; i++)
+        cr_assert_eq(buf[i], 0xAB, "byte %zu past the first struct's %zu was written", i, v1);
+    cr_assert_eq(crd_client_metrics(c, (crd_metrics *)(void *)buf, v1 - 1), CRD_INVALID_ARGUMENT);
+    crd_client_free(c);
+}
+
+/* The watchdog sends each period's renewals in pipelines of up to 64 script calls of up
+ * to 100 holds each: 150 holds = 2 calls = 1 round trip per period. */
+static bool two_rounds_done(void *arg)
+{
+    crd_metrics m;
+    return crd_client_metrics(arg, &m, sizeof m) == CRD_OK && m.renewals >= 300;
+}
+
+Test(metrics, watchdog_round_trips_count_the_renewal_pipelines, .timeout = 60)
+{
+    crd_options o;
+    crdt_options(&o);
+    o.watchdog_timeout_ms = 1500; /* a round every 500 ms */
+    crd_client *c = crdt_client_opts(&o);
+    crd_lock *l[150];
+    for (int i = 0; i < 150; i++) {
+        char suffix[32];
+        snprintf(suffix, sizeof suffix, "wd%d", i);
+        l[i] = crdt_lock(c, crdt_key(suffix));
+        cr_assert_eq(crd_lock_acquire(l[i], 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    }
+    crd_metrics m0 = snapshot(c);
+    cr_assert(crdt_wait_until(two_rounds_done, c, 20000), "no two renewal rounds in 20 s");
+    crd_metrics m1 = snapshot(c);
+    uint64_t rounds = m1.renewals / 150;
+    cr_assert_geq(m1.watchdog_round_trips, 2);
+    /* One pipeline per round (the round in flight may be counted without its renewals). */
+    cr_assert_leq(m1.watchdog_round_trips - m0.watchdog_round_trips, rounds + 1,
+                  "%llu round trips for %llu rounds",
+                  (unsigned long long)(m1.watchdog_round_trips - m0.watchdog_round_trips),
+                  (unsigned long long)rounds);
+    for (int i = 0; i < 150; i++) {
+        cr_assert_eq(crd_lock_release(l[i]), CRD_OK);
+        crd_lock_free(l[i]);
+    }
     crd_client_free(c);
 }
 
