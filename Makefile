@@ -42,21 +42,37 @@ test-fuzz:
 	@cmake --build $(BUILD)-fuzz -j$(JOBS) --target fuzz_url fuzz_names fuzz_reply
 	cd $(BUILD)-fuzz && ctest --output-on-failure -R '^fuzz_'
 
-# Memcheck over the stress program and the suites that exercise the most paths: no
-# error and no definite leak, in the tests' processes and in every child they fork.
-VALGRIND_TESTS ?= crd_stress test_names test_lock test_faults
+# Memcheck over the stress program and every Criterion suite, each with the arguments
+# ctest gives it (its --jobs, read from the build's CTestTestfile.cmake): no error and no
+# definite leak in the tests' processes, in the programs they exec (Criterion's workers,
+# the credisson CLI) and in every child they fork. Not followed: redis-server and the
+# system's programs (/bin, /usr/bin: the shells and tools test_cli runs as CMD; under
+# memcheck they start too slowly for its deadlines, and they are not ours to check).
+# VALGRIND_SKIP leaves programs out (none today).
+# CRDT_TIME_SCALE stretches the few leases a test chooses for a scenario that must fit
+# inside them (tests/support/harness.h, crdt_scaled_ms).
+# No -q: -q drops the ERROR SUMMARY lines the check below reads, and Criterion ignores
+# its workers' exit status, so --error-exitcode alone misses an error inside a test.
+VALGRIND_SKIP ?=
+VALGRIND_TIME_SCALE ?= 3
+VALGRIND_TESTS ?= crd_stress $(filter-out $(VALGRIND_SKIP),$(patsubst tests/%.c,%,$(sort $(wildcard tests/test_*.c))))
 test-valgrind: build
 	@DEPS_EXTRA=valgrind scripts/deps.sh
 	@rm -rf $(BUILD)/vg && mkdir -p $(BUILD)/vg
-	@cd $(BUILD)/tests && for t in $(VALGRIND_TESTS); do \
-	    a="--jobs 1"; [ $$t = crd_stress ] && a=; \
-	    echo "valgrind: $$t"; \
-	    CRD_REDIS_SERVER=$$(command -v redis-server) valgrind -q --trace-children=yes \
-	        --trace-children-skip='*redis-server*' --leak-check=full --errors-for-leak-kinds=definite \
-	        --suppressions=$(CURDIR)/tests/valgrind.supp \
-	        --error-exitcode=99 --log-file=../vg/$$t.%p.log ./$$t $$a >/dev/null || exit 1; \
-	done
-	@if grep -l 'ERROR SUMMARY: [1-9]' $(BUILD)/vg/*.log; then echo "valgrind: errors above"; exit 1; fi
+	@cd $(BUILD)/tests && fail=; for t in $(VALGRIND_TESTS); do \
+	    a=$$(sed -n "s|^add_test(.*/$$t\"\(.*\))\$$|\1|p" CTestTestfile.cmake | tr -d '"'); \
+	    s=$$(date +%s); \
+	    CRD_REDIS_SERVER=$$(command -v redis-server) CRDT_TIME_SCALE=$(VALGRIND_TIME_SCALE) \
+	        valgrind --trace-children=yes \
+	        --trace-children-skip='*redis-server*,/bin/*,/usr/bin/*' \
+	        --leak-check=full --errors-for-leak-kinds=definite \
+	        --suppressions=$(CURDIR)/tests/valgrind.supp --error-exitcode=99 \
+	        --log-file=../vg/$$t.%p.log ./$$t $$a >../vg/$$t.out 2>&1; rc=$$?; \
+	    echo "valgrind: $$t$$a: exit $$rc, $$(( $$(date +%s) - s )) s"; \
+	    if [ $$rc -ne 0 ]; then tail -n 25 ../vg/$$t.out; fail="$$fail $$t"; fi; \
+	done; \
+	if grep -l 'ERROR SUMMARY: [1-9]' ../vg/*.log; then echo "valgrind: errors in the logs above"; exit 1; fi; \
+	if [ -n "$$fail" ]; then echo "valgrind: failed:$$fail (output in $(BUILD)/vg/*.out)"; exit 1; fi
 	@echo "valgrind: $(words $(VALGRIND_TESTS)) programs, 0 errors, no definite leaks"
 
 demo: build

@@ -61,8 +61,10 @@ static void fork_parent(void)
 
 static void drop_hold(crd__hold *h, void *arg) { crd__holds_remove(arg, h); }
 
-/* Contexts given up in forked children, kept reachable (see crd__abandon_ctx). */
-static redisContext *abandoned[256];
+/* Contexts given up in forked children, kept reachable (see crd__abandon_ctx). volatile:
+ * nothing reads the array, and without it the compiler drops the stores (the contexts
+ * then count as leaked in every fork child). */
+static redisContext *volatile abandoned[256];
 static size_t nabandoned;
 
 void crd__abandon_ctx(redisContext *ctx)

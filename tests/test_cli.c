@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1329,6 +1330,41 @@ static void start_watch(cli_proc *w, redisContext *r, const char *name, const ch
     cr_assert(crdt_wait_until(file_has_lines, &lp, 10000), "watch printed no held line");
 }
 
+/* A MONITOR connection, opened before the watch it observes starts. */
+static redisContext *monitor_open(void)
+{
+    redisContext *m = crdt_redis();
+    redisReply *rep = crdt_cmd(m, "MONITOR");
+    cr_assert_eq(rep->type, REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    return m;
+}
+
+/* Waits (10 s at most) until MONITOR shows a TYPE of name, the first command of watch's
+ * read: Redis feeds a transaction's commands to MONITOR as EXEC runs them, so that read
+ * is over. */
+static void wait_first_read(redisContext *mon, const char *name)
+{
+    int64_t deadline = crdt_now_ms() + 10000;
+    for (;;) {
+        cr_assert_lt(crdt_now_ms(), deadline, "watch never read the lock");
+        void *rv = NULL;
+        cr_assert(redisGetReply(mon, &rv) == REDIS_OK && rv != NULL,
+                  "watch never read the lock: %s", mon->errstr);
+        redisReply *rep = rv;
+        crdt_mon_cmd c;
+        bool seen = rep->type == REDIS_REPLY_STATUS && crdt_mon_parse(rep->str, rep->len, &c);
+        if (seen) {
+            seen = c.argc == 2 && strcasecmp(c.argv[0], "TYPE") == 0 &&
+                   strcmp(c.argv[1], name) == 0;
+            crdt_mon_cmd_free(&c);
+        }
+        freeReplyObject(rep);
+        if (seen)
+            return;
+    }
+}
+
 static char *owner_of(crd_client *c, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s:%llu", crd_client_id(c), (unsigned long long)crd_owner_current());
@@ -1409,11 +1445,15 @@ Test(cli, watch_reports_acquire_reentry_and_expiry)
     owner_of(c, owner, sizeof owner);
     lines_probe lp = {.path = w.out, .want = 1};
     /* watch subscribes, then reads the lock once: an acquire that lands between the
-     * subscription this test waits for and that first read shows up as "held" (not
-     * counted), not as "acquire". That start-up race is the test's, not the tool's:
-     * start over when it happens. */
+     * subscription and that first read shows up as "held" (not counted), not as
+     * "acquire". That start-up race is the test's, not the tool's: acquire once MONITOR
+     * shows the read (a slow start, as under valgrind, lost it every time), and start
+     * over should it happen anyway. */
     for (int attempt = 0;; attempt++) {
+        redisContext *mon = monitor_open();
         start_watch(&w, r, name, channel, ARGS("--count", "3", "--interval", "50"), 0);
+        wait_first_read(mon, name);
+        redisFree(mon);
         lp.path = w.out;
         cr_assert_eq(crd_lock_acquire(l, 0, 400), CRD_OK);
         cr_assert(crdt_wait_until(file_has_lines, &lp, 2000), "no acquire event");

@@ -76,6 +76,20 @@ bool crdt_wait_until(bool (*pred)(void *arg), void *arg, int64_t timeout_ms)
     }
 }
 
+double crdt_time_scale(void)
+{
+    const char *v = getenv("CRDT_TIME_SCALE");
+    double f = v != NULL ? strtod(v, NULL) : 1.0;
+    return f > 1.0 ? f : 1.0;
+}
+
+int64_t crdt_scaled_ms(int64_t ms)
+{
+    double f = crdt_time_scale();
+    int64_t r = (int64_t)((double)ms * f);
+    return (double)r < (double)ms * f ? r + 1 : r;
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* Starting and stopping redis-server                                                 */
 /* ---------------------------------------------------------------------------------- */

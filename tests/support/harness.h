@@ -84,6 +84,15 @@ void crdt_sleep_ms(int64_t ms);
  * ~2 ms). Returns whether pred became true. */
 bool crdt_wait_until(bool (*pred)(void *arg), void *arg, int64_t timeout_ms);
 
+/* The slowdown factor of this run: CRDT_TIME_SCALE from the environment (make
+ * test-valgrind sets it; memcheck runs the library many times slower), 1 when unset,
+ * never below 1. A test whose scenario must fit inside a lease it chose stretches that
+ * lease and the bounds derived from it with crdt_scaled_ms(); bounds on the library's
+ * own promptness are never scaled. */
+double crdt_time_scale(void);
+/* ms times crdt_time_scale(), rounded up. */
+int64_t crdt_scaled_ms(int64_t ms);
+
 /* ---------------------------------------------------------------------------------- */
 /* Clients and connections                                                            */
 /* ---------------------------------------------------------------------------------- */
