@@ -32,7 +32,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "url.h"
+#include "internal.h"
 
 #include <dirent.h>
 #include <errno.h>

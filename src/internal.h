@@ -54,24 +54,68 @@ void crd__uuid_v4(char out[37]);
 /* Thread-exit hook: called with the exiting thread's owner id (if it had one). */
 void crd__owner_set_exit_hook(void (*hook)(uint64_t owner));
 
-/* ---- names.c ----------------------------------------------------------------------- */
+/* ---- names.c: Redisson's derived names (PROTOCOL.md 2.1), the one place they live ----------- */
 
 typedef struct crd__buf {
     char *p;
     size_t len;
 } crd__buf;
 
+/* Lock kinds. A hold is identified by (name, owner, kind): one owner may hold the read
+ * and the write lock of one name at once. What each kind sends is in kinds.c. */
+typedef enum crd__kind { CRD__RLOCK = 0, CRD__FAIR = 1, CRD__READ = 2, CRD__WRITE = 3 } crd__kind;
+#define CRD__NKINDS 4
+
+#define CRD__LOCK_CHANNEL "redisson_lock__channel" /* RLock, fair (+ ":<field>" per waiter) */
+#define CRD__RW_CHANNEL "redisson_rwlock"          /* read-write lock */
+#define CRD__LATCH "redisson_unlock_latch"         /* unlock latch, "<latch>:{N}:<rid>" */
+#define CRD__FAIR_QUEUE "redisson_lock_queue"      /* fair: LIST of waiting owner fields */
+#define CRD__FAIR_DEADLINES "redisson_lock_timeout" /* fair: ZSET field -> epoch ms */
+#define CRD__WRITE_SUFFIX ":write"                 /* a writer's field: "<uuid>:<id>:write" */
+#define CRD__READ_TIMEOUT_SUFFIX ":rwlock_timeout" /* read hold i: "<P>:<field>:rwlock_timeout:i" */
+#define CRD__FIELD_MAX 80                          /* an owner field, with ":write" and NUL */
+
+/* Every key and channel one lock of one kind uses. */
+typedef struct crd__names {
+    crd__buf channel;      /* rlock, fair: redisson_lock__channel:{N}; rw: redisson_rwlock:{N} */
+    crd__buf latch_prefix; /* redisson_unlock_latch:{N}: (a latch is this plus a request id) */
+    crd__buf queue;        /* fair: redisson_lock_queue:{N} */
+    crd__buf deadlines;    /* fair: redisson_lock_timeout:{N} */
+    crd__buf rw_prefix;    /* read-write: P = {N}, or N when it has a '{' */
+} crd__names;
+
+crd_status crd__names_init(crd__names *n, crd__kind kind, const char *name, size_t len);
+void crd__names_clear(crd__names *n);
 /* "<prefix>:{N}" or "<prefix>:N" when N contains '{' (Redisson's prefixName). */
-crd_status crd__prefix_name(const char *prefix, const char *name, size_t len, crd__buf *out);
-/* "{N}:<suffix>" or "N:<suffix>" when N contains '{' (Redisson's suffixName); with an
- * empty suffix, the RW key prefix P ("{N}" or "N"). */
-crd_status crd__suffix_name(const char *name, size_t len, const char *suffix, crd__buf *out);
+crd_status crd__derived_name(const char *prefix, const char *name, size_t len, crd__buf *out);
+/* The read-write key prefix P: "{N}", or N when it contains '{' (Redisson's suffixName
+ * without a suffix). _len says how long it is; _put writes it and a NUL into out. */
+size_t crd__rw_prefix_len(const char *name, size_t len);
+size_t crd__rw_prefix_put(const char *name, size_t len, char *out);
+/* An owner's hash field, "<uuid>:<id>" or "<uuid>:<id>:write"; buf >= CRD__FIELD_MAX. */
+size_t crd__field(const char *uuid, uint64_t owner, bool write, char *buf);
+/* A read hold's timeout key base "<P>:<field>:rwlock_timeout" (hold i adds ":i") into buf
+ * (plen + flen + 16 bytes). Returns its length. */
+size_t crd__read_timeout_base(const char *prefix, size_t plen, const char *field, size_t flen,
+                              char *buf);
 /* True for names whose braces break slot co-location (PROTOCOL.md 2.3 class C). */
 bool crd__name_is_unsafe(const char *name, size_t len);
 
-/* ---- url.c: see url.h ------------------------------------------------------------- */
+/* ---- url.c: the URL forms of crd_options.url --------------------------------------- */
 
-#include "url.h"
+typedef struct crd__endpoint {
+    char *host;
+    int port;
+    char *unix_path;
+    char *username;
+    char *password;
+    int db;
+} crd__endpoint;
+
+/* Parses a redis:// or unix:// URL into *out (cleared first). On failure writes a
+ * reason into err and leaves *out empty. Pure function; any thread. */
+crd_status crd__url_parse(const char *url, crd__endpoint *out, char *err, size_t errlen);
+void crd__endpoint_clear(crd__endpoint *ep);
 
 /* ---- conn.c: one hiredis connection --------------------------------------------------- */
 
@@ -197,10 +241,6 @@ void crd__pubsub_wake_all(crd_client *c);
 
 /* ---- holds.c ------------------------------------------------------------------------ */
 
-/* Lock kinds. A hold is identified by (name, owner, kind): one owner may hold the read
- * and the write lock of one name at once. */
-typedef enum crd__kind { CRD__RLOCK = 0, CRD__FAIR = 1, CRD__READ = 2, CRD__WRITE = 3 } crd__kind;
-
 /* What this client believes one owner holds on one name. */
 typedef struct crd__hold {
     char *name;           /* points at name_buf: one allocation per hold */
@@ -259,12 +299,8 @@ struct crd_lock {
     crd__kind kind;
     char *name;
     size_t name_len;
-    crd__buf channel;      /* rlock, fair: redisson_lock__channel:{N}; rw: redisson_rwlock:{N} */
-    crd__buf latch_prefix; /* redisson_unlock_latch:{N}: */
-    crd__buf queue;        /* fair: redisson_lock_queue:{N} */
-    crd__buf deadlines;    /* fair: redisson_lock_timeout:{N} */
-    crd__buf rw_prefix;    /* rw: P = {N}, or N when it has a '{' */
-    bool view;             /* read or write view owned by a crd_rwlock */
+    crd__names names; /* the keys and channels of its kind */
+    bool view;        /* read or write view owned by a crd_rwlock */
 };
 
 /* Owner-checked release used by shutdown and thread exit (no lock handle needed). */

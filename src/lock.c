@@ -35,11 +35,7 @@ static bool check_ms(int64_t v, bool allow_forever)
 static void lock_clear(crd_lock *l)
 {
     free(l->name);
-    free(l->channel.p);
-    free(l->latch_prefix.p);
-    free(l->queue.p);
-    free(l->deadlines.p);
-    free(l->rw_prefix.p);
+    crd__names_clear(&l->names);
     memset(l, 0, sizeof *l);
 }
 
@@ -56,28 +52,7 @@ static crd_status lock_init(crd_lock *l, crd_client *c, crd__kind kind, const ch
     memcpy(l->name, name, len);
     l->name[len] = '\0';
     l->name_len = len;
-    bool rw = kind == CRD__READ || kind == CRD__WRITE;
-    crd_status st = crd__prefix_name(rw ? "redisson_rwlock" : "redisson_lock__channel", name, len,
-                                     &l->channel);
-    if (st == CRD_OK)
-        st = crd__prefix_name("redisson_unlock_latch", name, len, &l->latch_prefix);
-    if (st == CRD_OK && kind == CRD__FAIR)
-        st = crd__prefix_name("redisson_lock_queue", name, len, &l->queue);
-    if (st == CRD_OK && kind == CRD__FAIR)
-        st = crd__prefix_name("redisson_lock_timeout", name, len, &l->deadlines);
-    if (st == CRD_OK && rw)
-        st = crd__suffix_name(name, len, "", &l->rw_prefix);
-    if (st == CRD_OK) {
-        /* The latch is "<prefix>:<rid>": keep the trailing ':' in the prefix. */
-        char *p = realloc(l->latch_prefix.p, l->latch_prefix.len + 2);
-        if (p == NULL) {
-            st = CRD_NO_MEMORY;
-        } else {
-            p[l->latch_prefix.len++] = ':';
-            p[l->latch_prefix.len] = '\0';
-            l->latch_prefix.p = p;
-        }
-    }
+    crd_status st = crd__names_init(&l->names, kind, name, len);
     if (st != CRD_OK)
         lock_clear(l);
     return st;
@@ -237,12 +212,7 @@ static crd_status unexpected(crd_client *c, const redisReply *r, const char *wha
 /* The hash field this kind of hold uses: "<uuid>:<id>", or "<uuid>:<id>:write". */
 static size_t hold_field(const crd_lock *l, uint64_t owner, char *buf)
 {
-    size_t n = crd__owner_field(l->client->uuid, owner, buf);
-    if (l->kind == CRD__WRITE) {
-        memcpy(buf + n, ":write", 7);
-        n += 6;
-    }
-    return n;
+    return crd__field(l->client->uuid, owner, l->kind == CRD__WRITE, buf);
 }
 
 static int fmt_i64(char *buf, int64_t v) { return snprintf(buf, 24, "%" PRId64, v); }
@@ -366,12 +336,12 @@ static crd_status run_acquire(acquire_ctx *a, redisReply **r, int64_t *sent)
         break;
     case CRD__READ: {
         /* KEYS[2] = <P>:<F>:rwlock_timeout; ARGV[3] = the owner's write field. */
-        size_t plen = l->rw_prefix.len;
+        size_t plen = l->names.rw_prefix.len;
         tkey.len = plen + 1 + a->flen + 15;
         tkey.p = malloc(tkey.len + 1);
         if (tkey.p == NULL)
             return crd__fail(c, CRD_NO_MEMORY, "cannot allocate the timeout key");
-        snprintf(tkey.p, tkey.len + 1, "%s:%s:rwlock_timeout", l->rw_prefix.p, a->field);
+        snprintf(tkey.p, tkey.len + 1, "%s:%s:rwlock_timeout", l->names.rw_prefix.p, a->field);
         keys[1] = tkey.p;
         keylens[1] = tkey.len;
         nkeys = 2;
@@ -385,10 +355,10 @@ static crd_status run_acquire(acquire_ctx *a, redisReply **r, int64_t *sent)
     }
     case CRD__FAIR:
     default: {
-        keys[1] = l->queue.p;
-        keylens[1] = l->queue.len;
-        keys[2] = l->deadlines.p;
-        keylens[2] = l->deadlines.len;
+        keys[1] = l->names.queue.p;
+        keylens[1] = l->names.queue.len;
+        keys[2] = l->names.deadlines.p;
+        keylens[2] = l->names.deadlines.len;
         nkeys = 3;
         size_t wl = (size_t)fmt_i64(wait_s, a->fair_wait);
         size_t nl = (size_t)fmt_i64(now_s, crd__epoch_ms());
@@ -490,8 +460,8 @@ static void fair_give_up(acquire_ctx *a)
     crd_client *c = l->client;
     char wait_s[24];
     size_t wl = (size_t)fmt_i64(wait_s, a->fair_wait);
-    const char *keys[4] = {l->queue.p, l->deadlines.p, l->name, l->channel.p};
-    size_t keylens[4] = {l->queue.len, l->deadlines.len, l->name_len, l->channel.len};
+    const char *keys[4] = {l->names.queue.p, l->names.deadlines.p, l->name, l->names.channel.p};
+    size_t keylens[4] = {l->names.queue.len, l->names.deadlines.len, l->name_len, l->names.channel.len};
     const char *args[3] = {a->field, wait_s, "PUBLISH"};
     size_t arglens[3] = {a->flen, wl, 7};
     crd__conn *conn;
@@ -564,20 +534,20 @@ crd_status crd_lock_acquire_owner(crd_lock *l, uint64_t owner, int64_t wait_ms, 
 
     /* Subscribe first, then re-check: a release between the two is not missed. A fair
      * waiter listens on its own channel, so a release wakes only the queue head. */
-    crd__buf chan = l->channel;
+    crd__buf chan = l->names.channel;
     char *own = NULL;
     if (l->kind == CRD__FAIR) {
-        own = malloc(l->channel.len + 1 + a.flen + 1);
+        own = malloc(l->names.channel.len + 1 + a.flen + 1);
         if (own == NULL) {
             fair_give_up(&a);
             return crd__fail(c, CRD_NO_MEMORY, "cannot allocate the waiter channel");
         }
-        memcpy(own, l->channel.p, l->channel.len);
-        own[l->channel.len] = ':';
-        memcpy(own + l->channel.len + 1, a.field, a.flen);
-        own[l->channel.len + 1 + a.flen] = '\0';
+        memcpy(own, l->names.channel.p, l->names.channel.len);
+        own[l->names.channel.len] = ':';
+        memcpy(own + l->names.channel.len + 1, a.field, a.flen);
+        own[l->names.channel.len + 1 + a.flen] = '\0';
         chan.p = own;
-        chan.len = l->channel.len + 1 + a.flen;
+        chan.len = l->names.channel.len + 1 + a.flen;
     }
     crd__sub *sub = NULL;
     bool confirmed = false;
@@ -702,8 +672,8 @@ static crd_status send_unlock(crd_lock *l, const char *field, size_t flen, int64
     if (crd__random_hex32(rid) != CRD_OK)
         return crd__fail(c, CRD_IO, "cannot read random bytes for the request id");
     /* Names of ordinary length live on the stack: no allocation on the release path. */
-    size_t latch_len = l->latch_prefix.len + 32;
-    size_t tbase_cap = l->rw_prefix.len + flen + 32;
+    size_t latch_len = l->names.latch_prefix.len + 32;
+    size_t tbase_cap = l->names.rw_prefix.len + flen + 32;
     char latch_stack[512], tbase_stack[512];
     char *latch = latch_len + 1 <= sizeof latch_stack ? latch_stack : malloc(latch_len + 1);
     char *tbase = tbase_cap <= sizeof tbase_stack ? tbase_stack : malloc(tbase_cap);
@@ -714,8 +684,8 @@ static crd_status send_unlock(crd_lock *l, const char *field, size_t flen, int64
             free(tbase);
         return crd__fail(c, CRD_NO_MEMORY, "cannot allocate the unlock latch");
     }
-    memcpy(latch, l->latch_prefix.p, l->latch_prefix.len);
-    memcpy(latch + l->latch_prefix.len, rid, 33);
+    memcpy(latch, l->names.latch_prefix.p, l->names.latch_prefix.len);
+    memcpy(latch + l->names.latch_prefix.len, rid, 33);
     char rearm_s[24], lttl_s[24], now_s[24];
     size_t rearm_len = (size_t)fmt_i64(rearm_s, rearm);
     /* The latch must outlive every retry of this call: two command timeouts plus slack. */
@@ -728,8 +698,8 @@ static crd_status send_unlock(crd_lock *l, const char *field, size_t flen, int64
     switch (l->kind) {
     case CRD__FAIR: {
         size_t now_len = (size_t)fmt_i64(now_s, crd__epoch_ms());
-        const char *k[5] = {l->name, l->queue.p, l->deadlines.p, l->channel.p, latch};
-        size_t kl[5] = {l->name_len, l->queue.len, l->deadlines.len, l->channel.len, latch_len};
+        const char *k[5] = {l->name, l->names.queue.p, l->names.deadlines.p, l->names.channel.p, latch};
+        size_t kl[5] = {l->name_len, l->names.queue.len, l->names.deadlines.len, l->names.channel.len, latch_len};
         const char *v[6] = {"0", rearm_s, field, now_s, "PUBLISH", lttl_s};
         size_t vl[6] = {1, rearm_len, flen, now_len, 7, lttl_len};
         memcpy(keys, k, sizeof k);
@@ -741,9 +711,9 @@ static crd_status send_unlock(crd_lock *l, const char *field, size_t flen, int64
     }
     case CRD__READ: {
         size_t tlen = (size_t)snprintf(tbase, tbase_cap, "%s:%.*s:rwlock_timeout",
-                                       l->rw_prefix.p, (int)flen, field);
-        const char *k[5] = {l->name, l->channel.p, tbase, l->rw_prefix.p, latch};
-        size_t kl[5] = {l->name_len, l->channel.len, tlen, l->rw_prefix.len, latch_len};
+                                       l->names.rw_prefix.p, (int)flen, field);
+        const char *k[5] = {l->name, l->names.channel.p, tbase, l->names.rw_prefix.p, latch};
+        size_t kl[5] = {l->name_len, l->names.channel.len, tlen, l->names.rw_prefix.len, latch_len};
         const char *v[4] = {"0", field, "PUBLISH", lttl_s};
         size_t vl[4] = {1, flen, 7, lttl_len};
         memcpy(keys, k, sizeof k);
@@ -757,8 +727,8 @@ static crd_status send_unlock(crd_lock *l, const char *field, size_t flen, int64
     case CRD__WRITE:
     default: {
         bool w = l->kind == CRD__WRITE;
-        const char *k[3] = {l->name, l->channel.p, latch};
-        size_t kl[3] = {l->name_len, l->channel.len, latch_len};
+        const char *k[3] = {l->name, l->names.channel.p, latch};
+        size_t kl[3] = {l->name_len, l->names.channel.len, latch_len};
         const char *v[5] = {w ? "1" : "0", rearm_s, field, "PUBLISH", lttl_s};
         size_t vl[5] = {1, rearm_len, flen, 7, lttl_len};
         memcpy(keys, k, sizeof k);
@@ -921,15 +891,15 @@ crd_status crd_lock_force_unlock(crd_lock *l, bool *was_locked)
     crd_client *c = l->client;
     char now_s[24];
     size_t now_len = (size_t)fmt_i64(now_s, crd__epoch_ms());
-    const char *keys[4] = {l->name, l->channel.p, NULL, NULL};
-    size_t keylens[4] = {l->name_len, l->channel.len, 0, 0};
+    const char *keys[4] = {l->name, l->names.channel.p, NULL, NULL};
+    size_t keylens[4] = {l->name_len, l->names.channel.len, 0, 0};
     const char *args[3] = {"0", "PUBLISH", NULL};
     size_t arglens[3] = {1, 7, 0};
     int nkeys = 2, nargs = 2, script = CRD__SCRIPT_RLOCK_FORCE_UNLOCK;
     if (l->kind == CRD__FAIR) {
-        keys[1] = l->queue.p, keylens[1] = l->queue.len;
-        keys[2] = l->deadlines.p, keylens[2] = l->deadlines.len;
-        keys[3] = l->channel.p, keylens[3] = l->channel.len;
+        keys[1] = l->names.queue.p, keylens[1] = l->names.queue.len;
+        keys[2] = l->names.deadlines.p, keylens[2] = l->names.deadlines.len;
+        keys[3] = l->names.channel.p, keylens[3] = l->names.channel.len;
         args[1] = now_s, arglens[1] = now_len;
         args[2] = "PUBLISH", arglens[2] = 7;
         nkeys = 4, nargs = 3, script = CRD__SCRIPT_FAIR_FORCE_UNLOCK;
@@ -1138,8 +1108,8 @@ crd_status crd_lock_extend_owner(crd_lock *l, uint64_t owner, int64_t lease_ms)
     char lease_s[24];
     size_t lease_len = (size_t)fmt_i64(lease_s, lease_ms);
     bool rd = l->kind == CRD__READ;
-    const char *keys[2] = {l->name, l->rw_prefix.p};
-    size_t keylens[2] = {l->name_len, l->rw_prefix.len};
+    const char *keys[2] = {l->name, l->names.rw_prefix.p};
+    size_t keylens[2] = {l->name_len, l->names.rw_prefix.len};
     const char *args[2] = {lease_s, field};
     size_t arglens[2] = {lease_len, flen};
     crd__conn *conn;

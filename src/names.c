@@ -1,13 +1,17 @@
 /*
- * names.c -- Redisson's derived names (PROTOCOL.md 2.1) and the cluster-safety class of
- * a name (2.3). Pure functions; no lock, any thread.
+ * names.c -- every name Redisson derives from a lock name (PROTOCOL.md 2.1), the owner
+ * fields, and the cluster-safety class of a name (2.3). The one place these rules live:
+ * the lock kinds, the watchdog and the CLI all take their keys and channels from here.
+ *
+ * Pure functions; no lock, any thread.
  */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-crd_status crd__prefix_name(const char *prefix, const char *name, size_t len, crd__buf *out)
+/* "<prefix>:{N}", or "<prefix>:N" when N contains '{' (Redisson's prefixName). */
+static crd_status prefix_name(const char *prefix, const char *name, size_t len, crd__buf *out)
 {
     size_t plen = strlen(prefix);
     bool tagged = memchr(name, '{', len) != NULL;
@@ -31,30 +35,99 @@ crd_status crd__prefix_name(const char *prefix, const char *name, size_t len, cr
     return CRD_OK;
 }
 
-crd_status crd__suffix_name(const char *name, size_t len, const char *suffix, crd__buf *out)
+size_t crd__rw_prefix_len(const char *name, size_t len)
 {
-    size_t slen = strlen(suffix);
+    return len + (memchr(name, '{', len) != NULL ? 0 : 2);
+}
+
+size_t crd__rw_prefix_put(const char *name, size_t len, char *out)
+{
     bool tagged = memchr(name, '{', len) != NULL;
-    size_t total = len + (tagged ? 0 : 2) + (slen ? 1 + slen : 0);
-    char *p = malloc(total + 1);
-    if (p == NULL)
-        return CRD_NO_MEMORY;
     size_t o = 0;
     if (!tagged)
-        p[o++] = '{';
-    memcpy(p + o, name, len);
+        out[o++] = '{';
+    memcpy(out + o, name, len);
     o += len;
     if (!tagged)
-        p[o++] = '}';
-    if (slen) {
-        p[o++] = ':';
-        memcpy(p + o, suffix, slen);
-        o += slen;
-    }
-    p[o] = '\0';
-    out->p = p;
-    out->len = o;
+        out[o++] = '}';
+    out[o] = '\0';
+    return o;
+}
+
+static crd_status rw_prefix(const char *name, size_t len, crd__buf *out)
+{
+    out->p = malloc(crd__rw_prefix_len(name, len) + 1);
+    if (out->p == NULL)
+        return CRD_NO_MEMORY;
+    out->len = crd__rw_prefix_put(name, len, out->p);
     return CRD_OK;
+}
+
+crd_status crd__names_init(crd__names *n, crd__kind kind, const char *name, size_t len)
+{
+    memset(n, 0, sizeof *n);
+    bool rw = kind == CRD__READ || kind == CRD__WRITE;
+    crd_status st = prefix_name(rw ? CRD__RW_CHANNEL : CRD__LOCK_CHANNEL, name, len, &n->channel);
+    if (st == CRD_OK)
+        st = prefix_name(CRD__LATCH, name, len, &n->latch_prefix);
+    if (st == CRD_OK && kind == CRD__FAIR)
+        st = prefix_name(CRD__FAIR_QUEUE, name, len, &n->queue);
+    if (st == CRD_OK && kind == CRD__FAIR)
+        st = prefix_name(CRD__FAIR_DEADLINES, name, len, &n->deadlines);
+    if (st == CRD_OK && rw)
+        st = rw_prefix(name, len, &n->rw_prefix);
+    if (st == CRD_OK) {
+        /* The latch is "<prefix>:<rid>": keep the trailing ':' in the prefix. */
+        char *p = realloc(n->latch_prefix.p, n->latch_prefix.len + 2);
+        if (p == NULL) {
+            st = CRD_NO_MEMORY;
+        } else {
+            p[n->latch_prefix.len++] = ':';
+            p[n->latch_prefix.len] = '\0';
+            n->latch_prefix.p = p;
+        }
+    }
+    if (st != CRD_OK)
+        crd__names_clear(n);
+    return st;
+}
+
+void crd__names_clear(crd__names *n)
+{
+    free(n->channel.p);
+    free(n->latch_prefix.p);
+    free(n->queue.p);
+    free(n->deadlines.p);
+    free(n->rw_prefix.p);
+    memset(n, 0, sizeof *n);
+}
+
+crd_status crd__derived_name(const char *prefix, const char *name, size_t len, crd__buf *out)
+{
+    return prefix_name(prefix, name, len, out);
+}
+
+size_t crd__field(const char *uuid, uint64_t owner, bool write, char *buf)
+{
+    size_t n = crd__owner_field(uuid, owner, buf);
+    if (write) {
+        memcpy(buf + n, CRD__WRITE_SUFFIX, sizeof CRD__WRITE_SUFFIX);
+        n += sizeof CRD__WRITE_SUFFIX - 1;
+    }
+    return n;
+}
+
+size_t crd__read_timeout_base(const char *prefix, size_t plen, const char *field, size_t flen,
+                              char *buf)
+{
+    size_t o = 0;
+    memcpy(buf, prefix, plen);
+    o += plen;
+    buf[o++] = ':';
+    memcpy(buf + o, field, flen);
+    o += flen;
+    memcpy(buf + o, CRD__READ_TIMEOUT_SUFFIX, sizeof CRD__READ_TIMEOUT_SUFFIX);
+    return o + sizeof CRD__READ_TIMEOUT_SUFFIX - 1;
 }
 
 bool crd__name_is_unsafe(const char *name, size_t len)

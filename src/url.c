@@ -2,10 +2,10 @@
  * url.c -- parses the two URL forms of crd_options.url:
  *   redis://[[user]:password@]host[:port][/db]     (host may be [v6-address])
  *   unix:///path/to.sock[?db=N]
- * Pure function; any thread. Errors say which part is wrong. Also compiled into the CLI
- * (url.h says why), so it includes nothing else of the library.
+ * Pure function; any thread. Errors say which part is wrong. The CLI reads --url with it
+ * too (it links the library's internals), so both read a URL exactly alike.
  */
-#include "url.h"
+#include "internal.h"
 
 #include <stdbool.h>
 

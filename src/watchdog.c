@@ -153,11 +153,17 @@ static void collect_one(crd__hold *h, void *arg)
         return;
     }
     if (h->kind == CRD__READ) {
-        /* P = "{N}", or N itself when it has a '{' (Redisson's suffixName). */
-        bool tagged = memchr(h->name, '{', h->name_len) != NULL;
-        it->prefix_off = arena_put(list, tagged ? "" : "{", tagged ? 0 : 1, h->name, h->name_len,
-                                   tagged ? "" : "}", tagged ? 0 : 1);
-        it->prefix_len = h->name_len + (tagged ? 0 : 2);
+        /* P = "{N}", or N itself when it has a '{' (names.c). */
+        char pbuf[256];
+        size_t plen = crd__rw_prefix_len(h->name, h->name_len);
+        char *pp = plen < sizeof pbuf ? pbuf : malloc(plen + 1);
+        it->prefix_off = SIZE_MAX;
+        if (pp != NULL) {
+            it->prefix_len = crd__rw_prefix_put(h->name, h->name_len, pp);
+            it->prefix_off = arena_put(list, pp, it->prefix_len, "", 0, "", 0);
+            if (pp != pbuf)
+                free(pp);
+        }
         if (it->prefix_off == SIZE_MAX) {
             col->oom = true;
             return;
@@ -166,11 +172,7 @@ static void collect_one(crd__hold *h, void *arg)
     it->owner = h->owner;
     it->kind = h->kind;
     it->id = h->id;
-    it->flen = crd__owner_field(col->uuid, h->owner, it->field);
-    if (h->kind == CRD__WRITE) {
-        memcpy(it->field + it->flen, ":write", 7);
-        it->flen += 6;
-    }
+    it->flen = crd__field(col->uuid, h->owner, h->kind == CRD__WRITE, it->field);
     list->n++;
 }
 

@@ -1,6 +1,7 @@
 /*
  * fuzz_names.c -- libFuzzer target for the name rules of src/names.c: any bytes as a
- * lock name. crd__prefix_name and crd__suffix_name must produce exactly Redisson's
+ * lock name. crd__derived_name, crd__rw_prefix_put and crd__read_timeout_base must produce
+ * exactly Redisson's
  * prefixName / suffixName bytes (PROTOCOL.md 2.1), and for every name that
  * crd__name_is_unsafe accepts, every derived key and channel must hash to the same
  * Redis Cluster slot as the name itself (the same hash-tag bytes, PROTOCOL.md 2.3).
@@ -47,12 +48,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *name = (const char *)data;
     bool tagged = memchr(name, '{', size) != NULL;
     bool unsafe = crd__name_is_unsafe(name, size);
-    static const char *const prefixes[] = {"redisson_lock__channel", "redisson_unlock_latch",
-                                           "redisson_lock_queue", "redisson_lock_timeout",
-                                           "redisson_rwlock"};
+    static const char *const prefixes[] = {CRD__LOCK_CHANNEL, CRD__LATCH, CRD__FAIR_QUEUE,
+                                           CRD__FAIR_DEADLINES, CRD__RW_CHANNEL};
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
         crd__buf b = {NULL, 0};
-        if (crd__prefix_name(prefixes[i], name, size, &b) != CRD_OK)
+        if (crd__derived_name(prefixes[i], name, size, &b) != CRD_OK)
             continue;
         size_t pl = strlen(prefixes[i]);
         /* "<prefix>:{N}" or, when N has a '{', "<prefix>:N" */
@@ -64,18 +64,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             same_slot(name, size, &b);
         free(b.p);
     }
-    static const char *const suffixes[] = {"", "rwlock_timeout"};
-    for (size_t i = 0; i < 2; i++) {
-        crd__buf b = {NULL, 0};
-        if (crd__suffix_name(name, size, suffixes[i], &b) != CRD_OK)
-            continue;
-        size_t sl = strlen(suffixes[i]);
-        size_t want = size + (tagged ? 0 : 2) + (sl ? sl + 1 : 0);
-        if (b.len != want || memcmp(b.p + (tagged ? 0 : 1), name, size) != 0 || b.p[b.len] != '\0')
+    /* P = "{N}" or N, and a read hold's timeout key base "<P>:<field>:rwlock_timeout" */
+    char *p = malloc(crd__rw_prefix_len(name, size) + 1);
+    char *t = malloc(crd__rw_prefix_len(name, size) + 1 + 80 + 16);
+    if (p != NULL && t != NULL) {
+        size_t pl = crd__rw_prefix_put(name, size, p);
+        if (pl != size + (tagged ? 0 : 2) || memcmp(p + (tagged ? 0 : 1), name, size) != 0 ||
+            p[pl] != '\0')
             abort();
-        if (!unsafe)
-            same_slot(name, size, &b);
-        free(b.p);
+        static const char field[] = "0b5ba1a6-5a6c-4a0f-9c8e-0f9b2b8f6f1a:1";
+        size_t tl = crd__read_timeout_base(p, pl, field, sizeof field - 1, t);
+        if (tl != pl + 1 + sizeof field - 1 + 15 || memcmp(t, p, pl) != 0 ||
+            memcmp(t + tl - 15, ":rwlock_timeout", 15) != 0 || t[tl] != '\0')
+            abort();
+        crd__buf pb = {p, pl}, tb = {t, tl};
+        if (!unsafe) {
+            same_slot(name, size, &pb);
+            same_slot(name, size, &tb);
+        }
     }
+    free(p);
+    free(t);
     return 0;
 }
