@@ -1,6 +1,7 @@
 /*
- * conn.c -- one hiredis connection: open (timeouts, AUTH, SELECT), send a command in
- * argv form with explicit lengths, pipelines, reply rendering and tracing.
+ * conn.c -- one hiredis connection: open (timeouts, AUTH, SELECT) to the endpoint it is
+ * given, send a command in argv form with explicit lengths, pipelines, tracing, and the
+ * fork child's abandonment of connections a parent thread may have been using.
  *
  * A connection that saw an I/O error is marked broken and is never used again (its
  * reply stream is out of step, or the outcome of what was sent is unknown). No lock is
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 static struct timeval tv_ms(int64_t ms)
 {
@@ -21,42 +23,6 @@ static struct timeval tv_ms(int64_t ms)
     tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
     return tv;
 }
-
-static void render(const redisReply *r, char *buf, size_t len, int depth)
-{
-    if (len == 0)
-        return;
-    buf[0] = '\0';
-    if (r == NULL) {
-        snprintf(buf, len, "(no reply)");
-        return;
-    }
-    switch (r->type) {
-    case REDIS_REPLY_NIL: snprintf(buf, len, "nil"); return;
-    case REDIS_REPLY_INTEGER: snprintf(buf, len, "(integer) %lld", r->integer); return;
-    case REDIS_REPLY_STRING: snprintf(buf, len, "\"%.*s\"", (int)r->len, r->str); return;
-    case REDIS_REPLY_STATUS: snprintf(buf, len, "%.*s", (int)r->len, r->str); return;
-    case REDIS_REPLY_ERROR: snprintf(buf, len, "(error) %.*s", (int)r->len, r->str); return;
-    case REDIS_REPLY_ARRAY: {
-        size_t o = 0;
-        o += (size_t)snprintf(buf + o, len - o, "[");
-        for (size_t i = 0; i < r->elements && o + 4 < len && depth < 4; i++) {
-            if (i > 0)
-                o += (size_t)snprintf(buf + o, len - o, ", ");
-            if (o >= len)
-                break;
-            render(r->element[i], buf + o, len - o, depth + 1);
-            o += strlen(buf + o);
-        }
-        if (o + 2 <= len)
-            snprintf(buf + o, len - o, "]");
-        return;
-    }
-    default: snprintf(buf, len, "(reply type %d)", r->type); return;
-    }
-}
-
-void crd__reply_render(const redisReply *r, char *buf, size_t len) { render(r, buf, len, 0); }
 
 void crd__trace(crd_client *c, int argc, const char *const *argv, const size_t *lens,
                 const redisReply *r, const char *io_error, bool subscriber)
@@ -78,6 +44,26 @@ void crd__conn_close(crd__conn *conn)
         redisFree(conn->ctx);
     conn->ctx = NULL;
     conn->broken = false;
+}
+
+/* Contexts given up in forked children, kept reachable (see crd__conn_abandon). volatile:
+ * nothing reads the array, and without it the compiler drops the stores (the contexts
+ * then count as leaked in every fork child). Written only by the fork child handler,
+ * which runs alone. */
+static redisContext *volatile abandoned[256];
+static size_t nabandoned;
+
+void crd__conn_abandon(crd__conn *conn)
+{
+    redisContext *ctx = conn->ctx;
+    conn->ctx = NULL;
+    conn->broken = false;
+    if (ctx == NULL)
+        return;
+    if (ctx->fd >= 0)
+        close(ctx->fd);
+    if (nabandoned < sizeof abandoned / sizeof abandoned[0])
+        abandoned[nabandoned++] = ctx;
 }
 
 /* A setup command (AUTH, SELECT, PING) on a fresh connection. */
@@ -104,15 +90,15 @@ static crd_status setup_cmd(crd_client *c, crd__conn *conn, int argc, const char
     return CRD_OK;
 }
 
-crd_status crd__conn_open(crd_client *c, crd__conn *conn)
+crd_status crd__conn_open(crd_client *c, const crd__endpoint *ep, crd__conn *conn)
 {
     struct timeval ctv = tv_ms(c->opts.connect_timeout_ms);
     redisContext *ctx;
     conn->broken = false;
-    if (c->ep.unix_path != NULL)
-        ctx = redisConnectUnixWithTimeout(c->ep.unix_path, ctv);
+    if (ep->unix_path != NULL)
+        ctx = redisConnectUnixWithTimeout(ep->unix_path, ctv);
     else
-        ctx = redisConnectWithTimeout(c->ep.host, c->ep.port, ctv);
+        ctx = redisConnectWithTimeout(ep->host, ep->port, ctv);
     if (ctx == NULL)
         return crd__fail(c, CRD_NO_MEMORY, "cannot allocate a connection");
     /* Owned by conn from now on (a fork child finds it there, not on our stack). */
@@ -121,10 +107,10 @@ crd_status crd__conn_open(crd_client *c, crd__conn *conn)
         conn->ctx = NULL;
         CRD__COUNT(c, connection_failures);
         crd_status st;
-        if (c->ep.unix_path != NULL)
-            st = crd__fail(c, CRD_IO, "cannot connect to unix:%s: %s", c->ep.unix_path, ctx->errstr);
+        if (ep->unix_path != NULL)
+            st = crd__fail(c, CRD_IO, "cannot connect to unix:%s: %s", ep->unix_path, ctx->errstr);
         else
-            st = crd__fail(c, CRD_IO, "cannot connect to %s:%d: %s", c->ep.host, c->ep.port,
+            st = crd__fail(c, CRD_IO, "cannot connect to %s:%d: %s", ep->host, ep->port,
                            ctx->errstr);
         redisFree(ctx);
         crd__log(c, CRD_LOG_WARN, "%s", crd_client_errmsg(c));
@@ -132,21 +118,21 @@ crd_status crd__conn_open(crd_client *c, crd__conn *conn)
     }
     CRD__COUNT(c, connects);
     redisSetTimeout(ctx, tv_ms(c->opts.command_timeout_ms));
-    if (c->ep.unix_path == NULL)
+    if (ep->unix_path == NULL)
         redisEnableKeepAlive(ctx);
     crd_status st = CRD_OK;
-    if (c->ep.password != NULL) {
-        const char *argv[3] = {"AUTH", c->ep.username, c->ep.password};
-        if (c->ep.username != NULL)
+    if (ep->password != NULL) {
+        const char *argv[3] = {"AUTH", ep->username, ep->password};
+        if (ep->username != NULL)
             st = setup_cmd(c, conn, 3, argv, CRD_SERVER, "AUTH");
         else {
-            argv[1] = c->ep.password;
+            argv[1] = ep->password;
             st = setup_cmd(c, conn, 2, argv, CRD_SERVER, "AUTH");
         }
     }
-    if (st == CRD_OK && c->ep.db != 0) {
+    if (st == CRD_OK && ep->db != 0) {
         char db[16];
-        snprintf(db, sizeof db, "%d", c->ep.db);
+        snprintf(db, sizeof db, "%d", ep->db);
         const char *argv[2] = {"SELECT", db};
         st = setup_cmd(c, conn, 2, argv, CRD_AUTH, "SELECT");
     }

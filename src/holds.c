@@ -115,8 +115,6 @@ void crd__holds_remove(crd__holds *h, crd__hold *hold)
     for (crd__hold **pp = &h->buckets[b]; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == hold) {
             *pp = hold->next;
-            if (hold->watchdog)
-                h->nwatchdog--;
             h->count--;
             free(hold);
             return;

@@ -30,11 +30,12 @@ crd_status crd__fail(const crd_client *c, crd_status status, const char *fmt, ..
     CRD__PRINTF(3, 4);
 /* Clears the calling thread's detail for c (a successful call). */
 void crd__ok(const crd_client *c);
+/* Validates a handle for use: NULL, failed, closed, forked. */
+crd_status crd__client_check(crd_client *c);
 
 /* ---- clock.c ------------------------------------------------------------------------ */
 
 int64_t crd__now_ms(void);      /* CLOCK_MONOTONIC */
-int64_t crd__now_us(void);      /* CLOCK_MONOTONIC */
 int64_t crd__epoch_ms(void);    /* CLOCK_REALTIME, for the fair lock's deadlines only */
 /* Absolute CLOCK_MONOTONIC timespec for a deadline in monotonic ms. */
 struct timespec crd__abstime(int64_t deadline_ms);
@@ -51,6 +52,9 @@ crd_status crd__random_hex32(char out[33]);
 void crd__random_after_fork(void);
 /* A v4 UUID from libuuid (which reads the OS CSPRNG), lowercase. */
 void crd__uuid_v4(char out[37]);
+/* This process's pid as of the last refresh (at the first client, and in fork children). */
+pid_t crd__process_pid(void);
+void crd__process_refresh(void);
 /* Thread-exit hook: called with the exiting thread's owner id (if it had one). */
 void crd__owner_set_exit_hook(void (*hook)(uint64_t owner));
 
@@ -125,22 +129,55 @@ typedef struct crd__conn {
     unsigned epoch; /* pool connections: the pool epoch when it was opened */
 } crd__conn;
 
-/* Opens a connection with the client's endpoint, timeouts, AUTH and SELECT. */
-crd_status crd__conn_open(crd_client *c, crd__conn *conn);
+/* Opens a connection to ep with the client's timeouts, AUTH and SELECT. The endpoint is
+ * an argument so that each connect can resolve where to go (Sentinel, Cluster nodes). */
+crd_status crd__conn_open(crd_client *c, const crd__endpoint *ep, crd__conn *conn);
 void crd__conn_close(crd__conn *conn);
+/* In a forked child: give up a connection another (parent) thread may have been using
+ * at the fork. Its socket is closed (never written); its memory, possibly caught
+ * mid-update, is never touched again, only kept reachable. */
+void crd__conn_abandon(crd__conn *conn);
 /* Sends one command (argv with lengths) and reads its reply. On CRD_IO the connection is
  * marked broken; *reply is NULL. Error replies are returned as CRD_OK with the reply
- * (callers decide). Traces the command when the client has on_trace. */
+ * (callers classify them with crd__reply_classify). Traces the command when the client
+ * has on_trace. */
 crd_status crd__conn_command(crd_client *c, crd__conn *conn, int argc, const char **argv,
                              const size_t *lens, redisReply **reply);
 /* Pipelined form: appends all commands, then reads all replies into replies[]. */
 crd_status crd__conn_pipeline(crd_client *c, crd__conn *conn, int ncmd, const int *argcs,
                               const char *const *const *argvs,
                               const size_t *const *lens, redisReply **replies);
-/* Renders a reply for traces and messages. */
-void crd__reply_render(const redisReply *r, char *buf, size_t len);
 void crd__trace(crd_client *c, int argc, const char *const *argv, const size_t *lens,
                 const redisReply *r, const char *io_error, bool subscriber);
+
+/* ---- reply.c: every reply classified once ---------------------------------------------- */
+
+typedef enum crd__reply_class {
+    CRD__REPLY_OK,        /* not an error reply: the command ran */
+    CRD__REPLY_ERROR,     /* the server refused or the script failed (WRONGTYPE, ERR, ...) */
+    CRD__REPLY_NOSCRIPT,  /* EVALSHA of a script the server has not cached: nothing ran */
+    CRD__REPLY_MOVED,     /* cluster: the key's slot is served by another node */
+    CRD__REPLY_ASK,       /* cluster: ask another node, for this one command */
+    CRD__REPLY_READONLY,  /* a replica answered a write: not the primary */
+    CRD__REPLY_BUSY,      /* LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN: not now */
+    CRD__REPLY_NONE       /* no reply at all (NULL) */
+} crd__reply_class;
+
+/* Which class a reply is in. Every class but OK and ERROR means the command did not
+ * run, so sending it again (elsewhere, or later) cannot apply it twice. Pure. */
+crd__reply_class crd__reply_classify(const redisReply *r);
+/* Records and returns the status for a reply the caller cannot use: CRD_SERVER with the
+ * server's words for an error reply (without the script SHA and the "@user_script"
+ * position Redis appends: internal identifiers say nothing to a user), CRD_PROTOCOL with
+ * the reply rendered for anything else. what names the operation. */
+crd_status crd__reply_fail(crd_client *c, const redisReply *r, const char *what);
+/* The server's words of an error reply without the script tail; returns their length. */
+size_t crd__reply_error_text(const redisReply *r, const char **text);
+/* Renders a reply for traces and messages. */
+void crd__reply_render(const redisReply *r, char *buf, size_t len);
+/* Reads a decimal integer reply, or a string holding one (HGET of a count). NIL is 0.
+ * False for anything else. */
+bool crd__reply_int(const redisReply *r, int64_t *out);
 
 /* ---- metrics.c: counters, histograms and log messages ------------------------------------ */
 
@@ -165,6 +202,7 @@ void crd__log(crd_client *c, crd_log_level level, const char *fmt, ...) CRD__PRI
 
 /* ---- client.c ------------------------------------------------------------------------ */
 
+typedef struct crd__pool crd__pool;
 typedef struct crd__pubsub crd__pubsub;
 typedef struct crd__holds crd__holds;
 typedef struct crd__watchdog crd__watchdog;
@@ -178,47 +216,87 @@ struct crd_client {
     atomic_bool closed;
     pid_t pid;            /* process that created the client (fork detection) */
 
-    pthread_mutex_t pool_mu;
-    pthread_cond_t pool_cv;
-    crd__conn *pool;
-    int *pool_free; /* stack of free slot indexes */
-    int pool_nfree;
-    /* Bumped whenever a pool connection breaks: idle connections opened before are
-     * reopened at their next use instead of failing one by one (a server restart or a
-     * network cut kills them all at once). */
-    atomic_uint pool_epoch;
-
+    crd__pool *pool;
     crd__pubsub *ps;
     crd__holds *holds;
     crd__watchdog *wd;
 
-    struct crd_client *next_client; /* registry (thread-exit and fork hooks) */
+    struct crd_client *next_client; /* registry (lifecycle.c) */
     crd__metrics metrics;
 };
 
-/* In a forked child: give up a hiredis context that another (parent) thread may have
- * been using at the fork. Its socket is closed (never written); its memory, possibly
- * caught mid-update, is never touched again, only kept reachable. */
-void crd__abandon_ctx(redisContext *ctx);
+/* ---- pool.c: which connection serves a key ------------------------------------------------ */
 
-/* Validates a handle for use: NULL, failed, closed, forked. */
-crd_status crd__client_check(crd_client *c);
-/* Takes a pool connection (connecting it if needed); bounded by the timeouts. */
-crd_status crd__pool_get(crd_client *c, crd__conn **out);
+crd_status crd__pool_init(crd_client *c);
+/* Waits (bounded by the command timeouts of what is in flight) until every connection
+ * is back, then closes them all and frees the pool. */
+void crd__pool_free(crd_client *c);
+/* Wakes callers waiting for a free connection (the client is closing). */
+void crd__pool_wake(crd_client *c);
+/* The connection for a command on key (connecting it if needed); bounded by the
+ * timeouts. Today every key maps to the one endpoint's pool; a cluster's slot routing
+ * belongs here and nowhere else. key may be NULL for keyless commands. */
+crd_status crd__pool_get(crd_client *c, const char *key, size_t keylen, crd__conn **out);
 /* Returns a connection; a broken one is closed and its slot reconnects on next use. */
 void crd__pool_put(crd_client *c, crd__conn *conn);
-/* Runs one command on a pool connection. */
-crd_status crd__command(crd_client *c, int argc, const char **argv, const size_t *lens,
-                        redisReply **reply);
+/* Fork handlers (lifecycle.c): hold the pool's mutex across fork(); in the child, free
+ * idle connections and abandon the ones parent threads had checked out. */
+void crd__pool_lock_for_fork(crd_client *c, bool lock);
+void crd__pool_after_fork_child(crd_client *c);
 
-/* ---- script.c ------------------------------------------------------------------------ */
+/* ---- script.c: the one call path for scripts and commands ---------------------------- */
 
-/* Runs an embedded script with EVALSHA; on NOSCRIPT (the script did not run) one EVAL.
- * keys/args with lengths. Returns CRD_IO with the connection broken when the outcome is
- * unknown. Error replies come back as CRD_OK with an error reply. */
-crd_status crd__script_run(crd_client *c, crd__conn *conn, int script, int nkeys,
-                           const char **keys, const size_t *keylens, int nargs,
-                           const char **args, const size_t *arglens, redisReply **reply);
+#define CRD__PLAIN (-1) /* a crd__cmd that is a plain command, not a script */
+#define CRD__CMD_INLINE 16
+#define CRD__CMD_SCRATCH 512
+
+/* One command being built: a script's KEYS then ARGV (all keys before any argument), or
+ * a plain command's words. Three leading slots are kept for EVALSHA, the SHA1 and the key
+ * count, so the call path sends v[] as it is. Numbers and derived keys are formatted into
+ * the command's own scratch space. */
+typedef struct crd__cmd {
+    int script; /* CRD__SCRIPT_* or CRD__PLAIN */
+    int nkeys, nargs, cap;
+    const char **v;
+    size_t *len;
+    const char *v_inline[3 + CRD__CMD_INLINE];
+    size_t len_inline[3 + CRD__CMD_INLINE];
+    char numkeys[12];
+    char scratch[CRD__CMD_SCRATCH];
+    size_t used;
+    char *heap[8]; /* chunks of scratch that did not fit, 4 KiB or more each */
+    size_t heap_used, heap_cap; /* of the newest chunk */
+    bool oom;
+} crd__cmd;
+
+/* Starts a command; cap > CRD__CMD_INLINE words allocate (the watchdog's batches). */
+void crd__cmd_init(crd__cmd *cmd, int script, int cap);
+void crd__cmd_free(crd__cmd *cmd);
+void crd__cmd_key(crd__cmd *cmd, const char *p, size_t len);
+void crd__cmd_arg(crd__cmd *cmd, const char *p, size_t len);
+void crd__cmd_arg_str(crd__cmd *cmd, const char *s);
+void crd__cmd_arg_i64(crd__cmd *cmd, int64_t v);
+/* Room for n bytes that live as long as the command (NULL when out of memory). */
+char *crd__cmd_space(crd__cmd *cmd, size_t n);
+
+/* Runs cmd on a connection from the pool chosen by its first key: a script with EVALSHA,
+ * and on NOSCRIPT (nothing ran) once more with EVAL. The reply is classified here and
+ * only here: CRD_OK leaves a reply that is not an error in *reply (the caller frees it);
+ * an error reply becomes a status with the server's words (crd__reply_fail), a redirect
+ * or not-primary reply says this client cannot follow it yet. CRD_IO: no reply;
+ * *sent_ms (may be NULL) is 0 when nothing was sent, else the send time, so a caller
+ * knows whether the command may have run. what names the operation for messages. */
+crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply **reply,
+                     int64_t *sent_ms);
+/* Runs a script on the given connection, EVALSHA then EVAL on NOSCRIPT; the reply is
+ * returned unclassified (callers of crd__call do not need this). */
+crd_status crd__script_run(crd_client *c, crd__conn *conn, crd__cmd *cmd, redisReply **reply);
+/* Pipelined form for the watchdog: every command of cmds (scripts) in one round trip on
+ * conn; on NOSCRIPT the script is loaded once (SCRIPT LOAD) and the round resent,
+ * which is safe for renewals (idempotent in effect). *sent_ms: when the round that
+ * produced the replies was sent. */
+crd_status crd__script_pipeline(crd_client *c, crd__conn *conn, crd__cmd *cmds, int ncmd,
+                                redisReply **replies, int64_t *sent_ms);
 
 /* ---- pubsub.c ------------------------------------------------------------------------ */
 
@@ -236,8 +314,8 @@ void crd__sub_release(crd_client *c, crd__sub *s);
  * CRD_TIMEOUT when the deadline passed, CRD_CLOSED on shutdown. *confirmed is updated
  * with whether the subscription is live now. */
 crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms, bool *confirmed);
-/* Wakes every waiter of every entry (shutdown). */
-void crd__pubsub_wake_all(crd_client *c);
+void crd__pubsub_lock_for_fork(crd_client *c, bool lock);
+void crd__pubsub_after_fork_child(crd_client *c);
 
 /* ---- holds.c ------------------------------------------------------------------------ */
 
@@ -265,7 +343,6 @@ struct crd__holds {
     crd__hold **buckets;
     size_t nbuckets;
     size_t count;
-    size_t nwatchdog;
     uint64_t next_id;
 };
 
@@ -289,10 +366,13 @@ void crd__watchdog_stop(crd_client *c); /* joins the thread; stays allocated */
 void crd__watchdog_free(crd_client *c);
 /* A watchdog hold was added: make sure the thread has a tick scheduled. */
 void crd__watchdog_kick(crd_client *c);
+void crd__watchdog_lock_for_fork(crd_client *c, bool lock);
+void crd__watchdog_after_fork_child(crd_client *c);
+/* Logs an event and calls on_event (watchdog thread or caller, no lock held). */
 void crd__emit_event(crd_client *c, crd_event_kind kind, const char *name, size_t name_len,
                      uint64_t owner, int64_t valid_until, crd_status st, const char *detail);
 
-/* ---- lock.c --------------------------------------------------------------------------- */
+/* ---- kinds.c: the lock kinds as data ----------------------------------------------------- */
 
 struct crd_lock {
     crd_client *client;
@@ -303,8 +383,164 @@ struct crd_lock {
     bool view;        /* read or write view owned by a crd_rwlock */
 };
 
-/* Owner-checked release used by shutdown and thread exit (no lock handle needed). */
-crd_status crd__release_hold_by_name(crd_client *c, const char *name, size_t len,
-                                     uint64_t owner, int kind);
+/* What an acquire script's reply means. */
+typedef enum crd__acq_outcome {
+    CRD__ACQ_TAKEN,       /* acquired or re-entered */
+    CRD__ACQ_HELD,        /* held by another owner; the reply is a wait hint in ms */
+    CRD__ACQ_HELD_NO_TTL, /* held through a hash without TTL: no hint */
+    CRD__ACQ_NOT_MY_TURN, /* fair: free, but another waiter is at the head */
+    CRD__ACQ_REFUSED,     /* fair try-once form: not acquired, no hint */
+    CRD__ACQ_BAD          /* a reply the script never gives */
+} crd__acq_outcome;
+
+/* What a release script's reply means. */
+typedef enum crd__rel_outcome {
+    CRD__REL_RELEASED,   /* the last hold: the lock is free and waiters were told */
+    CRD__REL_STILL_HELD, /* one hold fewer; this owner still holds the lock */
+    CRD__REL_READ_ONE,   /* read: one of this owner's read holds ended (the local count
+                            tells whether more remain) */
+    CRD__REL_GONE,       /* fair: the lock no longer existed (expired or force-unlocked) */
+    CRD__REL_NOT_HELD,   /* this owner holds nothing */
+    CRD__REL_BAD         /* a reply the script never gives */
+} crd__rel_outcome;
+
+/* An acquire's inputs. */
+typedef struct crd__acq_args {
+    const char *field;
+    size_t flen;
+    int64_t lease_ms;
+    bool nowait;        /* fair: the try-once form, which never joins the queue */
+    int64_t fair_wait;  /* fair: the wait announced to the queue */
+} crd__acq_args;
+
+/* A release's inputs. */
+typedef struct crd__rel_args {
+    const char *field;
+    size_t flen;
+    int64_t rearm_ms;   /* lease re-armed when holds remain */
+    const char *latch;  /* the request's latch key */
+    size_t latch_len;
+    int64_t latch_ttl_ms;
+} crd__rel_args;
+
+/* One lock kind: the scripts it runs, how it builds their KEYS/ARGV, and what their
+ * replies mean. Nothing outside kinds.c branches on the kind to build or decode. */
+typedef struct crd__kind_ops {
+    const char *label;     /* "lock", "fair lock", "read lock", "write lock" */
+    bool write_field;      /* its owner field ends in ":write" */
+    bool queued;           /* fair: a waiter joins a queue it must leave when it gives up */
+    bool own_channel;      /* fair: a waiter listens on "<channel>:<field>" */
+    int renew_script;      /* lock_renew or rw_read_renew */
+    int renew_keys;        /* keys per renewed hold: 1 (N) or 2 (N and P) */
+    void (*acquire)(const crd_lock *l, const crd__acq_args *a, crd__cmd *cmd);
+    crd__acq_outcome (*acquire_reply)(const redisReply *r, bool nowait, int64_t *hint_ms);
+    void (*release)(const crd_lock *l, const crd__rel_args *a, crd__cmd *cmd);
+    crd__rel_outcome (*release_reply)(const redisReply *r);
+    void (*force_unlock)(const crd_lock *l, crd__cmd *cmd);
+    void (*is_locked)(const crd_lock *l, crd__cmd *cmd); /* integer reply 1 = locked */
+    void (*extend)(const crd_lock *l, const char *field, size_t flen, int64_t lease_ms,
+                   crd__cmd *cmd); /* array reply {1} = extended, {0} = gone */
+} crd__kind_ops;
+
+extern const crd__kind_ops crd__kinds[CRD__NKINDS];
+
+/* Fills l with a copy of the name and the keys and channels of its kind. */
+crd_status crd__lock_init(crd_lock *l, crd_client *c, crd__kind kind, const char *name,
+                          size_t len);
+void crd__lock_clear(crd_lock *l);
+/* The lock kind's fair-waiter builder: give up a place in the queue. */
+void crd__fair_give_up_cmd(const crd_lock *l, const char *field, size_t flen, int64_t wait_ms,
+                           crd__cmd *cmd);
+
+/* ---- lock.c: handles, force-unlock, introspection, extend -------------------------------- */
+
+/* NULL lock, or a client that cannot be used. */
+crd_status crd__lock_check(crd_lock *l);
+/* A name (at most 60 bytes of it) for messages. */
+#define CRD__NAME_FMT(l) (int)((l)->name_len > 60 ? 60 : (l)->name_len), (l)->name
+/* This client's local hold count of (name, owner, kind): 0 when none or lost. */
+int64_t crd__local_count(const crd_lock *l, uint64_t owner, crd__kind kind);
+
+/* ---- acquire.c: the acquire state machine and its blocking driver -------------------------- */
+
+typedef enum crd__acq_state {
+    CRD__AS_TRY,       /* run the acquire script (first resolving a lost reply) */
+    CRD__AS_SUBSCRIBE, /* take the lock's channel before re-trying */
+    CRD__AS_WAIT,      /* wait for a wake-up or the end of the slice (the driver waits) */
+    CRD__AS_DONE       /* result holds the outcome */
+} crd__acq_state;
+
+/* How long a waiter sleeps before it re-tries: the inputs of one decision. */
+typedef struct crd__slice_in {
+    bool failed;          /* the last try failed on the connection */
+    bool confirmed;       /* the subscription is live */
+    crd__acq_outcome outcome; /* of the last try, when it did not fail */
+    int64_t hint_ms;      /* its wait hint */
+    int64_t poll_ms, max_slice_ms; /* the client's options */
+} crd__slice_in;
+
+/* The backoffs a waiter carries between decisions. */
+typedef struct crd__backoff {
+    int64_t io_ms;   /* after a failure: 25 ms doubling to the poll interval */
+    int64_t fair_ms; /* fair, not my turn: 4 ms doubling to the poll interval */
+} crd__backoff;
+
+/* The wait slice in ms (>= 1) for one decision; updates the backoffs. Pure. */
+int64_t crd__wait_slice(const crd__slice_in *in, crd__backoff *b);
+void crd__backoff_init(crd__backoff *b);
+
+/* One acquire in progress: everything the waiter algorithm needs between steps. */
+typedef struct crd__acquire {
+    crd__acq_state state;
+    crd_lock *l;
+    crd_client *c;
+    uint64_t owner;
+    char field[CRD__FIELD_MAX];
+    size_t flen;
+    int64_t lease;
+    bool watchdog;
+    bool nowait;          /* fair: the try-once form */
+    int64_t fair_wait;
+    int64_t wait_ms;      /* as asked: -1 forever, 0 try once */
+    int64_t start, deadline;
+    bool pending;         /* an acquire's outcome is unknown: read back before resending */
+    int64_t pending_sent; /* when that acquire was sent: its lease cannot start earlier */
+    bool queued;          /* fair: may have joined the queue */
+    crd__sub *sub;
+    bool confirmed;
+    char *own_channel;    /* fair: "<channel>:<field>", allocated */
+    bool last_failed;     /* the last try failed on the connection */
+    crd__acq_outcome outcome;
+    int64_t hint_ms;
+    crd__backoff backoff;
+    int64_t wake_at;      /* CRD__AS_WAIT: wait until then (monotonic ms) */
+    crd_status result;    /* CRD__AS_DONE */
+} crd__acquire;
+
+/* Checks the arguments and prepares a; state CRD__AS_DONE with a->result set when they
+ * are refused. */
+void crd__acquire_begin(crd__acquire *a, crd_lock *l, uint64_t owner, int64_t wait_ms,
+                        int64_t lease_ms);
+/* Runs the current state's work and moves to the next state. */
+void crd__acquire_step(crd__acquire *a);
+/* The driver's report after a CRD__AS_WAIT: woken (CRD_OK), slice over (CRD_TIMEOUT) or
+ * CRD_CLOSED; confirmed is the subscription's state now. */
+void crd__acquire_woken(crd__acquire *a, crd_status w, bool confirmed);
+
+/* ---- release.c ---------------------------------------------------------------------------- */
+
+/* Owner-checked release of one hold of l. */
+crd_status crd__release(crd_lock *l, uint64_t owner);
+/* The same without a lock handle (shutdown and thread exit). */
+crd_status crd__release_by_name(crd_client *c, const char *name, size_t len, uint64_t owner,
+                                crd__kind kind);
+
+/* ---- lifecycle.c: the process around the clients ------------------------------------------ */
+
+/* Installs the fork and thread-exit hooks once, and adds c to the registry they walk. */
+void crd__lifecycle_register(crd_client *c);
+void crd__lifecycle_unregister(crd_client *c);
+/* Releases every hold of the client (release_on_close) or stops tracking it. */
+void crd__lifecycle_release_all(crd_client *c);
 
 #endif /* CRD_INTERNAL_H */

@@ -1,5 +1,6 @@
 /*
- * owner.c -- owner ids, client UUIDs and request ids.
+ * owner.c -- who is asking: the process (its pid, kept across fork), owner ids, client
+ * UUIDs and request ids.
  *
  * A thread's owner id comes from one process-wide 64-bit counter, taken on first use
  * and kept in thread-local storage; explicit ids come from the same counter, so no two
@@ -12,9 +13,21 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 #include <uuid/uuid.h>
 
 static atomic_uint_fast64_t next_owner = 1;
+/* This process's pid, refreshed by the fork child handler, so that the per-call check for
+ * a handle used across fork() costs a load instead of a getpid() system call. */
+static atomic_int current_pid;
+
+void crd__process_refresh(void) { atomic_store(&current_pid, (int)getpid()); }
+
+pid_t crd__process_pid(void)
+{
+    return (pid_t)atomic_load_explicit(&current_pid, memory_order_relaxed);
+}
+
 static _Thread_local uint64_t tls_owner;
 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;

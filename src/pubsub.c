@@ -29,7 +29,6 @@ struct crd__sub {
     char *channel;
     size_t len;
     int refs;          /* references held by waiters */
-    int waiters;       /* of those, blocked in crd__sub_wait now */
     int64_t permits;   /* wake-ups not yet consumed */
     bool subscribed;   /* confirmed on the current connection */
     bool inflight;     /* SUBSCRIBE or UNSUBSCRIBE sent, confirmation pending */
@@ -224,7 +223,7 @@ static void *subscriber_main(void *arg)
         if (stop)
             break;
         crd__conn *conn = &ps->conn;
-        if (crd__conn_open(c, conn) != CRD_OK) {
+        if (crd__conn_open(c, &c->ep, conn) != CRD_OK) {
             if (!pause_ms(ps, backoff))
                 break;
             backoff = backoff < 1000 ? backoff * 2 : 1000;
@@ -309,9 +308,6 @@ crd_status crd__pubsub_start(crd_client *c)
     return st;
 }
 
-void crd__pubsub_lock_for_fork(crd_client *c, bool lock);
-void crd__pubsub_after_fork_child(crd_client *c);
-
 void crd__pubsub_lock_for_fork(crd_client *c, bool lock)
 {
     if (lock)
@@ -327,9 +323,7 @@ void crd__pubsub_after_fork_child(crd_client *c)
 {
     crd__pubsub *ps = c->ps;
     /* The parent's subscriber thread may have been inside hiredis on this context. */
-    crd__abandon_ctx(ps->conn.ctx);
-    ps->conn.ctx = NULL;
-    ps->conn.broken = false;
+    crd__conn_abandon(&ps->conn);
     close(ps->pipe_fd[0]);
     close(ps->pipe_fd[1]);
     if (pipe2(ps->pipe_fd, O_NONBLOCK | O_CLOEXEC) != 0)
@@ -347,17 +341,6 @@ void crd__pubsub_after_fork_child(crd_client *c)
     ps->total_refs = 0;
     ps->thread_started = false;
     ps->stop = false;
-}
-
-void crd__pubsub_wake_all(crd_client *c)
-{
-    crd__pubsub *ps = c->ps;
-    if (ps == NULL)
-        return;
-    pthread_mutex_lock(&ps->mu);
-    for (crd__sub *s = ps->subs; s != NULL; s = s->next)
-        pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&ps->mu);
 }
 
 void crd__pubsub_stop(crd_client *c)
@@ -454,7 +437,6 @@ crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms, bool *
     crd__pubsub *ps = c->ps;
     crd_status st = CRD_TIMEOUT;
     pthread_mutex_lock(&ps->mu);
-    s->waiters++;
     for (;;) {
         if (atomic_load(&c->closed)) {
             st = CRD_CLOSED;
@@ -470,7 +452,6 @@ crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms, bool *
         struct timespec ts = crd__abstime(deadline_ms);
         pthread_cond_timedwait(&s->cv, &ps->mu, &ts);
     }
-    s->waiters--;
     *confirmed = live(s);
     pthread_mutex_unlock(&ps->mu);
     return st;

@@ -1,11 +1,18 @@
 /*
- * script.c -- runs the embedded Lua scripts (the lua/ folder, compiled in with the SHA1 of
- * their exact bytes by cmake/embed_lua.cmake).
+ * script.c -- the one call path: how a command or an embedded Lua script (lua/, compiled
+ * in with the SHA1 of its exact bytes by cmake/embed_lua.cmake) reaches Redis, and what
+ * its reply becomes.
  *
- * Every call is EVALSHA. A NOSCRIPT reply means Redis did not run the script (its cache
- * was flushed, or this is a fresh replica), so resending it as one EVAL with the same
- * arguments is safe: nothing ran twice. Any other failure is returned as it is. Runs on
- * the caller's thread with the caller's connection; no lock.
+ * A crd__cmd is built in place (keys, then arguments) with the three EVALSHA slots kept
+ * free, so nothing is copied on the way out. crd__call takes the connection for the
+ * command's first key from the pool, sends EVALSHA, and on NOSCRIPT (Redis did not run
+ * the script: its cache was flushed, or this is a fresh replica) sends it once more as
+ * EVAL: nothing runs twice. Every reply is classified here (reply.c); a redirect
+ * (MOVED, ASK), a not-primary (READONLY) or a busy reply proves the script did not run,
+ * and this is where a cluster or sentinel client will follow it. The watchdog's
+ * pipelined renewals use the same builder and the same NOSCRIPT rule.
+ *
+ * Runs on the caller's thread with the caller's connection; no lock.
  */
 #include "internal.h"
 
@@ -13,56 +20,241 @@
 #include <stdlib.h>
 #include <string.h>
 
-crd_status crd__script_run(crd_client *c, crd__conn *conn, int script, int nkeys,
-                           const char **keys, const size_t *keylens, int nargs,
-                           const char **args, const size_t *arglens, redisReply **reply)
+void crd__cmd_init(crd__cmd *cmd, int script, int cap)
 {
-    const crd__script_src *src = &crd__scripts[script];
-    int argc = 3 + nkeys + nargs;
-    const char *stack_argv[24];
-    size_t stack_lens[24];
-    const char **argv = stack_argv;
-    size_t *lens = stack_lens;
-    if (argc > 24) {
-        argv = malloc(sizeof *argv * (size_t)argc);
-        lens = malloc(sizeof *lens * (size_t)argc);
-        if (argv == NULL || lens == NULL) {
-            free(argv);
-            free(lens);
-            return crd__fail(c, CRD_NO_MEMORY, "cannot allocate script arguments");
+    cmd->script = script;
+    cmd->nkeys = cmd->nargs = 0;
+    cmd->used = 0;
+    cmd->oom = false;
+    memset(cmd->heap, 0, sizeof cmd->heap);
+    cmd->heap_used = cmd->heap_cap = 0;
+    cmd->cap = CRD__CMD_INLINE;
+    cmd->v = cmd->v_inline;
+    cmd->len = cmd->len_inline;
+    if (cap > CRD__CMD_INLINE) {
+        cmd->v = malloc(sizeof *cmd->v * (size_t)(cap + 3));
+        cmd->len = malloc(sizeof *cmd->len * (size_t)(cap + 3));
+        cmd->cap = cap;
+        if (cmd->v == NULL || cmd->len == NULL) {
+            free(cmd->v);
+            free(cmd->len);
+            cmd->v = cmd->v_inline;
+            cmd->len = cmd->len_inline;
+            cmd->cap = CRD__CMD_INLINE;
+            cmd->oom = true;
         }
     }
-    char numkeys[16];
-    snprintf(numkeys, sizeof numkeys, "%d", nkeys);
-    argv[0] = "EVALSHA";
-    lens[0] = 7;
-    argv[1] = src->sha1;
-    lens[1] = 40;
-    argv[2] = numkeys;
-    lens[2] = strlen(numkeys);
-    for (int i = 0; i < nkeys; i++) {
-        argv[3 + i] = keys[i];
-        lens[3 + i] = keylens[i];
+}
+
+void crd__cmd_free(crd__cmd *cmd)
+{
+    if (cmd->v != cmd->v_inline) {
+        free(cmd->v);
+        free(cmd->len);
     }
-    for (int i = 0; i < nargs; i++) {
-        argv[3 + nkeys + i] = args[i];
-        lens[3 + nkeys + i] = arglens[i];
+    for (size_t i = 0; i < sizeof cmd->heap / sizeof cmd->heap[0]; i++)
+        free(cmd->heap[i]);
+    cmd->v = cmd->v_inline;
+    cmd->len = cmd->len_inline;
+    memset(cmd->heap, 0, sizeof cmd->heap);
+}
+
+static void put(crd__cmd *cmd, const char *p, size_t len)
+{
+    int i = cmd->nkeys + cmd->nargs;
+    if (i >= cmd->cap) {
+        cmd->oom = true;
+        return;
     }
-    redisReply *r = NULL;
-    crd_status st = crd__conn_command(c, conn, argc, argv, lens, &r);
-    if (st == CRD_OK && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
-        freeReplyObject(r);
-        r = NULL;
-        argv[0] = "EVAL";
-        lens[0] = 4;
-        argv[1] = src->text;
-        lens[1] = src->len;
-        st = crd__conn_command(c, conn, argc, argv, lens, &r);
+    cmd->v[3 + i] = p;
+    cmd->len[3 + i] = len;
+}
+
+void crd__cmd_key(crd__cmd *cmd, const char *p, size_t len)
+{
+    put(cmd, p, len);
+    cmd->nkeys++;
+}
+
+void crd__cmd_arg(crd__cmd *cmd, const char *p, size_t len)
+{
+    put(cmd, p, len);
+    cmd->nargs++;
+}
+
+void crd__cmd_arg_str(crd__cmd *cmd, const char *s) { crd__cmd_arg(cmd, s, strlen(s)); }
+
+char *crd__cmd_space(crd__cmd *cmd, size_t n)
+{
+    if (cmd->used + n <= sizeof cmd->scratch) {
+        char *p = cmd->scratch + cmd->used;
+        cmd->used += n;
+        return p;
     }
-    if (argv != stack_argv) {
-        free(argv);
-        free(lens);
+    size_t last = 0;
+    while (last < sizeof cmd->heap / sizeof cmd->heap[0] && cmd->heap[last] != NULL)
+        last++;
+    if (last > 0 && cmd->heap_used + n <= cmd->heap_cap) {
+        char *p = cmd->heap[last - 1] + cmd->heap_used;
+        cmd->heap_used += n;
+        return p;
     }
-    *reply = r;
+    size_t cap = n > 4096 ? n : 4096;
+    if (last == sizeof cmd->heap / sizeof cmd->heap[0] || (cmd->heap[last] = malloc(cap)) == NULL) {
+        cmd->oom = true;
+        return NULL;
+    }
+    cmd->heap_used = n;
+    cmd->heap_cap = cap;
+    return cmd->heap[last];
+}
+
+void crd__cmd_arg_i64(crd__cmd *cmd, int64_t v)
+{
+    char *p = crd__cmd_space(cmd, 21);
+    if (p == NULL) {
+        crd__cmd_arg(cmd, "", 0);
+        return;
+    }
+    /* By hand: snprintf was a measurable share of the hot path's CPU. */
+    char digits[20];
+    int k = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        digits[k++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    size_t n = 0;
+    if (v < 0)
+        p[n++] = '-';
+    while (k > 0)
+        p[n++] = digits[--k];
+    crd__cmd_arg(cmd, p, n);
+}
+
+/* Fills the three leading slots: EVALSHA sha numkeys. Returns the first word's index. */
+static int head(crd__cmd *cmd, bool eval)
+{
+    if (cmd->script == CRD__PLAIN)
+        return 3;
+    const crd__script_src *src = &crd__scripts[cmd->script];
+    snprintf(cmd->numkeys, sizeof cmd->numkeys, "%d", cmd->nkeys);
+    cmd->v[0] = eval ? "EVAL" : "EVALSHA";
+    cmd->len[0] = eval ? 4 : 7;
+    cmd->v[1] = eval ? src->text : src->sha1;
+    cmd->len[1] = eval ? src->len : 40;
+    cmd->v[2] = cmd->numkeys;
+    cmd->len[2] = strlen(cmd->numkeys);
+    return 0;
+}
+
+static int argc_of(const crd__cmd *cmd, int first) { return 3 - first + cmd->nkeys + cmd->nargs; }
+
+crd_status crd__script_run(crd_client *c, crd__conn *conn, crd__cmd *cmd, redisReply **reply)
+{
+    *reply = NULL;
+    if (cmd->oom)
+        return crd__fail(c, CRD_NO_MEMORY, "cannot build a command");
+    int first = head(cmd, false);
+    crd_status st = crd__conn_command(c, conn, argc_of(cmd, first), cmd->v + first,
+                                      cmd->len + first, reply);
+    if (st == CRD_OK && cmd->script != CRD__PLAIN &&
+        crd__reply_classify(*reply) == CRD__REPLY_NOSCRIPT) {
+        freeReplyObject(*reply);
+        *reply = NULL;
+        head(cmd, true);
+        st = crd__conn_command(c, conn, argc_of(cmd, 0), cmd->v, cmd->len, reply);
+    }
     return st;
+}
+
+crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply **reply,
+                     int64_t *sent_ms)
+{
+    *reply = NULL;
+    if (sent_ms != NULL)
+        *sent_ms = 0;
+    const char *key = cmd->nkeys > 0 ? cmd->v[3] : NULL;
+    size_t keylen = cmd->nkeys > 0 ? cmd->len[3] : 0;
+    crd__conn *conn;
+    crd_status st = crd__pool_get(c, key, keylen, &conn);
+    if (st != CRD_OK)
+        return st;
+    if (sent_ms != NULL)
+        *sent_ms = crd__now_ms();
+    redisReply *r = NULL;
+    st = crd__script_run(c, conn, cmd, &r);
+    crd__pool_put(c, conn);
+    if (st != CRD_OK)
+        return st;
+    switch (crd__reply_classify(r)) {
+    case CRD__REPLY_OK:
+        *reply = r;
+        return CRD_OK;
+    case CRD__REPLY_MOVED:
+    case CRD__REPLY_ASK:
+        /* The one place a redirect arrives. A standalone client has no other node to
+         * ask: the server is a cluster node and the URL should say redis-cluster://. */
+        st = crd__fail(c, CRD_SERVER, "%s: the server redirected the command (%.*s): it is a "
+                       "cluster node, and this client is not in cluster mode", what,
+                       (int)(r->len > 80 ? 80 : r->len), r->str);
+        break;
+    case CRD__REPLY_READONLY:
+        st = crd__fail(c, CRD_SERVER, "%s: the server is a read-only replica (%.*s); "
+                       "connect to the primary", what, (int)(r->len > 80 ? 80 : r->len), r->str);
+        break;
+    case CRD__REPLY_BUSY:
+    case CRD__REPLY_NOSCRIPT:
+    case CRD__REPLY_ERROR:
+    case CRD__REPLY_NONE:
+        st = crd__reply_fail(c, r, what);
+        break;
+    }
+    freeReplyObject(r);
+    return st;
+}
+
+crd_status crd__script_pipeline(crd_client *c, crd__conn *conn, crd__cmd *cmds, int ncmd,
+                                redisReply **replies, int64_t *sent_ms)
+{
+    int argcs[ncmd > 0 ? ncmd : 1];
+    const char *const *argvs[ncmd > 0 ? ncmd : 1];
+    const size_t *lens[ncmd > 0 ? ncmd : 1];
+    for (int k = 0; k < ncmd; k++) {
+        if (cmds[k].oom)
+            return crd__fail(c, CRD_NO_MEMORY, "cannot build a pipeline");
+        head(&cmds[k], false);
+        argcs[k] = argc_of(&cmds[k], 0);
+        argvs[k] = cmds[k].v;
+        lens[k] = cmds[k].len;
+    }
+    *sent_ms = crd__now_ms();
+    CRD__COUNT(c, watchdog_round_trips);
+    crd_status st = crd__conn_pipeline(c, conn, ncmd, argcs, argvs, lens, replies);
+    if (st != CRD_OK)
+        return st;
+    int script = -1;
+    for (int k = 0; k < ncmd; k++)
+        if (crd__reply_classify(replies[k]) == CRD__REPLY_NOSCRIPT)
+            script = cmds[k].script;
+    if (script < 0)
+        return CRD_OK;
+    /* The cache was flushed: load the script once and resend the round (64 EVALs would
+     * carry its text 64 times). */
+    for (int k = 0; k < ncmd; k++) {
+        freeReplyObject(replies[k]);
+        replies[k] = NULL;
+    }
+    const crd__script_src *src = &crd__scripts[script];
+    const char *la[3] = {"SCRIPT", "LOAD", src->text};
+    size_t ll[3] = {6, 4, src->len};
+    redisReply *lr = NULL;
+    st = crd__conn_command(c, conn, 3, la, ll, &lr);
+    if (lr != NULL)
+        freeReplyObject(lr);
+    if (st != CRD_OK)
+        return st;
+    *sent_ms = crd__now_ms();
+    CRD__COUNT(c, watchdog_round_trips);
+    return crd__conn_pipeline(c, conn, ncmd, argcs, argvs, lens, replies);
 }

@@ -1,5 +1,6 @@
 /*
- * status.c -- status texts, the version string, and the per-thread detail message.
+ * status.c -- status texts, the version string, the per-thread detail message, and the
+ * check every call makes first: may this client handle be used here and now.
  *
  * The detail message is thread-local so that many threads sharing one client each see
  * the words of their own last failure, errno-style. No lock is taken.
@@ -64,4 +65,17 @@ const char *crd_client_errmsg(const crd_client *client)
     if (client != NULL && client->failed)
         return client->errmsg_init;
     return "";
+}
+
+crd_status crd__client_check(crd_client *c)
+{
+    if (c == NULL)
+        return crd__fail(NULL, CRD_INVALID_ARGUMENT, "client is NULL");
+    if (c->failed)
+        return crd__fail(c, CRD_CLOSED, "client failed to start: %s", c->errmsg_init);
+    if (atomic_load(&c->closed))
+        return crd__fail(c, CRD_CLOSED, "client is closed");
+    if (c->pid != crd__process_pid())
+        return crd__fail(c, CRD_FORKED, "client was created in another process");
+    return CRD_OK;
 }

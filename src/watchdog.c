@@ -10,7 +10,8 @@
  * interval while the lease runs out, and a hold whose local validity deadline passes is
  * declared lost.
  *
- * Also here: what happens to holds at thread exit and at client shutdown.
+ * What to renew comes from holds.c; how each kind is renewed (script, keys per hold) from
+ * kinds.c; the pipelined EVALSHA and its NOSCRIPT recovery from script.c.
  *
  * Threads: the watchdog thread; callers only kick it. Locks: wd->mu for the thread's
  * schedule; holds->mu for the hold records (never both at once, never during I/O).
@@ -133,7 +134,8 @@ static void collect_one(crd__hold *h, void *arg)
         col->expired[col->nexp++] = h;
         return;
     }
-    item_list *list = h->kind == CRD__READ ? &col->read : &col->excl;
+    bool with_prefix = crd__kinds[h->kind].renew_keys == 2;
+    item_list *list = with_prefix ? &col->read : &col->excl;
     if (list->n == list->cap) {
         size_t cap = list->cap ? list->cap * 2 : 64;
         item *p = realloc(list->items, cap * sizeof *p);
@@ -152,7 +154,7 @@ static void collect_one(crd__hold *h, void *arg)
         col->oom = true;
         return;
     }
-    if (h->kind == CRD__READ) {
+    if (with_prefix) {
         /* P = "{N}", or N itself when it has a '{' (names.c). */
         char pbuf[256];
         size_t plen = crd__rw_prefix_len(h->name, h->name_len);
@@ -172,7 +174,7 @@ static void collect_one(crd__hold *h, void *arg)
     it->owner = h->owner;
     it->kind = h->kind;
     it->id = h->id;
-    it->flen = crd__field(col->uuid, h->owner, h->kind == CRD__WRITE, it->field);
+    it->flen = crd__field(col->uuid, h->owner, crd__kinds[h->kind].write_field, it->field);
     list->n++;
 }
 
@@ -226,154 +228,111 @@ static void flush_events(crd_client *c, events *e, const char *detail)
     e->n = 0;
 }
 
-/* Renews one list (all exclusive holds, or all read holds), BATCH holds per script call
- * and PIPELINE calls per round trip. Returns false when any renewal got no definite
- * answer. */
-static bool renew_list(crd_client *c, crd__watchdog *wd, item_list *list, bool read)
+/* Applies the answers of one batch (cnt holds from list->items[from]) to the hold
+ * records; r is NULL when the round failed. Returns false when any hold got no definite
+ * answer. Caller holds holds->mu. */
+static bool settle_batch(crd_client *c, item_list *list, size_t from, size_t cnt,
+                         const redisReply *r, crd_status st, int64_t sent, events *ev,
+                         char *detail, size_t detail_len)
 {
     crd__holds *hs = c->holds;
+    bool ok = true;
+    bool good = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == cnt;
+    if (r != NULL && !good) {
+        char text[200];
+        crd__reply_render(r, text, sizeof text);
+        snprintf(detail, detail_len, "renewal failed: %s", text);
+    }
+    for (size_t j = 0; j < cnt; j++) {
+        item *it = &list->items[from + j];
+        crd__hold *h = crd__holds_find(hs, it->name, it->name_len, it->owner, it->kind);
+        if (h == NULL || h->id != it->id || h->releasing || h->lost)
+            continue; /* released or replaced meanwhile: this answer is stale */
+        if (good && r->element[j]->type == REDIS_REPLY_INTEGER) {
+            if (r->element[j]->integer == 1) {
+                CRD__COUNT(c, renewals);
+                if (sent + c->opts.watchdog_timeout_ms > h->valid_until)
+                    h->valid_until = sent + c->opts.watchdog_timeout_ms;
+                if (h->failing) {
+                    h->failing = false;
+                    push_event(ev, CRD_EVENT_RENEWAL_RECOVERED, h, CRD_OK);
+                }
+            } else {
+                h->lost = true;
+                CRD__COUNT(c, locks_lost);
+                push_event(ev, CRD_EVENT_LOCK_LOST, h, CRD_LOCK_LOST);
+            }
+        } else {
+            ok = false;
+            CRD__COUNT(c, renewal_failures);
+            if (!h->failing) {
+                h->failing = true;
+                push_event(ev, CRD_EVENT_RENEWAL_FAILING, h, st != CRD_OK ? st : CRD_SERVER);
+            }
+        }
+    }
+    return ok;
+}
+
+/* Builds the renewal of cnt holds from list->items[from]: KEYS N_i (and P_i for read
+ * holds), ARGV the timeout then each owner field. */
+static void build_batch(crd_client *c, item_list *list, size_t from, size_t cnt, int script,
+                        int keys_per, crd__cmd *cmd)
+{
+    crd__cmd_init(cmd, script, (int)(cnt * (size_t)(keys_per + 1)) + 1);
+    for (size_t j = 0; j < cnt; j++) {
+        item *it = &list->items[from + j];
+        crd__cmd_key(cmd, it->name, it->name_len);
+        if (keys_per == 2)
+            crd__cmd_key(cmd, it->prefix, it->prefix_len);
+    }
+    crd__cmd_arg_i64(cmd, c->opts.watchdog_timeout_ms);
+    for (size_t j = 0; j < cnt; j++)
+        crd__cmd_arg(cmd, list->items[from + j].field, list->items[from + j].flen);
+}
+
+/* Renews one list (all holds renewed by one script), BATCH holds per script call and
+ * PIPELINE calls per round trip. Returns false when any renewal got no definite answer. */
+static bool renew_list(crd_client *c, crd__watchdog *wd, item_list *list, int script,
+                       int keys_per)
+{
     events ev = {0};
     bool ok = true;
-    int script = read ? CRD__SCRIPT_RW_READ_RENEW : CRD__SCRIPT_LOCK_RENEW;
-    int keys_per = read ? 2 : 1;
-    char timeout_s[24];
-    size_t timeout_len =
-        (size_t)snprintf(timeout_s, sizeof timeout_s, "%" PRId64, c->opts.watchdog_timeout_ms);
     char detail[256] = "";
     for (size_t base = 0; base < list->n; base += (size_t)BATCH * PIPELINE) {
-        size_t end = base + (size_t)BATCH * PIPELINE;
-        if (end > list->n)
-            end = list->n;
+        size_t end = base + (size_t)BATCH * PIPELINE < list->n ? base + (size_t)BATCH * PIPELINE
+                                                                : list->n;
         int ncmd = (int)((end - base + BATCH - 1) / BATCH);
-        /* argv per script: EVALSHA sha numkeys keys... timeout fields... */
-        int argcs[PIPELINE];
-        const char **argvs[PIPELINE];
-        size_t *lens[PIPELINE];
-        char numkeys[PIPELINE][8];
-        redisReply *replies[PIPELINE];
-        bool alloc_ok = true;
+        crd__cmd cmds[PIPELINE];
+        redisReply *replies[PIPELINE] = {NULL};
         for (int k = 0; k < ncmd; k++) {
             size_t from = base + (size_t)k * BATCH;
-            size_t cnt = end - from < BATCH ? end - from : BATCH;
-            size_t nkeys = cnt * (size_t)keys_per;
-            int argc = 3 + (int)nkeys + 1 + (int)cnt;
-            argcs[k] = argc;
-            argvs[k] = malloc(sizeof(char *) * (size_t)argc);
-            lens[k] = malloc(sizeof(size_t) * (size_t)argc);
-            if (argvs[k] == NULL || lens[k] == NULL) {
-                alloc_ok = false;
-                continue;
-            }
-            snprintf(numkeys[k], sizeof numkeys[k], "%zu", nkeys);
-            argvs[k][0] = "EVALSHA";
-            lens[k][0] = 7;
-            argvs[k][1] = crd__scripts[script].sha1;
-            lens[k][1] = 40;
-            argvs[k][2] = numkeys[k];
-            lens[k][2] = strlen(numkeys[k]);
-            for (size_t j = 0; j < cnt; j++) {
-                item *it = &list->items[from + j];
-                argvs[k][3 + keys_per * j] = it->name;
-                lens[k][3 + keys_per * j] = it->name_len;
-                if (read) {
-                    argvs[k][3 + keys_per * j + 1] = it->prefix;
-                    lens[k][3 + keys_per * j + 1] = it->prefix_len;
-                }
-                argvs[k][3 + nkeys + 1 + j] = it->field;
-                lens[k][3 + nkeys + 1 + j] = it->flen;
-            }
-            argvs[k][3 + nkeys] = timeout_s;
-            lens[k][3 + nkeys] = timeout_len;
+            build_batch(c, list, from, end - from < BATCH ? end - from : BATCH, script, keys_per,
+                        &cmds[k]);
         }
-        crd_status st = alloc_ok ? CRD_OK : CRD_NO_MEMORY;
-        if (st == CRD_OK && wd->conn.ctx == NULL)
-            st = crd__conn_open(c, &wd->conn);
+        crd_status st = CRD_OK;
+        if (wd->conn.ctx == NULL)
+            st = crd__conn_open(c, &c->ep, &wd->conn);
         int64_t sent = crd__now_ms();
-        if (st == CRD_OK) {
-            CRD__COUNT(c, watchdog_round_trips);
-            st = crd__conn_pipeline(c, &wd->conn, ncmd, argcs, (const char *const *const *)argvs,
-                                    (const size_t *const *)lens, replies);
-        }
-        /* NOSCRIPT: the cache was flushed. Load the script once and resend the round:
-         * renewal is idempotent in effect. */
-        if (st == CRD_OK) {
-            bool noscript = false;
-            for (int k = 0; k < ncmd; k++)
-                if (replies[k]->type == REDIS_REPLY_ERROR &&
-                    strncmp(replies[k]->str, "NOSCRIPT", 8) == 0)
-                    noscript = true;
-            if (noscript) {
-                const crd__script_src *src = &crd__scripts[script];
-                const char *la[3] = {"SCRIPT", "LOAD", src->text};
-                size_t ll[3] = {6, 4, src->len};
-                redisReply *lr = NULL;
-                for (int k = 0; k < ncmd; k++)
-                    freeReplyObject(replies[k]);
-                st = crd__conn_command(c, &wd->conn, 3, la, ll, &lr);
-                if (lr != NULL)
-                    freeReplyObject(lr);
-                sent = crd__now_ms();
-                if (st == CRD_OK) {
-                    CRD__COUNT(c, watchdog_round_trips);
-                    st = crd__conn_pipeline(c, &wd->conn, ncmd, argcs,
-                                            (const char *const *const *)argvs,
-                                            (const size_t *const *)lens, replies);
-                }
-            }
-        }
+        if (st == CRD_OK)
+            st = crd__script_pipeline(c, &wd->conn, cmds, ncmd, replies, &sent);
         if (st != CRD_OK) {
             snprintf(detail, sizeof detail, "%s", crd_client_errmsg(c));
             if (wd->conn.broken)
                 crd__conn_close(&wd->conn);
         }
-        pthread_mutex_lock(&hs->mu);
+        pthread_mutex_lock(&c->holds->mu);
         for (int k = 0; k < ncmd; k++) {
             size_t from = base + (size_t)k * BATCH;
-            size_t cnt = end - from < BATCH ? end - from : BATCH;
-            redisReply *r = st == CRD_OK ? replies[k] : NULL;
-            bool good = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == cnt;
-            if (r != NULL && !good) {
-                char text[200];
-                crd__reply_render(r, text, sizeof text);
-                snprintf(detail, sizeof detail, "renewal failed: %s", text);
-            }
-            for (size_t j = 0; j < cnt; j++) {
-                item *it = &list->items[from + j];
-                crd__hold *h = crd__holds_find(hs, it->name, it->name_len, it->owner, it->kind);
-                if (h == NULL || h->id != it->id || h->releasing || h->lost)
-                    continue; /* released or replaced meanwhile: this answer is stale */
-                if (good && r->element[j]->type == REDIS_REPLY_INTEGER) {
-                    if (r->element[j]->integer == 1) {
-                        CRD__COUNT(c, renewals);
-                        if (sent + c->opts.watchdog_timeout_ms > h->valid_until)
-                            h->valid_until = sent + c->opts.watchdog_timeout_ms;
-                        if (h->failing) {
-                            h->failing = false;
-                            push_event(&ev, CRD_EVENT_RENEWAL_RECOVERED, h, CRD_OK);
-                        }
-                    } else {
-                        h->lost = true;
-                        CRD__COUNT(c, locks_lost);
-                        push_event(&ev, CRD_EVENT_LOCK_LOST, h, CRD_LOCK_LOST);
-                    }
-                } else {
-                    ok = false;
-                    CRD__COUNT(c, renewal_failures);
-                    if (!h->failing) {
-                        h->failing = true;
-                        push_event(&ev, CRD_EVENT_RENEWAL_FAILING, h,
-                                   st != CRD_OK ? st : CRD_SERVER);
-                    }
-                }
-            }
+            ok = settle_batch(c, list, from, end - from < BATCH ? end - from : BATCH,
+                              st == CRD_OK ? replies[k] : NULL, st, sent, &ev, detail,
+                              sizeof detail) && ok;
         }
-        pthread_mutex_unlock(&hs->mu);
-        if (st == CRD_OK)
-            for (int k = 0; k < ncmd; k++)
-                freeReplyObject(replies[k]);
+        pthread_mutex_unlock(&c->holds->mu);
         for (int k = 0; k < ncmd; k++) {
-            free(argvs[k]);
-            free(lens[k]);
+            if (st == CRD_OK)
+                freeReplyObject(replies[k]);
+            crd__cmd_free(&cmds[k]);
         }
         flush_events(c, &ev, detail[0] ? detail : NULL);
     }
@@ -419,8 +378,8 @@ static bool renew_round(crd_client *c, crd__watchdog *wd)
     free(ev.ev);
     fix_pointers(&col.excl);
     fix_pointers(&col.read);
-    bool ok = renew_list(c, wd, &col.excl, false);
-    ok = renew_list(c, wd, &col.read, true) && ok;
+    bool ok = renew_list(c, wd, &col.excl, CRD__SCRIPT_LOCK_RENEW, 1);
+    ok = renew_list(c, wd, &col.read, CRD__SCRIPT_RW_READ_RENEW, 2) && ok;
     free_list(&col.excl);
     free_list(&col.read);
     return ok && !col.oom;
@@ -519,9 +478,6 @@ void crd__watchdog_free(crd_client *c)
     c->wd = NULL;
 }
 
-void crd__watchdog_lock_for_fork(crd_client *c, bool lock);
-void crd__watchdog_after_fork_child(crd_client *c);
-
 void crd__watchdog_lock_for_fork(crd_client *c, bool lock)
 {
     if (lock)
@@ -536,9 +492,7 @@ void crd__watchdog_after_fork_child(crd_client *c)
 {
     crd__watchdog *wd = c->wd;
     /* The parent's watchdog thread may have been inside hiredis on this context. */
-    crd__abandon_ctx(wd->conn.ctx);
-    wd->conn.ctx = NULL;
-    wd->conn.broken = false;
+    crd__conn_abandon(&wd->conn);
     wd->started = false;
     wd->stop = false;
     /* The parent's watchdog thread may be recorded as a waiter on this condition
@@ -546,84 +500,3 @@ void crd__watchdog_after_fork_child(crd_client *c)
     memset(&wd->cv, 0, sizeof wd->cv);
     crd__cond_init(&wd->cv);
 }
-
-/* ---- thread exit and shutdown ------------------------------------------------------------ */
-
-typedef struct owner_scan {
-    uint64_t owner; /* 0 = every owner */
-    bool release;
-    crd__holds *hs;
-    struct {
-        char *name;
-        size_t len;
-        uint64_t owner;
-        int kind;
-        int64_t count;
-    } *list;
-    size_t n, cap;
-} owner_scan;
-
-static void scan_owner(crd__hold *h, void *arg)
-{
-    owner_scan *s = arg;
-    if (s->owner != 0 && h->owner != s->owner)
-        return;
-    if (s->release && !h->lost && s->n < s->cap) {
-        char *copy = malloc(h->name_len + 1);
-        if (copy != NULL) {
-            memcpy(copy, h->name, h->name_len);
-            s->list[s->n].name = copy;
-            s->list[s->n].len = h->name_len;
-            s->list[s->n].owner = h->owner;
-            s->list[s->n].kind = h->kind;
-            s->list[s->n].count = h->count;
-            s->n++;
-            return; /* released below; the release removes the record */
-        }
-    }
-    /* Stop renewal: the lock expires within its lease. */
-    crd__holds_remove(s->hs, h);
-}
-
-static void release_owner_holds(crd_client *c, uint64_t owner, bool release)
-{
-    crd__holds *hs = c->holds;
-    owner_scan s = {owner, release, hs, NULL, 0, 0};
-    pthread_mutex_lock(&hs->mu);
-    if (release && hs->count > 0) {
-        s.cap = hs->count;
-        s.list = calloc(s.cap, sizeof *s.list);
-        if (s.list == NULL)
-            s.cap = 0;
-    }
-    crd__holds_foreach(hs, scan_owner, &s);
-    pthread_mutex_unlock(&hs->mu);
-    for (size_t i = 0; i < s.n; i++) {
-        for (int64_t k = 0; k < s.list[i].count; k++)
-            if (crd__release_hold_by_name(c, s.list[i].name, s.list[i].len, s.list[i].owner,
-                                          s.list[i].kind) != CRD_OK)
-                break;
-        /* Whatever the outcome, stop tracking it. */
-        pthread_mutex_lock(&hs->mu);
-        crd__hold *h = crd__holds_find(hs, s.list[i].name, s.list[i].len, s.list[i].owner,
-                                       s.list[i].kind);
-        if (h != NULL)
-            crd__holds_remove(hs, h);
-        pthread_mutex_unlock(&hs->mu);
-        free(s.list[i].name);
-    }
-    free(s.list);
-}
-
-void crd__thread_exit_release(crd_client *c, uint64_t owner);
-void crd__release_all_on_close(crd_client *c);
-
-/* Called from the thread-exit hook for every live client (registry_mu held). */
-void crd__thread_exit_release(crd_client *c, uint64_t owner)
-{
-    if (c->failed || atomic_load(&c->closed) || c->pid != getpid())
-        return;
-    release_owner_holds(c, owner, c->opts.release_on_thread_exit);
-}
-
-void crd__release_all_on_close(crd_client *c) { release_owner_holds(c, 0, true); }

@@ -1,0 +1,432 @@
+/*
+ * acquire.c -- taking a lock: the waiter algorithm of PROTOCOL.md 4.2 as a state machine,
+ * and the blocking call that drives it.
+ *
+ * One crd__acquire holds everything an acquire needs between steps, so nothing lives in
+ * stack locals around a blocking call:
+ *
+ *   TRY        run the kind's acquire script (first resolving a lost reply: an acquire
+ *              whose reply was lost is never resent; its owner field is read back, and
+ *              if it is one above what this client recorded, the acquire happened)
+ *     -> DONE       acquired, refused (wait 0), or failed
+ *     -> SUBSCRIBE  held, and the caller will wait (first time only)
+ *     -> WAIT       held: sleep for the slice crd__wait_slice() decides
+ *   SUBSCRIBE  take the lock's channel (a fair waiter: its own channel), then TRY again:
+ *              a release between the first try and the subscription is not missed
+ *   WAIT       the driver waits for a wake-up or until wake_at, then reports with
+ *              crd__acquire_woken(): back to TRY, or DONE when the wait ran out
+ *   DONE       result is the outcome; a fair waiter that gave up has left the queue
+ *
+ * crd_lock_acquire_owner() is the blocking driver: it runs the steps on the caller's
+ * thread and waits on the subscription's condition variable. An event-loop driver runs
+ * the same steps and waits on its loop instead.
+ *
+ * Threads: any caller thread. Locks: holds->mu around bookkeeping only (never during
+ * Redis traffic); the waits are pubsub.c's.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the slice ------------------------------------------------------------------------- */
+
+void crd__backoff_init(crd__backoff *b)
+{
+    b->io_ms = 25;
+    b->fair_ms = 4;
+}
+
+static int64_t doubled(int64_t v, int64_t cap) { return v * 2 < cap ? v * 2 : cap; }
+
+int64_t crd__wait_slice(const crd__slice_in *in, crd__backoff *b)
+{
+    int64_t slice;
+    if (in->failed) {
+        /* Redis failed (restart, cut): retry soon, backing off to the poll interval. */
+        slice = b->io_ms;
+        b->io_ms = doubled(b->io_ms, in->poll_ms);
+    } else if (in->outcome == CRD__ACQ_HELD_NO_TTL) {
+        slice = in->poll_ms; /* nothing expires: a release publishes, or we poll */
+    } else if (in->outcome == CRD__ACQ_NOT_MY_TURN) {
+        /* Fair: free, but the head's turn. Back off from 4 ms while it takes it. */
+        slice = b->fair_ms;
+        b->fair_ms = doubled(b->fair_ms, in->poll_ms);
+    } else {
+        /* The holder's TTL: a release publishes, an expiry does not. */
+        slice = in->hint_ms;
+        b->fair_ms = 4;
+    }
+    if (!in->failed)
+        b->io_ms = 25;
+    if (!in->confirmed && slice > in->poll_ms)
+        slice = in->poll_ms; /* no live subscription: a release could go unheard */
+    if (slice < 1)
+        slice = 1;
+    if (in->max_slice_ms > 0 && slice > in->max_slice_ms)
+        slice = in->max_slice_ms;
+    return slice;
+}
+
+/* ---- bookkeeping ------------------------------------------------------------------------ */
+
+/* Records a successful acquire sent at sent_ms. */
+static crd_status record_acquire(crd__acquire *a, int64_t sent_ms)
+{
+    crd_lock *l = a->l;
+    crd__holds *h = a->c->holds;
+    pthread_mutex_lock(&h->mu);
+    crd__hold *hold = crd__holds_find(h, l->name, l->name_len, a->owner, l->kind);
+    if (hold != NULL && hold->lost) {
+        /* The old hold was lost but not yet reported; this acquire starts a new one. */
+        crd__holds_remove(h, hold);
+        hold = NULL;
+    }
+    if (hold == NULL) {
+        hold = crd__holds_insert(h, l->name, l->name_len, a->owner, l->kind);
+        if (hold == NULL) {
+            pthread_mutex_unlock(&h->mu);
+            /* Redis holds the lock but we cannot track it: it expires after its lease. */
+            return crd__fail(a->c, CRD_NO_MEMORY, "acquired, but cannot record the hold");
+        }
+        hold->since = sent_ms;
+    }
+    hold->count++;
+    hold->lease_ms = a->lease;
+    hold->watchdog = a->watchdog;
+    /* Write re-entry adds the lease to the remaining TTL; the validity deadline is the
+     * conservative one either way. */
+    hold->valid_until = sent_ms + a->lease;
+    hold->failing = false;
+    pthread_mutex_unlock(&h->mu);
+    if (a->watchdog)
+        crd__watchdog_kick(a->c);
+    return CRD_OK;
+}
+
+/* Reads the owner's field back to learn whether an acquire whose reply was lost ran. */
+static crd_status resolve_lost_reply(crd__acquire *a, bool *happened)
+{
+    crd_lock *l = a->l;
+    int64_t expected = crd__local_count(l, a->owner, l->kind) + 1;
+    crd__cmd cmd;
+    crd__cmd_init(&cmd, CRD__PLAIN, 3);
+    crd__cmd_arg_str(&cmd, "HGET");
+    crd__cmd_arg(&cmd, l->name, l->name_len);
+    crd__cmd_arg(&cmd, a->field, a->flen);
+    redisReply *r = NULL;
+    crd_status st = crd__call(a->c, &cmd, "reading back an acquire", &r, NULL);
+    crd__cmd_free(&cmd);
+    if (st == CRD_SERVER || st == CRD_PROTOCOL)
+        return st;
+    if (st != CRD_OK)
+        return crd__fail(a->c, CRD_IO, "an acquire's reply was lost and its outcome could not "
+                         "be read back: %s", crd_client_errmsg(a->c));
+    int64_t now_count = 0;
+    if (r->type == REDIS_REPLY_STRING && !crd__reply_int(r, &now_count))
+        now_count = 0;
+    freeReplyObject(r);
+    *happened = now_count == expected;
+    return CRD_OK;
+}
+
+/* Sends the kind's acquire script once. */
+static crd_status send_acquire(crd__acquire *a, redisReply **r, int64_t *sent)
+{
+    const crd__kind_ops *ops = &crd__kinds[a->l->kind];
+    crd__acq_args args = {a->field, a->flen, a->lease, a->nowait, a->fair_wait};
+    crd__cmd cmd;
+    ops->acquire(a->l, &args, &cmd);
+    if (ops->queued && !a->nowait)
+        a->queued = true;
+    crd_status st = crd__call(a->c, &cmd, "acquire", r, sent);
+    crd__cmd_free(&cmd);
+    return st;
+}
+
+/* One attempt: sets a->outcome (and a->hint_ms). a->pending carries an unresolved lost
+ * reply across attempts: while it is set, the field is read back before anything is
+ * sent again. */
+static crd_status attempt(crd__acquire *a)
+{
+    a->outcome = CRD__ACQ_BAD;
+    a->hint_ms = 0;
+    bool happened = false;
+    if (a->pending) {
+        crd_status st = resolve_lost_reply(a, &happened);
+        if (st != CRD_OK)
+            return st;
+        a->pending = false;
+        if (happened) {
+            a->outcome = CRD__ACQ_TAKEN;
+            /* The lease started when Redis ran the acquire, at the earliest when it was
+             * sent: count the validity from that send, never from later. */
+            return record_acquire(a, a->pending_sent);
+        }
+    }
+    redisReply *r = NULL;
+    int64_t sent = 0;
+    crd_status st = CRD_IO;
+    /* A second send only after the read-back proved the first did not run: a pooled
+     * connection cut while idle (a server restart, CLIENT KILL) fails the first try. */
+    for (int try_no = 0; try_no < 2 && st == CRD_IO; try_no++) {
+        st = send_acquire(a, &r, &sent);
+        if (st != CRD_IO || sent == 0)
+            break; /* a reply, or nothing was sent: nothing to resolve */
+        a->pending = true;
+        a->pending_sent = sent;
+        crd_status rs = resolve_lost_reply(a, &happened);
+        if (rs != CRD_OK)
+            return rs;
+        a->pending = false;
+        if (happened) {
+            a->outcome = CRD__ACQ_TAKEN;
+            return record_acquire(a, sent);
+        }
+        st = crd__fail(a->c, CRD_IO, "acquire failed on the connection and did not happen");
+    }
+    if (st != CRD_OK)
+        return st;
+    a->outcome = crd__kinds[a->l->kind].acquire_reply(r, a->nowait, &a->hint_ms);
+    if (a->outcome == CRD__ACQ_BAD)
+        st = crd__reply_fail(a->c, r, "acquire");
+    else if (a->outcome == CRD__ACQ_TAKEN)
+        st = record_acquire(a, sent);
+    freeReplyObject(r);
+    return st;
+}
+
+/* Fair waiter gives up: leave the queue, move the others up, pass on a turn. The caller's
+ * detail message is kept. */
+static void give_up(crd__acquire *a)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", crd_client_errmsg(a->c));
+    crd__cmd cmd;
+    crd__fair_give_up_cmd(a->l, a->field, a->flen, a->fair_wait, &cmd);
+    redisReply *r = NULL;
+    /* On failure the entry expires at its deadline; the next acquire purges it. */
+    if (crd__call(a->c, &cmd, "leaving the queue", &r, NULL) == CRD_OK)
+        freeReplyObject(r);
+    crd__cmd_free(&cmd);
+    crd__fail(a->c, CRD_OK, "%s", msg);
+}
+
+/* ---- the machine ------------------------------------------------------------------------- */
+
+static void finish(crd__acquire *a, crd_status st)
+{
+    crd_client *c = a->c;
+    bool waited = a->sub != NULL;
+    if (st != CRD_OK && a->queued)
+        /* Leave the queue while still holding the subscription reference: a client being
+         * freed waits for that reference, so the pool is still there for the cleanup. */
+        give_up(a);
+    if (a->sub != NULL)
+        crd__sub_release(c, a->sub);
+    a->sub = NULL;
+    free(a->own_channel);
+    a->own_channel = NULL;
+    if (st == CRD_OK) {
+        CRD__COUNT(c, acquisitions);
+        if (waited) {
+            CRD__COUNT(c, contended);
+            crd__hist_add(&c->metrics.wait, crd__now_ms() - a->start);
+        }
+        crd__ok(c);
+    } else if (st == CRD_TIMEOUT || st == CRD_BUSY) {
+        CRD__COUNT(c, acquire_busy);
+    }
+    a->result = st;
+    a->state = CRD__AS_DONE;
+}
+
+static crd_status ran_out(crd__acquire *a)
+{
+    if (a->last_failed)
+        return crd__fail(a->c, CRD_IO, "wait ended with the connection failing: %s",
+                         crd_client_errmsg(a->c));
+    return crd__fail(a->c, CRD_TIMEOUT, "lock \"%.*s\" still held after %lld ms",
+                     CRD__NAME_FMT(a->l), (long long)(crd__now_ms() - a->start));
+}
+
+static bool check_ms(int64_t v) { return v == -1 || (v >= 0 && v <= CRD_DURATION_MAX_MS); }
+
+void crd__acquire_begin(crd__acquire *a, crd_lock *l, uint64_t owner, int64_t wait_ms,
+                        int64_t lease_ms)
+{
+    memset(a, 0, sizeof *a);
+    a->state = CRD__AS_DONE;
+    a->l = l;
+    a->result = crd__lock_check(l);
+    if (a->result != CRD_OK)
+        return;
+    crd_client *c = a->c = l->client;
+    if (owner == 0)
+        a->result = crd__fail(c, CRD_INVALID_ARGUMENT, "owner id 0 is not valid");
+    else if (!check_ms(wait_ms))
+        a->result = crd__fail(c, CRD_INVALID_ARGUMENT, "wait_ms must be -1 or 0..%lld (got %lld)",
+                              (long long)CRD_DURATION_MAX_MS, (long long)wait_ms);
+    else if (!check_ms(lease_ms))
+        a->result = crd__fail(c, CRD_INVALID_ARGUMENT,
+                              "lease_ms must be -1, 0 or 1..%lld (got %lld)",
+                              (long long)CRD_DURATION_MAX_MS, (long long)lease_ms);
+    /* A write acquire by an owner holding only the read lock would wait for itself
+     * (Redisson does not upgrade). */
+    else if (l->kind == CRD__WRITE && crd__local_count(l, owner, CRD__READ) > 0 &&
+             crd__local_count(l, owner, CRD__WRITE) == 0)
+        a->result = crd__fail(c, CRD_DEADLOCK, "owner %llu holds the read lock of \"%.*s\": a "
+                              "write acquire would wait for itself (read-to-write upgrade is "
+                              "not supported)", (unsigned long long)owner, CRD__NAME_FMT(l));
+    if (a->result != CRD_OK)
+        return;
+    a->owner = owner;
+    a->flen = crd__field(c->uuid, owner, crd__kinds[l->kind].write_field, a->field);
+    a->watchdog = lease_ms <= 0;
+    a->lease = a->watchdog ? c->opts.watchdog_timeout_ms : lease_ms;
+    a->nowait = crd__kinds[l->kind].queued && wait_ms == 0;
+    a->fair_wait = wait_ms > 0 ? wait_ms : c->opts.fair_wait_timeout_ms;
+    a->wait_ms = wait_ms;
+    a->start = a->wake_at = crd__now_ms();
+    /* +1: the clock is read in whole ms, so a wait never ends before wait_ms has passed. */
+    a->deadline = wait_ms < 0 ? INT64_MAX : a->start + wait_ms + 1;
+    crd__backoff_init(&a->backoff);
+    a->state = CRD__AS_TRY;
+}
+
+/* TRY: one attempt, then what follows from it. */
+static void step_try(crd__acquire *a)
+{
+    if (a->sub != NULL && atomic_load(&a->c->closed)) {
+        finish(a, crd__fail(a->c, CRD_CLOSED, "client closed while waiting"));
+        return;
+    }
+    crd_status st = attempt(a);
+    if (st == CRD_OK && a->outcome == CRD__ACQ_TAKEN) {
+        finish(a, CRD_OK);
+        return;
+    }
+    /* A failed connection is worth waiting out; anything else ends the acquire. */
+    if (st != CRD_OK && (st != CRD_IO || a->wait_ms == 0)) {
+        finish(a, st);
+        return;
+    }
+    if (a->wait_ms == 0) {
+        finish(a, crd__fail(a->c, CRD_BUSY, "lock \"%.*s\" is held by another owner",
+                            CRD__NAME_FMT(a->l)));
+        return;
+    }
+    a->last_failed = st != CRD_OK;
+    if (a->sub == NULL) {
+        a->state = CRD__AS_SUBSCRIBE;
+        return;
+    }
+    int64_t now = crd__now_ms();
+    if (now >= a->deadline) {
+        finish(a, ran_out(a));
+        return;
+    }
+    crd_client *c = a->c;
+    crd__slice_in in = {a->last_failed, a->confirmed, a->outcome, a->hint_ms,
+                        c->opts.poll_interval_ms, c->opts.max_wait_slice_ms};
+    /* One extra ms: PTTL rounds down, and waking just before the key expires would cost
+     * a useless retry. */
+    int64_t slice = crd__wait_slice(&in, &a->backoff);
+    a->wake_at = now + slice + 1 < a->deadline ? now + slice + 1 : a->deadline;
+    a->state = CRD__AS_WAIT;
+}
+
+/* SUBSCRIBE: the lock's channel, or the fair waiter's own, so a release wakes only the
+ * queue head. Then TRY again. */
+static void step_subscribe(crd__acquire *a)
+{
+    crd_lock *l = a->l;
+    crd_client *c = a->c;
+    const crd__buf *base = &l->names.channel;
+    const char *chan = base->p;
+    size_t chan_len = base->len;
+    if (crd__kinds[l->kind].own_channel) {
+        chan_len = base->len + 1 + a->flen;
+        a->own_channel = malloc(chan_len + 1);
+        if (a->own_channel == NULL) {
+            finish(a, crd__fail(c, CRD_NO_MEMORY, "cannot allocate the waiter channel"));
+            return;
+        }
+        memcpy(a->own_channel, base->p, base->len);
+        a->own_channel[base->len] = ':';
+        memcpy(a->own_channel + base->len + 1, a->field, a->flen + 1);
+        chan = a->own_channel;
+    }
+    int64_t sub_deadline = crd__now_ms() + c->opts.subscription_timeout_ms;
+    if (sub_deadline > a->deadline)
+        sub_deadline = a->deadline;
+    crd_status st = crd__sub_acquire(c, chan, chan_len, sub_deadline, &a->sub, &a->confirmed);
+    if (a->sub == NULL) {
+        finish(a, st);
+        return;
+    }
+    a->state = CRD__AS_TRY;
+}
+
+void crd__acquire_step(crd__acquire *a)
+{
+    switch (a->state) {
+    case CRD__AS_TRY: step_try(a); break;
+    case CRD__AS_SUBSCRIBE: step_subscribe(a); break;
+    case CRD__AS_WAIT: /* the driver's turn: crd__acquire_woken() */
+    case CRD__AS_DONE: break;
+    }
+}
+
+void crd__acquire_woken(crd__acquire *a, crd_status w, bool confirmed)
+{
+    if (a->state != CRD__AS_WAIT)
+        return;
+    a->confirmed = confirmed;
+    if (w == CRD_CLOSED)
+        finish(a, crd__fail(a->c, CRD_CLOSED, "client closed while waiting"));
+    else if (w == CRD_TIMEOUT && crd__now_ms() >= a->deadline)
+        /* The wait ran out with no release seen: give up without another attempt
+         * (PROTOCOL.md 4.2 step 5). */
+        finish(a, ran_out(a));
+    else
+        a->state = CRD__AS_TRY;
+}
+
+/* ---- the blocking driver ------------------------------------------------------------------- */
+
+crd_status crd_lock_acquire_owner(crd_lock *l, uint64_t owner, int64_t wait_ms, int64_t lease_ms)
+{
+    crd__acquire a;
+    crd__acquire_begin(&a, l, owner, wait_ms, lease_ms);
+    while (a.state != CRD__AS_DONE) {
+        if (a.state == CRD__AS_WAIT) {
+            bool confirmed = a.confirmed;
+            crd_status w = crd__sub_wait(a.c, a.sub, a.wake_at, &confirmed);
+            crd__acquire_woken(&a, w, confirmed);
+        } else {
+            crd__acquire_step(&a);
+        }
+    }
+    return a.result;
+}
+
+crd_status crd_lock_acquire(crd_lock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    return crd_lock_acquire_owner(l, crd_owner_current(), wait_ms, lease_ms);
+}
+
+crd_status crd_lock_run(crd_lock *l, int64_t wait_ms, int64_t lease_ms, int (*fn)(void *arg),
+                        void *arg, int *fn_result)
+{
+    if (fn == NULL)
+        return crd__fail(l ? l->client : NULL, CRD_INVALID_ARGUMENT, "fn is NULL");
+    crd_status st = crd_lock_acquire(l, wait_ms, lease_ms);
+    if (st != CRD_OK)
+        return st;
+    int rc = fn(arg);
+    if (fn_result != NULL)
+        *fn_result = rc;
+    return crd_lock_release(l);
+}

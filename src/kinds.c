@@ -1,0 +1,337 @@
+/*
+ * kinds.c -- the lock kinds as data: for the reentrant lock (PROTOCOL.md 5), the fair lock
+ * (8) and the read and write locks of a read-write lock (7), which scripts run, how their
+ * KEYS and ARGV are built from a lock's names, and what their replies mean.
+ *
+ * This is the file that decides how each kind is encoded on the wire. The acquire state
+ * machine, the release path and the watchdog only look up crd__kinds[kind]; none of them
+ * branches on the kind to build a command or read a reply. A new kind (the fenced lock)
+ * is one more table entry.
+ *
+ * Pure functions over a lock's names; no lock, any thread.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PUBLISH "PUBLISH" /* SPUBLISH once sharded pub/sub exists (PROTOCOL.md 4.4) */
+
+static void key(crd__cmd *cmd, const crd__buf *b) { crd__cmd_key(cmd, b->p, b->len); }
+
+static void name_key(const crd_lock *l, crd__cmd *cmd) { crd__cmd_key(cmd, l->name, l->name_len); }
+
+/* ---- replies shared by several kinds ----------------------------------------------------- */
+
+/* nil: acquired; an integer: held, the holder's PTTL (-1: a hash without TTL). */
+static crd__acq_outcome acquire_reply(const redisReply *r, bool nowait, int64_t *hint_ms)
+{
+    (void)nowait;
+    *hint_ms = 0;
+    if (r->type == REDIS_REPLY_NIL)
+        return CRD__ACQ_TAKEN;
+    if (r->type != REDIS_REPLY_INTEGER)
+        return CRD__ACQ_BAD;
+    *hint_ms = r->integer;
+    return r->integer < 0 ? CRD__ACQ_HELD_NO_TTL : CRD__ACQ_HELD;
+}
+
+/* nil: not this owner's; 0: still held; 1: released; 2: the lock was gone (fair). */
+static crd__rel_outcome release_reply(const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_NIL)
+        return CRD__REL_NOT_HELD;
+    if (r->type != REDIS_REPLY_INTEGER)
+        return CRD__REL_BAD;
+    switch (r->integer) {
+    case 0: return CRD__REL_STILL_HELD;
+    case 1: return CRD__REL_RELEASED;
+    case 2: return CRD__REL_GONE;
+    default: return CRD__REL_BAD;
+    }
+}
+
+static void exists(const crd_lock *l, crd__cmd *cmd)
+{
+    crd__cmd_init(cmd, CRD__PLAIN, 2);
+    crd__cmd_arg_str(cmd, "EXISTS");
+    crd__cmd_arg(cmd, l->name, l->name_len);
+}
+
+/* lua/lock_renew.lua for one hold: exclusive kinds (and the write lock). */
+static void extend_exclusive(const crd_lock *l, const char *field, size_t flen, int64_t lease_ms,
+                             crd__cmd *cmd)
+{
+    crd__cmd_init(cmd, CRD__SCRIPT_LOCK_RENEW, 0);
+    name_key(l, cmd);
+    crd__cmd_arg_i64(cmd, lease_ms);
+    crd__cmd_arg(cmd, field, flen);
+}
+
+/* ---- reentrant lock (RLock) --------------------------------------------------------------- */
+
+static void rlock_acquire(const crd_lock *l, const crd__acq_args *a, crd__cmd *cmd)
+{
+    crd__cmd_init(cmd, CRD__SCRIPT_RLOCK_ACQUIRE, 0);
+    name_key(l, cmd);
+    crd__cmd_arg_i64(cmd, a->lease_ms);
+    crd__cmd_arg(cmd, a->field, a->flen);
+}
+
+/* The reentrant and the write unlock take the same KEYS and ARGV; the message differs. */
+static void exclusive_release(const crd_lock *l, const crd__rel_args *a, crd__cmd *cmd,
+                              int script, const char *message)
+{
+    crd__cmd_init(cmd, script, 0);
+    name_key(l, cmd);
+    key(cmd, &l->names.channel);
+    crd__cmd_key(cmd, a->latch, a->latch_len);
+    crd__cmd_arg_str(cmd, message);
+    crd__cmd_arg_i64(cmd, a->rearm_ms);
+    crd__cmd_arg(cmd, a->field, a->flen);
+    crd__cmd_arg_str(cmd, PUBLISH);
+    crd__cmd_arg_i64(cmd, a->latch_ttl_ms);
+}
+
+static void rlock_release(const crd_lock *l, const crd__rel_args *a, crd__cmd *cmd)
+{
+    exclusive_release(l, a, cmd, CRD__SCRIPT_RLOCK_UNLOCK, "0");
+}
+
+static void rlock_force_unlock(const crd_lock *l, crd__cmd *cmd)
+{
+    crd__cmd_init(cmd, CRD__SCRIPT_RLOCK_FORCE_UNLOCK, 0);
+    name_key(l, cmd);
+    key(cmd, &l->names.channel);
+    crd__cmd_arg_str(cmd, "0");
+    crd__cmd_arg_str(cmd, PUBLISH);
+}
+
+/* ---- fair lock ------------------------------------------------------------------------------ */
+
+static void fair_acquire(const crd_lock *l, const crd__acq_args *a, crd__cmd *cmd)
+{
+    crd__cmd_init(cmd, a->nowait ? CRD__SCRIPT_FAIR_TRY_ACQUIRE : CRD__SCRIPT_FAIR_ACQUIRE, 0);
+    name_key(l, cmd);
+    key(cmd, &l->names.queue);
+    key(cmd, &l->names.deadlines);
+    crd__cmd_arg_i64(cmd, a->lease_ms);
+    crd__cmd_arg(cmd, a->field, a->flen);
+    /* The try-once form takes now before wait (Redisson's order). */
+    if (a->nowait) {
+        crd__cmd_arg_i64(cmd, crd__epoch_ms());
+        crd__cmd_arg_i64(cmd, a->fair_wait);
+    } else {
+        crd__cmd_arg_i64(cmd, a->fair_wait);
+        crd__cmd_arg_i64(cmd, crd__epoch_ms());
+    }
+}
+
+/* The queueing form answers the time to wait, 0 for "free, but not your turn"; the
+ * try-once form answers 1 for "not acquired", without a hint. */
+static crd__acq_outcome fair_acquire_reply(const redisReply *r, bool nowait, int64_t *hint_ms)
+{
+    crd__acq_outcome o = acquire_reply(r, nowait, hint_ms);
+    if (o == CRD__ACQ_TAKEN || o == CRD__ACQ_BAD)
+        return o;
+    if (nowait) {
+        *hint_ms = 0;
+        return CRD__ACQ_REFUSED;
+    }
+    return *hint_ms == 0 ? CRD__ACQ_NOT_MY_TURN : o;
+}
+
+static void fair_release(const crd_lock *l, const crd__rel_args *a, crd__cmd *cmd)
+{
+    crd__cmd_init(cmd, CRD__SCRIPT_FAIR_UNLOCK, 0);
+    name_key(l, cmd);
+    key(cmd, &l->names.queue);
+    key(cmd, &l->names.deadlines);
+    key(cmd, &l->names.channel);
+    crd__cmd_key(cmd, a->latch, a->latch_len);
+    crd__cmd_arg_str(cmd, "0");
+    crd__cmd_arg_i64(cmd, a->rearm_ms);
+    crd__cmd_arg(cmd, a->field, a->flen);
+    crd__cmd_arg_i64(cmd, crd__epoch_ms());
+    crd__cmd_arg_str(cmd, PUBLISH);
+    crd__cmd_arg_i64(cmd, a->latch_ttl_ms);
+}
+
+static void fair_force_unlock(const crd_lock *l, crd__cmd *cmd)
+{
+    crd__cmd_init(cmd, CRD__SCRIPT_FAIR_FORCE_UNLOCK, 0);
+    name_key(l, cmd);
+    key(cmd, &l->names.queue);
+    key(cmd, &l->names.deadlines);
+    key(cmd, &l->names.channel);
+    crd__cmd_arg_str(cmd, "0");
+    crd__cmd_arg_i64(cmd, crd__epoch_ms());
+    crd__cmd_arg_str(cmd, PUBLISH);
+}
+
+void crd__fair_give_up_cmd(const crd_lock *l, const char *field, size_t flen, int64_t wait_ms,
+                           crd__cmd *cmd)
+{
+    crd__cmd_init(cmd, CRD__SCRIPT_FAIR_ACQUIRE_FAILED, 0);
+    key(cmd, &l->names.queue);
+    key(cmd, &l->names.deadlines);
+    name_key(l, cmd);
+    key(cmd, &l->names.channel);
+    crd__cmd_arg(cmd, field, flen);
+    crd__cmd_arg_i64(cmd, wait_ms);
+    crd__cmd_arg_str(cmd, PUBLISH);
+}
+
+/* ---- read-write lock: the read side ---------------------------------------------------------- */
+
+/* "<P>:<field>:rwlock_timeout", the base of the owner's read-hold timeout keys. */
+static void read_timeout_key(const crd_lock *l, const char *field, size_t flen, crd__cmd *cmd)
+{
+    const crd__buf *p = &l->names.rw_prefix;
+    char *t = crd__cmd_space(cmd, p->len + flen + sizeof CRD__READ_TIMEOUT_SUFFIX + 1);
+    if (t == NULL) {
+        crd__cmd_key(cmd, "", 0);
+        return;
+    }
+    crd__cmd_key(cmd, t, crd__read_timeout_base(p->p, p->len, field, flen, t));
+}
+
+static void read_acquire(const crd_lock *l, const crd__acq_args *a, crd__cmd *cmd)
+{
+    crd__cmd_init(cmd, CRD__SCRIPT_RW_READ_ACQUIRE, 0);
+    name_key(l, cmd);
+    read_timeout_key(l, a->field, a->flen, cmd);
+    crd__cmd_arg_i64(cmd, a->lease_ms);
+    crd__cmd_arg(cmd, a->field, a->flen);
+    /* The same owner's write field: a writer may also read (downgrade). */
+    char *w = crd__cmd_space(cmd, a->flen + sizeof CRD__WRITE_SUFFIX);
+    if (w != NULL) {
+        memcpy(w, a->field, a->flen);
+        memcpy(w + a->flen, CRD__WRITE_SUFFIX, sizeof CRD__WRITE_SUFFIX);
+    }
+    crd__cmd_arg(cmd, w != NULL ? w : "", w != NULL ? a->flen + sizeof CRD__WRITE_SUFFIX - 1 : 0);
+}
+
+/* nil: this owner holds no read hold; 0 and 1 (other holds remain / the lock is free)
+ * both end one of its holds: the local count tells whether it holds more. */
+static crd__rel_outcome read_release_reply(const redisReply *r)
+{
+    crd__rel_outcome o = release_reply(r);
+    return o == CRD__REL_STILL_HELD || o == CRD__REL_RELEASED ? CRD__REL_READ_ONE : o;
+}
+
+static void read_release(const crd_lock *l, const crd__rel_args *a, crd__cmd *cmd)
+{
+    crd__cmd_init(cmd, CRD__SCRIPT_RW_READ_UNLOCK, 0);
+    name_key(l, cmd);
+    key(cmd, &l->names.channel);
+    read_timeout_key(l, a->field, a->flen, cmd);
+    key(cmd, &l->names.rw_prefix);
+    crd__cmd_key(cmd, a->latch, a->latch_len);
+    crd__cmd_arg_str(cmd, "0");
+    crd__cmd_arg(cmd, a->field, a->flen);
+    crd__cmd_arg_str(cmd, PUBLISH);
+    crd__cmd_arg_i64(cmd, a->latch_ttl_ms);
+}
+
+/* Read and write force-unlock share one script: the message and the mode differ. */
+static void rw_force_unlock(const crd_lock *l, crd__cmd *cmd, const char *message,
+                            const char *mode)
+{
+    crd__cmd_init(cmd, CRD__SCRIPT_RW_FORCE_UNLOCK, 0);
+    name_key(l, cmd);
+    key(cmd, &l->names.channel);
+    crd__cmd_arg_str(cmd, message);
+    crd__cmd_arg_str(cmd, PUBLISH);
+    crd__cmd_arg_str(cmd, mode);
+}
+
+static void read_force_unlock(const crd_lock *l, crd__cmd *cmd)
+{
+    rw_force_unlock(l, cmd, "0", "read");
+}
+
+static void rw_is_locked(const crd_lock *l, crd__cmd *cmd, const char *mode)
+{
+    crd__cmd_init(cmd, CRD__SCRIPT_RW_IS_LOCKED, 0);
+    name_key(l, cmd);
+    crd__cmd_arg_str(cmd, mode);
+}
+
+static void read_is_locked(const crd_lock *l, crd__cmd *cmd) { rw_is_locked(l, cmd, "read"); }
+
+static void read_extend(const crd_lock *l, const char *field, size_t flen, int64_t lease_ms,
+                        crd__cmd *cmd)
+{
+    crd__cmd_init(cmd, CRD__SCRIPT_RW_READ_RENEW, 0);
+    name_key(l, cmd);
+    key(cmd, &l->names.rw_prefix);
+    crd__cmd_arg_i64(cmd, lease_ms);
+    crd__cmd_arg(cmd, field, flen);
+}
+
+/* ---- read-write lock: the write side --------------------------------------------------------- */
+
+static void write_acquire(const crd_lock *l, const crd__acq_args *a, crd__cmd *cmd)
+{
+    crd__cmd_init(cmd, CRD__SCRIPT_RW_WRITE_ACQUIRE, 0);
+    name_key(l, cmd);
+    crd__cmd_arg_i64(cmd, a->lease_ms);
+    crd__cmd_arg(cmd, a->field, a->flen);
+}
+
+static void write_release(const crd_lock *l, const crd__rel_args *a, crd__cmd *cmd)
+{
+    exclusive_release(l, a, cmd, CRD__SCRIPT_RW_WRITE_UNLOCK, "1");
+}
+
+static void write_force_unlock(const crd_lock *l, crd__cmd *cmd)
+{
+    rw_force_unlock(l, cmd, "1", "write");
+}
+
+static void write_is_locked(const crd_lock *l, crd__cmd *cmd) { rw_is_locked(l, cmd, "write"); }
+
+/* ---- the table -------------------------------------------------------------------------------- */
+
+const crd__kind_ops crd__kinds[CRD__NKINDS] = {
+    [CRD__RLOCK] = {"lock", false, false, false, CRD__SCRIPT_LOCK_RENEW, 1, rlock_acquire,
+                    acquire_reply, rlock_release, release_reply, rlock_force_unlock, exists,
+                    extend_exclusive},
+    [CRD__FAIR] = {"fair lock", false, true, true, CRD__SCRIPT_LOCK_RENEW, 1, fair_acquire,
+                   fair_acquire_reply, fair_release, release_reply, fair_force_unlock, exists,
+                   extend_exclusive},
+    [CRD__READ] = {"read lock", false, false, false, CRD__SCRIPT_RW_READ_RENEW, 2, read_acquire,
+                   acquire_reply, read_release, read_release_reply, read_force_unlock,
+                   read_is_locked, read_extend},
+    [CRD__WRITE] = {"write lock", true, false, false, CRD__SCRIPT_LOCK_RENEW, 1, write_acquire,
+                    acquire_reply, write_release, release_reply, write_force_unlock,
+                    write_is_locked, extend_exclusive},
+};
+
+/* ---- lock records ------------------------------------------------------------------------------ */
+
+void crd__lock_clear(crd_lock *l)
+{
+    free(l->name);
+    crd__names_clear(&l->names);
+    memset(l, 0, sizeof *l);
+}
+
+crd_status crd__lock_init(crd_lock *l, crd_client *c, crd__kind kind, const char *name,
+                          size_t len)
+{
+    memset(l, 0, sizeof *l);
+    l->client = c;
+    l->kind = kind;
+    l->name = malloc(len + 1);
+    if (l->name == NULL)
+        return CRD_NO_MEMORY;
+    memcpy(l->name, name, len);
+    l->name[len] = '\0';
+    l->name_len = len;
+    crd_status st = crd__names_init(&l->names, kind, name, len);
+    if (st != CRD_OK)
+        crd__lock_clear(l);
+    return st;
+}

@@ -1,0 +1,169 @@
+/*
+ * pool.c -- which connection serves a command: a pool of connections to the client's
+ * endpoint, handed out for a key.
+ *
+ * Today every key maps to the one endpoint. The key is in the signature because this is
+ * the one place that chooses a connection: a cluster client picks the pool of the node
+ * serving the key's slot here, and a sentinel client resolves the primary here when it
+ * (re)connects. A connection that saw an I/O error is closed when it comes back, and
+ * the pool's epoch moves on so that idle connections opened before the failure (a
+ * server restart kills them all at once) are reopened at their next use instead of
+ * failing one by one.
+ *
+ * Threads: any caller. Lock: pool->mu guards the free-slot stack only (a leaf: nothing
+ * else is taken under it; no I/O under it).
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct crd__pool {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int size;
+    crd__conn *conns;
+    int *free_slots; /* stack of free slot indexes */
+    int nfree;
+    atomic_uint epoch;
+};
+
+crd_status crd__pool_init(crd_client *c)
+{
+    int n = c->opts.pool_size;
+    crd__pool *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return crd__fail(c, CRD_NO_MEMORY, "cannot allocate the connection pool");
+    p->conns = calloc((size_t)n, sizeof *p->conns);
+    p->free_slots = calloc((size_t)n, sizeof *p->free_slots);
+    if (p->conns == NULL || p->free_slots == NULL) {
+        free(p->conns);
+        free(p->free_slots);
+        free(p);
+        return crd__fail(c, CRD_NO_MEMORY, "cannot allocate the connection pool");
+    }
+    p->size = n;
+    for (int i = 0; i < n; i++)
+        p->free_slots[i] = n - 1 - i;
+    p->nfree = n;
+    pthread_mutex_init(&p->mu, NULL);
+    crd__cond_init(&p->cv);
+    atomic_init(&p->epoch, 0);
+    c->pool = p;
+    return CRD_OK;
+}
+
+void crd__pool_wake(crd_client *c)
+{
+    crd__pool *p = c->pool;
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void crd__pool_free(crd_client *c)
+{
+    crd__pool *p = c->pool;
+    if (p == NULL)
+        return;
+    /* Woken waiters may still be finishing a command (a fair waiter leaving its queue):
+     * wait for every connection to come back before closing them. Bounded by the
+     * command timeouts of what is in flight. */
+    pthread_mutex_lock(&p->mu);
+    while (p->nfree < p->size) {
+        struct timespec ts = crd__abstime(crd__now_ms() + 100);
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+    }
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->size; i++)
+        crd__conn_close(&p->conns[i]);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p->conns);
+    free(p->free_slots);
+    free(p);
+    c->pool = NULL;
+}
+
+crd_status crd__pool_get(crd_client *c, const char *key, size_t keylen, crd__conn **out)
+{
+    (void)key; /* one endpoint serves every key (see the file comment) */
+    (void)keylen;
+    crd__pool *p = c->pool;
+    int64_t deadline = crd__now_ms() + c->opts.connect_timeout_ms + c->opts.command_timeout_ms;
+    pthread_mutex_lock(&p->mu);
+    while (p->nfree == 0) {
+        if (atomic_load(&c->closed)) {
+            pthread_mutex_unlock(&p->mu);
+            return crd__fail(c, CRD_CLOSED, "client is closed");
+        }
+        if (crd__now_ms() >= deadline) {
+            pthread_mutex_unlock(&p->mu);
+            return crd__fail(c, CRD_IO, "all %d pool connections stayed busy", p->size);
+        }
+        struct timespec ts = crd__abstime(deadline);
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+    }
+    int idx = p->free_slots[--p->nfree];
+    pthread_mutex_unlock(&p->mu);
+    crd__conn *conn = &p->conns[idx];
+    unsigned epoch = atomic_load(&p->epoch);
+    if (conn->ctx != NULL && conn->epoch != epoch)
+        crd__conn_close(conn); /* opened before a failure: probably dead too */
+    if (conn->ctx == NULL) {
+        conn->epoch = epoch;
+        crd_status st = crd__conn_open(c, &c->ep, conn);
+        if (st != CRD_OK) {
+            crd__pool_put(c, conn);
+            return st;
+        }
+    }
+    *out = conn;
+    return CRD_OK;
+}
+
+void crd__pool_put(crd_client *c, crd__conn *conn)
+{
+    crd__pool *p = c->pool;
+    if (conn->broken) {
+        crd__conn_close(conn);
+        atomic_fetch_add(&p->epoch, 1);
+    }
+    pthread_mutex_lock(&p->mu);
+    p->free_slots[p->nfree++] = (int)(conn - p->conns);
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void crd__pool_lock_for_fork(crd_client *c, bool lock)
+{
+    if (lock)
+        pthread_mutex_lock(&c->pool->mu);
+    else
+        pthread_mutex_unlock(&c->pool->mu);
+}
+
+/* In a forked child, with pool->mu held by the fork handler. Idle connections are
+ * consistent and can be freed; one checked out by a parent thread may be mid-command:
+ * abandon it. */
+void crd__pool_after_fork_child(crd_client *c)
+{
+    crd__pool *p = c->pool;
+    bool *idle = calloc((size_t)p->size, sizeof *idle);
+    for (int i = 0; idle != NULL && i < p->nfree; i++)
+        idle[p->free_slots[i]] = true;
+    for (int i = 0; i < p->size; i++) {
+        if (idle != NULL && idle[i])
+            crd__conn_close(&p->conns[i]);
+        else
+            crd__conn_abandon(&p->conns[i]);
+        p->free_slots[i] = i;
+    }
+    free(idle);
+    p->nfree = p->size;
+    /* Waiters recorded on the parent's condition variable do not exist here. */
+    memset(&p->cv, 0, sizeof p->cv);
+    crd__cond_init(&p->cv);
+}

@@ -1,0 +1,405 @@
+/*
+ * test_units.c -- the pieces of src/ that stand alone, tested without a server: the reply
+ * classifier (reply.c), the wait slice (acquire.c), the lock kinds' tables (kinds.c),
+ * the name rules (names.c) and the command builder (script.c). Linked against the
+ * library's internals (credisson_internal), not the public library.
+ */
+#include <criterion/criterion.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* ---- replies ------------------------------------------------------------------------------ */
+
+static redisReply *error_reply(const char *text)
+{
+    static redisReply r;
+    static char buf[256];
+    memset(&r, 0, sizeof r);
+    snprintf(buf, sizeof buf, "%s", text);
+    r.type = REDIS_REPLY_ERROR;
+    r.str = buf;
+    r.len = strlen(buf);
+    return &r;
+}
+
+Test(units, every_error_reply_is_classified_by_its_first_word)
+{
+    static const struct {
+        const char *text;
+        crd__reply_class want;
+    } cases[] = {
+        {"NOSCRIPT No matching script. Please use EVAL.", CRD__REPLY_NOSCRIPT},
+        {"MOVED 3999 127.0.0.1:6381", CRD__REPLY_MOVED},
+        {"ASK 3999 127.0.0.1:6381", CRD__REPLY_ASK},
+        {"READONLY You can't write against a read only replica.", CRD__REPLY_READONLY},
+        {"LOADING Redis is loading the dataset in memory", CRD__REPLY_BUSY},
+        {"BUSY Redis is busy running a script.", CRD__REPLY_BUSY},
+        {"TRYAGAIN Multiple keys request during rehashing of slot", CRD__REPLY_BUSY},
+        {"CLUSTERDOWN The cluster is down", CRD__REPLY_BUSY},
+        {"MASTERDOWN Link with MASTER is down", CRD__REPLY_BUSY},
+        {"WRONGTYPE Operation against a key holding the wrong kind of value", CRD__REPLY_ERROR},
+        {"ERR unknown command", CRD__REPLY_ERROR},
+        /* a word that merely starts like a class is not that class */
+        {"ASKING is not allowed here", CRD__REPLY_ERROR},
+        {"BUSYKEY Target key name already exists.", CRD__REPLY_ERROR},
+        {"MOVED", CRD__REPLY_MOVED},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        cr_expect_eq(crd__reply_classify(error_reply(cases[i].text)), cases[i].want, "%s",
+                     cases[i].text);
+}
+
+Test(units, replies_that_are_not_errors_are_ok_and_no_reply_is_none)
+{
+    redisReply r;
+    memset(&r, 0, sizeof r);
+    int types[] = {REDIS_REPLY_NIL, REDIS_REPLY_INTEGER, REDIS_REPLY_STRING, REDIS_REPLY_ARRAY,
+                   REDIS_REPLY_STATUS};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        r.type = types[i];
+        cr_expect_eq(crd__reply_classify(&r), CRD__REPLY_OK);
+    }
+    cr_expect_eq(crd__reply_classify(NULL), CRD__REPLY_NONE);
+}
+
+Test(units, a_script_error_keeps_the_servers_words_without_sha_or_script_position)
+{
+    const char *text;
+    redisReply *r = error_reply("WRONGTYPE Operation against a key holding the wrong kind of "
+                                "value script: 4f0c5b0e5a4b6b1a0d2c3e4f5a6b7c8d9e0f1a2b, on "
+                                "@user_script:9.");
+    size_t n = crd__reply_error_text(r, &text);
+    cr_assert_str_eq(strndup(text, n),
+                     "WRONGTYPE Operation against a key holding the wrong kind of value");
+    r = error_reply("ERR plain words.");
+    n = crd__reply_error_text(r, &text);
+    cr_assert_str_eq(strndup(text, n), "ERR plain words");
+}
+
+Test(units, integer_replies_and_strings_holding_integers_are_read_as_numbers)
+{
+    redisReply r;
+    memset(&r, 0, sizeof r);
+    int64_t v = -1;
+    r.type = REDIS_REPLY_INTEGER;
+    r.integer = 42;
+    cr_expect(crd__reply_int(&r, &v) && v == 42);
+    r.type = REDIS_REPLY_NIL;
+    cr_expect(crd__reply_int(&r, &v) && v == 0);
+    char s[] = "17";
+    r.type = REDIS_REPLY_STRING;
+    r.str = s;
+    r.len = 2;
+    cr_expect(crd__reply_int(&r, &v) && v == 17);
+    char bad[] = "17x";
+    r.str = bad;
+    r.len = 3;
+    cr_expect(!crd__reply_int(&r, &v));
+    r.type = REDIS_REPLY_ARRAY;
+    cr_expect(!crd__reply_int(&r, &v));
+}
+
+/* ---- the wait slice ---------------------------------------------------------------------- */
+
+static crd__slice_in slice_in(bool failed, bool confirmed, crd__acq_outcome o, int64_t hint)
+{
+    crd__slice_in in = {failed, confirmed, o, hint, 1000, 0};
+    return in;
+}
+
+Test(units, a_held_lock_is_waited_for_for_its_ttl_plus_nothing_more)
+{
+    crd__backoff b;
+    crd__backoff_init(&b);
+    crd__slice_in in = slice_in(false, true, CRD__ACQ_HELD, 2500);
+    cr_expect_eq(crd__wait_slice(&in, &b), 2500);
+    in.hint_ms = 0; /* about to expire: at least 1 ms */
+    cr_expect_eq(crd__wait_slice(&in, &b), 1);
+}
+
+Test(units, without_a_live_subscription_the_slice_is_the_poll_interval_at_most)
+{
+    crd__backoff b;
+    crd__backoff_init(&b);
+    crd__slice_in in = slice_in(false, false, CRD__ACQ_HELD, 30000);
+    cr_expect_eq(crd__wait_slice(&in, &b), 1000);
+    in.hint_ms = 300;
+    cr_expect_eq(crd__wait_slice(&in, &b), 300);
+}
+
+Test(units, a_lock_without_ttl_is_polled_at_the_poll_interval)
+{
+    crd__backoff b;
+    crd__backoff_init(&b);
+    crd__slice_in in = slice_in(false, true, CRD__ACQ_HELD_NO_TTL, -1);
+    cr_expect_eq(crd__wait_slice(&in, &b), 1000);
+}
+
+Test(units, failures_back_off_from_25_ms_doubling_to_the_poll_interval_and_reset)
+{
+    crd__backoff b;
+    crd__backoff_init(&b);
+    crd__slice_in in = slice_in(true, true, CRD__ACQ_BAD, 0);
+    int64_t want[] = {25, 50, 100, 200, 400, 800, 1000, 1000};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_expect_eq(crd__wait_slice(&in, &b), want[i], "failure %zu", i);
+    in = slice_in(false, true, CRD__ACQ_HELD, 5000);
+    cr_expect_eq(crd__wait_slice(&in, &b), 5000);
+    in = slice_in(true, true, CRD__ACQ_BAD, 0);
+    cr_expect_eq(crd__wait_slice(&in, &b), 25, "a success resets the backoff");
+}
+
+Test(units, a_fair_waiter_not_at_the_head_backs_off_from_4_ms_and_resets_when_held)
+{
+    crd__backoff b;
+    crd__backoff_init(&b);
+    crd__slice_in in = slice_in(false, true, CRD__ACQ_NOT_MY_TURN, 0);
+    int64_t want[] = {4, 8, 16, 32, 64, 128, 256, 512, 1000, 1000};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_expect_eq(crd__wait_slice(&in, &b), want[i], "turn %zu", i);
+    in = slice_in(false, true, CRD__ACQ_HELD, 700);
+    cr_expect_eq(crd__wait_slice(&in, &b), 700);
+    in = slice_in(false, true, CRD__ACQ_NOT_MY_TURN, 0);
+    cr_expect_eq(crd__wait_slice(&in, &b), 4);
+}
+
+Test(units, max_wait_slice_caps_every_slice)
+{
+    crd__backoff b;
+    crd__backoff_init(&b);
+    crd__slice_in in = slice_in(false, true, CRD__ACQ_HELD, 30000);
+    in.max_slice_ms = 50;
+    cr_expect_eq(crd__wait_slice(&in, &b), 50);
+}
+
+/* ---- the kinds' tables ------------------------------------------------------------------- */
+
+#define FIELD "2f3c6a86-6f7d-4c1a-9d53-5d3b1d2b7a10:7"
+
+static char *word(const crd__cmd *cmd, int i)
+{
+    return strndup(cmd->v[3 + i], cmd->len[3 + i]);
+}
+
+/* KEYS then ARGV of cmd, "|"-joined, numbers given as # (clocks vary). */
+static char *shape(const crd__cmd *cmd)
+{
+    static char out[2048];
+    size_t o = 0;
+    for (int i = 0; i < cmd->nkeys + cmd->nargs; i++) {
+        char *w = word(cmd, i);
+        bool num = w[0] != '\0' && strspn(w, "0123456789") == strlen(w) && strlen(w) >= 10;
+        o += (size_t)snprintf(out + o, sizeof out - o, "%s%s%s", i ? "|" : "",
+                              i == cmd->nkeys ? "ARGV:" : "", num ? "#" : w);
+        free(w);
+    }
+    return out;
+}
+
+static crd_lock lock_of(crd__kind kind, const char *name)
+{
+    crd_lock l;
+    cr_assert_eq(crd__lock_init(&l, NULL, kind, name, strlen(name)), CRD_OK);
+    return l;
+}
+
+Test(units, each_kind_builds_redissons_acquire_keys_and_arguments)
+{
+    crd__acq_args a = {FIELD, strlen(FIELD), 30000, false, 5000};
+    crd__cmd cmd;
+    crd_lock l = lock_of(CRD__RLOCK, "orders");
+    crd__kinds[CRD__RLOCK].acquire(&l, &a, &cmd);
+    cr_expect_eq(cmd.script, CRD__SCRIPT_RLOCK_ACQUIRE);
+    cr_expect_str_eq(shape(&cmd), "orders|ARGV:30000|" FIELD);
+    crd__cmd_free(&cmd);
+    crd__lock_clear(&l);
+
+    l = lock_of(CRD__FAIR, "orders");
+    crd__kinds[CRD__FAIR].acquire(&l, &a, &cmd);
+    cr_expect_eq(cmd.script, CRD__SCRIPT_FAIR_ACQUIRE);
+    cr_expect_str_eq(shape(&cmd), "orders|redisson_lock_queue:{orders}|redisson_lock_timeout:"
+                                  "{orders}|ARGV:30000|" FIELD "|5000|#");
+    crd__cmd_free(&cmd);
+    a.nowait = true; /* the try-once form: now before wait */
+    crd__kinds[CRD__FAIR].acquire(&l, &a, &cmd);
+    cr_expect_eq(cmd.script, CRD__SCRIPT_FAIR_TRY_ACQUIRE);
+    cr_expect_str_eq(shape(&cmd), "orders|redisson_lock_queue:{orders}|redisson_lock_timeout:"
+                                  "{orders}|ARGV:30000|" FIELD "|#|5000");
+    crd__cmd_free(&cmd);
+    crd__lock_clear(&l);
+    a.nowait = false;
+
+    l = lock_of(CRD__READ, "orders");
+    crd__kinds[CRD__READ].acquire(&l, &a, &cmd);
+    cr_expect_eq(cmd.script, CRD__SCRIPT_RW_READ_ACQUIRE);
+    cr_expect_str_eq(shape(&cmd), "orders|{orders}:" FIELD ":rwlock_timeout|ARGV:30000|" FIELD
+                                  "|" FIELD ":write");
+    crd__cmd_free(&cmd);
+    crd__lock_clear(&l);
+
+    l = lock_of(CRD__WRITE, "a{tag}b");
+    char wfield[] = FIELD ":write";
+    crd__acq_args w = {wfield, strlen(wfield), 30000, false, 0};
+    crd__kinds[CRD__WRITE].acquire(&l, &w, &cmd);
+    cr_expect_eq(cmd.script, CRD__SCRIPT_RW_WRITE_ACQUIRE);
+    cr_expect_str_eq(shape(&cmd), "a{tag}b|ARGV:30000|" FIELD ":write");
+    crd__cmd_free(&cmd);
+    crd__lock_clear(&l);
+}
+
+Test(units, each_kind_builds_redissons_release_keys_and_arguments)
+{
+    const char *latch = "redisson_unlock_latch:{orders}:0123456789abcdef0123456789abcdef";
+    crd__rel_args a = {FIELD, strlen(FIELD), 30000, latch, strlen(latch), 7000};
+    crd__cmd cmd;
+    crd_lock l = lock_of(CRD__RLOCK, "orders");
+    crd__kinds[CRD__RLOCK].release(&l, &a, &cmd);
+    cr_expect_eq(cmd.script, CRD__SCRIPT_RLOCK_UNLOCK);
+    char want[1024];
+    snprintf(want, sizeof want, "orders|redisson_lock__channel:{orders}|%s|ARGV:0|30000|" FIELD
+             "|PUBLISH|7000", latch);
+    cr_expect_str_eq(shape(&cmd), want);
+    crd__cmd_free(&cmd);
+    crd__lock_clear(&l);
+
+    l = lock_of(CRD__FAIR, "orders");
+    crd__kinds[CRD__FAIR].release(&l, &a, &cmd);
+    cr_expect_eq(cmd.script, CRD__SCRIPT_FAIR_UNLOCK);
+    snprintf(want, sizeof want, "orders|redisson_lock_queue:{orders}|redisson_lock_timeout:"
+             "{orders}|redisson_lock__channel:{orders}|%s|ARGV:0|30000|" FIELD "|#|PUBLISH|7000",
+             latch);
+    cr_expect_str_eq(shape(&cmd), want);
+    crd__cmd_free(&cmd);
+    crd__lock_clear(&l);
+
+    l = lock_of(CRD__READ, "orders");
+    crd__kinds[CRD__READ].release(&l, &a, &cmd);
+    cr_expect_eq(cmd.script, CRD__SCRIPT_RW_READ_UNLOCK);
+    snprintf(want, sizeof want, "orders|redisson_rwlock:{orders}|{orders}:" FIELD
+             ":rwlock_timeout|{orders}|%s|ARGV:0|" FIELD "|PUBLISH|7000", latch);
+    cr_expect_str_eq(shape(&cmd), want);
+    crd__cmd_free(&cmd);
+    crd__lock_clear(&l);
+
+    l = lock_of(CRD__WRITE, "orders");
+    crd__kinds[CRD__WRITE].release(&l, &a, &cmd);
+    cr_expect_eq(cmd.script, CRD__SCRIPT_RW_WRITE_UNLOCK);
+    snprintf(want, sizeof want, "orders|redisson_rwlock:{orders}|%s|ARGV:1|30000|" FIELD
+             "|PUBLISH|7000", latch);
+    cr_expect_str_eq(shape(&cmd), want);
+    crd__cmd_free(&cmd);
+    crd__lock_clear(&l);
+}
+
+Test(units, force_unlock_and_is_locked_use_each_kinds_script_or_exists)
+{
+    crd__cmd cmd;
+    crd_lock l = lock_of(CRD__RLOCK, "x");
+    crd__kinds[CRD__RLOCK].force_unlock(&l, &cmd);
+    cr_expect_str_eq(shape(&cmd), "x|redisson_lock__channel:{x}|ARGV:0|PUBLISH");
+    crd__cmd_free(&cmd);
+    crd__kinds[CRD__RLOCK].is_locked(&l, &cmd);
+    cr_expect_eq(cmd.script, CRD__PLAIN);
+    cr_expect_str_eq(shape(&cmd), "ARGV:EXISTS|x");
+    crd__cmd_free(&cmd);
+    crd__lock_clear(&l);
+    l = lock_of(CRD__WRITE, "x");
+    crd__kinds[CRD__WRITE].force_unlock(&l, &cmd);
+    cr_expect_str_eq(shape(&cmd), "x|redisson_rwlock:{x}|ARGV:1|PUBLISH|write");
+    crd__cmd_free(&cmd);
+    crd__kinds[CRD__WRITE].is_locked(&l, &cmd);
+    cr_expect_str_eq(shape(&cmd), "x|ARGV:write");
+    crd__cmd_free(&cmd);
+    crd__lock_clear(&l);
+    l = lock_of(CRD__FAIR, "x");
+    crd__kinds[CRD__FAIR].force_unlock(&l, &cmd);
+    cr_expect_str_eq(shape(&cmd), "x|redisson_lock_queue:{x}|redisson_lock_timeout:{x}|"
+                                  "redisson_lock__channel:{x}|ARGV:0|#|PUBLISH");
+    crd__cmd_free(&cmd);
+    crd__lock_clear(&l);
+}
+
+static redisReply int_reply(long long v)
+{
+    redisReply r;
+    memset(&r, 0, sizeof r);
+    r.type = REDIS_REPLY_INTEGER;
+    r.integer = v;
+    return r;
+}
+
+Test(units, replies_decode_into_named_outcomes_per_kind)
+{
+    int64_t hint = 0;
+    redisReply nil;
+    memset(&nil, 0, sizeof nil);
+    nil.type = REDIS_REPLY_NIL;
+    redisReply ttl = int_reply(1234), zero = int_reply(0), one = int_reply(1), two = int_reply(2),
+               none = int_reply(-1);
+    const crd__kind_ops *rl = &crd__kinds[CRD__RLOCK], *fair = &crd__kinds[CRD__FAIR],
+                        *rd = &crd__kinds[CRD__READ];
+    cr_expect_eq(rl->acquire_reply(&nil, false, &hint), CRD__ACQ_TAKEN);
+    cr_expect(rl->acquire_reply(&ttl, false, &hint) == CRD__ACQ_HELD && hint == 1234);
+    cr_expect_eq(rl->acquire_reply(&none, false, &hint), CRD__ACQ_HELD_NO_TTL);
+    cr_expect_eq(fair->acquire_reply(&zero, false, &hint), CRD__ACQ_NOT_MY_TURN);
+    cr_expect_eq(fair->acquire_reply(&one, true, &hint), CRD__ACQ_REFUSED);
+    cr_expect(fair->acquire_reply(&ttl, false, &hint) == CRD__ACQ_HELD && hint == 1234);
+    cr_expect_eq(rl->release_reply(&nil), CRD__REL_NOT_HELD);
+    cr_expect_eq(rl->release_reply(&zero), CRD__REL_STILL_HELD);
+    cr_expect_eq(rl->release_reply(&one), CRD__REL_RELEASED);
+    cr_expect_eq(fair->release_reply(&two), CRD__REL_GONE);
+    cr_expect_eq(rl->release_reply(&ttl), CRD__REL_BAD);
+    cr_expect_eq(rd->release_reply(&zero), CRD__REL_READ_ONE);
+    cr_expect_eq(rd->release_reply(&one), CRD__REL_READ_ONE);
+    cr_expect_eq(rd->release_reply(&nil), CRD__REL_NOT_HELD);
+    cr_expect(crd__kinds[CRD__WRITE].write_field && !rl->write_field && fair->queued &&
+              fair->own_channel && rd->renew_keys == 2 && rl->renew_keys == 1);
+}
+
+/* ---- names and the builder ------------------------------------------------------------------ */
+
+Test(units, names_follow_redissons_prefix_and_suffix_rules)
+{
+    crd__names n;
+    cr_assert_eq(crd__names_init(&n, CRD__FAIR, "a{b}c", 5), CRD_OK);
+    cr_expect_str_eq(n.channel.p, "redisson_lock__channel:a{b}c");
+    cr_expect_str_eq(n.latch_prefix.p, "redisson_unlock_latch:a{b}c:");
+    cr_expect_str_eq(n.queue.p, "redisson_lock_queue:a{b}c");
+    cr_expect_str_eq(n.deadlines.p, "redisson_lock_timeout:a{b}c");
+    crd__names_clear(&n);
+    cr_assert_eq(crd__names_init(&n, CRD__READ, "m", 1), CRD_OK);
+    cr_expect_str_eq(n.channel.p, "redisson_rwlock:{m}");
+    cr_expect_str_eq(n.rw_prefix.p, "{m}");
+    cr_expect_null(n.queue.p);
+    crd__names_clear(&n);
+    char f[CRD__FIELD_MAX];
+    const char *uuid = "2f3c6a86-6f7d-4c1a-9d53-5d3b1d2b7a10";
+    cr_expect_eq(crd__field(uuid, 12, true, f), strlen(uuid) + strlen(":12:write"));
+    cr_expect_str_eq(f, "2f3c6a86-6f7d-4c1a-9d53-5d3b1d2b7a10:12:write");
+    cr_expect_eq(crd__field(uuid, 12, false, f), strlen(uuid) + 3);
+}
+
+Test(units, the_builder_grows_past_its_inline_words_and_formats_numbers)
+{
+    crd__cmd cmd;
+    crd__cmd_init(&cmd, CRD__SCRIPT_LOCK_RENEW, 301);
+    cr_assert(!cmd.oom);
+    for (int i = 0; i < 150; i++)
+        crd__cmd_key(&cmd, "k", 1);
+    crd__cmd_arg_i64(&cmd, -9223372036854775807LL - 1);
+    for (int i = 0; i < 150; i++)
+        crd__cmd_arg_i64(&cmd, i);
+    cr_expect(!cmd.oom);
+    cr_expect_eq(cmd.nkeys, 150);
+    cr_expect_eq(cmd.nargs, 151);
+    char *w = word(&cmd, 150);
+    cr_expect_str_eq(w, "-9223372036854775808");
+    free(w);
+    w = word(&cmd, 300);
+    cr_expect_str_eq(w, "149");
+    free(w);
+    crd__cmd_free(&cmd);
+}
