@@ -145,6 +145,22 @@ static crd_status send_acquire(crd__acquire *a, redisReply **r, int64_t *sent)
     return st;
 }
 
+/* Resolves the pending acquire by reading its field back; when it ran, records it.
+ * *happened tells which. */
+static crd_status settle_pending(crd__acquire *a, bool *happened)
+{
+    crd_status st = resolve_lost_reply(a, happened);
+    if (st != CRD_OK)
+        return st;
+    a->pending = false;
+    if (!*happened)
+        return CRD_OK;
+    a->outcome = CRD__ACQ_TAKEN;
+    /* The lease started when Redis ran the acquire, at the earliest when it was sent:
+     * count the validity from that send, never from later. */
+    return record_acquire(a, a->pending_sent);
+}
+
 /* One attempt: sets a->outcome (and a->hint_ms). a->pending carries an unresolved lost
  * reply across attempts: while it is set, the field is read back before anything is
  * sent again. */
@@ -153,21 +169,12 @@ static crd_status attempt(crd__acquire *a)
     a->outcome = CRD__ACQ_BAD;
     a->hint_ms = 0;
     bool happened = false;
-    if (a->pending) {
-        crd_status st = resolve_lost_reply(a, &happened);
-        if (st != CRD_OK)
-            return st;
-        a->pending = false;
-        if (happened) {
-            a->outcome = CRD__ACQ_TAKEN;
-            /* The lease started when Redis ran the acquire, at the earliest when it was
-             * sent: count the validity from that send, never from later. */
-            return record_acquire(a, a->pending_sent);
-        }
-    }
+    crd_status st;
+    if (a->pending && ((st = settle_pending(a, &happened)) != CRD_OK || happened))
+        return st;
     redisReply *r = NULL;
     int64_t sent = 0;
-    crd_status st = CRD_IO;
+    st = CRD_IO;
     /* A second send only after the read-back proved the first did not run: a pooled
      * connection cut while idle (a server restart, CLIENT KILL) fails the first try. */
     for (int try_no = 0; try_no < 2 && st == CRD_IO; try_no++) {
@@ -176,14 +183,8 @@ static crd_status attempt(crd__acquire *a)
             break; /* a reply, or nothing was sent: nothing to resolve */
         a->pending = true;
         a->pending_sent = sent;
-        crd_status rs = resolve_lost_reply(a, &happened);
-        if (rs != CRD_OK)
-            return rs;
-        a->pending = false;
-        if (happened) {
-            a->outcome = CRD__ACQ_TAKEN;
-            return record_acquire(a, sent);
-        }
+        if ((st = settle_pending(a, &happened)) != CRD_OK || happened)
+            return st;
         st = crd__fail(a->c, CRD_IO, "acquire failed on the connection and did not happen");
     }
     if (st != CRD_OK)

@@ -183,20 +183,6 @@ static bool send_all(crd__conn *conn, const char *buf, size_t len, const char **
     return true;
 }
 
-/* Appends n in decimal to p; returns the new end. */
-static char *put_u64(char *p, size_t n)
-{
-    char digits[20];
-    int k = 0;
-    do {
-        digits[k++] = (char)('0' + n % 10);
-        n /= 10;
-    } while (n != 0);
-    while (k > 0)
-        *p++ = digits[--k];
-    return p;
-}
-
 /* Encodes argv as one RESP command. hiredis's own formatter builds it piece by piece with
  * printf-style appends; on the lock/unlock hot path that was half of the client's CPU.
  * Returns the encoded length, or 0 when it does not fit in cap. */
@@ -210,12 +196,12 @@ static size_t encode_command(char *buf, size_t cap, int argc, const char *const 
         return 0;
     char *p = buf;
     *p++ = '*';
-    p = put_u64(p, (size_t)argc);
+    p = crd__put_u64(p, (uint64_t)argc);
     *p++ = '\r';
     *p++ = '\n';
     for (int i = 0; i < argc; i++) {
         *p++ = '$';
-        p = put_u64(p, lens[i]);
+        p = crd__put_u64(p, lens[i]);
         *p++ = '\r';
         *p++ = '\n';
         memcpy(p, argv[i], lens[i]);

@@ -1,12 +1,18 @@
 /*
- * internal.h -- declarations shared by the units of src/. Nothing here is public.
+ * internal.h -- declarations shared by the units of src/ (and the CLI and unit tests,
+ * which link the internals). Nothing here is public. docs/ARCHITECTURE.md draws the
+ * flow; this says who owns what.
  *
  * Units and their locks (a thread never takes them in another order than this):
- *   client.c  (pool_mu)  connection pool, options, lifetime, fork handling
- *   holds.c   (holds_mu) what this client believes it holds: count, lease, validity
- *   pubsub.c  (ps.mu)    subscriber thread, channel entries, waiter wake-ups
- *   watchdog.c (wd_mu)   renewal thread
- * holds_mu and ps.mu are never held together; pool_mu is a leaf.
+ *   lifecycle.c (registry_mu) the client registry, fork and thread-exit handling
+ *   pool.c    (pool->mu)  the connection pool's free slots
+ *   holds.c   (holds->mu) what this client believes it holds: count, lease, validity
+ *   pubsub.c  (ps->mu)    subscriber thread, channel entries, waiter wake-ups
+ *   watchdog.c (wd->mu)   renewal thread's schedule
+ * holds->mu and ps->mu are never held together outside the fork handler; pool->mu is a
+ * leaf; no Redis traffic happens under any of them. Files call only files below them:
+ * acquire/release/lock -> kinds -> names; everything that talks to Redis -> script ->
+ * pool -> conn; lifecycle -> release.
  */
 #ifndef CRD_INTERNAL_H
 #define CRD_INTERNAL_H
@@ -44,6 +50,8 @@ int crd__cond_init(pthread_cond_t *cv);
 
 /* ---- owner.c ----------------------------------------------------------------------- */
 
+/* Writes v in decimal at p (at most 20 bytes, no NUL); returns the new end. */
+char *crd__put_u64(char *p, uint64_t v);
 /* Writes "<uuid>:<id>" into buf (>= 58 bytes); returns its length. */
 size_t crd__owner_field(const char *uuid, uint64_t owner, char *buf);
 /* 16 random bytes from the OS as 32 lowercase hex characters plus NUL. */

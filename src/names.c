@@ -14,24 +14,13 @@
 static crd_status prefix_name(const char *prefix, const char *name, size_t len, crd__buf *out)
 {
     size_t plen = strlen(prefix);
-    bool tagged = memchr(name, '{', len) != NULL;
-    size_t total = plen + 1 + len + (tagged ? 0 : 2);
-    char *p = malloc(total + 1);
+    char *p = malloc(plen + 1 + crd__rw_prefix_len(name, len) + 1);
     if (p == NULL)
         return CRD_NO_MEMORY;
-    size_t o = 0;
     memcpy(p, prefix, plen);
-    o += plen;
-    p[o++] = ':';
-    if (!tagged)
-        p[o++] = '{';
-    memcpy(p + o, name, len);
-    o += len;
-    if (!tagged)
-        p[o++] = '}';
-    p[o] = '\0';
+    p[plen] = ':';
     out->p = p;
-    out->len = o;
+    out->len = plen + 1 + crd__rw_prefix_put(name, len, p + plen + 1);
     return CRD_OK;
 }
 

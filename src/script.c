@@ -116,20 +116,11 @@ void crd__cmd_arg_i64(crd__cmd *cmd, int64_t v)
         crd__cmd_arg(cmd, "", 0);
         return;
     }
-    /* By hand: snprintf was a measurable share of the hot path's CPU. */
-    char digits[20];
-    int k = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        digits[k++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
-    size_t n = 0;
+    char *end = p;
     if (v < 0)
-        p[n++] = '-';
-    while (k > 0)
-        p[n++] = digits[--k];
-    crd__cmd_arg(cmd, p, n);
+        *end++ = '-';
+    end = crd__put_u64(end, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
+    crd__cmd_arg(cmd, p, (size_t)(end - p));
 }
 
 /* Fills the three leading slots: EVALSHA sha numkeys. Returns the first word's index. */
