@@ -35,7 +35,7 @@
 #include "harness.h"
 
 #ifndef CRD_GOLDEN_DIR
-#define CRD_GOLDEN_DIR "../shared/golden"
+#error "CRD_GOLDEN_DIR must be defined by the build"
 #endif
 
 /* ---------------------------------------------------------------------------------- */
