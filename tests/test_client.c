@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "waiters.h"
 
 /* A loopback port nobody listens on. */
 static int dead_port(void)
@@ -433,34 +434,6 @@ Test(client, owner_ids_are_unique_across_a_thousand_threads_created_and_exited)
         cr_assert_neq(all[i], all[i - 1], "owner id %" PRIu64 " was handed out twice", all[i]);
 }
 
-struct blocked {
-    crd_lock *lock;
-    crd_status st;
-    int64_t done_ms;
-};
-
-static void *blocked_waiter(void *arg)
-{
-    struct blocked *b = arg;
-    b->st = crd_lock_acquire(b->lock, CRD_WAIT_FOREVER, 10000);
-    b->done_ms = crdt_now_ms();
-    return NULL;
-}
-
-struct numsub {
-    redisContext *r;
-    char channel[300];
-};
-
-static bool subscribed_pred(void *arg)
-{
-    struct numsub *n = arg;
-    redisReply *rep = crdt_cmd(n->r, "PUBSUB NUMSUB %s", n->channel);
-    long long v = rep->element[1]->integer;
-    freeReplyObject(rep);
-    return v >= 1;
-}
-
 static bool four_scripts(void *arg) { return crdt_tracelog_count_scripts(arg, 0) >= 4; }
 
 Test(client, freeing_a_client_wakes_its_blocked_waiters_with_closed)
@@ -476,14 +449,14 @@ Test(client, freeing_a_client_wakes_its_blocked_waiters_with_closed)
     crd_lock *l = crdt_lock(c, key);
     cr_assert_eq(crd_lock_acquire(lh, 0, 20000), CRD_OK);
 
-    struct blocked b1 = {l, CRD_OK, 0}, b2 = {l, CRD_OK, 0};
-    pthread_t t1, t2;
-    pthread_create(&t1, NULL, blocked_waiter, &b1);
-    pthread_create(&t2, NULL, blocked_waiter, &b2);
-    struct numsub ns;
-    ns.r = crdt_redis();
-    snprintf(ns.channel, sizeof ns.channel, "redisson_lock__channel:{%s}", key);
-    cr_assert(crdt_wait_until(subscribed_pred, &ns, 5000), "the waiters never subscribed");
+    crdt_waiter b1 = {.lock = l, .wait_ms = CRD_WAIT_FOREVER, .lease_ms = 10000, .hold = true};
+    crdt_waiter b2 = b1;
+    crdt_waiter_start(&b1);
+    crdt_waiter_start(&b2);
+    redisContext *r = crdt_redis();
+    char channel[300];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", key);
+    cr_assert(crdt_await_subscribed(r, channel, 5000), "the waiters never subscribed");
     /* Both threads are inside the wait once each has sent its attempt and its re-check
      * after the (shared) subscription: 4 scripts. Freeing the client before a thread has
      * even entered crd_lock_acquire would be a use after free by the test itself. */
@@ -491,30 +464,19 @@ Test(client, freeing_a_client_wakes_its_blocked_waiters_with_closed)
 
     int64_t t0 = crdt_now_ms();
     crd_client_free(c);
-    pthread_join(t1, NULL);
-    pthread_join(t2, NULL);
-    cr_assert_eq(b1.st, CRD_CLOSED);
-    cr_assert_eq(b2.st, CRD_CLOSED);
-    cr_assert(b1.done_ms - t0 < 2000 && b2.done_ms - t0 < 2000, "waiters woke late");
+    crdt_waiter_join(&b1, 30000, NULL);
+    crdt_waiter_join(&b2, 30000, NULL);
+    cr_assert_eq(b1.acquire_st, CRD_CLOSED);
+    cr_assert_eq(b2.acquire_st, CRD_CLOSED);
+    cr_assert(b1.t_acq_ms - t0 < 2000 && b2.t_acq_ms - t0 < 2000, "waiters woke late");
     crd_lock_free(l);
 
     cr_assert_eq(crd_lock_release(lh), CRD_OK);
     crd_lock_free(lh);
     crd_client_free(holder);
-    redisFree(ns.r);
+    redisFree(r);
     crdt_tracelog_free(log);
-    cr_assert(crdt_pubsub_channels_empty(ns.channel));
-}
-
-struct key_gone {
-    redisContext *r;
-    const char *key;
-};
-
-static bool key_gone_pred(void *arg)
-{
-    struct key_gone *k = arg;
-    return crdt_cmd_int(k->r, "EXISTS %s", k->key) == 0;
+    cr_assert(crdt_pubsub_channels_empty(channel));
 }
 
 Test(client, closing_a_client_stops_renewal_and_lets_held_locks_expire)
@@ -533,8 +495,7 @@ Test(client, closing_a_client_stops_renewal_and_lets_held_locks_expire)
     crd_client_free(c);
     cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 1, "no blind unlock on close by default");
     int64_t t0 = crdt_now_ms();
-    struct key_gone k = {r, key};
-    cr_assert(crdt_wait_until(key_gone_pred, &k, 5 * lease), "the lock was still renewed");
+    cr_assert(crdt_await_exists(r, key, false, 5 * lease), "the lock was still renewed");
     cr_assert(crdt_now_ms() - t0 <= lease + 400, "expired later than its %lld ms lease",
               (long long)lease);
     redisFree(r);

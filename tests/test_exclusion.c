@@ -40,32 +40,15 @@ typedef struct worker {
     int failures;
 } worker;
 
-static long long reply_int(redisReply *r)
-{
-    if (r == NULL)
-        return -1000000;
-    long long v = -1000000;
-    if (r->type == REDIS_REPLY_INTEGER)
-        v = r->integer;
-    else if (r->type == REDIS_REPLY_STRING)
-        v = atoll(r->str);
-    else if (r->type == REDIS_REPLY_NIL)
-        v = 0;
-    freeReplyObject(r);
-    return v;
-}
-
 /* The loop of one worker; plain C (no Criterion asserts: it also runs in children). */
 static void work(worker *w)
 {
     const shared *sh = w->sh;
-    struct timeval tv = {.tv_sec = 10, .tv_usec = 0};
-    redisContext *r = redisConnectWithTimeout("127.0.0.1", sh->port, tv);
-    if (r == NULL || r->err) {
+    redisContext *r = crdt_raw_connect(sh->port, 10000);
+    if (r == NULL) {
         w->failures = w->iterations;
         return;
     }
-    redisSetTimeout(r, tv);
     crd_lock *l = NULL;
     if (crd_lock_new(w->client, sh->lock, &l) != CRD_OK) {
         w->failures = w->iterations;
@@ -79,12 +62,7 @@ static void work(worker *w)
             w->failures++;
             continue;
         }
-        long long in = reply_int(redisCommand(r, "INCR %s", sh->inside));
-        if (in != 1)
-            w->violations++;
-        long long v = reply_int(redisCommand(r, "GET %s", sh->counter));
-        freeReplyObject(redisCommand(r, "SET %s %lld", sh->counter, v + 1));
-        reply_int(redisCommand(r, "DECR %s", sh->inside));
+        w->violations += crdt_exclusion_section(r, sh->inside, sh->counter);
         if (crd_lock_release(l) != CRD_OK)
             w->failures++;
     }
@@ -105,15 +83,9 @@ static void *thread_main(void *arg)
 static int process_main(void *arg)
 {
     worker *w = arg;
-    crd_options o;
-    crd_options_init(&o);
-    o.host = "127.0.0.1";
-    o.port = w->sh->port;
-    crd_client *c = NULL;
-    if (crd_client_new(&o, &c) != CRD_OK) {
-        crd_client_free(c);
+    crd_client *c = crdt_plain_client(w->sh->port);
+    if (c == NULL)
         return 3;
-    }
     w->client = c;
     work(w);
     crd_client_free(c);
@@ -160,10 +132,10 @@ Test(exclusion, threads_and_processes_never_hold_the_lock_together, .timeout = 2
     int64_t elapsed = crdt_now_ms() - t0;
 
     redisContext *r = crdt_redis();
-    long long counter = reply_int(crdt_cmd(r, "GET %s", sh.counter));
-    long long violations = reply_int(crdt_cmd(r, "GET %s", sh.violations));
-    long long failures = reply_int(crdt_cmd(r, "GET %s", sh.failures));
-    long long inside = reply_int(crdt_cmd(r, "GET %s", sh.inside));
+    long long counter = crdt_reply_int(crdt_cmd(r, "GET %s", sh.counter));
+    long long violations = crdt_reply_int(crdt_cmd(r, "GET %s", sh.violations));
+    long long failures = crdt_reply_int(crdt_cmd(r, "GET %s", sh.failures));
+    long long inside = crdt_reply_int(crdt_cmd(r, "GET %s", sh.inside));
     fprintf(stderr,
             "[exclusion] %d acquisitions by %d threads + %d processes in %.2f s (%.0f/s): "
             "counter=%lld violations=%lld failures=%lld\n",

@@ -18,11 +18,10 @@
  * Redis list reaching a length. Sleeps appear only where time passing is the behaviour
  * under test (a 3 s hold, a watchdog period).
  *
- * CRDT_SCALE (a factor, default 1) shrinks the repeated rounds for local runs.
+ * CRDT_TIME_SCALE (harness.h) shrinks the repeated rounds for slow or quick runs.
  */
 #include <criterion/criterion.h>
 
-#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -33,29 +32,11 @@
 #include <time.h>
 
 #include "harness.h"
+#include "waiters.h"
 
 /* ---------------------------------------------------------------------------------- */
 /* Helpers                                                                            */
 /* ---------------------------------------------------------------------------------- */
-
-static double scale(void)
-{
-    const char *s = getenv("CRDT_SCALE");
-    double f = s != NULL ? atof(s) : 1.0;
-    return f > 0 ? f : 1.0;
-}
-
-static int scaled(int n, int min)
-{
-    int v = (int)(n * scale());
-    return v < min ? min : v;
-}
-
-/* "<client uuid>:<owner>", the owner field in the hash and in the queue. */
-static void field_of(crd_client *c, uint64_t owner, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s:%" PRIu64, crd_client_id(c), owner);
-}
 
 typedef struct fair_keys {
     char queue[512];
@@ -70,49 +51,12 @@ static void fair_keys_of(const char *name, fair_keys *k)
     snprintf(k->chan_base, sizeof k->chan_base, "redisson_lock__channel:{%s}", name);
 }
 
-/* Integer value of a reply (nil = 0), freeing it. Plain C: also runs in children. */
-static long long reply_int(redisReply *r)
-{
-    if (r == NULL)
-        return -1000000;
-    long long v = -1000000;
-    if (r->type == REDIS_REPLY_INTEGER)
-        v = r->integer;
-    else if (r->type == REDIS_REPLY_STRING)
-        v = atoll(r->str);
-    else if (r->type == REDIS_REPLY_NIL)
-        v = 0;
-    freeReplyObject(r);
-    return v;
-}
-
-/* A raw connection without Criterion asserts (for children and threads). */
-static redisContext *raw_connect(int port)
-{
-    struct timeval tv = {.tv_sec = 30, .tv_usec = 0};
-    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (r == NULL)
-        return NULL;
-    if (r->err) {
-        redisFree(r);
-        return NULL;
-    }
-    redisSetTimeout(r, tv);
-    return r;
-}
-
 static double ms_of(int64_t ns) { return (double)ns / 1e6; }
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* p-th percentile (0..100) of v[0..n-1]; sorts v. */
 static int64_t percentile(int64_t *v, int n, int p)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_i64);
+    crdt_sort_i64(v, n);
     int i = (int)(((long long)n * p) / 100);
     if (i >= n)
         i = n - 1;
@@ -190,183 +134,6 @@ static void assert_fair_clean(redisContext *r, const char *name)
     cr_assert(crdt_pubsub_channels_empty(pattern), "channels of the test are still subscribed");
 }
 
-/* A one-shot signal between threads: a value that only grows, waited on with a
- * deadline on the monotonic clock. */
-typedef struct gate {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int value;
-} gate;
-
-static void gate_init(gate *g)
-{
-    pthread_mutex_init(&g->mu, NULL);
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&g->cv, &a);
-    pthread_condattr_destroy(&a);
-    g->value = 0;
-}
-
-static void gate_destroy(gate *g)
-{
-    pthread_mutex_destroy(&g->mu);
-    pthread_cond_destroy(&g->cv);
-}
-
-static void gate_set(gate *g, int v)
-{
-    pthread_mutex_lock(&g->mu);
-    if (v > g->value)
-        g->value = v;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
-}
-
-static bool gate_wait(gate *g, int at_least, int64_t timeout_ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&g->mu);
-    int rc = 0;
-    while (g->value < at_least && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&g->cv, &g->mu, &ts);
-    bool ok = g->value >= at_least;
-    pthread_mutex_unlock(&g->mu);
-    return ok;
-}
-
-/* ---- one waiter on its own thread ---------------------------------------------------- */
-
-typedef struct waiter {
-    crd_lock *lock;
-    crd_client *client;
-    crdt_tracelog *trace; /* the client's recorder, or NULL */
-    int64_t wait_ms, lease_ms;
-    gate *release_gate;   /* hold until this opens (NULL: release at once) */
-    /* filled by the thread */
-    char field[128];
-    crd_status acquire_st, release_st;
-    int64_t t_start_ns, t_acq_ns, t_rel_ns;
-    size_t trace_from, trace_to; /* recorder entries around the acquire call */
-    gate state;                  /* 1: field known, 2: acquire returned, 3: done */
-    pthread_t th;
-} waiter;
-
-static void *waiter_main(void *arg)
-{
-    waiter *w = arg;
-    field_of(w->client, crd_owner_current(), w->field, sizeof w->field);
-    if (w->trace != NULL)
-        w->trace_from = crdt_tracelog_count(w->trace);
-    gate_set(&w->state, 1);
-    w->t_start_ns = crdt_now_ns();
-    w->acquire_st = crd_lock_acquire(w->lock, w->wait_ms, w->lease_ms);
-    w->t_acq_ns = crdt_now_ns();
-    if (w->trace != NULL)
-        w->trace_to = crdt_tracelog_count(w->trace);
-    gate_set(&w->state, 2);
-    if (w->acquire_st == CRD_OK) {
-        if (w->release_gate != NULL)
-            gate_wait(w->release_gate, 1, 30000);
-        w->t_rel_ns = crdt_now_ns();
-        w->release_st = crd_lock_release(w->lock);
-    }
-    gate_set(&w->state, 3);
-    return NULL;
-}
-
-static void waiter_start(waiter *w, crd_client *c, crd_lock *l, int64_t wait_ms, int64_t lease_ms)
-{
-    w->client = c;
-    w->lock = l;
-    w->wait_ms = wait_ms;
-    w->lease_ms = lease_ms;
-    gate_init(&w->state);
-    cr_assert_eq(pthread_create(&w->th, NULL, waiter_main, w), 0);
-    cr_assert(gate_wait(&w->state, 1, 5000), "waiter thread did not start");
-}
-
-static void waiter_join(waiter *w)
-{
-    cr_assert(gate_wait(&w->state, 3, 30000), "waiter thread did not finish");
-    pthread_join(w->th, NULL);
-    gate_destroy(&w->state);
-}
-
-/* ---- watching published messages ------------------------------------------------------ */
-
-/* A raw subscriber on a channel pattern plus a sentinel channel of its own. To read
- * exactly what was published up to now, publish on the sentinel and read until it
- * arrives: Redis delivers to one connection in publish order. */
-typedef struct watch {
-    redisContext *sub, *pub;
-    char sentinel[300];
-} watch;
-
-typedef struct msg {
-    char channel[400];
-    char payload[32];
-} msg;
-
-static void watch_open(watch *w, const char *pattern)
-{
-    w->sub = crdt_redis();
-    w->pub = crdt_redis();
-    snprintf(w->sentinel, sizeof w->sentinel, "%s", crdt_key("sentinel"));
-    freeReplyObject(crdt_cmd(w->sub, "PSUBSCRIBE %s", pattern));
-    freeReplyObject(crdt_cmd(w->sub, "SUBSCRIBE %s", w->sentinel));
-    struct timeval tv = {.tv_sec = 5, .tv_usec = 0};
-    redisSetTimeout(w->sub, tv);
-}
-
-static int watch_collect(watch *w, msg *out, int max)
-{
-    freeReplyObject(crdt_cmd(w->pub, "PUBLISH %s end", w->sentinel));
-    int n = 0;
-    for (;;) {
-        redisReply *r = NULL;
-        cr_assert_eq(redisGetReply(w->sub, (void **)&r), REDIS_OK,
-                     "the watch connection received nothing: %s", w->sub->errstr);
-        cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
-        const char *kind = r->element[0]->str;
-        const redisReply *ch = NULL, *payload = NULL;
-        if (strcmp(kind, "pmessage") == 0 && r->elements == 4) {
-            ch = r->element[2];
-            payload = r->element[3];
-        } else if (strcmp(kind, "message") == 0 && r->elements == 3) {
-            ch = r->element[1];
-            payload = r->element[2];
-        }
-        if (ch != NULL && strcmp(ch->str, w->sentinel) == 0) {
-            freeReplyObject(r);
-            break;
-        }
-        if (ch != NULL) {
-            if (n < max) {
-                snprintf(out[n].channel, sizeof out[n].channel, "%s", ch->str);
-                snprintf(out[n].payload, sizeof out[n].payload, "%s", payload->str);
-            }
-            n++;
-        }
-        freeReplyObject(r);
-    }
-    return n;
-}
-
-static void watch_close(watch *w)
-{
-    redisFree(w->sub);
-    redisFree(w->pub);
-}
-
 static crd_client *client_with(int64_t fair_wait_ms, int64_t poll_ms, crdt_tracelog *t)
 {
     crd_options o;
@@ -414,7 +181,7 @@ typedef struct agent {
 static void agent_loop(agent *a)
 {
     const fifo_setup *s = a->s;
-    redisContext *r = raw_connect(s->port);
+    redisContext *r = crdt_raw_connect(s->port, 30000);
     if (r == NULL)
         return;
     crd_lock *l = NULL;
@@ -424,7 +191,7 @@ static void agent_loop(agent *a)
         return;
     }
     char field[128];
-    field_of(a->client, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(a->client, crd_owner_current(), field, sizeof field);
     freeReplyObject(redisCommand(r, "SET %s %s", s->fieldkey[a->k], field));
     for (;;) {
         redisReply *g = redisCommand(r, "BLPOP %s 60", s->go[a->k]);
@@ -443,10 +210,10 @@ static void agent_loop(agent *a)
             freeReplyObject(redisCommand(r, "INCR %s", s->failures));
             continue;
         }
-        if (reply_int(redisCommand(r, "INCR %s", s->inside)) != 1)
+        if (crdt_reply_int(redisCommand(r, "INCR %s", s->inside)) != 1)
             freeReplyObject(redisCommand(r, "INCR %s", s->violations));
         freeReplyObject(redisCommand(r, "RPUSH %s:order:%s %d", s->prefix, round, a->k));
-        reply_int(redisCommand(r, "DECR %s", s->inside));
+        crdt_reply_int(redisCommand(r, "DECR %s", s->inside));
         int64_t t_rel = crdt_now_ns();
         if (crd_lock_release(l) != CRD_OK)
             freeReplyObject(redisCommand(r, "INCR %s", s->failures));
@@ -650,7 +417,7 @@ Test(fair, waiters_in_three_processes_acquire_in_exactly_the_order_they_queued, 
     crd_client *c = crdt_client();
     crd_lock *holder = fair_lock(c, s.lock);
     fifo_result res;
-    fifo_run(&s, holder, scaled(50, 3), 20240501u, &res);
+    fifo_run(&s, holder, crdt_scaled_count(50, 3), 20240501u, &res);
     for (int p = 0; p < FIFO_PROCS; p++)
         cr_assert_eq(crdt_wait_child(pids[p], 30000), 0, "agent process %d failed", p);
 
@@ -659,8 +426,9 @@ Test(fair, waiters_in_three_processes_acquire_in_exactly_the_order_they_queued, 
     redisContext *r = crdt_redis();
     cr_assert_eq(res.order_violations, 0, "%d waiters acquired out of queue order",
                  res.order_violations);
-    cr_assert_eq(reply_int(crdt_cmd(r, "GET %s", s.failures)), 0, "acquires or releases failed");
-    cr_assert_eq(reply_int(crdt_cmd(r, "GET %s", s.violations)), 0, "two holders overlapped");
+    cr_assert_eq(crdt_reply_int(crdt_cmd(r, "GET %s", s.failures)), 0,
+                 "acquires or releases failed");
+    cr_assert_eq(crdt_reply_int(crdt_cmd(r, "GET %s", s.violations)), 0, "two holders overlapped");
     free(res.handoff_ns);
     crd_lock_free(holder);
     crd_client_free(c);
@@ -683,7 +451,7 @@ Test(fair, hand_off_to_the_next_of_eight_queued_waiters_is_fast, .timeout = 120)
     crd_client *c = crdt_client();
     crd_lock *holder = fair_lock(c, s.lock);
     fifo_result res;
-    fifo_run(&s, holder, scaled(25, 3), 777u, &res);
+    fifo_run(&s, holder, crdt_scaled_count(25, 3), 777u, &res);
     for (int k = 0; k < FIFO_WAITERS; k++) {
         pthread_join(th[k], NULL);
         crd_client_free(clients[k]);
@@ -692,7 +460,8 @@ Test(fair, hand_off_to_the_next_of_eight_queued_waiters_is_fast, .timeout = 120)
     report_handoffs("8 clients in one process", &res, &p50, &p99);
     redisContext *r = crdt_redis();
     cr_assert_eq(res.order_violations, 0);
-    cr_assert_eq(reply_int(crdt_cmd(r, "GET %s", s.failures)), 0, "acquires or releases failed");
+    cr_assert_eq(crdt_reply_int(crdt_cmd(r, "GET %s", s.failures)), 0,
+                 "acquires or releases failed");
     cr_assert_lt(p99, INT64_C(200000000), "hand-off p99 %.1f ms is not below 200 ms", ms_of(p99));
     free(res.handoff_ns);
     crd_lock_free(holder);
@@ -712,8 +481,8 @@ Test(fair, queued_waiters_send_nothing_while_waiting_and_each_release_wakes_only
     redisContext *r = crdt_redis();
     char pattern[600];
     snprintf(pattern, sizeof pattern, "%s:*", fk.chan_base);
-    watch wt;
-    watch_open(&wt, pattern);
+    crdt_watch wt;
+    crdt_watch_open(&wt, pattern, true);
 
     crd_client *hc = crdt_client();
     crd_lock *hl = fair_lock(hc, name);
@@ -723,14 +492,14 @@ Test(fair, queued_waiters_send_nothing_while_waiting_and_each_release_wakes_only
     crdt_tracelog *tr[NP_WAITERS];
     crd_client *wc[NP_WAITERS];
     crd_lock *wl[NP_WAITERS];
-    waiter w[NP_WAITERS];
-    memset(w, 0, sizeof w);
+    crdt_waiter w[NP_WAITERS];
     for (int i = 0; i < NP_WAITERS; i++) {
         tr[i] = crdt_tracelog_new();
         wc[i] = client_with(0, 0, tr[i]);
         wl[i] = fair_lock(wc[i], name);
-        w[i].trace = tr[i];
-        waiter_start(&w[i], wc[i], wl[i], 20000, 10000);
+        w[i] = (crdt_waiter){
+            .lock = wl[i], .client = wc[i], .trace = tr[i], .wait_ms = 20000, .lease_ms = 10000};
+        crdt_waiter_start(&w[i]);
         await_queue(r, fk.queue, i + 1, w[i].field);
     }
     /* Every waiter has queued, subscribed and re-checked once: from here on it must be
@@ -758,11 +527,11 @@ Test(fair, queued_waiters_send_nothing_while_waiting_and_each_release_wakes_only
     }
     cr_assert_eq(crd_lock_release(hl), CRD_OK);
     for (int i = 0; i < NP_WAITERS; i++)
-        waiter_join(&w[i]);
+        crdt_waiter_join(&w[i], 30000, NULL);
 
-    msg m[16];
-    int nm = watch_collect(&wt, m, 16);
-    watch_close(&wt);
+    crdt_msg m[16];
+    int nm = crdt_watch_collect(&wt, m, 16);
+    crdt_watch_close(&wt);
     /* The holder's release published to W0's channel, W0's to W1's, ... and the last
      * release, with nobody queued, published nothing. */
     cr_assert_eq(nm, NP_WAITERS, "%d wake-up messages for %d releases with someone queued", nm,
@@ -824,7 +593,7 @@ typedef struct kill_child {
 static int killed_waiter_main(void *arg)
 {
     kill_child *k = arg;
-    redisContext *r = raw_connect(k->port);
+    redisContext *r = crdt_raw_connect(k->port, 30000);
     if (r == NULL)
         return 3;
     crd_options o;
@@ -841,23 +610,12 @@ static int killed_waiter_main(void *arg)
     redisReply *g = redisCommand(r, "BLPOP %s 30", k->go);
     freeReplyObject(g);
     char field[128];
-    field_of(c, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
     freeReplyObject(redisCommand(r, "SET %s %s", k->fieldkey, field));
     /* Waits without a deadline: it announces fair_wait_timeout_ms to the queue. It is
      * killed before its turn; reaching the lock means the test went wrong. */
     crd_lock_acquire(l, CRD_WAIT_FOREVER, 10000);
     return 7;
-}
-
-typedef struct exists_pred {
-    redisContext *r;
-    const char *key;
-} exists_pred;
-
-static bool key_exists(void *arg)
-{
-    exists_pred *p = arg;
-    return crdt_cmd_int(p->r, "EXISTS %s", p->key) == 1;
 }
 
 Test(fair, a_waiter_killed_in_the_queue_holds_the_others_up_at_most_its_wait, .timeout = 60)
@@ -876,8 +634,7 @@ Test(fair, a_waiter_killed_in_the_queue_holds_the_others_up_at_most_its_wait, .t
     int64_t t_got = crdt_now_ms();
 
     freeReplyObject(crdt_cmd(r, "RPUSH %s go", kc.go));
-    exists_pred ep = {r, kc.fieldkey};
-    cr_assert(crdt_wait_until(key_exists, &ep, 5000), "the doomed waiter never started");
+    cr_assert(crdt_await_exists(r, kc.fieldkey, true, 5000), "the doomed waiter never started");
     char dead_field[128];
     crdt_cmd_str(r, dead_field, sizeof dead_field, "GET %s", kc.fieldkey);
     await_queue(r, fk.queue, 1, dead_field);
@@ -885,12 +642,14 @@ Test(fair, a_waiter_killed_in_the_queue_holds_the_others_up_at_most_its_wait, .t
     /* B and C re-check every 100 ms at most while told "free, but not your turn". */
     crd_client *bc = client_with(KILL_FAIR_WAIT_MS, 100, NULL);
     crd_client *cc = client_with(KILL_FAIR_WAIT_MS, 100, NULL);
-    waiter b, c2;
-    memset(&b, 0, sizeof b);
-    memset(&c2, 0, sizeof c2);
-    waiter_start(&b, bc, fair_lock(bc, name), 10000, 10000);
+    crdt_waiter b, c2;
+    b = (crdt_waiter){
+        .lock = fair_lock(bc, name), .client = bc, .wait_ms = 10000, .lease_ms = 10000};
+    crdt_waiter_start(&b);
     await_queue(r, fk.queue, 2, b.field);
-    waiter_start(&c2, cc, fair_lock(cc, name), 10000, 10000);
+    c2 = (crdt_waiter){
+        .lock = fair_lock(cc, name), .client = cc, .wait_ms = 10000, .lease_ms = 10000};
+    crdt_waiter_start(&c2);
     await_queue(r, fk.queue, 3, c2.field);
 
     kill(dead, SIGKILL);
@@ -899,8 +658,8 @@ Test(fair, a_waiter_killed_in_the_queue_holds_the_others_up_at_most_its_wait, .t
     cr_assert_eq(crd_lock_release(hl), CRD_OK);
     int64_t t_rel = crdt_now_ms();
 
-    waiter_join(&b);
-    waiter_join(&c2);
+    crdt_waiter_join(&b, 30000, NULL);
+    crdt_waiter_join(&c2, 30000, NULL);
     cr_assert_eq(b.acquire_st, CRD_OK, "B: %s", crd_strerror(b.acquire_st));
     cr_assert_eq(c2.acquire_st, CRD_OK, "C: %s", crd_strerror(c2.acquire_st));
     int64_t b_acq = b.t_acq_ns / 1000000;
@@ -956,15 +715,18 @@ Test(fair, timed_out_waiters_leave_the_queue_and_move_those_behind_them_up, .tim
 
     /* W1 (10 s), W2 (300 ms), W3 (10 s) queue in that order; W2 gives up. */
     crd_client *c1 = crdt_client(), *c2 = crdt_client(), *c3 = crdt_client();
-    waiter w1, w2, w3;
-    memset(&w1, 0, sizeof w1);
-    memset(&w2, 0, sizeof w2);
-    memset(&w3, 0, sizeof w3);
-    waiter_start(&w1, c1, fair_lock(c1, name), 10000, 10000);
+    crdt_waiter w1, w2, w3;
+    w1 = (crdt_waiter){
+        .lock = fair_lock(c1, name), .client = c1, .wait_ms = 10000, .lease_ms = 10000};
+    crdt_waiter_start(&w1);
     await_queue(r, fk.queue, 1, w1.field);
-    waiter_start(&w2, c2, fair_lock(c2, name), 300, 10000);
+    w2 =
+        (crdt_waiter){.lock = fair_lock(c2, name), .client = c2, .wait_ms = 300, .lease_ms = 10000};
+    crdt_waiter_start(&w2);
     await_queue(r, fk.queue, 2, w2.field);
-    waiter_start(&w3, c3, fair_lock(c3, name), 10000, 10000);
+    w3 = (crdt_waiter){
+        .lock = fair_lock(c3, name), .client = c3, .wait_ms = 10000, .lease_ms = 10000};
+    crdt_waiter_start(&w3);
     /* W3 may join after W2 already left on a slow machine: only W3's position counts. */
     char q[8][128];
     int64_t until = crdt_now_ms() + 5000;
@@ -988,12 +750,12 @@ Test(fair, timed_out_waiters_leave_the_queue_and_move_those_behind_them_up, .tim
         cr_assert_eq((long long)(s3_before - s2), 10000);
     }
 
-    cr_assert(gate_wait(&w2.state, 2, 5000), "W2 never gave up");
+    cr_assert(crdt_waiter_wait(&w2, CRDT_WAITER_RETURNED, 5000), "W2 never gave up");
     cr_assert_eq(w2.acquire_st, CRD_TIMEOUT, "W2: %s", crd_strerror(w2.acquire_st));
     int64_t w2_waited = (w2.t_acq_ns - w2.t_start_ns) / 1000000;
     cr_assert(w2_waited >= 300 && w2_waited < 800, "W2's 300 ms wait took %" PRId64 " ms",
               w2_waited);
-    waiter_join(&w2);
+    crdt_waiter_join(&w2, 30000, NULL);
 
     n = queue_fields(r, fk.queue, q, 8);
     cr_assert_eq(n, 2, "the queue has %d entries after W2 left", n);
@@ -1016,8 +778,8 @@ Test(fair, timed_out_waiters_leave_the_queue_and_move_those_behind_them_up, .tim
                      (long long)(s3_before - s3_after));
 
     cr_assert_eq(crd_lock_release(hl), CRD_OK);
-    waiter_join(&w1);
-    waiter_join(&w3);
+    crdt_waiter_join(&w1, 30000, NULL);
+    crdt_waiter_join(&w3, 30000, NULL);
     cr_assert_eq(w1.acquire_st, CRD_OK);
     cr_assert_eq(w3.acquire_st, CRD_OK);
     cr_assert_lt(w1.t_acq_ns, w3.t_acq_ns, "W3 overtook W1");
@@ -1046,11 +808,10 @@ Test(fair, a_queued_head_gets_the_lock_when_the_holders_lease_runs_out_unrelease
     crd_lock *hl = fair_lock(hc, name);
     int64_t t_sent = crdt_now_ms();
     cr_assert_eq(crd_lock_acquire(hl, 0, 500), CRD_OK);
-    waiter w;
-    memset(&w, 0, sizeof w);
-    waiter_start(&w, wc, fair_lock(wc, name), 5000, 10000);
+    crdt_waiter w = {.lock = fair_lock(wc, name), .client = wc, .wait_ms = 5000, .lease_ms = 10000};
+    crdt_waiter_start(&w);
     /* An expiry publishes nothing: the head's wait slice is the holder's PTTL. */
-    waiter_join(&w);
+    crdt_waiter_join(&w, 30000, NULL);
     cr_assert_eq(w.acquire_st, CRD_OK, "waiter: %s", crd_strerror(w.acquire_st));
     int64_t after = w.t_acq_ns / 1000000 - (t_sent + 500);
     fprintf(stderr, "[fair] lease expiry -> head acquired %" PRId64 " ms after the expiry\n", after);
@@ -1083,9 +844,9 @@ Test(fair, try_once_never_joins_the_queue)
     cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", fk.deadlines), 0);
 
     /* With a real waiter queued, a try-once leaves the queue as it is. */
-    waiter w;
-    memset(&w, 0, sizeof w);
-    waiter_start(&w, wc, fair_lock(wc, name), 10000, 10000);
+    crdt_waiter w = {
+        .lock = fair_lock(wc, name), .client = wc, .wait_ms = 10000, .lease_ms = 10000};
+    crdt_waiter_start(&w);
     await_queue(r, fk.queue, 1, w.field);
     double before = zscore(r, fk.deadlines, w.field);
     cr_assert_eq(crd_lock_acquire(tl, 0, 10000), CRD_BUSY);
@@ -1094,7 +855,7 @@ Test(fair, try_once_never_joins_the_queue)
     cr_assert_str_eq(q[0], w.field);
     cr_assert_eq(zscore(r, fk.deadlines, w.field), before, "a try-once moved a deadline");
     cr_assert_eq(crd_lock_release(hl), CRD_OK);
-    waiter_join(&w);
+    crdt_waiter_join(&w, 30000, NULL);
     cr_assert_eq(w.acquire_st, CRD_OK);
 
     /* Free, but someone else's turn: a try-once is refused and does not queue. */
@@ -1128,7 +889,7 @@ Test(fair, reentrancy_two_deep_never_creates_queue_or_deadline_keys)
     crd_client *c = crdt_client(), *other = crdt_client();
     crd_lock *l = fair_lock(c, name), *ol = fair_lock(other, name);
     char field[128];
-    field_of(c, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
 
     /* Both forms: the waiting form (wait > 0) and try-once. */
     cr_assert_eq(crd_lock_acquire(l, 5000, 10000), CRD_OK);
@@ -1137,7 +898,7 @@ Test(fair, reentrancy_two_deep_never_creates_queue_or_deadline_keys)
     int64_t count = 0;
     cr_assert_eq(crd_lock_hold_count(l, &count), CRD_OK);
     cr_assert_eq(count, 3);
-    cr_assert_eq(reply_int(crdt_cmd(r, "HGET %s %s", name, field)), 3);
+    cr_assert_eq(crdt_reply_int(crdt_cmd(r, "HGET %s %s", name, field)), 3);
     cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", fk.queue), 0, "re-entry queued the holder");
     cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", fk.deadlines), 0);
     cr_assert_eq(crd_lock_acquire(ol, 0, 10000), CRD_BUSY);
@@ -1165,12 +926,14 @@ Test(fair, force_unlock_wakes_the_head_and_the_old_holder_then_sees_lock_lost)
 
     /* Part 1: a queued waiter is woken by the force-unlock, long before the 30 s lease. */
     cr_assert_eq(crd_lock_acquire(hl, 0, 30000), CRD_OK);
-    gate release_w;
-    gate_init(&release_w);
-    waiter w;
-    memset(&w, 0, sizeof w);
-    w.release_gate = &release_w;
-    waiter_start(&w, wc, fair_lock(wc, name), 10000, 10000);
+    crdt_gate release_w;
+    crdt_gate_init(&release_w);
+    crdt_waiter w = {.lock = fair_lock(wc, name),
+                     .client = wc,
+                     .wait_ms = 10000,
+                     .lease_ms = 10000,
+                     .release_gate = &release_w};
+    crdt_waiter_start(&w);
     await_queue(r, fk.queue, 1, w.field);
     char chan[700];
     snprintf(chan, sizeof chan, "%s:%s", fk.chan_base, w.field);
@@ -1187,17 +950,18 @@ Test(fair, force_unlock_wakes_the_head_and_the_old_holder_then_sees_lock_lost)
     int64_t t_force = crdt_now_ns();
     cr_assert_eq(crd_lock_force_unlock(fl, &was), CRD_OK);
     cr_assert(was);
-    cr_assert(gate_wait(&w.state, 2, 5000), "the head was not woken by the force-unlock");
+    cr_assert(crdt_waiter_wait(&w, CRDT_WAITER_RETURNED, 5000),
+              "the head was not woken by the force-unlock");
     cr_assert_eq(w.acquire_st, CRD_OK);
     fprintf(stderr, "[fair] force-unlock -> head acquired in %.2f ms\n",
             ms_of(w.t_acq_ns - t_force));
     cr_assert_lt(w.t_acq_ns - t_force, INT64_C(500000000));
     /* The old holder: its field is gone while W holds. */
     cr_assert_eq(crd_lock_release(hl), CRD_LOCK_LOST);
-    gate_set(&release_w, 1);
-    waiter_join(&w);
+    crdt_gate_set(&release_w, 1);
+    crdt_waiter_join(&w, 30000, NULL);
     cr_assert_eq(w.release_st, CRD_OK);
-    gate_destroy(&release_w);
+    crdt_gate_destroy(&release_w);
 
     /* Part 2: nobody queued; the hash is simply gone (Redisson would report success). */
     cr_assert_eq(crd_lock_acquire(hl, 0, 30000), CRD_OK);
@@ -1256,12 +1020,14 @@ Test(fair, a_queued_waiter_whose_client_is_freed_returns_closed_and_leaves_the_q
     crd_client *hc = crdt_client(), *wc = crdt_client(), *bc = crdt_client();
     crd_lock *hl = fair_lock(hc, name);
     cr_assert_eq(crd_lock_acquire(hl, 0, 30000), CRD_OK);
-    waiter w, b;
-    memset(&w, 0, sizeof w);
-    memset(&b, 0, sizeof b);
-    waiter_start(&w, wc, fair_lock(wc, name), CRD_WAIT_FOREVER, 10000);
+    crdt_waiter w, b;
+    w = (crdt_waiter){
+        .lock = fair_lock(wc, name), .client = wc, .wait_ms = CRD_WAIT_FOREVER, .lease_ms = 10000};
+    crdt_waiter_start(&w);
     await_queue(r, fk.queue, 1, w.field);
-    waiter_start(&b, bc, fair_lock(bc, name), 10000, 10000);
+    b = (crdt_waiter){
+        .lock = fair_lock(bc, name), .client = bc, .wait_ms = 10000, .lease_ms = 10000};
+    crdt_waiter_start(&b);
     await_queue(r, fk.queue, 2, b.field);
     double b_before = zscore(r, fk.deadlines, b.field);
 
@@ -1269,7 +1035,8 @@ Test(fair, a_queued_waiter_whose_client_is_freed_returns_closed_and_leaves_the_q
      * must take itself out of the queue, or everyone behind it stalls until its deadline
      * (fair_wait_timeout_ms, 300 s by default). */
     crd_client_free(wc);
-    cr_assert(gate_wait(&w.state, 2, 5000), "the waiter did not return on client shutdown");
+    cr_assert(crdt_waiter_wait(&w, CRDT_WAITER_RETURNED, 5000),
+              "the waiter did not return on client shutdown");
     cr_assert_eq(w.acquire_st, CRD_CLOSED, "waiter: %s", crd_strerror(w.acquire_st));
     char q[4][128];
     int n = queue_fields(r, fk.queue, q, 4);
@@ -1280,9 +1047,9 @@ Test(fair, a_queued_waiter_whose_client_is_freed_returns_closed_and_leaves_the_q
                  "the waiter behind moved up by %lld ms, not by the leaver's 300 s wait",
                  (long long)(b_before - b_after));
     cr_assert_eq(crd_lock_release(hl), CRD_OK);
-    waiter_join(&b);
+    crdt_waiter_join(&b, 30000, NULL);
     cr_assert_eq(b.acquire_st, CRD_OK, "the next waiter: %s", crd_strerror(b.acquire_st));
-    waiter_join(&w);
+    crdt_waiter_join(&w, 30000, NULL);
 
     crd_lock_free(w.lock);
     crd_lock_free(b.lock);
@@ -1312,7 +1079,7 @@ typedef struct ex_worker {
 static void ex_work(ex_worker *w)
 {
     const ex_shared *sh = w->sh;
-    redisContext *r = raw_connect(sh->port);
+    redisContext *r = crdt_raw_connect(sh->port, 30000);
     if (r == NULL)
         return;
     crd_lock *l = NULL;
@@ -1324,11 +1091,7 @@ static void ex_work(ex_worker *w)
             failures++;
             continue;
         }
-        if (reply_int(redisCommand(r, "INCR %s", sh->inside)) != 1)
-            violations++;
-        long long v = reply_int(redisCommand(r, "GET %s", sh->counter));
-        freeReplyObject(redisCommand(r, "SET %s %lld", sh->counter, v + 1));
-        reply_int(redisCommand(r, "DECR %s", sh->inside));
+        violations += crdt_exclusion_section(r, sh->inside, sh->counter);
         if (crd_lock_release(l) != CRD_OK)
             failures++;
     }
@@ -1349,15 +1112,9 @@ static void *ex_thread(void *arg)
 static int ex_process(void *arg)
 {
     ex_worker *w = arg;
-    crd_options o;
-    crd_options_init(&o);
-    o.host = "127.0.0.1";
-    o.port = w->sh->port;
-    crd_client *c = NULL;
-    if (crd_client_new(&o, &c) != CRD_OK) {
-        crd_client_free(c);
+    crd_client *c = crdt_plain_client(w->sh->port);
+    if (c == NULL)
         return 3;
-    }
     w->client = c;
     ex_work(w);
     crd_client_free(c);
@@ -1368,7 +1125,7 @@ Test(fair, threads_and_processes_never_hold_the_fair_lock_together, .timeout = 1
 {
     ex_shared sh = {crdt_key("fair"), crdt_key("inside"), crdt_key("counter"),
                     crdt_key("violations"), crdt_key("failures"), crdt_port()};
-    int total = scaled(3000, EX_WORKERS);
+    int total = crdt_scaled_count(3000, EX_WORKERS);
     ex_worker ws[EX_WORKERS];
     memset(ws, 0, sizeof ws);
     for (int i = 0; i < EX_WORKERS; i++) {
@@ -1393,9 +1150,9 @@ Test(fair, threads_and_processes_never_hold_the_fair_lock_together, .timeout = 1
     int64_t elapsed = crdt_now_ms() - t0;
 
     redisContext *r = crdt_redis();
-    long long counter = reply_int(crdt_cmd(r, "GET %s", sh.counter));
-    long long violations = reply_int(crdt_cmd(r, "GET %s", sh.violations));
-    long long failures = reply_int(crdt_cmd(r, "GET %s", sh.failures));
+    long long counter = crdt_reply_int(crdt_cmd(r, "GET %s", sh.counter));
+    long long violations = crdt_reply_int(crdt_cmd(r, "GET %s", sh.violations));
+    long long failures = crdt_reply_int(crdt_cmd(r, "GET %s", sh.failures));
     fprintf(stderr,
             "[fair] exclusion: %d acquisitions by %d threads + %d processes in %.2f s "
             "(%.0f/s): counter=%lld violations=%lld failures=%lld\n",

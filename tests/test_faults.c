@@ -17,7 +17,6 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +25,7 @@
 
 #include "faultproxy.h"
 #include "harness.h"
+#include "waiters.h"
 
 /* ---------------------------------------------------------------------------------- */
 /* Helpers                                                                            */
@@ -46,64 +46,6 @@ static void opts_at(crd_options *o, int port, int64_t connect_ms, int64_t comman
     o->port = port;
     o->connect_timeout_ms = connect_ms;
     o->command_timeout_ms = command_ms;
-}
-
-static void owner_field(crd_client *c, uint64_t owner, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s:%" PRIu64, crd_client_id(c), owner);
-}
-
-static long long hget_count(redisContext *r, const char *key, const char *field)
-{
-    redisReply *rep = crdt_cmd(r, "HGET %s %s", key, field);
-    long long v = rep->type == REDIS_REPLY_STRING ? atoll(rep->str) : 0;
-    freeReplyObject(rep);
-    return v;
-}
-
-static long long pttl(redisContext *r, const char *key)
-{
-    return crdt_cmd_int(r, "PTTL %s", key);
-}
-
-/* A thread that acquires a lock with its own owner id and records when it returned. */
-typedef struct waiter {
-    crd_lock *l;
-    int64_t wait_ms, lease_ms;
-    crd_status st;
-    uint64_t owner;
-    int64_t t_start, t_done;
-    atomic_bool done;
-} waiter;
-
-static void *waiter_main(void *arg)
-{
-    waiter *w = arg;
-    w->owner = crd_owner_current();
-    w->t_start = crdt_now_ms();
-    w->st = crd_lock_acquire(w->l, w->wait_ms, w->lease_ms);
-    w->t_done = crdt_now_ms();
-    atomic_store(&w->done, true);
-    return NULL;
-}
-
-static void waiter_start(waiter *w, pthread_t *th, crd_lock *l, int64_t wait_ms, int64_t lease_ms)
-{
-    memset(w, 0, sizeof *w);
-    w->l = l;
-    w->wait_ms = wait_ms;
-    w->lease_ms = lease_ms;
-    atomic_init(&w->done, false);
-    cr_assert_eq(pthread_create(th, NULL, waiter_main, w), 0);
-}
-
-static bool waiter_done(void *arg) { return atomic_load(&((waiter *)arg)->done); }
-
-/* Joins a waiter, asserting it returned within timeout_ms (no thread hangs). */
-static void waiter_join(waiter *w, pthread_t th, int64_t timeout_ms, const char *what)
-{
-    cr_assert(crdt_wait_until(waiter_done, w, timeout_ms), "%s: the thread hangs", what);
-    pthread_join(th, NULL);
 }
 
 /* Number of script sends (EVALSHA or EVAL, answered or not) from index from whose
@@ -193,7 +135,7 @@ Test(faults, a_lost_acquire_reply_is_read_back_never_resent_and_one_release_free
     crd_client *c = crdt_client_opts(&o);
     redisContext *r = crdt_redis();
     char field[80];
-    owner_field(c, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
 
     /* Three ways to lose the reply of an acquire that Redis executed: the connection
      * closes after Redis answered; the reply never comes (command timeout); the reply
@@ -221,7 +163,7 @@ Test(faults, a_lost_acquire_reply_is_read_back_never_resent_and_one_release_free
                          crd_client_errmsg(c));
             cr_assert(took < 2500, "%s: resolving took %" PRId64 " ms", names[k], took);
             cr_assert_eq(scripts_with(tl, from, key), 1, "%s: the acquire was resent", names[k]);
-            cr_assert_eq(hget_count(r, key, field), 1, "%s: hold count in Redis", names[k]);
+            cr_assert_eq(crdt_hget_int(r, key, field), 1, "%s: hold count in Redis", names[k]);
             int64_t v = 0;
             cr_assert_eq(crd_lock_validity_ms(l, &v), CRD_OK, "the hold is recorded");
             cr_assert(v > 0 && v <= 20000);
@@ -232,12 +174,12 @@ Test(faults, a_lost_acquire_reply_is_read_back_never_resent_and_one_release_free
                          names[k], crd_client_errmsg(c));
             cr_assert(crdt_proxy_fired(p, id));
             cr_assert_eq(scripts_with(tl, from, key), 1, "%s: the re-entry was resent", names[k]);
-            cr_assert_eq(hget_count(r, key, field), 2, "%s: count after re-entry", names[k]);
+            cr_assert_eq(crdt_hget_int(r, key, field), 2, "%s: count after re-entry", names[k]);
             int64_t n = 0;
             cr_assert_eq(crd_lock_hold_count(l, &n), CRD_OK);
             cr_assert_eq(n, 2);
             cr_assert_eq(crd_lock_release(l), CRD_OK);
-            cr_assert_eq(hget_count(r, key, field), 1);
+            cr_assert_eq(crdt_hget_int(r, key, field), 1);
             cr_assert_eq(crd_lock_release(l), CRD_OK);
             cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0, "%s: two releases free it",
                          names[k]);
@@ -265,7 +207,7 @@ Test(faults, a_lost_acquire_reply_is_read_back_never_resent_and_one_release_free
     cr_assert_eq(crd_lock_acquire(l, 3000, 20000), CRD_OK, "a waiting acquire retries: %s",
                  crd_client_errmsg(c));
     cr_assert(crdt_proxy_fired(p, id));
-    cr_assert_eq(hget_count(r, key, field), 1);
+    cr_assert_eq(crdt_hget_int(r, key, field), 1);
     cr_assert_eq(crd_lock_release(l), CRD_OK);
     cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
     crd_lock_free(l);
@@ -287,7 +229,7 @@ Test(faults, a_lost_release_reply_is_retried_with_the_same_request_id_and_releas
     crd_client *c = crdt_client_opts(&o);
     redisContext *r = crdt_redis();
     char field[80];
-    owner_field(c, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
 
     const crdt_proxy_action actions[2] = {CRDT_PROXY_EXECUTE_THEN_CLOSE, CRDT_PROXY_SWALLOW_REPLY};
     for (int k = 0; k < 2; k++) {
@@ -295,7 +237,7 @@ Test(faults, a_lost_release_reply_is_retried_with_the_same_request_id_and_releas
         crd_lock *l = crdt_lock(c, key);
         cr_assert_eq(crd_lock_acquire(l, 0, 20000), CRD_OK);
         cr_assert_eq(crd_lock_acquire(l, 0, 20000), CRD_OK);
-        cr_assert_eq(hget_count(r, key, field), 2);
+        cr_assert_eq(crdt_hget_int(r, key, field), 2);
 
         /* count 2: the first unlock runs, its reply is lost, the retry replays it */
         size_t from = crdt_tracelog_count(tl);
@@ -311,8 +253,8 @@ Test(faults, a_lost_release_reply_is_retried_with_the_same_request_id_and_releas
         nth_latch(tl, from, 1, l2, sizeof l2);
         cr_assert_str_neq(l1, "");
         cr_assert_str_eq(l1, l2, "the retry must reuse the request id");
-        cr_assert_eq(hget_count(r, key, field), 1, "count 2 -> one release -> 1, not 0");
-        long long lt = pttl(r, l1);
+        cr_assert_eq(crdt_hget_int(r, key, field), 1, "count 2 -> one release -> 1, not 0");
+        long long lt = crdt_pttl(r, l1);
         cr_assert(lt == -2 || (lt > 0 && lt <= 2 * 500 + 1000),
                   "the latch is gone or expires within LTTL (PTTL %lld)", lt);
         int64_t n = 0;
@@ -344,7 +286,8 @@ Test(faults, a_lost_release_reply_is_retried_with_the_same_request_id_and_releas
     freeReplyObject(crdt_cmd(r, "SET %s 1 PX 20000", stray));
     cr_assert_eq(crd_lock_acquire(l, 0, 20000), CRD_OK);
     cr_assert_eq(crd_lock_release(l), CRD_OK);
-    cr_assert_eq(hget_count(r, key, field), 1, "a stray latch did not turn the unlock into a replay");
+    cr_assert_eq(crdt_hget_int(r, key, field), 1,
+                 "a stray latch did not turn the unlock into a replay");
     cr_assert_eq(crd_lock_release(l), CRD_OK);
     cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
     freeReplyObject(crdt_cmd(r, "DEL %s", stray));
@@ -365,7 +308,7 @@ typedef struct late_ctx {
 static bool late_acquire_ran(void *arg)
 {
     late_ctx *x = arg;
-    return hget_count(x->r, x->key, x->field) == 1;
+    return crdt_hget_int(x->r, x->key, x->field) == 1;
 }
 
 Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_renewed_forever,
@@ -384,7 +327,7 @@ Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_ren
     const char *key = crdt_key("L");
     crd_lock *l = crdt_lock(c, key);
     char field[80];
-    owner_field(c, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
 
     /* Load the script first: a late EVALSHA on an empty cache would only get NOSCRIPT. */
     crd_lock *warm = crdt_lock(c, crdt_key("warm"));
@@ -415,9 +358,11 @@ Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_ren
     while (crdt_cmd_int(r, "EXISTS %s", key) == 1 && crdt_now_ms() - t0 < 3500)
         crdt_sleep_ms(50);
     long long left = crdt_cmd_int(r, "EXISTS %s", key);
-    fprintf(stderr, "[faults] late acquire: after the caller's last release validity says %s, "
-            "key %s after %" PRId64 " ms (count %lld)\n", crd_strerror(vs),
-            left ? "still there" : "gone", crdt_now_ms() - t0, hget_count(r, key, field));
+    fprintf(stderr,
+            "[faults] late acquire: after the caller's last release validity says %s, "
+            "key %s after %" PRId64 " ms (count %lld)\n",
+            crd_strerror(vs), left ? "still there" : "gone", crdt_now_ms() - t0,
+            crdt_hget_int(r, key, field));
     cr_assert_eq(left, 0, "the orphaned hold is renewed after the caller released it");
     crd_lock_free(l);
     crd_client_free(c);
@@ -446,23 +391,23 @@ static void subscribe_race(crdt_proxy_action action, const char *what)
     cr_assert_eq(crd_lock_acquire(hl, 0, 20000), CRD_OK);
 
     int id = crdt_proxy_arm(p, "SUBSCRIBE", NULL, action, delay);
-    waiter w;
-    pthread_t th;
-    waiter_start(&w, &th, wl, 15000, 20000);
+    crdt_waiter w = {.lock = wl, .wait_ms = 15000, .lease_ms = 20000, .hold = true};
+    crdt_waiter_start(&w);
     cr_assert(crdt_proxy_wait_fired(p, id, 5000), "%s: the waiter never subscribed", what);
     int64_t t_sub = crdt_now_ms();
     cr_assert_eq(crd_lock_release(hl), CRD_OK);
     int64_t t_rel = crdt_now_ms();
-    waiter_join(&w, th, 15000, what);
-    cr_assert_eq(w.st, CRD_OK, "%s: %s", what, crd_strerror(w.st));
-    fprintf(stderr, "[faults] %s held %" PRId64 " ms: release %" PRId64 " ms after SUBSCRIBE, "
+    crdt_waiter_join(&w, 15000, what);
+    cr_assert_eq(w.acquire_st, CRD_OK, "%s: %s", what, crd_strerror(w.acquire_st));
+    fprintf(stderr,
+            "[faults] %s held %" PRId64 " ms: release %" PRId64 " ms after SUBSCRIBE, "
             "waiter in %" PRId64 " ms after SUBSCRIBE\n",
-            what, delay, t_rel - t_sub, w.t_done - t_sub);
+            what, delay, t_rel - t_sub, w.t_acq_ms - t_sub);
     cr_assert(t_rel - t_sub < delay, "%s: the release must fall inside the window", what);
     /* delay + one round trip (a generous 250 ms on a shared 2-core machine); without the
      * re-check the waiter would sleep for the holder's 20 s lease or the 10 s poll. */
-    cr_assert(w.t_done - t_sub <= delay + 250, "%s: the waiter took %" PRId64 " ms", what,
-              w.t_done - t_sub);
+    cr_assert(w.t_acq_ms - t_sub <= delay + 250, "%s: the waiter took %" PRId64 " ms", what,
+              w.t_acq_ms - t_sub);
     cr_assert_eq(crd_lock_release_owner(wl, w.owner), CRD_OK);
     crd_lock_free(wl);
     crd_lock_free(hl);
@@ -502,9 +447,8 @@ Test(faults, a_subscriber_cut_off_while_the_holder_releases_acquires_once_it_rec
     cr_assert_eq(crd_lock_acquire(hl, 0, 20000), CRD_OK);
 
     int id = crdt_proxy_arm(p, "SUBSCRIBE", NULL, CRDT_PROXY_DELAY_REPLY, 0);
-    waiter w;
-    pthread_t th;
-    waiter_start(&w, &th, wl, 15000, 20000);
+    crdt_waiter w = {.lock = wl, .wait_ms = 15000, .lease_ms = 20000, .hold = true};
+    crdt_waiter_start(&w);
     cr_assert(crdt_proxy_wait_fired(p, id, 5000));
     crdt_sleep_ms(100); /* subscribed and asleep on the holder's 20 s TTL */
 
@@ -513,21 +457,23 @@ Test(faults, a_subscriber_cut_off_while_the_holder_releases_acquires_once_it_rec
     cr_assert(crdt_proxy_set_refuse(p, true));
     cr_assert_eq(crd_lock_release(hl), CRD_OK);
     crdt_sleep_ms(300);
-    cr_assert(!atomic_load(&w.done), "the waiter cannot know yet");
+    cr_assert(!crdt_waiter_returned(&w), "the waiter cannot know yet");
     int64_t t_back = crdt_now_ms();
     cr_assert(crdt_proxy_set_refuse(p, false));
-    waiter_join(&w, th, 15000, "cut-off waiter");
-    cr_assert_eq(w.st, CRD_OK, "%s", crd_strerror(w.st));
+    crdt_waiter_join(&w, 15000, "cut-off waiter");
+    cr_assert_eq(w.acquire_st, CRD_OK, "%s", crd_strerror(w.acquire_st));
     /* The subscriber's back-off after failed connects is at most 2 x 300 ms here. */
-    fprintf(stderr, "[faults] subscriber cut off for 300 ms across the release: waiter in %" PRId64
-            " ms after the network came back\n", w.t_done - t_back);
-    if (w.t_done - t_back > 600 + 250)
+    fprintf(stderr,
+            "[faults] subscriber cut off for 300 ms across the release: waiter in %" PRId64
+            " ms after the network came back\n",
+            w.t_acq_ms - t_back);
+    if (w.t_acq_ms - t_back > 600 + 250)
         crdt_tracelog_dump(tl, "cut-off waiter");
     /* Woken by the resubscribe, its first attempt may meet a pool connection the cut
      * killed: that attempt provably did not run (the read-back says so) and must be
      * retried at once, not after poll_interval_ms (reported; see tests/README.md). */
-    cr_assert(w.t_done - t_back <= 600 + 250, "the waiter took %" PRId64 " ms after reconnecting",
-              w.t_done - t_back);
+    cr_assert(w.t_acq_ms - t_back <= 600 + 250, "the waiter took %" PRId64 " ms after reconnecting",
+              w.t_acq_ms - t_back);
     cr_assert_eq(crd_lock_release_owner(wl, w.owner), CRD_OK);
     crd_lock_free(wl);
     crd_lock_free(hl);
@@ -543,8 +489,8 @@ Test(faults, a_subscriber_cut_off_while_the_holder_releases_acquires_once_it_rec
 
 static bool either_done(void *arg)
 {
-    waiter **w = arg;
-    return atomic_load(&w[0]->done) || atomic_load(&w[1]->done);
+    crdt_waiter **w = arg;
+    return crdt_waiter_returned(w[0]) || crdt_waiter_returned(w[1]);
 }
 
 Test(faults, a_redis_restart_without_persistence_lets_waiters_in_reports_holders_lost_and_hangs_nobody,
@@ -571,13 +517,17 @@ Test(faults, a_redis_restart_without_persistence_lets_waiters_in_reports_holders
     cr_assert_eq(crd_lock_acquire(h1, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     cr_assert_eq(crd_lock_acquire(h2, 0, 60000), CRD_OK);
 
-    waiter a, b, forever;
-    pthread_t ta, tb, tf;
-    waiter_start(&a, &ta, w1, 20000, 60000);
-    waiter_start(&b, &tb, w2, 20000, 60000);
-    waiter_start(&forever, &tf, w1, CRD_WAIT_FOREVER, 60000);
+    crdt_waiter a, b, forever;
+    a = (crdt_waiter){.lock = w1, .wait_ms = 20000, .lease_ms = 60000, .hold = true};
+    crdt_waiter_start(&a);
+    b = (crdt_waiter){.lock = w2, .wait_ms = 20000, .lease_ms = 60000, .hold = true};
+    crdt_waiter_start(&b);
+    forever =
+        (crdt_waiter){.lock = w1, .wait_ms = CRD_WAIT_FOREVER, .lease_ms = 60000, .hold = true};
+    crdt_waiter_start(&forever);
     crdt_sleep_ms(300); /* all three are waiting */
-    cr_assert(!atomic_load(&a.done) && !atomic_load(&b.done) && !atomic_load(&forever.done));
+    cr_assert(!crdt_waiter_returned(&a) && !crdt_waiter_returned(&b) &&
+              !crdt_waiter_returned(&forever));
 
     int64_t t_down = crdt_now_ms();
     crdt_server_stop(&s1);
@@ -589,31 +539,32 @@ Test(faults, a_redis_restart_without_persistence_lets_waiters_in_reports_holders
 
     /* Two waiters want the watchdog lock and both are woken by the resubscribe: either
      * may win. The winner lets it go; then the other gets it. */
-    waiter *pair[2] = {&a, &forever};
-    pthread_t pair_t[2] = {ta, tf};
+    crdt_waiter *pair[2] = {&a, &forever};
     cr_assert(crdt_wait_until(either_done, pair, 10000), "waiters on the watchdog lock: hang");
-    int first = atomic_load(&a.done) ? 0 : 1;
-    waiter_join(pair[first], pair_t[first], 1000, "first waiter on the watchdog lock");
-    waiter_join(&b, tb, 10000, "waiter on the leased lock");
-    cr_assert_eq(pair[first]->st, CRD_OK, "%s", crd_strerror(pair[first]->st));
-    cr_assert_eq(b.st, CRD_OK, "%s", crd_strerror(b.st));
+    int first = crdt_waiter_returned(&a) ? 0 : 1;
+    crdt_waiter_join(pair[first], 1000, "first waiter on the watchdog lock");
+    crdt_waiter_join(&b, 10000, "waiter on the leased lock");
+    cr_assert_eq(pair[first]->acquire_st, CRD_OK, "%s", crd_strerror(pair[first]->acquire_st));
+    cr_assert_eq(b.acquire_st, CRD_OK, "%s", crd_strerror(b.acquire_st));
     cr_assert_eq(crd_lock_release_owner(w1, pair[first]->owner), CRD_OK);
-    waiter_join(pair[1 - first], pair_t[1 - first], 10000, "second waiter on the watchdog lock");
-    cr_assert_eq(pair[1 - first]->st, CRD_OK, "%s", crd_strerror(pair[1 - first]->st));
-    waiter *last = pair[1 - first];
+    crdt_waiter_join(pair[1 - first], 10000, "second waiter on the watchdog lock");
+    cr_assert_eq(pair[1 - first]->acquire_st, CRD_OK, "%s",
+                 crd_strerror(pair[1 - first]->acquire_st));
+    crdt_waiter *last = pair[1 - first];
 
     cr_assert(crdt_wait_until(lost_seen, &ev, 5000), "the watchdog holder was never told");
     cr_assert_eq(crd_lock_release(h1), CRD_LOCK_LOST, "watchdog hold after the restart");
     cr_assert_eq(crd_lock_release(h2), CRD_LOCK_LOST, "leased hold after the restart");
     redisContext *r = crdt_redis_port(s2.port);
     char wf[80];
-    owner_field(wc, b.owner, wf, sizeof wf);
-    cr_assert_eq(hget_count(r, k2, wf), 1, "the old holder's release left the new hold alone");
-    owner_field(wc, last->owner, wf, sizeof wf);
-    cr_assert_eq(hget_count(r, k1, wf), 1);
-    fprintf(stderr, "[faults] restart took %" PRId64 " ms; waiters in %" PRId64 " and %" PRId64
-            " ms after it; holder told lost %" PRId64 " ms after it\n", t_up - t_down,
-            pair[first]->t_done - t_up, b.t_done - t_up, ev.t_lost - t_up);
+    crdt_owner_field(wc, b.owner, wf, sizeof wf);
+    cr_assert_eq(crdt_hget_int(r, k2, wf), 1, "the old holder's release left the new hold alone");
+    crdt_owner_field(wc, last->owner, wf, sizeof wf);
+    cr_assert_eq(crdt_hget_int(r, k1, wf), 1);
+    fprintf(stderr,
+            "[faults] restart took %" PRId64 " ms; waiters in %" PRId64 " and %" PRId64
+            " ms after it; holder told lost %" PRId64 " ms after it\n",
+            t_up - t_down, pair[first]->t_acq_ms - t_up, b.t_acq_ms - t_up, ev.t_lost - t_up);
 
     cr_assert_eq(crd_lock_release_owner(w1, last->owner), CRD_OK);
     cr_assert_eq(crd_lock_release_owner(w2, b.owner), CRD_OK);
@@ -688,15 +639,14 @@ Test(faults, a_server_down_for_five_seconds_gives_io_within_the_timeouts_then_wo
     crd_client *other = crdt_client_opts(&o);
     crd_lock *ol = crdt_lock(other, key);
     cr_assert_eq(crd_lock_acquire(ol, 0, 30000), CRD_OK);
-    waiter w;
-    pthread_t th;
-    waiter_start(&w, &th, l, 5000, 30000);
+    crdt_waiter w = {.lock = l, .wait_ms = 5000, .lease_ms = 30000, .hold = true};
+    crdt_waiter_start(&w);
     crdt_sleep_ms(100);
     int64_t t_rel = crdt_now_ms();
     cr_assert_eq(crd_lock_release(ol), CRD_OK);
-    waiter_join(&w, th, 6000, "waiter after the outage");
-    cr_assert_eq(w.st, CRD_OK);
-    cr_assert(w.t_done - t_rel < 300, "woken in %" PRId64 " ms", w.t_done - t_rel);
+    crdt_waiter_join(&w, 6000, "waiter after the outage");
+    cr_assert_eq(w.acquire_st, CRD_OK);
+    cr_assert(w.t_acq_ms - t_rel < 300, "woken in %" PRId64 " ms", w.t_acq_ms - t_rel);
     cr_assert_eq(crd_lock_release_owner(l, w.owner), CRD_OK);
     fprintf(stderr, "[faults] 5 s outage: %d rounds of five calls all CRD_IO in time; first "
             "acquire after it in %" PRId64 " ms\n", rounds, t_ok - t_up);
@@ -785,8 +735,8 @@ Test(faults, a_holder_stopped_past_its_lease_lets_another_process_in_and_never_d
         crdt_sleep_ms(wd ? 500 : 0);
         redisContext *r = crdt_redis();
         char field[80];
-        owner_field(c, crd_owner_current(), field, sizeof field);
-        cr_assert_eq(hget_count(r, a.key, field), 1, "the new holder's lock survived");
+        crdt_owner_field(c, crd_owner_current(), field, sizeof field);
+        cr_assert_eq(crdt_hget_int(r, a.key, field), 1, "the new holder's lock survived");
         cr_assert_eq(crdt_cmd_int(r, "HLEN %s", a.key), 1, "and nobody else is in it");
         cr_assert_eq(crd_lock_release(l), CRD_OK);
         fprintf(stderr, "[faults] %s holder stopped: another process got in after %" PRId64 " ms\n",
@@ -821,9 +771,8 @@ Test(faults, a_client_pause_longer_than_the_lease_ends_the_hold_without_overlap,
     int64_t t_pause = crdt_now_ms();
 
     /* A waiter blocks (its acquire is a write: it waits out the pause). */
-    waiter w;
-    pthread_t th;
-    waiter_start(&w, &th, wl, 8000, 20000);
+    crdt_waiter w = {.lock = wl, .wait_ms = 8000, .lease_ms = 20000, .hold = true};
+    crdt_waiter_start(&w);
     /* The holder's validity runs out with the lease, while Redis is paused. */
     crdt_sleep_ms(1050 - (crdt_now_ms() - t_pause));
     int64_t v = 1;
@@ -835,17 +784,18 @@ Test(faults, a_client_pause_longer_than_the_lease_ends_the_hold_without_overlap,
               crd_strerror(st));
     cr_assert(crdt_now_ms() - t0 <= 2 * (500 + 500) + 300);
 
-    waiter_join(&w, th, 10000, "waiter behind the pause");
-    cr_assert_eq(w.st, CRD_OK, "%s", crd_strerror(w.st));
-    cr_assert(w.t_done >= t_pause + 1000, "the waiter cannot get in before the lease ends");
+    crdt_waiter_join(&w, 10000, "waiter behind the pause");
+    cr_assert_eq(w.acquire_st, CRD_OK, "%s", crd_strerror(w.acquire_st));
+    cr_assert(w.t_acq_ms >= t_pause + 1000, "the waiter cannot get in before the lease ends");
     st = crd_lock_release(hl);
     cr_assert(st == CRD_LOCK_LOST || st == CRD_NOT_OWNER, "old holder after the pause: %s",
               crd_strerror(st));
     char wf[80];
-    owner_field(wc, w.owner, wf, sizeof wf);
-    cr_assert_eq(hget_count(r, key, wf), 1, "the new hold is intact");
-    fprintf(stderr, "[faults] CLIENT PAUSE 2000 over a 1000 ms lease: waiter in after %" PRId64
-            " ms\n", w.t_done - t_pause);
+    crdt_owner_field(wc, w.owner, wf, sizeof wf);
+    cr_assert_eq(crdt_hget_int(r, key, wf), 1, "the new hold is intact");
+    fprintf(stderr,
+            "[faults] CLIENT PAUSE 2000 over a 1000 ms lease: waiter in after %" PRId64 " ms\n",
+            w.t_acq_ms - t_pause);
     cr_assert_eq(crd_lock_release_owner(wl, w.owner), CRD_OK);
     crd_lock_free(hl);
     crd_lock_free(wl);
@@ -875,7 +825,7 @@ Test(faults, a_black_holed_network_longer_than_the_lease_reports_the_hold_lost_a
     cr_assert_eq(crd_lock_acquire(h1, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     cr_assert_eq(crd_lock_acquire(h2, 0, 1000), CRD_OK);
     char hf[80];
-    owner_field(hc, crd_owner_current(), hf, sizeof hf);
+    crdt_owner_field(hc, crd_owner_current(), hf, sizeof hf);
 
     crdt_proxy_set_blackhole(p, CRDT_PROXY_BOTH, true);
     int64_t t_cut = crdt_now_ms();
@@ -903,7 +853,7 @@ Test(faults, a_black_holed_network_longer_than_the_lease_reports_the_hold_lost_a
     /* After the network heals: nothing recreated, the old holder's releases refused. */
     crdt_sleep_ms(700); /* more than one renewal period */
     redisContext *r = crdt_redis();
-    cr_assert_eq(hget_count(r, k1, hf), 0, "the watchdog recreated a lost hold");
+    cr_assert_eq(crdt_hget_int(r, k1, hf), 0, "the watchdog recreated a lost hold");
     cr_assert_eq(crd_lock_release(h1), CRD_LOCK_LOST);
     crd_status st = crd_lock_release(h2);
     cr_assert(st == CRD_LOCK_LOST || st == CRD_NOT_OWNER, "%s", crd_strerror(st));
@@ -1083,7 +1033,7 @@ Test(faults, a_name_holding_a_string_list_set_or_zset_is_never_acquired_or_chang
         cr_assert_eq(crd_lock_validity_ms(l, &v), CRD_NOT_OWNER, "%s", type[i]);
         char buf[32];
         cr_assert_str_eq(crdt_cmd_str(r, buf, sizeof buf, "TYPE %s", key), type[i]);
-        cr_assert_eq(pttl(r, key), -1, "%s untouched", type[i]);
+        cr_assert_eq(crdt_pttl(r, key), -1, "%s untouched", type[i]);
         /* force-unlock deletes whatever the name holds, as Java's does */
         bool was = false;
         cr_assert_eq(crd_lock_force_unlock(l, &was), CRD_OK);
@@ -1103,7 +1053,7 @@ Test(faults, a_hash_without_ttl_or_with_foreign_and_non_numeric_fields_is_never_
     crd_client *c = crdt_client_opts(&o);
     redisContext *r = crdt_redis();
     char mine[80];
-    owner_field(c, crd_owner_current(), mine, sizeof mine);
+    crdt_owner_field(c, crd_owner_current(), mine, sizeof mine);
 
     /* A hash without TTL: C neither acquires, nor sets a TTL on it, nor spins. */
     const char *k1 = crdt_key("nottl");
@@ -1114,7 +1064,7 @@ Test(faults, a_hash_without_ttl_or_with_foreign_and_non_numeric_fields_is_never_
     cr_assert_eq(crd_lock_acquire(l1, 700, 5000), CRD_TIMEOUT);
     cr_assert(crdt_now_ms() - t0 < 1500);
     cr_assert_eq(crd_lock_release(l1), CRD_NOT_OWNER);
-    cr_assert_eq(pttl(r, k1), -1, "C left the foreign hash's TTL alone");
+    cr_assert_eq(crdt_pttl(r, k1), -1, "C left the foreign hash's TTL alone");
     int64_t ttl = 0;
     cr_assert_eq(crd_lock_remaining_ttl(l1, &ttl), CRD_OK);
     cr_assert_eq(ttl, -1);
@@ -1134,7 +1084,7 @@ Test(faults, a_hash_without_ttl_or_with_foreign_and_non_numeric_fields_is_never_
     cr_assert(!held);
     char buf[32];
     cr_assert_str_eq(crdt_cmd_str(r, buf, sizeof buf, "HGET %s someone-else", k2), "not-a-number");
-    long long t = pttl(r, k2);
+    long long t = crdt_pttl(r, k2);
     cr_assert(t > 0 && t <= 20000);
 
     /* Our own field holding something that is not a count (corrupt state): an error,

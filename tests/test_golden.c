@@ -1,6 +1,6 @@
 /*
- * test_golden.c -- parity with the Redisson 3.52.0 recordings in the shared golden
- * folder (CRD_GOLDEN_DIR). The RLock scenarios (a b c d e f k n z u), the fair-lock
+ * test_golden.c -- parity with the Redisson 3.52.0 recordings in tests/golden
+ * (CRD_GOLDEN_DIR). The RLock scenarios (a b c d e f k n z u), the fair-lock
  * scenarios (g h r t w) and the read-write scenarios (i j m m2 p q s v) are replayed step
  * by step with credisson: every Java client is a crd_client, every Java thread an
  * explicit owner id (crd_owner_new; the two threads B1/B2 of java-B in u and v are two

@@ -20,16 +20,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-
-static void owner_field(crd_client *c, uint64_t owner, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s:%" PRIu64, crd_client_id(c), owner);
-}
-
-static long long exists(redisContext *r, const char *key)
-{
-    return crdt_cmd_int(r, "EXISTS %s", key);
-}
+#include "waiters.h"
 
 static crd_client *client_with(int64_t watchdog_ms, bool release_on_thread_exit,
                                bool release_on_close)
@@ -40,17 +31,6 @@ static crd_client *client_with(int64_t watchdog_ms, bool release_on_thread_exit,
     o.release_on_thread_exit = release_on_thread_exit;
     o.release_on_close = release_on_close;
     return crdt_client_opts(&o);
-}
-
-struct key_pred {
-    redisContext *r;
-    const char *key;
-};
-
-static bool key_gone(void *arg)
-{
-    struct key_pred *p = arg;
-    return exists(p->r, p->key) == 0;
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -102,7 +82,7 @@ Test(lifecycle, a_thread_exiting_without_release_stops_renewal_and_its_hold_expi
     int64_t t_exit = crdt_now_ms();
     cr_assert_eq(a.st, CRD_OK);
     char field[96];
-    owner_field(c, a.owner, field, sizeof field);
+    crdt_owner_field(c, a.owner, field, sizeof field);
     cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", key, field), 1,
                  "default policy: the dead thread's hold is not released, only left to expire");
 
@@ -120,8 +100,7 @@ Test(lifecycle, a_thread_exiting_without_release_stops_renewal_and_its_hold_expi
     cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", key, field), 1);
 
     /* Renewal stopped: the key expires within the timeout. */
-    struct key_pred kp = {r, key};
-    cr_assert(crdt_wait_until(key_gone, &kp, timeout + 700),
+    cr_assert(crdt_await_exists(r, key, false, timeout + 700),
               "the dead thread's hold was still there %" PRId64 " ms after the thread exited",
               crdt_now_ms() - t_exit);
     int64_t gone = crdt_now_ms() - t_exit;
@@ -149,10 +128,9 @@ Test(lifecycle, with_release_on_thread_exit_the_hold_is_released_when_the_thread
     cr_assert_eq(pthread_create(&th, NULL, acquire_and_exit, &a), 0);
     pthread_join(th, NULL);
     cr_assert_eq(a.st, CRD_OK);
-    struct key_pred kp = {r, key};
-    cr_assert(crdt_wait_until(key_gone, &kp, 300),
+    cr_assert(crdt_await_exists(r, key, false, 300),
               "release_on_thread_exit: the hold (count 2) was not released at thread exit");
-    cr_assert_eq(exists(r, key2), 1, "another thread's hold was released");
+    cr_assert_eq(crdt_exists(r, key2), 1, "another thread's hold was released");
     bool held = false;
     cr_assert_eq(crd_lock_is_held(l2, &held), CRD_OK);
     cr_assert(held);
@@ -300,7 +278,7 @@ Test(lifecycle, a_forked_child_gets_a_new_identity_holds_nothing_and_the_parent_
     crd_lock *lf = crdt_lock(c, freek);
     cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     char field[96];
-    owner_field(c, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
     /* Fork while the renewal thread is established (it has renewed once and sleeps on
      * its condition variable), as in a long-lived process. */
     struct script_wait sw = {tl, 2};
@@ -340,7 +318,7 @@ Test(lifecycle, a_forked_child_gets_a_new_identity_holds_nothing_and_the_parent_
 
     cr_assert_str_neq(crd_client_id(c), "", "");
     cr_assert_str_eq(crd_client_id(c), x.parent_id, "the parent's identity changed");
-    cr_assert_eq(exists(r, other), 0, "the child's own lock was not released");
+    cr_assert_eq(crdt_exists(r, other), 0, "the child's own lock was not released");
     cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", key, field), 1,
                  "the child's exit released the parent's hold");
 
@@ -357,7 +335,7 @@ Test(lifecycle, a_forked_child_gets_a_new_identity_holds_nothing_and_the_parent_
     cr_assert_eq(crd_lock_validity_ms(l, &v), CRD_OK);
     cr_assert(v > 0);
     cr_assert_eq(crd_lock_release(l), CRD_OK);
-    cr_assert_eq(exists(r, key), 0);
+    cr_assert_eq(crdt_exists(r, key), 0);
 
     crd_lock_free(l);
     crd_lock_free(lf);
@@ -390,8 +368,8 @@ Test(lifecycle, freeing_a_client_stops_renewal_and_its_holds_expire_without_a_re
     int64_t t_free = crdt_now_ms();
     crd_client_free(c);
     for (int i = 0; i < 3; i++)
-        cr_assert_eq(exists(r, keys[i]), 1, "crd_client_free released %s (no release by default)",
-                     keys[i]);
+        cr_assert_eq(crdt_exists(r, keys[i]), 1,
+                     "crd_client_free released %s (no release by default)", keys[i]);
     for (size_t i = before; i < crdt_tracelog_count(tl); i++) {
         crdt_trace_entry e;
         cr_assert(crdt_tracelog_get(tl, i, &e));
@@ -400,8 +378,7 @@ Test(lifecycle, freeing_a_client_stops_renewal_and_its_holds_expire_without_a_re
         cr_assert_not(unlock, "an unlock script was sent during crd_client_free");
     }
     for (int i = 0; i < 3; i++) {
-        struct key_pred kp = {r, keys[i]};
-        cr_assert(crdt_wait_until(key_gone, &kp, timeout + 700 - (crdt_now_ms() - t_free)),
+        cr_assert(crdt_await_exists(r, keys[i], false, timeout + 700 - (crdt_now_ms() - t_free)),
                   "%s still exists %" PRId64 " ms after the client was freed", keys[i],
                   crdt_now_ms() - t_free);
     }
@@ -451,8 +428,8 @@ Test(lifecycle, with_release_on_close_every_hold_is_released_when_the_client_is_
 
     crd_client_free(c);
     for (int i = 0; i < 3; i++)
-        cr_assert_eq(exists(r, keys[i]), 0, "release_on_close left %s held", keys[i]);
-    cr_assert_eq(exists(r, foreign), 1, "release_on_close touched another client's lock");
+        cr_assert_eq(crdt_exists(r, keys[i]), 0, "release_on_close left %s held", keys[i]);
+    cr_assert_eq(crdt_exists(r, foreign), 1, "release_on_close touched another client's lock");
     cr_assert_eq(crd_lock_release(lfo), CRD_OK);
 
     for (int i = 0; i < 3; i++)
@@ -460,35 +437,6 @@ Test(lifecycle, with_release_on_close_every_hold_is_released_when_the_client_is_
     crd_lock_free(lfo);
     crd_client_free(other);
     redisFree(r);
-}
-
-typedef struct blocked {
-    crd_lock *l;
-    crd_status st;
-    int64_t t_done;
-} blocked;
-
-static void *blocked_main(void *arg)
-{
-    blocked *b = arg;
-    b->st = crd_lock_acquire(b->l, CRD_WAIT_FOREVER, CRD_LEASE_WATCHDOG);
-    b->t_done = crdt_now_ms();
-    return NULL;
-}
-
-struct numsub_pred {
-    redisContext *r;
-    const char *channel;
-};
-
-static bool numsub_pred(void *arg)
-{
-    struct numsub_pred *p = arg;
-    redisReply *rep = crdt_cmd(p->r, "PUBSUB NUMSUB %s", p->channel);
-    bool ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
-              rep->element[1]->type == REDIS_REPLY_INTEGER && rep->element[1]->integer >= 1;
-    freeReplyObject(rep);
-    return ok;
 }
 
 Test(lifecycle, a_thread_blocked_in_acquire_returns_closed_promptly_when_the_client_is_freed)
@@ -501,26 +449,27 @@ Test(lifecycle, a_thread_blocked_in_acquire_returns_closed_promptly_when_the_cli
     crd_lock *l = crdt_lock(c, key);
     cr_assert_eq(crd_lock_acquire(lh, 0, 30000), CRD_OK);
 
-    blocked b = {l, CRD_OK, 0};
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, blocked_main, &b), 0);
+    crdt_waiter b = {
+        .lock = l, .wait_ms = CRD_WAIT_FOREVER, .lease_ms = CRD_LEASE_WATCHDOG, .hold = true};
+    crdt_waiter_start(&b);
     char channel[512];
     snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", key);
-    struct numsub_pred np = {r, channel};
-    cr_assert(crdt_wait_until(numsub_pred, &np, 5000), "the waiter never subscribed");
+    cr_assert(crdt_await_subscribed(r, channel, 5000), "the waiter never subscribed");
 
     int64_t t0 = crdt_now_ms();
     crd_client_free(c);
     int64_t t_free = crdt_now_ms();
-    pthread_join(th, NULL);
+    crdt_waiter_join(&b, 30000, NULL);
     int64_t t_join = crdt_now_ms();
-    fprintf(stderr, "[lifecycle] blocked acquire: free took %" PRId64 " ms, the waiter returned %" PRId64
-                    " ms after the free began\n",
-            t_free - t0, b.t_done - t0);
-    cr_assert_eq(b.st, CRD_CLOSED, "the blocked acquire returned %s", crd_strerror(b.st));
+    fprintf(stderr,
+            "[lifecycle] blocked acquire: free took %" PRId64 " ms, the waiter returned %" PRId64
+            " ms after the free began\n",
+            t_free - t0, b.t_acq_ms - t0);
+    cr_assert_eq(b.acquire_st, CRD_CLOSED, "the blocked acquire returned %s",
+                 crd_strerror(b.acquire_st));
     cr_assert(t_join - t0 < 1000, "the blocked acquire took %" PRId64 " ms to return",
               t_join - t0);
-    cr_assert_eq(exists(r, key), 1, "the holder's lock must be untouched");
+    cr_assert_eq(crdt_exists(r, key), 1, "the holder's lock must be untouched");
     cr_assert_eq(crd_lock_release(lh), CRD_OK);
 
     crd_lock_free(l);
@@ -549,20 +498,19 @@ Test(lifecycle, a_fork_while_another_thread_waits_for_a_lock_gives_a_working_chi
     crd_lock *lh = crdt_lock(holder, key);
     crd_lock *l = crdt_lock(c, key);
     cr_assert_eq(crd_lock_acquire(lh, 0, 30000), CRD_OK);
-    blocked b = {l, CRD_OK, 0};
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, blocked_main, &b), 0);
+    crdt_waiter b = {
+        .lock = l, .wait_ms = CRD_WAIT_FOREVER, .lease_ms = CRD_LEASE_WATCHDOG, .hold = true};
+    crdt_waiter_start(&b);
     char channel[512];
     snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", key);
-    struct numsub_pred np = {r, channel};
-    cr_assert(crdt_wait_until(numsub_pred, &np, 5000), "the waiter never subscribed");
+    cr_assert(crdt_await_subscribed(r, channel, 5000), "the waiter never subscribed");
 
     pid_t pid = crdt_fork(fork_waiter_child, l);
     int rc = crdt_wait_child(pid, 5000);
     /* Let the waiter go before asserting, so a failure leaves no blocked thread. */
     cr_assert_eq(crd_lock_release(lh), CRD_OK);
-    pthread_join(th, NULL);
-    cr_assert_eq(b.st, CRD_OK);
+    crdt_waiter_join(&b, 30000, NULL);
+    cr_assert_eq(b.acquire_st, CRD_OK);
     cr_assert_neq(rc, -1, "the child hung after fork (killed after 5 s)");
     cr_assert_eq(rc, 0, "the child failed with %d", rc);
 

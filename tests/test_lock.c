@@ -14,51 +14,16 @@
 #include <strings.h>
 
 #include "harness.h"
-
-/* "<client uuid>:<owner>", the hash field of an owner. */
-static void owner_field(crd_client *c, uint64_t owner, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s:%" PRIu64, crd_client_id(c), owner);
-}
-
-static long long hget_count(redisContext *r, const char *key, const char *field)
-{
-    redisReply *rep = crdt_cmd(r, "HGET %s %s", key, field);
-    long long v = rep->type == REDIS_REPLY_STRING ? atoll(rep->str) : 0;
-    cr_assert(rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_NIL,
-              "HGET %s: reply type %d", key, rep->type);
-    freeReplyObject(rep);
-    return v;
-}
-
-static long long pttl(redisContext *r, const char *key)
-{
-    return crdt_cmd_int(r, "PTTL %s", key);
-}
+#include "waiters.h"
 
 static long long hlen(redisContext *r, const char *key)
 {
     return crdt_cmd_int(r, "HLEN %s", key);
 }
 
-/* Number of keys matching a pattern (SCAN). */
-static long long count_keys(redisContext *r, const char *pattern)
-{
-    long long n = 0;
-    char cursor[32] = "0";
-    do {
-        redisReply *rep = crdt_cmd(r, "SCAN %s MATCH %s COUNT 1000", cursor, pattern);
-        cr_assert_eq(rep->type, REDIS_REPLY_ARRAY);
-        snprintf(cursor, sizeof cursor, "%s", rep->element[0]->str);
-        n += (long long)rep->element[1]->elements;
-        freeReplyObject(rep);
-    } while (strcmp(cursor, "0") != 0);
-    return n;
-}
-
 static void assert_ttl_sane(redisContext *r, const char *key)
 {
-    long long t = pttl(r, key);
+    long long t = crdt_pttl(r, key);
     cr_assert(t > 0 || t == -2, "PTTL of %s is %lld after a credisson operation", key, t);
 }
 
@@ -82,10 +47,10 @@ Test(lock, acquire_and_release_create_and_delete_the_hash_with_the_owner_field)
 
     cr_assert_eq(crd_lock_acquire(l, 0, 10000), CRD_OK);
     char field[96];
-    owner_field(c, crd_owner_current(), field, sizeof field);
-    cr_assert_eq(hget_count(r, key, field), 1, "the owner field %s must hold count 1", field);
+    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
+    cr_assert_eq(crdt_hget_int(r, key, field), 1, "the owner field %s must hold count 1", field);
     cr_assert_eq(hlen(r, key), 1);
-    long long t = pttl(r, key);
+    long long t = crdt_pttl(r, key);
     cr_assert(t > 0 && t <= 10000, "PTTL %lld not in (0, 10000]", t);
 
     cr_assert_eq(crd_lock_is_locked(l, &b), CRD_OK);
@@ -123,7 +88,7 @@ Test(lock, reentrancy_three_deep_counts_up_and_down_and_rearms_the_ttl)
     const char *key = crdt_key("L");
     crd_lock *l = crdt_lock(c, key);
     char field[96];
-    owner_field(c, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
 
     for (int i = 1; i <= 3; i++) {
         if (i > 1) /* shorten the TTL so that the re-arm is visible */
@@ -132,8 +97,8 @@ Test(lock, reentrancy_three_deep_counts_up_and_down_and_rearms_the_ttl)
         int64_t count = 0;
         cr_assert_eq(crd_lock_hold_count(l, &count), CRD_OK);
         cr_assert_eq(count, i);
-        cr_assert_eq(hget_count(r, key, field), i);
-        long long t = pttl(r, key);
+        cr_assert_eq(crdt_hget_int(r, key, field), i);
+        long long t = crdt_pttl(r, key);
         cr_assert(t > 2000 && t <= 20000, "acquire #%d: PTTL %lld was not re-armed to the lease",
                   i, t);
     }
@@ -144,8 +109,8 @@ Test(lock, reentrancy_three_deep_counts_up_and_down_and_rearms_the_ttl)
         cr_assert_eq(crd_lock_hold_count(l, &count), CRD_OK);
         cr_assert_eq(count, i);
         if (i > 0) {
-            cr_assert_eq(hget_count(r, key, field), i);
-            long long t = pttl(r, key);
+            cr_assert_eq(crdt_hget_int(r, key, field), i);
+            long long t = crdt_pttl(r, key);
             cr_assert(t > 2000 && t <= 20000,
                       "partial release: PTTL %lld not re-armed to the last lease", t);
         } else {
@@ -186,7 +151,7 @@ Test(lock, release_by_a_non_owner_changes_nothing_and_reports_not_owner)
 
     cr_assert_eq(crd_lock_acquire(la, 0, 10000), CRD_OK);
     char field[96];
-    owner_field(a, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(a, crd_owner_current(), field, sizeof field);
 
     /* Same thread id, other client (other UUID). */
     cr_assert_eq(crd_lock_release(lb), CRD_NOT_OWNER);
@@ -201,8 +166,8 @@ Test(lock, release_by_a_non_owner_changes_nothing_and_reports_not_owner)
     cr_assert_eq(crd_lock_release_owner(la, crd_owner_new()), CRD_NOT_OWNER);
 
     cr_assert_eq(hlen(r, key), 1);
-    cr_assert_eq(hget_count(r, key, field), 1);
-    cr_assert_eq(count_keys(r, latch_pattern), 0, "a refused unlock writes no latch");
+    cr_assert_eq(crdt_hget_int(r, key, field), 1);
+    cr_assert_eq(crdt_count_keys(r, latch_pattern), 0, "a refused unlock writes no latch");
     bool held = true;
     cr_assert_eq(crd_lock_is_held(lb, &held), CRD_OK);
     cr_assert_not(held);
@@ -261,8 +226,8 @@ Test(lock, an_explicit_owner_acquires_in_one_thread_and_releases_in_another)
     pthread_join(th, NULL);
     cr_assert_eq(j.st, CRD_OK);
     char field[96];
-    owner_field(c, o1, field, sizeof field);
-    cr_assert_eq(hget_count(r, key, field), 1, "the hold is under the explicit owner's field");
+    crdt_owner_field(c, o1, field, sizeof field);
+    cr_assert_eq(crdt_hget_int(r, key, field), 1, "the hold is under the explicit owner's field");
 
     /* The main thread is not that owner. */
     bool held = true;
@@ -286,17 +251,6 @@ Test(lock, an_explicit_owner_acquires_in_one_thread_and_releases_in_another)
     redisFree(r);
 }
 
-struct key_gone {
-    redisContext *r;
-    const char *key;
-};
-
-static bool key_gone_pred(void *arg)
-{
-    struct key_gone *k = arg;
-    return crdt_cmd_int(k->r, "EXISTS %s", k->key) == 0;
-}
-
 Test(lock, an_expired_lease_makes_release_report_lock_lost)
 {
     crd_client *c = crdt_client();
@@ -305,8 +259,7 @@ Test(lock, an_expired_lease_makes_release_report_lock_lost)
     crd_lock *l = crdt_lock(c, key);
 
     cr_assert_eq(crd_lock_acquire(l, 0, 150), CRD_OK);
-    struct key_gone k = {r, key};
-    cr_assert(crdt_wait_until(key_gone_pred, &k, 3000), "the 150 ms lease never expired");
+    cr_assert(crdt_await_exists(r, key, false, 3000), "the 150 ms lease never expired");
     int64_t v = 12345;
     crd_status vs = crd_lock_validity_ms(l, &v);
     cr_assert(vs == CRD_OK || vs == CRD_LOCK_LOST, "validity after expiry: %s", crd_strerror(vs));
@@ -319,40 +272,6 @@ Test(lock, an_expired_lease_makes_release_report_lock_lost)
     crd_lock_free(l);
     crd_client_free(c);
     redisFree(r);
-}
-
-struct waiter {
-    crd_lock *lock;
-    int64_t wait_ms;
-    int64_t lease_ms;
-    crd_status st;
-    int64_t done_ms;
-    bool release_after;
-    crd_status release_st;
-};
-
-static void *waiter_thread(void *arg)
-{
-    struct waiter *w = arg;
-    w->st = crd_lock_acquire(w->lock, w->wait_ms, w->lease_ms);
-    w->done_ms = crdt_now_ms();
-    if (w->st == CRD_OK && w->release_after)
-        w->release_st = crd_lock_release(w->lock);
-    return NULL;
-}
-
-struct numsub {
-    redisContext *r;
-    const char *channel;
-};
-
-static bool subscribed_pred(void *arg)
-{
-    struct numsub *n = arg;
-    redisReply *rep = crdt_cmd(n->r, "PUBSUB NUMSUB %s", n->channel);
-    long long v = rep->element[1]->integer;
-    freeReplyObject(rep);
-    return v >= 1;
 }
 
 Test(lock, force_unlock_wakes_a_waiter_and_the_holder_then_sees_lock_lost)
@@ -369,20 +288,18 @@ Test(lock, force_unlock_wakes_a_waiter_and_the_holder_then_sees_lock_lost)
     crd_lock *lf = crdt_lock(f, key);
 
     cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
-    struct waiter w = {lb, 10000, 10000, CRD_IO, 0, true, CRD_IO};
-    pthread_t th;
-    pthread_create(&th, NULL, waiter_thread, &w);
-    struct numsub ns = {r, channel};
-    cr_assert(crdt_wait_until(subscribed_pred, &ns, 5000), "the waiter never subscribed");
+    crdt_waiter w = {.lock = lb, .wait_ms = 10000, .lease_ms = 10000};
+    crdt_waiter_start(&w);
+    cr_assert(crdt_await_subscribed(r, channel, 5000), "the waiter never subscribed");
 
     bool was = false;
     int64_t t0 = crdt_now_ms();
     cr_assert_eq(crd_lock_force_unlock(lf, &was), CRD_OK);
     cr_assert(was);
-    pthread_join(th, NULL);
-    cr_assert_eq(w.st, CRD_OK);
-    cr_assert(w.done_ms - t0 < 1000, "the waiter took %" PRId64 " ms after force-unlock",
-              w.done_ms - t0);
+    crdt_waiter_join(&w, 30000, NULL);
+    cr_assert_eq(w.acquire_st, CRD_OK);
+    cr_assert(w.t_acq_ms - t0 < 1000, "the waiter took %" PRId64 " ms after force-unlock",
+              w.t_acq_ms - t0);
     cr_assert_eq(w.release_st, CRD_OK);
 
     cr_assert_eq(crd_lock_release(la), CRD_LOCK_LOST);
@@ -421,7 +338,7 @@ Test(lock, a_name_holding_a_string_gives_a_server_error_and_is_never_acquired)
 
     char buf[64];
     cr_assert_str_eq(crdt_cmd_str(r, buf, sizeof buf, "GET %s", key), "not-a-hash");
-    cr_assert_eq(pttl(r, key), -1);
+    cr_assert_eq(crdt_pttl(r, key), -1);
     crd_lock_free(l);
     crd_client_free(c);
     redisFree(r);
@@ -453,7 +370,7 @@ Test(lock, a_hash_without_ttl_makes_a_waiter_time_out_after_bounded_rechecks)
               scripts);
     cr_assert(all <= 12, "%zu commands", all);
 
-    cr_assert_eq(pttl(r, key), -1, "the foreign hash is untouched");
+    cr_assert_eq(crdt_pttl(r, key), -1, "the foreign hash is untouched");
     cr_assert_eq(hlen(r, key), 1);
     crd_lock_free(l);
     crd_client_free(c);
@@ -473,20 +390,20 @@ Test(lock, a_script_flush_between_calls_keeps_hold_counts_exact)
     const char *key = crdt_key("L");
     crd_lock *l = crdt_lock(c, key);
     char field[96];
-    owner_field(c, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
 
     freeReplyObject(crdt_cmd(r, "SCRIPT FLUSH"));
     cr_assert_eq(crd_lock_acquire(l, 0, 10000), CRD_OK);
     assert_ttl_sane(r, key);
-    cr_assert_eq(hget_count(r, key, field), 1);
+    cr_assert_eq(crdt_hget_int(r, key, field), 1);
     freeReplyObject(crdt_cmd(r, "SCRIPT FLUSH"));
     cr_assert_eq(crd_lock_acquire(l, 0, 10000), CRD_OK);
     assert_ttl_sane(r, key);
-    cr_assert_eq(hget_count(r, key, field), 2);
+    cr_assert_eq(crdt_hget_int(r, key, field), 2);
     freeReplyObject(crdt_cmd(r, "SCRIPT FLUSH"));
     cr_assert_eq(crd_lock_release(l), CRD_OK);
     assert_ttl_sane(r, key);
-    cr_assert_eq(hget_count(r, key, field), 1);
+    cr_assert_eq(crdt_hget_int(r, key, field), 1);
     freeReplyObject(crdt_cmd(r, "SCRIPT FLUSH"));
     cr_assert_eq(crd_lock_release(l), CRD_OK);
     assert_ttl_sane(r, key);
@@ -574,14 +491,14 @@ Test(lock, the_watchdog_keeps_a_lock_alive_beyond_its_lease_and_lease_zero_means
     int64_t t0 = crdt_now_ms();
     size_t from = crdt_tracelog_count(tl);
     cr_assert_eq(crd_lock_acquire(l, 0, 0), CRD_OK);
-    long long t = pttl(r, key);
+    long long t = crdt_pttl(r, key);
     cr_assert(t > 0 && t <= 900, "lease 0 means the watchdog timeout, PTTL %lld", t);
     struct renewals x = {tl, from};
     cr_assert(crdt_wait_until(three_renewals_pred, &x, 4000), "three renewals within 4 s");
     int64_t elapsed = crdt_now_ms() - t0;
     cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 1,
                  "the lock must outlive its %d ms lease (%" PRId64 " ms)", 900, elapsed);
-    t = pttl(r, key);
+    t = crdt_pttl(r, key);
     cr_assert(t > 0 && t <= 900, "renewed PTTL %lld", t);
     int64_t v = 0;
     cr_assert_eq(crd_lock_validity_ms(l, &v), CRD_OK);
@@ -606,7 +523,7 @@ Test(lock, extend_sets_a_new_ttl_for_the_holder_only)
     cr_assert_eq(crd_lock_extend(la, 5000), CRD_NOT_OWNER);
     cr_assert_eq(crd_lock_acquire(la, 0, 1000), CRD_OK);
     cr_assert_eq(crd_lock_extend(la, 20000), CRD_OK);
-    long long t = pttl(r, key);
+    long long t = crdt_pttl(r, key);
     cr_assert(t > 1000 && t <= 20000, "extended PTTL %lld", t);
     int64_t v = 0;
     cr_assert_eq(crd_lock_validity_ms(la, &v), CRD_OK);
@@ -741,8 +658,7 @@ static int run_fn(void *arg)
     x->held_inside = rep->type == REDIS_REPLY_INTEGER && rep->integer == 1;
     freeReplyObject(rep);
     if (x->wait_for_expiry) {
-        struct key_gone k = {x->r, x->key};
-        crdt_wait_until(key_gone_pred, &k, 3000);
+        crdt_await_exists(x->r, x->key, false, 3000);
     }
     return 42;
 }
@@ -757,7 +673,7 @@ Test(lock, lock_run_runs_the_function_under_the_lock_and_reports_both_results)
     crd_lock *lo = crdt_lock(other, key);
 
     struct run_ctx x = {.r = r, .key = key};
-    owner_field(c, crd_owner_current(), x.field, sizeof x.field);
+    crdt_owner_field(c, crd_owner_current(), x.field, sizeof x.field);
     int res = 0;
     cr_assert_eq(crd_lock_run(l, 0, 10000, run_fn, &x, &res), CRD_OK);
     cr_assert(x.ran);
@@ -840,7 +756,7 @@ Test(lock, a_forked_child_cannot_use_or_release_the_parents_hold)
     crd_lock *l = crdt_lock(c, key);
     cr_assert_eq(crd_lock_acquire(l, 0, 20000), CRD_OK);
     char field[96];
-    owner_field(c, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
 
     char parent_uuid[64];
     snprintf(parent_uuid, sizeof parent_uuid, "%s", crd_client_id(c));
@@ -850,7 +766,7 @@ Test(lock, a_forked_child_cannot_use_or_release_the_parents_hold)
     cr_assert_eq(rc, 0, "child failed at check %d", rc);
     redisContext *r = crdt_redis(); /* opened after the fork: the child inherits no copy */
 
-    cr_assert_eq(hget_count(r, key, field), 1, "the parent's hold survives the child");
+    cr_assert_eq(crdt_hget_int(r, key, field), 1, "the parent's hold survives the child");
     cr_assert_eq(crd_lock_release(l), CRD_OK, "the parent's client still works");
     crd_lock_free(l);
     crd_client_free(c);

@@ -12,48 +12,13 @@
 #include <criterion/criterion.h>
 
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "harness.h"
-
-typedef struct waiter {
-    crd_lock *lock;
-    int64_t wait_ms;
-    crd_status st;
-    int64_t done_ms;
-    bool release;
-    pthread_mutex_t mu;
-    bool finished;
-} waiter;
-
-static void *waiter_main(void *arg)
-{
-    waiter *w = arg;
-    crd_status st = crd_lock_acquire(w->lock, w->wait_ms, 30000);
-    int64_t now = crdt_now_ms();
-    if (st == CRD_OK && w->release)
-        crd_lock_release(w->lock);
-    pthread_mutex_lock(&w->mu);
-    w->st = st;
-    w->done_ms = now;
-    w->finished = true;
-    pthread_mutex_unlock(&w->mu);
-    return NULL;
-}
-
-static void waiter_start(waiter *w, pthread_t *th, crd_lock *l, int64_t wait_ms, bool release)
-{
-    memset(w, 0, sizeof *w);
-    w->lock = l;
-    w->wait_ms = wait_ms;
-    w->release = release;
-    pthread_mutex_init(&w->mu, NULL);
-    cr_assert_eq(pthread_create(th, NULL, waiter_main, w), 0);
-}
+#include "waiters.h"
 
 /* A waiter is blocked in its wait once it sent the attempt and the re-check after its
  * subscription was confirmed. */
@@ -88,13 +53,11 @@ struct live_pred {
     const char *channel;
 };
 
-static long long numsub(redisContext *r, const char *channel);
-
 static bool blocked_live_fn(void *arg)
 {
     struct live_pred *p = arg;
     return crdt_tracelog_count_scripts(p->bp->tl, p->bp->from) >= 2 &&
-           numsub(p->r, p->channel) >= 1;
+           crdt_numsub(p->r, p->channel) >= 1;
 }
 
 static long long scripts_run(redisContext *r)
@@ -131,9 +94,8 @@ static counts wait_behind(int64_t hold_ms)
 
     long long s0 = scripts_run(r);
     size_t from = crdt_tracelog_count(tl);
-    waiter w;
-    pthread_t th;
-    waiter_start(&w, &th, lb, 20000, true);
+    crdt_waiter w = {.lock = lb, .wait_ms = 20000, .lease_ms = 30000};
+    crdt_waiter_start(&w);
     struct blocked_pred bp = {tl, from};
     cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "the waiter never blocked");
     /* The holder keeps the lock for hold_ms: the time that passes is the behaviour
@@ -141,14 +103,14 @@ static counts wait_behind(int64_t hold_ms)
     crdt_sleep_ms(hold_ms);
     int64_t t0 = crdt_now_ms();
     cr_assert_eq(crd_lock_release(la), CRD_OK);
-    pthread_join(th, NULL);
-    cr_assert_eq(w.st, CRD_OK);
+    crdt_waiter_join(&w, 30000, NULL);
+    cr_assert_eq(w.acquire_st, CRD_OK);
     /* The waiter's UNSUBSCRIBE is sent by the subscriber thread after the acquire
      * returned; count once it is there. */
     struct blocked_pred up = {tl, from};
     cr_assert(crdt_wait_until(unsubscribed_fn, &up, 2000), "the waiter never unsubscribed");
     counts c = {0};
-    c.wake_ms = w.done_ms - t0;
+    c.wake_ms = w.t_acq_ms - t0;
     /* count up to the release of the waiter itself (its own unlock is one script) */
     c.scripts = crdt_tracelog_count_scripts(tl, from);
     c.commands = crdt_tracelog_count(tl) - from;
@@ -185,12 +147,6 @@ Test(pubsub, a_blocked_waiter_sends_the_same_few_commands_for_a_short_and_a_long
     cr_assert(crdt_pubsub_channels_empty(NULL), "PUBSUB CHANNELS is not empty");
 }
 
-static int cmp_i64(const void *x, const void *y)
-{
-    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-    return a < b ? -1 : a > b;
-}
-
 Test(pubsub, a_waiter_wakes_within_milliseconds_of_the_release, .timeout = 60)
 {
     enum { ROUNDS = 30 };
@@ -206,21 +162,21 @@ Test(pubsub, a_waiter_wakes_within_milliseconds_of_the_release, .timeout = 60)
     int64_t lat[ROUNDS];
     for (int i = 0; i < ROUNDS; i++) {
         cr_assert_eq(crd_lock_acquire(la, 0, 30000), CRD_OK);
-        waiter w;
-        pthread_t th;
+        crdt_waiter w;
         struct blocked_pred bp = {tl, crdt_tracelog_count(tl)};
-        waiter_start(&w, &th, lb, 20000, true);
+        w = (crdt_waiter){.lock = lb, .wait_ms = 20000, .lease_ms = 30000};
+        crdt_waiter_start(&w);
         cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "round %d: the waiter never blocked",
                   i);
         int64_t t0 = crdt_now_ns();
         cr_assert_eq(crd_lock_release(la), CRD_OK);
-        pthread_join(th, NULL);
-        cr_assert_eq(w.st, CRD_OK, "round %d: %s", i, crd_strerror(w.st));
-        lat[i] = w.done_ms - t0 / 1000000;
+        crdt_waiter_join(&w, 30000, NULL);
+        cr_assert_eq(w.acquire_st, CRD_OK, "round %d: %s", i, crd_strerror(w.acquire_st));
+        lat[i] = w.t_acq_ms - t0 / 1000000;
         /* the subscription of this round is gone before the next one starts */
         cr_assert(crdt_pubsub_channels_empty(NULL));
     }
-    qsort(lat, ROUNDS, sizeof lat[0], cmp_i64);
+    crdt_sort_i64(lat, ROUNDS);
     fprintf(stderr, "[pubsub] wake-up latency over %d rounds (30 s lease): p50 %" PRId64
                     " ms, p90 %" PRId64 " ms, max %" PRId64 " ms\n",
             ROUNDS, lat[ROUNDS / 2], lat[ROUNDS * 9 / 10], lat[ROUNDS - 1]);
@@ -232,15 +188,6 @@ Test(pubsub, a_waiter_wakes_within_milliseconds_of_the_release, .timeout = 60)
     crd_client_free(b);
     crdt_tracelog_free(tl);
     cr_assert(crdt_pubsub_channels_empty(NULL), "PUBSUB CHANNELS is not empty");
-}
-
-static long long numsub(redisContext *r, const char *channel)
-{
-    redisReply *rep = crdt_cmd(r, "PUBSUB NUMSUB %s", channel);
-    cr_assert_eq(rep->type, REDIS_REPLY_ARRAY);
-    long long v = rep->element[1]->integer;
-    freeReplyObject(rep);
-    return v;
 }
 
 static void kill_pubsub_clients(redisContext *r)
@@ -268,23 +215,24 @@ Test(pubsub, a_waiter_whose_subscriber_connection_is_killed_still_wakes_promptly
     /* 1. Killed, and the release comes before the subscriber is back: the message
      * is lost; the re-check after resubscribing must find the lock free. */
     cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
-    waiter w;
-    pthread_t th;
+    crdt_waiter w;
     struct blocked_pred bp = {tl, crdt_tracelog_count(tl)};
-    waiter_start(&w, &th, lb, 25000, true);
+    w = (crdt_waiter){.lock = lb, .wait_ms = 25000, .lease_ms = 30000};
+    crdt_waiter_start(&w);
     cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "the waiter never blocked");
     kill_pubsub_clients(r);
     int64_t t0 = crdt_now_ms();
     cr_assert_eq(crd_lock_release(la), CRD_OK);
-    pthread_join(th, NULL);
-    cr_assert_eq(w.st, CRD_OK, "%s", crd_strerror(w.st));
-    int64_t lost_ms = w.done_ms - t0;
+    crdt_waiter_join(&w, 30000, NULL);
+    cr_assert_eq(w.acquire_st, CRD_OK, "%s", crd_strerror(w.acquire_st));
+    int64_t lost_ms = w.t_acq_ms - t0;
 
     /* 2. Killed, and the release comes after the subscriber is back: the new
      * subscription must deliver the message. */
     cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     bp.from = crdt_tracelog_count(tl);
-    waiter_start(&w, &th, lb, 25000, true);
+    w = (crdt_waiter){.lock = lb, .wait_ms = 25000, .lease_ms = 30000};
+    crdt_waiter_start(&w);
     /* The subscription of phase 1 may still be live when this waiter arrives (its
      * UNSUBSCRIBE not sent yet): then it is reused and no new SUBSCRIBE is traced. What
      * shows the waiter blocked is its attempt, its re-check, and a live subscription. */
@@ -293,12 +241,12 @@ Test(pubsub, a_waiter_whose_subscriber_connection_is_killed_still_wakes_promptly
     bp.from = crdt_tracelog_count(tl);
     kill_pubsub_clients(r);
     cr_assert(crdt_wait_until(resubscribed_fn, &bp, 10000), "the waiter never resubscribed");
-    cr_assert_eq(numsub(r, channel), 1, "resubscribed to the lock's channel");
+    cr_assert_eq(crdt_numsub(r, channel), 1, "resubscribed to the lock's channel");
     t0 = crdt_now_ms();
     cr_assert_eq(crd_lock_release(la), CRD_OK);
-    pthread_join(th, NULL);
-    cr_assert_eq(w.st, CRD_OK, "%s", crd_strerror(w.st));
-    int64_t back_ms = w.done_ms - t0;
+    crdt_waiter_join(&w, 30000, NULL);
+    cr_assert_eq(w.acquire_st, CRD_OK, "%s", crd_strerror(w.acquire_st));
+    int64_t back_ms = w.t_acq_ms - t0;
     fprintf(stderr,
             "[pubsub] subscriber killed: woke %" PRId64 " ms after a release made while "
             "disconnected, %" PRId64 " ms after a release once resubscribed\n",
@@ -348,13 +296,14 @@ Test(pubsub, local_waiters_share_one_subscription_and_hand_the_lock_on, .timeout
     cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
 
     size_t from = crdt_tracelog_count(tl);
-    waiter w[N];
-    pthread_t th[N];
-    for (int i = 0; i < N; i++)
-        waiter_start(&w[i], &th[i], lb, 20000, true);
+    crdt_waiter w[N];
+    for (int i = 0; i < N; i++) {
+        w[i] = (crdt_waiter){.lock = lb, .wait_ms = 20000, .lease_ms = 30000};
+        crdt_waiter_start(&w[i]);
+    }
     struct subscribers_pred sp = {r, channel, tl, from, N};
     cr_assert(crdt_wait_until(all_blocked_fn, &sp, 5000), "the waiters never blocked");
-    cr_assert_eq(numsub(r, channel), 1, "one subscriber connection per client");
+    cr_assert_eq(crdt_numsub(r, channel), 1, "one subscriber connection per client");
     cr_assert_eq(crdt_tracelog_count_cmd(tl, from, "SUBSCRIBE", 1), 1,
                  "local waiters share one SUBSCRIBE");
 
@@ -362,10 +311,10 @@ Test(pubsub, local_waiters_share_one_subscription_and_hand_the_lock_on, .timeout
     cr_assert_eq(crd_lock_release(la), CRD_OK);
     int64_t last = t0;
     for (int i = 0; i < N; i++) {
-        pthread_join(th[i], NULL);
-        cr_assert_eq(w[i].st, CRD_OK, "waiter %d: %s", i, crd_strerror(w[i].st));
-        if (w[i].done_ms > last)
-            last = w[i].done_ms;
+        crdt_waiter_join(&w[i], 30000, NULL);
+        cr_assert_eq(w[i].acquire_st, CRD_OK, "waiter %d: %s", i, crd_strerror(w[i].acquire_st));
+        if (w[i].t_acq_ms > last)
+            last = w[i].t_acq_ms;
     }
     fprintf(stderr, "[pubsub] %d local waiters handed the lock on in %" PRId64 " ms\n", N,
             last - t0);

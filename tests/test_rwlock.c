@@ -18,38 +18,24 @@
  * Waiting on other threads is done on events with deadlines (a gate, a trace entry);
  * sleeps appear only where time passing is the behaviour under test (watchdog periods).
  *
- * CRDT_SCALE (a factor, default 1) shrinks the exclusion checker for local runs.
+ * CRDT_TIME_SCALE (harness.h) shrinks the exclusion checker for slow or quick runs.
  */
 #include <criterion/criterion.h>
 
-#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "harness.h"
+#include "waiters.h"
 
 /* ---------------------------------------------------------------------------------- */
 /* Helpers                                                                            */
 /* ---------------------------------------------------------------------------------- */
 
-static double scale(void)
-{
-    const char *s = getenv("CRDT_SCALE");
-    double f = s != NULL ? atof(s) : 1.0;
-    return f > 0 ? f : 1.0;
-}
-
 static double ms_of(int64_t ns) { return (double)ns / 1e6; }
-
-/* "<client uuid>:<owner>", a reader's field; the writer's is that plus ":write". */
-static void field_of(crd_client *c, uint64_t owner, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s:%" PRIu64, crd_client_id(c), owner);
-}
 
 /* The timeout key of read hold i of a field: {N}:<field>:rwlock_timeout:<i>. */
 static void tkey_of(const char *name, const char *field, int i, char *buf, size_t cap)
@@ -61,41 +47,6 @@ static void tkey_of(const char *name, const char *field, int i, char *buf, size_
 static void chan_of(const char *name, char *buf, size_t cap)
 {
     snprintf(buf, cap, "redisson_rwlock:{%s}", name);
-}
-
-/* Integer value of a reply (nil = 0), freeing it. Plain C: also runs in children. */
-static long long reply_int(redisReply *r)
-{
-    if (r == NULL)
-        return -1000000;
-    long long v = -1000000;
-    if (r->type == REDIS_REPLY_INTEGER)
-        v = r->integer;
-    else if (r->type == REDIS_REPLY_STRING)
-        v = atoll(r->str);
-    else if (r->type == REDIS_REPLY_NIL)
-        v = 0;
-    freeReplyObject(r);
-    return v;
-}
-
-static redisContext *raw_connect(int port)
-{
-    struct timeval tv = {.tv_sec = 30, .tv_usec = 0};
-    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (r == NULL)
-        return NULL;
-    if (r->err) {
-        redisFree(r);
-        return NULL;
-    }
-    redisSetTimeout(r, tv);
-    return r;
-}
-
-static long long hget_int(redisContext *r, const char *key, const char *field)
-{
-    return reply_int(crdt_cmd(r, "HGET %s %s", key, field));
 }
 
 static void hget_str(redisContext *r, const char *key, const char *field, char *buf, size_t cap)
@@ -117,27 +68,13 @@ static void pttls(redisContext *r, int n, const char *const *keys, long long *ou
     freeReplyObject(rep);
 }
 
-static long long count_keys(redisContext *r, const char *pattern)
-{
-    long long n = 0;
-    char cursor[32] = "0";
-    do {
-        redisReply *rep = crdt_cmd(r, "SCAN %s MATCH %s COUNT 1000", cursor, pattern);
-        cr_assert_eq(rep->type, REDIS_REPLY_ARRAY);
-        snprintf(cursor, sizeof cursor, "%s", rep->element[0]->str);
-        n += (long long)rep->element[1]->elements;
-        freeReplyObject(rep);
-    } while (strcmp(cursor, "0") != 0);
-    return n;
-}
-
 /* The end-of-test check: no hash, no timeout key, no subscribed channel of the test. */
 static void assert_rw_clean(redisContext *r, const char *name)
 {
     cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0, "the lock %s is still held", name);
     char pattern[600];
     snprintf(pattern, sizeof pattern, "{%s}:*", name);
-    cr_assert_eq(count_keys(r, pattern), 0, "timeout keys of %s left behind", name);
+    cr_assert_eq(crdt_count_keys(r, pattern), 0, "timeout keys of %s left behind", name);
     snprintf(pattern, sizeof pattern, "*%s*", crdt_key_prefix());
     cr_assert(crdt_pubsub_channels_empty(pattern), "channels of the test are still subscribed");
 }
@@ -158,126 +95,6 @@ static crd_rwlock *rwlock(crd_client *c, const char *name)
     crd_rwlock *rw = NULL;
     cr_assert_eq(crd_rwlock_new(c, name, &rw), CRD_OK);
     return rw;
-}
-
-/* ---- gates and waiter threads ------------------------------------------------------------ */
-
-typedef struct gate {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int value;
-} gate;
-
-static void gate_init(gate *g)
-{
-    pthread_mutex_init(&g->mu, NULL);
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&g->cv, &a);
-    pthread_condattr_destroy(&a);
-    g->value = 0;
-}
-
-static void gate_destroy(gate *g)
-{
-    pthread_mutex_destroy(&g->mu);
-    pthread_cond_destroy(&g->cv);
-}
-
-static void gate_set(gate *g, int v)
-{
-    pthread_mutex_lock(&g->mu);
-    if (v > g->value)
-        g->value = v;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
-}
-
-static int gate_value(gate *g)
-{
-    pthread_mutex_lock(&g->mu);
-    int v = g->value;
-    pthread_mutex_unlock(&g->mu);
-    return v;
-}
-
-static bool gate_wait(gate *g, int at_least, int64_t timeout_ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&g->mu);
-    int rc = 0;
-    while (g->value < at_least && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&g->cv, &g->mu, &ts);
-    bool ok = g->value >= at_least;
-    pthread_mutex_unlock(&g->mu);
-    return ok;
-}
-
-typedef struct waiter {
-    crd_lock *lock; /* the read or the write lock of the waiter's own rwlock handle */
-    crd_client *client;
-    crdt_tracelog *trace;
-    int64_t wait_ms, lease_ms;
-    gate *release_gate; /* hold until it opens (NULL: release at once) */
-    char field[128];
-    crd_status acquire_st, release_st;
-    int64_t t_start_ns, t_acq_ns, t_rel_ns;
-    size_t trace_from, trace_to;
-    gate state; /* 1: field known, 2: acquire returned, 3: done */
-    pthread_t th;
-} waiter;
-
-static void *waiter_main(void *arg)
-{
-    waiter *w = arg;
-    field_of(w->client, crd_owner_current(), w->field, sizeof w->field);
-    if (w->trace != NULL)
-        w->trace_from = crdt_tracelog_count(w->trace);
-    gate_set(&w->state, 1);
-    w->t_start_ns = crdt_now_ns();
-    w->acquire_st = crd_lock_acquire(w->lock, w->wait_ms, w->lease_ms);
-    w->t_acq_ns = crdt_now_ns();
-    if (w->trace != NULL)
-        w->trace_to = crdt_tracelog_count(w->trace);
-    gate_set(&w->state, 2);
-    if (w->acquire_st == CRD_OK) {
-        if (w->release_gate != NULL)
-            gate_wait(w->release_gate, 1, 30000);
-        w->t_rel_ns = crdt_now_ns();
-        w->release_st = crd_lock_release(w->lock);
-    }
-    gate_set(&w->state, 3);
-    return NULL;
-}
-
-static void waiter_start(waiter *w, crd_client *c, crd_lock *l, crdt_tracelog *t, int64_t wait_ms,
-                         int64_t lease_ms, gate *release_gate)
-{
-    memset(w, 0, sizeof *w);
-    w->client = c;
-    w->lock = l;
-    w->trace = t;
-    w->wait_ms = wait_ms;
-    w->lease_ms = lease_ms;
-    w->release_gate = release_gate;
-    gate_init(&w->state);
-    cr_assert_eq(pthread_create(&w->th, NULL, waiter_main, w), 0);
-    cr_assert(gate_wait(&w->state, 1, 5000), "waiter thread did not start");
-}
-
-static void waiter_join(waiter *w)
-{
-    cr_assert(gate_wait(&w->state, 3, 30000), "waiter thread did not finish");
-    pthread_join(w->th, NULL);
-    gate_destroy(&w->state);
 }
 
 typedef struct scripts_pred {
@@ -301,62 +118,6 @@ static void await_scripts(crdt_tracelog *t, size_t from, size_t at_least)
               crdt_tracelog_count_scripts(t, from));
 }
 
-/* ---- watching published messages ------------------------------------------------------ */
-
-/* A raw subscriber on a channel plus a sentinel channel of its own: publishing on the
- * sentinel and reading until it arrives gives exactly what was published before. */
-typedef struct watch {
-    redisContext *sub, *pub;
-    char sentinel[300];
-} watch;
-
-typedef struct msg {
-    char channel[400];
-    char payload[32];
-} msg;
-
-static void watch_open(watch *w, const char *channel)
-{
-    w->sub = crdt_redis();
-    w->pub = crdt_redis();
-    snprintf(w->sentinel, sizeof w->sentinel, "%s", crdt_key("sentinel"));
-    freeReplyObject(crdt_cmd(w->sub, "SUBSCRIBE %s", channel));
-    freeReplyObject(crdt_cmd(w->sub, "SUBSCRIBE %s", w->sentinel));
-    struct timeval tv = {.tv_sec = 5, .tv_usec = 0};
-    redisSetTimeout(w->sub, tv);
-}
-
-static int watch_collect(watch *w, msg *out, int max)
-{
-    freeReplyObject(crdt_cmd(w->pub, "PUBLISH %s end", w->sentinel));
-    int n = 0;
-    for (;;) {
-        redisReply *r = NULL;
-        cr_assert_eq(redisGetReply(w->sub, (void **)&r), REDIS_OK,
-                     "the watch connection received nothing: %s", w->sub->errstr);
-        cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
-        if (strcmp(r->element[0]->str, "message") == 0 && r->elements == 3) {
-            if (strcmp(r->element[1]->str, w->sentinel) == 0) {
-                freeReplyObject(r);
-                break;
-            }
-            if (n < max) {
-                snprintf(out[n].channel, sizeof out[n].channel, "%s", r->element[1]->str);
-                snprintf(out[n].payload, sizeof out[n].payload, "%s", r->element[2]->str);
-            }
-            n++;
-        }
-        freeReplyObject(r);
-    }
-    return n;
-}
-
-static void watch_close(watch *w)
-{
-    redisFree(w->sub);
-    redisFree(w->pub);
-}
-
 /* ---------------------------------------------------------------------------------- */
 /* Tests                                                                              */
 /* ---------------------------------------------------------------------------------- */
@@ -373,7 +134,7 @@ Test(rwlock, many_readers_hold_at_once_and_a_writer_excludes_them_all)
     for (int i = 0; i < READERS; i++) {
         rc[i] = crdt_client();
         rrw[i] = rwlock(rc[i], name);
-        field_of(rc[i], crd_owner_current(), fields[i], sizeof fields[i]);
+        crdt_owner_field(rc[i], crd_owner_current(), fields[i], sizeof fields[i]);
     }
     crd_client *wc = crdt_client();
     crd_rwlock *wrw = rwlock(wc, name);
@@ -389,7 +150,7 @@ Test(rwlock, many_readers_hold_at_once_and_a_writer_excludes_them_all)
     for (int i = 0; i < READERS; i++) {
         char tk[400];
         tkey_of(name, fields[i], 1, tk, sizeof tk);
-        cr_assert_eq(hget_int(r, name, fields[i]), 1);
+        cr_assert_eq(crdt_hget_int(r, name, fields[i]), 1);
         cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", tk), 1, "no timeout key %s", tk);
     }
     bool locked = false;
@@ -462,17 +223,22 @@ Test(rwlock, a_writer_waiting_behind_readers_is_woken_by_the_last_read_release, 
     for (int round = 0; round < WAKE_ROUNDS; round++) {
         for (int i = 0; i < 3; i++)
             cr_assert_eq(crd_lock_acquire(crd_rwlock_read(rrw[i]), 0, 30000), CRD_OK);
-        waiter w;
-        waiter_start(&w, wc, crd_rwlock_write(wrw), t, 10000, 30000, NULL);
+        crdt_waiter w = {.lock = crd_rwlock_write(wrw),
+                         .client = wc,
+                         .trace = t,
+                         .wait_ms = 10000,
+                         .lease_ms = 30000};
+        crdt_waiter_start(&w);
         await_scripts(t, w.trace_from, 2);
         /* Releases that leave readers behind publish nothing and wake nobody. */
         for (int i = 0; i < 2; i++) {
             cr_assert_eq(crd_lock_release(crd_rwlock_read(rrw[i])), CRD_OK);
-            cr_assert_lt(gate_value(&w.state), 2, "the writer got in with readers left");
+            cr_assert_lt(crdt_gate_value(&w.state), CRDT_WAITER_RETURNED,
+                         "the writer got in with readers left");
         }
         int64_t t_last = crdt_now_ns();
         cr_assert_eq(crd_lock_release(crd_rwlock_read(rrw[2])), CRD_OK);
-        waiter_join(&w);
+        crdt_waiter_join(&w, 30000, NULL);
         cr_assert_eq(w.acquire_st, CRD_OK, "writer: %s", crd_strerror(w.acquire_st));
         cr_assert_eq(w.release_st, CRD_OK);
         cr_assert_gt(w.t_acq_ns, t_last);
@@ -507,12 +273,16 @@ Test(rwlock, a_reader_waiting_behind_a_writer_is_woken_by_the_write_release, .ti
     int64_t lat[WAKE_ROUNDS];
     for (int round = 0; round < WAKE_ROUNDS; round++) {
         cr_assert_eq(crd_lock_acquire(crd_rwlock_write(wrw), 0, 30000), CRD_OK);
-        waiter w;
-        waiter_start(&w, rc, crd_rwlock_read(rrw), t, 10000, 30000, NULL);
+        crdt_waiter w = {.lock = crd_rwlock_read(rrw),
+                         .client = rc,
+                         .trace = t,
+                         .wait_ms = 10000,
+                         .lease_ms = 30000};
+        crdt_waiter_start(&w);
         await_scripts(t, w.trace_from, 2);
         int64_t t_rel = crdt_now_ns();
         cr_assert_eq(crd_lock_release(crd_rwlock_write(wrw)), CRD_OK);
-        waiter_join(&w);
+        crdt_waiter_join(&w, 30000, NULL);
         cr_assert_eq(w.acquire_st, CRD_OK, "reader: %s", crd_strerror(w.acquire_st));
         cr_assert_eq(w.release_st, CRD_OK);
         lat[round] = w.t_acq_ns - t_rel;
@@ -543,28 +313,41 @@ Test(rwlock, two_reader_threads_of_one_client_both_wake_on_one_write_release, .t
     crdt_tracelog *t = crdt_tracelog_new();
     crd_client *rc = client_traced(t, 0);
     crd_rwlock *rrw = rwlock(rc, name);
-    watch wt;
-    watch_open(&wt, chan);
+    crdt_watch wt;
+    crdt_watch_open(&wt, chan, false);
 
     cr_assert_eq(crd_lock_acquire(crd_rwlock_write(wrw), 0, 30000), CRD_OK);
-    gate hold;
-    gate_init(&hold);
+    crdt_gate hold;
+    crdt_gate_init(&hold);
     size_t from = crdt_tracelog_count(t);
-    waiter a, b;
-    waiter_start(&a, rc, crd_rwlock_read(rrw), t, 10000, 30000, &hold);
-    waiter_start(&b, rc, crd_rwlock_read(rrw), t, 10000, 30000, &hold);
+    crdt_waiter a, b;
+    a = (crdt_waiter){.lock = crd_rwlock_read(rrw),
+                      .client = rc,
+                      .trace = t,
+                      .wait_ms = 10000,
+                      .lease_ms = 30000,
+                      .release_gate = &hold};
+    crdt_waiter_start(&a);
+    b = (crdt_waiter){.lock = crd_rwlock_read(rrw),
+                      .client = rc,
+                      .trace = t,
+                      .wait_ms = 10000,
+                      .lease_ms = 30000,
+                      .release_gate = &hold};
+    crdt_waiter_start(&b);
     await_scripts(t, from, 4);
     cr_assert_eq(crdt_tracelog_count_cmd(t, from, "SUBSCRIBE", 1), 1,
                  "the two local waiters did not share one subscription");
     int64_t t_rel = crdt_now_ns();
     cr_assert_eq(crd_lock_release(crd_rwlock_write(wrw)), CRD_OK);
-    cr_assert(gate_wait(&a.state, 2, 5000) && gate_wait(&b.state, 2, 5000),
+    cr_assert(crdt_waiter_wait(&a, CRDT_WAITER_RETURNED, 5000) &&
+                  crdt_waiter_wait(&b, CRDT_WAITER_RETURNED, 5000),
               "not both readers woke up");
     cr_assert_eq(a.acquire_st, CRD_OK);
     cr_assert_eq(b.acquire_st, CRD_OK);
     size_t scripts = crdt_tracelog_count_scripts(t, from);
-    msg m[8];
-    int nm = watch_collect(&wt, m, 8);
+    crdt_msg m[8];
+    int nm = crdt_watch_collect(&wt, m, 8);
     fprintf(stderr,
             "[rwlock] one write release woke both local readers: %.2f ms and %.2f ms, %zu "
             "acquire scripts in all, %d message(s)\n",
@@ -574,16 +357,16 @@ Test(rwlock, two_reader_threads_of_one_client_both_wake_on_one_write_release, .t
     cr_assert_eq(scripts, 6, "%zu acquire scripts for two waits (expected 3 each)", scripts);
     cr_assert_lt(a.t_acq_ns - t_rel, WAKE_BOUND_NS);
     cr_assert_lt(b.t_acq_ns - t_rel, WAKE_BOUND_NS);
-    cr_assert_eq(hget_int(r, name, a.field), 1);
-    cr_assert_eq(hget_int(r, name, b.field), 1);
+    cr_assert_eq(crdt_hget_int(r, name, a.field), 1);
+    cr_assert_eq(crdt_hget_int(r, name, b.field), 1);
 
-    gate_set(&hold, 1);
-    waiter_join(&a);
-    waiter_join(&b);
+    crdt_gate_set(&hold, 1);
+    crdt_waiter_join(&a, 30000, NULL);
+    crdt_waiter_join(&b, 30000, NULL);
     cr_assert_eq(a.release_st, CRD_OK);
     cr_assert_eq(b.release_st, CRD_OK);
-    gate_destroy(&hold);
-    watch_close(&wt);
+    crdt_gate_destroy(&hold);
+    crdt_watch_close(&wt);
     crd_rwlock_free(wrw);
     crd_rwlock_free(rrw);
     crd_client_free(wc);
@@ -602,7 +385,7 @@ Test(rwlock, a_waiter_that_times_out_leaves_nothing_behind)
     crd_client *hc = crdt_client(), *wc = crdt_client();
     crd_rwlock *hrw = rwlock(hc, name), *wrw = rwlock(wc, name);
     char wfield[128], wwrite[160], tk[400];
-    field_of(wc, crd_owner_current(), wfield, sizeof wfield);
+    crdt_owner_field(wc, crd_owner_current(), wfield, sizeof wfield);
     snprintf(wwrite, sizeof wwrite, "%s:write", wfield);
     tkey_of(name, wfield, 1, tk, sizeof tk);
 
@@ -652,7 +435,7 @@ Test(rwlock, downgrade_keeps_reading_and_wakes_readers_blocked_by_the_write_hold
     crd_client *bc = client_traced(t, 0);
     crd_rwlock *arw = rwlock(ac, name), *brw = rwlock(bc, name), *crw = rwlock(cc, name);
     char afield[128], awrite[160];
-    field_of(ac, crd_owner_current(), afield, sizeof afield);
+    crdt_owner_field(ac, crd_owner_current(), afield, sizeof afield);
     snprintf(awrite, sizeof awrite, "%s:write", afield);
 
     cr_assert_eq(crd_lock_acquire(crd_rwlock_write(arw), 0, 30000), CRD_OK);
@@ -661,30 +444,36 @@ Test(rwlock, downgrade_keeps_reading_and_wakes_readers_blocked_by_the_write_hold
     char mode[16];
     hget_str(r, name, "mode", mode, sizeof mode);
     cr_assert_str_eq(mode, "write");
-    cr_assert_eq(hget_int(r, name, awrite), 1);
-    cr_assert_eq(hget_int(r, name, afield), 1);
+    cr_assert_eq(crdt_hget_int(r, name, awrite), 1);
+    cr_assert_eq(crdt_hget_int(r, name, afield), 1);
 
-    gate hold;
-    gate_init(&hold);
-    waiter b;
-    waiter_start(&b, bc, crd_rwlock_read(brw), t, 10000, 30000, &hold);
+    crdt_gate hold;
+    crdt_gate_init(&hold);
+    crdt_waiter b = {.lock = crd_rwlock_read(brw),
+                     .client = bc,
+                     .trace = t,
+                     .wait_ms = 10000,
+                     .lease_ms = 30000,
+                     .release_gate = &hold};
+    crdt_waiter_start(&b);
     await_scripts(t, b.trace_from, 2);
     cr_assert_eq(crd_lock_acquire(crd_rwlock_read(crw), 0, 30000), CRD_BUSY);
     cr_assert_eq(crd_lock_acquire(crd_rwlock_write(crw), 0, 30000), CRD_BUSY);
 
-    watch wt;
-    watch_open(&wt, chan);
+    crdt_watch wt;
+    crdt_watch_open(&wt, chan, false);
     int64_t t_rel = crdt_now_ns();
     cr_assert_eq(crd_lock_release(crd_rwlock_write(arw)), CRD_OK);
     hget_str(r, name, "mode", mode, sizeof mode);
     cr_assert_str_eq(mode, "read", "the downgrade left mode %s", mode);
     cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", name, awrite), 0);
-    cr_assert_eq(hget_int(r, name, afield), 1, "the downgrading owner lost its read hold");
-    cr_assert(gate_wait(&b.state, 2, 5000), "the blocked reader was not woken by the downgrade");
+    cr_assert_eq(crdt_hget_int(r, name, afield), 1, "the downgrading owner lost its read hold");
+    cr_assert(crdt_waiter_wait(&b, CRDT_WAITER_RETURNED, 5000),
+              "the blocked reader was not woken by the downgrade");
     cr_assert_eq(b.acquire_st, CRD_OK);
-    msg m[4];
-    int nm = watch_collect(&wt, m, 4);
-    watch_close(&wt);
+    crdt_msg m[4];
+    int nm = crdt_watch_collect(&wt, m, 4);
+    crdt_watch_close(&wt);
     fprintf(stderr,
             "[rwlock] downgrade: the blocked reader got in %.2f ms after the write release (%d "
             "message(s), payload %s; Redisson publishes nothing there, quirk Q5)\n",
@@ -701,10 +490,10 @@ Test(rwlock, downgrade_keeps_reading_and_wakes_readers_blocked_by_the_write_hold
     cr_assert_eq(crd_lock_acquire(crd_rwlock_write(arw), 0, 30000), CRD_DEADLOCK);
 
     cr_assert_eq(crd_lock_release(crd_rwlock_read(crw)), CRD_OK);
-    gate_set(&hold, 1);
-    waiter_join(&b);
+    crdt_gate_set(&hold, 1);
+    crdt_waiter_join(&b, 30000, NULL);
     cr_assert_eq(b.release_st, CRD_OK);
-    gate_destroy(&hold);
+    crdt_gate_destroy(&hold);
     cr_assert_eq(crd_lock_release(crd_rwlock_read(arw)), CRD_OK);
 
     crd_rwlock_free(arw);
@@ -727,7 +516,7 @@ Test(rwlock, a_writer_that_also_reads_keeps_the_write_lock_when_it_stops_reading
     crd_client *ac = crdt_client(), *bc = crdt_client();
     crd_rwlock *arw = rwlock(ac, name), *brw = rwlock(bc, name);
     char af[128], aw[160], tk[400];
-    field_of(ac, crd_owner_current(), af, sizeof af);
+    crdt_owner_field(ac, crd_owner_current(), af, sizeof af);
     snprintf(aw, sizeof aw, "%s:write", af);
     tkey_of(name, af, 1, tk, sizeof tk);
 
@@ -737,27 +526,27 @@ Test(rwlock, a_writer_that_also_reads_keeps_the_write_lock_when_it_stops_reading
     /* Redisson 3.24+: the read lock counts as locked in write mode with a read hold. */
     cr_assert_eq(crd_lock_is_locked(crd_rwlock_read(brw), &locked), CRD_OK);
     cr_assert(locked, "read lock not reported locked while the writer also reads");
-    watch wt;
-    watch_open(&wt, chan);
-    msg m[4];
+    crdt_watch wt;
+    crdt_watch_open(&wt, chan, false);
+    crdt_msg m[4];
     cr_assert_eq(crd_lock_release(crd_rwlock_read(arw)), CRD_OK);
     char mode[16];
     hget_str(r, name, "mode", mode, sizeof mode);
     cr_assert_str_eq(mode, "write");
-    cr_assert_eq(hget_int(r, name, aw), 1);
+    cr_assert_eq(crdt_hget_int(r, name, aw), 1);
     cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", name, af), 0);
     cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", tk), 0);
     long long t = crdt_cmd_int(r, "PTTL %s", name);
     cr_assert(t > 0 && t <= 30000, "PTTL %lld after the read release", t);
-    cr_assert_eq(watch_collect(&wt, m, 4), 0, "a read release that left the writer published");
+    cr_assert_eq(crdt_watch_collect(&wt, m, 4), 0, "a read release that left the writer published");
     cr_assert_eq(crd_lock_acquire(crd_rwlock_read(brw), 0, 30000), CRD_BUSY);
     cr_assert_eq(crd_lock_is_locked(crd_rwlock_read(brw), &locked), CRD_OK);
     cr_assert_not(locked);
     cr_assert_eq(crd_lock_release(crd_rwlock_write(arw)), CRD_OK);
     cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0);
-    cr_assert_eq(watch_collect(&wt, m, 4), 1);
+    cr_assert_eq(crdt_watch_collect(&wt, m, 4), 1);
     cr_assert_str_eq(m[0].payload, "1");
-    watch_close(&wt);
+    crdt_watch_close(&wt);
 
     crd_rwlock_free(arw);
     crd_rwlock_free(brw);
@@ -807,8 +596,8 @@ Test(rwlock, each_read_hold_has_a_timeout_key_and_the_hash_ttl_follows_the_longe
     crd_client *ac = crdt_client(), *bc = crdt_client();
     crd_rwlock *arw = rwlock(ac, name), *brw = rwlock(bc, name);
     char af[128], bf[128], t1[400], t2[400], bt1[400];
-    field_of(ac, crd_owner_current(), af, sizeof af);
-    field_of(bc, crd_owner_current(), bf, sizeof bf);
+    crdt_owner_field(ac, crd_owner_current(), af, sizeof af);
+    crdt_owner_field(bc, crd_owner_current(), bf, sizeof bf);
     tkey_of(name, af, 1, t1, sizeof t1);
     tkey_of(name, af, 2, t2, sizeof t2);
     tkey_of(name, bf, 1, bt1, sizeof bt1);
@@ -817,7 +606,7 @@ Test(rwlock, each_read_hold_has_a_timeout_key_and_the_hash_ttl_follows_the_longe
     /* One owner, two holds: 3 s, then 10 s. */
     cr_assert_eq(crd_lock_acquire(crd_rwlock_read(arw), 0, 3000), CRD_OK);
     cr_assert_eq(crd_lock_acquire(crd_rwlock_read(arw), 0, 10000), CRD_OK);
-    cr_assert_eq(hget_int(r, name, af), 2);
+    cr_assert_eq(crdt_hget_int(r, name, af), 2);
     const char *k1[3] = {name, t1, t2};
     pttls(r, 3, k1, v);
     fprintf(stderr, "[rwlock] two holds (3 s, 10 s): PTTL hash %lld, hold 1 %lld, hold 2 %lld\n",
@@ -876,7 +665,7 @@ static void watchdog_read_holds(int holds)
     crd_client *jc = crdt_client(), *wc = crdt_client();
     crd_rwlock *arw = rwlock(ac, name), *jrw = rwlock(jc, name), *wrw = rwlock(wc, name);
     char af[128];
-    field_of(ac, crd_owner_current(), af, sizeof af);
+    crdt_owner_field(ac, crd_owner_current(), af, sizeof af);
     char tk[2][400];
     for (int i = 0; i < holds; i++)
         tkey_of(name, af, i + 1, tk[i], sizeof tk[i]);
@@ -898,13 +687,13 @@ static void watchdog_read_holds(int holds)
             if (v[1 + i] < min_key)
                 min_key = v[1 + i];
         }
-        cr_assert_eq(hget_int(r, name, af), holds, "A's field changed at %" PRId64 " ms", at);
+        cr_assert_eq(crdt_hget_int(r, name, af), holds, "A's field changed at %" PRId64 " ms", at);
         if (samples % 5 == 0) {
             /* Another reader takes and releases a hold: its unlock looks for live timeout
              * keys and must find A's. */
             cr_assert_eq(crd_lock_acquire(crd_rwlock_read(jrw), 0, 1000), CRD_OK);
             cr_assert_eq(crd_lock_release(crd_rwlock_read(jrw)), CRD_OK);
-            cr_assert_eq(hget_int(r, name, af), holds,
+            cr_assert_eq(crdt_hget_int(r, name, af), holds,
                          "another reader's release removed A's field at %" PRId64 " ms", at);
             visits++;
         }
@@ -931,7 +720,7 @@ static void watchdog_read_holds(int holds)
                       "after a partial release: hash PTTL %lld, hold 1 key PTTL %lld at %" PRId64
                       " ms",
                       v[0], v[1], crdt_now_ms() - s2);
-            cr_assert_eq(hget_int(r, name, af), 1);
+            cr_assert_eq(crdt_hget_int(r, name, af), 1);
             crdt_sleep_ms(100);
         }
         holds = 1;
@@ -983,7 +772,7 @@ typedef struct ex_worker {
 static void ex_work(ex_worker *w)
 {
     const ex_shared *sh = w->sh;
-    redisContext *r = raw_connect(sh->port);
+    redisContext *r = crdt_raw_connect(sh->port, 30000);
     if (r == NULL)
         return;
     crd_rwlock *rw = NULL;
@@ -998,17 +787,17 @@ static void ex_work(ex_worker *w)
             continue;
         }
         if (write) {
-            if (reply_int(redisCommand(r, "INCR %s", sh->writers)) != 1)
+            if (crdt_reply_int(redisCommand(r, "INCR %s", sh->writers)) != 1)
                 violations++;
-            if (reply_int(redisCommand(r, "GET %s", sh->readers)) != 0)
+            if (crdt_reply_int(redisCommand(r, "GET %s", sh->readers)) != 0)
                 violations++;
-            reply_int(redisCommand(r, "DECR %s", sh->writers));
+            crdt_reply_int(redisCommand(r, "DECR %s", sh->writers));
             writes++;
         } else {
-            reply_int(redisCommand(r, "INCR %s", sh->readers));
-            if (reply_int(redisCommand(r, "GET %s", sh->writers)) != 0)
+            crdt_reply_int(redisCommand(r, "INCR %s", sh->readers));
+            if (crdt_reply_int(redisCommand(r, "GET %s", sh->writers)) != 0)
                 violations++;
-            reply_int(redisCommand(r, "DECR %s", sh->readers));
+            crdt_reply_int(redisCommand(r, "DECR %s", sh->readers));
         }
         if (crd_lock_release(l) != CRD_OK)
             failures++;
@@ -1031,15 +820,9 @@ static void *ex_thread(void *arg)
 static int ex_process(void *arg)
 {
     ex_worker *ws = arg; /* EX_THREADS_PER_PROC workers */
-    crd_options o;
-    crd_options_init(&o);
-    o.host = "127.0.0.1";
-    o.port = ws[0].sh->port;
-    crd_client *c = NULL;
-    if (crd_client_new(&o, &c) != CRD_OK) {
-        crd_client_free(c);
+    crd_client *c = crdt_plain_client(ws[0].sh->port);
+    if (c == NULL)
         return 3;
-    }
     pthread_t th[EX_THREADS_PER_PROC];
     for (int t = 0; t < EX_THREADS_PER_PROC; t++) {
         ws[t].client = c;
@@ -1058,9 +841,7 @@ Test(rwlock, readers_and_writers_in_four_processes_never_overlap_wrongly, .timeo
                     crdt_key("violations"), crdt_key("failures"), crdt_key("done"),
                     crdt_key("writes"),     crdt_port()};
     enum { WORKERS = EX_PROCS * EX_THREADS_PER_PROC };
-    int total = (int)(10000 * scale());
-    if (total < WORKERS)
-        total = WORKERS;
+    int total = crdt_scaled_count(10000, WORKERS);
     ex_worker ws[WORKERS];
     memset(ws, 0, sizeof ws);
     for (int i = 0; i < WORKERS; i++) {
@@ -1077,10 +858,10 @@ Test(rwlock, readers_and_writers_in_four_processes_never_overlap_wrongly, .timeo
     int64_t elapsed = crdt_now_ms() - t0;
 
     redisContext *r = crdt_redis();
-    long long violations = reply_int(crdt_cmd(r, "GET %s", sh.violations));
-    long long failures = reply_int(crdt_cmd(r, "GET %s", sh.failures));
-    long long done = reply_int(crdt_cmd(r, "GET %s", sh.done));
-    long long writes = reply_int(crdt_cmd(r, "GET %s", sh.writes));
+    long long violations = crdt_reply_int(crdt_cmd(r, "GET %s", sh.violations));
+    long long failures = crdt_reply_int(crdt_cmd(r, "GET %s", sh.failures));
+    long long done = crdt_reply_int(crdt_cmd(r, "GET %s", sh.done));
+    long long writes = crdt_reply_int(crdt_cmd(r, "GET %s", sh.writes));
     fprintf(stderr,
             "[rwlock] exclusion: %d operations (%lld writes) by %d processes x %d threads in "
             "%.2f s (%.0f/s): violations=%lld failures=%lld\n",
@@ -1089,8 +870,8 @@ Test(rwlock, readers_and_writers_in_four_processes_never_overlap_wrongly, .timeo
     cr_assert_eq(violations, 0, "%lld overlaps of a writer with anyone", violations);
     cr_assert_eq(failures, 0, "%lld acquires or releases failed", failures);
     cr_assert_eq(done, total);
-    cr_assert_eq(reply_int(crdt_cmd(r, "GET %s", sh.readers)), 0);
-    cr_assert_eq(reply_int(crdt_cmd(r, "GET %s", sh.writers)), 0);
+    cr_assert_eq(crdt_reply_int(crdt_cmd(r, "GET %s", sh.readers)), 0);
+    cr_assert_eq(crdt_reply_int(crdt_cmd(r, "GET %s", sh.writers)), 0);
     assert_rw_clean(r, sh.lock);
     redisFree(r);
 }
@@ -1104,11 +885,11 @@ Test(rwlock, force_unlock_of_each_lock_only_deletes_in_its_own_mode)
     crd_client *ac = crdt_client(), *bc = crdt_client();
     crd_rwlock *arw = rwlock(ac, name), *brw = rwlock(bc, name);
     char af[128], tk[400];
-    field_of(ac, crd_owner_current(), af, sizeof af);
+    crdt_owner_field(ac, crd_owner_current(), af, sizeof af);
     tkey_of(name, af, 1, tk, sizeof tk);
-    watch wt;
-    watch_open(&wt, chan);
-    msg m[4];
+    crdt_watch wt;
+    crdt_watch_open(&wt, chan, false);
+    crdt_msg m[4];
     bool was = true;
 
     /* Held for writing: the read force-unlock does nothing, the write one deletes. */
@@ -1116,15 +897,15 @@ Test(rwlock, force_unlock_of_each_lock_only_deletes_in_its_own_mode)
     cr_assert_eq(crd_lock_force_unlock(crd_rwlock_read(brw), &was), CRD_OK);
     cr_assert_not(was, "the read force-unlock reported deleting a write-held lock");
     cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 1);
-    cr_assert_eq(watch_collect(&wt, m, 4), 0, "a force-unlock that deleted nothing published");
+    cr_assert_eq(crdt_watch_collect(&wt, m, 4), 0, "a force-unlock that deleted nothing published");
     cr_assert_eq(crd_lock_force_unlock(crd_rwlock_write(brw), &was), CRD_OK);
     cr_assert(was);
     cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0);
-    cr_assert_eq(watch_collect(&wt, m, 4), 1);
+    cr_assert_eq(crdt_watch_collect(&wt, m, 4), 1);
     cr_assert_str_eq(m[0].payload, "1");
     cr_assert_eq(crd_lock_release(crd_rwlock_write(arw)), CRD_LOCK_LOST);
     /* A write unlock of an unlocked name publishes "1" (PROTOCOL.md 4.1, 7.4 step 2). */
-    cr_assert_eq(watch_collect(&wt, m, 4), 1);
+    cr_assert_eq(crdt_watch_collect(&wt, m, 4), 1);
     cr_assert_str_eq(m[0].payload, "1");
 
     /* Held for reading: the write force-unlock does nothing, the read one deletes. */
@@ -1132,11 +913,11 @@ Test(rwlock, force_unlock_of_each_lock_only_deletes_in_its_own_mode)
     cr_assert_eq(crd_lock_force_unlock(crd_rwlock_write(brw), &was), CRD_OK);
     cr_assert_not(was, "the write force-unlock reported deleting a read-held lock");
     cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 1);
-    cr_assert_eq(watch_collect(&wt, m, 4), 0);
+    cr_assert_eq(crdt_watch_collect(&wt, m, 4), 0);
     cr_assert_eq(crd_lock_force_unlock(crd_rwlock_read(brw), &was), CRD_OK);
     cr_assert(was);
     cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0);
-    cr_assert_eq(watch_collect(&wt, m, 4), 1);
+    cr_assert_eq(crdt_watch_collect(&wt, m, 4), 1);
     cr_assert_str_eq(m[0].payload, "0");
     /* The hold's timeout key is left to expire (PROTOCOL.md 7.5); it still carries the
      * hold's lease, never more. */
@@ -1144,14 +925,14 @@ Test(rwlock, force_unlock_of_each_lock_only_deletes_in_its_own_mode)
     cr_assert(left > 0 && left <= 30000, "left-over timeout key PTTL %lld", left);
     cr_assert_eq(crd_lock_release(crd_rwlock_read(arw)), CRD_LOCK_LOST);
     /* A read unlock of an unlocked name publishes "0" (7.2 step 2). */
-    cr_assert_eq(watch_collect(&wt, m, 4), 1);
+    cr_assert_eq(crdt_watch_collect(&wt, m, 4), 1);
     cr_assert_str_eq(m[0].payload, "0");
     /* Nothing left to force-unlock in either mode. */
     cr_assert_eq(crd_lock_force_unlock(crd_rwlock_read(brw), &was), CRD_OK);
     cr_assert_not(was);
     cr_assert_eq(crd_lock_force_unlock(crd_rwlock_write(brw), &was), CRD_OK);
     cr_assert_not(was);
-    watch_close(&wt);
+    crdt_watch_close(&wt);
     freeReplyObject(crdt_cmd(r, "DEL %s", tk));
 
     crd_rwlock_free(arw);

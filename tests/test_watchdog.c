@@ -33,37 +33,15 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "waiters.h"
 
 #ifndef CRD_GOLDEN_DIR
-#define CRD_GOLDEN_DIR "../shared/golden"
+#error "CRD_GOLDEN_DIR must be defined by the build"
 #endif
 
 /* ---------------------------------------------------------------------------------- */
 /* Helpers                                                                            */
 /* ---------------------------------------------------------------------------------- */
-
-/* CRDT_SCALE (a factor, default 1) shrinks the heavy loops for local runs. */
-static double scale(void)
-{
-    const char *s = getenv("CRDT_SCALE");
-    double f = s != NULL ? atof(s) : 1.0;
-    return f > 0 ? f : 1.0;
-}
-
-static void owner_field(crd_client *c, uint64_t owner, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s:%" PRIu64, crd_client_id(c), owner);
-}
-
-static long long pttl(redisContext *r, const char *key)
-{
-    return crdt_cmd_int(r, "PTTL %s", key);
-}
-
-static long long exists(redisContext *r, const char *key)
-{
-    return crdt_cmd_int(r, "EXISTS %s", key);
-}
 
 static crd_client *client_on(int port, int64_t watchdog_ms, int64_t command_timeout_ms,
                              crd_event_fn on_event, void *ev_data)
@@ -341,10 +319,10 @@ Test(watchdog, a_watchdog_hold_kept_for_four_timeouts_stays_held_with_its_ttl_in
     cr_assert(s.min_positive > 0, "PTTL reached 0");
 
     cr_assert_eq(crd_lock_release(la), CRD_OK);
-    cr_assert_eq(exists(r, key), 0);
+    cr_assert_eq(crdt_exists(r, key), 0);
     /* And no renewal brings it back. */
     crdt_sleep_ms(timeout / 3 + 100);
-    cr_assert_eq(exists(r, key), 0, "the key came back after the release");
+    cr_assert_eq(crdt_exists(r, key), 0, "the key came back after the release");
 
     crd_lock_free(la);
     crd_lock_free(lb);
@@ -584,7 +562,7 @@ Test(watchdog, renewal_matches_the_recorded_redisson_watchdog_renewal_on_the_wir
             char type[32];
             crdt_cmd_str(r, type, sizeof type, "TYPE %s", key);
             cr_assert_str_eq(type, json_string_value(jget(ks, "type")));
-            long long t = pttl(r, key);
+            long long t = crdt_pttl(r, key);
             cr_assert(t > 0 && t <= timeout, "step %zu: PTTL %lld not in (0, %" PRId64 "]", i + 1,
                       t, timeout);
             json_t *value = jget(ks, "value");
@@ -600,7 +578,7 @@ Test(watchdog, renewal_matches_the_recorded_redisson_watchdog_renewal_on_the_wir
             }
         }
         if (!lock_key_present && sb.gname != NULL)
-            cr_assert_eq(exists(r, key), 0, "step %zu: the lock key should not exist", i + 1);
+            cr_assert_eq(crdt_exists(r, key), 0, "step %zu: the lock key should not exist", i + 1);
     }
     monitor_stop(&mon);
 
@@ -816,41 +794,6 @@ static int holder_child(void *arg)
         pause(); /* until SIGKILL */
 }
 
-typedef struct waiter_arg {
-    crd_lock *l;
-    int64_t wait_ms;
-    int64_t lease_ms;
-    crd_status st;
-    int64_t t_done;
-    atomic_bool done;
-} waiter_arg;
-
-static void *waiter_main(void *arg)
-{
-    waiter_arg *w = arg;
-    w->st = crd_lock_acquire(w->l, w->wait_ms, w->lease_ms);
-    w->t_done = crdt_now_ms();
-    atomic_store(&w->done, true);
-    return NULL;
-}
-
-struct numsub_pred {
-    redisContext *r;
-    const char *channel;
-};
-
-static bool numsub_pred(void *arg)
-{
-    struct numsub_pred *p = arg;
-    redisReply *rep = crdt_cmd(p->r, "PUBSUB NUMSUB %s", p->channel);
-    bool ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
-              rep->element[1]->type == REDIS_REPLY_INTEGER && rep->element[1]->integer >= 1;
-    freeReplyObject(rep);
-    return ok;
-}
-
-static bool done_pred(void *arg) { return atomic_load(&((waiter_arg *)arg)->done); }
-
 Test(watchdog, a_holder_killed_with_sigkill_lets_a_waiter_in_within_the_watchdog_timeout)
 {
     const int64_t timeout = 1500;
@@ -867,30 +810,29 @@ Test(watchdog, a_holder_killed_with_sigkill_lets_a_waiter_in_within_the_watchdog
     close(fds[0]);
 
     redisContext *r = crdt_redis();
-    cr_assert_eq(exists(r, key), 1);
+    cr_assert_eq(crdt_exists(r, key), 1);
     crd_client *c = crdt_client();
     crd_lock *l = crdt_lock(c, key);
-    waiter_arg w = {l, 10000, 5000, CRD_OK, 0, false};
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, waiter_main, &w), 0);
+    crdt_waiter w = {.lock = l, .wait_ms = 10000, .lease_ms = 5000, .hold = true};
+    crdt_waiter_start(&w);
     char channel[512];
     snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", key);
-    struct numsub_pred np = {r, channel};
-    cr_assert(crdt_wait_until(numsub_pred, &np, 5000), "the waiter never subscribed");
+    cr_assert(crdt_await_subscribed(r, channel, 5000), "the waiter never subscribed");
     /* Time passing is the behaviour: the holder's renewals keep the waiter out. */
     crdt_sleep_ms(timeout);
-    cr_assert_not(atomic_load(&w.done), "the waiter got in while the holder was alive: %s",
-                  crd_strerror(w.st));
+    cr_assert_not(crdt_waiter_returned(&w), "the waiter got in while the holder was alive: %s",
+                  crd_strerror(w.acquire_st));
 
     int64_t t_kill = crdt_now_ms();
     cr_assert_eq(kill(pid, SIGKILL), 0);
-    cr_assert(crdt_wait_until(done_pred, &w, timeout + 3000), "the waiter is still waiting");
-    pthread_join(th, NULL);
+    cr_assert(crdt_waiter_wait(&w, CRDT_WAITER_RETURNED, timeout + 3000),
+              "the waiter is still waiting");
+    crdt_waiter_join(&w, 5000, NULL);
     cr_assert_eq(crdt_wait_child(pid, 5000), 128 + SIGKILL);
-    int64_t latency = w.t_done - t_kill;
+    int64_t latency = w.t_acq_ms - t_kill;
     fprintf(stderr, "[watchdog] SIGKILLed holder: waiter acquired %" PRId64 " ms after the kill\n",
             latency);
-    cr_assert_eq(w.st, CRD_OK, "the waiter got %s", crd_strerror(w.st));
+    cr_assert_eq(w.acquire_st, CRD_OK, "the waiter got %s", crd_strerror(w.acquire_st));
     cr_assert(latency < timeout + 700, "the waiter acquired %" PRId64 " ms after the kill",
               latency);
     bool held = false;
@@ -1060,7 +1002,7 @@ Test(watchdog, ten_thousand_holds_are_renewed_in_batches_of_one_hundred_per_scri
     cr_assert(ev1 - ev0 >= 100, "only %lld script calls in two idle periods", ev1 - ev0);
     /* Every hold is alive and inside the timeout. */
     for (int i = 0; i < nlocks; i += 997) {
-        long long t = pttl(r, names[i]);
+        long long t = crdt_pttl(r, names[i]);
         cr_assert(t > 0 && t <= timeout, "PTTL of hold %d is %lld", i, t);
     }
     cr_assert_eq(crdt_cmd_int(r, "DBSIZE"), nlocks);
@@ -1098,7 +1040,7 @@ Test(watchdog, a_force_unlock_by_another_client_is_reported_lost_within_one_peri
     int64_t t_force = crdt_now_ms();
     cr_assert_eq(crd_lock_force_unlock(lb, &was), CRD_OK);
     cr_assert(was);
-    cr_assert_eq(exists(r, key), 0);
+    cr_assert_eq(crdt_exists(r, key), 0);
 
     struct ev_wait wt = {&ev, CRD_EVENT_LOCK_LOST, key, me};
     bool seen = crdt_wait_until(ev_seen_pred, &wt, timeout + 1000);
@@ -1126,7 +1068,7 @@ Test(watchdog, a_force_unlock_by_another_client_is_reported_lost_within_one_peri
     /* Time passing is the behaviour: over two more periods nothing re-creates it. */
     int64_t end = crdt_now_ms() + 2 * period + 100;
     while (crdt_now_ms() < end) {
-        cr_assert_eq(exists(r, key), 0, "the key was re-created after it was lost");
+        cr_assert_eq(crdt_exists(r, key), 0, "the key was re-created after it was lost");
         crdt_sleep_ms(50);
     }
     cr_assert_eq(evlog_count(&ev), 1, "exactly one event (the loss) was expected");
@@ -1191,12 +1133,12 @@ Test(watchdog, a_server_pause_longer_than_the_lease_reports_failing_then_lost_an
     int64_t end = t_pause + 2500 + 1200;
     crdt_sleep_ms(t_pause + 2600 - crdt_now_ms());
     while (crdt_now_ms() < end) {
-        long long t = pttl(r, key);
+        long long t = crdt_pttl(r, key);
         cr_assert_eq(t, -2, "after the pause the lock key has PTTL %lld", t);
         crdt_sleep_ms(50);
     }
     cr_assert_eq(crd_lock_release(l), CRD_LOCK_LOST);
-    cr_assert_eq(exists(r, key), 0);
+    cr_assert_eq(crdt_exists(r, key), 0);
 
     crd_lock_free(l);
     crd_client_free(a);
@@ -1229,7 +1171,7 @@ Test(watchdog, a_server_pause_shorter_than_the_lease_is_survived_and_renewal_rec
     crd_lock *l = crdt_lock(a, key);
     uint64_t me = crd_owner_current();
     char field[96];
-    owner_field(a, me, field, sizeof field);
+    crdt_owner_field(a, me, field, sizeof field);
 
     cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     /* Pause right after a renewal for 1000 ms (< the 1500 ms lease): the next renewal,
@@ -1245,7 +1187,7 @@ Test(watchdog, a_server_pause_shorter_than_the_lease_is_survived_and_renewal_rec
     /* Time passing is the behaviour: the pause, then two timeouts of normal renewal. */
     int64_t end = t_pause + 1000 + 2 * timeout;
     while (crdt_now_ms() < end) {
-        long long t = pttl(r, key);
+        long long t = crdt_pttl(r, key);
         cr_assert(t > 0 && t <= timeout, "PTTL %lld at %" PRId64 " ms after the pause began", t,
                   crdt_now_ms() - t_pause);
         crdt_sleep_ms(50);
@@ -1267,7 +1209,7 @@ Test(watchdog, a_server_pause_shorter_than_the_lease_is_survived_and_renewal_rec
     cr_assert(v > 0 && v <= timeout);
     cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", key, field), 1);
     cr_assert_eq(crd_lock_release(l), CRD_OK);
-    cr_assert_eq(exists(r, key), 0);
+    cr_assert_eq(crdt_exists(r, key), 0);
 
     crd_lock_free(l);
     crd_client_free(a);
@@ -1291,10 +1233,10 @@ Test(watchdog, extend_moves_the_ttl_and_reports_lost_and_not_owner)
     crd_lock *lo = crdt_lock(a, other);
 
     cr_assert_eq(crd_lock_acquire(la, 0, 2000), CRD_OK);
-    long long t1 = pttl(r, key);
+    long long t1 = crdt_pttl(r, key);
     cr_assert(t1 > 0 && t1 <= 2000);
     cr_assert_eq(crd_lock_extend(la, 20000), CRD_OK);
-    long long t2 = pttl(r, key);
+    long long t2 = crdt_pttl(r, key);
     cr_assert(t2 > 2000 && t2 <= 20000, "PTTL after extend(20000) is %lld", t2);
     int64_t v = 0;
     cr_assert_eq(crd_lock_validity_ms(la, &v), CRD_OK);
@@ -1304,15 +1246,15 @@ Test(watchdog, extend_moves_the_ttl_and_reports_lost_and_not_owner)
     cr_assert_eq(crd_lock_extend_owner(la, crd_owner_new(), 5000), CRD_NOT_OWNER);
     cr_assert_eq(crd_lock_extend(lo, 5000), CRD_NOT_OWNER);
     cr_assert_eq(crd_lock_extend(lb, 5000), CRD_NOT_OWNER, "client b holds nothing");
-    cr_assert_eq(exists(r, other), 0, "extend must never create a key");
-    cr_assert(pttl(r, key) > 2000, "a refused extend changed the TTL");
+    cr_assert_eq(crdt_exists(r, other), 0, "extend must never create a key");
+    cr_assert(crdt_pttl(r, key) > 2000, "a refused extend changed the TTL");
 
     /* Force-unlocked by another client: extend finds the field gone. */
     bool was = false;
     cr_assert_eq(crd_lock_force_unlock(lb, &was), CRD_OK);
     cr_assert(was);
     cr_assert_eq(crd_lock_extend(la, 5000), CRD_LOCK_LOST);
-    cr_assert_eq(exists(r, key), 0, "extend re-created a force-unlocked lock");
+    cr_assert_eq(crdt_exists(r, key), 0, "extend re-created a force-unlocked lock");
     cr_assert_eq(crd_lock_validity_ms(la, &v), CRD_LOCK_LOST);
     cr_assert_eq(crd_lock_release(la), CRD_LOCK_LOST);
     cr_assert_eq(crd_lock_extend(la, 5000), CRD_NOT_OWNER, "after the release nothing is held");
@@ -1325,10 +1267,10 @@ Test(watchdog, extend_moves_the_ttl_and_reports_lost_and_not_owner)
     crd_lock *lw = crdt_lock(w, key);
     cr_assert_eq(crd_lock_acquire(lw, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     cr_assert_eq(crd_lock_extend(lw, 60000), CRD_OK);
-    long long t3 = pttl(r, key);
+    long long t3 = crdt_pttl(r, key);
     cr_assert(t3 > 1500 && t3 <= 60000, "PTTL after extending a watchdog hold: %lld", t3);
     cr_assert_eq(crd_lock_release(lw), CRD_OK);
-    cr_assert_eq(exists(r, key), 0);
+    cr_assert_eq(crdt_exists(r, key), 0);
 
     crd_lock_free(lw);
     crd_client_free(w);
@@ -1392,9 +1334,7 @@ Test(watchdog, eight_threads_cycling_a_watchdog_lock_leave_no_key_and_no_ttl_abo
 {
     const int64_t timeout = 1000;
     const int nthreads = 8;
-    int total = (int)(10000 * scale());
-    if (total < nthreads)
-        total = nthreads;
+    int total = crdt_scaled_count(10000, nthreads);
     static renew_log rl;
     memset(&rl, 0, sizeof rl);
     pthread_mutex_init(&rl.mu, NULL);
@@ -1436,7 +1376,7 @@ Test(watchdog, eight_threads_cycling_a_watchdog_lock_leave_no_key_and_no_ttl_abo
     cr_assert((int)renewals >= atomic_load(&rc.long_holds) / 2,
               "%zu renewal calls for %d holds that spanned a renewal period", renewals,
               atomic_load(&rc.long_holds));
-    cr_assert_eq(exists(r, key), 0, "the key survived the last release");
+    cr_assert_eq(crdt_exists(r, key), 0, "the key survived the last release");
     cr_assert(s.max <= timeout, "PTTL reached %lld > %" PRId64, s.max, timeout);
     cr_assert_eq(s.n_no_ttl, 0, "the hash was seen without TTL");
 
@@ -1446,7 +1386,7 @@ Test(watchdog, eight_threads_cycling_a_watchdog_lock_leave_no_key_and_no_ttl_abo
     size_t after = renew_count(&rl);
     crdt_sleep_ms(timeout / 3 + 100);
     cr_assert_eq(renew_count(&rl), after, "renewals went on with nothing held");
-    cr_assert_eq(exists(r, key), 0);
+    cr_assert_eq(crdt_exists(r, key), 0);
 
     crd_lock_free(l);
     crd_client_free(c);

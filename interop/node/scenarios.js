@@ -26,7 +26,7 @@ const Redis = require('ioredis');
 
 const PORT = Number(process.env.CRD_INTEROP_PORT || 6379);
 const BIN = process.env.CRD_INTEROP_BIN || path.resolve(__dirname, '../../build/interop');
-const GOLDEN = process.env.CRD_GOLDEN_DIR || path.resolve(__dirname, '../../../shared/golden');
+const GOLDEN = process.env.CRD_GOLDEN_DIR || path.resolve(__dirname, '../../tests/golden');
 const C_DRIVER = path.join(BIN, 'crd_interop_driver');
 const C_WORKER = path.join(BIN, 'crd_interop_worker');
 const NODE_DRIVER = path.join(__dirname, 'driver.js');

@@ -21,6 +21,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -88,6 +89,12 @@ int64_t crdt_scaled_ms(int64_t ms)
     double f = crdt_time_scale();
     int64_t r = (int64_t)((double)ms * f);
     return (double)r < (double)ms * f ? r + 1 : r;
+}
+
+int crdt_scaled_count(int n, int min)
+{
+    int v = (int)((double)n / crdt_time_scale());
+    return v < min ? min : v;
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -648,6 +655,218 @@ bool crdt_pubsub_channels_empty(const char *pattern)
     bool ok = crdt_wait_until(channels_empty_pred, &p, 2000);
     redisFree(p.c);
     return ok;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Lock state probes                                                                  */
+/* ---------------------------------------------------------------------------------- */
+
+void crdt_owner_field(crd_client *c, uint64_t owner, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s:%" PRIu64, crd_client_id(c), owner);
+}
+
+long long crdt_pttl(redisContext *r, const char *key)
+{
+    return crdt_cmd_int(r, "PTTL %s", key);
+}
+
+long long crdt_exists(redisContext *r, const char *key)
+{
+    return crdt_cmd_int(r, "EXISTS %s", key);
+}
+
+long long crdt_hget_int(redisContext *r, const char *key, const char *field)
+{
+    redisReply *rep = crdt_cmd(r, "HGET %s %s", key, field);
+    long long v = rep->type == REDIS_REPLY_STRING ? atoll(rep->str) : 0;
+    cr_assert(rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_NIL,
+              "HGET %s %s: reply type %d", key, field, rep->type);
+    freeReplyObject(rep);
+    return v;
+}
+
+long long crdt_count_keys(redisContext *r, const char *pattern)
+{
+    long long n = 0;
+    char cursor[32] = "0";
+    do {
+        redisReply *rep = crdt_cmd(r, "SCAN %s MATCH %s COUNT 1000", cursor, pattern);
+        cr_assert_eq(rep->type, REDIS_REPLY_ARRAY);
+        snprintf(cursor, sizeof cursor, "%s", rep->element[0]->str);
+        n += (long long)rep->element[1]->elements;
+        freeReplyObject(rep);
+    } while (strcmp(cursor, "0") != 0);
+    return n;
+}
+
+struct exists_pred {
+    redisContext *r;
+    const char *key;
+    bool present;
+};
+
+static bool exists_is(void *arg)
+{
+    struct exists_pred *p = arg;
+    return (crdt_exists(p->r, p->key) == 1) == p->present;
+}
+
+bool crdt_await_exists(redisContext *r, const char *key, bool present, int64_t timeout_ms)
+{
+    struct exists_pred p = {r, key, present};
+    return crdt_wait_until(exists_is, &p, timeout_ms);
+}
+
+long long crdt_numsub(redisContext *r, const char *channel)
+{
+    redisReply *rep = crdt_cmd(r, "PUBSUB NUMSUB %s", channel);
+    cr_assert(rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+                  rep->element[1]->type == REDIS_REPLY_INTEGER,
+              "PUBSUB NUMSUB %s: unexpected reply", channel);
+    long long v = rep->element[1]->integer;
+    freeReplyObject(rep);
+    return v;
+}
+
+struct numsub_pred {
+    redisContext *r;
+    const char *channel;
+};
+
+static bool subscribed(void *arg)
+{
+    struct numsub_pred *p = arg;
+    return crdt_numsub(p->r, p->channel) >= 1;
+}
+
+bool crdt_await_subscribed(redisContext *r, const char *channel, int64_t timeout_ms)
+{
+    struct numsub_pred p = {r, channel};
+    return crdt_wait_until(subscribed, &p, timeout_ms);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Watching published messages                                                        */
+/* ---------------------------------------------------------------------------------- */
+
+void crdt_watch_open(crdt_watch *w, const char *channel, bool pattern)
+{
+    w->sub = crdt_redis();
+    w->pub = crdt_redis();
+    snprintf(w->sentinel, sizeof w->sentinel, "%s", crdt_key("sentinel"));
+    freeReplyObject(crdt_cmd(w->sub, pattern ? "PSUBSCRIBE %s" : "SUBSCRIBE %s", channel));
+    freeReplyObject(crdt_cmd(w->sub, "SUBSCRIBE %s", w->sentinel));
+    struct timeval tv = {.tv_sec = 5, .tv_usec = 0};
+    redisSetTimeout(w->sub, tv);
+}
+
+int crdt_watch_collect(crdt_watch *w, crdt_msg *out, int max)
+{
+    freeReplyObject(crdt_cmd(w->pub, "PUBLISH %s end", w->sentinel));
+    int n = 0;
+    for (;;) {
+        redisReply *r = NULL;
+        cr_assert_eq(redisGetReply(w->sub, (void **)&r), REDIS_OK,
+                     "the watch connection received nothing: %s", w->sub->errstr);
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+        const char *kind = r->element[0]->str;
+        const redisReply *ch = NULL, *payload = NULL;
+        if (strcmp(kind, "pmessage") == 0 && r->elements == 4) {
+            ch = r->element[2];
+            payload = r->element[3];
+        } else if (strcmp(kind, "message") == 0 && r->elements == 3) {
+            ch = r->element[1];
+            payload = r->element[2];
+        }
+        if (ch != NULL && strcmp(ch->str, w->sentinel) == 0) {
+            freeReplyObject(r);
+            break;
+        }
+        if (ch != NULL) {
+            if (n < max) {
+                snprintf(out[n].channel, sizeof out[n].channel, "%s", ch->str);
+                snprintf(out[n].payload, sizeof out[n].payload, "%s", payload->str);
+            }
+            n++;
+        }
+        freeReplyObject(r);
+    }
+    return n;
+}
+
+void crdt_watch_close(crdt_watch *w)
+{
+    redisFree(w->sub);
+    redisFree(w->pub);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Plain helpers (no Criterion: they also run in children and worker threads)         */
+/* ---------------------------------------------------------------------------------- */
+
+long long crdt_reply_int(redisReply *r)
+{
+    if (r == NULL)
+        return -1000000;
+    long long v = -1000000;
+    if (r->type == REDIS_REPLY_INTEGER)
+        v = r->integer;
+    else if (r->type == REDIS_REPLY_STRING)
+        v = atoll(r->str);
+    else if (r->type == REDIS_REPLY_NIL)
+        v = 0;
+    freeReplyObject(r);
+    return v;
+}
+
+redisContext *crdt_raw_connect(int port, int64_t timeout_ms)
+{
+    struct timeval tv = {.tv_sec = (time_t)(timeout_ms / 1000),
+                         .tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000};
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (r == NULL)
+        return NULL;
+    if (r->err) {
+        redisFree(r);
+        return NULL;
+    }
+    redisSetTimeout(r, tv);
+    return r;
+}
+
+crd_client *crdt_plain_client(int port)
+{
+    crd_options o;
+    crd_options_init(&o);
+    o.host = "127.0.0.1";
+    o.port = port;
+    crd_client *c = NULL;
+    if (crd_client_new(&o, &c) != CRD_OK) {
+        crd_client_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+int crdt_exclusion_section(redisContext *r, const char *inside, const char *counter)
+{
+    int violation = crdt_reply_int(redisCommand(r, "INCR %s", inside)) != 1;
+    long long v = crdt_reply_int(redisCommand(r, "GET %s", counter));
+    freeReplyObject(redisCommand(r, "SET %s %lld", counter, v + 1));
+    crdt_reply_int(redisCommand(r, "DECR %s", inside));
+    return violation;
+}
+
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+void crdt_sort_i64(int64_t *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_i64);
 }
 
 /* ---------------------------------------------------------------------------------- */

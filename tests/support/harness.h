@@ -84,14 +84,21 @@ void crdt_sleep_ms(int64_t ms);
  * ~2 ms). Returns whether pred became true. */
 bool crdt_wait_until(bool (*pred)(void *arg), void *arg, int64_t timeout_ms);
 
-/* The slowdown factor of this run: CRDT_TIME_SCALE from the environment (make
- * test-valgrind sets it; memcheck runs the library many times slower), 1 when unset,
- * never below 1. A test whose scenario must fit inside a lease it chose stretches that
- * lease and the bounds derived from it with crdt_scaled_ms(); bounds on the library's
- * own promptness are never scaled. */
+/* The slowdown factor of this run, the suite's one time-scale knob: CRDT_TIME_SCALE
+ * from the environment (make test-valgrind sets it; memcheck runs the library many
+ * times slower), 1 when unset, never below 1. Two uses, both through these helpers:
+ *   - a test whose scenario must fit inside a lease it chose stretches that lease and
+ *     the bounds derived from it with crdt_scaled_ms(); bounds on the library's own
+ *     promptness are never scaled;
+ *   - a heavy loop (exclusion checkers, FIFO rounds, 10 000 holds) runs
+ *     crdt_scaled_count() rounds, so CRDT_TIME_SCALE=4 also makes a quick local run.
+ * No other environment variable scales time or work (test_exclusion's
+ * CRDT_EXCLUSION_TOTAL sets that one test's total). */
 double crdt_time_scale(void);
 /* ms times crdt_time_scale(), rounded up. */
 int64_t crdt_scaled_ms(int64_t ms);
+/* n divided by crdt_time_scale() (rounded down), at least min. */
+int crdt_scaled_count(int n, int min);
 
 /* ---------------------------------------------------------------------------------- */
 /* Clients and connections                                                            */
@@ -144,6 +151,75 @@ long long crdt_pubsub_channels_count(redisContext *c, const char *pattern);
 /* Waits up to 2 s for PUBSUB CHANNELS [pattern] to become empty; returns whether it
  * did (unsubscribe is asynchronous to the call that ended a wait). */
 bool crdt_pubsub_channels_empty(const char *pattern);
+
+/* ---------------------------------------------------------------------------------- */
+/* Lock state probes                                                                  */
+/* ---------------------------------------------------------------------------------- */
+
+/* "<client uuid>:<owner>": an owner's field in a lock hash, a fair queue entry, a
+ * read-write reader (the writer's is that plus ":write"). */
+void crdt_owner_field(crd_client *c, uint64_t owner, char *buf, size_t cap);
+/* PTTL / EXISTS of a key (asserts an integer reply). */
+long long crdt_pttl(redisContext *r, const char *key);
+long long crdt_exists(redisContext *r, const char *key);
+/* HGET as an integer: 0 for a missing field or key (asserts a string or nil reply). */
+long long crdt_hget_int(redisContext *r, const char *key, const char *field);
+/* Number of keys matching a pattern (a full SCAN). */
+long long crdt_count_keys(redisContext *r, const char *pattern);
+/* Waits up to timeout_ms until the key exists (present) or is gone (!present);
+ * returns whether it happened. */
+bool crdt_await_exists(redisContext *r, const char *key, bool present, int64_t timeout_ms);
+
+/* PUBSUB NUMSUB of one channel. */
+long long crdt_numsub(redisContext *r, const char *channel);
+/* Waits up to timeout_ms until the channel has a subscriber (a waiter blocked on
+ * it); returns whether it did. */
+bool crdt_await_subscribed(redisContext *r, const char *channel, int64_t timeout_ms);
+
+/* ---------------------------------------------------------------------------------- */
+/* Watching published messages                                                        */
+/* ---------------------------------------------------------------------------------- */
+
+/* A raw subscriber on a channel (or a pattern) plus a sentinel channel of its own. To
+ * read exactly what was published up to now, crdt_watch_collect publishes on the
+ * sentinel and reads until it arrives: Redis delivers to one connection in publish
+ * order. */
+typedef struct crdt_watch {
+    redisContext *sub, *pub;
+    char sentinel[300];
+} crdt_watch;
+
+typedef struct crdt_msg {
+    char channel[400];
+    char payload[32];
+} crdt_msg;
+
+/* SUBSCRIBE channel, or PSUBSCRIBE it when pattern is true. */
+void crdt_watch_open(crdt_watch *w, const char *channel, bool pattern);
+/* The messages published since the last collect: fills out[] (up to max), returns how
+ * many there were. */
+int crdt_watch_collect(crdt_watch *w, crdt_msg *out, int max);
+void crdt_watch_close(crdt_watch *w);
+
+/* ---------------------------------------------------------------------------------- */
+/* Plain helpers for children and worker threads (no Criterion asserts)               */
+/* ---------------------------------------------------------------------------------- */
+
+/* Integer value of a reply, which it frees: an integer, a string's number, 0 for nil,
+ * -1000000 for NULL or any other type. */
+long long crdt_reply_int(redisReply *r);
+/* A hiredis connection to 127.0.0.1:port with connect and command timeout timeout_ms,
+ * or NULL. */
+redisContext *crdt_raw_connect(int port, int64_t timeout_ms);
+/* A client with crd_options_init()'s defaults on 127.0.0.1:port, or NULL. */
+crd_client *crdt_plain_client(int port);
+/* The critical section of the exclusion checkers, run by a holder right after its
+ * acquire: INCR inside (it must read 1, nobody else is inside), a GET/SET
+ * read-modify-write of counter (lost updates show in its final value), DECR inside.
+ * Returns 1 if it found another holder inside, else 0. */
+int crdt_exclusion_section(redisContext *r, const char *inside, const char *counter);
+/* Sort n values ascending. */
+void crdt_sort_i64(int64_t *v, int n);
 
 /* ---------------------------------------------------------------------------------- */
 /* Processes                                                                          */
