@@ -49,8 +49,10 @@ test-fuzz:
 # system's programs (/bin, /usr/bin: the shells and tools test_cli runs as CMD; under
 # memcheck they start too slowly for its deadlines, and they are not ours to check).
 # VALGRIND_SKIP leaves programs out (none today).
-# CRDT_TIME_SCALE stretches the few leases a test chooses for a scenario that must fit
-# inside them (tests/support/harness.h, crdt_scaled_ms).
+# CRDT_TIME_SCALE is the one slowdown knob (tests/support/harness.h): it stretches the few
+# leases a test chooses for a scenario that must fit inside them (crdt_scaled_ms) and
+# divides the heavy loops by the same factor (crdt_scaled_count), so memcheck runs about
+# a third of the exclusion and renewal rounds.
 # No -q: -q drops the ERROR SUMMARY lines the check below reads, and Criterion ignores
 # its workers' exit status, so --error-exitcode alone misses an error inside a test.
 VALGRIND_SKIP ?=
