@@ -475,6 +475,46 @@ CRD_API crd_lock *crd_rwlock_write(crd_rwlock *rw);
 /* Free the handle (holds stay held, as with crd_lock_free). Accepts NULL. */
 CRD_API void crd_rwlock_free(crd_rwlock *rw);
 
+/* ---------------------------------------------------------------------------------- */
+/* Fenced lock (Redisson RFencedLock)                                                  */
+/* ---------------------------------------------------------------------------------- */
+
+/* Create a handle for the fenced lock named name: a reentrant lock (same hash, owner
+ * field, channel, unlock and renewal as crd_lock_new) whose every successful acquire,
+ * re-entry included, also raises a counter redisson_lock_token:{N} (a STRING without
+ * TTL) and so draws a fencing token: a number larger than any earlier acquire's. A
+ * storage layer that remembers the largest token it has seen and refuses writes with a
+ * smaller one rejects a holder that was paused past its lease while another took the
+ * lock (the pause problem a lease alone cannot solve; examples/fenced.c).
+ * Every crd_lock_* function works on the handle; crd_lock_acquire draws a token without
+ * returning it (Java's lock()), crd_lock_acquire_token returns it. Differences from
+ * Redisson: renewal also checks the counter, so a hold whose counter vanished (Java's
+ * RFencedLock.delete() deletes it and tokens start again at 1: never call it on a live
+ * fleet) is reported lost (CRD_EVENT_LOCK_LOST).
+ * Errors, ownership and thread safety as crd_lock_new(). Free with crd_lock_free(). */
+CRD_API crd_status crd_fenced_lock_new(crd_client *client, const char *name, crd_lock **out);
+CRD_API crd_status crd_fenced_lock_new_n(crd_client *client, const char *name,
+                                         size_t name_len, crd_lock **out);
+
+/* Acquire a fenced lock as crd_lock_acquire() does and store the token this acquire
+ * drew in *token (Java's lockAndGetToken / tryLockAndGetToken). Tokens of one name
+ * strictly increase across clients, processes and languages.
+ * Returns as crd_lock_acquire(); *token is set only with CRD_OK. CRD_INVALID_ARGUMENT
+ * also for a NULL token or a lock that is not fenced. When the acquire's reply was lost
+ * and reading the owner's field back proved it ran, the token is read from the counter
+ * (no other owner can have raised it while this one holds the lock). */
+CRD_API crd_status crd_lock_acquire_token(crd_lock *lock, int64_t wait_ms, int64_t lease_ms,
+                                          int64_t *token);
+CRD_API crd_status crd_lock_acquire_token_owner(crd_lock *lock, uint64_t owner,
+                                                int64_t wait_ms, int64_t lease_ms,
+                                                int64_t *token);
+
+/* The current value of a fenced lock's counter (GET; 0 when it does not exist, as Java's
+ * getToken()): the token of the most recent acquire by anyone.
+ * Returns CRD_OK, CRD_INVALID_ARGUMENT (NULL argument, not a fenced lock), CRD_IO,
+ * CRD_SERVER, CRD_PROTOCOL, CRD_CLOSED. Thread-safe. */
+CRD_API crd_status crd_lock_token(crd_lock *lock, int64_t *token);
+
 #ifdef __cplusplus
 }
 #endif

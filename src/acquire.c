@@ -131,11 +131,31 @@ static crd_status resolve_lost_reply(crd__acquire *a, bool *happened)
     return CRD_OK;
 }
 
+/* The token of an acquire whose reply was lost: the counter now. While this owner holds
+ * the lock no other acquire can raise it (only this owner's own re-entry, on this
+ * thread), so it is the token that acquire drew. */
+static crd_status read_token(crd__acquire *a)
+{
+    crd__cmd cmd;
+    crd__cmd_init(&cmd, CRD__PLAIN, 2);
+    crd__cmd_arg_str(&cmd, "GET");
+    crd__cmd_arg(&cmd, a->l->names.token.p, a->l->names.token.len);
+    redisReply *r = NULL;
+    crd_status st = crd__call(a->c, &cmd, "reading the token back", &r, NULL);
+    crd__cmd_free(&cmd);
+    if (st != CRD_OK)
+        return st;
+    if (!crd__reply_int(r, &a->token) || a->token < 1)
+        st = crd__reply_fail(a->c, r, "reading the token back");
+    freeReplyObject(r);
+    return st;
+}
+
 /* Sends the kind's acquire script once. */
 static crd_status send_acquire(crd__acquire *a, redisReply **r, int64_t *sent)
 {
     const crd__kind_ops *ops = &crd__kinds[a->l->kind];
-    crd__acq_args args = {a->field, a->flen, a->lease, a->nowait, a->fair_wait};
+    crd__acq_args args = {a->field, a->flen, a->lease, a->nowait, a->fair_wait, a->want_token};
     crd__cmd cmd;
     ops->acquire(a->l, &args, &cmd);
     if (ops->queued && !a->nowait)
@@ -158,7 +178,10 @@ static crd_status settle_pending(crd__acquire *a, bool *happened)
     a->outcome = CRD__ACQ_TAKEN;
     /* The lease started when Redis ran the acquire, at the earliest when it was sent:
      * count the validity from that send, never from later. */
-    return record_acquire(a, a->pending_sent);
+    st = record_acquire(a, a->pending_sent);
+    if (st == CRD_OK && a->want_token)
+        st = read_token(a);
+    return st;
 }
 
 /* One attempt: sets a->outcome (and a->hint_ms). a->pending carries an unresolved lost
@@ -189,7 +212,7 @@ static crd_status attempt(crd__acquire *a)
     }
     if (st != CRD_OK)
         return st;
-    a->outcome = crd__kinds[a->l->kind].acquire_reply(r, a->nowait, &a->hint_ms);
+    a->outcome = crd__kinds[a->l->kind].acquire_reply(r, a->nowait, &a->hint_ms, &a->token);
     if (a->outcome == CRD__ACQ_BAD)
         st = crd__reply_fail(a->c, r, "acquire");
     else if (a->outcome == CRD__ACQ_TAKEN)
@@ -397,25 +420,56 @@ void crd__acquire_woken(crd__acquire *a, crd_status w, bool confirmed)
 
 /* ---- the blocking driver ------------------------------------------------------------------- */
 
+/* Runs the machine to its end on the calling thread, sleeping on the subscription. */
+static void drive(crd__acquire *a)
+{
+    while (a->state != CRD__AS_DONE) {
+        if (a->state == CRD__AS_WAIT) {
+            bool confirmed = a->confirmed;
+            crd_status w = crd__sub_wait(a->c, a->sub, a->wake_at, &confirmed);
+            crd__acquire_woken(a, w, confirmed);
+        } else {
+            crd__acquire_step(a);
+        }
+    }
+}
+
 crd_status crd_lock_acquire_owner(crd_lock *l, uint64_t owner, int64_t wait_ms, int64_t lease_ms)
 {
     crd__acquire a;
     crd__acquire_begin(&a, l, owner, wait_ms, lease_ms);
-    while (a.state != CRD__AS_DONE) {
-        if (a.state == CRD__AS_WAIT) {
-            bool confirmed = a.confirmed;
-            crd_status w = crd__sub_wait(a.c, a.sub, a.wake_at, &confirmed);
-            crd__acquire_woken(&a, w, confirmed);
-        } else {
-            crd__acquire_step(&a);
-        }
-    }
+    drive(&a);
     return a.result;
 }
 
 crd_status crd_lock_acquire(crd_lock *l, int64_t wait_ms, int64_t lease_ms)
 {
     return crd_lock_acquire_owner(l, crd_owner_current(), wait_ms, lease_ms);
+}
+
+crd_status crd_lock_acquire_token_owner(crd_lock *l, uint64_t owner, int64_t wait_ms,
+                                        int64_t lease_ms, int64_t *token)
+{
+    crd_status st = crd__lock_check(l);
+    if (st != CRD_OK)
+        return st;
+    if (token == NULL)
+        return crd__fail(l->client, CRD_INVALID_ARGUMENT, "token is NULL");
+    if (!crd__kinds[l->kind].fenced)
+        return crd__fail(l->client, CRD_INVALID_ARGUMENT, "\"%.*s\" is a %s, not a fenced lock: "
+                         "it draws no token", CRD__NAME_FMT(l), crd__kinds[l->kind].label);
+    crd__acquire a;
+    crd__acquire_begin(&a, l, owner, wait_ms, lease_ms);
+    a.want_token = true;
+    drive(&a);
+    if (a.result == CRD_OK)
+        *token = a.token;
+    return a.result;
+}
+
+crd_status crd_lock_acquire_token(crd_lock *l, int64_t wait_ms, int64_t lease_ms, int64_t *token)
+{
+    return crd_lock_acquire_token_owner(l, crd_owner_current(), wait_ms, lease_ms, token);
 }
 
 crd_status crd_lock_run(crd_lock *l, int64_t wait_ms, int64_t lease_ms, int (*fn)(void *arg),

@@ -75,14 +75,21 @@ typedef struct crd__buf {
 
 /* Lock kinds. A hold is identified by (name, owner, kind): one owner may hold the read
  * and the write lock of one name at once. What each kind sends is in kinds.c. */
-typedef enum crd__kind { CRD__RLOCK = 0, CRD__FAIR = 1, CRD__READ = 2, CRD__WRITE = 3 } crd__kind;
-#define CRD__NKINDS 4
+typedef enum crd__kind {
+    CRD__RLOCK = 0,
+    CRD__FAIR = 1,
+    CRD__READ = 2,
+    CRD__WRITE = 3,
+    CRD__FENCED = 4
+} crd__kind;
+#define CRD__NKINDS 5
 
 #define CRD__LOCK_CHANNEL "redisson_lock__channel" /* RLock, fair (+ ":<field>" per waiter) */
 #define CRD__RW_CHANNEL "redisson_rwlock"          /* read-write lock */
 #define CRD__LATCH "redisson_unlock_latch"         /* unlock latch, "<latch>:{N}:<rid>" */
 #define CRD__FAIR_QUEUE "redisson_lock_queue"      /* fair: LIST of waiting owner fields */
 #define CRD__FAIR_DEADLINES "redisson_lock_timeout" /* fair: ZSET field -> epoch ms */
+#define CRD__FENCED_TOKEN "redisson_lock_token"    /* fenced: the token counter (STRING) */
 #define CRD__WRITE_SUFFIX ":write"                 /* a writer's field: "<uuid>:<id>:write" */
 #define CRD__READ_TIMEOUT_SUFFIX ":rwlock_timeout" /* read hold i: "<P>:<field>:rwlock_timeout:i" */
 #define CRD__FIELD_MAX 80                          /* an owner field, with ":write" and NUL */
@@ -94,6 +101,7 @@ typedef struct crd__names {
     crd__buf queue;        /* fair: redisson_lock_queue:{N} */
     crd__buf deadlines;    /* fair: redisson_lock_timeout:{N} */
     crd__buf rw_prefix;    /* read-write: P = {N}, or N when it has a '{' */
+    crd__buf token;        /* fenced: redisson_lock_token:{N} */
 } crd__names;
 
 crd_status crd__names_init(crd__names *n, crd__kind kind, const char *name, size_t len);
@@ -104,6 +112,10 @@ crd_status crd__derived_name(const char *prefix, const char *name, size_t len, c
  * without a suffix). _len says how long it is; _put writes it and a NUL into out. */
 size_t crd__rw_prefix_len(const char *name, size_t len);
 size_t crd__rw_prefix_put(const char *name, size_t len, char *out);
+/* The fenced token counter "redisson_lock_token:{N}" (or ":N"): length, and written with
+ * a NUL into out. */
+size_t crd__token_key_len(const char *name, size_t len);
+size_t crd__token_key_put(const char *name, size_t len, char *out);
 /* An owner's hash field, "<uuid>:<id>" or "<uuid>:<id>:write"; buf >= CRD__FIELD_MAX. */
 size_t crd__field(const char *uuid, uint64_t owner, bool write, char *buf);
 /* A read hold's timeout key base "<P>:<field>:rwlock_timeout" (hold i adds ":i") into buf
@@ -419,6 +431,7 @@ typedef struct crd__acq_args {
     int64_t lease_ms;
     bool nowait;        /* fair: the try-once form, which never joins the queue */
     int64_t fair_wait;  /* fair: the wait announced to the queue */
+    bool want_token;    /* fenced: the form that returns the token */
 } crd__acq_args;
 
 /* A release's inputs. */
@@ -438,10 +451,16 @@ typedef struct crd__kind_ops {
     bool write_field;      /* its owner field ends in ":write" */
     bool queued;           /* fair: a waiter joins a queue it must leave when it gives up */
     bool own_channel;      /* fair: a waiter listens on "<channel>:<field>" */
-    int renew_script;      /* lock_renew or rw_read_renew */
-    int renew_keys;        /* keys per renewed hold: 1 (N) or 2 (N and P) */
+    bool fenced;           /* draws a token with every acquire */
+    int renew_script;      /* lock_renew, rw_read_renew or fenced_renew */
+    /* The second key per renewed hold (read: P, fenced: the token counter), or NULL for
+     * holds renewed on N alone: its length, and the key written with a NUL. */
+    size_t (*renew_key2_len)(const char *name, size_t len);
+    size_t (*renew_key2_put)(const char *name, size_t len, char *out);
     void (*acquire)(const crd_lock *l, const crd__acq_args *a, crd__cmd *cmd);
-    crd__acq_outcome (*acquire_reply)(const redisReply *r, bool nowait, int64_t *hint_ms);
+    /* *token: the token a fenced acquire returned, else left alone. */
+    crd__acq_outcome (*acquire_reply)(const redisReply *r, bool nowait, int64_t *hint_ms,
+                                      int64_t *token);
     void (*release)(const crd_lock *l, const crd__rel_args *a, crd__cmd *cmd);
     crd__rel_outcome (*release_reply)(const redisReply *r);
     void (*force_unlock)(const crd_lock *l, crd__cmd *cmd);
@@ -509,6 +528,8 @@ typedef struct crd__acquire {
     bool watchdog;
     bool nowait;          /* fair: the try-once form */
     int64_t fair_wait;
+    bool want_token;      /* fenced: return the token */
+    int64_t token;        /* fenced: the token of the acquire, once TAKEN */
     int64_t wait_ms;      /* as asked: -1 forever, 0 try once */
     int64_t start, deadline;
     bool pending;         /* an acquire's outcome is unknown: read back before resending */

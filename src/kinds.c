@@ -1,12 +1,13 @@
 /*
  * kinds.c -- the lock kinds as data: for the reentrant lock (PROTOCOL.md 5), the fair lock
  * (8) and the read and write locks of a read-write lock (7), which scripts run, how their
- * KEYS and ARGV are built from a lock's names, and what their replies mean.
+ * KEYS and ARGV are built from a lock's names, and what their replies mean; and the
+ * fenced lock (9), an RLock that draws a token with every acquire.
  *
  * This is the file that decides how each kind is encoded on the wire. The acquire state
  * machine, the release path and the watchdog only look up crd__kinds[kind]; none of them
- * branches on the kind to build a command or read a reply. A new kind (the fenced lock)
- * is one more table entry.
+ * branches on the kind to build a command or read a reply: a new kind is one more table
+ * entry, as the fenced lock was.
  *
  * Pure functions over a lock's names; no lock, any thread.
  */
@@ -24,9 +25,11 @@ static void name_key(const crd_lock *l, crd__cmd *cmd) { crd__cmd_key(cmd, l->na
 /* ---- replies shared by several kinds ----------------------------------------------------- */
 
 /* nil: acquired; an integer: held, the holder's PTTL (-1: a hash without TTL). */
-static crd__acq_outcome acquire_reply(const redisReply *r, bool nowait, int64_t *hint_ms)
+static crd__acq_outcome acquire_reply(const redisReply *r, bool nowait, int64_t *hint_ms,
+                                      int64_t *token)
 {
     (void)nowait;
+    (void)token;
     *hint_ms = 0;
     if (r->type == REDIS_REPLY_NIL)
         return CRD__ACQ_TAKEN;
@@ -129,9 +132,10 @@ static void fair_acquire(const crd_lock *l, const crd__acq_args *a, crd__cmd *cm
 
 /* The queueing form answers the time to wait, 0 for "free, but not your turn"; the
  * try-once form answers 1 for "not acquired", without a hint. */
-static crd__acq_outcome fair_acquire_reply(const redisReply *r, bool nowait, int64_t *hint_ms)
+static crd__acq_outcome fair_acquire_reply(const redisReply *r, bool nowait, int64_t *hint_ms,
+                                           int64_t *token)
 {
-    crd__acq_outcome o = acquire_reply(r, nowait, hint_ms);
+    crd__acq_outcome o = acquire_reply(r, nowait, hint_ms, token);
     if (o == CRD__ACQ_TAKEN || o == CRD__ACQ_BAD)
         return o;
     if (nowait) {
@@ -292,23 +296,107 @@ static void write_force_unlock(const crd_lock *l, crd__cmd *cmd)
 
 static void write_is_locked(const crd_lock *l, crd__cmd *cmd) { rw_is_locked(l, cmd, "write"); }
 
+/* ---- fenced lock ---------------------------------------------------------------------------- */
+
+static void fenced_acquire(const crd_lock *l, const crd__acq_args *a, crd__cmd *cmd)
+{
+    crd__cmd_init(cmd, a->want_token ? CRD__SCRIPT_FENCED_ACQUIRE_TOKEN : CRD__SCRIPT_FENCED_ACQUIRE,
+                  0);
+    name_key(l, cmd);
+    key(cmd, &l->names.token);
+    crd__cmd_arg_i64(cmd, a->lease_ms);
+    crd__cmd_arg(cmd, a->field, a->flen);
+}
+
+/* The token form answers {-1, token} or {pttl, -1}; the plain form as an RLock. */
+static crd__acq_outcome fenced_acquire_reply(const redisReply *r, bool nowait, int64_t *hint_ms,
+                                             int64_t *token)
+{
+    if (r->type != REDIS_REPLY_ARRAY)
+        return acquire_reply(r, nowait, hint_ms, token);
+    *hint_ms = 0;
+    if (r->elements != 2 || r->element[0]->type != REDIS_REPLY_INTEGER ||
+        r->element[1]->type != REDIS_REPLY_INTEGER)
+        return CRD__ACQ_BAD;
+    long long first = r->element[0]->integer, second = r->element[1]->integer;
+    if (first == -1 && second >= 1) {
+        *token = second;
+        return CRD__ACQ_TAKEN;
+    }
+    if (second != -1)
+        return CRD__ACQ_BAD;
+    *hint_ms = first;
+    return first < 0 ? CRD__ACQ_HELD_NO_TTL : CRD__ACQ_HELD;
+}
+
+static void fenced_extend(const crd_lock *l, const char *field, size_t flen, int64_t lease_ms,
+                          crd__cmd *cmd)
+{
+    crd__cmd_init(cmd, CRD__SCRIPT_FENCED_RENEW, 0);
+    name_key(l, cmd);
+    key(cmd, &l->names.token);
+    crd__cmd_arg_i64(cmd, lease_ms);
+    crd__cmd_arg(cmd, field, flen);
+}
+
 /* ---- the table -------------------------------------------------------------------------------- */
 
 const crd__kind_ops crd__kinds[CRD__NKINDS] = {
-    [CRD__RLOCK] = {"lock", false, false, false, CRD__SCRIPT_LOCK_RENEW, 1, rlock_acquire,
-                    acquire_reply, rlock_release, release_reply, rlock_force_unlock, exists,
-                    extend_exclusive},
-    [CRD__FAIR] = {"fair lock", false, true, true, CRD__SCRIPT_LOCK_RENEW, 1, fair_acquire,
-                   fair_acquire_reply, fair_release, release_reply, fair_force_unlock, exists,
-                   extend_exclusive},
-    [CRD__READ] = {"read lock", false, false, false, CRD__SCRIPT_RW_READ_RENEW, 2, read_acquire,
-                   acquire_reply, read_release, read_release_reply, read_force_unlock,
-                   read_is_locked, read_extend},
-    [CRD__WRITE] = {"write lock", true, false, false, CRD__SCRIPT_LOCK_RENEW, 1, write_acquire,
-                    acquire_reply, write_release, release_reply, write_force_unlock,
-                    write_is_locked, extend_exclusive},
+    [CRD__RLOCK] = {.label = "lock",
+                    .renew_script = CRD__SCRIPT_LOCK_RENEW,
+                    .acquire = rlock_acquire,
+                    .acquire_reply = acquire_reply,
+                    .release = rlock_release,
+                    .release_reply = release_reply,
+                    .force_unlock = rlock_force_unlock,
+                    .is_locked = exists,
+                    .extend = extend_exclusive},
+    [CRD__FAIR] = {.label = "fair lock",
+                   .queued = true,
+                   .own_channel = true,
+                   .renew_script = CRD__SCRIPT_LOCK_RENEW,
+                   .acquire = fair_acquire,
+                   .acquire_reply = fair_acquire_reply,
+                   .release = fair_release,
+                   .release_reply = release_reply,
+                   .force_unlock = fair_force_unlock,
+                   .is_locked = exists,
+                   .extend = extend_exclusive},
+    [CRD__READ] = {.label = "read lock",
+                   .renew_script = CRD__SCRIPT_RW_READ_RENEW,
+                   .renew_key2_len = crd__rw_prefix_len,
+                   .renew_key2_put = crd__rw_prefix_put,
+                   .acquire = read_acquire,
+                   .acquire_reply = acquire_reply,
+                   .release = read_release,
+                   .release_reply = read_release_reply,
+                   .force_unlock = read_force_unlock,
+                   .is_locked = read_is_locked,
+                   .extend = read_extend},
+    [CRD__WRITE] = {.label = "write lock",
+                    .write_field = true,
+                    .renew_script = CRD__SCRIPT_LOCK_RENEW,
+                    .acquire = write_acquire,
+                    .acquire_reply = acquire_reply,
+                    .release = write_release,
+                    .release_reply = release_reply,
+                    .force_unlock = write_force_unlock,
+                    .is_locked = write_is_locked,
+                    .extend = extend_exclusive},
+    /* Java's RFencedLock: an RLock (same unlock, force-unlock, channel) plus the counter. */
+    [CRD__FENCED] = {.label = "fenced lock",
+                     .fenced = true,
+                     .renew_script = CRD__SCRIPT_FENCED_RENEW,
+                     .renew_key2_len = crd__token_key_len,
+                     .renew_key2_put = crd__token_key_put,
+                     .acquire = fenced_acquire,
+                     .acquire_reply = fenced_acquire_reply,
+                     .release = rlock_release,
+                     .release_reply = release_reply,
+                     .force_unlock = rlock_force_unlock,
+                     .is_locked = exists,
+                     .extend = fenced_extend},
 };
-
 /* ---- lock records ------------------------------------------------------------------------------ */
 
 void crd__lock_clear(crd_lock *l)

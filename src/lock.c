@@ -75,6 +75,16 @@ crd_status crd_fair_lock_new(crd_client *c, const char *name, crd_lock **out)
     return new_lock(c, CRD__FAIR, name, name != NULL ? strlen(name) : 0, out);
 }
 
+crd_status crd_fenced_lock_new_n(crd_client *c, const char *name, size_t len, crd_lock **out)
+{
+    return new_lock(c, CRD__FENCED, name, len, out);
+}
+
+crd_status crd_fenced_lock_new(crd_client *c, const char *name, crd_lock **out)
+{
+    return new_lock(c, CRD__FENCED, name, name != NULL ? strlen(name) : 0, out);
+}
+
 void crd_lock_free(crd_lock *l)
 {
     if (l == NULL || l->view)
@@ -286,6 +296,24 @@ crd_status crd_lock_remaining_ttl(crd_lock *l, int64_t *ttl_ms)
     crd__cmd cmd;
     hash_read(&cmd, "PTTL", l, NULL, 0);
     return read_int(l, &cmd, ttl_ms, "PTTL");
+}
+
+crd_status crd_lock_token(crd_lock *l, int64_t *token)
+{
+    crd_status st = crd__lock_check(l);
+    if (st != CRD_OK)
+        return st;
+    if (token == NULL)
+        return crd__fail(l->client, CRD_INVALID_ARGUMENT, "token is NULL");
+    if (!crd__kinds[l->kind].fenced)
+        return crd__fail(l->client, CRD_INVALID_ARGUMENT, "\"%.*s\" is a %s, not a fenced lock",
+                         CRD__NAME_FMT(l), crd__kinds[l->kind].label);
+    crd__cmd cmd;
+    crd__cmd_init(&cmd, CRD__PLAIN, 2);
+    crd__cmd_arg_str(&cmd, "GET");
+    crd__cmd_arg(&cmd, l->names.token.p, l->names.token.len);
+    *token = 0;
+    return read_int(l, &cmd, token, "GET token");
 }
 
 crd_status crd_lock_validity_ms_owner(crd_lock *l, uint64_t owner, int64_t *validity_ms)

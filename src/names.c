@@ -43,6 +43,17 @@ size_t crd__rw_prefix_put(const char *name, size_t len, char *out)
     return o;
 }
 
+size_t crd__token_key_len(const char *name, size_t len)
+{
+    return sizeof CRD__FENCED_TOKEN + crd__rw_prefix_len(name, len);
+}
+
+size_t crd__token_key_put(const char *name, size_t len, char *out)
+{
+    memcpy(out, CRD__FENCED_TOKEN ":", sizeof CRD__FENCED_TOKEN);
+    return sizeof CRD__FENCED_TOKEN + crd__rw_prefix_put(name, len, out + sizeof CRD__FENCED_TOKEN);
+}
+
 static crd_status rw_prefix(const char *name, size_t len, crd__buf *out)
 {
     out->p = malloc(crd__rw_prefix_len(name, len) + 1);
@@ -65,6 +76,8 @@ crd_status crd__names_init(crd__names *n, crd__kind kind, const char *name, size
         st = prefix_name(CRD__FAIR_DEADLINES, name, len, &n->deadlines);
     if (st == CRD_OK && rw)
         st = rw_prefix(name, len, &n->rw_prefix);
+    if (st == CRD_OK && kind == CRD__FENCED)
+        st = prefix_name(CRD__FENCED_TOKEN, name, len, &n->token);
     if (st == CRD_OK) {
         /* The latch is "<prefix>:<rid>": keep the trailing ':' in the prefix. */
         char *p = realloc(n->latch_prefix.p, n->latch_prefix.len + 2);
@@ -88,6 +101,7 @@ void crd__names_clear(crd__names *n)
     free(n->queue.p);
     free(n->deadlines.p);
     free(n->rw_prefix.p);
+    free(n->token.p);
     memset(n, 0, sizeof *n);
 }
 

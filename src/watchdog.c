@@ -64,9 +64,9 @@ void crd__emit_event(crd_client *c, crd_event_kind kind, const char *name, size_
 typedef struct item {
     char *name;   /* in the list's arena (an offset into it while collecting) */
     size_t name_len;
-    char *prefix; /* read holds: the RW key prefix P, in the arena too */
-    size_t prefix_len;
-    size_t name_off, prefix_off;
+    char *key2;   /* the kind's second key (read: P; fenced: the counter), in the arena */
+    size_t key2_len;
+    size_t name_off, key2_off;
     uint64_t owner;
     int kind;
     uint64_t id;  /* the record's id: a released and re-taken hold is a new record */
@@ -75,9 +75,11 @@ typedef struct item {
 } item;
 
 typedef struct item_list {
+    int script;   /* the renewal script of every hold in the list */
+    int keys_per; /* 1 (N) or 2 (N and a second key) */
     item *items;
     size_t n, cap;
-    char *arena; /* every name and prefix of the round, one allocation */
+    char *arena; /* every name and second key of the round, one allocation */
     size_t used, size;
 } item_list;
 
@@ -107,8 +109,8 @@ static size_t arena_put(item_list *list, const char *a, size_t alen, const char 
 }
 
 typedef struct collect {
-    item_list excl; /* RLock, fair and write holds: lua/lock_renew.lua */
-    item_list read; /* read holds: lua/rw_read_renew.lua */
+    item_list lists[CRD__NKINDS]; /* one per renewal script in use (kinds.c) */
+    int nlists;
     bool oom;
     int64_t now;
     /* holds whose deadline passed: reported after the scan */
@@ -134,8 +136,16 @@ static void collect_one(crd__hold *h, void *arg)
         col->expired[col->nexp++] = h;
         return;
     }
-    bool with_prefix = crd__kinds[h->kind].renew_keys == 2;
-    item_list *list = with_prefix ? &col->read : &col->excl;
+    const crd__kind_ops *ops = &crd__kinds[h->kind];
+    item_list *list = NULL;
+    for (int i = 0; i < col->nlists && list == NULL; i++)
+        if (col->lists[i].script == ops->renew_script)
+            list = &col->lists[i];
+    if (list == NULL) {
+        list = &col->lists[col->nlists++];
+        list->script = ops->renew_script;
+        list->keys_per = ops->renew_key2_put != NULL ? 2 : 1;
+    }
     if (list->n == list->cap) {
         size_t cap = list->cap ? list->cap * 2 : 64;
         item *p = realloc(list->items, cap * sizeof *p);
@@ -154,19 +164,19 @@ static void collect_one(crd__hold *h, void *arg)
         col->oom = true;
         return;
     }
-    if (with_prefix) {
-        /* P = "{N}", or N itself when it has a '{' (names.c). */
-        char pbuf[256];
-        size_t plen = crd__rw_prefix_len(h->name, h->name_len);
-        char *pp = plen < sizeof pbuf ? pbuf : malloc(plen + 1);
-        it->prefix_off = SIZE_MAX;
-        if (pp != NULL) {
-            it->prefix_len = crd__rw_prefix_put(h->name, h->name_len, pp);
-            it->prefix_off = arena_put(list, pp, it->prefix_len, "", 0, "", 0);
-            if (pp != pbuf)
-                free(pp);
+    if (ops->renew_key2_put != NULL) {
+        /* The kind's second key: the read lock's prefix P, the fenced lock's counter. */
+        char kbuf[256];
+        size_t klen = ops->renew_key2_len(h->name, h->name_len);
+        char *kp = klen < sizeof kbuf ? kbuf : malloc(klen + 1);
+        it->key2_off = SIZE_MAX;
+        if (kp != NULL) {
+            it->key2_len = ops->renew_key2_put(h->name, h->name_len, kp);
+            it->key2_off = arena_put(list, kp, it->key2_len, "", 0, "", 0);
+            if (kp != kbuf)
+                free(kp);
         }
-        if (it->prefix_off == SIZE_MAX) {
+        if (it->key2_off == SIZE_MAX) {
             col->oom = true;
             return;
         }
@@ -174,7 +184,7 @@ static void collect_one(crd__hold *h, void *arg)
     it->owner = h->owner;
     it->kind = h->kind;
     it->id = h->id;
-    it->flen = crd__field(col->uuid, h->owner, crd__kinds[h->kind].write_field, it->field);
+    it->flen = crd__field(col->uuid, h->owner, ops->write_field, it->field);
     list->n++;
 }
 
@@ -274,17 +284,17 @@ static bool settle_batch(crd_client *c, item_list *list, size_t from, size_t cnt
     return ok;
 }
 
-/* Builds the renewal of cnt holds from list->items[from]: KEYS N_i (and P_i for read
- * holds), ARGV the timeout then each owner field. */
-static void build_batch(crd_client *c, item_list *list, size_t from, size_t cnt, int script,
-                        int keys_per, crd__cmd *cmd)
+/* Builds the renewal of cnt holds from list->items[from]: KEYS N_i (and the kind's second
+ * key), ARGV the timeout then each owner field. */
+static void build_batch(crd_client *c, item_list *list, size_t from, size_t cnt, crd__cmd *cmd)
 {
-    crd__cmd_init(cmd, script, (int)(cnt * (size_t)(keys_per + 1)) + 1);
+    int keys_per = list->keys_per;
+    crd__cmd_init(cmd, list->script, (int)(cnt * (size_t)(keys_per + 1)) + 1);
     for (size_t j = 0; j < cnt; j++) {
         item *it = &list->items[from + j];
         crd__cmd_key(cmd, it->name, it->name_len);
         if (keys_per == 2)
-            crd__cmd_key(cmd, it->prefix, it->prefix_len);
+            crd__cmd_key(cmd, it->key2, it->key2_len);
     }
     crd__cmd_arg_i64(cmd, c->opts.watchdog_timeout_ms);
     for (size_t j = 0; j < cnt; j++)
@@ -293,8 +303,7 @@ static void build_batch(crd_client *c, item_list *list, size_t from, size_t cnt,
 
 /* Renews one list (all holds renewed by one script), BATCH holds per script call and
  * PIPELINE calls per round trip. Returns false when any renewal got no definite answer. */
-static bool renew_list(crd_client *c, crd__watchdog *wd, item_list *list, int script,
-                       int keys_per)
+static bool renew_list(crd_client *c, crd__watchdog *wd, item_list *list)
 {
     events ev = {0};
     bool ok = true;
@@ -307,8 +316,7 @@ static bool renew_list(crd_client *c, crd__watchdog *wd, item_list *list, int sc
         redisReply *replies[PIPELINE] = {NULL};
         for (int k = 0; k < ncmd; k++) {
             size_t from = base + (size_t)k * BATCH;
-            build_batch(c, list, from, end - from < BATCH ? end - from : BATCH, script, keys_per,
-                        &cmds[k]);
+            build_batch(c, list, from, end - from < BATCH ? end - from : BATCH, &cmds[k]);
         }
         crd_status st = CRD_OK;
         if (wd->conn.ctx == NULL)
@@ -345,8 +353,8 @@ static void fix_pointers(item_list *list)
 {
     for (size_t i = 0; i < list->n; i++) {
         list->items[i].name = list->arena + list->items[i].name_off;
-        list->items[i].prefix =
-            list->items[i].prefix_len ? list->arena + list->items[i].prefix_off : NULL;
+        list->items[i].key2 =
+            list->items[i].key2_len ? list->arena + list->items[i].key2_off : NULL;
     }
 }
 
@@ -376,12 +384,12 @@ static bool renew_round(crd_client *c, crd__watchdog *wd)
     free(col.expired);
     flush_events(c, &ev, "the lease ran out while renewals failed");
     free(ev.ev);
-    fix_pointers(&col.excl);
-    fix_pointers(&col.read);
-    bool ok = renew_list(c, wd, &col.excl, CRD__SCRIPT_LOCK_RENEW, 1);
-    ok = renew_list(c, wd, &col.read, CRD__SCRIPT_RW_READ_RENEW, 2) && ok;
-    free_list(&col.excl);
-    free_list(&col.read);
+    bool ok = true;
+    for (int i = 0; i < col.nlists; i++) {
+        fix_pointers(&col.lists[i]);
+        ok = renew_list(c, wd, &col.lists[i]) && ok;
+        free_list(&col.lists[i]);
+    }
     return ok && !col.oom;
 }
 

@@ -333,7 +333,7 @@ static redisReply int_reply(long long v)
 
 Test(units, replies_decode_into_named_outcomes_per_kind)
 {
-    int64_t hint = 0;
+    int64_t hint = 0, token = 0;
     redisReply nil;
     memset(&nil, 0, sizeof nil);
     nil.type = REDIS_REPLY_NIL;
@@ -341,12 +341,12 @@ Test(units, replies_decode_into_named_outcomes_per_kind)
                none = int_reply(-1);
     const crd__kind_ops *rl = &crd__kinds[CRD__RLOCK], *fair = &crd__kinds[CRD__FAIR],
                         *rd = &crd__kinds[CRD__READ];
-    cr_expect_eq(rl->acquire_reply(&nil, false, &hint), CRD__ACQ_TAKEN);
-    cr_expect(rl->acquire_reply(&ttl, false, &hint) == CRD__ACQ_HELD && hint == 1234);
-    cr_expect_eq(rl->acquire_reply(&none, false, &hint), CRD__ACQ_HELD_NO_TTL);
-    cr_expect_eq(fair->acquire_reply(&zero, false, &hint), CRD__ACQ_NOT_MY_TURN);
-    cr_expect_eq(fair->acquire_reply(&one, true, &hint), CRD__ACQ_REFUSED);
-    cr_expect(fair->acquire_reply(&ttl, false, &hint) == CRD__ACQ_HELD && hint == 1234);
+    cr_expect_eq(rl->acquire_reply(&nil, false, &hint, &token), CRD__ACQ_TAKEN);
+    cr_expect(rl->acquire_reply(&ttl, false, &hint, &token) == CRD__ACQ_HELD && hint == 1234);
+    cr_expect_eq(rl->acquire_reply(&none, false, &hint, &token), CRD__ACQ_HELD_NO_TTL);
+    cr_expect_eq(fair->acquire_reply(&zero, false, &hint, &token), CRD__ACQ_NOT_MY_TURN);
+    cr_expect_eq(fair->acquire_reply(&one, true, &hint, &token), CRD__ACQ_REFUSED);
+    cr_expect(fair->acquire_reply(&ttl, false, &hint, &token) == CRD__ACQ_HELD && hint == 1234);
     cr_expect_eq(rl->release_reply(&nil), CRD__REL_NOT_HELD);
     cr_expect_eq(rl->release_reply(&zero), CRD__REL_STILL_HELD);
     cr_expect_eq(rl->release_reply(&one), CRD__REL_RELEASED);
@@ -356,7 +356,53 @@ Test(units, replies_decode_into_named_outcomes_per_kind)
     cr_expect_eq(rd->release_reply(&one), CRD__REL_READ_ONE);
     cr_expect_eq(rd->release_reply(&nil), CRD__REL_NOT_HELD);
     cr_expect(crd__kinds[CRD__WRITE].write_field && !rl->write_field && fair->queued &&
-              fair->own_channel && rd->renew_keys == 2 && rl->renew_keys == 1);
+              fair->own_channel && rd->renew_key2_put != NULL && rl->renew_key2_put == NULL);
+}
+
+Test(units, the_fenced_kind_draws_a_token_and_renews_with_its_counter)
+{
+    crd_lock l = lock_of(CRD__FENCED, "fe1");
+    cr_expect_str_eq(l.names.token.p, "redisson_lock_token:{fe1}");
+    crd__acq_args a = {FIELD, strlen(FIELD), 30000, false, 0, true};
+    crd__cmd cmd;
+    crd__kinds[CRD__FENCED].acquire(&l, &a, &cmd);
+    cr_expect_eq(cmd.script, CRD__SCRIPT_FENCED_ACQUIRE_TOKEN);
+    cr_expect_str_eq(shape(&cmd), "fe1|redisson_lock_token:{fe1}|ARGV:30000|" FIELD);
+    crd__cmd_free(&cmd);
+    a.want_token = false;
+    crd__kinds[CRD__FENCED].acquire(&l, &a, &cmd);
+    cr_expect_eq(cmd.script, CRD__SCRIPT_FENCED_ACQUIRE);
+    crd__cmd_free(&cmd);
+    crd__kinds[CRD__FENCED].extend(&l, FIELD, strlen(FIELD), 5000, &cmd);
+    cr_expect_eq(cmd.script, CRD__SCRIPT_FENCED_RENEW);
+    cr_expect_str_eq(shape(&cmd), "fe1|redisson_lock_token:{fe1}|ARGV:5000|" FIELD);
+    crd__cmd_free(&cmd);
+    char key[64];
+    size_t n = crd__kinds[CRD__FENCED].renew_key2_put("a{b}", 4, key);
+    cr_expect_eq(n, crd__kinds[CRD__FENCED].renew_key2_len("a{b}", 4));
+    cr_expect_str_eq(key, "redisson_lock_token:a{b}");
+    crd__lock_clear(&l);
+
+    /* {-1, t}: acquired with token t; {pttl, -1}: held */
+    redisReply e0 = int_reply(-1), e1 = int_reply(7), *el[2] = {&e0, &e1};
+    redisReply arr;
+    memset(&arr, 0, sizeof arr);
+    arr.type = REDIS_REPLY_ARRAY;
+    arr.elements = 2;
+    arr.element = el;
+    int64_t hint = 0, token = 0;
+    cr_expect_eq(crd__kinds[CRD__FENCED].acquire_reply(&arr, false, &hint, &token),
+                 CRD__ACQ_TAKEN);
+    cr_expect_eq(token, 7);
+    e0.integer = 2500;
+    e1.integer = -1;
+    cr_expect_eq(crd__kinds[CRD__FENCED].acquire_reply(&arr, false, &hint, &token), CRD__ACQ_HELD);
+    cr_expect_eq(hint, 2500);
+    e0.integer = -1; /* a hash without TTL: no hint, never "acquired" */
+    cr_expect_eq(crd__kinds[CRD__FENCED].acquire_reply(&arr, false, &hint, &token),
+                 CRD__ACQ_HELD_NO_TTL);
+    e1.integer = 0;
+    cr_expect_eq(crd__kinds[CRD__FENCED].acquire_reply(&arr, false, &hint, &token), CRD__ACQ_BAD);
 }
 
 /* ---- names and the builder ------------------------------------------------------------------ */
