@@ -34,9 +34,13 @@ void run_drain_wakes(void);
  * every other one (the library's sockets) close-on-exec so CMD does not keep them. */
 void run_remember_start_fds(void);
 void run_cloexec_library_fds(void);
-/* fork + execvp. Returns the pid, or -1 with *exit_code set (and a line printed). */
+/* fork + execvp, CMD in a new process group. Returns the pid, or -1 with *exit_code set (and a line
+ * printed). */
 pid_t run_spawn(char **cmd, int *exit_code);
-/* Sends sig to CMD. */
+/* Gives the terminal back to our group if CMD had it (after CMD exited). */
+void run_take_back_tty(void);
+/* Sends sig to CMD's process group (CMD and every process it started that stayed in
+ * it). */
 void run_signal_cmd(pid_t pid, int sig);
 /* Has CMD exited? Looks without reaping (WNOWAIT), so run_child can be cleared before
  * the pid is freed for reuse; then reaps. Returns true with *status set. */

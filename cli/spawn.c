@@ -1,12 +1,17 @@
 /*
  * spawn.c -- the child process `run` supervises, and how the main thread learns what
- * happened to it. The main thread sleeps in poll() on one self-pipe that three sources
- * write to: the SIGCHLD handler (the child changed state), the SIGINT/SIGTERM/SIGHUP
- * handler (a signal to forward that arrived before the child's pid was known), and the
- * library's watchdog callback (run_on_event), which runs on the watchdog thread and only
- * stores a flag and writes a byte. Signal handlers may run on any thread of the process
- * (the library's threads do not block signals), so they touch only lock-free atomics and
- * call only async-signal-safe functions.
+ * happened to it. CMD runs in a process group of its own, and every signal `run` sends
+ * or forwards goes to that group (as timeout(1) does), so a shell's children stop with
+ * it; when `run` is in the terminal's foreground, the terminal is handed to CMD's group
+ * while it runs (so an interactive CMD can read it and gets Ctrl-C) and taken back after.
+ *
+ * The main thread sleeps in poll() on one self-pipe that three sources write to: the
+ * SIGCHLD handler (the child changed state), the SIGINT/SIGTERM/SIGHUP handler (a signal
+ * to forward that arrived before the child's pid was known), and the library's watchdog
+ * callback (run_on_event), which runs on the watchdog thread and only stores a flag and
+ * writes a byte. Signal handlers may run on any thread of the process (the library's
+ * threads do not block signals), so they touch only lock-free atomics and call only
+ * async-signal-safe functions.
  */
 #include "cli.h"
 #include "run.h"
@@ -64,16 +69,16 @@ void run_on_event(void *user_data, const crd_event *ev)
 /* SIGINT, SIGTERM, SIGHUP, SIGCHLD. May run on any thread. */
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
+    (void)si;
     (void)uc;
     int saved_errno = errno;
     pid_t child = (pid_t)atomic_load(&run_child);
     if (sig == SIGCHLD) {
         wake('c');
     } else if (child > 0) {
-        /* A terminal's SIGINT/SIGHUP (sent by the kernel) already reached CMD, which
-         * is in our process group: sending it again would count twice. */
-        if (si == NULL || si->si_code != SI_KERNEL)
-            kill(child, sig);
+        /* CMD's group is not ours, so nothing reached it but through us: forward even a
+         * terminal's SIGINT (when the terminal is CMD's, it never comes to us). */
+        kill(-child, sig);
     } else if (atomic_load(&run_phase) == RUN_WAITING) {
         /* Still waiting for the lock: nothing to clean up, die of the signal. */
         signal(sig, SIG_DFL);
@@ -172,10 +177,45 @@ void run_cloexec_library_fds(void)
     closedir(d);
 }
 
-/* The forked child until exec: default signal dispositions, nothing blocked, then CMD.
- * Only async-signal-safe calls. On failure writes errno to errfd and exits. */
+/* The terminal handed to CMD's group (-1: none), and the group to give it back to. */
+static int tty_fd = -1;
+static pid_t tty_owner;
+
+/* The descriptor of our controlling terminal when we are its foreground group, or -1. */
+static int foreground_tty(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (isatty(fd) && tcgetpgrp(fd) == getpgrp())
+            return fd;
+    return -1;
+}
+
+/* tcsetpgrp from a background group raises SIGTTOU unless it is blocked. */
+static void give_tty(int fd, pid_t pgrp)
+{
+    sigset_t ttou, old;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    sigprocmask(SIG_BLOCK, &ttou, &old);
+    tcsetpgrp(fd, pgrp);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+void run_take_back_tty(void)
+{
+    if (tty_fd >= 0)
+        give_tty(tty_fd, tty_owner);
+    tty_fd = -1;
+}
+
+/* The forked child until exec: its own process group (and the terminal, if ours was
+ * foreground), default signal dispositions, nothing blocked, then CMD. Only async-
+ * signal-safe calls. On failure writes errno to errfd and exits. */
 static void exec_child(char **cmd, int errfd)
 {
+    setpgid(0, 0);
+    if (tty_fd >= 0)
+        give_tty(tty_fd, getpid());
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
@@ -204,6 +244,8 @@ pid_t run_spawn(char **cmd, int *exit_code)
     }
     fflush(stdout);
     fflush(stderr);
+    tty_fd = foreground_tty();
+    tty_owner = getpgrp();
     pid_t pid = fork();
     if (pid < 0) {
         cli_error("run", "cannot fork: %s", strerror(errno));
@@ -214,6 +256,11 @@ pid_t run_spawn(char **cmd, int *exit_code)
     }
     if (pid == 0)
         exec_child(cmd, errpipe[1]);
+    /* Also here: whichever of the two runs first, the group exists before any signal is
+     * sent to it (EACCES once the child has exec'd: it did it itself by then). */
+    setpgid(pid, pid);
+    if (tty_fd >= 0)
+        give_tty(tty_fd, pid);
     close(errpipe[1]);
     int err = 0;
     ssize_t n;
@@ -225,6 +272,7 @@ pid_t run_spawn(char **cmd, int *exit_code)
         int st;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
         }
+        run_take_back_tty();
         cli_error("run", "cannot run '%s': %s", cmd[0], strerror(err));
         *exit_code = err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
         return -1;
@@ -234,7 +282,7 @@ pid_t run_spawn(char **cmd, int *exit_code)
 
 void run_signal_cmd(pid_t pid, int sig)
 {
-    kill(pid, sig);
+    kill(-pid, sig); /* the group: CMD and what it started */
 }
 
 bool run_child_exited(pid_t pid, int *status)
@@ -246,5 +294,6 @@ bool run_child_exited(pid_t pid, int *status)
     atomic_store(&run_child, 0);
     while (waitpid(pid, status, 0) < 0 && errno == EINTR) {
     }
+    run_take_back_tty();
     return true;
 }

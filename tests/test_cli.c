@@ -1036,6 +1036,70 @@ Test(cli, run_on_lost_ignore_lets_cmd_finish_and_still_exits_70)
 }
 
 /* ---------------------------------------------------------------------------------- */
+/* run: CMD's process group                                                           */
+/* ---------------------------------------------------------------------------------- */
+
+/* Dead: no such process, or a zombie (its new parent, maybe not a reaping init, has not
+ * collected it yet). */
+static bool process_dead(void *arg)
+{
+    long pid = *(long *)arg;
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+        return true;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    char *st = slurp(path);
+    const char *paren = strrchr(st, ')');
+    bool zombie = paren != NULL && (paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
+    free(st);
+    return zombie;
+}
+
+/* Starts `credisson run` around `sh -c` that starts a background `sleep 30` (CMD's child,
+ * credisson's grandchild), writes its pid to a file and waits for it. Returns its pid. */
+static long start_with_grandchild(cli_proc *p, const char *name, const char *const *run_opts)
+{
+    char gc[300], body[1024];
+    spath(gc, sizeof gc, "grandchild.pid");
+    unlink(gc);
+    snprintf(body, sizeof body, "sleep 30 & echo $! > '%s.tmp' && mv '%s.tmp' '%s'; wait", gc, gc,
+             gc);
+    start_script(p, name, ARGS("--watchdog-ms", "600"), run_opts, body);
+    cr_assert(crdt_wait_until(file_has_content, gc, 10000), "CMD started no grandchild");
+    long pid = read_pid_file(gc);
+    cr_assert_gt(pid, 1);
+    cr_assert_eq(kill((pid_t)pid, 0), 0, "the grandchild is not running");
+    return pid;
+}
+
+Test(cli, run_signals_cmds_whole_process_group_so_grandchildren_stop_too)
+{
+    const char *name = crdt_key("lock");
+    const char *const *run_opts[] = {ARGS("--on-lost=kill"), ARGS("--on-lost=term")};
+    for (size_t i = 0; i < 2; i++) {
+        cli_proc p;
+        long gc = start_with_grandchild(&p, name, run_opts[i]);
+        force_unlock(name);
+        char *err = NULL;
+        cr_assert_eq(cli_finish(&p, 5000, NULL, &err), 70, "case %zu: stderr: %s", i, err);
+        free(err);
+        bool dead = crdt_wait_until(process_dead, &gc, 2000);
+        if (!dead)
+            kill((pid_t)gc, SIGKILL); /* no stray sleep after a failure */
+        cr_assert(dead, "case %zu: CMD's child %ld still runs after the lock was lost", i, gc);
+    }
+    /* A forwarded SIGTERM reaches the grandchild too. */
+    cli_proc p;
+    long gc = start_with_grandchild(&p, name, NULL);
+    cr_assert_eq(kill(p.pid, SIGTERM), 0);
+    cr_assert_eq(cli_finish(&p, 5000, NULL, NULL), 128 + SIGTERM);
+    bool dead = crdt_wait_until(process_dead, &gc, 2000);
+    if (!dead)
+        kill((pid_t)gc, SIGKILL);
+    cr_assert(dead, "CMD's child %ld still runs after a forwarded SIGTERM", gc);
+}
+
+/* ---------------------------------------------------------------------------------- */
 /* URLs: ACL users                                                                    */
 /* ---------------------------------------------------------------------------------- */
 
