@@ -12,43 +12,55 @@
 
 /* ---- errors ------------------------------------------------------------------------- */
 
-void cli_error(const char *cmd, const char *fmt, ...)
+/* "credisson: CMD: msg" (or "credisson: msg" with no command) plus tail. */
+static void emit(const char *cmd, const char *fmt, va_list ap, const char *tail)
 {
     char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (cmd != NULL)
+        fprintf(stderr, "%s: %s: %s%s\n", CLI_PROG, cmd, msg, tail);
+    else
+        fprintf(stderr, "%s: %s%s\n", CLI_PROG, msg, tail);
+}
+
+void cli_error(const char *cmd, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    emit(cmd, fmt, ap, "");
     va_end(ap);
-    if (cmd != NULL)
-        fprintf(stderr, "%s: %s: %s\n", CLI_PROG, cmd, msg);
-    else
-        fprintf(stderr, "%s: %s\n", CLI_PROG, msg);
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
-    char msg[512];
+    char tail[96];
+    snprintf(tail, sizeof tail, " (see '%s%s%s --help')", CLI_PROG, cmd ? " " : "", cmd ? cmd : "");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    emit(cmd, fmt, ap, tail);
     va_end(ap);
-    if (cmd != NULL)
-        fprintf(stderr, "%s %s: %s (see '%s %s --help')\n", CLI_PROG, cmd, msg, CLI_PROG, cmd);
-    else
-        fprintf(stderr, "%s: %s (see '%s --help')\n", CLI_PROG, msg, CLI_PROG);
     return EXIT_USAGE;
+}
+
+/* The library's detail for a failed connect starts by naming the address it tried;
+ * the CLI's line already names the URL, so that part is dropped rather than said twice. */
+static const char *without_connect_prefix(const char *detail)
+{
+    static const char lead[] = "cannot connect to ";
+    if (strncmp(detail, lead, sizeof lead - 1) != 0)
+        return detail;
+    const char *rest = strstr(detail + sizeof lead - 1, ": ");
+    return rest != NULL ? rest + 2 : detail;
 }
 
 void cli_report(const char *cmd, const char *what, crd_status st, const crd_client *client)
 {
-    const char *detail = client ? crd_client_errmsg(client) : "";
-    char prefix[64] = "";
-    if (cmd != NULL)
-        snprintf(prefix, sizeof prefix, "%s: ", cmd);
-    if (detail != NULL && *detail != '\0')
-        fprintf(stderr, "%s: %s%s: %s: %s\n", CLI_PROG, prefix, what, crd_strerror(st), detail);
-    else
-        fprintf(stderr, "%s: %s%s: %s\n", CLI_PROG, prefix, what, crd_strerror(st));
+    /* The detail is the server's or the system's own words; the status text only stands
+     * in when there is none. */
+    const char *detail = client ? crd_client_errmsg(client) : NULL;
+    if (detail == NULL || *detail == '\0')
+        detail = crd_strerror(st);
+    cli_error(cmd, "%s: %s", what, without_connect_prefix(detail));
 }
 
 int cli_exit_for_status(crd_status st)
@@ -203,7 +215,7 @@ int cli_make_client(const global_opts *g, const char *cmd, crd_event_fn on_event
             snprintf(what, sizeof what, "bad --url '%s' or option", shown);
         else
             snprintf(what, sizeof what, "cannot connect to %s", shown);
-        cli_report(NULL, what, st, c);
+        cli_report(cmd, what, st, c);
         crd_client_free(c);
         return cli_exit_for_status(st);
     }

@@ -10,7 +10,6 @@
 
 int cli_endpoint(const char *cmd, const global_opts *g, crd__endpoint *ep)
 {
-    (void)cmd;
     char why[256];
     crd_status st = crd__url_parse(g->url, ep, why, sizeof why);
     if (st == CRD_OK)
@@ -18,7 +17,7 @@ int cli_endpoint(const char *cmd, const global_opts *g, crd__endpoint *ep)
     if (st == CRD_NO_MEMORY)
         snprintf(why, sizeof why, "out of memory");
     char shown[512];
-    return cli_usage_error(NULL, "bad --url '%s': %s", cli_redact_url(g->url, shown, sizeof shown),
+    return cli_usage_error(cmd, "bad --url '%s': %s", cli_redact_url(g->url, shown, sizeof shown),
                            why);
 }
 
@@ -59,7 +58,8 @@ static bool auth_and_select(const char *cmd, redisContext *c, const crd__endpoin
             lens[i] = strlen(argv[i]);
         redisReply *r = redisCommandArgv(c, n, argv, lens);
         if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-            cli_error(cmd, "%s refused by %s: %s", argv[0], shown, r ? r->str : c->errstr);
+            cli_error(cmd, "cannot connect to %s: %s refused: %s", shown, argv[0],
+                      r ? r->str : c->errstr);
             freeReplyObject(r);
             return false;
         }

@@ -137,11 +137,11 @@ static void print_event_warnings(const char *name, crd_lock *lock)
     if (atomic_exchange(&run_failing, 0)) {
         int64_t v = 0;
         crd_lock_validity_ms(lock, &v);
-        fprintf(stderr, "%s: warning: renewing lock '%s' fails; still valid for %lld ms\n",
-                CLI_PROG, name, (long long)v);
+        cli_error("run", "warning: renewing lock '%s' fails; still valid for %lld ms", name,
+                  (long long)v);
     }
     if (atomic_exchange(&run_recovered, 0))
-        fprintf(stderr, "%s: lock '%s' is renewed again\n", CLI_PROG, name);
+        cli_error("run", "lock '%s' is renewed again", name);
 }
 
 /* While CMD runs: what is known about the lock and what was done about losing it. */
@@ -281,8 +281,8 @@ static int release(const run_opts *o, crd_client *client, crd_lock *lock, bool l
     if (st != CRD_OK) {
         char what[300];
         snprintf(what, sizeof what,
-                 "warning: run: cannot release lock '%.200s', it expires after its lease", o->name);
-        cli_report(NULL, what, st, client);
+                 "warning: cannot release lock '%.200s', it expires after its lease", o->name);
+        cli_report("run", what, st, client);
     }
     return exit_code;
 }
