@@ -25,9 +25,13 @@ static void usage_watch(FILE *f)
             "and __keyspace@DB__:NAME, and re-reads the lock (HGETALL, PTTL) on every message,\n"
             "when its TTL runs out (an expiry publishes nothing), and every --interval. A\n"
             "release that publishes (an unlock of a lock or read-write lock, a fair unlock\n"
-            "with a waiter queued, a force-unlock) is printed within milliseconds; an acquire\n"
-            "publishes nothing, so it shows at the next read (at once if the server has\n"
-            "keyspace notifications on: notify-keyspace-events Kghx).\n"
+            "with a waiter queued, a force-unlock) is printed within milliseconds. An acquire\n"
+            "publishes nothing; it shows at once all the same through client tracking (CLIENT\n"
+            "TRACKING on REDIRECT <watch> BCAST PREFIX NAME, Redis >= 6, no configuration\n"
+            "needed) or keyspace notifications (notify-keyspace-events Kghx). When the server\n"
+            "offers neither (older Redis, or an ACL user without CLIENT), watch says so at\n"
+            "start: it then sees an acquire only at the next read, and a hold shorter than\n"
+            "--interval can be missed.\n"
             "\n"
             "Options:\n"
             "  --json         one JSON object per line instead of text\n"
@@ -245,10 +249,10 @@ static char *glob_escaped_children(const char *s)
 
 /* Subscribes w->sub to the channels every kind of lock NAME publishes on: the lock's
  * (RLock, fair lock, force unlocks), the read-write lock's, each fair waiter's own
- * channel "<lock channel>:<owner>" (a pattern), and keyspace notifications for NAME,
- * which make acquires show at once when the server has them enabled (notify-keyspace-
- * events); without them acquires show at the next periodic read. Returns 0 or the exit
- * code (a line printed). */
+ * channel "<lock channel>:<owner>" (a pattern), keyspace notifications for NAME (when
+ * the server has them on: notify-keyspace-events), and the invalidations of client
+ * tracking (track_changes). The last two make an acquire, which publishes nothing, show
+ * at once. Returns 0 or the exit code (a line printed). */
 static int subscribe(watcher *w, int db)
 {
     crd__buf lock_ch = {0}, rw_ch = {0};
@@ -265,9 +269,9 @@ static int subscribe(watcher *w, int db)
     } else {
         memcpy(ks_ch, w->ks_prefix, kslen);
         memcpy(ks_ch + kslen, w->name, w->nlen + 1);
-        const char *sargv[4] = {"SUBSCRIBE", lock_ch.p, rw_ch.p, ks_ch};
-        size_t slens[4] = {9, lock_ch.len, rw_ch.len, kslen + w->nlen};
-        redisAppendCommandArgv(w->sub, 4, sargv, slens);
+        const char *sargv[5] = {"SUBSCRIBE", lock_ch.p, rw_ch.p, ks_ch, "__redis__:invalidate"};
+        size_t slens[5] = {9, lock_ch.len, rw_ch.len, kslen + w->nlen, 20};
+        redisAppendCommandArgv(w->sub, 5, sargv, slens);
         const char *pargv[2] = {"PSUBSCRIBE", waiters};
         size_t plens[2] = {10, strlen(waiters)};
         redisAppendCommandArgv(w->sub, 2, pargv, plens);
@@ -276,7 +280,7 @@ static int subscribe(watcher *w, int db)
     free(rw_ch.p);
     free(waiters);
     free(ks_ch);
-    for (int i = 0; i < 4 && rc == 0; i++) { /* three subscribe and one psubscribe replies */
+    for (int i = 0; i < 5 && rc == 0; i++) { /* four subscribe and one psubscribe replies */
         void *r = NULL;
         if (redisGetReply(w->sub, &r) != REDIS_OK) {
             cli_error("watch", "subscribing failed: %s", w->sub->errstr);
@@ -292,12 +296,78 @@ static int subscribe(watcher *w, int db)
     return rc;
 }
 
+/* Whether the server sends keyspace notifications for the changes of a lock (K and
+ * hash or generic events). False when it does not say. */
+static bool keyspace_notifications_on(redisContext *c)
+{
+    const char *argv[3] = {"CONFIG", "GET", "notify-keyspace-events"};
+    size_t lens[3] = {6, 3, 22};
+    redisReply *r = redisCommandArgv(c, 3, argv, lens);
+    bool on = false;
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_STRING) {
+        const char *f = r->element[1]->str;
+        on = strchr(f, 'K') != NULL &&
+             (strchr(f, 'A') != NULL || strchr(f, 'h') != NULL || strchr(f, 'g') != NULL);
+    }
+    freeReplyObject(r);
+    return on;
+}
+
+/* An acquire publishes nothing, so without help a hold that starts and ends between two
+ * reads would pass unseen. Client tracking (Redis >= 6) needs no server configuration:
+ * the reading connection asks for invalidations of every key starting with NAME (BCAST
+ * PREFIX), redirected to the subscribed connection, which then re-reads at once. When the
+ * server refuses it (older, or an ACL without CLIENT) and has no keyspace notifications
+ * either, say so once at start. id is the subscribed connection's CLIENT ID reply, taken
+ * before it subscribed. */
+static void track_changes(const watcher *w, const redisReply *id)
+{
+    bool tracking = false;
+    if (id->type == REDIS_REPLY_INTEGER) {
+        char idbuf[24];
+        snprintf(idbuf, sizeof idbuf, "%lld", id->integer);
+        const char *tv[7] = {"CLIENT", "TRACKING", "on", "REDIRECT", idbuf, "BCAST", "PREFIX"};
+        const char *argv[8];
+        size_t lens[8];
+        for (int i = 0; i < 7; i++) {
+            argv[i] = tv[i];
+            lens[i] = strlen(tv[i]);
+        }
+        argv[7] = w->name;
+        lens[7] = w->nlen;
+        redisReply *t = redisCommandArgv(w->rd, 8, argv, lens);
+        tracking = t != NULL && t->type == REDIS_REPLY_STATUS;
+        freeReplyObject(t);
+    }
+    if (!tracking && !keyspace_notifications_on(w->rd))
+        cli_error("watch",
+                  "warning: this server offers neither client tracking (Redis >= 6, CLIENT "
+                  "allowed) nor keyspace notifications (notify-keyspace-events Kgh), so an "
+                  "acquire shows only at the next read: a hold shorter than --interval "
+                  "(%lld ms) can be missed",
+                  (long long)w->interval_ms);
+}
+
 /* What arrived while waiting: any message, and whether a keyspace notification said the
  * key expired. */
 typedef struct news {
-    bool message;
-    bool expired_note;
+    bool message;      /* anything: re-read */
+    bool published;    /* on a lock's own channel: an unlock or force-unlock */
+    bool expired_note; /* a keyspace notification said the key expired */
 } news;
+
+/* Whether ch is one of the change feeds (keyspace notifications, tracking's
+ * invalidations) rather than a channel a lock publishes on. */
+static bool is_change_feed(const watcher *w, const redisReply *ch)
+{
+    static const char inval[] = "__redis__:invalidate";
+    size_t kslen = strlen(w->ks_prefix);
+    if (ch->type != REDIS_REPLY_STRING)
+        return false;
+    return (ch->len > kslen && memcmp(ch->str, w->ks_prefix, kslen) == 0) ||
+           (ch->len == sizeof inval - 1 && memcmp(ch->str, inval, ch->len) == 0);
+}
 
 /* Takes the messages hiredis has already read; notes what they say. Returns false on a
  * connection error (a line printed). */
@@ -317,9 +387,10 @@ static bool take_buffered(const watcher *w, news *n)
             n->message = true;
             redisReply *payload = m->element[m->elements - 1];
             redisReply *ch = m->element[m->elements - 2];
-            if (ch->type == REDIS_REPLY_STRING && ch->len > kslen &&
-                memcmp(ch->str, w->ks_prefix, kslen) == 0 && payload->type == REDIS_REPLY_STRING &&
-                strcmp(payload->str, "expired") == 0)
+            if (!is_change_feed(w, ch))
+                n->published = true;
+            else if (ch->len > kslen && memcmp(ch->str, w->ks_prefix, kslen) == 0 &&
+                     payload->type == REDIS_REPLY_STRING && strcmp(payload->str, "expired") == 0)
                 n->expired_note = true;
         }
         freeReplyObject(m);
@@ -355,13 +426,26 @@ static int wait_for_news(const watcher *w, int64_t next, news *n)
     }
 }
 
+/* Takes what has arrived on the subscribed connection by now, without waiting: an
+ * unlock publishes after the change a notification reported, so its message may come
+ * just after the read that the notification caused. Returns 0 or the exit code. */
+static int take_arrived(const watcher *w, news *n)
+{
+    struct pollfd pfd = {.fd = w->sub->fd, .events = POLLIN};
+    if (poll(&pfd, 1, 0) > 0 && redisBufferRead(w->sub) != REDIS_OK) {
+        cli_error("watch", "connection lost: %s", w->sub->errstr[0] ? w->sub->errstr : "closed");
+        return EXIT_UNAVAILABLE;
+    }
+    return take_buffered(w, n) ? 0 : EXIT_UNAVAILABLE;
+}
+
 /* Why holders that vanished between old and cur are gone: a message came (an unlock
  * publishes), or the TTL they had ran out, or neither (deleted without a message). */
 static const char *release_cause(const news *n, const wsnap *old, const wsnap *cur)
 {
     if (n->expired_note)
         return "expired";
-    if (n->message)
+    if (n->published)
         return "unlock";
     if (old->ttl >= 0 && cur->read_ms - old->read_ms + 5 >= old->ttl)
         return "expired";
@@ -380,13 +464,15 @@ static int watch_loop(const watcher *w)
         watch_print(w, "held", &cur.h[i], &cur, NULL);
     int rc = fflush(stdout) != 0 ? EXIT_OSERR : 0;
     long long events = 0;
+    bool again = false; /* messages came after the last read began: read once more now */
     while (rc == 0 && (w->max_events == 0 || events < w->max_events)) {
         /* Next periodic read: after --interval, or just after the key's TTL runs out
          * (an expiry publishes nothing). */
-        int64_t next = cur.read_ms + w->interval_ms;
+        int64_t next = again ? cli_now_ms() : cur.read_ms + w->interval_ms;
         if (cur.ttl >= 0 && cur.read_ms + cur.ttl + 2 < next)
             next = cur.read_ms + cur.ttl + 2;
-        news n = {0};
+        news n = {.message = again};
+        again = false;
         rc = wait_for_news(w, next, &n);
         if (rc != 0 || (!n.message && cli_now_ms() >= w->deadline))
             break;
@@ -396,6 +482,13 @@ static int watch_loop(const watcher *w)
             rc = EXIT_UNAVAILABLE;
             break;
         }
+        news late = {0};
+        if (n.message && !n.published && (rc = take_arrived(w, &late)) != 0) {
+            wsnap_free(&old);
+            break;
+        }
+        n.published |= late.published;
+        again = late.message;
         events += watch_diff(w, &old, &cur, release_cause(&n, &old, &cur),
                              w->max_events > 0 ? w->max_events - events : INT64_MAX);
         wsnap_free(&old);
@@ -463,8 +556,20 @@ int cmd_watch(const global_opts *g, int argc, char **argv)
     crd__endpoint_clear(&ep);
     if (w.rd == NULL)
         rc = EXIT_UNAVAILABLE;
+    redisReply *id = NULL;
+    if (rc == 0) {
+        const char *idv[2] = {"CLIENT", "ID"};
+        size_t idl[2] = {6, 2};
+        if ((id = redisCommandArgv(w.sub, 2, idv, idl)) == NULL) {
+            cli_error("watch", "connection error: %s", w.sub->errstr);
+            rc = EXIT_UNAVAILABLE;
+        }
+    }
     if (rc == 0)
         rc = subscribe(&w, db);
+    if (rc == 0)
+        track_changes(&w, id);
+    freeReplyObject(id);
     if (rc == 0)
         rc = watch_loop(&w);
     if (w.sub != NULL)

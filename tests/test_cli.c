@@ -1689,6 +1689,93 @@ Test(cli, watch_sees_fair_and_read_write_releases_within_100_ms)
     redisFree(r);
 }
 
+/* Starts `watch --json --interval 60000 --count 2` on name at url and returns after its
+ * first read (seen on MONITOR at port): from then on, an acquire can only show before
+ * the next periodic read, a minute away, if the server tells the watch about it. */
+static void start_slow_watch(cli_proc *w, const char *url, int port, const char *name)
+{
+    redisContext *mon = crdt_redis_port(port);
+    freeReplyObject(crdt_cmd(mon, "MONITOR"));
+    cli_start(w, ARGS("--url", url, "watch", "--json", "--interval", "60000", "--timeout",
+                      "20000", "--count", "2", name));
+    wait_first_read(mon, name);
+    redisFree(mon);
+}
+
+/* A hold taken and released on port while the watch runs: the watch prints its acquire
+ * within 2 s (long before its next periodic read) and then its release. */
+static void expect_short_hold_seen(cli_proc *w, int port, const char *name)
+{
+    crd_options o;
+    crdt_options(&o);
+    o.port = port;
+    crd_client *c = crdt_client_opts(&o);
+    crd_lock *l = crdt_lock(c, name);
+    char owner[128];
+    owner_of(c, owner, sizeof owner);
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    lines_probe lp = {.path = w->out, .want = 1};
+    bool seen = crdt_wait_until(file_has_lines, &lp, 2000);
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    cr_assert(seen, "the acquire was not printed before the release");
+    char *err = NULL;
+    cr_assert_eq(cli_finish(w, 10000, NULL, &err), 0, "stderr: %s", err);
+    cr_assert_str_empty(err, "a warning although acquires show at once: %s", err);
+    free(err);
+    json_t *ev = json_line(w->out, 0);
+    expect_event(ev, "acquire", name, owner, NULL);
+    json_decref(ev);
+    ev = json_line(w->out, 1);
+    expect_event(ev, "release", name, owner, "unlock");
+    json_decref(ev);
+    crd_lock_free(l);
+    crd_client_free(c);
+}
+
+Test(cli, watch_shows_an_acquire_at_once_without_server_configuration)
+{
+    /* The test server has no keyspace notifications: client tracking does it. */
+    redisContext *r = crdt_redis();
+    redisReply *rep = crdt_cmd(r, "CONFIG GET notify-keyspace-events");
+    cr_assert(rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
+    cr_assert_str_empty(rep->element[1]->str, "the test server has keyspace notifications on");
+    freeReplyObject(rep);
+    redisFree(r);
+    const char *name = crdt_key("lock");
+    cli_proc w;
+    start_slow_watch(&w, test_url(), crdt_port(), name);
+    expect_short_hold_seen(&w, crdt_port(), name);
+}
+
+Test(cli, watch_warns_at_start_when_short_holds_can_be_missed)
+{
+    /* A user that may not run CLIENT: no tracking. */
+    crdt_server srv;
+    crdt_server_start(&srv, false,
+                      (const char *const[]){"--user", "watcher", "on", ">pw", "~*", "&*", "+@all",
+                                            "-client", NULL},
+                      NULL, NULL);
+    char url[128];
+    snprintf(url, sizeof url, "redis://watcher:pw@127.0.0.1:%d", srv.port);
+    const char *name = crdt_key("lock");
+    char *err = NULL;
+    cr_assert_eq(cli(NULL, &err, ARGS("--url", url, "watch", "--timeout", "100", name)), 0,
+                 "stderr: %s", err);
+    cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
+    cr_assert(strncmp(err, "credisson: watch: warning: ", 27) == 0, "stderr: %s", err);
+    cr_assert(strstr(err, "can be missed") && strstr(err, "notify-keyspace-events"), "%s", err);
+    free(err);
+
+    /* With keyspace notifications on, no warning, and acquires show at once again. */
+    redisContext *admin = crdt_redis_port(srv.port);
+    freeReplyObject(crdt_cmd(admin, "CONFIG SET notify-keyspace-events Kghx"));
+    redisFree(admin);
+    cli_proc w;
+    start_slow_watch(&w, url, srv.port, name);
+    expect_short_hold_seen(&w, srv.port, name);
+    crdt_server_stop(&srv);
+}
+
 Test(cli, watch_exits_0_at_its_timeout_and_69_when_the_server_goes_away)
 {
     const char *name = crdt_key("lock");
