@@ -22,7 +22,7 @@ const char cli_exit_codes_text[] =
     "         failed for longer than the lease); CMD was stopped as --on-lost says (default:\n"
     "         SIGTERM, SIGKILL after --grace) or, with --on-lost=ignore, ran to its end\n"
     "  71     operating-system error (fork, pipe, out of memory)\n"
-    "  75     run: the lock was not acquired within --wait\n"
+    "  75     run: the lock was not acquired within --wait (-E N changes this code)\n"
     "  126    run: CMD could not be executed; 127: CMD was not found\n"
     "  128+S  run: CMD was killed by signal S\n"
     "status, unlock and watch exit 0 whatever the lock's state (watch: after --count\n"

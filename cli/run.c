@@ -15,43 +15,49 @@
 
 static void usage_run(FILE *f)
 {
-    fprintf(
-        f,
-        "usage: credisson [GLOBAL OPTIONS] run [--wait MS] [--lease MS] [--fair|--read|--write]\n"
-        "                 [--on-lost=term|kill|ignore] [--grace MS] NAME -- CMD [ARG...]\n"
-        "\n"
-        "Acquire lock NAME, run CMD as a child process, release the lock when CMD exits.\n"
-        "CMD runs in a process group of its own (as with timeout(1)): SIGINT, SIGTERM and\n"
-        "SIGHUP are forwarded to that group, and --on-lost signals the group, so what CMD\n"
-        "started (a shell's children) stops with it. When credisson runs in the terminal's\n"
-        "foreground, CMD's group has the terminal while it runs. Interrupting credisson\n"
-        "while it still waits for the lock simply ends it.\n"
-        "\n"
-        "Options:\n"
-        "  --wait MS    give up after MS milliseconds without the lock (exit 75);\n"
-        "               0 tries once; default: wait as long as it takes\n"
-        "  --lease MS   the lock expires MS milliseconds after it was taken unless CMD has\n"
-        "               exited; if the lease runs out first the lock is lost (see\n"
-        "               --on-lost) and the exit status is 70. Default (or 0): no fixed\n"
-        "               lease, the watchdog renews the lock while CMD runs (--watchdog-ms)\n"
-        "  --on-lost=term|kill|ignore\n"
-        "               what to do to CMD when the lock is lost while it runs:\n"
-        "               term (default): SIGTERM, then SIGKILL if CMD is still running\n"
-        "               after --grace; kill: SIGKILL at once; ignore: let CMD run to its\n"
-        "               end. In every case the exit status is 70\n"
-        "  --grace MS   how long CMD has to exit after SIGTERM (default 10000)\n"
-        "  --fair       use the fair lock of NAME (Redisson getFairLock): waiting processes,\n"
-        "               in any language, get it in the order they asked\n"
-        "  --read       take the read lock of NAME (Redisson getReadWriteLock(NAME)\n"
-        "               .readLock()): many readers at once, no writer\n"
-        "  --write      take the write lock of NAME: no other reader or writer\n"
-        "  -h, --help   this help\n"
-        "\n"
-        "If releasing the lock fails for a network reason after CMD exited, a warning is\n"
-        "printed, the exit status stays CMD's, and the lock expires after its lease.\n"
-        "\n"
-        "%s",
-        cli_exit_codes_text);
+    fprintf(f,
+            "usage: credisson [GLOBAL OPTIONS] run [--wait MS|-n] [--lease MS] "
+            "[--fair|--read|--write]\n"
+            "                 [--on-lost=term|kill|ignore] [--grace MS] [-E N] [--verbose]\n"
+            "                 NAME -- CMD [ARG...]\n"
+            "\n"
+            "Acquire lock NAME, run CMD as a child process, release the lock when CMD exits.\n"
+            "CMD runs in a process group of its own (as with timeout(1)): SIGINT, SIGTERM and\n"
+            "SIGHUP are forwarded to that group, and --on-lost signals the group, so what CMD\n"
+            "started (a shell's children) stops with it. When credisson runs in the terminal's\n"
+            "foreground, CMD's group has the terminal while it runs. Interrupting credisson\n"
+            "while it still waits for the lock simply ends it.\n"
+            "\n"
+            "Options:\n"
+            "  --wait MS    give up after MS milliseconds without the lock (exit 75);\n"
+            "               0 tries once; default: wait as long as it takes\n"
+            "  -n, --nonblock  the same as --wait 0: fail at once if the lock is held\n"
+            "  -E, --conflict-exit-code N\n"
+            "               exit with N (0-255) instead of 75 when the lock was not acquired\n"
+            "  --verbose    say on stderr whether the lock was acquired at once or after\n"
+            "               waiting, and how long\n"
+            "  --lease MS   the lock expires MS milliseconds after it was taken unless CMD has\n"
+            "               exited; if the lease runs out first the lock is lost (see\n"
+            "               --on-lost) and the exit status is 70. Default (or 0): no fixed\n"
+            "               lease, the watchdog renews the lock while CMD runs (--watchdog-ms)\n"
+            "  --on-lost=term|kill|ignore\n"
+            "               what to do to CMD when the lock is lost while it runs:\n"
+            "               term (default): SIGTERM, then SIGKILL if CMD is still running\n"
+            "               after --grace; kill: SIGKILL at once; ignore: let CMD run to its\n"
+            "               end. In every case the exit status is 70\n"
+            "  --grace MS   how long CMD has to exit after SIGTERM (default 10000)\n"
+            "  --fair       use the fair lock of NAME (Redisson getFairLock): waiting processes,\n"
+            "               in any language, get it in the order they asked\n"
+            "  --read       take the read lock of NAME (Redisson getReadWriteLock(NAME)\n"
+            "               .readLock()): many readers at once, no writer\n"
+            "  --write      take the write lock of NAME: no other reader or writer\n"
+            "  -h, --help   this help\n"
+            "\n"
+            "If releasing the lock fails for a network reason after CMD exited, a warning is\n"
+            "printed, the exit status stays CMD's, and the lock expires after its lease.\n"
+            "\n"
+            "%s",
+            cli_exit_codes_text);
 }
 
 /* How long CMD gets to exit after SIGTERM (lock lost) before it is sent SIGKILL. */
@@ -65,6 +71,8 @@ typedef struct run_opts {
     crd__kind kind;
     int64_t wait_ms, lease_ms, grace_ms;
     on_lost_mode on_lost;
+    int conflict_exit; /* exit code when not acquired within --wait */
+    bool verbose;
     const char *name;
     char **cmd;
 } run_opts;
@@ -97,6 +105,16 @@ static int parse_run_args(int argc, char **argv, run_opts *o)
             return -1;
         } else if (cli_take_opt(argc, argv, &i, "--wait", &v)) {
             rc = ms_value("--wait", v, &o->wait_ms);
+        } else if (strcmp(a, "-n") == 0 || strcmp(a, "--nonblock") == 0) {
+            o->wait_ms = 0;
+        } else if (cli_take_opt(argc, argv, &i, "-E", &v) ||
+                   cli_take_opt(argc, argv, &i, "--conflict-exit-code", &v)) {
+            int64_t code = 0;
+            if (v == NULL || !cli_parse_ms(v, &code) || code > 255)
+                return cli_usage_error("run", "%s needs an exit code from 0 to 255", a);
+            o->conflict_exit = (int)code;
+        } else if (strcmp(a, "--verbose") == 0) {
+            o->verbose = true;
         } else if (cli_take_opt(argc, argv, &i, "--lease", &v)) {
             rc = ms_value("--lease", v, &o->lease_ms);
             if (o->lease_ms == 0)
@@ -249,21 +267,38 @@ static int supervise(const run_opts *o, crd_lock *lock, bool *lost, bool *spawne
     return EXIT_OSERR;
 }
 
-/* Acquires the lock as o says. Returns 0, or the exit code (a line printed). */
-static int acquire(const run_opts *o, crd_client *client, crd_lock *lock)
+/* Acquires the lock as o says. Returns true, or false with the exit code in *rc (a
+ * line printed; --conflict-exit-code may make that code 0). */
+static bool acquire(const run_opts *o, crd_client *client, crd_lock *lock, int *rc)
 {
+    int64_t t0 = cli_now_ms();
     crd_status st = crd_lock_acquire(lock, o->wait_ms, o->lease_ms);
-    if (st == CRD_OK)
-        return 0;
+    int64_t waited = cli_now_ms() - t0;
+    if (st == CRD_OK) {
+        /* This client's only acquire: the metrics say whether it had to wait. */
+        crd_metrics m;
+        memset(&m, 0, sizeof m);
+        crd_client_metrics(client, &m, sizeof m);
+        if (o->verbose && m.contended > 0)
+            cli_error("run", "lock '%.200s' acquired after waiting %lld ms", o->name,
+                      (long long)waited);
+        else if (o->verbose)
+            cli_error("run", "lock '%.200s' acquired without waiting (%lld ms)", o->name,
+                      (long long)waited);
+        return true;
+    }
     if (st == CRD_BUSY || st == CRD_TIMEOUT) {
         cli_error("run", "lock '%.200s' not acquired within %lld ms", o->name,
                   (long long)o->wait_ms);
+        *rc = o->conflict_exit;
+        return false;
     } else {
         char what[300];
         snprintf(what, sizeof what, "cannot acquire lock '%.200s'", o->name);
         cli_report("run", what, st, client);
     }
-    return cli_exit_for_status(st);
+    *rc = cli_exit_for_status(st);
+    return false;
 }
 
 /* Releases the lock after CMD exited; returns the final exit code. */
@@ -293,7 +328,8 @@ int cmd_run(const global_opts *g, int argc, char **argv)
                   .wait_ms = CRD_WAIT_FOREVER,
                   .lease_ms = CRD_LEASE_WATCHDOG,
                   .grace_ms = KILL_GRACE_MS,
-                  .on_lost = ON_LOST_TERM};
+                  .on_lost = ON_LOST_TERM,
+                  .conflict_exit = EXIT_NOT_ACQUIRED};
     int rc = parse_run_args(argc, argv, &o);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
@@ -313,8 +349,7 @@ int cmd_run(const global_opts *g, int argc, char **argv)
         crd_client_free(client);
         return cli_exit_for_status(st);
     }
-    rc = acquire(&o, client, held.lock);
-    if (rc == 0) {
+    if (acquire(&o, client, held.lock, &rc)) {
         atomic_store(&run_phase, RUN_STARTING);
         bool lost = false, spawned = false;
         int exit_code = supervise(&o, held.lock, &lost, &spawned);

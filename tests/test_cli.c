@@ -385,6 +385,57 @@ Test(cli, run_exits_75_when_a_library_holder_keeps_the_lock_past_wait)
     crd_client_free(c);
 }
 
+Test(cli, run_nonblock_conflict_exit_code_and_verbose_do_what_flock_users_expect)
+{
+    const char *name = crdt_key("lock");
+    const char *u = test_url();
+    crd_client *c = crdt_client();
+    crd_lock *l = crdt_lock(c, name);
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    char marker[300];
+    spath(marker, sizeof marker, "ran");
+    char body[400];
+    snprintf(body, sizeof body, "touch '%s'", marker);
+
+    /* -n / --nonblock: one try, exit 75 at once; -E / --conflict-exit-code: another code. */
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", u, "run", "-n", name, "--", "sh", "-c", body)), 75);
+    cr_assert_lt(crdt_now_ms() - t0, 2000);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", u, "run", "--nonblock", "-E", "3", name, "--", "true")),
+                 3);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", u, "run", "-n", "-E7", name, "--", "true")), 7);
+    cr_assert_eq(cli(NULL, NULL,
+                     ARGS("--url", u, "run", "-n", "--conflict-exit-code=9", name, "--", "true")),
+                 9);
+    cr_assert_eq(cli(NULL, NULL,
+                     ARGS("--url", u, "run", "--wait", "50", "--conflict-exit-code", "0", name,
+                          "--", "true")),
+                 0);
+    cr_assert(access(marker, F_OK) != 0, "CMD ran without the lock");
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", u, "run", "-E", "256", name, "--", "true")), 64);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", u, "run", "-E", "x", name, "--", "true")), 64);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", u, "run", name, "-E")), 64);
+
+    /* --verbose: how it got the lock, on stderr. */
+    cli_proc p;
+    cli_start(&p, ARGS("--url", u, "run", "--verbose", "--wait", "10000", name, "--", "true"));
+    channel_probe ch = {.r = crdt_redis()};
+    snprintf(ch.channel, sizeof ch.channel, "redisson_lock__channel:{%s}", name);
+    cr_assert(crdt_wait_until(channel_has_subscriber, &ch, 10000), "run never waited");
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    char *err = NULL;
+    cr_assert_eq(cli_finish(&p, 10000, NULL, &err), 0, "stderr: %s", err);
+    cr_assert(strstr(err, "credisson: run: lock '") && strstr(err, "acquired after waiting"),
+              "stderr: %s", err);
+    free(err);
+    cr_assert_eq(cli(NULL, &err, ARGS("--url", u, "run", "--verbose", name, "--", "true")), 0);
+    cr_assert(strstr(err, "acquired without waiting"), "stderr: %s", err);
+    free(err);
+    redisFree(ch.r);
+    crd_lock_free(l);
+    crd_client_free(c);
+}
+
 Test(cli, unreachable_redis_gives_69)
 {
     const char *name = crdt_key("lock");
