@@ -8,6 +8,7 @@
  *   lockhash.c reading a lock's hash (holders, mode) as status, watch and list see it
  *   run.c, spawn.c   `run` and the child process it supervises
  *   unlock.c, status.c, watch.c, list.c   one command each
+ *   credisson.bash  bash completion (installed as completions/credisson)
  *
  * Every error line has one shape, "credisson: COMMAND: what went wrong[: the server's or
  * the system's words]" (cli_error, cli_report); usage errors add where to read more.
@@ -157,6 +158,9 @@ bool cli_lockhash_read(const redisReply *hash, cli_lockhash *out);
 void cli_lockhash_free(cli_lockhash *h);
 /* A signed decimal of at most 18 digits. */
 bool cli_parse_count(const char *s, size_t len, long long *out);
+/* Whether a hash field looks like a holder's: "<uuid>:<id>", or a writer's
+ * "<uuid>:<id>:write". */
+bool cli_is_owner_field(const char *f, size_t len);
 /* Whether an owner field is a writer's ("<uuid>:<id>:write"). */
 bool cli_is_writer(const char *owner, size_t len);
 

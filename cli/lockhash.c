@@ -30,6 +30,27 @@ bool cli_is_writer(const char *owner, size_t len)
     return len >= n && memcmp(owner + len - n, CRD__WRITE_SUFFIX, n) == 0;
 }
 
+bool cli_is_owner_field(const char *f, size_t len)
+{
+    /* "<uuid>:<id>" with an optional writer's suffix: a UUID's 36 characters (hex digits
+     * and four dashes), ':', then a decimal thread id. */
+    if (cli_is_writer(f, len))
+        len -= sizeof CRD__WRITE_SUFFIX - 1;
+    if (len < 38 || f[36] != ':')
+        return false;
+    for (size_t i = 0; i < 36; i++) {
+        bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+        char c = f[i];
+        bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+        if (dash ? c != '-' : !hex)
+            return false;
+    }
+    for (size_t i = 37; i < len; i++)
+        if (f[i] < '0' || f[i] > '9')
+            return false;
+    return true;
+}
+
 bool cli_lockhash_read(const redisReply *hash, cli_lockhash *out)
 {
     memset(out, 0, sizeof *out);

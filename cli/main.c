@@ -25,7 +25,7 @@ const char cli_exit_codes_text[] =
     "  75     run: the lock was not acquired within --wait (-E N changes this code)\n"
     "  126    run: CMD could not be executed; 127: CMD was not found\n"
     "  128+S  run: CMD was killed by signal S\n"
-    "status, unlock and watch exit 0 whatever the lock's state (watch: after --count\n"
+    "status, unlock, watch and list exit 0 whatever the lock's state (watch: after --count\n"
     "events or --timeout), 64 on a usage error and 69 when Redis is unreachable.\n";
 
 static void usage_main(FILE *f)
@@ -46,6 +46,8 @@ static void usage_main(FILE *f)
             "                   delete lock NAME whoever holds it and wake a waiter\n"
             "  watch [--json] [--count N] [--timeout MS] [--interval MS] NAME\n"
             "                   print hold and release events of lock NAME as they happen\n"
+            "  list [--json] [--timeout MS] [--count N] [PATTERN]\n"
+            "                   the locks held right now (SCAN), with holders and TTL\n"
             "\n"
             "Global options (before COMMAND):\n"
             "  --url URL        redis://[[user]:password@]host[:port][/db] or\n"
@@ -96,7 +98,7 @@ int main(int argc, char **argv)
         }
     }
     if (i >= argc)
-        return cli_usage_error(NULL, "missing COMMAND (run, status, unlock or watch)");
+        return cli_usage_error(NULL, "missing COMMAND (run, status, unlock, watch or list)");
     const char *cmd = argv[i];
     if (strcmp(cmd, "run") == 0)
         return cmd_run(&g, argc - i, argv + i);
@@ -106,5 +108,7 @@ int main(int argc, char **argv)
         return cmd_unlock(&g, argc - i, argv + i);
     if (strcmp(cmd, "watch") == 0)
         return cmd_watch(&g, argc - i, argv + i);
-    return cli_usage_error(NULL, "unknown command '%s' (run, status, unlock or watch)", cmd);
+    if (strcmp(cmd, "list") == 0)
+        return cmd_list(&g, argc - i, argv + i);
+    return cli_usage_error(NULL, "unknown command '%s' (run, status, unlock, watch or list)", cmd);
 }

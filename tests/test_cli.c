@@ -557,6 +557,9 @@ Test(cli, usage_errors_give_64_and_one_line)
         ARGS("--url", u, "watch", name, "extra"),
         ARGS("--url", u, "watch", ""),
         ARGS("--url", "http://127.0.0.1:1", "watch", name),
+        ARGS("--url", u, "list", "--count", "0"),
+        ARGS("--url", u, "list", "--timeout", "x"),
+        ARGS("--url", u, "list", "a*", "b*"),
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out = NULL, *err = NULL;
@@ -605,14 +608,16 @@ Test(cli, every_error_line_has_one_format_and_keeps_the_servers_words)
     const char *name = crdt_key("lock");
     char url[64];
     url_for_port(url, sizeof url, closed_port());
-    const char *cmds[] = {"run", "status", "unlock", "watch"};
+    const char *cmds[] = {"run", "status", "unlock", "watch", "list"};
     const char *const *unreachable[] = {ARGS("--url", url, "run", name, "--", "true"),
                                         ARGS("--url", url, "status", name),
                                         ARGS("--url", url, "unlock", "--force", name),
-                                        ARGS("--url", url, "watch", "--timeout", "100", name)};
+                                        ARGS("--url", url, "watch", "--timeout", "100", name),
+                                        ARGS("--url", url, "list")};
     const char *const *usage[] = {ARGS("--url", url, "run", name), ARGS("--url", url, "status"),
                                   ARGS("--url", url, "unlock", name),
-                                  ARGS("--url", url, "watch", "--count", "0", name)};
+                                  ARGS("--url", url, "watch", "--count", "0", name),
+                                  ARGS("--url", url, "list", "--frob")};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char *err = NULL;
         cr_expect_eq(cli(NULL, &err, unreachable[i]), 69, "%s: %s", cmds[i], err);
@@ -642,7 +647,8 @@ Test(cli, help_is_on_every_command_and_lists_exit_codes)
 {
     const char *const *cases[] = {ARGS("--help"),           ARGS("-h"),
                                   ARGS("run", "--help"),    ARGS("status", "--help"),
-                                  ARGS("unlock", "--help"), ARGS("watch", "--help")};
+                                  ARGS("unlock", "--help"), ARGS("watch", "--help"),
+                                  ARGS("list", "--help")};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out = NULL, *err = NULL;
         /* --help must not need a server: no --url, and CREDISSON_URL is unset. */
@@ -1213,6 +1219,150 @@ Test(cli, run_signals_cmds_whole_process_group_so_grandchildren_stop_too)
     if (!dead)
         kill((pid_t)gc, SIGKILL);
     cr_assert(dead, "CMD's child %ld still runs after a forwarded SIGTERM", gc);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* list                                                                               */
+/* ---------------------------------------------------------------------------------- */
+
+static char *owner_of(crd_client *c, char *buf, size_t cap);
+
+typedef struct llen_probe {
+    redisContext *r;
+    const char *key;
+    long long want;
+} llen_probe;
+
+static bool llen_is(void *arg)
+{
+    llen_probe *q = arg;
+    return crdt_cmd_int(q->r, "LLEN %s", q->key) == q->want;
+}
+
+/* The entry of locks (a JSON array) named name, or NULL. */
+static json_t *lock_named(json_t *locks, const char *name)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(locks, i, e)
+    {
+        if (strcmp(json_string_value(json_object_get(e, "name")), name) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+static void expect_listed(json_t *locks, const char *name, const char *kind, const char *owner)
+{
+    json_t *e = lock_named(locks, name);
+    cr_assert_not_null(e, "%s is not listed", name);
+    cr_assert_str_eq(json_string_value(json_object_get(e, "kind")), kind, "%s", name);
+    cr_assert_gt(json_integer_value(json_object_get(e, "ttl_ms")), 0, "%s", name);
+    json_t *h = json_object_get(e, "holders");
+    cr_assert_eq(json_array_size(h), 1, "%s", name);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(h, 0), "owner")), owner);
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(h, 0), "count")), 1);
+}
+
+Test(cli, list_shows_every_kind_of_held_lock_and_nothing_else)
+{
+    char pattern[300], rl[300], rw[300], fair[300], other[300], str[300];
+    snprintf(pattern, sizeof pattern, "%s*", crdt_key_prefix());
+    snprintf(rl, sizeof rl, "%s", crdt_key("rlock"));
+    snprintf(rw, sizeof rw, "%s", crdt_key("rw"));
+    snprintf(fair, sizeof fair, "%s", crdt_key("fair"));
+    snprintf(other, sizeof other, "%s", crdt_key("hash"));
+    snprintf(str, sizeof str, "%s", crdt_key("string"));
+    redisContext *r = crdt_redis();
+    freeReplyObject(crdt_cmd(r, "HSET %s a 1", other));
+    freeReplyObject(crdt_cmd(r, "SET %s 1", str));
+
+    crd_client *c = crdt_client();
+    char owner[128];
+    owner_of(c, owner, sizeof owner);
+    crd_lock *l = crdt_lock(c, rl), *f = NULL;
+    crd_rwlock *w = NULL;
+    cr_assert_eq(crd_fair_lock_new(c, fair, &f), CRD_OK);
+    cr_assert_eq(crd_rwlock_new(c, rw, &w), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(w), 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    /* A waiter in the fair queue. */
+    cli_proc waiter;
+    cli_start(&waiter, ARGS("--url", test_url(), "run", "--fair", "--wait", "20000", fair, "--",
+                            "true"));
+    llen_probe q = {.r = r, .want = 1};
+    char queue[400];
+    snprintf(queue, sizeof queue, "redisson_lock_queue:{%s}", fair);
+    q.key = queue;
+    cr_assert(crdt_wait_until(llen_is, &q, 10000), "the waiter never queued");
+
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(cli(&out, &err, ARGS("--url", test_url(), "list", "--json", pattern)), 0,
+                 "stderr: %s", err);
+    cr_assert_str_empty(err);
+    json_error_t jerr;
+    json_t *j = json_loads(out, 0, &jerr);
+    cr_assert_not_null(j, "not JSON (%s): %s", jerr.text, out);
+    cr_assert(json_is_true(json_object_get(j, "complete")), "%s", out);
+    cr_assert_geq(json_integer_value(json_object_get(j, "scanned")), 5, "%s", out);
+    json_t *locks = json_object_get(j, "locks");
+    cr_assert_eq(json_array_size(locks), 3, "%s", out);
+    expect_listed(locks, rl, "rlock", owner);
+    expect_listed(locks, fair, "fair", owner);
+    expect_listed(locks, rw, "rwlock", owner);
+    cr_assert_eq(json_integer_value(json_object_get(lock_named(locks, fair), "queue")), 1);
+    cr_assert_str_eq(json_string_value(json_object_get(lock_named(locks, rw), "mode")), "read");
+    json_decref(j);
+    free(out);
+    free(err);
+
+    /* Text: one line per lock. */
+    cr_assert_eq(cli(&out, NULL, ARGS("--url", test_url(), "list", pattern)), 0);
+    cr_assert_eq(count_lines(out), 3, "%s", out);
+    char want[600];
+    snprintf(want, sizeof want, "%s kind=fair ttl_ms=", fair);
+    cr_assert(strstr(out, want) && strstr(out, " queue=1 holders=1 holder="), "%s", out);
+    snprintf(want, sizeof want, "%s kind=rwlock ttl_ms=", rw);
+    cr_assert(strstr(out, want) && strstr(out, " mode=read "), "%s", out);
+    free(out);
+
+    cr_assert_eq(crd_lock_release(f), CRD_OK);
+    cr_assert_eq(cli_finish(&waiter, 10000, NULL, NULL), 0);
+    crd_lock_free(f);
+    crd_lock_free(l);
+    crd_rwlock_free(w);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(cli, list_stops_at_its_time_bound_and_says_the_list_is_incomplete)
+{
+    /* Enough keys that one SCAN step of COUNT 1 cannot cover the keyspace. */
+    redisContext *r = crdt_redis();
+    for (int i = 0; i < 300; i++)
+        redisAppendCommand(r, "SET %s:%d 1", crdt_key("k"), i);
+    for (int i = 0; i < 300; i++) {
+        void *rep = NULL;
+        cr_assert_eq(redisGetReply(r, &rep), REDIS_OK);
+        freeReplyObject(rep);
+    }
+    char *out = NULL, *err = NULL;
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(cli(&out, &err,
+                     ARGS("--url", test_url(), "list", "--json", "--timeout", "0", "--count", "1")),
+                 0, "stderr: %s", err);
+    cr_assert_lt(crdt_now_ms() - t0, 5000);
+    cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
+    cr_assert(strncmp(err, "credisson: list: ", 17) == 0 && strstr(err, "incomplete"), "%s", err);
+    json_error_t jerr;
+    json_t *j = json_loads(out, 0, &jerr);
+    cr_assert_not_null(j, "not JSON (%s): %s", jerr.text, out);
+    cr_assert(json_is_false(json_object_get(j, "complete")), "%s", out);
+    json_decref(j);
+    free(out);
+    free(err);
+    redisFree(r);
 }
 
 /* ---------------------------------------------------------------------------------- */
