@@ -31,6 +31,9 @@
 #ifndef CRD_CLI_PATH
 #error "CRD_CLI_PATH must name the built credisson binary"
 #endif
+#ifndef CRD_CLI_COMPLETION
+#error "CRD_CLI_COMPLETION must name cli/credisson.bash"
+#endif
 
 extern char **environ;
 
@@ -1363,6 +1366,59 @@ Test(cli, list_stops_at_its_time_bound_and_says_the_list_is_incomplete)
     free(out);
     free(err);
     redisFree(r);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* bash completion                                                                    */
+/* ---------------------------------------------------------------------------------- */
+
+/* The completions bash offers for the words of line (the last word is being typed),
+ * one per line, from the completion script of the source tree. */
+static char *complete_in_bash(const char *line)
+{
+    char script[300], cmd[1200];
+    spath(script, sizeof script, "complete.sh");
+    FILE *f = fopen(script, "w");
+    cr_assert_not_null(f);
+    fprintf(f,
+            "source '%s' || exit 3\n"
+            "COMP_LINE='%s'; COMP_WORDS=(%s); COMP_CWORD=$((${#COMP_WORDS[@]} - 1))\n"
+            "[[ $COMP_LINE == *' ' ]] && { COMP_WORDS+=(''); COMP_CWORD=$((COMP_CWORD + 1)); }\n"
+            "_credisson; printf '%%s\\n' \"${COMPREPLY[@]}\"\n",
+            CRD_CLI_COMPLETION, line, line);
+    fclose(f);
+    char out[300];
+    spath(out, sizeof out, "complete.out");
+    snprintf(cmd, sizeof cmd, "bash --norc --noprofile '%s' > '%s' 2>&1", script, out);
+    int rc = system(cmd);
+    char *s = slurp(out);
+    cr_assert_eq(rc, 0, "bash failed: %s", s);
+    return s;
+}
+
+Test(cli, bash_completion_offers_commands_and_flags)
+{
+    char *s = complete_in_bash("credisson r");
+    cr_assert_str_eq(s, "run\n");
+    free(s);
+    /* Bash splits the URL at each ':' (COMP_WORDBREAKS). */
+    s = complete_in_bash("credisson --url redis : //h : 1 ");
+    cr_assert_str_eq(s, "run\nstatus\nunlock\nwatch\nlist\n");
+    free(s);
+    s = complete_in_bash("credisson run --");
+    const char *const flags[] = {"--wait\n",     "--nonblock\n", "--lease\n",
+                                 "--fair\n",     "--read\n",     "--write\n",
+                                 "--on-lost=\n", "--grace\n",    "--conflict-exit-code\n",
+                                 "--verbose\n",  "--help\n"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        cr_assert(strstr(s, flags[i]) != NULL, "no %s in: %s", flags[i], s);
+    free(s);
+    s = complete_in_bash("credisson run --on-lost ");
+    cr_assert_str_eq(s, "term\nkill\nignore\n");
+    free(s);
+    s = complete_in_bash("credisson list --");
+    cr_assert_str_eq(s, "--json\n--timeout\n--count\n--help\n");
+    free(s);
 }
 
 /* ---------------------------------------------------------------------------------- */
