@@ -404,8 +404,8 @@ Test(cli, run_nonblock_conflict_exit_code_and_verbose_do_what_flock_users_expect
     int64_t t0 = crdt_now_ms();
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", u, "run", "-n", name, "--", "sh", "-c", body)), 75);
     cr_assert_lt(crdt_now_ms() - t0, 2000);
-    cr_assert_eq(cli(NULL, NULL, ARGS("--url", u, "run", "--nonblock", "-E", "3", name, "--", "true")),
-                 3);
+    cr_assert_eq(
+        cli(NULL, NULL, ARGS("--url", u, "run", "--nonblock", "-E", "3", name, "--", "true")), 3);
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", u, "run", "-n", "-E7", name, "--", "true")), 7);
     cr_assert_eq(cli(NULL, NULL,
                      ARGS("--url", u, "run", "-n", "--conflict-exit-code=9", name, "--", "true")),
@@ -612,11 +612,10 @@ Test(cli, every_error_line_has_one_format_and_keeps_the_servers_words)
     char url[64];
     url_for_port(url, sizeof url, closed_port());
     const char *cmds[] = {"run", "status", "unlock", "watch", "list"};
-    const char *const *unreachable[] = {ARGS("--url", url, "run", name, "--", "true"),
-                                        ARGS("--url", url, "status", name),
-                                        ARGS("--url", url, "unlock", "--force", name),
-                                        ARGS("--url", url, "watch", "--timeout", "100", name),
-                                        ARGS("--url", url, "list")};
+    const char *const *unreachable[] = {
+        ARGS("--url", url, "run", name, "--", "true"), ARGS("--url", url, "status", name),
+        ARGS("--url", url, "unlock", "--force", name),
+        ARGS("--url", url, "watch", "--timeout", "100", name), ARGS("--url", url, "list")};
     const char *const *usage[] = {ARGS("--url", url, "run", name), ARGS("--url", url, "status"),
                                   ARGS("--url", url, "unlock", name),
                                   ARGS("--url", url, "watch", "--count", "0", name),
@@ -1292,8 +1291,8 @@ Test(cli, list_shows_every_kind_of_held_lock_and_nothing_else)
     cr_assert_eq(crd_lock_acquire(crd_rwlock_read(w), 0, CRD_LEASE_WATCHDOG), CRD_OK);
     /* A waiter in the fair queue. */
     cli_proc waiter;
-    cli_start(&waiter, ARGS("--url", test_url(), "run", "--fair", "--wait", "20000", fair, "--",
-                            "true"));
+    cli_start(&waiter,
+              ARGS("--url", test_url(), "run", "--fair", "--wait", "20000", fair, "--", "true"));
     llen_probe q = {.r = r, .want = 1};
     char queue[400];
     snprintf(queue, sizeof queue, "redisson_lock_queue:{%s}", fair);
@@ -1953,8 +1952,8 @@ static void start_slow_watch(cli_proc *w, const char *url, int port, const char 
 {
     redisContext *mon = crdt_redis_port(port);
     freeReplyObject(crdt_cmd(mon, "MONITOR"));
-    cli_start(w, ARGS("--url", url, "watch", "--json", "--interval", "60000", "--timeout",
-                      "20000", "--count", "2", name));
+    cli_start(w, ARGS("--url", url, "watch", "--json", "--interval", "60000", "--timeout", "20000",
+                      "--count", "2", name));
     wait_first_read(mon, name);
     redisFree(mon);
 }
