@@ -31,6 +31,9 @@
 #ifndef CRD_CLI_PATH
 #error "CRD_CLI_PATH must name the built credisson binary"
 #endif
+#ifndef CRD_CLI_COMPLETION
+#error "CRD_CLI_COMPLETION must name cli/credisson.bash"
+#endif
 
 extern char **environ;
 
@@ -385,6 +388,57 @@ Test(cli, run_exits_75_when_a_library_holder_keeps_the_lock_past_wait)
     crd_client_free(c);
 }
 
+Test(cli, run_nonblock_conflict_exit_code_and_verbose_do_what_flock_users_expect)
+{
+    const char *name = crdt_key("lock");
+    const char *u = test_url();
+    crd_client *c = crdt_client();
+    crd_lock *l = crdt_lock(c, name);
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    char marker[300];
+    spath(marker, sizeof marker, "ran");
+    char body[400];
+    snprintf(body, sizeof body, "touch '%s'", marker);
+
+    /* -n / --nonblock: one try, exit 75 at once; -E / --conflict-exit-code: another code. */
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", u, "run", "-n", name, "--", "sh", "-c", body)), 75);
+    cr_assert_lt(crdt_now_ms() - t0, 2000);
+    cr_assert_eq(
+        cli(NULL, NULL, ARGS("--url", u, "run", "--nonblock", "-E", "3", name, "--", "true")), 3);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", u, "run", "-n", "-E7", name, "--", "true")), 7);
+    cr_assert_eq(cli(NULL, NULL,
+                     ARGS("--url", u, "run", "-n", "--conflict-exit-code=9", name, "--", "true")),
+                 9);
+    cr_assert_eq(cli(NULL, NULL,
+                     ARGS("--url", u, "run", "--wait", "50", "--conflict-exit-code", "0", name,
+                          "--", "true")),
+                 0);
+    cr_assert(access(marker, F_OK) != 0, "CMD ran without the lock");
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", u, "run", "-E", "256", name, "--", "true")), 64);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", u, "run", "-E", "x", name, "--", "true")), 64);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", u, "run", name, "-E")), 64);
+
+    /* --verbose: how it got the lock, on stderr. */
+    cli_proc p;
+    cli_start(&p, ARGS("--url", u, "run", "--verbose", "--wait", "10000", name, "--", "true"));
+    channel_probe ch = {.r = crdt_redis()};
+    snprintf(ch.channel, sizeof ch.channel, "redisson_lock__channel:{%s}", name);
+    cr_assert(crdt_wait_until(channel_has_subscriber, &ch, 10000), "run never waited");
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    char *err = NULL;
+    cr_assert_eq(cli_finish(&p, 10000, NULL, &err), 0, "stderr: %s", err);
+    cr_assert(strstr(err, "credisson: run: lock '") && strstr(err, "acquired after waiting"),
+              "stderr: %s", err);
+    free(err);
+    cr_assert_eq(cli(NULL, &err, ARGS("--url", u, "run", "--verbose", name, "--", "true")), 0);
+    cr_assert(strstr(err, "acquired without waiting"), "stderr: %s", err);
+    free(err);
+    redisFree(ch.r);
+    crd_lock_free(l);
+    crd_client_free(c);
+}
+
 Test(cli, unreachable_redis_gives_69)
 {
     const char *name = crdt_key("lock");
@@ -506,6 +560,9 @@ Test(cli, usage_errors_give_64_and_one_line)
         ARGS("--url", u, "watch", name, "extra"),
         ARGS("--url", u, "watch", ""),
         ARGS("--url", "http://127.0.0.1:1", "watch", name),
+        ARGS("--url", u, "list", "--count", "0"),
+        ARGS("--url", u, "list", "--timeout", "x"),
+        ARGS("--url", u, "list", "a*", "b*"),
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out = NULL, *err = NULL;
@@ -522,11 +579,78 @@ Test(cli, usage_errors_give_64_and_one_line)
     redisFree(r);
 }
 
+/* Whether s has a run of 40 hexadecimal digits (a script SHA1). */
+static bool has_sha1(const char *s)
+{
+    int run = 0;
+    for (; *s; s++) {
+        bool hex = (*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f');
+        run = hex ? run + 1 : 0;
+        if (run >= 40)
+            return true;
+    }
+    return false;
+}
+
+/* err is one line "credisson: CMD: ..." naming no internal identifier. */
+static void expect_error_line(const char *err, const char *cmd, const char *what)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "credisson: %s: ", cmd);
+    cr_expect_eq(count_lines(err), 1, "%s: not one line: %s", what, err);
+    cr_expect(strncmp(err, prefix, strlen(prefix)) == 0, "%s: not '%s...': %s", what, prefix, err);
+    const char *first = strstr(err, "cannot connect");
+    cr_expect(first == NULL || strstr(first + 1, "cannot connect") == NULL,
+              "%s: 'cannot connect' twice: %s", what, err);
+    cr_expect(!has_sha1(err), "%s: a script SHA in: %s", what, err);
+    cr_expect(strstr(err, "@user_script") == NULL, "%s: a script position in: %s", what, err);
+}
+
+Test(cli, every_error_line_has_one_format_and_keeps_the_servers_words)
+{
+    const char *name = crdt_key("lock");
+    char url[64];
+    url_for_port(url, sizeof url, closed_port());
+    const char *cmds[] = {"run", "status", "unlock", "watch", "list"};
+    const char *const *unreachable[] = {
+        ARGS("--url", url, "run", name, "--", "true"), ARGS("--url", url, "status", name),
+        ARGS("--url", url, "unlock", "--force", name),
+        ARGS("--url", url, "watch", "--timeout", "100", name), ARGS("--url", url, "list")};
+    const char *const *usage[] = {ARGS("--url", url, "run", name), ARGS("--url", url, "status"),
+                                  ARGS("--url", url, "unlock", name),
+                                  ARGS("--url", url, "watch", "--count", "0", name),
+                                  ARGS("--url", url, "list", "--frob")};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char *err = NULL;
+        cr_expect_eq(cli(NULL, &err, unreachable[i]), 69, "%s: %s", cmds[i], err);
+        expect_error_line(err, cmds[i], cmds[i]);
+        cr_expect(strstr(err, "Connection refused") != NULL, "%s: %s", cmds[i], err);
+        free(err);
+        cr_expect_eq(cli(NULL, &err, usage[i]), 64, "%s: %s", cmds[i], err);
+        expect_error_line(err, cmds[i], cmds[i]);
+        free(err);
+    }
+
+    /* A key that is not a lock: the server's words, not the script's SHA or line. The
+     * library drops the script position from its detail; until it does, this fails. */
+    redisContext *r = crdt_redis();
+    freeReplyObject(crdt_cmd(r, "SET %s not-a-lock", name));
+    char *err = NULL;
+    cr_assert_eq(cli(NULL, &err, ARGS("--url", test_url(), "run", name, "--", "true")), 69);
+    expect_error_line(err, "run", "WRONGTYPE");
+    cr_expect(strstr(err, "WRONGTYPE Operation against a key holding the wrong kind of value"),
+              "the server's words are gone: %s", err);
+    free(err);
+    freeReplyObject(crdt_cmd(r, "DEL %s", name));
+    redisFree(r);
+}
+
 Test(cli, help_is_on_every_command_and_lists_exit_codes)
 {
     const char *const *cases[] = {ARGS("--help"),           ARGS("-h"),
                                   ARGS("run", "--help"),    ARGS("status", "--help"),
-                                  ARGS("unlock", "--help"), ARGS("watch", "--help")};
+                                  ARGS("unlock", "--help"), ARGS("watch", "--help"),
+                                  ARGS("list", "--help")};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out = NULL, *err = NULL;
         /* --help must not need a server: no --url, and CREDISSON_URL is unset. */
@@ -1033,6 +1157,267 @@ Test(cli, run_on_lost_ignore_lets_cmd_finish_and_still_exits_70)
     d = slurp(done);
     cr_assert_str_eq(d, "again\n");
     free(d);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* run: CMD's process group                                                           */
+/* ---------------------------------------------------------------------------------- */
+
+/* Dead: no such process, or a zombie (its new parent, maybe not a reaping init, has not
+ * collected it yet). */
+static bool process_dead(void *arg)
+{
+    long pid = *(long *)arg;
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+        return true;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    char *st = slurp(path);
+    const char *paren = strrchr(st, ')');
+    bool zombie = paren != NULL && (paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
+    free(st);
+    return zombie;
+}
+
+/* Starts `credisson run` around `sh -c` that starts a background `sleep 30` (CMD's child,
+ * credisson's grandchild), writes its pid to a file and waits for it. Returns its pid. */
+static long start_with_grandchild(cli_proc *p, const char *name, const char *const *run_opts)
+{
+    char gc[300], body[1024];
+    spath(gc, sizeof gc, "grandchild.pid");
+    unlink(gc);
+    snprintf(body, sizeof body, "sleep 30 & echo $! > '%s.tmp' && mv '%s.tmp' '%s'; wait", gc, gc,
+             gc);
+    start_script(p, name, ARGS("--watchdog-ms", "600"), run_opts, body);
+    cr_assert(crdt_wait_until(file_has_content, gc, 10000), "CMD started no grandchild");
+    long pid = read_pid_file(gc);
+    cr_assert_gt(pid, 1);
+    cr_assert_eq(kill((pid_t)pid, 0), 0, "the grandchild is not running");
+    return pid;
+}
+
+Test(cli, run_signals_cmds_whole_process_group_so_grandchildren_stop_too)
+{
+    const char *name = crdt_key("lock");
+    const char *const *run_opts[] = {ARGS("--on-lost=kill"), ARGS("--on-lost=term")};
+    for (size_t i = 0; i < 2; i++) {
+        cli_proc p;
+        long gc = start_with_grandchild(&p, name, run_opts[i]);
+        force_unlock(name);
+        char *err = NULL;
+        cr_assert_eq(cli_finish(&p, 5000, NULL, &err), 70, "case %zu: stderr: %s", i, err);
+        free(err);
+        bool dead = crdt_wait_until(process_dead, &gc, 2000);
+        if (!dead)
+            kill((pid_t)gc, SIGKILL); /* no stray sleep after a failure */
+        cr_assert(dead, "case %zu: CMD's child %ld still runs after the lock was lost", i, gc);
+    }
+    /* A forwarded SIGTERM reaches the grandchild too. */
+    cli_proc p;
+    long gc = start_with_grandchild(&p, name, NULL);
+    cr_assert_eq(kill(p.pid, SIGTERM), 0);
+    cr_assert_eq(cli_finish(&p, 5000, NULL, NULL), 128 + SIGTERM);
+    bool dead = crdt_wait_until(process_dead, &gc, 2000);
+    if (!dead)
+        kill((pid_t)gc, SIGKILL);
+    cr_assert(dead, "CMD's child %ld still runs after a forwarded SIGTERM", gc);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* list                                                                               */
+/* ---------------------------------------------------------------------------------- */
+
+static char *owner_of(crd_client *c, char *buf, size_t cap);
+
+typedef struct llen_probe {
+    redisContext *r;
+    const char *key;
+    long long want;
+} llen_probe;
+
+static bool llen_is(void *arg)
+{
+    llen_probe *q = arg;
+    return crdt_cmd_int(q->r, "LLEN %s", q->key) == q->want;
+}
+
+/* The entry of locks (a JSON array) named name, or NULL. */
+static json_t *lock_named(json_t *locks, const char *name)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(locks, i, e)
+    {
+        if (strcmp(json_string_value(json_object_get(e, "name")), name) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+static void expect_listed(json_t *locks, const char *name, const char *kind, const char *owner)
+{
+    json_t *e = lock_named(locks, name);
+    cr_assert_not_null(e, "%s is not listed", name);
+    cr_assert_str_eq(json_string_value(json_object_get(e, "kind")), kind, "%s", name);
+    cr_assert_gt(json_integer_value(json_object_get(e, "ttl_ms")), 0, "%s", name);
+    json_t *h = json_object_get(e, "holders");
+    cr_assert_eq(json_array_size(h), 1, "%s", name);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(h, 0), "owner")), owner);
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(h, 0), "count")), 1);
+}
+
+Test(cli, list_shows_every_kind_of_held_lock_and_nothing_else)
+{
+    char pattern[300], rl[300], rw[300], fair[300], other[300], str[300];
+    snprintf(pattern, sizeof pattern, "%s*", crdt_key_prefix());
+    snprintf(rl, sizeof rl, "%s", crdt_key("rlock"));
+    snprintf(rw, sizeof rw, "%s", crdt_key("rw"));
+    snprintf(fair, sizeof fair, "%s", crdt_key("fair"));
+    snprintf(other, sizeof other, "%s", crdt_key("hash"));
+    snprintf(str, sizeof str, "%s", crdt_key("string"));
+    redisContext *r = crdt_redis();
+    freeReplyObject(crdt_cmd(r, "HSET %s a 1", other));
+    freeReplyObject(crdt_cmd(r, "SET %s 1", str));
+
+    crd_client *c = crdt_client();
+    char owner[128];
+    owner_of(c, owner, sizeof owner);
+    crd_lock *l = crdt_lock(c, rl), *f = NULL;
+    crd_rwlock *w = NULL;
+    cr_assert_eq(crd_fair_lock_new(c, fair, &f), CRD_OK);
+    cr_assert_eq(crd_rwlock_new(c, rw, &w), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(w), 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    /* A waiter in the fair queue. */
+    cli_proc waiter;
+    cli_start(&waiter,
+              ARGS("--url", test_url(), "run", "--fair", "--wait", "20000", fair, "--", "true"));
+    llen_probe q = {.r = r, .want = 1};
+    char queue[400];
+    snprintf(queue, sizeof queue, "redisson_lock_queue:{%s}", fair);
+    q.key = queue;
+    cr_assert(crdt_wait_until(llen_is, &q, 10000), "the waiter never queued");
+
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(cli(&out, &err, ARGS("--url", test_url(), "list", "--json", pattern)), 0,
+                 "stderr: %s", err);
+    cr_assert_str_empty(err);
+    json_error_t jerr;
+    json_t *j = json_loads(out, 0, &jerr);
+    cr_assert_not_null(j, "not JSON (%s): %s", jerr.text, out);
+    cr_assert(json_is_true(json_object_get(j, "complete")), "%s", out);
+    cr_assert_geq(json_integer_value(json_object_get(j, "scanned")), 5, "%s", out);
+    json_t *locks = json_object_get(j, "locks");
+    cr_assert_eq(json_array_size(locks), 3, "%s", out);
+    expect_listed(locks, rl, "rlock", owner);
+    expect_listed(locks, fair, "fair", owner);
+    expect_listed(locks, rw, "rwlock", owner);
+    cr_assert_eq(json_integer_value(json_object_get(lock_named(locks, fair), "queue")), 1);
+    cr_assert_str_eq(json_string_value(json_object_get(lock_named(locks, rw), "mode")), "read");
+    json_decref(j);
+    free(out);
+    free(err);
+
+    /* Text: one line per lock. */
+    cr_assert_eq(cli(&out, NULL, ARGS("--url", test_url(), "list", pattern)), 0);
+    cr_assert_eq(count_lines(out), 3, "%s", out);
+    char want[600];
+    snprintf(want, sizeof want, "%s kind=fair ttl_ms=", fair);
+    cr_assert(strstr(out, want) && strstr(out, " queue=1 holders=1 holder="), "%s", out);
+    snprintf(want, sizeof want, "%s kind=rwlock ttl_ms=", rw);
+    cr_assert(strstr(out, want) && strstr(out, " mode=read "), "%s", out);
+    free(out);
+
+    cr_assert_eq(crd_lock_release(f), CRD_OK);
+    cr_assert_eq(cli_finish(&waiter, 10000, NULL, NULL), 0);
+    crd_lock_free(f);
+    crd_lock_free(l);
+    crd_rwlock_free(w);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(cli, list_stops_at_its_time_bound_and_says_the_list_is_incomplete)
+{
+    /* Enough keys that one SCAN step of COUNT 1 cannot cover the keyspace. */
+    redisContext *r = crdt_redis();
+    for (int i = 0; i < 300; i++)
+        redisAppendCommand(r, "SET %s:%d 1", crdt_key("k"), i);
+    for (int i = 0; i < 300; i++) {
+        void *rep = NULL;
+        cr_assert_eq(redisGetReply(r, &rep), REDIS_OK);
+        freeReplyObject(rep);
+    }
+    char *out = NULL, *err = NULL;
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(cli(&out, &err,
+                     ARGS("--url", test_url(), "list", "--json", "--timeout", "0", "--count", "1")),
+                 0, "stderr: %s", err);
+    cr_assert_lt(crdt_now_ms() - t0, 5000);
+    cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
+    cr_assert(strncmp(err, "credisson: list: ", 17) == 0 && strstr(err, "incomplete"), "%s", err);
+    json_error_t jerr;
+    json_t *j = json_loads(out, 0, &jerr);
+    cr_assert_not_null(j, "not JSON (%s): %s", jerr.text, out);
+    cr_assert(json_is_false(json_object_get(j, "complete")), "%s", out);
+    json_decref(j);
+    free(out);
+    free(err);
+    redisFree(r);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* bash completion                                                                    */
+/* ---------------------------------------------------------------------------------- */
+
+/* The completions bash offers for the words of line (the last word is being typed),
+ * one per line, from the completion script of the source tree. */
+static char *complete_in_bash(const char *line)
+{
+    char script[300], cmd[1200];
+    spath(script, sizeof script, "complete.sh");
+    FILE *f = fopen(script, "w");
+    cr_assert_not_null(f);
+    fprintf(f,
+            "source '%s' || exit 3\n"
+            "COMP_LINE='%s'; COMP_WORDS=(%s); COMP_CWORD=$((${#COMP_WORDS[@]} - 1))\n"
+            "[[ $COMP_LINE == *' ' ]] && { COMP_WORDS+=(''); COMP_CWORD=$((COMP_CWORD + 1)); }\n"
+            "_credisson; printf '%%s\\n' \"${COMPREPLY[@]}\"\n",
+            CRD_CLI_COMPLETION, line, line);
+    fclose(f);
+    char out[300];
+    spath(out, sizeof out, "complete.out");
+    snprintf(cmd, sizeof cmd, "bash --norc --noprofile '%s' > '%s' 2>&1", script, out);
+    int rc = system(cmd);
+    char *s = slurp(out);
+    cr_assert_eq(rc, 0, "bash failed: %s", s);
+    return s;
+}
+
+Test(cli, bash_completion_offers_commands_and_flags)
+{
+    char *s = complete_in_bash("credisson r");
+    cr_assert_str_eq(s, "run\n");
+    free(s);
+    /* Bash splits the URL at each ':' (COMP_WORDBREAKS). */
+    s = complete_in_bash("credisson --url redis : //h : 1 ");
+    cr_assert_str_eq(s, "run\nstatus\nunlock\nwatch\nlist\n");
+    free(s);
+    s = complete_in_bash("credisson run --");
+    const char *const flags[] = {"--wait\n",     "--nonblock\n", "--lease\n",
+                                 "--fair\n",     "--read\n",     "--write\n",
+                                 "--on-lost=\n", "--grace\n",    "--conflict-exit-code\n",
+                                 "--verbose\n",  "--help\n"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        cr_assert(strstr(s, flags[i]) != NULL, "no %s in: %s", flags[i], s);
+    free(s);
+    s = complete_in_bash("credisson run --on-lost ");
+    cr_assert_str_eq(s, "term\nkill\nignore\n");
+    free(s);
+    s = complete_in_bash("credisson list --");
+    cr_assert_str_eq(s, "--json\n--timeout\n--count\n--help\n");
+    free(s);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -1558,6 +1943,93 @@ Test(cli, watch_sees_fair_and_read_write_releases_within_100_ms)
     crd_rwlock_free(rw);
     crd_client_free(c);
     redisFree(r);
+}
+
+/* Starts `watch --json --interval 60000 --count 2` on name at url and returns after its
+ * first read (seen on MONITOR at port): from then on, an acquire can only show before
+ * the next periodic read, a minute away, if the server tells the watch about it. */
+static void start_slow_watch(cli_proc *w, const char *url, int port, const char *name)
+{
+    redisContext *mon = crdt_redis_port(port);
+    freeReplyObject(crdt_cmd(mon, "MONITOR"));
+    cli_start(w, ARGS("--url", url, "watch", "--json", "--interval", "60000", "--timeout", "20000",
+                      "--count", "2", name));
+    wait_first_read(mon, name);
+    redisFree(mon);
+}
+
+/* A hold taken and released on port while the watch runs: the watch prints its acquire
+ * within 2 s (long before its next periodic read) and then its release. */
+static void expect_short_hold_seen(cli_proc *w, int port, const char *name)
+{
+    crd_options o;
+    crdt_options(&o);
+    o.port = port;
+    crd_client *c = crdt_client_opts(&o);
+    crd_lock *l = crdt_lock(c, name);
+    char owner[128];
+    owner_of(c, owner, sizeof owner);
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    lines_probe lp = {.path = w->out, .want = 1};
+    bool seen = crdt_wait_until(file_has_lines, &lp, 2000);
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    cr_assert(seen, "the acquire was not printed before the release");
+    char *err = NULL;
+    cr_assert_eq(cli_finish(w, 10000, NULL, &err), 0, "stderr: %s", err);
+    cr_assert_str_empty(err, "a warning although acquires show at once: %s", err);
+    free(err);
+    json_t *ev = json_line(w->out, 0);
+    expect_event(ev, "acquire", name, owner, NULL);
+    json_decref(ev);
+    ev = json_line(w->out, 1);
+    expect_event(ev, "release", name, owner, "unlock");
+    json_decref(ev);
+    crd_lock_free(l);
+    crd_client_free(c);
+}
+
+Test(cli, watch_shows_an_acquire_at_once_without_server_configuration)
+{
+    /* The test server has no keyspace notifications: client tracking does it. */
+    redisContext *r = crdt_redis();
+    redisReply *rep = crdt_cmd(r, "CONFIG GET notify-keyspace-events");
+    cr_assert(rep->type == REDIS_REPLY_ARRAY && rep->elements == 2);
+    cr_assert_str_empty(rep->element[1]->str, "the test server has keyspace notifications on");
+    freeReplyObject(rep);
+    redisFree(r);
+    const char *name = crdt_key("lock");
+    cli_proc w;
+    start_slow_watch(&w, test_url(), crdt_port(), name);
+    expect_short_hold_seen(&w, crdt_port(), name);
+}
+
+Test(cli, watch_warns_at_start_when_short_holds_can_be_missed)
+{
+    /* A user that may not run CLIENT: no tracking. */
+    crdt_server srv;
+    crdt_server_start(&srv, false,
+                      (const char *const[]){"--user", "watcher", "on", ">pw", "~*", "&*", "+@all",
+                                            "-client", NULL},
+                      NULL, NULL);
+    char url[128];
+    snprintf(url, sizeof url, "redis://watcher:pw@127.0.0.1:%d", srv.port);
+    const char *name = crdt_key("lock");
+    char *err = NULL;
+    cr_assert_eq(cli(NULL, &err, ARGS("--url", url, "watch", "--timeout", "100", name)), 0,
+                 "stderr: %s", err);
+    cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
+    cr_assert(strncmp(err, "credisson: watch: warning: ", 27) == 0, "stderr: %s", err);
+    cr_assert(strstr(err, "can be missed") && strstr(err, "notify-keyspace-events"), "%s", err);
+    free(err);
+
+    /* With keyspace notifications on, no warning, and acquires show at once again. */
+    redisContext *admin = crdt_redis_port(srv.port);
+    freeReplyObject(crdt_cmd(admin, "CONFIG SET notify-keyspace-events Kghx"));
+    redisFree(admin);
+    cli_proc w;
+    start_slow_watch(&w, url, srv.port, name);
+    expect_short_hold_seen(&w, srv.port, name);
+    crdt_server_stop(&srv);
 }
 
 Test(cli, watch_exits_0_at_its_timeout_and_69_when_the_server_goes_away)

@@ -1,0 +1,275 @@
+/*
+ * common.c -- what every command of the CLI needs: error lines and exit codes, option
+ * parsing, the clock, the password-free form of a URL, the library client, and the four
+ * lock kinds behind --fair/--read/--write. Main thread only.
+ */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- errors ------------------------------------------------------------------------- */
+
+/* "credisson: CMD: msg" (or "credisson: msg" with no command) plus tail. */
+static void emit(const char *cmd, const char *fmt, va_list ap, const char *tail)
+{
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (cmd != NULL)
+        fprintf(stderr, "%s: %s: %s%s\n", CLI_PROG, cmd, msg, tail);
+    else
+        fprintf(stderr, "%s: %s%s\n", CLI_PROG, msg, tail);
+}
+
+void cli_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    emit(cmd, fmt, ap, "");
+    va_end(ap);
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    char tail[96];
+    snprintf(tail, sizeof tail, " (see '%s%s%s --help')", CLI_PROG, cmd ? " " : "", cmd ? cmd : "");
+    va_list ap;
+    va_start(ap, fmt);
+    emit(cmd, fmt, ap, tail);
+    va_end(ap);
+    return EXIT_USAGE;
+}
+
+/* The library's detail for a failed connect starts by naming the address it tried;
+ * the CLI's line already names the URL, so that part is dropped rather than said twice. */
+static const char *without_connect_prefix(const char *detail)
+{
+    static const char lead[] = "cannot connect to ";
+    if (strncmp(detail, lead, sizeof lead - 1) != 0)
+        return detail;
+    const char *rest = strstr(detail + sizeof lead - 1, ": ");
+    return rest != NULL ? rest + 2 : detail;
+}
+
+void cli_report(const char *cmd, const char *what, crd_status st, const crd_client *client)
+{
+    /* The detail is the server's or the system's own words; the status text only stands
+     * in when there is none. */
+    const char *detail = client ? crd_client_errmsg(client) : NULL;
+    if (detail == NULL || *detail == '\0')
+        detail = crd_strerror(st);
+    cli_error(cmd, "%s: %s", what, without_connect_prefix(detail));
+}
+
+int cli_exit_for_status(crd_status st)
+{
+    switch (st) {
+    case CRD_OK:
+        return 0;
+    case CRD_INVALID_ARGUMENT:
+        return EXIT_USAGE;
+    case CRD_BUSY:
+    case CRD_TIMEOUT:
+        return EXIT_NOT_ACQUIRED;
+    case CRD_LOCK_LOST:
+    case CRD_NOT_OWNER:
+        return EXIT_LOST;
+    case CRD_NO_MEMORY:
+    case CRD_FORKED:
+        return EXIT_OSERR;
+    case CRD_IO:
+    case CRD_PROTOCOL:
+    case CRD_SERVER:
+    case CRD_CLOSED:
+    case CRD_AUTH:
+    case CRD_DEADLOCK:
+        return EXIT_UNAVAILABLE;
+    }
+    return EXIT_UNAVAILABLE;
+}
+
+/* ---- options ------------------------------------------------------------------------ */
+
+bool cli_parse_ms(const char *s, int64_t *out)
+{
+    if (s == NULL || *s == '\0')
+        return false;
+    int64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        v = v * 10 + (*p - '0');
+        if (v > CRD_DURATION_MAX_MS)
+            return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_take_opt(int argc, char **argv, int *i, const char *opt, const char **val)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(opt);
+    if (strncmp(a, opt, n) != 0)
+        return false;
+    bool is_short = n == 2 && opt[0] == '-' && opt[1] != '-';
+    if (a[n] == '=' && !is_short) {
+        *val = a + n + 1;
+        return true;
+    }
+    if (a[n] != '\0') {
+        if (!is_short)
+            return false;
+        *val = a + n; /* "-E3" */
+        return true;
+    }
+    *val = (*i + 1 < argc) ? argv[*i + 1] : NULL;
+    if (*val != NULL)
+        (*i)++;
+    return true;
+}
+
+bool cli_is_help(const char *a)
+{
+    return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
+}
+
+int cli_take_name_arg(const char *cmd, int argc, char **argv, int *i, const char **name)
+{
+    const char *a = argv[*i];
+    if (strcmp(a, "--") == 0 && *name == NULL && *i + 2 == argc) {
+        *name = argv[++*i];
+        return 0;
+    }
+    if (a[0] == '-' && a[1] != '\0')
+        return cli_usage_error(cmd, "unknown option '%s'", a);
+    if (*name != NULL)
+        return cli_usage_error(cmd, "unexpected argument '%s'", a);
+    *name = a;
+    return 0;
+}
+
+/* ---- time --------------------------------------------------------------------------- */
+
+int64_t cli_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+long long cli_epoch_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- URL and the library client ----------------------------------------------------- */
+
+const char *cli_redact_url(const char *url, char *buf, size_t len)
+{
+    const char *s = strstr(url, "://");
+    if (s != NULL)
+        s += 3;
+    const char *slash = s ? strchr(s, '/') : NULL;
+    const char *at = NULL;
+    for (const char *p = s; p != NULL && *p && p != slash; p++)
+        if (*p == '@')
+            at = p;
+    if (at == NULL) {
+        snprintf(buf, len, "%s", url);
+        return buf;
+    }
+    const char *colon = memchr(s, ':', (size_t)(at - s));
+    const char *cut = colon ? colon + 1 : s;
+    snprintf(buf, len, "%.*s***%s", (int)(cut - url), url, at);
+    return buf;
+}
+
+int cli_make_client(const global_opts *g, const char *cmd, crd_event_fn on_event, crd_client **out)
+{
+    /* The URL is checked first (the library's parser), so that every command reports a
+     * bad URL the same way and no message echoes a password. */
+    *out = NULL;
+    crd__endpoint ep;
+    int rc = cli_endpoint(cmd, g, &ep);
+    crd__endpoint_clear(&ep);
+    if (rc != 0)
+        return rc;
+    crd_options o;
+    crd_options_init(&o);
+    o.url = g->url;
+    o.pool_size = 1;
+    if (g->watchdog_ms > 0)
+        o.watchdog_timeout_ms = g->watchdog_ms;
+    o.on_event = on_event;
+    crd_client *c = NULL;
+    crd_status st = crd_client_new(&o, &c);
+    if (st != CRD_OK) {
+        char what[600], shown[512];
+        cli_redact_url(g->url, shown, sizeof shown);
+        if (st == CRD_INVALID_ARGUMENT)
+            snprintf(what, sizeof what, "bad --url '%s' or option", shown);
+        else
+            snprintf(what, sizeof what, "cannot connect to %s", shown);
+        cli_report(cmd, what, st, c);
+        crd_client_free(c);
+        return cli_exit_for_status(st);
+    }
+    *out = c;
+    return 0;
+}
+
+/* ---- lock kinds --------------------------------------------------------------------- */
+
+bool cli_take_kind(const char *a, crd__kind *kind, int *seen)
+{
+    crd__kind k;
+    if (strcmp(a, "--fair") == 0)
+        k = CRD__FAIR;
+    else if (strcmp(a, "--read") == 0)
+        k = CRD__READ;
+    else if (strcmp(a, "--write") == 0)
+        k = CRD__WRITE;
+    else
+        return false;
+    if (*seen && *kind != k)
+        *seen = 2; /* conflicting kinds: reported by the caller */
+    else
+        *seen = 1;
+    *kind = k;
+    return true;
+}
+
+crd_status cli_open_lock(crd_client *client, crd__kind kind, const char *name, cli_lock *out)
+{
+    out->lock = NULL;
+    out->rw = NULL;
+    switch (kind) {
+    case CRD__FAIR:
+        return crd_fair_lock_new(client, name, &out->lock);
+    case CRD__READ:
+    case CRD__WRITE: {
+        crd_status st = crd_rwlock_new(client, name, &out->rw);
+        if (st == CRD_OK)
+            out->lock = kind == CRD__READ ? crd_rwlock_read(out->rw) : crd_rwlock_write(out->rw);
+        return st;
+    }
+    case CRD__RLOCK:
+        break;
+    }
+    return crd_lock_new(client, name, &out->lock);
+}
+
+void cli_close_lock(cli_lock *l)
+{
+    if (l->rw != NULL)
+        crd_rwlock_free(l->rw);
+    else
+        crd_lock_free(l->lock);
+    l->lock = NULL;
+    l->rw = NULL;
+}

@@ -1,0 +1,79 @@
+# bash completion for credisson(1): commands, their flags, and the values of
+# --on-lost. Installed as share/bash-completion/completions/credisson.
+
+_credisson()
+{
+    local cur prev cmd i
+    cur=${COMP_WORDS[COMP_CWORD]}
+    prev=${COMP_WORDS[COMP_CWORD - 1]}
+
+    # The command is the first word after the global options (and their values). Bash
+    # splits a URL at ':' (COMP_WORDBREAKS): a ':' word and the one after it belong to
+    # the word before.
+    cmd=
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        case ${COMP_WORDS[i]} in
+        --url | --watchdog-ms) ((i++)) ;;
+        : | =) ((i++)) ;;
+        -*) ;;
+        *)
+            cmd=${COMP_WORDS[i]}
+            break
+            ;;
+        esac
+    done
+
+    # After "run ... NAME --" the rest is CMD: complete commands and files.
+    if [[ $cmd == run ]]; then
+        for ((i = i + 1; i < COMP_CWORD; i++)); do
+            if [[ ${COMP_WORDS[i]} == -- ]]; then
+                if ((i + 1 == COMP_CWORD)); then
+                    COMPREPLY=($(compgen -c -- "$cur"))
+                else
+                    COMPREPLY=($(compgen -f -- "$cur"))
+                fi
+                return
+            fi
+        done
+    fi
+
+    # "--on-lost=VALUE": bash splits the word at '='.
+    if [[ $prev == = && ${COMP_WORDS[COMP_CWORD - 2]} == --on-lost ]]; then
+        COMPREPLY=($(compgen -W "term kill ignore" -- "$cur"))
+        return
+    fi
+    case $prev in
+    --url | --watchdog-ms | --wait | --lease | --grace | -E | --conflict-exit-code | \
+        --count | --timeout | --interval)
+        return
+        ;;
+    --on-lost)
+        COMPREPLY=($(compgen -W "term kill ignore" -- "$cur"))
+        return
+        ;;
+    esac
+
+    local opts
+    case $cmd in
+    "")
+        if [[ $cur == -* ]]; then
+            opts="--url --watchdog-ms --help --version"
+        else
+            opts="run status unlock watch list"
+        fi
+        ;;
+    run) opts="--wait -n --nonblock --lease --fair --read --write --on-lost= --grace -E
+               --conflict-exit-code --verbose --help" ;;
+    status) opts="--json --help" ;;
+    unlock) opts="--force --fair --read --write --help" ;;
+    watch) opts="--json --count --timeout --interval --help" ;;
+    list) opts="--json --timeout --count --help" ;;
+    *) return ;;
+    esac
+    if [[ $cmd == "" || $cur == -* ]]; then
+        COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+        [[ ${COMPREPLY[0]} == *= ]] && compopt -o nospace 2>/dev/null
+    fi
+}
+
+complete -F _credisson credisson

@@ -1,0 +1,114 @@
+/*
+ * main.c -- the `credisson` command-line tool's entry point: the global options (--url,
+ * --watchdog-ms, --help, --version), the main help text with the exit codes every
+ * command shares, and the dispatch to one command's file (run.c, status.c, unlock.c,
+ * watch.c, list.c).
+ *
+ *   credisson [--url URL] [--watchdog-ms N] COMMAND [OPTIONS] NAME ...
+ */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char cli_exit_codes_text[] =
+    "Exit codes:\n"
+    "  0      success (run: CMD exited with 0)\n"
+    "  N      run: CMD's own exit status N\n"
+    "  64     usage error (unknown option, missing NAME or '--', bad number or URL)\n"
+    "  69     Redis cannot be reached, or it refused the connection (AUTH, SELECT) or a\n"
+    "         command (e.g. NAME holds a value that is not a lock)\n"
+    "  70     run: the lock was lost while CMD ran (force-unlocked, expired, or renewal\n"
+    "         failed for longer than the lease); CMD was stopped as --on-lost says (default:\n"
+    "         SIGTERM, SIGKILL after --grace) or, with --on-lost=ignore, ran to its end\n"
+    "  71     operating-system error (fork, pipe, out of memory)\n"
+    "  75     run: the lock was not acquired within --wait (-E N changes this code)\n"
+    "  126    run: CMD could not be executed; 127: CMD was not found\n"
+    "  128+S  run: CMD was killed by signal S\n"
+    "status, unlock, watch and list exit 0 whatever the lock's state (watch: after --count\n"
+    "events or --timeout), 64 on a usage error and 69 when Redis is unreachable.\n";
+
+static void usage_main(FILE *f)
+{
+    fprintf(f,
+            "usage: credisson [--url URL] [--watchdog-ms N] COMMAND [OPTIONS] NAME ...\n"
+            "\n"
+            "Redisson-compatible distributed locks from the shell: a lock NAME taken here is\n"
+            "the same lock as Java Redisson's getLock(NAME).\n"
+            "\n"
+            "Commands:\n"
+            "  run [--wait MS] [--lease MS] [--fair|--read|--write]\n"
+            "      [--on-lost=term|kill|ignore] [--grace MS] NAME -- CMD [ARG...]\n"
+            "                   run CMD while holding lock NAME\n"
+            "  status [--json] NAME\n"
+            "                   show the kind, holders, TTL and queue of lock NAME\n"
+            "  unlock --force [--fair|--read|--write] NAME\n"
+            "                   delete lock NAME whoever holds it and wake a waiter\n"
+            "  watch [--json] [--count N] [--timeout MS] [--interval MS] NAME\n"
+            "                   print hold and release events of lock NAME as they happen\n"
+            "  list [--json] [--timeout MS] [--count N] [PATTERN]\n"
+            "                   the locks held right now (SCAN), with holders and TTL\n"
+            "\n"
+            "Global options (before COMMAND):\n"
+            "  --url URL        redis://[[user]:password@]host[:port][/db] or\n"
+            "                   unix:///path/to.sock[?db=N]; %%XX escapes in user and password\n"
+            "                   (default: $CREDISSON_URL, else " CLI_DEFAULT_URL ")\n"
+            "  --watchdog-ms N  lease of a lock held without --lease; the watchdog renews it\n"
+            "                   every N/3 ms (default 30000, Redisson's lockWatchdogTimeout)\n"
+            "  -h, --help       this help; 'credisson COMMAND --help' describes a command\n"
+            "  --version        print the version\n"
+            "\n"
+            "Environment:\n"
+            "  CREDISSON_URL    the default for --url\n"
+            "\n"
+            "%s",
+            cli_exit_codes_text);
+}
+
+int main(int argc, char **argv)
+{
+    global_opts g = {0};
+    g.url = getenv("CREDISSON_URL");
+    if (g.url == NULL || *g.url == '\0')
+        g.url = CLI_DEFAULT_URL;
+
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (cli_is_help(a)) {
+            usage_main(stdout);
+            return 0;
+        } else if (strcmp(a, "--version") == 0) {
+            printf("credisson %s\n", crd_version());
+            return 0;
+        } else if (cli_take_opt(argc, argv, &i, "--url", &v)) {
+            if (v == NULL || *v == '\0')
+                return cli_usage_error(NULL, "--url needs a value");
+            g.url = v;
+        } else if (cli_take_opt(argc, argv, &i, "--watchdog-ms", &v)) {
+            if (v == NULL)
+                return cli_usage_error(NULL, "--watchdog-ms needs a value in milliseconds");
+            if (!cli_parse_ms(v, &g.watchdog_ms) || g.watchdog_ms == 0)
+                return cli_usage_error(
+                    NULL, "--watchdog-ms: '%s' is not a positive number of milliseconds", v);
+        } else if (a[0] == '-') {
+            return cli_usage_error(NULL, "unknown option '%s'", a);
+        } else {
+            break;
+        }
+    }
+    if (i >= argc)
+        return cli_usage_error(NULL, "missing COMMAND (run, status, unlock, watch or list)");
+    const char *cmd = argv[i];
+    if (strcmp(cmd, "run") == 0)
+        return cmd_run(&g, argc - i, argv + i);
+    if (strcmp(cmd, "status") == 0)
+        return cmd_status(&g, argc - i, argv + i);
+    if (strcmp(cmd, "unlock") == 0)
+        return cmd_unlock(&g, argc - i, argv + i);
+    if (strcmp(cmd, "watch") == 0)
+        return cmd_watch(&g, argc - i, argv + i);
+    if (strcmp(cmd, "list") == 0)
+        return cmd_list(&g, argc - i, argv + i);
+    return cli_usage_error(NULL, "unknown command '%s' (run, status, unlock, watch or list)", cmd);
+}

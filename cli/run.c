@@ -1,0 +1,367 @@
+/*
+ * run.c -- `credisson run NAME -- CMD`: holds a Redisson-compatible lock while a child
+ * command runs. The main thread parses the options, acquires the lock, starts CMD
+ * (spawn.c), and then sleeps until CMD exits, a signal is to be forwarded, the watchdog
+ * reports the lock lost or failing, or a fixed lease runs out; it carries out --on-lost
+ * and releases the lock at the end.
+ */
+#include "run.h"
+#include "cli.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static void usage_run(FILE *f)
+{
+    fprintf(f,
+            "usage: credisson [GLOBAL OPTIONS] run [--wait MS|-n] [--lease MS] "
+            "[--fair|--read|--write]\n"
+            "                 [--on-lost=term|kill|ignore] [--grace MS] [-E N] [--verbose]\n"
+            "                 NAME -- CMD [ARG...]\n"
+            "\n"
+            "Acquire lock NAME, run CMD as a child process, release the lock when CMD exits.\n"
+            "CMD runs in a process group of its own (as with timeout(1)): SIGINT, SIGTERM and\n"
+            "SIGHUP are forwarded to that group, and --on-lost signals the group, so what CMD\n"
+            "started (a shell's children) stops with it. When credisson runs in the terminal's\n"
+            "foreground, CMD's group has the terminal while it runs. Interrupting credisson\n"
+            "while it still waits for the lock simply ends it.\n"
+            "\n"
+            "Options:\n"
+            "  --wait MS    give up after MS milliseconds without the lock (exit 75);\n"
+            "               0 tries once; default: wait as long as it takes\n"
+            "  -n, --nonblock  the same as --wait 0: fail at once if the lock is held\n"
+            "  -E, --conflict-exit-code N\n"
+            "               exit with N (0-255) instead of 75 when the lock was not acquired\n"
+            "  --verbose    say on stderr whether the lock was acquired at once or after\n"
+            "               waiting, and how long\n"
+            "  --lease MS   the lock expires MS milliseconds after it was taken unless CMD has\n"
+            "               exited; if the lease runs out first the lock is lost (see\n"
+            "               --on-lost) and the exit status is 70. Default (or 0): no fixed\n"
+            "               lease, the watchdog renews the lock while CMD runs (--watchdog-ms)\n"
+            "  --on-lost=term|kill|ignore\n"
+            "               what to do to CMD when the lock is lost while it runs:\n"
+            "               term (default): SIGTERM, then SIGKILL if CMD is still running\n"
+            "               after --grace; kill: SIGKILL at once; ignore: let CMD run to its\n"
+            "               end. In every case the exit status is 70\n"
+            "  --grace MS   how long CMD has to exit after SIGTERM (default 10000)\n"
+            "  --fair       use the fair lock of NAME (Redisson getFairLock): waiting processes,\n"
+            "               in any language, get it in the order they asked\n"
+            "  --read       take the read lock of NAME (Redisson getReadWriteLock(NAME)\n"
+            "               .readLock()): many readers at once, no writer\n"
+            "  --write      take the write lock of NAME: no other reader or writer\n"
+            "  -h, --help   this help\n"
+            "\n"
+            "If releasing the lock fails for a network reason after CMD exited, a warning is\n"
+            "printed, the exit status stays CMD's, and the lock expires after its lease.\n"
+            "\n"
+            "%s",
+            cli_exit_codes_text);
+}
+
+/* How long CMD gets to exit after SIGTERM (lock lost) before it is sent SIGKILL. */
+#define KILL_GRACE_MS 10000
+
+/* What `run` does to CMD when the lock is lost while CMD runs (--on-lost). */
+typedef enum on_lost_mode { ON_LOST_TERM, ON_LOST_KILL, ON_LOST_IGNORE } on_lost_mode;
+
+/* The command line of `run`. */
+typedef struct run_opts {
+    crd__kind kind;
+    int64_t wait_ms, lease_ms, grace_ms;
+    on_lost_mode on_lost;
+    int conflict_exit; /* exit code when not acquired within --wait */
+    bool verbose;
+    const char *name;
+    char **cmd;
+} run_opts;
+
+/* One value option of `run`: "--wait MS", "--lease MS", "--grace MS". Returns 0, or the
+ * usage error's exit code. */
+static int ms_value(const char *opt, const char *v, int64_t *out)
+{
+    if (v == NULL)
+        return cli_usage_error("run", "%s needs a value in milliseconds", opt);
+    if (!cli_parse_ms(v, out))
+        return cli_usage_error("run", "%s: '%s' is not a non-negative number of milliseconds", opt,
+                               v);
+    return 0;
+}
+
+/* Parses argv into *o. Returns 0, -1 after --help, or the usage error's exit code. */
+static int parse_run_args(int argc, char **argv, run_opts *o)
+{
+    int kinds_seen = 0, rc = 0;
+    for (int i = 1; i < argc && rc == 0; i++) {
+        const char *a = argv[i], *v;
+        if (strcmp(a, "--") == 0) {
+            if (i + 1 >= argc)
+                return cli_usage_error("run", "missing CMD after '--'");
+            o->cmd = argv + i + 1;
+            break;
+        } else if (cli_is_help(a)) {
+            usage_run(stdout);
+            return -1;
+        } else if (cli_take_opt(argc, argv, &i, "--wait", &v)) {
+            rc = ms_value("--wait", v, &o->wait_ms);
+        } else if (strcmp(a, "-n") == 0 || strcmp(a, "--nonblock") == 0) {
+            o->wait_ms = 0;
+        } else if (cli_take_opt(argc, argv, &i, "-E", &v) ||
+                   cli_take_opt(argc, argv, &i, "--conflict-exit-code", &v)) {
+            int64_t code = 0;
+            if (v == NULL || !cli_parse_ms(v, &code) || code > 255)
+                return cli_usage_error("run", "%s needs an exit code from 0 to 255", a);
+            o->conflict_exit = (int)code;
+        } else if (strcmp(a, "--verbose") == 0) {
+            o->verbose = true;
+        } else if (cli_take_opt(argc, argv, &i, "--lease", &v)) {
+            rc = ms_value("--lease", v, &o->lease_ms);
+            if (o->lease_ms == 0)
+                o->lease_ms = CRD_LEASE_WATCHDOG;
+        } else if (cli_take_opt(argc, argv, &i, "--on-lost", &v)) {
+            if (v != NULL && strcmp(v, "term") == 0)
+                o->on_lost = ON_LOST_TERM;
+            else if (v != NULL && strcmp(v, "kill") == 0)
+                o->on_lost = ON_LOST_KILL;
+            else if (v != NULL && strcmp(v, "ignore") == 0)
+                o->on_lost = ON_LOST_IGNORE;
+            else
+                return cli_usage_error("run", "--on-lost must be term, kill or ignore");
+        } else if (cli_take_opt(argc, argv, &i, "--grace", &v)) {
+            rc = ms_value("--grace", v, &o->grace_ms);
+        } else if (cli_take_kind(a, &o->kind, &kinds_seen)) {
+            if (kinds_seen > 1)
+                return cli_usage_error("run", "--fair, --read and --write exclude each other");
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return cli_usage_error("run", "unknown option '%s'", a);
+        } else if (o->name == NULL) {
+            o->name = a;
+        } else {
+            return cli_usage_error("run", "unexpected '%s': put '--' before CMD", a);
+        }
+    }
+    if (rc != 0)
+        return rc;
+    if (o->name == NULL)
+        return cli_usage_error("run", "missing lock NAME");
+    if (o->cmd == NULL)
+        return cli_usage_error("run", "missing '--' and CMD after NAME");
+    return 0;
+}
+
+static void print_event_warnings(const char *name, crd_lock *lock)
+{
+    if (atomic_exchange(&run_failing, 0)) {
+        int64_t v = 0;
+        crd_lock_validity_ms(lock, &v);
+        cli_error("run", "warning: renewing lock '%s' fails; still valid for %lld ms", name,
+                  (long long)v);
+    }
+    if (atomic_exchange(&run_recovered, 0))
+        cli_error("run", "lock '%s' is renewed again", name);
+}
+
+/* While CMD runs: what is known about the lock and what was done about losing it. */
+typedef struct supervision {
+    pid_t pid;
+    int64_t lease_deadline; /* -1: the watchdog renews */
+    bool lost;              /* the lock is gone */
+    bool acted;             /* --on-lost was carried out */
+    bool term_sent;         /* SIGTERM (or SIGKILL) went out */
+    int64_t kill_deadline;  /* when SIGKILL follows SIGTERM; INT64_MAX once it went out */
+} supervision;
+
+static const char *const action_text[] = {
+    [ON_LOST_TERM] = "sending CMD SIGTERM",
+    [ON_LOST_KILL] = "killing CMD (SIGKILL)",
+    [ON_LOST_IGNORE] = "CMD keeps running (--on-lost=ignore), exit status will be 70"};
+
+/* Notices a lost lock (the watchdog said so, or a fixed lease ran out) and carries out
+ * --on-lost: SIGTERM then SIGKILL after the grace, SIGKILL, or nothing. */
+static void check_lost(const run_opts *o, crd_lock *lock, supervision *s)
+{
+    print_event_warnings(o->name, lock);
+    if (!s->lost && atomic_load(&run_lost)) {
+        s->lost = true;
+        cli_error("run", "lock '%s' lost while CMD ran (%s); %s", o->name,
+                  crd_strerror((crd_status)atomic_load(&run_lost_status)), action_text[o->on_lost]);
+    }
+    if (!s->lost && s->lease_deadline >= 0 && cli_now_ms() >= s->lease_deadline) {
+        s->lost = true;
+        cli_error("run", "the %lld ms lease of lock '%s' ran out while CMD ran; %s",
+                  (long long)o->lease_ms, o->name, action_text[o->on_lost]);
+    }
+    if (s->lost && !s->acted) {
+        s->acted = true;
+        if (o->on_lost == ON_LOST_TERM) {
+            run_signal_cmd(s->pid, SIGTERM);
+            s->term_sent = true;
+            s->kill_deadline = cli_now_ms() + o->grace_ms;
+        } else if (o->on_lost == ON_LOST_KILL) {
+            run_signal_cmd(s->pid, SIGKILL);
+            s->term_sent = true;
+            s->kill_deadline = INT64_MAX;
+        }
+    }
+    if (s->term_sent && cli_now_ms() >= s->kill_deadline) {
+        run_signal_cmd(s->pid, SIGKILL);
+        s->kill_deadline = INT64_MAX;
+    }
+}
+
+/* Sleeps until a wake-up or the next deadline (SIGKILL after the grace, the lease). */
+static void wait_for_news(const supervision *s)
+{
+    int64_t until = -1;
+    if (s->term_sent && s->kill_deadline != INT64_MAX)
+        until = s->kill_deadline;
+    else if (!s->lost && s->lease_deadline >= 0)
+        until = s->lease_deadline;
+    int timeout = -1;
+    if (until >= 0) {
+        int64_t left = until - cli_now_ms();
+        timeout = left <= 0 ? 0 : (left > 60000 ? 60000 : (int)left);
+    }
+    struct pollfd pfd = {.fd = run_wake_fd(), .events = POLLIN};
+    if (poll(&pfd, 1, timeout) > 0)
+        run_drain_wakes();
+}
+
+/* Runs CMD under the held lock until it exits. Returns the exit code; *lost says whether
+ * the lock was lost meanwhile, *spawned whether CMD started at all. */
+static int supervise(const run_opts *o, crd_lock *lock, bool *lost, bool *spawned)
+{
+    supervision s = {.lease_deadline = -1, .kill_deadline = -1};
+    /* With a fixed lease, CMD may only run while the lease is trusted. */
+    if (o->lease_ms > 0) {
+        int64_t valid = 0;
+        if (crd_lock_validity_ms(lock, &valid) != CRD_OK)
+            valid = o->lease_ms;
+        s.lease_deadline = cli_now_ms() + valid;
+    }
+    run_cloexec_library_fds();
+    int exit_code = 0;
+    s.pid = run_spawn(o->cmd, &exit_code);
+    *spawned = s.pid > 0;
+    if (s.pid < 0)
+        return exit_code;
+    atomic_store(&run_child, (int)s.pid);
+    atomic_store(&run_phase, RUN_RUNNING);
+
+    int wstatus = 0;
+    for (;;) {
+        int sig = atomic_exchange(&run_pending_sig, 0);
+        if (sig != 0)
+            run_signal_cmd(s.pid, sig);
+        if (run_child_exited(s.pid, &wstatus))
+            break;
+        check_lost(o, lock, &s);
+        wait_for_news(&s);
+    }
+    *lost = s.lost;
+    if (WIFEXITED(wstatus))
+        return WEXITSTATUS(wstatus);
+    if (WIFSIGNALED(wstatus))
+        return 128 + WTERMSIG(wstatus);
+    return EXIT_OSERR;
+}
+
+/* Acquires the lock as o says. Returns true, or false with the exit code in *rc (a
+ * line printed; --conflict-exit-code may make that code 0). */
+static bool acquire(const run_opts *o, crd_client *client, crd_lock *lock, int *rc)
+{
+    int64_t t0 = cli_now_ms();
+    crd_status st = crd_lock_acquire(lock, o->wait_ms, o->lease_ms);
+    int64_t waited = cli_now_ms() - t0;
+    if (st == CRD_OK) {
+        /* This client's only acquire: the metrics say whether it had to wait. */
+        crd_metrics m;
+        memset(&m, 0, sizeof m);
+        crd_client_metrics(client, &m, sizeof m);
+        if (o->verbose && m.contended > 0)
+            cli_error("run", "lock '%.200s' acquired after waiting %lld ms", o->name,
+                      (long long)waited);
+        else if (o->verbose)
+            cli_error("run", "lock '%.200s' acquired without waiting (%lld ms)", o->name,
+                      (long long)waited);
+        return true;
+    }
+    if (st == CRD_BUSY || st == CRD_TIMEOUT) {
+        cli_error("run", "lock '%.200s' not acquired within %lld ms", o->name,
+                  (long long)o->wait_ms);
+        *rc = o->conflict_exit;
+        return false;
+    } else {
+        char what[300];
+        snprintf(what, sizeof what, "cannot acquire lock '%.200s'", o->name);
+        cli_report("run", what, st, client);
+    }
+    *rc = cli_exit_for_status(st);
+    return false;
+}
+
+/* Releases the lock after CMD exited; returns the final exit code. */
+static int release(const run_opts *o, crd_client *client, crd_lock *lock, bool lost, int exit_code)
+{
+    crd_status st = crd_lock_release(lock);
+    if (st == CRD_IO) /* the library retried once; the latch makes another try safe */
+        st = crd_lock_release(lock);
+    if (lost)
+        return EXIT_LOST;
+    if (st == CRD_LOCK_LOST || st == CRD_NOT_OWNER) {
+        cli_error("run", "lock '%s' was lost while CMD ran (%s)", o->name, crd_strerror(st));
+        return EXIT_LOST;
+    }
+    if (st != CRD_OK) {
+        char what[300];
+        snprintf(what, sizeof what,
+                 "warning: cannot release lock '%.200s', it expires after its lease", o->name);
+        cli_report("run", what, st, client);
+    }
+    return exit_code;
+}
+
+int cmd_run(const global_opts *g, int argc, char **argv)
+{
+    run_opts o = {.kind = CRD__RLOCK,
+                  .wait_ms = CRD_WAIT_FOREVER,
+                  .lease_ms = CRD_LEASE_WATCHDOG,
+                  .grace_ms = KILL_GRACE_MS,
+                  .on_lost = ON_LOST_TERM,
+                  .conflict_exit = EXIT_NOT_ACQUIRED};
+    int rc = parse_run_args(argc, argv, &o);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+
+    run_remember_start_fds();
+    rc = run_install_handlers();
+    if (rc != 0)
+        return rc;
+    crd_client *client;
+    rc = cli_make_client(g, "run", run_on_event, &client);
+    if (rc != 0)
+        return rc;
+    cli_lock held;
+    crd_status st = cli_open_lock(client, o.kind, o.name, &held);
+    if (st != CRD_OK) {
+        cli_report("run", "bad lock name", st, client);
+        crd_client_free(client);
+        return cli_exit_for_status(st);
+    }
+    if (acquire(&o, client, held.lock, &rc)) {
+        atomic_store(&run_phase, RUN_STARTING);
+        bool lost = false, spawned = false;
+        int exit_code = supervise(&o, held.lock, &lost, &spawned);
+        atomic_store(&run_phase, RUN_DONE);
+        if (spawned) {
+            rc = release(&o, client, held.lock, lost, exit_code);
+        } else {
+            crd_lock_release(held.lock); /* CMD never ran: its failure is the news */
+            rc = exit_code;
+        }
+    }
+    cli_close_lock(&held);
+    crd_client_free(client);
+    return rc;
+}

@@ -1,0 +1,418 @@
+/*
+ * status.c -- `credisson status [--json] NAME`: lock NAME as stored in Redis, read in one
+ * MULTI/EXEC snapshot (TYPE, HGETALL, PTTL, the fair queue and its deadlines) over a raw
+ * connection, plus the PTTL of each read hold's timeout key of a read-write lock. With
+ * --json it also opens a library client to report that client's metrics.
+ */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void usage_status(FILE *f)
+{
+    fprintf(f,
+            "usage: credisson [GLOBAL OPTIONS] status [--json] NAME\n"
+            "\n"
+            "Show lock NAME as stored in Redis (one snapshot of TYPE, HGETALL and PTTL).\n"
+            "\n"
+            "Options:\n"
+            "  --json       print one JSON object instead of lines of text\n"
+            "  -h, --help   this help\n"
+            "\n"
+            "Kinds:\n"
+            "  rlock   a hash of owner fields \"<client-uuid>:<id>\" -> hold count (RLock,\n"
+            "          and also a fair lock's hash)\n"
+            "  rwlock  a hash with a \"mode\" field (RReadWriteLock); write holders' fields end\n"
+            "          in \":write\"\n"
+            "  none    the key does not exist\n"
+            "  other   anything else (see \"type\"; a hash whose values are not counts is\n"
+            "          \"other\" with type \"hash\")\n"
+            "\n"
+            "Text output, one fact per line:\n"
+            "  name: NAME\n"
+            "  kind: rlock|rwlock|none|other\n"
+            "  type: TYPE                  (other only: the Redis type)\n"
+            "  mode: read|write            (rwlock only)\n"
+            "  ttl_ms: N                   (PTTL: -2 absent, -1 no TTL)\n"
+            "  holders: K\n"
+            "  holder: OWNER count=C       (K lines)\n"
+            "  read_hold: OWNER index=I ttl_ms=T   (rwlock: one line per read hold and its\n"
+            "                              own timeout key's PTTL)\n"
+            "  queue: Q                    (fair lock waiters, if any)\n"
+            "  waiter: OWNER deadline_ms=D remaining_ms=R   (Q lines, head first)\n"
+            "\n"
+            "JSON output (schema; fields may be added later, never removed):\n"
+            "  {\n"
+            "    \"name\":    string,\n"
+            "    \"kind\":    \"rlock\" | \"rwlock\" | \"none\" | \"other\",\n"
+            "    \"type\":    string     Redis type: \"hash\", \"string\", \"none\", ...,\n"
+            "    \"mode\":    string     rwlock only: \"read\" or \"write\",\n"
+            "    \"ttl_ms\":  integer    PTTL of the key: -2 absent, -1 no TTL,\n"
+            "    \"holders\": [ { \"owner\": string, \"count\": integer }, ... ],\n"
+            "    \"writer\":  string|null   rwlock only: the write holder's owner field,\n"
+            "    \"read_holds\": [ { \"owner\": string, \"index\": integer,\n"
+            "                      \"ttl_ms\": integer }, ... ]   rwlock only,\n"
+            "    \"queue\":   [ { \"owner\": string, \"deadline_ms\": integer|null,\n"
+            "                  \"remaining_ms\": integer|null }, ... ]   fair-lock waiters,\n"
+            "                 head first; deadlines are epoch ms (the waiters' clocks)\n"
+            "    \"client\":  {           this CLI's own library client (crd_client_metrics):\n"
+            "      \"id\": string (its UUID), \"version\": string (library version),\n"
+            "      \"acquisitions\", \"contended\", \"acquire_busy\", \"releases\",\n"
+            "      \"renewals\", \"renewal_failures\", \"locks_lost\", \"connects\",\n"
+            "      \"connection_failures\", \"subscribes\", \"holds_now\": integer >= 0,\n"
+            "      \"wait_ms_p50\", \"wait_ms_p99\", \"wait_ms_max\", \"hold_ms_p50\",\n"
+            "      \"hold_ms_p99\", \"hold_ms_max\": integer ms\n"
+            "    }\n"
+            "  }\n"
+            "\n"
+            "Exit codes: 0 (whatever the lock's state), 64 usage error, 69 Redis unreachable\n"
+            "or refusing.\n");
+}
+
+/* ,"client":{...}: the CLI's own client, its id and its crd_client_metrics() snapshot,
+ * every field under its C name (the schema is in usage_status()). */
+static void print_client_json(crd_client *client)
+{
+    crd_metrics m;
+    memset(&m, 0, sizeof m);
+    if (client == NULL || crd_client_metrics(client, &m, sizeof m) != CRD_OK)
+        return;
+    fputs(",\"client\":{\"id\":", stdout);
+    const char *id = crd_client_id(client);
+    cli_json_string(id, strlen(id));
+    printf(",\"version\":\"%s\"", crd_version());
+    const struct {
+        const char *k;
+        uint64_t v;
+    } u[] = {{"acquisitions", m.acquisitions},
+             {"contended", m.contended},
+             {"acquire_busy", m.acquire_busy},
+             {"releases", m.releases},
+             {"renewals", m.renewals},
+             {"renewal_failures", m.renewal_failures},
+             {"locks_lost", m.locks_lost},
+             {"connects", m.connects},
+             {"connection_failures", m.connection_failures},
+             {"subscribes", m.subscribes},
+             {"holds_now", m.holds_now}};
+    for (size_t i = 0; i < sizeof u / sizeof u[0]; i++)
+        printf(",\"%s\":%llu", u[i].k, (unsigned long long)u[i].v);
+    const struct {
+        const char *k;
+        int64_t v;
+    } d[] = {{"wait_ms_p50", m.wait_ms_p50}, {"wait_ms_p99", m.wait_ms_p99},
+             {"wait_ms_max", m.wait_ms_max}, {"hold_ms_p50", m.hold_ms_p50},
+             {"hold_ms_p99", m.hold_ms_p99}, {"hold_ms_max", m.hold_ms_max}};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+        printf(",\"%s\":%lld", d[i].k, (long long)d[i].v);
+    fputs("}", stdout);
+}
+
+/* The score of member m in a ZRANGE ... WITHSCORES reply, or -1. */
+static long long deadline_of(const redisReply *z, const char *m, size_t len)
+{
+    for (size_t i = 0; i + 1 < z->elements; i += 2)
+        if (z->element[i]->len == len && memcmp(z->element[i]->str, m, len) == 0)
+            return strtoll(z->element[i + 1]->str, NULL, 10);
+    return -1;
+}
+
+/* One read hold of a read-write lock: its owner, its index (1..count) and the PTTL of
+ * its own timeout key. */
+typedef struct read_hold {
+    const char *owner;
+    size_t owner_len;
+    long long index;
+    long long ttl;
+} read_hold;
+
+/* What status found: the EXEC reply it points into, and what was made of it. */
+typedef struct status_view {
+    const char *name;
+    size_t nlen;
+    redisReply *exec;
+    const char *type;
+    const char *kind; /* "rlock", "rwlock", "none", "other" */
+    long long ttl;
+    cli_lockhash hash;
+    redisReply *queue, *deadlines; /* fair queue, head first, and its deadlines */
+    read_hold *rholds;
+    size_t nrholds;
+    long long now; /* epoch ms */
+} status_view;
+
+/* Sends the snapshot (MULTI, TYPE, HGETALL, PTTL, the fair queue and its deadlines,
+ * EXEC) and keeps the EXEC reply in v->exec. Returns 0 or the exit code. */
+static int read_snapshot(redisContext *c, status_view *v)
+{
+    crd__buf queue_key = {0}, deadline_key = {0};
+    if (crd__derived_name(CRD__FAIR_QUEUE, v->name, v->nlen, &queue_key) != CRD_OK ||
+        crd__derived_name(CRD__FAIR_DEADLINES, v->name, v->nlen, &deadline_key) != CRD_OK) {
+        free(queue_key.p);
+        free(deadline_key.p);
+        cli_error("status", "out of memory");
+        return EXIT_OSERR;
+    }
+    const char *cmds[7][5] = {{"MULTI"},
+                              {"TYPE", v->name},
+                              {"HGETALL", v->name},
+                              {"PTTL", v->name},
+                              {"LRANGE", queue_key.p, "0", "-1"},
+                              {"ZRANGE", deadline_key.p, "0", "-1", "WITHSCORES"},
+                              {"EXEC"}};
+    int argcs[7] = {1, 2, 2, 2, 4, 5, 1};
+    for (int i = 0; i < 7; i++) {
+        size_t lens[5];
+        for (int j = 0; j < argcs[i]; j++)
+            lens[j] = cmds[i][j] == v->name ? v->nlen : strlen(cmds[i][j]);
+        redisAppendCommandArgv(c, argcs[i], cmds[i], lens);
+    }
+    free(queue_key.p);
+    free(deadline_key.p);
+    for (int i = 0; i < 7; i++) {
+        void *r = NULL;
+        if (redisGetReply(c, &r) != REDIS_OK) {
+            cli_error("status", "reading '%s' failed: %s", v->name, c->errstr);
+            return EXIT_UNAVAILABLE;
+        }
+        if (i == 6)
+            v->exec = r;
+        else
+            freeReplyObject(r);
+    }
+    redisReply *e = v->exec;
+    if (e == NULL || e->type != REDIS_REPLY_ARRAY || e->elements != 5 ||
+        e->element[0]->type != REDIS_REPLY_STATUS || e->element[2]->type != REDIS_REPLY_INTEGER ||
+        e->element[3]->type != REDIS_REPLY_ARRAY || e->element[4]->type != REDIS_REPLY_ARRAY) {
+        cli_error("status", "unexpected reply reading '%s'%s%s", v->name,
+                  e && e->type == REDIS_REPLY_ERROR ? ": " : "",
+                  e && e->type == REDIS_REPLY_ERROR ? e->str : "");
+        return EXIT_UNAVAILABLE;
+    }
+    return 0;
+}
+
+/* Makes sense of the snapshot: the kind and the holders. Returns 0 or the exit code. */
+static int classify(status_view *v)
+{
+    redisReply *e = v->exec;
+    v->type = e->element[0]->str;
+    v->ttl = e->element[2]->integer;
+    v->queue = e->element[3];
+    v->deadlines = e->element[4];
+    v->now = cli_epoch_ms();
+    redisReply *hash = e->element[1];
+    if (strcmp(v->type, "none") == 0) {
+        v->kind = "none";
+    } else if (strcmp(v->type, "hash") == 0 && hash->type == REDIS_REPLY_ARRAY) {
+        if (!cli_lockhash_read(hash, &v->hash)) {
+            cli_error("status", "out of memory");
+            return EXIT_OSERR;
+        }
+        v->kind = !v->hash.is_lock ? "other" : v->hash.mode != NULL ? "rwlock" : "rlock";
+        if (!v->hash.is_lock) {
+            v->hash.nholders = 0;
+            v->hash.mode = NULL;
+        }
+    } else {
+        v->kind = "other";
+    }
+    return 0;
+}
+
+/* A read hold's count, if it is one this view lists one line per hold for. */
+static bool lists_read_holds(const cli_holder *h)
+{
+    return !cli_is_writer(h->owner, h->owner_len) && h->count > 0 && h->count < 10000;
+}
+
+/* RW: each read hold's own timeout key, P:<field>:rwlock_timeout:<i>, and its PTTL. */
+static void read_read_holds(redisContext *c, status_view *v)
+{
+    const cli_lockhash *lh = &v->hash;
+    size_t cap = 0;
+    for (size_t i = 0; i < lh->nholders; i++)
+        if (lists_read_holds(&lh->holders[i]))
+            cap += (size_t)lh->holders[i].count;
+    v->rholds = calloc(cap + 1, sizeof *v->rholds);
+    char *prefix = malloc(crd__rw_prefix_len(v->name, v->nlen) + 1);
+    if (v->rholds == NULL || prefix == NULL) {
+        free(prefix);
+        return;
+    }
+    size_t plen = crd__rw_prefix_put(v->name, v->nlen, prefix);
+    for (size_t i = 0; i < lh->nholders; i++) {
+        const cli_holder *h = &lh->holders[i];
+        if (!lists_read_holds(h))
+            continue;
+        char *key = malloc(plen + h->owner_len + 16 + 24);
+        if (key == NULL)
+            continue;
+        size_t base = crd__read_timeout_base(prefix, plen, h->owner, h->owner_len, key);
+        for (long long k = 1; k <= h->count; k++) {
+            read_hold *rh = &v->rholds[v->nrholds++];
+            rh->owner = h->owner;
+            rh->owner_len = h->owner_len;
+            rh->index = k;
+            snprintf(key + base, 24, ":%lld", k);
+            const char *pttl_argv[2] = {"PTTL", key};
+            size_t lens[2] = {4, strlen(key)};
+            redisAppendCommandArgv(c, 2, pttl_argv, lens);
+        }
+        free(key);
+    }
+    free(prefix);
+    for (size_t i = 0; i < v->nrholds; i++) {
+        void *r = NULL;
+        if (redisGetReply(c, &r) != REDIS_OK)
+            break;
+        redisReply *rr = r;
+        v->rholds[i].ttl = rr->type == REDIS_REPLY_INTEGER ? rr->integer : -2;
+        freeReplyObject(rr);
+    }
+}
+
+/* ,"writer":...,"read_holds":[...] of a read-write lock. */
+static void print_rw_json(const status_view *v)
+{
+    const cli_lockhash *lh = &v->hash;
+    fputs(",\"writer\":", stdout);
+    bool any = false;
+    for (size_t i = 0; i < lh->nholders && !any; i++)
+        if (cli_is_writer(lh->holders[i].owner, lh->holders[i].owner_len)) {
+            cli_json_string(lh->holders[i].owner,
+                            lh->holders[i].owner_len - (sizeof CRD__WRITE_SUFFIX - 1));
+            any = true;
+        }
+    if (!any)
+        fputs("null", stdout);
+    fputs(",\"read_holds\":[", stdout);
+    for (size_t i = 0; i < v->nrholds; i++) {
+        fputs(i ? ",{\"owner\":" : "{\"owner\":", stdout);
+        cli_json_string(v->rholds[i].owner, v->rholds[i].owner_len);
+        printf(",\"index\":%lld,\"ttl_ms\":%lld}", v->rholds[i].index, v->rholds[i].ttl);
+    }
+    fputs("]", stdout);
+}
+
+static void print_json(const status_view *v, crd_client *client)
+{
+    const cli_lockhash *lh = &v->hash;
+    fputs("{\"name\":", stdout);
+    cli_json_string(v->name, v->nlen);
+    printf(",\"kind\":\"%s\",\"type\":", v->kind);
+    cli_json_string(v->type, strlen(v->type));
+    if (lh->mode != NULL) {
+        fputs(",\"mode\":", stdout);
+        cli_json_string(lh->mode, lh->mode_len);
+    }
+    printf(",\"ttl_ms\":%lld,\"holders\":[", v->ttl);
+    for (size_t i = 0; i < lh->nholders; i++) {
+        fputs(i ? ",{\"owner\":" : "{\"owner\":", stdout);
+        cli_json_string(lh->holders[i].owner, lh->holders[i].owner_len);
+        printf(",\"count\":%lld}", lh->holders[i].count);
+    }
+    fputs("]", stdout);
+    if (lh->mode != NULL)
+        print_rw_json(v);
+    fputs(",\"queue\":[", stdout);
+    for (size_t i = 0; i < v->queue->elements; i++) {
+        redisReply *m = v->queue->element[i];
+        long long dl = deadline_of(v->deadlines, m->str, m->len);
+        fputs(i ? ",{\"owner\":" : "{\"owner\":", stdout);
+        cli_json_string(m->str, m->len);
+        if (dl >= 0)
+            printf(",\"deadline_ms\":%lld,\"remaining_ms\":%lld}", dl, dl - v->now);
+        else
+            fputs(",\"deadline_ms\":null,\"remaining_ms\":null}", stdout);
+    }
+    fputs("]", stdout);
+    print_client_json(client);
+    fputs("}\n", stdout);
+}
+
+static void print_text(const status_view *v)
+{
+    const cli_lockhash *lh = &v->hash;
+    printf("name: %s\nkind: %s\n", v->name, v->kind);
+    if (strcmp(v->kind, "other") == 0)
+        printf("type: %s\n", v->type);
+    if (lh->mode != NULL)
+        printf("mode: %.*s\n", (int)lh->mode_len, lh->mode);
+    printf("ttl_ms: %lld\nholders: %zu\n", v->ttl, lh->nholders);
+    for (size_t i = 0; i < lh->nholders; i++)
+        printf("holder: %.*s count=%lld\n", (int)lh->holders[i].owner_len, lh->holders[i].owner,
+               lh->holders[i].count);
+    for (size_t i = 0; i < v->nrholds; i++)
+        printf("read_hold: %.*s index=%lld ttl_ms=%lld\n", (int)v->rholds[i].owner_len,
+               v->rholds[i].owner, v->rholds[i].index, v->rholds[i].ttl);
+    if (v->queue->elements > 0)
+        printf("queue: %zu\n", v->queue->elements);
+    for (size_t i = 0; i < v->queue->elements; i++) {
+        redisReply *m = v->queue->element[i];
+        long long dl = deadline_of(v->deadlines, m->str, m->len);
+        printf("waiter: %.*s deadline_ms=%lld remaining_ms=%lld\n", (int)m->len, m->str, dl,
+               dl >= 0 ? dl - v->now : -1);
+    }
+}
+
+/* Parses argv: --json and NAME. Returns 0, -1 after --help, or the usage error's code. */
+static int parse_status_args(int argc, char **argv, bool *json, const char **name)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a)) {
+            usage_status(stdout);
+            return -1;
+        } else if (strcmp(a, "--json") == 0) {
+            *json = true;
+        } else {
+            int rc = cli_take_name_arg("status", argc, argv, &i, name);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+int cmd_status(const global_opts *g, int argc, char **argv)
+{
+    bool json = false;
+    status_view v = {0};
+    int rc = parse_status_args(argc, argv, &json, &v.name);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    crd__endpoint ep;
+    rc = cli_name_and_endpoint("status", g, v.name, &ep);
+    if (rc != 0)
+        return rc;
+    redisContext *c = cli_connect("status", g->url, &ep);
+    crd__endpoint_clear(&ep);
+    if (c == NULL)
+        return EXIT_UNAVAILABLE;
+    /* --json also reports the CLI's own library client (its metrics snapshot). */
+    crd_client *client = NULL;
+    if (json)
+        rc = cli_make_client(g, "status", NULL, &client);
+    v.nlen = strlen(v.name);
+    if (rc == 0)
+        rc = read_snapshot(c, &v);
+    if (rc == 0)
+        rc = classify(&v);
+    if (rc == 0) {
+        if (v.hash.mode != NULL && v.hash.nholders > 0)
+            read_read_holds(c, &v);
+        if (json)
+            print_json(&v, client);
+        else
+            print_text(&v);
+        rc = fflush(stdout) == 0 ? 0 : EXIT_OSERR;
+    }
+    free(v.rholds);
+    cli_lockhash_free(&v.hash);
+    freeReplyObject(v.exec);
+    redisFree(c);
+    crd_client_free(client);
+    return rc;
+}
