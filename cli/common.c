@@ -234,6 +234,8 @@ bool cli_take_kind(const char *a, crd__kind *kind, int *seen)
         k = CRD__READ;
     else if (strcmp(a, "--write") == 0)
         k = CRD__WRITE;
+    else if (strcmp(a, "--fenced") == 0)
+        k = CRD__FENCED;
     else
         return false;
     if (*seen && *kind != k)
@@ -251,6 +253,8 @@ crd_status cli_open_lock(crd_client *client, crd__kind kind, const char *name, c
     switch (kind) {
     case CRD__FAIR:
         return crd_fair_lock_new(client, name, &out->lock);
+    case CRD__FENCED:
+        return crd_fenced_lock_new(client, name, &out->lock);
     case CRD__READ:
     case CRD__WRITE: {
         crd_status st = crd_rwlock_new(client, name, &out->rw);

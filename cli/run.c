@@ -17,7 +17,7 @@ static void usage_run(FILE *f)
 {
     fprintf(f,
             "usage: credisson [GLOBAL OPTIONS] run [--wait MS|-n] [--lease MS] "
-            "[--fair|--read|--write]\n"
+            "[--fair|--read|--write|--fenced]\n"
             "                 [--on-lost=term|kill|ignore] [--grace MS] [-E N] [--verbose]\n"
             "                 NAME -- CMD [ARG...]\n"
             "\n"
@@ -51,6 +51,10 @@ static void usage_run(FILE *f)
             "  --read       take the read lock of NAME (Redisson getReadWriteLock(NAME)\n"
             "               .readLock()): many readers at once, no writer\n"
             "  --write      take the write lock of NAME: no other reader or writer\n"
+            "  --fenced     take the fenced lock of NAME (Redisson getFencedLock): every\n"
+            "               acquire draws a fencing token, a number larger than any earlier\n"
+            "               one; CMD finds it in CREDISSON_TOKEN and should hand it to the\n"
+            "               storage it writes, which refuses tokens older than one it saw\n"
             "  -h, --help   this help\n"
             "\n"
             "If releasing the lock fails for a network reason after CMD exited, a warning is\n"
@@ -272,8 +276,19 @@ static int supervise(const run_opts *o, crd_lock *lock, bool *lost, bool *spawne
 static bool acquire(const run_opts *o, crd_client *client, crd_lock *lock, int *rc)
 {
     int64_t t0 = cli_now_ms();
-    crd_status st = crd_lock_acquire(lock, o->wait_ms, o->lease_ms);
+    int64_t token = 0;
+    crd_status st = o->kind == CRD__FENCED
+                        ? crd_lock_acquire_token(lock, o->wait_ms, o->lease_ms, &token)
+                        : crd_lock_acquire(lock, o->wait_ms, o->lease_ms);
     int64_t waited = cli_now_ms() - t0;
+    if (st == CRD_OK && o->kind == CRD__FENCED) {
+        /* CMD's environment: the token it must present to the storage it writes. */
+        char buf[24];
+        snprintf(buf, sizeof buf, "%lld", (long long)token);
+        setenv("CREDISSON_TOKEN", buf, 1);
+        if (o->verbose)
+            cli_error("run", "lock '%.200s' fencing token %lld", o->name, (long long)token);
+    }
     if (st == CRD_OK) {
         /* This client's only acquire: the metrics say whether it had to wait. */
         crd_metrics m;

@@ -40,6 +40,7 @@ static void usage_status(FILE *f)
             "  read_hold: OWNER index=I ttl_ms=T   (rwlock: one line per read hold and its\n"
             "                              own timeout key's PTTL)\n"
             "  queue: Q                    (fair lock waiters, if any)\n"
+            "  token: T                    (a fenced lock's newest token, if it has one)\n"
             "  waiter: OWNER deadline_ms=D remaining_ms=R   (Q lines, head first)\n"
             "\n"
             "JSON output (schema; fields may be added later, never removed):\n"
@@ -48,6 +49,7 @@ static void usage_status(FILE *f)
             "    \"kind\":    \"rlock\" | \"rwlock\" | \"none\" | \"other\",\n"
             "    \"type\":    string     Redis type: \"hash\", \"string\", \"none\", ...,\n"
             "    \"mode\":    string     rwlock only: \"read\" or \"write\",\n"
+            "    \"token\":   integer    fenced lock only: the newest token,\n"
             "    \"ttl_ms\":  integer    PTTL of the key: -2 absent, -1 no TTL,\n"
             "    \"holders\": [ { \"owner\": string, \"count\": integer }, ... ],\n"
             "    \"writer\":  string|null   rwlock only: the write holder's owner field,\n"
@@ -137,6 +139,7 @@ typedef struct status_view {
     long long ttl;
     cli_lockhash hash;
     redisReply *queue, *deadlines; /* fair queue, head first, and its deadlines */
+    long long token;               /* fenced lock's counter, -1 when it does not exist */
     read_hold *rholds;
     size_t nrholds;
     long long now; /* epoch ms */
@@ -146,23 +149,26 @@ typedef struct status_view {
  * EXEC) and keeps the EXEC reply in v->exec. Returns 0 or the exit code. */
 static int read_snapshot(redisContext *c, status_view *v)
 {
-    crd__buf queue_key = {0}, deadline_key = {0};
+    crd__buf queue_key = {0}, deadline_key = {0}, token_key = {0};
     if (crd__derived_name(CRD__FAIR_QUEUE, v->name, v->nlen, &queue_key) != CRD_OK ||
-        crd__derived_name(CRD__FAIR_DEADLINES, v->name, v->nlen, &deadline_key) != CRD_OK) {
+        crd__derived_name(CRD__FAIR_DEADLINES, v->name, v->nlen, &deadline_key) != CRD_OK ||
+        crd__derived_name(CRD__FENCED_TOKEN, v->name, v->nlen, &token_key) != CRD_OK) {
         free(queue_key.p);
         free(deadline_key.p);
+        free(token_key.p);
         cli_error("status", "out of memory");
         return EXIT_OSERR;
     }
-    const char *cmds[7][5] = {{"MULTI"},
+    const char *cmds[8][5] = {{"MULTI"},
                               {"TYPE", v->name},
                               {"HGETALL", v->name},
                               {"PTTL", v->name},
                               {"LRANGE", queue_key.p, "0", "-1"},
                               {"ZRANGE", deadline_key.p, "0", "-1", "WITHSCORES"},
+                              {"GET", token_key.p},
                               {"EXEC"}};
-    int argcs[7] = {1, 2, 2, 2, 4, 5, 1};
-    for (int i = 0; i < 7; i++) {
+    int argcs[8] = {1, 2, 2, 2, 4, 5, 2, 1};
+    for (int i = 0; i < 8; i++) {
         size_t lens[5];
         for (int j = 0; j < argcs[i]; j++)
             lens[j] = cmds[i][j] == v->name ? v->nlen : strlen(cmds[i][j]);
@@ -170,19 +176,20 @@ static int read_snapshot(redisContext *c, status_view *v)
     }
     free(queue_key.p);
     free(deadline_key.p);
-    for (int i = 0; i < 7; i++) {
+    free(token_key.p);
+    for (int i = 0; i < 8; i++) {
         void *r = NULL;
         if (redisGetReply(c, &r) != REDIS_OK) {
             cli_error("status", "reading '%s' failed: %s", v->name, c->errstr);
             return EXIT_UNAVAILABLE;
         }
-        if (i == 6)
+        if (i == 7)
             v->exec = r;
         else
             freeReplyObject(r);
     }
     redisReply *e = v->exec;
-    if (e == NULL || e->type != REDIS_REPLY_ARRAY || e->elements != 5 ||
+    if (e == NULL || e->type != REDIS_REPLY_ARRAY || e->elements != 6 ||
         e->element[0]->type != REDIS_REPLY_STATUS || e->element[2]->type != REDIS_REPLY_INTEGER ||
         e->element[3]->type != REDIS_REPLY_ARRAY || e->element[4]->type != REDIS_REPLY_ARRAY) {
         cli_error("status", "unexpected reply reading '%s'%s%s", v->name,
@@ -201,6 +208,8 @@ static int classify(status_view *v)
     v->ttl = e->element[2]->integer;
     v->queue = e->element[3];
     v->deadlines = e->element[4];
+    v->token = e->element[5]->type == REDIS_REPLY_STRING ? strtoll(e->element[5]->str, NULL, 10)
+                                                         : -1;
     v->now = cli_epoch_ms();
     redisReply *hash = e->element[1];
     if (strcmp(v->type, "none") == 0) {
@@ -307,6 +316,8 @@ static void print_json(const status_view *v, crd_client *client)
         fputs(",\"mode\":", stdout);
         cli_json_string(lh->mode, lh->mode_len);
     }
+    if (v->token >= 0)
+        printf(",\"token\":%lld", v->token);
     printf(",\"ttl_ms\":%lld,\"holders\":[", v->ttl);
     for (size_t i = 0; i < lh->nholders; i++) {
         fputs(i ? ",{\"owner\":" : "{\"owner\":", stdout);
@@ -340,6 +351,8 @@ static void print_text(const status_view *v)
         printf("type: %s\n", v->type);
     if (lh->mode != NULL)
         printf("mode: %.*s\n", (int)lh->mode_len, lh->mode);
+    if (v->token >= 0)
+        printf("token: %lld\n", v->token);
     printf("ttl_ms: %lld\nholders: %zu\n", v->ttl, lh->nholders);
     for (size_t i = 0; i < lh->nholders; i++)
         printf("holder: %.*s count=%lld\n", (int)lh->holders[i].owner_len, lh->holders[i].owner,
