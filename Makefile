@@ -7,7 +7,7 @@ ifeq ($(CI),true)
 CMAKE_FLAGS += -DCREDISSON_WERROR=ON
 endif
 
-.PHONY: all deps build test test-sanitize test-fuzz test-valgrind demo clean
+.PHONY: all deps build test test-valkey test-sanitize test-fuzz test-valgrind demo clean
 
 all: build
 
@@ -20,6 +20,26 @@ build: deps
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600
+
+# The server-facing suites again against Valkey 8 (valkey-server and valkey-tools from
+# Debian's bookworm-backports, installed beside Redis by scripts/valkey-deps.sh). The
+# harness starts CRD_REDIS_SERVER; CRDT_EXPECT_SERVER=valkey makes test_server fail if
+# Redis answered instead. valkey-bin/ puts valkey-cli on PATH under the name redis-cli
+# for the tests that run it as a shell command (test_cli), and valkey-server under the
+# name redis-server for anything that starts the server by name.
+VALKEY_SUITES ?= server golden lock exclusion pubsub watchdog fair rwlock cli stress
+empty :=
+space := $(empty) $(empty)
+test-valkey: build
+	@scripts/valkey-deps.sh
+	@rm -rf $(BUILD)/valkey-bin && mkdir -p $(BUILD)/valkey-bin && \
+	    ln -s "$$(command -v valkey-server)" $(BUILD)/valkey-bin/redis-server && \
+	    ln -s "$$(command -v valkey-cli)" $(BUILD)/valkey-bin/redis-cli
+	@echo "test-valkey: $$(valkey-server --version | cut -d' ' -f1-3): $(VALKEY_SUITES)"
+	cd $(BUILD) && PATH="$(abspath $(BUILD))/valkey-bin:$$PATH" \
+	    CRD_REDIS_SERVER="$$(command -v valkey-server)" CRD_REDIS_CLI="$$(command -v valkey-cli)" \
+	    CRDT_EXPECT_SERVER=valkey \
+	    ctest --output-on-failure --timeout 600 -R '^($(subst $(space),|,$(strip $(VALKEY_SUITES))))$$'
 
 # The whole suite again under ASan+UBSan and under TSan (CI runs this too); the TSan
 # build runs the Criterion files with tests/support/crlite (Criterion cannot run under
