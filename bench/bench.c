@@ -1438,10 +1438,14 @@ int main(int argc, char **argv)
                 CRD_BENCH_BUILD_TYPE[0] ? CRD_BENCH_BUILD_TYPE : "none");
     {
         redisReply *r = redisCommand(ADMIN, "INFO server");
-        const char *v = r && r->str ? strstr(r->str, "redis_version:") : NULL;
-        fprintf(stderr, "credisson-bench: credisson %s, Redis %.*s at %s:%d, %d repetitions%s\n",
-                crd_version(), v ? (int)strcspn(v + 14, "\r\n") : 1, v ? v + 14 : "?", EP.host,
-                EP.port, P.reps, P.quick ? " (quick)" : "");
+        /* Valkey keeps redis_version (7.2.4) for old clients; its own is valkey_version. */
+        const char *vk = r && r->str ? strstr(r->str, "valkey_version:") : NULL;
+        const char *v = vk ? vk + 15 : r && r->str ? strstr(r->str, "redis_version:") : NULL;
+        if (v && !vk)
+            v += 14;
+        fprintf(stderr, "credisson-bench: credisson %s, %s %.*s at %s:%d, %d repetitions%s\n",
+                crd_version(), vk ? "Valkey" : "Redis", v ? (int)strcspn(v, "\r\n") : 1,
+                v ? v : "?", EP.host, EP.port, P.reps, P.quick ? " (quick)" : "");
         if (r)
             freeReplyObject(r);
     }

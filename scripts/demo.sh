@@ -193,8 +193,9 @@ printf '    queued in order 1 2 3 4 (status --json shows %d waiters); releasing\
 touch "$tmp/fair.go"
 for p in "${pids[@]}"; do wait "$p" || { echo "demo: a fair waiter failed" >&2; exit 1; }; done
 order=$(tr '\n' ' ' <"$tmp/fair.order")
+order=${order% }
 printf '    they got the lock in the order: %s\n' "$order"
-[[ $order == "1 2 3 4 " ]] || { echo "demo: FAILED: fair order broken" >&2; exit 1; }
+[[ $order == "1 2 3 4" ]] || { echo "demo: FAILED: fair order broken" >&2; exit 1; }
 
 # --- (d) a holder killed with SIGKILL ------------------------------------------------------
 echo "(d) the holder is killed with SIGKILL (lease 2 s); a waiter takes over when it runs out"

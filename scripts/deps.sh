@@ -15,8 +15,16 @@ done
 if [ "$(id -u)" -eq 0 ]; then
     echo "deps: installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # apt's own chatter is kept out of the way: shown only when it fails.
+    log=$(mktemp "${TMPDIR:-/tmp}/credisson-deps.XXXXXX")
+    if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } \
+        >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        echo "deps: apt-get failed" >&2
+        exit 1
+    fi
+    rm -f "$log"
 else
     echo "deps: missing packages; run:" >&2
     echo "  sudo apt-get install -y ${missing[*]}" >&2

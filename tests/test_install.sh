@@ -8,11 +8,15 @@
 #      CLI and its man page are where they belong.
 #   2. A consumer project built with find_package(credisson) (CMAKE_PREFIX_PATH=SCRATCH),
 #      linked once to credisson::credisson and once to credisson::credisson_static, and
-#      one built with `pkg-config --cflags --libs credisson` (PKG_CONFIG_PATH=SCRATCH):
-#      each takes, checks and releases a lock on a redis-server this script starts.
+#      one built with `pkg-config --cflags --libs credisson` (PKG_CONFIG_PATH=SCRATCH),
+#      once run with LD_LIBRARY_PATH and once linked with an rpath to the .pc's libdir
+#      and run without: each takes, checks and releases a lock on a redis-server this
+#      script starts. The installed CLI runs with no LD_LIBRARY_PATH (its RUNPATH is
+#      $ORIGIN/../lib), also after the whole prefix is moved elsewhere.
 #   3. `cpack -G DEB`: the three packages (libcredissonN, libcredisson-dev, credisson),
 #      unpacked with `dpkg -x` into a scratch root (nothing is installed system-wide);
-#      the unpacked CLI runs, and both consumers build and run against the unpacked tree.
+#      the unpacked CLI runs (no LD_LIBRARY_PATH), and the consumers build and run
+#      against the unpacked tree.
 # Everything lives in one temporary directory, removed at exit with the server.
 set -euo pipefail
 
@@ -138,6 +142,41 @@ consumers() {
     # shellcheck disable=SC2086
     quiet cc -o "$out/consumer_pc" "$tmp/consumer/main.c" $flags
     LD_LIBRARY_PATH="$libdir" "$out/consumer_pc" "$url" "install:$tag:pkgconfig" || fail "$tag: pkg-config consumer"
+
+    # What the README tells a consumer outside the system prefix: an rpath to the
+    # .pc's libdir, and then no LD_LIBRARY_PATH.
+    step "$tag: pkg-config consumer with -Wl,-rpath,\$(pkg-config --variable=libdir credisson)"
+    local pc_libdir
+    pc_libdir=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --variable=libdir credisson)
+    [[ $(cd "$pc_libdir" && pwd -P) == $(cd "$libdir" && pwd -P) ]] ||
+        fail "$tag: the .pc's libdir $pc_libdir is not $libdir"
+    # shellcheck disable=SC2086
+    quiet cc -o "$out/consumer_rpath" "$tmp/consumer/main.c" $flags -Wl,-rpath,"$pc_libdir"
+    [[ $(loaded_from "$out/consumer_rpath") == "$(realpath "$libdir/libcredisson.so.0")" ]] ||
+        fail "$tag: the rpath consumer does not load $libdir/libcredisson.so.0"
+    env -u LD_LIBRARY_PATH "$out/consumer_rpath" "$url" "install:$tag:rpath" || fail "$tag: rpath consumer"
+}
+
+# loaded_from PROGRAM: the real path of the libcredisson.so.0 it loads with no
+# LD_LIBRARY_PATH ("" when none is found).
+loaded_from() {
+    local so
+    so=$(env -u LD_LIBRARY_PATH ldd "$1" | awk '$1 == "libcredisson.so.0" && $3 ~ /^\// {print $3}')
+    [[ -z $so ]] || realpath "$so"
+}
+
+# installed_cli BIN LIBDIR TAG: the CLI at BIN runs with no LD_LIBRARY_PATH and loads
+# the libcredisson.so.0 of LIBDIR (its RUNPATH is relative to itself).
+installed_cli() {
+    local bin=$1 libdir=$2 tag=$3
+    step "$tag: $bin without LD_LIBRARY_PATH"
+    [[ $(objdump -p "$bin" | awk '$1 == "RUNPATH" || $1 == "RPATH" {print $2}') == '$ORIGIN/'* ]] ||
+        fail "$tag: the CLI has no \$ORIGIN-relative RUNPATH"
+    [[ $(loaded_from "$bin") == "$(realpath "$libdir/libcredisson.so.0")" ]] ||
+        fail "$tag: the CLI does not load $libdir/libcredisson.so.0: $(env -u LD_LIBRARY_PATH ldd "$bin" | grep credisson)"
+    [[ $(env -u LD_LIBRARY_PATH "$bin" --version) =~ ^credisson\ [0-9]+\.[0-9]+\.[0-9]+$ ]] ||
+        fail "$tag: installed CLI --version"
+    env -u LD_LIBRARY_PATH "$bin" --url "$url" run "install:$tag:cli" -- true || fail "$tag: installed CLI run"
 }
 
 # --- 1. cmake --install -----------------------------------------------------------------
@@ -162,10 +201,10 @@ if command -v groff >/dev/null; then
     warnings=$(LC_ALL=C.UTF-8 groff -man -Tutf8 -ww -z "$prefix/share/man/man1/credisson.1" 2>&1)
     [[ -z $warnings ]] || fail "man page: $warnings"
 fi
-[[ $(LD_LIBRARY_PATH="$libdir" "$prefix/bin/credisson" --version) =~ ^credisson\ [0-9]+\.[0-9]+\.[0-9]+$ ]] ||
-    fail "installed CLI --version"
-LD_LIBRARY_PATH="$libdir" "$prefix/bin/credisson" --url "$url" run install:cli -- true ||
-    fail "installed CLI run"
+installed_cli "$prefix/bin/credisson" "$libdir" prefix
+# A prefix is relocatable: the same tree moved elsewhere still runs.
+cp -a "$prefix" "$tmp/moved"
+installed_cli "$tmp/moved/bin/credisson" "$tmp/moved/${libdir#"$prefix"/}" moved
 consumers "$prefix" "$libdir" prefix
 
 # --- 2. cpack -G DEB, dpkg -x -----------------------------------------------------------
@@ -191,6 +230,7 @@ dlib=$(dirname "$(find "$root" -name 'libcredisson.so.0' | head -1)")
 [[ $dlib == "$root"/usr/* ]] || fail "the packages do not install under /usr"
 ver=$(LD_LIBRARY_PATH="$dlib" "$root/usr/bin/credisson" --version) || fail "unpacked CLI --version"
 step "unpacked CLI: $ver"
+installed_cli "$root/usr/bin/credisson" "$dlib" deb
 [[ $(LD_LIBRARY_PATH="$dlib" "$root/usr/bin/credisson" --url "$url" status --json install:deb) == *'"client":{'* ]] ||
     fail "unpacked CLI status --json"
 consumers "$root/usr" "$dlib" deb

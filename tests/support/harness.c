@@ -101,9 +101,18 @@ int crdt_scaled_count(int n, int min)
 /* Starting and stopping redis-server                                                 */
 /* ---------------------------------------------------------------------------------- */
 
+/* The server under test is a run-time parameter (make test-valkey sets it to
+ * valkey-server); the build's redis-server is the default. */
 const char *crdt_redis_server_path(void)
 {
-    return CRD_REDIS_SERVER;
+    const char *e = getenv("CRD_REDIS_SERVER");
+    return e != NULL && e[0] != '\0' ? e : CRD_REDIS_SERVER;
+}
+
+const char *crdt_redis_cli_path(void)
+{
+    const char *e = getenv("CRD_REDIS_CLI");
+    return e != NULL && e[0] != '\0' ? e : "redis-cli";
 }
 
 /* A port the kernel just had free on 127.0.0.1 (it can be taken again before the
@@ -154,9 +163,10 @@ static pid_t spawn_server(const char *dir, int port, const char *unix_path,
 {
     char portbuf[16];
     snprintf(portbuf, sizeof portbuf, "%d", port);
+    const char *prog = crdt_redis_server_path();
     const char *args[64];
     int n = 0;
-    args[n++] = CRD_REDIS_SERVER;
+    args[n++] = prog;
     args[n++] = "--port";
     args[n++] = portbuf;
     args[n++] = "--bind";
@@ -201,8 +211,9 @@ static pid_t spawn_server(const char *dir, int port, const char *unix_path,
         dup2(lfd, 2);
     }
     close_fds_from(3);
-    execv(CRD_REDIS_SERVER, (char *const *)args);
-    execvp("redis-server", (char *const *)args);
+    execvp(prog, (char *const *)args);
+    if (strcmp(prog, CRD_REDIS_SERVER) == 0) /* never swap a chosen server for Redis */
+        execvp("redis-server", (char *const *)args);
     _exit(127);
 }
 
@@ -339,7 +350,7 @@ static int start_server(crdt_server *srv, bool with_unix, const char *const *ext
         }
         if (!exited)
             stop_pid(pid);
-        snprintf(err, errcap, "redis-server on port %d %s; log: %s", port,
+        snprintf(err, errcap, "%s on port %d %s; log: %s", crdt_redis_server_path(), port,
                  exited ? "exited at start" : "did not answer PING within 10 s",
                  last_log_line(srv->dir));
     }
@@ -431,7 +442,7 @@ ReportHook(PRE_ALL)(struct criterion_test_set *set)
     remove_stale_dirs();
     char err[512] = "";
     if (start_server(&g_main_server, false, NULL, NULL, NULL, err, sizeof err) != 0) {
-        fprintf(stderr, "harness: cannot start redis-server (%s): %s\n", CRD_REDIS_SERVER, err);
+        fprintf(stderr, "harness: cannot start %s: %s\n", crdt_redis_server_path(), err);
         exit(2);
     }
     g_runner_pid = getpid();

@@ -45,8 +45,12 @@
 /* Port of this executable's redis-server (asserts it is running). */
 int crdt_port(void);
 
-/* Path of the redis-server program (CRD_REDIS_SERVER, or "redis-server"). */
+/* The server program under test: CRD_REDIS_SERVER from the environment (e.g. the path
+ * of valkey-server), else the redis-server the build found. */
 const char *crdt_redis_server_path(void);
+/* Its command-line client: CRD_REDIS_CLI from the environment (e.g. valkey-cli), else
+ * "redis-cli" (looked up on PATH). */
+const char *crdt_redis_cli_path(void);
 
 /* ---------------------------------------------------------------------------------- */
 /* Extra servers                                                                      */
