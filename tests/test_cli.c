@@ -315,7 +315,8 @@ Test(cli, run_holds_the_lock_while_the_command_runs)
     char script[2048], seen[300];
     spath(seen, sizeof seen, "seen");
     /* CMD records what Redis says about the lock from inside the critical section. */
-    snprintf(script, sizeof script, "redis-cli -p %d HLEN '%s' > '%s'", crdt_port(), name, seen);
+    snprintf(script, sizeof script, "%s -p %d HLEN '%s' > '%s'", crdt_redis_cli_path(),
+             crdt_port(), name, seen);
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", test_url(), "run", name, "--", "sh", "-c", script)),
                  0);
     char *s = slurp(seen);
@@ -504,8 +505,8 @@ Test(cli, unix_socket_and_database_urls_work)
     spath(seen, sizeof seen, "seen");
     /* The lock lives in database 3 while CMD runs; status reads it there too. */
     snprintf(script, sizeof script,
-             "redis-cli -s '%s' -n 3 EXISTS '%s' > '%s'; '%s' --url '%s' status '%s' >> '%s'",
-             srv.unix_path, name, seen, CRD_CLI_PATH, url, name, seen);
+             "%s -s '%s' -n 3 EXISTS '%s' > '%s'; '%s' --url '%s' status '%s' >> '%s'",
+             crdt_redis_cli_path(), srv.unix_path, name, seen, CRD_CLI_PATH, url, name, seen);
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", url, "run", name, "--", "sh", "-c", script)), 0);
     char *s = slurp(seen);
     cr_assert(strncmp(s, "1\n", 2) == 0, "seen: %s", s);
