@@ -1,15 +1,14 @@
 /*
  * fuzz_reply.c -- libFuzzer target for reply decoding: any bytes as what a server sends
- * back, parsed by hiredis's reader (the library's only wire parser) and each reply
- * rendered by crd__reply_render (src/conn.c), which turns every script reply and every
- * unexpected one into trace and error text, into buffers of many sizes. The
- * rendering must stay inside its buffer and NUL-terminate it.
- *
- * Gap: the decisions lock.c takes on a script's reply (nil = acquired, integer = TTL,
- * [1] = renewed, ...) are inline in functions that also talk to Redis, so they are not
- * reachable from here; the fault and foreign-state tests drive them with real
- * servers. The corpus holds the reply of every script (nil, integers, [1]/[0],
- * errors such as WRONGTYPE and NOSCRIPT, pub/sub messages) and malformed variants.
+ * back, parsed by hiredis's reader (the library's only wire parser). Every reply goes
+ * through every decision the library takes on one: the classifier and error text
+ * (src/reply.c), each lock kind's acquire and release decoders (src/kinds.c: nil =
+ * acquired, integer = TTL, {-1, token}, ...), the integer reader, and the renderer that
+ * turns replies into trace and error text, into buffers of many sizes (it must stay
+ * inside its buffer and NUL-terminate it). Decoders must give one of their named
+ * outcomes and never read outside the reply. The corpus holds the reply of every script
+ * (nil, integers, [1]/[0], errors such as WRONGTYPE and NOSCRIPT, pub/sub messages) and
+ * malformed variants.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -53,6 +52,30 @@ static bool announces_huge_array(const uint8_t *data, size_t size)
     return false;
 }
 
+/* Every decision taken on a reply: each must give a named outcome. */
+static void decide(const redisReply *r)
+{
+    if ((unsigned)crd__reply_classify(r) > CRD__REPLY_NONE)
+        abort();
+    if (r->type == REDIS_REPLY_ERROR) {
+        const char *text;
+        size_t n = crd__reply_error_text(r, &text);
+        if (text != r->str || n > r->len)
+            abort();
+    }
+    int64_t v = 0;
+    (void)crd__reply_int(r, &v);
+    for (int k = 0; k < CRD__NKINDS; k++) {
+        for (int nowait = 0; nowait < 2; nowait++) {
+            int64_t hint = 0, token = 0;
+            if ((unsigned)crd__kinds[k].acquire_reply(r, nowait, &hint, &token) > CRD__ACQ_BAD)
+                abort();
+        }
+        if ((unsigned)crd__kinds[k].release_reply(r) > CRD__REL_BAD)
+            abort();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (announces_huge_array(data, size))
@@ -71,6 +94,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             static const size_t caps[] = {0, 1, 2, 3, 5, 8, 13, 40, 200, 1024};
             for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
                 render_checked(reply, caps[i]);
+            decide(reply);
             freeReplyObject(reply);
         }
     }

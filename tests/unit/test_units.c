@@ -419,7 +419,7 @@ Test(units, names_follow_redissons_prefix_and_suffix_rules)
     cr_assert_eq(crd__names_init(&n, CRD__READ, "m", 1), CRD_OK);
     cr_expect_str_eq(n.channel.p, "redisson_rwlock:{m}");
     cr_expect_str_eq(n.rw_prefix.p, "{m}");
-    cr_expect_null(n.queue.p);
+    cr_expect(n.queue.p == NULL);
     crd__names_clear(&n);
     char f[CRD__FIELD_MAX];
     const char *uuid = "2f3c6a86-6f7d-4c1a-9d53-5d3b1d2b7a10";
