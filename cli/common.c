@@ -1,7 +1,7 @@
 /*
  * common.c -- what every command of the CLI needs: error lines and exit codes, option
  * parsing, the clock, the password-free form of a URL, the library client, and the four
- * lock kinds behind --fair/--read/--write. Main thread only.
+ * lock kinds behind --fair/--read/--write/--fenced. Main thread only.
  */
 #include "cli.h"
 

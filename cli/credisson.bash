@@ -62,7 +62,7 @@ _credisson()
             opts="run status unlock watch list"
         fi
         ;;
-    run) opts="--wait -n --nonblock --lease --fair --read --write --on-lost= --grace -E
+    run) opts="--wait -n --nonblock --lease --fair --read --write --fenced --on-lost= --grace -E
                --conflict-exit-code --verbose --help" ;;
     status) opts="--json --help" ;;
     unlock) opts="--force --fair --read --write --help" ;;

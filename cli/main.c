@@ -37,7 +37,7 @@ static void usage_main(FILE *f)
             "the same lock as Java Redisson's getLock(NAME).\n"
             "\n"
             "Commands:\n"
-            "  run [--wait MS] [--lease MS] [--fair|--read|--write]\n"
+            "  run [--wait MS] [--lease MS] [--fair|--read|--write|--fenced]\n"
             "      [--on-lost=term|kill|ignore] [--grace MS] NAME -- CMD [ARG...]\n"
             "                   run CMD while holding lock NAME\n"
             "  status [--json] NAME\n"

@@ -136,7 +136,7 @@ static int parse_run_args(int argc, char **argv, run_opts *o)
             rc = ms_value("--grace", v, &o->grace_ms);
         } else if (cli_take_kind(a, &o->kind, &kinds_seen)) {
             if (kinds_seen > 1)
-                return cli_usage_error("run", "--fair, --read and --write exclude each other");
+                return cli_usage_error("run", "--fair, --read, --write and --fenced exclude each other");
         } else if (a[0] == '-' && a[1] != '\0') {
             return cli_usage_error("run", "unknown option '%s'", a);
         } else if (o->name == NULL) {
