@@ -86,6 +86,9 @@ int cli_exit_for_status(crd_status st)
     case CRD_AUTH:
     case CRD_DEADLOCK:
         return EXIT_UNAVAILABLE;
+    case CRD_SKIPPED:
+    case CRD_DEGRADED:
+        return 0; /* run decides what these mean for CMD */
     }
     return EXIT_UNAVAILABLE;
 }

@@ -42,6 +42,10 @@ _credisson()
         COMPREPLY=($(compgen -W "term kill ignore" -- "$cur"))
         return
     fi
+    if [[ $prev == = && ${COMP_WORDS[COMP_CWORD - 2]} == --on-unavailable ]]; then
+        COMPREPLY=($(compgen -W "fail skip degrade" -- "$cur"))
+        return
+    fi
     case $prev in
     --url | --watchdog-ms | --wait | --lease | --grace | -E | --conflict-exit-code | \
         --count | --timeout | --interval)
@@ -49,6 +53,10 @@ _credisson()
         ;;
     --on-lost)
         COMPREPLY=($(compgen -W "term kill ignore" -- "$cur"))
+        return
+        ;;
+    --on-unavailable)
+        COMPREPLY=($(compgen -W "fail skip degrade" -- "$cur"))
         return
         ;;
     esac
@@ -62,7 +70,7 @@ _credisson()
             opts="run status unlock watch list"
         fi
         ;;
-    run) opts="--wait -n --nonblock --lease --fair --read --write --fenced --on-lost= --grace -E
+    run) opts="--wait -n --nonblock --lease --fair --read --write --fenced --on-lost= --on-unavailable= --grace -E
                --conflict-exit-code --verbose --help" ;;
     status) opts="--json --help" ;;
     unlock) opts="--force --fair --read --write --help" ;;

@@ -19,9 +19,13 @@ static void usage_run(FILE *f)
             "usage: credisson [GLOBAL OPTIONS] run [--wait MS|-n] [--lease MS] "
             "[--fair|--read|--write|--fenced]\n"
             "                 [--on-lost=term|kill|ignore] [--grace MS] [-E N] [--verbose]\n"
-            "                 NAME -- CMD [ARG...]\n"
+            "                 [--on-unavailable=fail|skip|degrade] NAME [NAME...] -- CMD [ARG...]\n"
             "\n"
             "Acquire lock NAME, run CMD as a child process, release the lock when CMD exits.\n"
+            "With several NAMEs, all of them are taken (all or nothing, one --wait for all, in\n"
+            "one order that cannot deadlock against another run over the same names, and\n"
+            "Redisson's RedissonMultiLock excludes it too): if not all can be taken within\n"
+            "--wait, the ones taken are released again and the exit status is 75.\n"
             "CMD runs in a process group of its own (as with timeout(1)): SIGINT, SIGTERM and\n"
             "SIGHUP are forwarded to that group, and --on-lost signals the group, so what CMD\n"
             "started (a shell's children) stops with it. When credisson runs in the terminal's\n"
@@ -46,6 +50,13 @@ static void usage_run(FILE *f)
             "               after --grace; kill: SIGKILL at once; ignore: let CMD run to its\n"
             "               end. In every case the exit status is 70\n"
             "  --grace MS   how long CMD has to exit after SIGTERM (default 10000)\n"
+            "  --on-unavailable=fail|skip|degrade\n"
+            "               when Redis cannot be reached or refuses us (not when the lock\n"
+            "               is merely held): fail (default): exit 69; skip: CMD does not\n"
+            "               run, a warning, exit 0; degrade: CMD runs WITHOUT the lock (other\n"
+            "               processes may run it at the same time), a warning, and the exit\n"
+            "               status is CMD's, or 3 when CMD succeeded, so that a degraded\n"
+            "               success is never mistaken for a locked one\n"
             "  --fair       use the fair lock of NAME (Redisson getFairLock): waiting processes,\n"
             "               in any language, get it in the order they asked\n"
             "  --read       take the read lock of NAME (Redisson getReadWriteLock(NAME)\n"
@@ -67,6 +78,10 @@ static void usage_run(FILE *f)
 /* How long CMD gets to exit after SIGTERM (lock lost) before it is sent SIGKILL. */
 #define KILL_GRACE_MS 10000
 
+/* The exit status of a CMD that succeeded without the lock (--on-unavailable=degrade). */
+#define EXIT_DEGRADED 3
+#define MAX_NAMES 64
+
 /* What `run` does to CMD when the lock is lost while CMD runs (--on-lost). */
 typedef enum on_lost_mode { ON_LOST_TERM, ON_LOST_KILL, ON_LOST_IGNORE } on_lost_mode;
 
@@ -76,8 +91,12 @@ typedef struct run_opts {
     int64_t wait_ms, lease_ms, grace_ms;
     on_lost_mode on_lost;
     int conflict_exit; /* exit code when not acquired within --wait */
+    crd_unavailable_policy on_unavailable;
     bool verbose;
-    const char *name;
+    const char *name; /* for messages: the NAME, or all NAMEs joined by spaces */
+    const char *names[MAX_NAMES];
+    int nnames;
+    char joined[1024];
     char **cmd;
 } run_opts;
 
@@ -134,23 +153,39 @@ static int parse_run_args(int argc, char **argv, run_opts *o)
                 return cli_usage_error("run", "--on-lost must be term, kill or ignore");
         } else if (cli_take_opt(argc, argv, &i, "--grace", &v)) {
             rc = ms_value("--grace", v, &o->grace_ms);
+        } else if (cli_take_opt(argc, argv, &i, "--on-unavailable", &v)) {
+            if (v != NULL && strcmp(v, "fail") == 0)
+                o->on_unavailable = CRD_UNAVAILABLE_FAIL;
+            else if (v != NULL && strcmp(v, "skip") == 0)
+                o->on_unavailable = CRD_UNAVAILABLE_SKIP;
+            else if (v != NULL && strcmp(v, "degrade") == 0)
+                o->on_unavailable = CRD_UNAVAILABLE_DEGRADE;
+            else
+                return cli_usage_error("run", "--on-unavailable must be fail, skip or degrade");
         } else if (cli_take_kind(a, &o->kind, &kinds_seen)) {
             if (kinds_seen > 1)
                 return cli_usage_error("run", "--fair, --read, --write and --fenced exclude each other");
         } else if (a[0] == '-' && a[1] != '\0') {
             return cli_usage_error("run", "unknown option '%s'", a);
-        } else if (o->name == NULL) {
-            o->name = a;
+        } else if (o->nnames < MAX_NAMES) {
+            o->names[o->nnames++] = a;
         } else {
-            return cli_usage_error("run", "unexpected '%s': put '--' before CMD", a);
+            return cli_usage_error("run", "at most %d NAMEs", MAX_NAMES);
         }
     }
     if (rc != 0)
         return rc;
-    if (o->name == NULL)
+    if (o->nnames == 0)
         return cli_usage_error("run", "missing lock NAME");
     if (o->cmd == NULL)
         return cli_usage_error("run", "missing '--' and CMD after NAME");
+    if (o->nnames > 1 && o->kind == CRD__FENCED)
+        return cli_usage_error("run", "--fenced takes one NAME (its token goes to CMD)");
+    size_t off = 0;
+    for (int i = 0; i < o->nnames && off < sizeof o->joined; i++)
+        off += (size_t)snprintf(o->joined + off, sizeof o->joined - off, "%s%s", i ? " " : "",
+                                o->names[i]);
+    o->name = o->joined;
     return 0;
 }
 
@@ -158,7 +193,8 @@ static void print_event_warnings(const char *name, crd_lock *lock)
 {
     if (atomic_exchange(&run_failing, 0)) {
         int64_t v = 0;
-        crd_lock_validity_ms(lock, &v);
+        if (lock != NULL)
+            crd_lock_validity_ms(lock, &v);
         cli_error("run", "warning: renewing lock '%s' fails; still valid for %lld ms", name,
                   (long long)v);
     }
@@ -237,8 +273,9 @@ static void wait_for_news(const supervision *s)
 static int supervise(const run_opts *o, crd_lock *lock, bool *lost, bool *spawned)
 {
     supervision s = {.lease_deadline = -1, .kill_deadline = -1};
-    /* With a fixed lease, CMD may only run while the lease is trusted. */
-    if (o->lease_ms > 0) {
+    /* With a fixed lease, CMD may only run while the lease is trusted (lock is NULL when
+     * CMD runs without the lock). */
+    if (o->lease_ms > 0 && lock != NULL) {
         int64_t valid = 0;
         if (crd_lock_validity_ms(lock, &valid) != CRD_OK)
             valid = o->lease_ms;
@@ -271,57 +308,85 @@ static int supervise(const run_opts *o, crd_lock *lock, bool *lost, bool *spawne
     return EXIT_OSERR;
 }
 
-/* Acquires the lock as o says. Returns true, or false with the exit code in *rc (a
- * line printed; --conflict-exit-code may make that code 0). */
-static bool acquire(const run_opts *o, crd_client *client, crd_lock *lock, int *rc)
+/* The locks of one run: one per NAME, and the multi-lock over them when there are
+ * several. */
+typedef struct held_set {
+    cli_lock locks[MAX_NAMES];
+    crd_lock *handles[MAX_NAMES];
+    int n;
+    crd_multilock *multi;
+} held_set;
+
+/* Is this acquire failure Redis being unavailable (--on-unavailable applies)? */
+static bool unavailable(crd_status st) { return st == CRD_IO || st == CRD_AUTH; }
+
+/* Prints what --verbose says about a successful acquire, and hands a fenced lock's
+ * token to CMD's environment. */
+static void acquired(const run_opts *o, crd_client *client, int64_t waited, int64_t token)
 {
-    int64_t t0 = cli_now_ms();
-    int64_t token = 0;
-    crd_status st = o->kind == CRD__FENCED
-                        ? crd_lock_acquire_token(lock, o->wait_ms, o->lease_ms, &token)
-                        : crd_lock_acquire(lock, o->wait_ms, o->lease_ms);
-    int64_t waited = cli_now_ms() - t0;
-    if (st == CRD_OK && o->kind == CRD__FENCED) {
-        /* CMD's environment: the token it must present to the storage it writes. */
+    if (o->kind == CRD__FENCED) {
         char buf[24];
         snprintf(buf, sizeof buf, "%lld", (long long)token);
         setenv("CREDISSON_TOKEN", buf, 1);
         if (o->verbose)
             cli_error("run", "lock '%.200s' fencing token %lld", o->name, (long long)token);
     }
-    if (st == CRD_OK) {
-        /* This client's only acquire: the metrics say whether it had to wait. */
-        crd_metrics m;
-        memset(&m, 0, sizeof m);
-        crd_client_metrics(client, &m, sizeof m);
-        if (o->verbose && m.contended > 0)
-            cli_error("run", "lock '%.200s' acquired after waiting %lld ms", o->name,
-                      (long long)waited);
-        else if (o->verbose)
-            cli_error("run", "lock '%.200s' acquired without waiting (%lld ms)", o->name,
-                      (long long)waited);
-        return true;
-    }
-    if (st == CRD_BUSY || st == CRD_TIMEOUT) {
-        cli_error("run", "lock '%.200s' not acquired within %lld ms", o->name,
-                  (long long)o->wait_ms);
-        *rc = o->conflict_exit;
-        return false;
-    } else {
-        char what[300];
-        snprintf(what, sizeof what, "cannot acquire lock '%.200s'", o->name);
-        cli_report("run", what, st, client);
-    }
-    *rc = cli_exit_for_status(st);
-    return false;
+    if (!o->verbose)
+        return;
+    /* This client's only acquires: the metrics say whether it had to wait. */
+    crd_metrics m;
+    memset(&m, 0, sizeof m);
+    crd_client_metrics(client, &m, sizeof m);
+    if (m.contended > 0)
+        cli_error("run", "lock '%.200s' acquired after waiting %lld ms", o->name,
+                  (long long)waited);
+    else
+        cli_error("run", "lock '%.200s' acquired without waiting (%lld ms)", o->name,
+                  (long long)waited);
 }
 
-/* Releases the lock after CMD exited; returns the final exit code. */
-static int release(const run_opts *o, crd_client *client, crd_lock *lock, bool lost, int exit_code)
+/* Acquires the locks as o says. Returns CRD_OK, or the failure with the exit code in
+ * *rc (a line printed; --conflict-exit-code may make that code 0). */
+static crd_status acquire(const run_opts *o, crd_client *client, held_set *set, int *rc)
 {
-    crd_status st = crd_lock_release(lock);
-    if (st == CRD_IO) /* the library retried once; the latch makes another try safe */
-        st = crd_lock_release(lock);
+    int64_t t0 = cli_now_ms();
+    int64_t token = 0;
+    crd_status st;
+    if (set->multi != NULL)
+        st = crd_multilock_acquire(set->multi, o->wait_ms, o->lease_ms);
+    else if (o->kind == CRD__FENCED)
+        st = crd_lock_acquire_token(set->handles[0], o->wait_ms, o->lease_ms, &token);
+    else
+        st = crd_lock_acquire(set->handles[0], o->wait_ms, o->lease_ms);
+    if (st == CRD_OK) {
+        acquired(o, client, cli_now_ms() - t0, token);
+        return CRD_OK;
+    }
+    if (st == CRD_BUSY || st == CRD_TIMEOUT) {
+        cli_error("run", "lock '%.200s' not acquired within %lld ms%s", o->name,
+                  (long long)o->wait_ms, set->n > 1 ? " (none of them is held)" : "");
+        *rc = o->conflict_exit;
+        return st;
+    }
+    char what[300];
+    snprintf(what, sizeof what, "cannot acquire lock '%.200s'", o->name);
+    cli_report("run", what, st, client);
+    *rc = cli_exit_for_status(st);
+    return st;
+}
+
+/* Releases the locks after CMD exited; returns the final exit code. */
+static int release(const run_opts *o, crd_client *client, held_set *set, bool lost,
+                   int exit_code)
+{
+    crd_status st;
+    if (set->multi != NULL) {
+        st = crd_multilock_release(set->multi);
+    } else {
+        st = crd_lock_release(set->handles[0]);
+        if (st == CRD_IO) /* the library retried once; the latch makes another try safe */
+            st = crd_lock_release(set->handles[0]);
+    }
     if (lost)
         return EXIT_LOST;
     if (st == CRD_LOCK_LOST || st == CRD_NOT_OWNER) {
@@ -337,6 +402,53 @@ static int release(const run_opts *o, crd_client *client, crd_lock *lock, bool l
     return exit_code;
 }
 
+/* --on-unavailable=skip|degrade after Redis could not be used: say so, and run CMD
+ * without the lock when degrading. Returns the exit code. */
+static int without_the_lock(const run_opts *o)
+{
+    if (o->on_unavailable == CRD_UNAVAILABLE_SKIP) {
+        cli_error("run", "warning: Redis unavailable: CMD skipped (--on-unavailable=skip)");
+        return 0;
+    }
+    cli_error("run", "warning: Redis unavailable: running CMD WITHOUT lock '%.200s' "
+              "(--on-unavailable=degrade); other processes may run it at the same time",
+              o->name);
+    atomic_store(&run_phase, RUN_STARTING);
+    bool lost = false, spawned = false;
+    int exit_code = supervise(o, NULL, &lost, &spawned);
+    atomic_store(&run_phase, RUN_DONE);
+    return spawned && exit_code == 0 ? EXIT_DEGRADED : exit_code;
+}
+
+static void close_set(held_set *set)
+{
+    crd_multilock_free(set->multi);
+    set->multi = NULL;
+    for (int i = 0; i < set->n; i++)
+        cli_close_lock(&set->locks[i]);
+    set->n = 0;
+}
+
+/* Opens one lock per NAME (and the multi-lock over them). Returns CRD_OK or the
+ * failure, reported. */
+static crd_status open_set(const run_opts *o, crd_client *client, held_set *set)
+{
+    memset(set, 0, sizeof *set);
+    crd_status st = CRD_OK;
+    for (int i = 0; i < o->nnames && st == CRD_OK; i++) {
+        st = cli_open_lock(client, o->kind, o->names[i], &set->locks[i]);
+        if (st == CRD_OK)
+            set->handles[set->n++] = set->locks[i].lock;
+    }
+    if (st == CRD_OK && set->n > 1)
+        st = crd_multilock_new(set->handles, (size_t)set->n, &set->multi);
+    if (st != CRD_OK) {
+        cli_report("run", "bad lock name", st, client);
+        close_set(set);
+    }
+    return st;
+}
+
 int cmd_run(const global_opts *g, int argc, char **argv)
 {
     run_opts o = {.kind = CRD__RLOCK,
@@ -344,7 +456,8 @@ int cmd_run(const global_opts *g, int argc, char **argv)
                   .lease_ms = CRD_LEASE_WATCHDOG,
                   .grace_ms = KILL_GRACE_MS,
                   .on_lost = ON_LOST_TERM,
-                  .conflict_exit = EXIT_NOT_ACQUIRED};
+                  .conflict_exit = EXIT_NOT_ACQUIRED,
+                  .on_unavailable = CRD_UNAVAILABLE_FAIL};
     int rc = parse_run_args(argc, argv, &o);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
@@ -355,28 +468,32 @@ int cmd_run(const global_opts *g, int argc, char **argv)
         return rc;
     crd_client *client;
     rc = cli_make_client(g, "run", run_on_event, &client);
+    if (rc == EXIT_UNAVAILABLE && o.on_unavailable != CRD_UNAVAILABLE_FAIL)
+        return without_the_lock(&o);
     if (rc != 0)
         return rc;
-    cli_lock held;
-    crd_status st = cli_open_lock(client, o.kind, o.name, &held);
+    held_set set;
+    crd_status st = open_set(&o, client, &set);
     if (st != CRD_OK) {
-        cli_report("run", "bad lock name", st, client);
         crd_client_free(client);
         return cli_exit_for_status(st);
     }
-    if (acquire(&o, client, held.lock, &rc)) {
+    st = acquire(&o, client, &set, &rc);
+    if (st == CRD_OK) {
         atomic_store(&run_phase, RUN_STARTING);
         bool lost = false, spawned = false;
-        int exit_code = supervise(&o, held.lock, &lost, &spawned);
+        int exit_code = supervise(&o, set.handles[0], &lost, &spawned);
         atomic_store(&run_phase, RUN_DONE);
         if (spawned) {
-            rc = release(&o, client, held.lock, lost, exit_code);
+            rc = release(&o, client, &set, lost, exit_code);
         } else {
-            crd_lock_release(held.lock); /* CMD never ran: its failure is the news */
+            release(&o, client, &set, false, 0); /* CMD never ran: its failure is the news */
             rc = exit_code;
         }
     }
-    cli_close_lock(&held);
+    close_set(&set);
     crd_client_free(client);
+    if (st != CRD_OK && unavailable(st) && o.on_unavailable != CRD_UNAVAILABLE_FAIL)
+        return without_the_lock(&o);
     return rc;
 }

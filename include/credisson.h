@@ -99,7 +99,10 @@ typedef enum crd_status {
     CRD_CLOSED = 10,          /* the client is shutting down or failed to start */
     CRD_AUTH = 11,            /* AUTH or SELECT was refused */
     CRD_DEADLOCK = 12,        /* the request can never succeed for this owner */
-    CRD_FORKED = 13           /* a handle created before fork() was used in the child */
+    CRD_FORKED = 13,          /* a handle created before fork() was used in the child */
+    /* Outcomes of crd_lock_run_policy() when Redis was unavailable (added in 0.2): */
+    CRD_SKIPPED = 14,         /* the work did not run (policy CRD_UNAVAILABLE_SKIP) */
+    CRD_DEGRADED = 15         /* the work ran WITHOUT the lock (CRD_UNAVAILABLE_DEGRADE) */
 } crd_status;
 
 /* Fixed English text for a status ("lock not held by this owner", ...). Never NULL;
@@ -295,6 +298,9 @@ typedef struct crd_metrics {
     int64_t hold_ms_p50, hold_ms_p99, hold_ms_max; /* first acquire to final release */
     /* Added after 0.1.0 (callers built against 0.1.0 pass a smaller size, without it): */
     uint64_t watchdog_round_trips; /* renewal pipelines sent (up to 64 script calls each) */
+    /* Added in 0.2: */
+    uint64_t runs_skipped;  /* crd_lock_run_policy calls that skipped the work */
+    uint64_t runs_degraded; /* crd_lock_run_policy calls that ran the work without the lock */
 } crd_metrics;
 
 /* Fill *out with a snapshot of the client's counters. Pass sizeof(crd_metrics): fields
@@ -419,6 +425,70 @@ CRD_API crd_status crd_lock_extend_owner(crd_lock *lock, uint64_t owner, int64_t
  * (CRD_OK, or CRD_LOCK_LOST when the hold was lost while fn ran). */
 CRD_API crd_status crd_lock_run(crd_lock *lock, int64_t wait_ms, int64_t lease_ms,
                                 int (*fn)(void *arg), void *arg, int *fn_result);
+
+/* What crd_lock_run_policy() does when Redis is unavailable: the acquire failed with
+ * CRD_IO (unreachable, timed out, restarting past the wait), CRD_AUTH (credentials or
+ * database refused), or the client never started (crd_client_new failed; CRD_CLOSED).
+ * Any other status (a WRONGTYPE name, a lock held past the wait) is never "unavailable". */
+typedef enum crd_unavailable_policy {
+    CRD_UNAVAILABLE_FAIL = 0,   /* return the acquire's status; the work does not run */
+    CRD_UNAVAILABLE_SKIP = 1,   /* return CRD_SKIPPED; the work does not run (Java's
+                                   ignoreFail) */
+    CRD_UNAVAILABLE_DEGRADE = 2 /* run the work WITHOUT the lock and return CRD_DEGRADED:
+                                   other processes may run it at the same time. Only for
+                                   work whose business accepts that (availability over
+                                   exclusion); never silent: a CRD_LOG_WARN line, the
+                                   status, and crd_metrics.runs_degraded */
+} crd_unavailable_policy;
+
+/* crd_lock_run() with a policy for an unavailable Redis (see crd_unavailable_policy).
+ * Returns what crd_lock_run() returns when the acquire worked or failed for another
+ * reason; CRD_SKIPPED or CRD_DEGRADED as the policy says (*fn_result set when fn ran);
+ * CRD_INVALID_ARGUMENT for a NULL lock or fn or an unknown policy. With a failed
+ * client (crd_client_new failed) the lock handle cannot be created: pass lock NULL and
+ * the failed client as client. Thread safety as crd_lock_run(). */
+CRD_API crd_status crd_lock_run_policy(crd_client *client, crd_lock *lock, int64_t wait_ms,
+                                       int64_t lease_ms, crd_unavailable_policy policy,
+                                       int (*fn)(void *arg), void *arg, int *fn_result);
+
+/* ---------------------------------------------------------------------------------- */
+/* Multi-lock (Redisson RedissonMultiLock)                                             */
+/* ---------------------------------------------------------------------------------- */
+
+typedef struct crd_multilock crd_multilock;
+
+/* A set of locks taken all or nothing: any kinds (reentrant, fair, read, write, fenced),
+ * possibly of different clients and servers. The handles are borrowed (they must outlive
+ * the multi-lock); the set is copied and put in one order (name bytes, then a write lock
+ * before the read lock of its name), so two multi-locks over overlapping names never
+ * wait for each other in a circle. A set naming one lock twice is refused.
+ * Returns CRD_OK, CRD_INVALID_ARGUMENT (NULL, n 0, a NULL handle, a duplicate),
+ * CRD_NO_MEMORY. Free with crd_multilock_free(). */
+CRD_API crd_status crd_multilock_new(crd_lock *const *locks, size_t n, crd_multilock **out);
+
+/* Acquire every lock for one owner (the calling thread's / the given one) within one
+ * wait budget shared by all of them, in the multi-lock's order, each with lease_ms (a
+ * watchdog hold per lock when CRD_LEASE_WATCHDOG). If one cannot be taken before the
+ * budget runs out, the ones already taken are released (in reverse order) before the
+ * call returns: none is left held. Java RedissonMultiLock over the same names excludes
+ * it and is excluded by it.
+ * Returns CRD_OK (all held); CRD_BUSY (wait_ms 0) or CRD_TIMEOUT; otherwise the failing
+ * lock's status, whose detail is in crd_client_errmsg() of that lock's client
+ * (crd_multilock_failed() names it). */
+CRD_API crd_status crd_multilock_acquire(crd_multilock *m, int64_t wait_ms, int64_t lease_ms);
+CRD_API crd_status crd_multilock_acquire_owner(crd_multilock *m, uint64_t owner,
+                                               int64_t wait_ms, int64_t lease_ms);
+
+/* Release every lock of the set (reverse order), each once. Returns CRD_OK, or the first
+ * failing release's status (the others are released all the same). */
+CRD_API crd_status crd_multilock_release(crd_multilock *m);
+CRD_API crd_status crd_multilock_release_owner(crd_multilock *m, uint64_t owner);
+
+/* The lock whose acquire made the last crd_multilock_acquire fail, or NULL. */
+CRD_API crd_lock *crd_multilock_failed(const crd_multilock *m);
+
+/* Free the multi-lock (not its locks; holds stay held). Accepts NULL. */
+CRD_API void crd_multilock_free(crd_multilock *m);
 
 /* ---------------------------------------------------------------------------------- */
 /* Fair lock (Redisson RFairLock)                                                      */

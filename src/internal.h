@@ -211,7 +211,7 @@ typedef struct crd__hist {
 typedef struct crd__metrics {
     atomic_uint_fast64_t acquisitions, contended, acquire_busy, releases, renewals,
         renewal_failures, locks_lost, connects, connection_failures, subscribes,
-        watchdog_round_trips;
+        watchdog_round_trips, runs_skipped, runs_degraded;
     crd__hist wait, hold;
 } crd__metrics;
 

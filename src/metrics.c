@@ -72,6 +72,8 @@ crd_status crd_client_metrics(crd_client *c, crd_metrics *out, size_t size)
     LOAD(connection_failures);
     LOAD(subscribes);
     LOAD(watchdog_round_trips);
+    LOAD(runs_skipped);
+    LOAD(runs_degraded);
 #undef LOAD
     if (c->holds != NULL) {
         pthread_mutex_lock(&c->holds->mu);

@@ -30,6 +30,8 @@ const char *crd_strerror(crd_status status)
     case CRD_AUTH: return "authentication or database selection refused";
     case CRD_DEADLOCK: return "request can never succeed for this owner";
     case CRD_FORKED: return "handle used in a forked child";
+    case CRD_SKIPPED: return "Redis unavailable: the work was skipped";
+    case CRD_DEGRADED: return "Redis unavailable: the work ran without the lock";
     }
     return "unknown status";
 }

@@ -171,6 +171,8 @@ static const char *status_name(crd_status st)
     case CRD_AUTH: return "AUTH";
     case CRD_DEADLOCK: return "DEADLOCK";
     case CRD_FORKED: return "FORKED";
+    case CRD_SKIPPED: return "SKIPPED";
+    case CRD_DEGRADED: return "DEGRADED";
     }
     return "UNKNOWN";
 }

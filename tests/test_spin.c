@@ -1,0 +1,100 @@
+/*
+ * test_spin.c -- a C waiter behind a Java spin-lock holder (Redisson RSpinLock,
+ * PROTOCOL.md 10): the holder uses the RLock hash and owner field but releases without
+ * publishing, so the waiter is never woken by a message. Its wait slices end at the
+ * holder's TTL, or at max_wait_slice_ms when set: that option bounds how late it notices
+ * the release. The Java holder is played by raw commands with Redisson's effects (its
+ * acquire is the RLock acquire; its unlock deletes the hash and publishes nothing).
+ */
+#include <criterion/criterion.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+
+typedef struct waiter_run {
+    crd_lock *lock;
+    uint64_t owner;
+    crd_status st;
+    int64_t done_at;
+} waiter_run;
+
+static void *wait_for_it(void *arg)
+{
+    waiter_run *w = arg;
+    w->st = crd_lock_acquire_owner(w->lock, w->owner, 20000, 5000);
+    w->done_at = crdt_now_ms();
+    return NULL;
+}
+
+/* The spin holder takes N with a 30 s lease, the C waiter waits, the holder releases
+ * silently: returns how long after the release the waiter got the lock. */
+static int64_t silent_release_latency(int64_t max_slice_ms)
+{
+    const char *name = crdt_key(max_slice_ms > 0 ? "capped" : "uncapped");
+    redisContext *r = crdt_redis();
+    freeReplyObject(crdt_cmd(r, "HSET %s %s 1", name, "0b5ba1a6-5a6c-4a0f-9c8e-0f9b2b8f6f1a:77"));
+    freeReplyObject(crdt_cmd(r, "PEXPIRE %s 30000", name));
+    crd_options o;
+    crdt_options(&o);
+    o.max_wait_slice_ms = max_slice_ms;
+    crd_client *c = crdt_client_opts(&o);
+    waiter_run w = {crdt_lock(c, name), crd_owner_new(), CRD_IO, 0};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, wait_for_it, &w), 0);
+    /* the waiter is subscribed, so it has tried once and now sleeps on its slice */
+    char ch[256];
+    snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", name);
+    cr_assert(crdt_await_subscribed(r, ch, 5000));
+    crdt_sleep_ms(300); /* the holder works a while */
+    int64_t released = crdt_now_ms();
+    cr_assert_eq(crdt_cmd_int(r, "DEL %s", name), 1); /* the spin unlock: no publish */
+    pthread_join(th, NULL);
+    cr_assert_eq(w.st, CRD_OK, "%s", crd_strerror(w.st));
+    cr_assert_eq(crd_lock_release_owner(w.lock, w.owner), CRD_OK);
+    crd_lock_free(w.lock);
+    crd_client_free(c);
+    redisFree(r);
+    return w.done_at - released;
+}
+
+Test(spin, max_wait_slice_bounds_how_late_a_waiter_sees_a_silent_release, .timeout = 60)
+{
+    int64_t capped = silent_release_latency(200);
+    fprintf(stderr, "[spin] silent release seen after %lld ms with max_wait_slice_ms 200\n",
+            (long long)capped);
+    cr_expect(capped >= 0 && capped <= 200 + crdt_scaled_ms(150),
+              "%lld ms: more than one slice plus a round trip", (long long)capped);
+}
+
+Test(spin, without_a_ceiling_the_waiter_sleeps_until_the_holders_ttl_would_end, .timeout = 60)
+{
+    /* The uncapped slice is the holder's PTTL (about 30 s): the silent release at 0.3 s
+     * is seen only when the slice ends. Bounded here by a 2 s lease instead of 30 s. */
+    const char *name = crdt_key("ttl");
+    redisContext *r = crdt_redis();
+    freeReplyObject(crdt_cmd(r, "HSET %s %s 1", name, "0b5ba1a6-5a6c-4a0f-9c8e-0f9b2b8f6f1a:78"));
+    freeReplyObject(crdt_cmd(r, "PEXPIRE %s 2000", name));
+    crd_client *c = crdt_client();
+    waiter_run w = {crdt_lock(c, name), crd_owner_new(), CRD_IO, 0};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, wait_for_it, &w), 0);
+    char ch[256];
+    snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", name);
+    cr_assert(crdt_await_subscribed(r, ch, 5000));
+    int64_t released = crdt_now_ms();
+    cr_assert_eq(crdt_cmd_int(r, "DEL %s", name), 1);
+    pthread_join(th, NULL);
+    cr_assert_eq(w.st, CRD_OK);
+    int64_t late = w.done_at - released;
+    fprintf(stderr, "[spin] silent release seen after %lld ms with no ceiling (2 s lease)\n",
+            (long long)late);
+    cr_expect_gt(late, 1000, "woken by no message, it waited for its slice (%lld ms)",
+                 (long long)late);
+    cr_assert_eq(crd_lock_release_owner(w.lock, w.owner), CRD_OK);
+    crd_lock_free(w.lock);
+    crd_client_free(c);
+    redisFree(r);
+}
