@@ -413,7 +413,16 @@ CRD_API crd_status crd_lock_release_owner(crd_lock *lock, uint64_t owner);
 
 /* Delete the lock whoever holds it and wake a waiter (Redisson forceUnlock). Sets
  * *was_locked (may be NULL) to whether a lock was deleted. The holders find out through
- * CRD_LOCK_LOST. Returns CRD_OK, CRD_IO, CRD_SERVER, CRD_INVALID_ARGUMENT, CRD_CLOSED. */
+ * CRD_LOCK_LOST.
+ * Where credisson differs: Redisson deletes whatever is at the name; credisson deletes
+ * only a lock. A key of another type (string, list, set, ...), or a hash with a field
+ * that is not a lock owner's ("<uuid>:<id>", "...:write", "mode") or with over 64
+ * fields, is left untouched and the call returns CRD_INVALID_ARGUMENT, with a message
+ * saying what the key holds ("holds a string value, not a lock; nothing was
+ * deleted"); *was_locked is false. The check runs inside the force-unlock script, so
+ * nothing can change the key between the check and the delete. (A read or write lock
+ * deletes its hash only when it is held in its mode, as Redisson does.)
+ * Returns CRD_OK, CRD_IO, CRD_SERVER, CRD_INVALID_ARGUMENT (also a NULL lock), CRD_CLOSED. */
 CRD_API crd_status crd_lock_force_unlock(crd_lock *lock, bool *was_locked);
 
 /* Whether any owner, of any client or language, holds the lock (EXISTS). */
