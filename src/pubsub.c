@@ -130,6 +130,15 @@ static void sync_entries(crd_client *c)
 static void handle_reply(crd_client *c, redisReply *r)
 {
     crd__pubsub *ps = c->ps;
+    if (r->type == REDIS_REPLY_ERROR) {
+        /* A refused SUBSCRIBE (an ACL user without the channel: NOPERM) is never
+         * confirmed: its waiters fall back to re-checking every poll_interval_ms. Say so
+         * instead of degrading in silence. */
+        crd__log(c, CRD_LOG_WARN, "subscriber: the server refused a (UN)SUBSCRIBE: %.*s "
+                 "(waiters re-check every poll_interval_ms instead of being woken)",
+                 (int)(r->len > 200 ? 200 : r->len), r->str);
+        return;
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->element[0]->type != REDIS_REPLY_STRING ||
         r->element[1]->type != REDIS_REPLY_STRING)
         return;

@@ -154,7 +154,7 @@ static pid_t spawn_server(const char *dir, int port, const char *unix_path,
 {
     char portbuf[16];
     snprintf(portbuf, sizeof portbuf, "%d", port);
-    const char *args[64];
+    const char *args[256];
     int n = 0;
     args[n++] = CRD_REDIS_SERVER;
     args[n++] = "--port";
@@ -177,7 +177,7 @@ static pid_t spawn_server(const char *dir, int port, const char *unix_path,
         args[n++] = "--unixsocketperm";
         args[n++] = "700";
     }
-    for (int i = 0; extra != NULL && extra[i] != NULL && n < 62; i++)
+    for (int i = 0; extra != NULL && extra[i] != NULL && n < 254; i++)
         args[n++] = extra[i];
     args[n] = NULL;
 
@@ -438,7 +438,7 @@ static int start_server_tls(crdt_server *srv, bool with_unix, const char *const 
         int port = free_port();
         if (port <= 0)
             continue;
-        const char *args[80];
+        const char *args[240];
         int na = 0;
         char tls_port[16], cert[300], key[300], ca[300];
         int tport = 0;
@@ -455,7 +455,7 @@ static int start_server_tls(crdt_server *srv, bool with_unix, const char *const 
             for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
                 args[na++] = t[i];
         }
-        for (int i = 0; extra != NULL && extra[i] != NULL && na < 78; i++)
+        for (int i = 0; extra != NULL && extra[i] != NULL && na < 238; i++)
             args[na++] = extra[i];
         args[na] = NULL;
         pid_t pid = spawn_server(srv->dir, port, with_unix ? srv->unix_path : NULL, args);
