@@ -85,11 +85,12 @@ static crd_status setup_endpoint(crd_client *c, const crd_options *o)
 
 /* ---- lifecycle -------------------------------------------------------------------------- */
 
-/* TLS when the URL says rediss:// or the options say tls: one context for the client's
- * life, its files read once here. */
+/* TLS when the URL says rediss://, or without a URL when the options say tls: one
+ * context for the client's life, its files read once here. */
 static crd_status setup_tls(crd_client *c, const crd_options *o)
 {
-    if (!c->ep.tls && !o->tls)
+    /* A URL says it all (redis:// is plaintext even with tls set); without one, tls. */
+    if (!c->ep.tls && (o->url != NULL || !o->tls))
         return CRD_OK;
     if (c->ep.unix_path != NULL)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "TLS is for TCP connections: Redis serves "
