@@ -7,7 +7,7 @@ ifeq ($(CI),true)
 CMAKE_FLAGS += -DCREDISSON_WERROR=ON
 endif
 
-.PHONY: all deps build test test-valkey test-sanitize test-fuzz test-valgrind demo clean
+.PHONY: all deps build test test-valkey test-tls test-sanitize test-fuzz test-valgrind demo clean
 
 all: build
 
@@ -61,6 +61,13 @@ test-valkey: build
 	    CRD_REDIS_SERVER="$$(command -v valkey-server)" CRD_REDIS_CLI="$$(command -v valkey-cli)" \
 	    CRDT_EXPECT_SERVER=valkey \
 	    ctest --output-on-failure --timeout 600 -R '^($(subst $(space),|,$(strip $(VALKEY_SUITES))))$$'
+
+# The lock, exclusion, pub/sub and watchdog suites again over TLS: with CRDT_TLS=1 the
+# harness's servers also serve TLS (certificates made for the run by
+# tests/support/tls_certs.sh) and the suites' clients use it, verified. About a minute;
+# tests/test_tls.c (in `make test`) covers what only TLS has.
+test-tls: build
+	cd $(BUILD) && CRDT_TLS=1 ctest --output-on-failure --timeout 600 -R '^(lock|exclusion|pubsub|watchdog)$$'
 
 # The whole suite again under ASan+UBSan and under TSan (CI runs this too); the TSan
 # build runs the Criterion files with tests/support/crlite (Criterion cannot run under

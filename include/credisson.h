@@ -97,7 +97,8 @@ typedef enum crd_status {
     CRD_SERVER = 8,           /* Redis replied with an error (WRONGTYPE, OOM, ...) */
     CRD_NO_MEMORY = 9,        /* an allocation failed; nothing was changed locally */
     CRD_CLOSED = 10,          /* the client is shutting down or failed to start */
-    CRD_AUTH = 11,            /* AUTH or SELECT was refused */
+    CRD_AUTH = 11,            /* AUTH or SELECT was refused; TLS: the server's certificate
+                                 was not trusted, or the server refused ours */
     CRD_DEADLOCK = 12,        /* the request can never succeed for this owner */
     CRD_FORKED = 13,          /* a handle created before fork() was used in the child */
     /* Outcomes of crd_lock_run_policy() when Redis was unavailable (added in 0.2): */
@@ -189,8 +190,11 @@ typedef struct crd_options {
     /* Where to connect. If url is non-NULL it is parsed and overrides host, port,
      * unix_path, username, password and db. Forms:
      *   redis://[[user]:password@]host[:port][/db]
-     *   unix:///path/to.sock[?db=N]
-     * Percent-escapes (%40 for '@') are decoded in user and password. */
+     *   rediss://[[user]:password@]host[:port][/db]     (TLS: see tls below)
+     *   unix://[[user]:password@]/path/to.sock[?db=N]
+     * Percent-escapes (%40 for '@') are decoded in user, password and the socket path.
+     * In the unix form the credentials end at the first "@/": write an '@' of the
+     * password as %40. */
     const char *url;
     const char *host;      /* default "127.0.0.1" */
     int port;              /* default 6379 */
@@ -238,6 +242,36 @@ typedef struct crd_options {
 
     crd_log_fn on_log; /* reconnects, renewal failures, lost locks; default NULL */
     void *log_user_data;
+
+    /* ---- TLS (added after 0.1.0) ----------------------------------------------------
+     * Every connection of the client (commands, subscriber, watchdog) uses TLS when url
+     * is "rediss://..." or, without a url, when tls is true. OpenSSL does the TLS;
+     * hiredis still parses the replies. crd_client_new() reads the files below once; a
+     * file that cannot be read or a key that does not match its certificate gives
+     * CRD_INVALID_ARGUMENT with the file's name in crd_client_errmsg() (never its
+     * contents). The TCP connect and the handshake share connect_timeout_ms; reads and
+     * writes have command_timeout_ms, as without TLS. TLS over a unix socket is refused
+     * (CRD_INVALID_ARGUMENT): Redis serves its socket in plaintext.
+     * A connection whose server certificate is not trusted, has expired or does not
+     * match the name fails with CRD_AUTH and words such as "certificate verify failed:
+     * certificate has expired"; so does one whose server refuses our certificate or
+     * wants one we did not give ("certificate required"). A server that does not speak
+     * TLS on the port gives CRD_IO ("the server does not speak TLS on this port"), and a
+     * plaintext client on a TLS-only port gets CRD_IO whose message suggests rediss://. */
+    bool tls;                    /* default false; rediss:// sets it */
+    const char *tls_ca_file;     /* PEM file of trusted CAs; default NULL */
+    const char *tls_ca_dir;      /* directory of hashed CA files (c_rehash); default NULL.
+                                    Neither set: the system's CA store is used. */
+    const char *tls_cert_file;   /* client certificate (PEM, may hold the chain) for
+                                    mutual TLS; default NULL; needs tls_key_file */
+    const char *tls_key_file;    /* its private key (PEM, unencrypted); default NULL */
+    const char *tls_server_name; /* sent as SNI and matched against the server's
+                                    certificate (DNS or IP subjectAltName); default NULL:
+                                    the host of the URL or of host */
+    /* FOR TESTS ONLY: accept any server certificate (no chain, expiry or name check).
+     * Anyone on the path can then read and change the traffic, lock tokens included.
+     * Default false. */
+    bool tls_insecure_skip_verify;
 } crd_options;
 
 /* Fill *opts with the defaults documented above. Returns CRD_OK, or
@@ -385,7 +419,16 @@ CRD_API crd_status crd_lock_release_owner(crd_lock *lock, uint64_t owner);
 
 /* Delete the lock whoever holds it and wake a waiter (Redisson forceUnlock). Sets
  * *was_locked (may be NULL) to whether a lock was deleted. The holders find out through
- * CRD_LOCK_LOST. Returns CRD_OK, CRD_IO, CRD_SERVER, CRD_INVALID_ARGUMENT, CRD_CLOSED. */
+ * CRD_LOCK_LOST.
+ * Where credisson differs: Redisson deletes whatever is at the name; credisson deletes
+ * only a lock. A key of another type (string, list, set, ...), or a hash with a field
+ * that is not a lock owner's ("<uuid>:<id>", "...:write", "mode") or with over 64
+ * fields, is left untouched and the call returns CRD_INVALID_ARGUMENT, with a message
+ * saying what the key holds ("holds a string value, not a lock; nothing was
+ * deleted"); *was_locked is false. The check runs inside the force-unlock script, so
+ * nothing can change the key between the check and the delete. (A read or write lock
+ * deletes its hash only when it is held in its mode, as Redisson does.)
+ * Returns CRD_OK, CRD_IO, CRD_SERVER, CRD_INVALID_ARGUMENT (also a NULL lock), CRD_CLOSED. */
 CRD_API crd_status crd_lock_force_unlock(crd_lock *lock, bool *was_locked);
 
 /* Whether any owner, of any client or language, holds the lock (EXISTS). */

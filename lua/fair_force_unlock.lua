@@ -8,6 +8,26 @@
 -- ARGV[2]  now: the caller's wall clock in epoch ms
 -- ARGV[3]  publish command, PUBLISH or SPUBLISH
 -- Returns  1  N existed and was deleted (the head, if any, woken); 0 otherwise
+--          "<type>" (a string: "string", "list", "hash", ...)  N is not a lock (another
+--             type, or a hash with a field that is not an owner's, or over 64 fields):
+--             nothing deleted, nothing published, the queue untouched. Redisson deletes
+--             whatever is there.
+local kind = redis.call('type', KEYS[1])['ok']
+if kind ~= 'none' then
+    if kind ~= 'hash' then
+        return kind
+    end
+    -- A lock hash holds owner fields "<uuid>:<id>" (":write", "mode" in a read-write
+    -- lock's); anything else, or a big hash, is somebody's data.
+    if redis.call('hlen', KEYS[1]) > 64 then
+        return 'hash'
+    end
+    for _, f in ipairs(redis.call('hkeys', KEYS[1])) do
+        if f ~= 'mode' and string.find(f, ':%d+$') == nil and string.find(f, ':%d+:write$') == nil then
+            return 'hash'
+        end
+    end
+end
 while true do
     local first = redis.call('lindex', KEYS[2], 0)
     if first == false then

@@ -6,6 +6,12 @@
 -- ARGV[2]  publish command, PUBLISH or SPUBLISH
 -- ARGV[3]  the mode this force-unlock applies to: "read" or "write"
 -- Returns  1  N was held in that mode and is deleted, ARGV[1] published; 0 otherwise
+--          "<type>" (a string: "string", "list", ...)  N is not a hash: nothing deleted
+--             (a hash without that mode is never deleted either: 0)
+local kind = redis.call('type', KEYS[1])['ok']
+if kind ~= 'none' and kind ~= 'hash' then
+    return kind
+end
 if redis.call('hget', KEYS[1], 'mode') == ARGV[3] then
     redis.call('del', KEYS[1])
     redis.call(ARGV[2], KEYS[2], ARGV[1])

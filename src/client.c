@@ -85,11 +85,37 @@ static crd_status setup_endpoint(crd_client *c, const crd_options *o)
 
 /* ---- lifecycle -------------------------------------------------------------------------- */
 
+/* TLS when the URL says rediss://, or without a URL when the options say tls: one
+ * context for the client's life, its files read once here. */
+static crd_status setup_tls(crd_client *c, const crd_options *o)
+{
+    /* A URL says it all (redis:// is plaintext even with tls set); without one, tls. */
+    if (!c->ep.tls && (o->url != NULL || !o->tls))
+        return CRD_OK;
+    if (c->ep.unix_path != NULL)
+        return crd__fail(c, CRD_INVALID_ARGUMENT, "TLS is for TCP connections: Redis serves "
+                         "its unix socket in plaintext (drop tls, or connect to the TLS port)");
+    c->ep.tls = true;
+    crd__tls_config cfg = {o->tls_ca_file, o->tls_ca_dir, o->tls_cert_file, o->tls_key_file,
+                           o->tls_insecure_skip_verify};
+    char err[400];
+    crd_status st = crd__tls_ctx_new(&cfg, &c->tls, err, sizeof err);
+    if (st != CRD_OK)
+        return crd__fail(c, st, "%s", err);
+    c->tls_verify = !o->tls_insecure_skip_verify;
+    c->tls_name = strdup(o->tls_server_name != NULL ? o->tls_server_name : c->ep.host);
+    if (c->tls_name == NULL)
+        return crd__fail(c, CRD_NO_MEMORY, "cannot copy the options");
+    return CRD_OK;
+}
+
 static crd_status start(crd_client *c, const crd_options *opts)
 {
     crd_status st = validate(c, opts);
     if (st == CRD_OK)
         st = setup_endpoint(c, opts);
+    if (st == CRD_OK)
+        st = setup_tls(c, opts);
     if (st != CRD_OK)
         return st;
     if ((st = crd__pool_init(c)) != CRD_OK)
@@ -133,6 +159,8 @@ crd_status crd_client_new(const crd_options *opts, crd_client **out)
     c->opts = *opts;
     /* Strings of opts are borrowed: only ep keeps copies; drop the borrowed pointers. */
     c->opts.url = c->opts.host = c->opts.unix_path = c->opts.username = c->opts.password = NULL;
+    c->opts.tls_ca_file = c->opts.tls_ca_dir = c->opts.tls_cert_file = c->opts.tls_key_file =
+        c->opts.tls_server_name = NULL;
     crd__uuid_v4(c->uuid);
     c->pid = getpid();
     atomic_init(&c->closed, false);
@@ -169,6 +197,8 @@ void crd_client_free(crd_client *c)
     crd__watchdog_free(c);
     crd__holds_free(c);
     crd__endpoint_clear(&c->ep);
+    crd__tls_ctx_free(c->tls);
+    free(c->tls_name);
     free(c);
 }
 

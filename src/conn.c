@@ -1,7 +1,13 @@
 /*
- * conn.c -- one hiredis connection: open (timeouts, AUTH, SELECT) to the endpoint it is
- * given, send a command in argv form with explicit lengths, pipelines, tracing, and the
- * fork child's abandonment of connections a parent thread may have been using.
+ * conn.c -- one hiredis connection: open (timeouts, TLS handshake, AUTH, SELECT) to the
+ * endpoint it is given, send a command in argv form with explicit lengths, pipelines,
+ * tracing, and the fork child's abandonment of connections a parent thread may have
+ * been using.
+ *
+ * The transport seam: hiredis opens the TCP (or unix) connection and parses replies;
+ * bytes go out through crd__conn_send (send(MSG_NOSIGNAL), or SSL_write for TLS) and
+ * come in through crd__conn_fill (hiredis's read, or SSL_read fed to the context's
+ * reader). Nothing else in src/ reads or writes a socket.
  *
  * A connection that saw an I/O error is marked broken and is never used again (its
  * reply stream is out of step, or the outcome of what was sent is unknown). No lock is
@@ -38,32 +44,110 @@ void crd__trace(crd_client *c, int argc, const char *const *argv, const size_t *
     c->opts.on_trace(c->opts.trace_user_data, &t);
 }
 
-void crd__conn_close(crd__conn *conn)
+static void reset(crd__conn *conn)
 {
-    if (conn->ctx != NULL)
-        redisFree(conn->ctx);
     conn->ctx = NULL;
+    conn->ssl = NULL;
     conn->broken = false;
+    conn->replied = false;
+    conn->refused = false;
+    conn->why[0] = '\0';
 }
 
-/* Contexts given up in forked children, kept reachable (see crd__conn_abandon). volatile:
- * nothing reads the array, and without it the compiler drops the stores (the contexts
- * then count as leaked in every fork child). Written only by the fork child handler,
- * which runs alone. */
+void crd__conn_close(crd__conn *conn)
+{
+    if (conn->ssl != NULL)
+        crd__tls_free(conn->ssl);
+    if (conn->ctx != NULL)
+        redisFree(conn->ctx);
+    reset(conn);
+}
+
+/* Contexts and TLS sessions given up in forked children, kept reachable (see
+ * crd__conn_abandon). volatile: nothing reads the arrays, and without it the compiler
+ * drops the stores (the objects then count as leaked in every fork child). Written only
+ * by the fork child handler, which runs alone. */
 static redisContext *volatile abandoned[256];
+static SSL *volatile abandoned_ssl[256];
 static size_t nabandoned;
 
 void crd__conn_abandon(crd__conn *conn)
 {
     redisContext *ctx = conn->ctx;
-    conn->ctx = NULL;
-    conn->broken = false;
+    SSL *ssl = conn->ssl;
+    reset(conn);
     if (ctx == NULL)
         return;
+    /* Closed, never written: no SSL_shutdown, no close_notify (the parent's session
+     * goes on over the same TCP connection, and a parent thread may have been inside
+     * OpenSSL on this object). */
     if (ctx->fd >= 0)
         close(ctx->fd);
-    if (nabandoned < sizeof abandoned / sizeof abandoned[0])
+    if (nabandoned < sizeof abandoned / sizeof abandoned[0]) {
+        abandoned_ssl[nabandoned] = ssl;
         abandoned[nabandoned++] = ctx;
+    }
+}
+
+/* Sets the context's error as hiredis would (errstr is a fixed 128-byte array; the
+ * whole text stays in conn->why). */
+static void set_error(crd__conn *conn, int type, const char *why)
+{
+    redisContext *ctx = conn->ctx;
+    ctx->err = type;
+    size_t n = strlen(why);
+    if (n >= sizeof ctx->errstr)
+        n = sizeof ctx->errstr - 1;
+    memcpy(ctx->errstr, why, n);
+    ctx->errstr[n] = '\0';
+    if (why != conn->why)
+        snprintf(conn->why, sizeof conn->why, "%s", why);
+}
+
+int crd__conn_fill(crd__conn *conn)
+{
+    redisContext *ctx = conn->ctx;
+    if (conn->ssl == NULL)
+        return redisBufferRead(ctx);
+    char buf[16384];
+    int n;
+    do {
+        n = crd__tls_read(conn->ssl, buf, sizeof buf, conn->why, sizeof conn->why,
+                          &conn->refused);
+        if (n < 0) {
+            set_error(conn, conn->refused ? REDIS_ERR_OTHER : REDIS_ERR_IO, conn->why);
+            return REDIS_ERR;
+        }
+        if (n > 0 && redisReaderFeed(ctx->reader, buf, (size_t)n) != REDIS_OK) {
+            set_error(conn, ctx->reader->err, ctx->reader->errstr);
+            return REDIS_ERR;
+        }
+        /* SSL_read returns one record at most: take every decrypted byte now, so that
+         * a caller that poll()s next does not wait for data already here. */
+    } while (n > 0 && crd__tls_pending(conn->ssl));
+    return REDIS_OK;
+}
+
+bool crd__conn_buffered(const crd__conn *conn)
+{
+    return conn->ssl != NULL && crd__tls_pending(conn->ssl);
+}
+
+/* Reads until one reply is complete (hiredis's redisGetReply without its write half:
+ * our commands never go through its output buffer). */
+static int read_reply(crd__conn *conn, void **out)
+{
+    *out = NULL;
+    for (;;) {
+        if (redisGetReplyFromReader(conn->ctx, out) != REDIS_OK)
+            return REDIS_ERR;
+        if (*out != NULL) {
+            conn->replied = true;
+            return REDIS_OK;
+        }
+        if (crd__conn_fill(conn) != REDIS_OK)
+            return REDIS_ERR;
+    }
 }
 
 /* A setup command (AUTH, SELECT, PING) on a fresh connection. */
@@ -93,8 +177,9 @@ static crd_status setup_cmd(crd_client *c, crd__conn *conn, int argc, const char
 crd_status crd__conn_open(crd_client *c, const crd__endpoint *ep, crd__conn *conn)
 {
     struct timeval ctv = tv_ms(c->opts.connect_timeout_ms);
+    int64_t deadline = crd__now_ms() + c->opts.connect_timeout_ms;
     redisContext *ctx;
-    conn->broken = false;
+    reset(conn);
     if (ep->unix_path != NULL)
         ctx = redisConnectUnixWithTimeout(ep->unix_path, ctv);
     else
@@ -116,10 +201,23 @@ crd_status crd__conn_open(crd_client *c, const crd__endpoint *ep, crd__conn *con
         crd__log(c, CRD_LOG_WARN, "%s", crd_client_errmsg(c));
         return st;
     }
-    CRD__COUNT(c, connects);
     redisSetTimeout(ctx, tv_ms(c->opts.command_timeout_ms));
     if (ep->unix_path == NULL)
         redisEnableKeepAlive(ctx);
+    if (c->tls != NULL && ep->unix_path == NULL) {
+        /* One deadline for the TCP connect and the handshake together. */
+        char err[300];
+        crd_status hs = crd__tls_connect(c->tls, ctx->fd, c->tls_name, c->tls_verify,
+                                         deadline, &conn->ssl, err, sizeof err);
+        if (hs != CRD_OK) {
+            CRD__COUNT(c, connection_failures);
+            crd__conn_close(conn);
+            hs = crd__fail(c, hs, "cannot connect to %s:%d: %s", ep->host, ep->port, err);
+            crd__log(c, CRD_LOG_WARN, "%s", crd_client_errmsg(c));
+            return hs;
+        }
+    }
+    CRD__COUNT(c, connects);
     crd_status st = CRD_OK;
     if (ep->password != NULL) {
         const char *argv[3] = {"AUTH", ep->username, ep->password};
@@ -146,11 +244,29 @@ static crd_status io_fail(crd_client *c, crd__conn *conn, int argc, const char *
                           const size_t *lens, const char *why_sent)
 {
     const char *why = conn->ctx->errstr[0] ? conn->ctx->errstr : "connection failed";
-    if (conn->ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK))
+    if (conn->ssl != NULL && conn->why[0] != '\0')
+        why = conn->why;
+    if (conn->ssl == NULL && conn->ctx->err == REDIS_ERR_IO &&
+        (errno == EAGAIN || errno == EWOULDBLOCK))
         why = "command timed out";
     if (why_sent != NULL)
         why = why_sent;
-    crd_status st = crd__fail(c, CRD_IO, "%s: %s", argc > 0 ? argv[0] : "command", why);
+    /* A TLS-only port reads our plaintext as a broken handshake and hangs up before any
+     * reply: say so, or the caller sees only "connection closed". */
+    const char *hint = "";
+    if (conn->ssl == NULL && !conn->replied && c->ep.unix_path == NULL &&
+        (conn->ctx->err == REDIS_ERR_EOF || strstr(why, "reset") != NULL ||
+         strstr(why, "closed") != NULL))
+        hint = " before its first reply (if the server accepts only TLS, use rediss://)";
+    bool refused = conn->refused;
+    if (conn->ssl != NULL && !conn->replied && crd__tls_cert_requested(conn->ssl)) {
+        hint = " before its first reply: the server asked for a client certificate and none "
+               "is configured (a client certificate is required? set tls_cert_file and "
+               "tls_key_file)";
+        refused = true;
+    }
+    crd_status st = crd__fail(c, refused ? CRD_AUTH : CRD_IO, "%s: %s%s",
+                              argc > 0 ? argv[0] : "command", why, hint);
     crd__trace(c, argc, argv, lens, NULL, why, false);
     conn->broken = true;
     CRD__COUNT(c, connection_failures);
@@ -159,11 +275,14 @@ static crd_status io_fail(crd_client *c, crd__conn *conn, int argc, const char *
     return st;
 }
 
-/* Writes all of buf with send(MSG_NOSIGNAL). hiredis 0.14 writes with write(), and a
- * write to a connection the server has closed would raise SIGPIPE, whose default action
- * kills the whole process: a library must not do that to its caller. */
-static bool send_all(crd__conn *conn, const char *buf, size_t len, const char **why)
+/* Writes all of buf with send(MSG_NOSIGNAL) (SSL_write over a BIO that does the same).
+ * hiredis 0.14 writes with write(), and a write to a connection the server has closed
+ * would raise SIGPIPE, whose default action kills the whole process: a library must not
+ * do that to its caller. */
+bool crd__conn_send(crd__conn *conn, const char *buf, size_t len, const char **why)
 {
+    if (conn->ssl != NULL)
+        return crd__tls_write(conn->ssl, buf, len, why);
     while (len > 0) {
         ssize_t n = send(conn->ctx->fd, buf, len, MSG_NOSIGNAL);
         if (n < 0) {
@@ -212,6 +331,24 @@ static size_t encode_command(char *buf, size_t cap, int argc, const char *const 
     return (size_t)(p - buf);
 }
 
+bool crd__resp_append(char **p, size_t *len, size_t *cap, int argc, const char *const *argv,
+                      const size_t *lens)
+{
+    size_t need = 1 + 20 + 2;
+    for (int i = 0; i < argc; i++)
+        need += 1 + 20 + 2 + lens[i] + 2;
+    if (*cap - *len < need) {
+        size_t ncap = *cap * 2 > *len + need ? *cap * 2 : *len + need;
+        char *np = realloc(*p, ncap);
+        if (np == NULL)
+            return false;
+        *p = np;
+        *cap = ncap;
+    }
+    *len += encode_command(*p + *len, *cap - *len, argc, argv, lens);
+    return true;
+}
+
 crd_status crd__conn_command(crd_client *c, crd__conn *conn, int argc, const char **argv,
                              const size_t *lens, redisReply **reply)
 {
@@ -231,12 +368,12 @@ crd_status crd__conn_command(crd_client *c, crd__conn *conn, int argc, const cha
         n = encode_command(buf, cap, argc, argv, lens);
     }
     const char *why = NULL;
-    bool sent = send_all(conn, buf, n, &why);
+    bool sent = crd__conn_send(conn, buf, n, &why);
     if (buf != stack)
         free(buf);
     redisReply *r = NULL;
     void *out = NULL;
-    if (sent && redisGetReply(conn->ctx, &out) == REDIS_OK)
+    if (sent && read_reply(conn, &out) == REDIS_OK)
         r = out;
     if (r == NULL)
         return io_fail(c, conn, argc, argv, lens, why);
@@ -270,13 +407,13 @@ crd_status crd__conn_pipeline(crd_client *c, crd__conn *conn, int ncmd, const in
     for (int i = 0; i < ncmd; i++)
         used += encode_command(buf + used, cap - used, argcs[i], argvs[i], lens[i]);
     const char *why = NULL;
-    bool sent = send_all(conn, buf, used, &why);
+    bool sent = crd__conn_send(conn, buf, used, &why);
     free(buf);
     if (!sent)
         return io_fail(c, conn, argcs[0], (const char **)argvs[0], lens[0], why);
     for (int i = 0; i < ncmd; i++) {
         void *r = NULL;
-        if (redisGetReply(conn->ctx, &r) != REDIS_OK || r == NULL) {
+        if (read_reply(conn, &r) != REDIS_OK || r == NULL) {
             for (int j = 0; j < i; j++) {
                 freeReplyObject(replies[j]);
                 replies[j] = NULL;

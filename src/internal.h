@@ -134,18 +134,64 @@ typedef struct crd__endpoint {
     char *username;
     char *password;
     int db;
+    bool tls; /* rediss:// */
 } crd__endpoint;
 
-/* Parses a redis:// or unix:// URL into *out (cleared first). On failure writes a
- * reason into err and leaves *out empty. Pure function; any thread. */
+/* Parses a redis://, rediss:// or unix:// URL into *out (cleared first). On failure
+ * writes a reason into err and leaves *out empty. Pure function; any thread. */
 crd_status crd__url_parse(const char *url, crd__endpoint *out, char *err, size_t errlen);
 void crd__endpoint_clear(crd__endpoint *ep);
+
+/* ---- tls.c: TLS over a connected socket (OpenSSL) ------------------------------------ */
+
+/* OpenSSL's own type names (the same typedefs as <openssl/types.h>), so that this header
+ * needs no OpenSSL header. */
+typedef struct ssl_ctx_st SSL_CTX;
+typedef struct ssl_st SSL;
+
+/* What crd_options says about TLS; borrowed strings. */
+typedef struct crd__tls_config {
+    const char *ca_file, *ca_dir, *cert_file, *key_file;
+    bool insecure; /* no verification of the server's certificate */
+} crd__tls_config;
+
+/* Creates the one context of a client: CA, client certificate and key loaded once
+ * (the system's CAs when neither CA option is given). On failure err says which file
+ * and why: CRD_INVALID_ARGUMENT, CRD_NO_MEMORY. Any thread. */
+crd_status crd__tls_ctx_new(const crd__tls_config *cfg, SSL_CTX **out, char *err, size_t errlen);
+void crd__tls_ctx_free(SSL_CTX *ctx);
+/* The handshake on a connected socket fd, done by deadline_ms (monotonic). server_name
+ * (may be NULL) is sent as SNI unless it is an IP address, and the certificate must
+ * match it when verify. Returns CRD_OK with *out; CRD_AUTH when the certificate was not
+ * trusted or the server refused ours; CRD_IO for a transport failure (timeout, a
+ * server that does not speak TLS); err says which in words. The socket is left
+ * blocking, as it was. */
+crd_status crd__tls_connect(SSL_CTX *ctx, int fd, const char *server_name, bool verify,
+                            int64_t deadline_ms, SSL **out, char *err, size_t errlen);
+/* One read: > 0 bytes; 0 when a record without data arrived (read again); -1 on failure
+ * with why in words (*refused: the server refused our certificate). Blocks up to the
+ * socket's receive timeout. */
+int crd__tls_read(SSL *ssl, char *buf, size_t cap, char *why, size_t whylen, bool *refused);
+/* Writes all of buf; false with *why on failure (never raises SIGPIPE). */
+bool crd__tls_write(SSL *ssl, const char *buf, size_t len, const char **why);
+/* The server asked for a client certificate and none is configured (it may require one:
+ * a TLS 1.3 server then drops the connection after the handshake). */
+bool crd__tls_cert_requested(SSL *ssl);
+/* Decrypted bytes wait inside the SSL object: poll() on the socket would not see them. */
+bool crd__tls_pending(SSL *ssl);
+/* Frees the SSL object without a close_notify (nothing is written). */
+void crd__tls_free(SSL *ssl);
 
 /* ---- conn.c: one hiredis connection --------------------------------------------------- */
 
 typedef struct crd__conn {
     redisContext *ctx;
+    SSL *ssl;       /* TLS connections: the session over ctx->fd; NULL for plaintext */
     bool broken;    /* an I/O error happened: discard, never reuse */
+    bool replied;   /* a reply has been read on it (a plaintext connection closed before
+                       its first reply may be talking to a TLS-only port) */
+    bool refused;   /* TLS: the server refused our certificate after the handshake */
+    char why[200];  /* TLS: the words of the last read failure (errstr holds 128 bytes) */
     unsigned epoch; /* pool connections: the pool epoch when it was opened */
 } crd__conn;
 
@@ -169,6 +215,17 @@ crd_status crd__conn_pipeline(crd_client *c, crd__conn *conn, int ncmd, const in
                               const size_t *const *lens, redisReply **replies);
 void crd__trace(crd_client *c, int argc, const char *const *argv, const size_t *lens,
                 const redisReply *r, const char *io_error, bool subscriber);
+/* Appends argv as one RESP command to the buffer *p (length *len, capacity *cap, grown
+ * with realloc). False when out of memory (the buffer is unchanged). */
+bool crd__resp_append(char **p, size_t *len, size_t *cap, int argc, const char *const *argv,
+                      const size_t *lens);
+/* Writes all of buf on the connection's transport; false with *why on failure. */
+bool crd__conn_send(crd__conn *conn, const char *buf, size_t len, const char **why);
+/* One read from the transport into the context's reply reader. REDIS_OK, or REDIS_ERR
+ * with conn->ctx->err and errstr set. */
+int crd__conn_fill(crd__conn *conn);
+/* Bytes already read from the socket wait to be parsed (TLS): do not poll() first. */
+bool crd__conn_buffered(const crd__conn *conn);
 
 /* ---- reply.c: every reply classified once ---------------------------------------------- */
 
@@ -230,6 +287,9 @@ typedef struct crd__watchdog crd__watchdog;
 struct crd_client {
     crd_options opts;     /* copies; strings below are owned */
     crd__endpoint ep;
+    SSL_CTX *tls;         /* TLS connections: the client's one context; NULL for plaintext */
+    char *tls_name;       /* the name the server's certificate must match (SNI) */
+    bool tls_verify;
     char uuid[37];
     char errmsg_init[256]; /* why crd_client_new failed, for a failed client */
     bool failed;

@@ -190,6 +190,18 @@ crd_status crd_lock_force_unlock(crd_lock *l, bool *was_locked)
         if (was_locked != NULL)
             *was_locked = r->integer == 1;
         crd__ok(c);
+    } else if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
+        /* The script names what the key is when it is not a lock: it deleted nothing.
+         * Redisson's forceUnlock deletes whatever is there; a mistyped name must not
+         * cost somebody's data. */
+        if (was_locked != NULL)
+            *was_locked = false;
+        bool hash = r->len == 4 && memcmp(r->str, "hash", 4) == 0;
+        st = crd__fail(c, CRD_INVALID_ARGUMENT, "force-unlock refused: \"%.*s\" holds %s%.*s%s, "
+                       "not a lock; nothing was deleted", CRD__NAME_FMT(l),
+                       hash ? "a hash whose fields are not a lock's owners" : "a ",
+                       hash ? 0 : (int)(r->len > 20 ? 20 : r->len), hash ? "" : r->str,
+                       hash ? "" : " value");
     } else {
         st = crd__reply_fail(c, r, "force-unlock");
     }

@@ -49,6 +49,9 @@ struct crd__pubsub {
     bool stop;
     crd__conn conn; /* the subscriber connection; only the subscriber thread uses it (a
                        forked child abandons it) */
+    char *out;      /* (UN)SUBSCRIBEs encoded under ps->mu, sent after it is released;
+                       subscriber thread only */
+    size_t out_len, out_cap;
 };
 
 static void poke(crd__pubsub *ps)
@@ -93,7 +96,7 @@ static void wake(crd__sub *s, bool all)
 
 /* Queues the (UN)SUBSCRIBEs that bring the server in line with the entries, and frees
  * entries nobody wants that are no longer subscribed. Caller holds ps->mu. */
-static void sync_entries(crd_client *c, redisContext *ctx)
+static void sync_entries(crd_client *c)
 {
     crd__pubsub *ps = c->ps;
     crd__sub **pp = &ps->subs;
@@ -103,12 +106,16 @@ static void sync_entries(crd_client *c, redisContext *ctx)
         if (!s->inflight && want && !s->subscribed) {
             const char *argv[2] = {"SUBSCRIBE", s->channel};
             size_t lens[2] = {9, s->len};
-            redisAppendCommandArgv(ctx, 2, argv, lens);
-            s->inflight = true;
+            /* Out of memory: the entry stays as it is and is retried on the next pass. */
+            if (crd__resp_append(&ps->out, &ps->out_len, &ps->out_cap, 2, argv, lens))
+                s->inflight = true;
         } else if (!s->inflight && !want && s->subscribed) {
             const char *argv[2] = {"UNSUBSCRIBE", s->channel};
             size_t lens[2] = {11, s->len};
-            redisAppendCommandArgv(ctx, 2, argv, lens);
+            if (!crd__resp_append(&ps->out, &ps->out_len, &ps->out_cap, 2, argv, lens)) {
+                pp = &s->next;
+                continue;
+            }
             s->inflight = true;
             s->unsubscribing = true;
         } else if (!s->inflight && !want && !s->subscribed) {
@@ -123,6 +130,15 @@ static void sync_entries(crd_client *c, redisContext *ctx)
 static void handle_reply(crd_client *c, redisReply *r)
 {
     crd__pubsub *ps = c->ps;
+    if (r->type == REDIS_REPLY_ERROR) {
+        /* A refused SUBSCRIBE (an ACL user without the channel: NOPERM) is never
+         * confirmed: its waiters fall back to re-checking every poll_interval_ms. Say so
+         * instead of degrading in silence. */
+        crd__log(c, CRD_LOG_WARN, "subscriber: the server refused a (UN)SUBSCRIBE: %.*s "
+                 "(waiters re-check every poll_interval_ms instead of being woken)",
+                 (int)(r->len > 200 ? 200 : r->len), r->str);
+        return;
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->element[0]->type != REDIS_REPLY_STRING ||
         r->element[1]->type != REDIS_REPLY_STRING)
         return;
@@ -181,13 +197,12 @@ static void lost_connection(crd__pubsub *ps)
     pthread_mutex_unlock(&ps->mu);
 }
 
-static bool flush_out(redisContext *ctx)
+static bool flush_out(crd__pubsub *ps)
 {
-    int done = 0;
-    while (!done)
-        if (redisBufferWrite(ctx, &done) != REDIS_OK)
-            return false;
-    return true;
+    const char *why = NULL;
+    bool ok = ps->out_len == 0 || crd__conn_send(&ps->conn, ps->out, ps->out_len, &why);
+    ps->out_len = 0;
+    return ok;
 }
 
 /* Waits on the self-pipe for ms (reconnect back-off); false when told to stop. */
@@ -207,8 +222,8 @@ static bool pause_ms(crd__pubsub *ps, int ms)
 static void *subscriber_main(void *arg)
 {
     crd_client *c = arg;
-    /* hiredis writes (UN)SUBSCRIBEs here with write(): a closed connection must give
-     * EPIPE, never a SIGPIPE that kills the caller's process. */
+    /* (UN)SUBSCRIBEs go out with send(MSG_NOSIGNAL); SIGPIPE stays blocked here all the
+     * same, so that nothing this thread writes can kill the caller's process. */
     sigset_t pipe_set;
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
@@ -236,25 +251,29 @@ static void *subscriber_main(void *arg)
                      "every waiter to re-check");
 
         bool alive = true;
+        ps->out_len = 0;
         while (alive) {
             pthread_mutex_lock(&ps->mu);
             stop = ps->stop;
             if (!stop)
-                sync_entries(c, ctx);
+                sync_entries(c);
             pthread_mutex_unlock(&ps->mu);
-            if (stop || !flush_out(ctx))
+            if (stop || !flush_out(ps))
                 break;
             struct pollfd p[2] = {{ctx->fd, POLLIN, 0}, {ps->pipe_fd[0], POLLIN, 0}};
-            int n = poll(p, 2, -1);
+            /* TLS may hold decrypted bytes the socket no longer shows: read them first. */
+            int n = crd__conn_buffered(conn) ? 0 : poll(p, 2, -1);
             if (n < 0 && errno != EINTR)
                 break;
+            if (n == 0)
+                p[0].revents = POLLIN;
             if (p[1].revents & POLLIN) {
                 char buf[64];
                 while (read(ps->pipe_fd[0], buf, sizeof buf) > 0) {
                 }
             }
             if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-                if (redisBufferRead(ctx) != REDIS_OK) {
+                if (crd__conn_fill(conn) != REDIS_OK) {
                     alive = false;
                     break;
                 }
@@ -366,6 +385,7 @@ void crd__pubsub_stop(crd_client *c)
     }
     close(ps->pipe_fd[0]);
     close(ps->pipe_fd[1]);
+    free(ps->out);
     pthread_cond_destroy(&ps->idle_cv);
     pthread_mutex_destroy(&ps->mu);
     free(ps);

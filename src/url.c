@@ -1,7 +1,8 @@
 /*
- * url.c -- parses the two URL forms of crd_options.url:
+ * url.c -- parses the URL forms of crd_options.url:
  *   redis://[[user]:password@]host[:port][/db]     (host may be [v6-address])
- *   unix:///path/to.sock[?db=N]
+ *   rediss://...                                   (the same, over TLS)
+ *   unix://[[user]:password@]/path/to.sock[?db=N]  (credentials end at the first "@/")
  * Pure function; any thread. Errors say which part is wrong. The CLI reads --url with it
  * too (it links the library's internals), so both read a URL exactly alike.
  */
@@ -82,6 +83,30 @@ void crd__endpoint_clear(crd__endpoint *ep)
 #define BAD(...) (snprintf(err, errlen, __VA_ARGS__), crd__endpoint_clear(out), CRD_INVALID_ARGUMENT)
 #define OOM() (crd__endpoint_clear(out), CRD_NO_MEMORY)
 
+/* "[[user]:]password" of [s, end) into out: without a ':' it is a password alone, as
+ * redis-cli reads it. */
+static crd_status parse_auth(const char *s, const char *end, crd__endpoint *out, char *err,
+                             size_t errlen)
+{
+    const char *colon = memchr(s, ':', (size_t)(end - s));
+    bool bad = false;
+    if (colon == NULL) {
+        out->password = decode(s, (size_t)(end - s), &bad);
+        if (out->password == NULL)
+            return bad ? BAD("bad %%-escape in password") : OOM();
+        return CRD_OK;
+    }
+    if (colon > s) {
+        out->username = decode(s, (size_t)(colon - s), &bad);
+        if (out->username == NULL)
+            return bad ? BAD("bad %%-escape in user name") : OOM();
+    }
+    out->password = decode(colon + 1, (size_t)(end - colon - 1), &bad);
+    if (out->password == NULL)
+        return bad ? BAD("bad %%-escape in password") : OOM();
+    return CRD_OK;
+}
+
 crd_status crd__url_parse(const char *url, crd__endpoint *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -90,6 +115,18 @@ crd_status crd__url_parse(const char *url, crd__endpoint *out, char *err, size_t
         return BAD("URL is NULL");
     if (strncmp(url, "unix://", 7) == 0) {
         const char *path = url + 7;
+        if (path[0] != '/' && path[0] != '\0') {
+            /* unix://[[user]:password@]/path: the credentials end at the first "@/" (a
+             * path starts with '/'; an '@' of the password is written %40). */
+            const char *at = strstr(path, "@/");
+            if (at == NULL)
+                return BAD("unix URL needs an absolute socket path: "
+                           "unix://[[user]:password@]/path/to.sock");
+            crd_status st = parse_auth(path, at, out, err, errlen);
+            if (st != CRD_OK)
+                return st;
+            path = at + 1;
+        }
         const char *q = strchr(path, '?');
         size_t plen = q ? (size_t)(q - path) : strlen(path);
         if (plen == 0 || path[0] != '/')
@@ -106,9 +143,16 @@ crd_status crd__url_parse(const char *url, crd__endpoint *out, char *err, size_t
         }
         return CRD_OK;
     }
-    if (strncmp(url, "redis://", 8) != 0)
-        return BAD("URL must start with redis:// or unix://"); /* never echoed: it may hold a password */
-    const char *s = url + 8;
+    const char *s;
+    if (strncmp(url, "redis://", 8) == 0) {
+        s = url + 8;
+    } else if (strncmp(url, "rediss://", 9) == 0) {
+        s = url + 9;
+        out->tls = true;
+    } else {
+        /* never echoed: it may hold a password */
+        return BAD("URL must start with redis://, rediss:// or unix://");
+    }
     const char *end = s + strlen(s);
     const char *slash = memchr(s, '/', (size_t)(end - s));
     const char *auth_end = NULL;
@@ -118,23 +162,9 @@ crd_status crd__url_parse(const char *url, crd__endpoint *out, char *err, size_t
             auth_end = p;
     const char *hostpart = s;
     if (auth_end != NULL) {
-        const char *colon = memchr(s, ':', (size_t)(auth_end - s));
-        bool bad = false;
-        if (colon == NULL) {
-            /* redis://password@host is accepted as a password, as redis-cli does. */
-            out->password = decode(s, (size_t)(auth_end - s), &bad);
-            if (out->password == NULL)
-                return bad ? BAD("bad %%-escape in password") : OOM();
-        } else {
-            if (colon > s) {
-                out->username = decode(s, (size_t)(colon - s), &bad);
-                if (out->username == NULL)
-                    return bad ? BAD("bad %%-escape in user name") : OOM();
-            }
-            out->password = decode(colon + 1, (size_t)(auth_end - colon - 1), &bad);
-            if (out->password == NULL)
-                return bad ? BAD("bad %%-escape in password") : OOM();
-        }
+        crd_status st = parse_auth(s, auth_end, out, err, errlen);
+        if (st != CRD_OK)
+            return st;
         hostpart = auth_end + 1;
     }
     const char *hp_end = slash ? slash : end;

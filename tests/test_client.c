@@ -386,6 +386,38 @@ Test(client, a_unix_socket_url_connects_and_selects_the_database)
     crdt_server_stop(&s);
 }
 
+Test(client, a_unix_socket_url_carries_a_password_or_an_acl_user)
+{
+    crdt_server s;
+    const char *extra[] = {"--requirepass", "p@ss w", "--user", "alice", "on", ">wonder@land",
+                           "~*", "&*", "+@all", NULL};
+    crdt_server_start(&s, true, extra, NULL, "p@ss w");
+    char url[400];
+    crd_client *c = NULL;
+    /* The password alone (the default user), with its '@' and ' ' escaped. */
+    snprintf(url, sizeof url, "unix://:p%%40ss%%20w@%s?db=2", s.unix_path);
+    cr_assert_eq(client_from_url(url, &c), CRD_OK, "%s: %s", url, crd_client_errmsg(c));
+    const char *key = crdt_key("U");
+    cr_assert_eq(lock_roundtrip(c, key), CRD_OK, "%s", crd_client_errmsg(c));
+    crd_client_free(c);
+    /* user:password; the path itself may hold an '@' after the first "@/". */
+    snprintf(url, sizeof url, "unix://alice:wonder%%40land@%s", s.unix_path);
+    c = NULL;
+    cr_assert_eq(client_from_url(url, &c), CRD_OK, "%s: %s", url, crd_client_errmsg(c));
+    cr_assert_eq(lock_roundtrip(c, key), CRD_OK, "%s", crd_client_errmsg(c));
+    crd_client_free(c);
+    /* A wrong password is CRD_AUTH, as over TCP; none at all is refused by the PING. */
+    snprintf(url, sizeof url, "unix://alice:nope@%s", s.unix_path);
+    c = NULL;
+    cr_assert_eq(client_from_url(url, &c), CRD_AUTH, "wrong password: %s", crd_client_errmsg(c));
+    crd_client_free(c);
+    snprintf(url, sizeof url, "unix://%s", s.unix_path);
+    c = NULL;
+    cr_assert_eq(client_from_url(url, &c), CRD_AUTH, "no password: %s", crd_client_errmsg(c));
+    crd_client_free(c);
+    crdt_server_stop(&s);
+}
+
 struct id_slot {
     uint64_t id;
     uint64_t again;

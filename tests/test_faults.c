@@ -1034,10 +1034,12 @@ Test(faults, a_name_holding_a_string_list_set_or_zset_is_never_acquired_or_chang
         char buf[32];
         cr_assert_str_eq(crdt_cmd_str(r, buf, sizeof buf, "TYPE %s", key), type[i]);
         cr_assert_eq(crdt_pttl(r, key), -1, "%s untouched", type[i]);
-        /* force-unlock deletes whatever the name holds, as Java's does */
-        bool was = false;
-        cr_assert_eq(crd_lock_force_unlock(l, &was), CRD_OK);
-        cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
+        /* force-unlock refuses what is not a lock (Java's deletes whatever is there) */
+        bool was = true;
+        cr_assert_eq(crd_lock_force_unlock(l, &was), CRD_INVALID_ARGUMENT, "%s: %s", type[i],
+                     crd_client_errmsg(c));
+        cr_assert_not(was);
+        cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 1, "%s was deleted", type[i]);
         crd_lock_free(l);
     }
     crd_client_free(c);

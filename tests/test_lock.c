@@ -317,6 +317,74 @@ Test(lock, force_unlock_wakes_a_waiter_and_the_holder_then_sees_lock_lost)
     cr_assert(crdt_pubsub_channels_empty(channel));
 }
 
+/* Force-unlock through one kind of handle on a key that is not a lock: refused with
+ * the words, key intact, nothing published. */
+static void expect_refused(crd_client *c, crd_lock *l, redisContext *r, const char *key,
+                           const char *words)
+{
+    bool was = true;
+    crd_status st = crd_lock_force_unlock(l, &was);
+    cr_assert_eq(st, CRD_INVALID_ARGUMENT, "force-unlock of %s: %s (%s)", key, crd_strerror(st),
+                 crd_client_errmsg(c));
+    cr_assert_not(was);
+    cr_assert(strstr(crd_client_errmsg(c), words) != NULL &&
+                  strstr(crd_client_errmsg(c), "nothing was deleted") != NULL,
+              "message \"%s\" does not say \"%s\"", crd_client_errmsg(c), words);
+    cr_assert_eq(crdt_exists(r, key), 1, "%s was deleted", key);
+}
+
+Test(lock, force_unlock_refuses_a_key_that_is_not_a_lock_and_leaves_it_intact)
+{
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    crdt_watch w;
+    crdt_watch_open(&w, "redisson_*", true);
+    const char *str = crdt_key("a-string"), *list = crdt_key("a-list");
+    const char *hash = crdt_key("a-hash"), *big = crdt_key("a-big-hash");
+    freeReplyObject(crdt_cmd(r, "SET %s data", str));
+    freeReplyObject(crdt_cmd(r, "RPUSH %s a b", list));
+    freeReplyObject(crdt_cmd(r, "HSET %s name bob uuid:7 1", hash));
+    for (int i = 0; i < 65; i++)
+        freeReplyObject(crdt_cmd(r, "HSET %s u:%d 1", big, i));
+    crd_lock *l;
+    l = crdt_lock(c, str);
+    expect_refused(c, l, r, str, "holds a string value, not a lock");
+    crd_lock_free(l);
+    l = crdt_lock(c, list);
+    expect_refused(c, l, r, list, "holds a list value");
+    crd_lock_free(l);
+    l = crdt_lock(c, hash);
+    expect_refused(c, l, r, hash, "a hash whose fields are not a lock's owners");
+    crd_lock_free(l);
+    l = crdt_lock(c, big);
+    expect_refused(c, l, r, big, "a hash whose fields");
+    crd_lock_free(l);
+    /* The fair and the read-write kinds check too; the fair queue is left alone. */
+    crd_lock *f = NULL;
+    cr_assert_eq(crd_fair_lock_new(c, str, &f), CRD_OK);
+    expect_refused(c, f, r, str, "holds a string value");
+    crd_lock_free(f);
+    crd_rwlock *rw = NULL;
+    cr_assert_eq(crd_rwlock_new(c, list, &rw), CRD_OK);
+    expect_refused(c, crd_rwlock_write(rw), r, list, "holds a list value");
+    expect_refused(c, crd_rwlock_read(rw), r, list, "holds a list value");
+    crd_rwlock_free(rw);
+    crdt_msg msgs[8];
+    cr_assert_eq(crdt_watch_collect(&w, msgs, 8), 0, "a refused force-unlock published");
+    /* A real lock with a foreign owner field shape is still a lock: deleted. */
+    const char *lockkey = crdt_key("real");
+    freeReplyObject(crdt_cmd(r, "HSET %s 0b7c5e2e-1111-2222-3333-444455556666:42 1", lockkey));
+    l = crdt_lock(c, lockkey);
+    bool was = false;
+    cr_assert_eq(crd_lock_force_unlock(l, &was), CRD_OK, "%s", crd_client_errmsg(c));
+    cr_assert(was);
+    cr_assert_eq(crdt_exists(r, lockkey), 0);
+    crd_lock_free(l);
+    crdt_watch_close(&w);
+    crd_client_free(c);
+    redisFree(r);
+}
+
 Test(lock, a_name_holding_a_string_gives_a_server_error_and_is_never_acquired)
 {
     crd_client *c = crdt_client();

@@ -49,7 +49,7 @@ static crd_client *client_on(int port, int64_t watchdog_ms, int64_t command_time
     crd_options o;
     crdt_options(&o);
     if (port > 0)
-        o.port = port;
+        crdt_options_port(&o, port);
     o.watchdog_timeout_ms = watchdog_ms;
     if (command_timeout_ms > 0)
         o.command_timeout_ms = command_timeout_ms;
@@ -928,7 +928,7 @@ Test(watchdog, ten_thousand_holds_are_renewed_in_batches_of_one_hundred_per_scri
     pthread_mutex_init(&rl.mu, NULL);
     crd_options o;
     crdt_options(&o);
-    o.port = srv.port;
+    crdt_options_port(&o, srv.port);
     o.watchdog_timeout_ms = timeout;
     o.on_trace = on_trace_count;
     o.trace_user_data = &rl;
@@ -1158,7 +1158,7 @@ Test(watchdog, a_server_pause_shorter_than_the_lease_is_survived_and_renewal_rec
     pthread_mutex_init(&rl.mu, NULL);
     crd_options o;
     crdt_options(&o);
-    o.port = srv.port;
+    crdt_options_port(&o, srv.port);
     o.watchdog_timeout_ms = timeout;
     o.command_timeout_ms = 300;
     o.on_event = on_event;

@@ -2,8 +2,9 @@
  * fuzz_url.c -- libFuzzer target for crd__url_parse (src/url.c): any bytes as the
  * crd_options.url string. The parser must return CRD_OK or CRD_INVALID_ARGUMENT (or
  * CRD_NO_MEMORY), never read past the string, leak, or leave a half-filled endpoint:
- * on success a host or a unix path is set, the port is 1..65535 and the db >= 0; on
- * failure the reason is a NUL-terminated message.
+ * on success a host or a unix path is set, the port is 1..65535 and the db >= 0, TLS
+ * only for a rediss:// URL (never with a unix path), a user name only with a password;
+ * on failure the reason is a NUL-terminated message.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -32,6 +33,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if (ep.db < 0)
             abort();
+        if (ep.tls != (strncmp(url, "rediss://", 9) == 0) || (ep.tls && ep.unix_path != NULL))
+            abort(); /* TLS exactly for rediss://, and never over a unix socket */
+        if (ep.username != NULL && ep.password == NULL)
+            abort(); /* a user name comes with a password */
+        if (ep.unix_path != NULL && ep.unix_path[0] != '/')
+            abort(); /* credentials never leak into the socket path */
     } else if (st == CRD_INVALID_ARGUMENT) {
         if (memchr(err, '\0', sizeof err) == NULL || err[0] == '\0')
             abort(); /* a refusal always says why */

@@ -164,7 +164,7 @@ static pid_t spawn_server(const char *dir, int port, const char *unix_path,
     char portbuf[16];
     snprintf(portbuf, sizeof portbuf, "%d", port);
     const char *prog = crdt_redis_server_path();
-    const char *args[64];
+    const char *args[256];
     int n = 0;
     args[n++] = prog;
     args[n++] = "--port";
@@ -187,7 +187,7 @@ static pid_t spawn_server(const char *dir, int port, const char *unix_path,
         args[n++] = "--unixsocketperm";
         args[n++] = "700";
     }
-    for (int i = 0; extra != NULL && extra[i] != NULL && n < 62; i++)
+    for (int i = 0; extra != NULL && extra[i] != NULL && n < 254; i++)
         args[n++] = extra[i];
     args[n] = NULL;
 
@@ -310,9 +310,132 @@ static const char *last_log_line(const char *dir)
     return line;
 }
 
-/* Start a server; returns 0 on success, else a message in err. */
+/* ---------------------------------------------------------------------------------- */
+/* TLS                                                                                */
+/* ---------------------------------------------------------------------------------- */
+
+#ifndef CRDT_SUPPORT_DIR
+#error "CRDT_SUPPORT_DIR must be defined by the build"
+#endif
+
+static void remove_dir(const char *dir);
+
+bool crdt_tls(void)
+{
+    const char *v = getenv("CRDT_TLS");
+    return v != NULL && strcmp(v, "1") == 0;
+}
+
+/* Runs tests/support/tls_certs.sh into dir; 0 on success. */
+static int make_certs(const char *dir)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int nfd = open("/dev/null", O_WRONLY);
+        if (nfd >= 0) {
+            dup2(nfd, 1);
+            dup2(nfd, 2);
+        }
+        execl("/bin/sh", "sh", CRDT_SUPPORT_DIR "/tls_certs.sh", dir, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+static char g_certs_dir[256];
+static pid_t g_certs_owner;
+
+static void certs_remove(void)
+{
+    if (g_certs_owner == getpid() && g_certs_dir[0] != '\0')
+        remove_dir(g_certs_dir);
+}
+
+/* Makes a certificate directory owned (and removed at exit) by this process. */
+static const char *certs_make(void)
+{
+    snprintf(g_certs_dir, sizeof g_certs_dir, "/tmp/crdt-tls-XXXXXX");
+    if (mkdtemp(g_certs_dir) == NULL || make_certs(g_certs_dir) != 0) {
+        g_certs_dir[0] = '\0';
+        return NULL;
+    }
+    g_certs_owner = getpid();
+    atexit(certs_remove);
+    return g_certs_dir;
+}
+
+const char *crdt_tls_certs(void)
+{
+    const char *env = getenv("CRDT_TLS_DIR");
+    if (env != NULL)
+        return env;
+    if (g_certs_dir[0] == '\0')
+        cr_assert_not_null(certs_make(), "cannot make test certificates with %s/tls_certs.sh "
+                           "(is the openssl program installed?)", CRDT_SUPPORT_DIR);
+    return g_certs_dir;
+}
+
+const char *crdt_tls_file(const char *name)
+{
+    const char *dir = crdt_tls_certs();
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    cr_assert_not_null(p);
+    snprintf(p, n, "%s/%s", dir, name);
+    return p; /* kept for the process's life, like crdt_key() */
+}
+
+/* Plain port -> TLS port of the TLS servers this process started (the shared server's
+ * pair comes through the environment). */
+static struct {
+    int plain, tls;
+} g_tls_ports[64];
+static int g_ntls_ports;
+static pthread_mutex_t g_tls_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int tls_port_of(int plain)
+{
+    const char *p = getenv("CRDT_REDIS_PORT"), *t = getenv("CRDT_REDIS_TLS_PORT");
+    if (p != NULL && t != NULL && atoi(p) == plain)
+        return atoi(t);
+    int tls = 0;
+    pthread_mutex_lock(&g_tls_mu);
+    for (int i = 0; i < g_ntls_ports; i++)
+        if (g_tls_ports[i].plain == plain)
+            tls = g_tls_ports[i].tls;
+    pthread_mutex_unlock(&g_tls_mu);
+    return tls;
+}
+
+void crdt_options_port(crd_options *o, int port)
+{
+    int tls = crdt_tls() ? tls_port_of(port) : 0;
+    o->port = tls > 0 ? tls : port;
+    o->tls = tls > 0;
+    o->tls_ca_file = tls > 0 ? crdt_tls_file("ca.crt") : NULL;
+}
+
+/* Start a server; returns 0 on success, else a message in err. tls_dir: also serve TLS
+ * on a second port with that directory's server certificate. */
+static int start_server_tls(crdt_server *srv, bool with_unix, const char *const *extra,
+                            const char *user, const char *password, const char *tls_dir,
+                            char *err, size_t errcap);
+
 static int start_server(crdt_server *srv, bool with_unix, const char *const *extra,
                         const char *user, const char *password, char *err, size_t errcap)
+{
+    return start_server_tls(srv, with_unix, extra, user, password,
+                            crdt_tls() ? getenv("CRDT_TLS_DIR") : NULL, err, errcap);
+}
+
+static int start_server_tls(crdt_server *srv, bool with_unix, const char *const *extra,
+                            const char *user, const char *password, const char *tls_dir,
+                            char *err, size_t errcap)
 {
     memset(srv, 0, sizeof *srv);
     snprintf(srv->dir, sizeof srv->dir, "/tmp/crdt-redis-XXXXXX");
@@ -326,7 +449,27 @@ static int start_server(crdt_server *srv, bool with_unix, const char *const *ext
         int port = free_port();
         if (port <= 0)
             continue;
-        pid_t pid = spawn_server(srv->dir, port, with_unix ? srv->unix_path : NULL, extra);
+        const char *args[240];
+        int na = 0;
+        char tls_port[16], cert[300], key[300], ca[300];
+        int tport = 0;
+        if (tls_dir != NULL) {
+            tport = free_port();
+            if (tport <= 0 || tport == port)
+                continue;
+            snprintf(tls_port, sizeof tls_port, "%d", tport);
+            snprintf(cert, sizeof cert, "%s/server.crt", tls_dir);
+            snprintf(key, sizeof key, "%s/server.key", tls_dir);
+            snprintf(ca, sizeof ca, "%s/ca.crt", tls_dir);
+            const char *t[] = {"--tls-port", tls_port, "--tls-cert-file", cert, "--tls-key-file",
+                               key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no"};
+            for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+                args[na++] = t[i];
+        }
+        for (int i = 0; extra != NULL && extra[i] != NULL && na < 238; i++)
+            args[na++] = extra[i];
+        args[na] = NULL;
+        pid_t pid = spawn_server(srv->dir, port, with_unix ? srv->unix_path : NULL, args);
         if (pid < 0) {
             snprintf(err, errcap, "fork: %s", strerror(errno));
             break;
@@ -342,6 +485,15 @@ static int start_server(crdt_server *srv, bool with_unix, const char *const *ext
             if (server_answers(port, NULL, user, password)) {
                 srv->pid = pid;
                 srv->port = port;
+                srv->tls_port = tport;
+                if (tport > 0) {
+                    pthread_mutex_lock(&g_tls_mu);
+                    if (g_ntls_ports < 64) {
+                        g_tls_ports[g_ntls_ports].plain = port;
+                        g_tls_ports[g_ntls_ports++].tls = tport;
+                    }
+                    pthread_mutex_unlock(&g_tls_mu);
+                }
                 return 0;
             }
             if (crdt_now_ms() >= deadline)
@@ -365,6 +517,17 @@ void crdt_server_start(crdt_server *srv, bool with_unix_socket, const char *cons
     int rc = start_server(srv, with_unix_socket, extra_args, ping_user, ping_password, err,
                           sizeof err);
     cr_assert_eq(rc, 0, "could not start an extra redis-server: %s", err);
+    write_runner_pid(srv->dir);
+}
+
+void crdt_server_start_tls(crdt_server *srv, const char *certs_dir,
+                           const char *const *extra_args, const char *ping_user,
+                           const char *ping_password)
+{
+    char err[512] = "";
+    int rc = start_server_tls(srv, false, extra_args, ping_user, ping_password, certs_dir, err,
+                              sizeof err);
+    cr_assert_eq(rc, 0, "could not start a TLS redis-server: %s", err);
     write_runner_pid(srv->dir);
 }
 
@@ -441,6 +604,17 @@ ReportHook(PRE_ALL)(struct criterion_test_set *set)
         return; /* an externally managed server */
     remove_stale_dirs();
     char err[512] = "";
+    if (crdt_tls() && getenv("CRDT_TLS_DIR") == NULL) {
+        /* CRDT_TLS=1: the shared server also serves TLS, and crdt_options() clients use it
+         * (with verification, trusting this run's CA); raw probes stay on the plain port. */
+        const char *dir = certs_make();
+        if (dir == NULL) {
+            fprintf(stderr, "harness: CRDT_TLS=1 but %s/tls_certs.sh failed (openssl?)\n",
+                    CRDT_SUPPORT_DIR);
+            exit(2);
+        }
+        setenv("CRDT_TLS_DIR", dir, 1);
+    }
     if (start_server(&g_main_server, false, NULL, NULL, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "harness: cannot start %s: %s\n", crdt_redis_server_path(), err);
         exit(2);
@@ -451,6 +625,10 @@ ReportHook(PRE_ALL)(struct criterion_test_set *set)
     char port[16];
     snprintf(port, sizeof port, "%d", g_main_server.port);
     setenv("CRDT_REDIS_PORT", port, 1);
+    if (g_main_server.tls_port > 0) {
+        snprintf(port, sizeof port, "%d", g_main_server.tls_port);
+        setenv("CRDT_REDIS_TLS_PORT", port, 1);
+    }
 }
 
 ReportHook(POST_ALL)(struct criterion_global_stats *stats)
@@ -476,7 +654,7 @@ void crdt_options(crd_options *o)
 {
     cr_assert_eq(crd_options_init(o), CRD_OK);
     o->host = "127.0.0.1";
-    o->port = crdt_port();
+    crdt_options_port(o, crdt_port());
     o->connect_timeout_ms = 1000;
     o->command_timeout_ms = 3000;
 }
@@ -851,7 +1029,7 @@ crd_client *crdt_plain_client(int port)
     crd_options o;
     crd_options_init(&o);
     o.host = "127.0.0.1";
-    o.port = port;
+    crdt_options_port(&o, port);
     crd_client *c = NULL;
     if (crd_client_new(&o, &c) != CRD_OK) {
         crd_client_free(c);

@@ -59,6 +59,7 @@ const char *crdt_redis_cli_path(void);
 typedef struct crdt_server {
     pid_t pid;
     int port;           /* 0 when started with port 0 (unix socket only) */
+    int tls_port;       /* its TLS port, 0 when it serves no TLS */
     char dir[256];      /* its temporary working directory */
     char unix_path[300];/* "" unless with_unix_socket */
 } crdt_server;
@@ -72,6 +73,34 @@ void crdt_server_start(crdt_server *srv, bool with_unix_socket, const char *cons
                        const char *ping_user, const char *ping_password);
 /* Stop it (SIGTERM, then SIGKILL after 3 s) and remove its directory. */
 void crdt_server_stop(crdt_server *srv);
+
+/* ---------------------------------------------------------------------------------- */
+/* TLS                                                                                */
+/* ---------------------------------------------------------------------------------- */
+
+/* TLS is a parameter of the harness: with CRDT_TLS=1 in the environment, every server it
+ * starts (the shared one and crdt_server_start's) also serves TLS on tls_port with
+ * certificates made for this run by support/tls_certs.sh (openssl CLI, in a temp dir;
+ * nothing secret is committed), and crdt_options() / crdt_options_port() /
+ * crdt_plain_client() clients connect there with verification on. Raw hiredis probes
+ * (crdt_redis, crdt_raw_connect) keep the plain port. `make test-tls` runs the lock,
+ * exclusion, pubsub and watchdog suites so. */
+bool crdt_tls(void);
+/* The directory of this run's certificates (made on first use in this process when the
+ * environment has none): ca.crt ca.key server.crt server.key expired.crt client.crt
+ * client.key other-ca.crt (see tls_certs.sh). */
+const char *crdt_tls_certs(void);
+/* "<crdt_tls_certs()>/<name>", kept for the process's life. */
+const char *crdt_tls_file(const char *name);
+/* Point o at the server whose plain port is port: its TLS port (tls, CA) when the run is
+ * CRDT_TLS=1 and that server serves TLS, else the plain port without TLS. */
+void crdt_options_port(crd_options *o, int port);
+/* Start a server that serves TLS on tls_port (server.crt/server.key/ca.crt of
+ * certs_dir, --tls-auth-clients no unless extra_args say otherwise: later arguments
+ * win) besides its plain port, whatever CRDT_TLS says. Asserts on failure. */
+void crdt_server_start_tls(crdt_server *srv, const char *certs_dir,
+                           const char *const *extra_args, const char *ping_user,
+                           const char *ping_password);
 
 /* ---------------------------------------------------------------------------------- */
 /* Time                                                                               */
@@ -108,8 +137,8 @@ int crdt_scaled_count(int n, int min);
 /* Clients and connections                                                            */
 /* ---------------------------------------------------------------------------------- */
 
-/* crd_options_init(), then host 127.0.0.1 and the test server's port, connect timeout
- * 1000 ms, command timeout 3000 ms. */
+/* crd_options_init(), then host 127.0.0.1 and the test server's port (its TLS port under
+ * CRDT_TLS=1), connect timeout 1000 ms, command timeout 3000 ms. */
 void crdt_options(crd_options *o);
 /* A client from crdt_options() (asserts CRD_OK). */
 crd_client *crdt_client(void);
@@ -215,7 +244,8 @@ long long crdt_reply_int(redisReply *r);
 /* A hiredis connection to 127.0.0.1:port with connect and command timeout timeout_ms,
  * or NULL. */
 redisContext *crdt_raw_connect(int port, int64_t timeout_ms);
-/* A client with crd_options_init()'s defaults on 127.0.0.1:port, or NULL. */
+/* A client with crd_options_init()'s defaults on 127.0.0.1:port (over TLS under
+ * CRDT_TLS=1, see crdt_options_port), or NULL. */
 crd_client *crdt_plain_client(int port);
 /* The critical section of the exclusion checkers, run by a holder right after its
  * acquire: INCR inside (it must read 1, nobody else is inside), a GET/SET

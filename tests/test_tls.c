@@ -1,0 +1,423 @@
+/*
+ * test_tls.c -- rediss://: a verified TLS connection takes, wakes and renews locks;
+ * mutual TLS; and every way a TLS connection can fail (unknown CA, wrong name, expired
+ * certificate, missing client certificate, plaintext against a TLS port, TLS against a
+ * plaintext port, a server that never answers the handshake, unreadable files) gives
+ * the right status and a message that names the problem.
+ *
+ * Each test starts its own redis-server with --tls-port and certificates that
+ * support/tls_certs.sh makes with the openssl CLI for this process (nothing secret is
+ * committed). The lock, exclusion, pubsub and watchdog suites run over TLS with
+ * `make test-tls` (CRDT_TLS=1, see harness.h); this file covers what only TLS has.
+ */
+#include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "waiters.h"
+
+/* Options for the TLS port of srv, trusting this run's CA. */
+static void tls_options(crd_options *o, const crdt_server *srv, char *url, size_t cap)
+{
+    crd_options_init(o);
+    snprintf(url, cap, "rediss://127.0.0.1:%d", srv->tls_port);
+    o->url = url;
+    o->tls_ca_file = crdt_tls_file("ca.crt");
+    o->connect_timeout_ms = 2000;
+    o->command_timeout_ms = 3000;
+}
+
+/* crd_client_new must fail with want; returns its message (copied into msg). */
+static void expect_failure(const crd_options *o, crd_status want, char *msg, size_t cap)
+{
+    crd_client *c = NULL;
+    crd_status st = crd_client_new(o, &c);
+    snprintf(msg, cap, "%s", c != NULL ? crd_client_errmsg(c) : "(no client)");
+    crd_client_free(c);
+    cr_log_info("%s: %s", crd_strerror(st), msg);
+    cr_assert_eq(st, want, "crd_client_new: %s, want %s; message: %s", crd_strerror(st),
+                 crd_strerror(want), msg);
+}
+
+#define EXPECT_WORDS(msg, words) \
+    cr_assert(strstr((msg), (words)) != NULL, "message \"%s\" does not say \"%s\"", (msg), (words))
+
+static void start_tls(crdt_server *srv, const char *const *extra)
+{
+    crdt_server_start_tls(srv, crdt_tls_certs(), extra, NULL, NULL);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Working connections                                                                */
+/* ---------------------------------------------------------------------------------- */
+
+Test(tls, a_verified_connection_takes_and_gives_back_a_lock)
+{
+    crdt_server srv;
+    start_tls(&srv, NULL);
+    char url[128];
+    crd_options o;
+    tls_options(&o, &srv, url, sizeof url);
+    crd_client *c = crdt_client_opts(&o);
+    crd_lock *l = crdt_lock(c, crdt_key("l"));
+    cr_assert_eq(crd_lock_acquire(l, 0, 10000), CRD_OK, "%s", crd_client_errmsg(c));
+    redisContext *r = crdt_redis_port(srv.port);
+    cr_assert_eq(crdt_exists(r, crdt_key("l")), 1);
+    cr_assert_eq(crd_lock_release(l), CRD_OK, "%s", crd_client_errmsg(c));
+    cr_assert_eq(crdt_exists(r, crdt_key("l")), 0);
+    redisFree(r);
+    crd_lock_free(l);
+    crd_client_free(c);
+    crdt_server_stop(&srv);
+}
+
+Test(tls, the_host_name_of_the_url_is_checked_against_the_certificates_dns_name)
+{
+    crdt_server srv;
+    start_tls(&srv, NULL);
+    char url[128];
+    crd_options o;
+    tls_options(&o, &srv, url, sizeof url);
+    snprintf(url, sizeof url, "rediss://localhost:%d", srv.tls_port);
+    crd_client *c = crdt_client_opts(&o);
+    crd_client_free(c);
+    /* The same through host/port and the tls switch. */
+    crd_options_init(&o);
+    o.host = "127.0.0.1";
+    o.port = srv.tls_port;
+    o.tls = true;
+    o.tls_ca_file = crdt_tls_file("ca.crt");
+    o.tls_server_name = "localhost";
+    c = crdt_client_opts(&o);
+    crd_client_free(c);
+    crdt_server_stop(&srv);
+}
+
+Test(tls, mutual_tls_connects_with_the_client_certificate)
+{
+    crdt_server srv;
+    const char *extra[] = {"--tls-auth-clients", "yes", NULL};
+    start_tls(&srv, extra);
+    char url[128];
+    crd_options o;
+    tls_options(&o, &srv, url, sizeof url);
+    o.tls_cert_file = crdt_tls_file("client.crt");
+    o.tls_key_file = crdt_tls_file("client.key");
+    crd_client *c = crdt_client_opts(&o);
+    crd_lock *l = crdt_lock(c, crdt_key("m"));
+    cr_assert_eq(crd_lock_acquire(l, 0, 10000), CRD_OK, "%s", crd_client_errmsg(c));
+    cr_assert_eq(crd_lock_release(l), CRD_OK, "%s", crd_client_errmsg(c));
+    crd_lock_free(l);
+    crd_client_free(c);
+    crdt_server_stop(&srv);
+}
+
+Test(tls, the_insecure_switch_accepts_a_certificate_nobody_vouches_for)
+{
+    crdt_server srv;
+    start_tls(&srv, NULL);
+    char url[128];
+    crd_options o;
+    tls_options(&o, &srv, url, sizeof url);
+    o.tls_ca_file = crdt_tls_file("other-ca.crt");
+    o.tls_server_name = "wrong.example";
+    o.tls_insecure_skip_verify = true;
+    crd_client *c = crdt_client_opts(&o);
+    crd_client_free(c);
+    crdt_server_stop(&srv);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Failures, each in words                                                            */
+/* ---------------------------------------------------------------------------------- */
+
+Test(tls, a_server_certificate_from_an_unknown_ca_is_refused)
+{
+    crdt_server srv;
+    start_tls(&srv, NULL);
+    char url[128], msg[512];
+    crd_options o;
+    tls_options(&o, &srv, url, sizeof url);
+    o.tls_ca_file = crdt_tls_file("other-ca.crt");
+    expect_failure(&o, CRD_AUTH, msg, sizeof msg);
+    EXPECT_WORDS(msg, "certificate verify failed");
+    /* The server sends its CA along (Redis builds the chain from --tls-ca-cert-file). */
+    cr_assert(strstr(msg, "self-signed certificate in certificate chain") != NULL ||
+                  strstr(msg, "unable to get local issuer certificate") != NULL,
+              "message \"%s\" does not name the unknown issuer", msg);
+    crdt_server_stop(&srv);
+}
+
+Test(tls, a_certificate_for_another_name_is_refused)
+{
+    crdt_server srv;
+    start_tls(&srv, NULL);
+    char url[128], msg[512];
+    crd_options o;
+    tls_options(&o, &srv, url, sizeof url);
+    o.tls_server_name = "redis.example.com";
+    expect_failure(&o, CRD_AUTH, msg, sizeof msg);
+    EXPECT_WORDS(msg, "hostname mismatch");
+    EXPECT_WORDS(msg, "redis.example.com");
+    /* An address the certificate does not list. */
+    o.tls_server_name = "127.0.0.2";
+    expect_failure(&o, CRD_AUTH, msg, sizeof msg);
+    EXPECT_WORDS(msg, "IP address mismatch");
+    crdt_server_stop(&srv);
+}
+
+Test(tls, an_expired_server_certificate_is_refused)
+{
+    crdt_server srv;
+    const char *extra[] = {"--tls-cert-file", crdt_tls_file("expired.crt"), NULL};
+    start_tls(&srv, extra);
+    char url[128], msg[512];
+    crd_options o;
+    tls_options(&o, &srv, url, sizeof url);
+    expect_failure(&o, CRD_AUTH, msg, sizeof msg);
+    EXPECT_WORDS(msg, "certificate has expired");
+    crdt_server_stop(&srv);
+}
+
+Test(tls, a_server_that_requires_a_client_certificate_refuses_a_client_without_one)
+{
+    crdt_server srv;
+    const char *extra[] = {"--tls-auth-clients", "yes", NULL};
+    start_tls(&srv, extra);
+    char url[128], msg[512];
+    crd_options o;
+    tls_options(&o, &srv, url, sizeof url);
+    expect_failure(&o, CRD_AUTH, msg, sizeof msg);
+    EXPECT_WORDS(msg, "client certificate");
+    EXPECT_WORDS(msg, "tls_cert_file");
+    crdt_server_stop(&srv);
+}
+
+Test(tls, a_plaintext_client_on_the_tls_port_is_told_to_use_rediss)
+{
+    crdt_server srv;
+    start_tls(&srv, NULL);
+    char url[128], msg[512];
+    crd_options o;
+    crd_options_init(&o);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.tls_port);
+    o.url = url;
+    expect_failure(&o, CRD_IO, msg, sizeof msg);
+    EXPECT_WORDS(msg, "use rediss://");
+    crdt_server_stop(&srv);
+}
+
+Test(tls, a_tls_client_on_a_plaintext_port_is_told_the_server_does_not_speak_tls)
+{
+    crdt_server srv;
+    start_tls(&srv, NULL);
+    char url[128], msg[512];
+    crd_options o;
+    tls_options(&o, &srv, url, sizeof url);
+    snprintf(url, sizeof url, "rediss://127.0.0.1:%d", srv.port);
+    /* Redis reads the ClientHello as the start of an inline command and waits for its
+     * end: the handshake runs out of time. */
+    o.connect_timeout_ms = 400;
+    expect_failure(&o, CRD_IO, msg, sizeof msg);
+    EXPECT_WORDS(msg, "does the server speak TLS on this port?");
+    crdt_server_stop(&srv);
+}
+
+Test(tls, a_handshake_that_never_completes_ends_at_the_connect_timeout)
+{
+    /* A listener that never accepts: the kernel completes the TCP handshake from its
+     * backlog, and nobody ever answers the ClientHello. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 4) == 0 &&
+              getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    char url[128], msg[512];
+    snprintf(url, sizeof url, "rediss://127.0.0.1:%d", ntohs(a.sin_port));
+    crd_options o;
+    crd_options_init(&o);
+    o.url = url;
+    o.tls_ca_file = crdt_tls_file("ca.crt");
+    o.connect_timeout_ms = 300;
+    int64_t t0 = crdt_now_ms();
+    expect_failure(&o, CRD_IO, msg, sizeof msg);
+    int64_t took = crdt_now_ms() - t0;
+    EXPECT_WORDS(msg, "TLS handshake timed out");
+    cr_assert(took >= 290 && took < 2500, "the failed start took %lld ms", (long long)took);
+    close(fd);
+}
+
+Test(tls, unreadable_files_and_a_key_of_another_certificate_are_invalid_arguments)
+{
+    char msg[512];
+    crd_options o;
+    crd_options_init(&o);
+    o.url = "rediss://127.0.0.1:1";
+    o.tls_ca_file = "/nonexistent/ca.crt";
+    expect_failure(&o, CRD_INVALID_ARGUMENT, msg, sizeof msg);
+    EXPECT_WORDS(msg, "/nonexistent/ca.crt");
+    o.tls_ca_file = crdt_tls_file("ca.crt");
+    o.tls_cert_file = crdt_tls_file("client.crt");
+    o.tls_key_file = crdt_tls_file("server.key");
+    expect_failure(&o, CRD_INVALID_ARGUMENT, msg, sizeof msg);
+    EXPECT_WORDS(msg, "does not match");
+    cr_assert(strstr(msg, "PRIVATE KEY") == NULL, "the message shows key material: %s", msg);
+    o.tls_key_file = NULL;
+    expect_failure(&o, CRD_INVALID_ARGUMENT, msg, sizeof msg);
+    EXPECT_WORDS(msg, "tls_key_file");
+    /* TLS over a unix socket: Redis has none. */
+    crd_options_init(&o);
+    o.unix_path = "/tmp/nonexistent.sock";
+    o.tls = true;
+    expect_failure(&o, CRD_INVALID_ARGUMENT, msg, sizeof msg);
+    EXPECT_WORDS(msg, "unix socket");
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Waking and renewing over TLS                                                       */
+/* ---------------------------------------------------------------------------------- */
+
+Test(tls, a_blocked_waiter_is_woken_through_the_tls_subscriber_connection)
+{
+    crdt_server srv;
+    start_tls(&srv, NULL);
+    char url[128];
+    crd_options o;
+    tls_options(&o, &srv, url, sizeof url);
+    crd_client *a = crdt_client_opts(&o);
+    crd_client *b = crdt_client_opts(&o);
+    const char *key = crdt_key("wake");
+    crd_lock *la = crdt_lock(a, key), *lb = crdt_lock(b, key);
+    cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+
+    crdt_waiter w = {.lock = lb, .wait_ms = 20000, .lease_ms = 20000, .client = b};
+    crdt_waiter_start(&w);
+    /* Blocked once its subscription is live on the server. */
+    redisContext *r = crdt_redis_port(srv.port);
+    char channel[300];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", key);
+    cr_assert(crdt_await_subscribed(r, channel, 5000), "the waiter never subscribed");
+    cr_assert(!crdt_waiter_returned(&w));
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_release(la), CRD_OK);
+    /* The lease left is 30 s (watchdog): only the unlock message can wake it this soon. */
+    cr_assert(crdt_waiter_wait(&w, CRDT_WAITER_RETURNED, 3000), "the waiter was not woken");
+    cr_assert_eq(w.acquire_st, CRD_OK);
+    cr_log_info("woken %lld ms after the release", (long long)(w.t_acq_ms - t0));
+    crdt_waiter_join(&w, 5000, "tls waiter");
+    redisFree(r);
+    crd_lock_free(la);
+    crd_lock_free(lb);
+    crd_client_free(a);
+    crd_client_free(b);
+    crdt_server_stop(&srv);
+}
+
+struct renewals {
+    crd_client *c;
+    uint64_t want;
+};
+
+static bool renewed(void *arg)
+{
+    struct renewals *p = arg;
+    crd_metrics m;
+    crd_client_metrics(p->c, &m, sizeof m);
+    return m.renewals >= p->want;
+}
+
+Test(tls, the_watchdog_renews_a_hold_over_tls)
+{
+    crdt_server srv;
+    start_tls(&srv, NULL);
+    char url[128];
+    crd_options o;
+    tls_options(&o, &srv, url, sizeof url);
+    const int64_t timeout = crdt_scaled_ms(900);
+    o.watchdog_timeout_ms = timeout;
+    crd_client *c = crdt_client_opts(&o);
+    const char *key = crdt_key("renew");
+    crd_lock *l = crdt_lock(c, key);
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    struct renewals p = {c, 3};
+    /* Three renewals take about one lease: the key outlives its first TTL. */
+    cr_assert(crdt_wait_until(renewed, &p, timeout * 4), "fewer than 3 renewals");
+    redisContext *r = crdt_redis_port(srv.port);
+    long long ttl = crdt_pttl(r, key);
+    cr_assert(ttl > 0 && ttl <= timeout, "PTTL %lld after the renewals", ttl);
+    crd_metrics m;
+    crd_client_metrics(c, &m, sizeof m);
+    cr_assert_eq(m.renewal_failures, 0);
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    redisFree(r);
+    crd_lock_free(l);
+    crd_client_free(c);
+    crdt_server_stop(&srv);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* fork()                                                                             */
+/* ---------------------------------------------------------------------------------- */
+
+struct child_arg {
+    const char *url, *ca, *key;
+};
+
+static int child_main(void *arg)
+{
+    struct child_arg *a = arg;
+    crd_options o;
+    crd_options_init(&o);
+    o.url = a->url;
+    o.tls_ca_file = a->ca;
+    crd_client *c = NULL;
+    if (crd_client_new(&o, &c) != CRD_OK)
+        return 2;
+    crd_lock *l = NULL;
+    if (crd_lock_new(c, a->key, &l) != CRD_OK)
+        return 3;
+    int rc = crd_lock_acquire(l, 5000, 5000) == CRD_OK && crd_lock_release(l) == CRD_OK ? 0 : 4;
+    crd_lock_free(l);
+    crd_client_free(c);
+    return rc;
+}
+
+Test(tls, a_forked_child_never_writes_on_the_parents_tls_sessions)
+{
+    crdt_server srv;
+    start_tls(&srv, NULL);
+    char url[128];
+    crd_options o;
+    tls_options(&o, &srv, url, sizeof url);
+    o.pool_size = 2;
+    crd_client *c = crdt_client_opts(&o);
+    crd_lock *l = crdt_lock(c, crdt_key("parent"));
+    /* Every connection of the parent is open and has talked: pool, subscriber, watchdog. */
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    struct child_arg a = {url, crdt_tls_file("ca.crt"), crdt_key("child")};
+    pid_t pid = crdt_fork(child_main, &a);
+    cr_assert_eq(crdt_wait_child(pid, 20000), 0, "the child failed");
+    /* A close_notify or any byte from the child would have broken these sessions. */
+    for (int i = 0; i < 4; i++) {
+        bool held = false;
+        cr_assert_eq(crd_lock_is_held(l, &held), CRD_OK, "%s", crd_client_errmsg(c));
+        cr_assert(held);
+    }
+    cr_assert_eq(crd_lock_release(l), CRD_OK, "%s", crd_client_errmsg(c));
+    crd_metrics m;
+    crd_client_metrics(c, &m, sizeof m);
+    cr_assert_eq(m.connection_failures, 0, "the parent lost a connection");
+    crd_lock_free(l);
+    crd_client_free(c);
+    crdt_server_stop(&srv);
+}
