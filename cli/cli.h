@@ -32,6 +32,7 @@
 
 enum {
     EXIT_USAGE = 64,        /* EX_USAGE: bad command line */
+    EXIT_NOT_A_LOCK = 65,   /* EX_DATAERR: unlock --force of a key that is not a lock */
     EXIT_UNAVAILABLE = 69,  /* EX_UNAVAILABLE: Redis unreachable or refusing */
     EXIT_LOST = 70,         /* EX_SOFTWARE: the lock was lost while CMD ran */
     EXIT_OSERR = 71,        /* EX_OSERR: fork, pipe or memory failure */
@@ -47,6 +48,9 @@ enum {
 typedef struct global_opts {
     const char *url;
     int64_t watchdog_ms; /* 0: library default */
+    /* TLS (redis-cli's flags), for rediss:// URLs */
+    const char *cacert, *cacertdir, *cert, *key, *sni;
+    bool insecure;
 } global_opts;
 
 /* The exit-code table every help text ends with (main.c). */
@@ -122,12 +126,33 @@ void cli_close_lock(cli_lock *l);
 int cli_name_and_endpoint(const char *cmd, const global_opts *g, const char *name,
                           crd__endpoint *ep);
 int cli_endpoint(const char *cmd, const global_opts *g, crd__endpoint *ep);
-/* An authenticated connection to ep (AUTH, SELECT); on failure prints one line and
- * returns NULL. */
-redisContext *cli_connect(const char *cmd, const char *raw_url, const crd__endpoint *ep);
-/* Sends argv (lengths by strlen, except name: nlen) and returns the reply, or NULL with
- * a line printed naming what failed. */
-redisReply *cli_command(const char *cmd, redisContext *c, int argc, const char **argv);
+/* A raw connection on the library's transport (TCP or unix socket, TLS when the URL says
+ * rediss://, AUTH, SELECT), for the commands the public API does not offer. It owns a
+ * library client made from the global options (crd_client_metrics for status --json). */
+typedef struct cli_rconn {
+    crd_client *client;
+    crd__conn conn;
+} cli_rconn;
+
+/* Opens one (0), or prints one line and returns the exit code. */
+int cli_connect(const char *cmd, const global_opts *g, cli_rconn *out);
+void cli_close(cli_rconn *c);
+/* One command and its reply (error replies included), or NULL on a connection failure
+ * (cli_rconn_err says why). */
+redisReply *cli_cmd(cli_rconn *c, int argc, const char **argv, const size_t *lens);
+/* Pipelining: cli_append sends a command now (false on a failure), cli_get_reply reads
+ * the next reply (REDIS_OK, or REDIS_ERR on a connection failure). */
+bool cli_append(cli_rconn *c, int argc, const char **argv, const size_t *lens);
+int cli_get_reply(cli_rconn *c, redisReply **out);
+/* Subscribed connections: the next reply already read (NULL when none; REDIS_ERR on a
+ * protocol error), the socket to poll, whether read bytes wait to be parsed (TLS: do
+ * not poll then), and one read from the socket (REDIS_ERR when it failed or closed). */
+int cli_take_reply(cli_rconn *c, redisReply **out);
+int cli_fd(const cli_rconn *c);
+bool cli_buffered(const cli_rconn *c);
+int cli_fill(cli_rconn *c);
+/* Why the last operation failed. */
+const char *cli_rconn_err(const cli_rconn *c);
 
 /* ---- json.c -------------------------------------------------------------------------- */
 

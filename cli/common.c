@@ -209,6 +209,12 @@ int cli_make_client(const global_opts *g, const char *cmd, crd_event_fn on_event
     if (g->watchdog_ms > 0)
         o.watchdog_timeout_ms = g->watchdog_ms;
     o.on_event = on_event;
+    o.tls_ca_file = g->cacert;
+    o.tls_ca_dir = g->cacertdir;
+    o.tls_cert_file = g->cert;
+    o.tls_key_file = g->key;
+    o.tls_server_name = g->sni;
+    o.tls_insecure_skip_verify = g->insecure;
     crd_client *c = NULL;
     crd_status st = crd_client_new(&o, &c);
     if (st != CRD_OK) {

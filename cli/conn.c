@@ -1,11 +1,13 @@
 /*
- * conn.c -- raw hiredis connections for the commands that read what the public API does
- * not offer (status, watch, list): the lock's holders, its Redis type, pub/sub. They are
- * opened from the same URL forms as the library's (its own parser, crd__url_parse), with
- * AUTH and SELECT. Main thread only.
+ * conn.c -- raw connections for the commands that read what the public API does not
+ * offer (status, watch, list): the lock's holders, its Redis type, pub/sub. They run on
+ * the library's own transport (crd__conn: TCP or unix socket, TLS for rediss://, AUTH,
+ * SELECT), opened from the same URL and TLS options as the library's client. hiredis
+ * parses the replies. Main thread only.
  */
 #include "cli.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 int cli_endpoint(const char *cmd, const global_opts *g, crd__endpoint *ep)
@@ -32,58 +34,85 @@ int cli_name_and_endpoint(const char *cmd, const global_opts *g, const char *nam
     return cli_endpoint(cmd, g, ep);
 }
 
-/* AUTH (when the URL has a password) and SELECT (when it names a database other than
- * 0). Returns false with a line printed when the server refuses either. */
-static bool auth_and_select(const char *cmd, redisContext *c, const crd__endpoint *ep,
-                            const char *shown)
+int cli_connect(const char *cmd, const global_opts *g, cli_rconn *out)
 {
-    const char *argv[3];
-    size_t lens[3];
-    char dbbuf[16];
-    for (int step = 0; step < 2; step++) {
-        int n = 0;
-        if (step == 0 && ep->password != NULL) {
-            argv[n++] = "AUTH";
-            if (ep->username != NULL)
-                argv[n++] = ep->username;
-            argv[n++] = ep->password;
-        } else if (step == 1 && ep->db != 0) {
-            snprintf(dbbuf, sizeof dbbuf, "%d", ep->db);
-            argv[n++] = "SELECT";
-            argv[n++] = dbbuf;
-        }
-        if (n == 0)
-            continue;
-        for (int i = 0; i < n; i++)
-            lens[i] = strlen(argv[i]);
-        redisReply *r = redisCommandArgv(c, n, argv, lens);
-        if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-            cli_error(cmd, "cannot connect to %s: %s refused: %s", shown, argv[0],
-                      r ? r->str : c->errstr);
-            freeReplyObject(r);
-            return false;
-        }
-        freeReplyObject(r);
+    memset(out, 0, sizeof *out);
+    int rc = cli_make_client(g, cmd, NULL, &out->client);
+    if (rc != 0)
+        return rc;
+    crd_status st = crd__conn_open(out->client, &out->client->ep, &out->conn);
+    if (st != CRD_OK) {
+        char what[600], shown[512];
+        snprintf(what, sizeof what, "cannot connect to %s",
+                 cli_redact_url(g->url, shown, sizeof shown));
+        cli_report(cmd, what, st, out->client);
+        cli_close(out);
+        return cli_exit_for_status(st);
     }
-    return true;
+    return 0;
 }
 
-redisContext *cli_connect(const char *cmd, const char *raw_url, const crd__endpoint *ep)
+void cli_close(cli_rconn *c)
 {
-    char shown[512];
-    cli_redact_url(raw_url, shown, sizeof shown);
-    struct timeval ctv = {2, 0}, tv = {3, 0};
-    redisContext *c = ep->unix_path ? redisConnectUnixWithTimeout(ep->unix_path, ctv)
-                                    : redisConnectWithTimeout(ep->host, ep->port, ctv);
-    if (c == NULL || c->err) {
-        cli_error(cmd, "cannot connect to %s: %s", shown, c ? c->errstr : "out of memory");
-        redisFree(c);
+    crd__conn_close(&c->conn);
+    crd_client_free(c->client);
+    c->client = NULL;
+}
+
+redisReply *cli_cmd(cli_rconn *c, int argc, const char **argv, const size_t *lens)
+{
+    redisReply *r = NULL;
+    if (crd__conn_command(c->client, &c->conn, argc, argv, lens, &r) != CRD_OK)
         return NULL;
+    return r;
+}
+
+bool cli_append(cli_rconn *c, int argc, const char **argv, const size_t *lens)
+{
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    const char *why = NULL;
+    bool ok = c->conn.ctx != NULL && !c->conn.broken &&
+              crd__resp_append(&buf, &len, &cap, argc, argv, lens) &&
+              crd__conn_send(&c->conn, buf, len, &why);
+    free(buf);
+    if (!ok && c->conn.ctx != NULL) {
+        c->conn.broken = true;
+        snprintf(c->conn.ctx->errstr, sizeof c->conn.ctx->errstr, "%s",
+                 why != NULL ? why : "sending failed");
     }
-    redisSetTimeout(c, tv);
-    if (!auth_and_select(cmd, c, ep, shown)) {
-        redisFree(c);
-        return NULL;
-    }
-    return c;
+    return ok;
+}
+
+int cli_get_reply(cli_rconn *c, redisReply **out)
+{
+    *out = NULL;
+    if (c->conn.ctx == NULL || c->conn.broken)
+        return REDIS_ERR;
+    int rc = crd__conn_read(&c->conn, out);
+    if (rc != REDIS_OK)
+        c->conn.broken = true;
+    return rc;
+}
+
+int cli_take_reply(cli_rconn *c, redisReply **out)
+{
+    void *r = NULL;
+    int rc = redisGetReplyFromReader(c->conn.ctx, &r);
+    *out = r;
+    return rc;
+}
+
+int cli_fd(const cli_rconn *c) { return c->conn.ctx != NULL ? c->conn.ctx->fd : -1; }
+
+bool cli_buffered(const cli_rconn *c) { return crd__conn_buffered(&c->conn); }
+
+int cli_fill(cli_rconn *c) { return crd__conn_fill(&c->conn); }
+
+const char *cli_rconn_err(const cli_rconn *c)
+{
+    if (c->conn.ctx != NULL && c->conn.ctx->errstr[0] != '\0')
+        return c->conn.ctx->errstr;
+    const char *m = crd_client_errmsg(c->client);
+    return m != NULL && *m ? m : "connection closed";
 }

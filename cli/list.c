@@ -50,7 +50,7 @@ typedef struct lister {
     bool json;
     int64_t timeout_ms, count;
     const char *pattern;
-    redisContext *c;
+    cli_rconn c;
     long long scanned, found;
     int64_t started, next_progress;
 } lister;
@@ -102,9 +102,9 @@ static void print_lock(lister *l, const found_lock *f)
 static bool get_replies(lister *l, redisReply **r, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        void *p = NULL;
-        if (redisGetReply(l->c, &p) != REDIS_OK) {
-            cli_error("list", "reading failed: %s", l->c->errstr);
+        redisReply *p = NULL;
+        if (cli_get_reply(&l->c, &p) != REDIS_OK) {
+            cli_error("list", "reading failed: %s", cli_rconn_err(&l->c));
             for (size_t j = 0; j < i; j++)
                 freeReplyObject(r[j]);
             return false;
@@ -145,7 +145,7 @@ static int look_at_keys(lister *l, const redisReply *keys)
         const char *a[3][2] = {{"TYPE", k->str}, {"PTTL", k->str}, {"LLEN", queue.p}};
         for (int j = 0; j < 3; j++) {
             size_t lens[2] = {4, j < 2 ? k->len : queue.len};
-            redisAppendCommandArgv(l->c, a[j][1] ? 2 : 1, a[j], lens);
+            cli_append(&l->c, a[j][1] ? 2 : 1, a[j], lens);
         }
         free(queue.p);
     }
@@ -160,9 +160,9 @@ static int look_at_keys(lister *l, const redisReply *keys)
         const redisReply *k = keys->element[i];
         const char *a[2] = {"HGETALL", k->str};
         size_t lens[2] = {7, k->len};
-        redisReply *hash = redisCommandArgv(l->c, 2, a, lens);
+        redisReply *hash = cli_cmd(&l->c, 2, a, lens);
         if (hash == NULL) {
-            cli_error("list", "reading failed: %s", l->c->errstr);
+            cli_error("list", "reading failed: %s", cli_rconn_err(&l->c));
             rc = EXIT_UNAVAILABLE;
             break;
         }
@@ -205,10 +205,10 @@ static int scan_all(lister *l, bool *complete)
         size_t lens[6];
         for (int i = 0; i < 6; i++)
             lens[i] = strlen(a[i]);
-        redisReply *r = redisCommandArgv(l->c, 6, a, lens);
+        redisReply *r = cli_cmd(&l->c, 6, a, lens);
         if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
             cli_error("list", "SCAN failed: %s",
-                      r == NULL                      ? l->c->errstr
+                      r == NULL                      ? cli_rconn_err(&l->c)
                       : r->type == REDIS_REPLY_ERROR ? r->str
                                                      : "unexpected reply");
             freeReplyObject(r);
@@ -261,14 +261,9 @@ int cmd_list(const global_opts *g, int argc, char **argv)
     int rc = parse_list_args(argc, argv, &l);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
-    crd__endpoint ep;
-    rc = cli_endpoint("list", g, &ep);
+    rc = cli_connect("list", g, &l.c);
     if (rc != 0)
         return rc;
-    l.c = cli_connect("list", g->url, &ep);
-    crd__endpoint_clear(&ep);
-    if (l.c == NULL)
-        return EXIT_UNAVAILABLE;
     l.started = cli_now_ms();
     l.next_progress = l.started + 1000;
     if (l.json)
@@ -280,7 +275,7 @@ int cmd_list(const global_opts *g, int argc, char **argv)
     if (rc == 0 && !complete)
         cli_error("list", "stopped after %lld ms with %lld keys scanned: the list is incomplete",
                   (long long)l.timeout_ms, l.scanned);
-    redisFree(l.c);
+    cli_close(&l.c);
     if (rc == 0 && fflush(stdout) != 0)
         rc = EXIT_OSERR;
     return rc;

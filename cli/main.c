@@ -15,9 +15,12 @@ const char cli_exit_codes_text[] =
     "Exit codes:\n"
     "  0      success (run: CMD exited with 0)\n"
     "  N      run: CMD's own exit status N\n"
+    "  3      run --on-unavailable=degrade: CMD succeeded, WITHOUT the lock\n"
     "  64     usage error (unknown option, missing NAME or '--', bad number or URL)\n"
-    "  69     Redis cannot be reached, or it refused the connection (AUTH, SELECT) or a\n"
-    "         command (e.g. NAME holds a value that is not a lock)\n"
+    "  65     unlock --force: NAME is not a lock (nothing deleted)\n"
+    "  69     Redis cannot be reached, or it refused the connection (AUTH, SELECT, TLS:\n"
+    "         the message names the problem) or a command (e.g. NAME holds a value that is\n"
+    "         not a lock)\n"
     "  70     run: the lock was lost while CMD ran (force-unlocked, expired, or renewal\n"
     "         failed for longer than the lease); CMD was stopped as --on-lost says (default:\n"
     "         SIGTERM, SIGKILL after --grace) or, with --on-lost=ignore, ran to its end\n"
@@ -31,7 +34,7 @@ const char cli_exit_codes_text[] =
 static void usage_main(FILE *f)
 {
     fprintf(f,
-            "usage: credisson [--url URL] [--watchdog-ms N] COMMAND [OPTIONS] NAME ...\n"
+            "usage: credisson [--url URL] [--watchdog-ms N] [TLS OPTIONS] COMMAND [OPTIONS] NAME ...\n"
             "\n"
             "Redisson-compatible distributed locks from the shell: a lock NAME taken here is\n"
             "the same lock as Java Redisson's getLock(NAME).\n"
@@ -50,13 +53,24 @@ static void usage_main(FILE *f)
             "                   the locks held right now (SCAN), with holders and TTL\n"
             "\n"
             "Global options (before COMMAND):\n"
-            "  --url URL        redis://[[user]:password@]host[:port][/db] or\n"
-            "                   unix:///path/to.sock[?db=N]; %%XX escapes in user and password\n"
+            "  --url URL        redis://[[user]:password@]host[:port][/db],\n"
+            "                   rediss://... (TLS), or unix://[[user]:password@]/path.sock[?db=N];\n"
+            "                   %%XX escapes in user and password\n"
             "                   (default: $CREDISSON_URL, else " CLI_DEFAULT_URL ")\n"
             "  --watchdog-ms N  lease of a lock held without --lease; the watchdog renews it\n"
             "                   every N/3 ms (default 30000, Redisson's lockWatchdogTimeout)\n"
             "  -h, --help       this help; 'credisson COMMAND --help' describes a command\n"
             "  --version        print the version\n"
+            "\n"
+            "TLS options (with a rediss:// URL; redis-cli's names):\n"
+            "  --cacert FILE    trust the CAs in FILE (PEM) instead of the system's\n"
+            "  --cacertdir DIR  trust the CAs in DIR (hashed, c_rehash)\n"
+            "  --cert FILE      client certificate for mutual TLS (with --key)\n"
+            "  --key FILE       its private key\n"
+            "  --sni NAME       the server name to send and to verify (default: the URL's host)\n"
+            "  --insecure       do not verify the server's certificate (tests only)\n"
+            "  A TLS failure (unknown CA, wrong name, expired certificate) exits 69 and says\n"
+            "  which.\n"
             "\n"
             "Environment:\n"
             "  CREDISSON_URL    the default for --url\n"
@@ -91,6 +105,21 @@ int main(int argc, char **argv)
             if (!cli_parse_ms(v, &g.watchdog_ms) || g.watchdog_ms == 0)
                 return cli_usage_error(
                     NULL, "--watchdog-ms: '%s' is not a positive number of milliseconds", v);
+        } else if (cli_take_opt(argc, argv, &i, "--cacert", &v) ||
+                   cli_take_opt(argc, argv, &i, "--cacertdir", &v) ||
+                   cli_take_opt(argc, argv, &i, "--cert", &v) ||
+                   cli_take_opt(argc, argv, &i, "--key", &v) ||
+                   cli_take_opt(argc, argv, &i, "--sni", &v)) {
+            if (v == NULL || *v == '\0')
+                return cli_usage_error(NULL, "%s needs a value", a);
+            const char **slot = strncmp(a, "--cacertdir", 11) == 0 ? &g.cacertdir
+                                : strncmp(a, "--cacert", 8) == 0   ? &g.cacert
+                                : strncmp(a, "--cert", 6) == 0     ? &g.cert
+                                : strncmp(a, "--key", 5) == 0      ? &g.key
+                                                                   : &g.sni;
+            *slot = v;
+        } else if (strcmp(a, "--insecure") == 0) {
+            g.insecure = true;
         } else if (a[0] == '-') {
             return cli_usage_error(NULL, "unknown option '%s'", a);
         } else {
@@ -99,6 +128,9 @@ int main(int argc, char **argv)
     }
     if (i >= argc)
         return cli_usage_error(NULL, "missing COMMAND (run, status, unlock, watch or list)");
+    bool tls_opts = g.cacert || g.cacertdir || g.cert || g.key || g.sni || g.insecure;
+    if (tls_opts && strncmp(g.url, "rediss://", 9) != 0)
+        return cli_usage_error(NULL, "TLS options need a rediss:// URL");
     const char *cmd = argv[i];
     if (strcmp(cmd, "run") == 0)
         return cmd_run(&g, argc - i, argv + i);

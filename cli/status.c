@@ -147,7 +147,7 @@ typedef struct status_view {
 
 /* Sends the snapshot (MULTI, TYPE, HGETALL, PTTL, the fair queue and its deadlines,
  * EXEC) and keeps the EXEC reply in v->exec. Returns 0 or the exit code. */
-static int read_snapshot(redisContext *c, status_view *v)
+static int read_snapshot(cli_rconn *c, status_view *v)
 {
     crd__buf queue_key = {0}, deadline_key = {0}, token_key = {0};
     if (crd__derived_name(CRD__FAIR_QUEUE, v->name, v->nlen, &queue_key) != CRD_OK ||
@@ -172,15 +172,15 @@ static int read_snapshot(redisContext *c, status_view *v)
         size_t lens[5];
         for (int j = 0; j < argcs[i]; j++)
             lens[j] = cmds[i][j] == v->name ? v->nlen : strlen(cmds[i][j]);
-        redisAppendCommandArgv(c, argcs[i], cmds[i], lens);
+        cli_append(c, argcs[i], cmds[i], lens);
     }
     free(queue_key.p);
     free(deadline_key.p);
     free(token_key.p);
     for (int i = 0; i < 8; i++) {
-        void *r = NULL;
-        if (redisGetReply(c, &r) != REDIS_OK) {
-            cli_error("status", "reading '%s' failed: %s", v->name, c->errstr);
+        redisReply *r = NULL;
+        if (cli_get_reply(c, &r) != REDIS_OK) {
+            cli_error("status", "reading '%s' failed: %s", v->name, cli_rconn_err(c));
             return EXIT_UNAVAILABLE;
         }
         if (i == 7)
@@ -237,7 +237,7 @@ static bool lists_read_holds(const cli_holder *h)
 }
 
 /* RW: each read hold's own timeout key, P:<field>:rwlock_timeout:<i>, and its PTTL. */
-static void read_read_holds(redisContext *c, status_view *v)
+static void read_read_holds(cli_rconn *c, status_view *v)
 {
     const cli_lockhash *lh = &v->hash;
     size_t cap = 0;
@@ -267,16 +267,15 @@ static void read_read_holds(redisContext *c, status_view *v)
             snprintf(key + base, 24, ":%lld", k);
             const char *pttl_argv[2] = {"PTTL", key};
             size_t lens[2] = {4, strlen(key)};
-            redisAppendCommandArgv(c, 2, pttl_argv, lens);
+            cli_append(c, 2, pttl_argv, lens);
         }
         free(key);
     }
     free(prefix);
     for (size_t i = 0; i < v->nrholds; i++) {
-        void *r = NULL;
-        if (redisGetReply(c, &r) != REDIS_OK)
+        redisReply *rr = NULL;
+        if (cli_get_reply(c, &rr) != REDIS_OK)
             break;
-        redisReply *rr = r;
         v->rholds[i].ttl = rr->type == REDIS_REPLY_INTEGER ? rr->integer : -2;
         freeReplyObject(rr);
     }
@@ -398,16 +397,16 @@ int cmd_status(const global_opts *g, int argc, char **argv)
         return rc < 0 ? 0 : rc;
     crd__endpoint ep;
     rc = cli_name_and_endpoint("status", g, v.name, &ep);
+    crd__endpoint_clear(&ep);
     if (rc != 0)
         return rc;
-    redisContext *c = cli_connect("status", g->url, &ep);
-    crd__endpoint_clear(&ep);
-    if (c == NULL)
-        return EXIT_UNAVAILABLE;
+    cli_rconn conn;
+    rc = cli_connect("status", g, &conn);
+    if (rc != 0)
+        return rc;
+    cli_rconn *c = &conn;
     /* --json also reports the CLI's own library client (its metrics snapshot). */
-    crd_client *client = NULL;
-    if (json)
-        rc = cli_make_client(g, "status", NULL, &client);
+    crd_client *client = conn.client;
     v.nlen = strlen(v.name);
     if (rc == 0)
         rc = read_snapshot(c, &v);
@@ -425,7 +424,6 @@ int cmd_status(const global_opts *g, int argc, char **argv)
     free(v.rholds);
     cli_lockhash_free(&v.hash);
     freeReplyObject(v.exec);
-    redisFree(c);
-    crd_client_free(client);
+    cli_close(c);
     return rc;
 }

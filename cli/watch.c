@@ -106,20 +106,20 @@ static bool wsnap_fill(const redisReply *hash, wsnap *out)
 
 /* Reads NAME in one MULTI/EXEC (TYPE, HGETALL, PTTL) into *out. Returns false with a
  * message printed when the connection failed or the reply makes no sense. */
-static bool watch_read(redisContext *c, const char *name, size_t nlen, wsnap *out)
+static bool watch_read(cli_rconn *c, const char *name, size_t nlen, wsnap *out)
 {
     const char *cmds[5][2] = {
         {"MULTI"}, {"TYPE", name}, {"HGETALL", name}, {"PTTL", name}, {"EXEC"}};
     const int argcs[5] = {1, 2, 2, 2, 1};
     for (int i = 0; i < 5; i++) {
         size_t lens[2] = {strlen(cmds[i][0]), nlen};
-        redisAppendCommandArgv(c, argcs[i], cmds[i], lens);
+        cli_append(c, argcs[i], cmds[i], lens);
     }
     redisReply *exec = NULL;
     for (int i = 0; i < 5; i++) {
-        void *r = NULL;
-        if (redisGetReply(c, &r) != REDIS_OK) {
-            cli_error("watch", "reading '%s' failed: %s", name, c->errstr);
+        redisReply *r = NULL;
+        if (cli_get_reply(c, &r) != REDIS_OK) {
+            cli_error("watch", "reading '%s' failed: %s", name, cli_rconn_err(c));
             freeReplyObject(exec);
             return false;
         }
@@ -166,7 +166,7 @@ typedef struct watcher {
     int64_t timeout_ms, interval_ms;
     const char *name;
     size_t nlen;
-    redisContext *sub, *rd; /* subscribed; reading */
+    cli_rconn sub, rd;      /* subscribed; reading */
     char ks_prefix[48];     /* "__keyspace@DB__:" */
     int64_t deadline;       /* monotonic ms, INT64_MAX without --timeout */
 } watcher;
@@ -271,24 +271,29 @@ static int subscribe(watcher *w, int db)
         memcpy(ks_ch + kslen, w->name, w->nlen + 1);
         const char *sargv[5] = {"SUBSCRIBE", lock_ch.p, rw_ch.p, ks_ch, "__redis__:invalidate"};
         size_t slens[5] = {9, lock_ch.len, rw_ch.len, kslen + w->nlen, 20};
-        redisAppendCommandArgv(w->sub, 5, sargv, slens);
+        cli_append(&w->sub, 5, sargv, slens);
         const char *pargv[2] = {"PSUBSCRIBE", waiters};
         size_t plens[2] = {10, strlen(waiters)};
-        redisAppendCommandArgv(w->sub, 2, pargv, plens);
+        cli_append(&w->sub, 2, pargv, plens);
     }
     free(lock_ch.p);
     free(rw_ch.p);
     free(waiters);
     free(ks_ch);
     for (int i = 0; i < 5 && rc == 0; i++) { /* four subscribe and one psubscribe replies */
-        void *r = NULL;
-        if (redisGetReply(w->sub, &r) != REDIS_OK) {
-            cli_error("watch", "subscribing failed: %s", w->sub->errstr);
+        redisReply *r = NULL;
+        if (cli_get_reply(&w->sub, &r) != REDIS_OK) {
+            cli_error("watch", "subscribing failed: %s", cli_rconn_err(&w->sub));
             rc = EXIT_UNAVAILABLE;
-        } else if (((redisReply *)r)->type != REDIS_REPLY_ARRAY) {
+        } else if (i == 4 && r->type == REDIS_REPLY_ERROR) {
+            /* A least-privilege ACL user may not PSUBSCRIBE (Redis matches a pattern
+             * against the granted ones literally): fair hand-offs then show at the next
+             * read instead of at once. */
+            cli_error("watch", "warning: fair-lock waiters' channels not watched (%s): their "
+                      "hand-offs show at the next read", r->str);
+        } else if (r->type != REDIS_REPLY_ARRAY) {
             cli_error("watch", "subscribing failed: %s",
-                      ((redisReply *)r)->type == REDIS_REPLY_ERROR ? ((redisReply *)r)->str
-                                                                   : "unexpected reply");
+                      r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
             rc = EXIT_UNAVAILABLE;
         }
         freeReplyObject(r);
@@ -298,11 +303,11 @@ static int subscribe(watcher *w, int db)
 
 /* Whether the server sends keyspace notifications for the changes of a lock (K and
  * hash or generic events). False when it does not say. */
-static bool keyspace_notifications_on(redisContext *c)
+static bool keyspace_notifications_on(cli_rconn *c)
 {
     const char *argv[3] = {"CONFIG", "GET", "notify-keyspace-events"};
     size_t lens[3] = {6, 3, 22};
-    redisReply *r = redisCommandArgv(c, 3, argv, lens);
+    redisReply *r = cli_cmd(c, 3, argv, lens);
     bool on = false;
     if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
         r->element[1]->type == REDIS_REPLY_STRING) {
@@ -321,7 +326,7 @@ static bool keyspace_notifications_on(redisContext *c)
  * server refuses it (older, or an ACL without CLIENT) and has no keyspace notifications
  * either, say so once at start. id is the subscribed connection's CLIENT ID reply, taken
  * before it subscribed. */
-static void track_changes(const watcher *w, const redisReply *id)
+static void track_changes(watcher *w, const redisReply *id)
 {
     bool tracking = false;
     if (id->type == REDIS_REPLY_INTEGER) {
@@ -336,11 +341,11 @@ static void track_changes(const watcher *w, const redisReply *id)
         }
         argv[7] = w->name;
         lens[7] = w->nlen;
-        redisReply *t = redisCommandArgv(w->rd, 8, argv, lens);
+        redisReply *t = cli_cmd(&w->rd, 8, argv, lens);
         tracking = t != NULL && t->type == REDIS_REPLY_STATUS;
         freeReplyObject(t);
     }
-    if (!tracking && !keyspace_notifications_on(w->rd))
+    if (!tracking && !keyspace_notifications_on(&w->rd))
         cli_error("watch",
                   "warning: this server offers neither client tracking (Redis >= 6, CLIENT "
                   "allowed) nor keyspace notifications (notify-keyspace-events Kgh), so an "
@@ -371,13 +376,13 @@ static bool is_change_feed(const watcher *w, const redisReply *ch)
 
 /* Takes the messages hiredis has already read; notes what they say. Returns false on a
  * connection error (a line printed). */
-static bool take_buffered(const watcher *w, news *n)
+static bool take_buffered(watcher *w, news *n)
 {
     size_t kslen = strlen(w->ks_prefix);
     for (;;) {
-        void *r = NULL;
-        if (redisGetReplyFromReader(w->sub, &r) != REDIS_OK) {
-            cli_error("watch", "connection error: %s", w->sub->errstr);
+        redisReply *r = NULL;
+        if (cli_take_reply(&w->sub, &r) != REDIS_OK) {
+            cli_error("watch", "connection error: %s", cli_rconn_err(&w->sub));
             return false;
         }
         if (r == NULL)
@@ -399,7 +404,7 @@ static bool take_buffered(const watcher *w, news *n)
 
 /* Waits for a message, the next periodic read (next, monotonic ms) or the deadline.
  * Returns 0 or the exit code (a line printed). */
-static int wait_for_news(const watcher *w, int64_t next, news *n)
+static int wait_for_news(watcher *w, int64_t next, news *n)
 {
     for (;;) {
         /* Messages hiredis has already buffered first, then the socket. */
@@ -411,16 +416,16 @@ static int wait_for_news(const watcher *w, int64_t next, news *n)
         if (now >= w->deadline || now >= next)
             return 0;
         int64_t until = next < w->deadline ? next : w->deadline;
-        struct pollfd pfd = {.fd = w->sub->fd, .events = POLLIN};
+        struct pollfd pfd = {.fd = cli_fd(&w->sub), .events = POLLIN};
         int left = (int)(until - now > 60000 ? 60000 : until - now);
-        int k = poll(&pfd, 1, left);
+        /* TLS may hold bytes it already read: parse them before waiting on the socket. */
+        int k = cli_buffered(&w->sub) ? 1 : poll(&pfd, 1, left);
         if (k < 0 && errno != EINTR) {
             cli_error("watch", "poll: %s", strerror(errno));
             return EXIT_OSERR;
         }
-        if (k > 0 && redisBufferRead(w->sub) != REDIS_OK) {
-            cli_error("watch", "connection lost: %s",
-                      w->sub->errstr[0] ? w->sub->errstr : "closed");
+        if (k > 0 && cli_fill(&w->sub) != REDIS_OK) {
+            cli_error("watch", "connection lost: %s", cli_rconn_err(&w->sub));
             return EXIT_UNAVAILABLE;
         }
     }
@@ -429,11 +434,11 @@ static int wait_for_news(const watcher *w, int64_t next, news *n)
 /* Takes what has arrived on the subscribed connection by now, without waiting: an
  * unlock publishes after the change a notification reported, so its message may come
  * just after the read that the notification caused. Returns 0 or the exit code. */
-static int take_arrived(const watcher *w, news *n)
+static int take_arrived(watcher *w, news *n)
 {
-    struct pollfd pfd = {.fd = w->sub->fd, .events = POLLIN};
-    if (poll(&pfd, 1, 0) > 0 && redisBufferRead(w->sub) != REDIS_OK) {
-        cli_error("watch", "connection lost: %s", w->sub->errstr[0] ? w->sub->errstr : "closed");
+    struct pollfd pfd = {.fd = cli_fd(&w->sub), .events = POLLIN};
+    if ((cli_buffered(&w->sub) || poll(&pfd, 1, 0) > 0) && cli_fill(&w->sub) != REDIS_OK) {
+        cli_error("watch", "connection lost: %s", cli_rconn_err(&w->sub));
         return EXIT_UNAVAILABLE;
     }
     return take_buffered(w, n) ? 0 : EXIT_UNAVAILABLE;
@@ -454,11 +459,11 @@ static const char *release_cause(const news *n, const wsnap *old, const wsnap *c
 
 /* Prints the holders found at start, then the events until --count, --timeout or an
  * error. Returns the exit code. */
-static int watch_loop(const watcher *w)
+static int watch_loop(watcher *w)
 {
     /* Subscribed first, then the initial read: no change can fall between the two. */
     wsnap cur = {0};
-    if (!watch_read(w->rd, w->name, w->nlen, &cur))
+    if (!watch_read(&w->rd, w->name, w->nlen, &cur))
         return EXIT_UNAVAILABLE;
     for (size_t i = 0; i < cur.n; i++)
         watch_print(w, "held", &cur.h[i], &cur, NULL);
@@ -477,7 +482,7 @@ static int watch_loop(const watcher *w)
         if (rc != 0 || (!n.message && cli_now_ms() >= w->deadline))
             break;
         wsnap old = cur;
-        if (!watch_read(w->rd, w->name, w->nlen, &cur)) {
+        if (!watch_read(&w->rd, w->name, w->nlen, &cur)) {
             cur = old;
             rc = EXIT_UNAVAILABLE;
             break;
@@ -550,20 +555,19 @@ int cmd_watch(const global_opts *g, int argc, char **argv)
     w.nlen = strlen(w.name);
     w.deadline = w.timeout_ms >= 0 ? cli_now_ms() + w.timeout_ms : INT64_MAX;
     /* Two connections: one subscribed to the lock's channels, one to read its state. */
-    w.sub = cli_connect("watch", g->url, &ep);
-    w.rd = w.sub ? cli_connect("watch", g->url, &ep) : NULL;
     int db = ep.db;
     crd__endpoint_clear(&ep);
-    if (w.rd == NULL)
-        rc = EXIT_UNAVAILABLE;
+    rc = cli_connect("watch", g, &w.sub);
+    if (rc == 0 && (rc = cli_connect("watch", g, &w.rd)) != 0)
+        cli_close(&w.sub);
+    if (rc != 0)
+        return rc;
     redisReply *id = NULL;
-    if (rc == 0) {
-        const char *idv[2] = {"CLIENT", "ID"};
-        size_t idl[2] = {6, 2};
-        if ((id = redisCommandArgv(w.sub, 2, idv, idl)) == NULL) {
-            cli_error("watch", "connection error: %s", w.sub->errstr);
-            rc = EXIT_UNAVAILABLE;
-        }
+    const char *idv[2] = {"CLIENT", "ID"};
+    size_t idl[2] = {6, 2};
+    if ((id = cli_cmd(&w.sub, 2, idv, idl)) == NULL) {
+        cli_error("watch", "connection error: %s", cli_rconn_err(&w.sub));
+        rc = EXIT_UNAVAILABLE;
     }
     if (rc == 0)
         rc = subscribe(&w, db);
@@ -572,9 +576,7 @@ int cmd_watch(const global_opts *g, int argc, char **argv)
     freeReplyObject(id);
     if (rc == 0)
         rc = watch_loop(&w);
-    if (w.sub != NULL)
-        redisFree(w.sub);
-    if (w.rd != NULL)
-        redisFree(w.rd);
+    cli_close(&w.sub);
+    cli_close(&w.rd);
     return rc;
 }

@@ -150,6 +150,14 @@ static int read_reply(crd__conn *conn, void **out)
     }
 }
 
+int crd__conn_read(crd__conn *conn, redisReply **out)
+{
+    void *r = NULL;
+    int rc = read_reply(conn, &r);
+    *out = r;
+    return rc;
+}
+
 /* A setup command (AUTH, SELECT, PING) on a fresh connection. */
 static crd_status setup_cmd(crd_client *c, crd__conn *conn, int argc, const char **argv,
                             crd_status refused, const char *what)

@@ -226,6 +226,9 @@ bool crd__conn_send(crd__conn *conn, const char *buf, size_t len, const char **w
 int crd__conn_fill(crd__conn *conn);
 /* Bytes already read from the socket wait to be parsed (TLS): do not poll() first. */
 bool crd__conn_buffered(const crd__conn *conn);
+/* Reads one reply, blocking (bounded by the command timeout): REDIS_OK with *out, or
+ * REDIS_ERR with conn->ctx->errstr. For the CLI's raw connections (its own commands). */
+int crd__conn_read(crd__conn *conn, redisReply **out);
 
 /* ---- reply.c: every reply classified once ---------------------------------------------- */
 

@@ -2064,3 +2064,38 @@ Test(cli, watch_exits_0_at_its_timeout_and_69_when_the_server_goes_away)
     cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
     free(err);
 }
+
+/* ---------------------------------------------------------------------------------- */
+/* unlock --force never deletes data by mistake                                        */
+/* ---------------------------------------------------------------------------------- */
+
+Test(cli, unlock_force_refuses_a_key_that_is_not_a_lock_unless_told)
+{
+    redisContext *r = crdt_redis();
+    const char *str = crdt_key("a-string"), *list = crdt_key("a-list"), *hash = crdt_key("a-hash");
+    freeReplyObject(crdt_cmd(r, "SET %s %s", str, "precious"));
+    freeReplyObject(crdt_cmd(r, "RPUSH %s %s", list, "precious"));
+    freeReplyObject(crdt_cmd(r, "HSET %s %s %s", hash, "name", "precious"));
+    const char *keys[3] = {str, list, hash};
+    const char *words[3] = {"string", "list", "hash"};
+    for (int i = 0; i < 3; i++) {
+        char *out = NULL, *err = NULL;
+        int rc = cli(&out, &err, ARGS("--url", test_url(), "unlock", "--force", keys[i]));
+        cr_expect_eq(rc, 65, "%s: exit %d, stderr %s", keys[i], rc, err);
+        cr_expect(strstr(err, "not a lock") != NULL && strstr(err, words[i]) != NULL &&
+                      strstr(err, "--delete-non-lock") != NULL,
+                  "the message says what the key is: %s", err);
+        cr_expect_eq(crdt_exists(r, keys[i]), 1, "%s is intact", keys[i]);
+        free(out);
+        free(err);
+    }
+    char *out = NULL, *err = NULL;
+    cr_expect_eq(cli(&out, &err, ARGS("--url", test_url(), "unlock", "--force",
+                                      "--delete-non-lock", str)),
+                 0, "%s", err);
+    cr_expect(strstr(out, "deleted") != NULL, "%s", out);
+    cr_expect_eq(crdt_exists(r, str), 0);
+    free(out);
+    free(err);
+    redisFree(r);
+}

@@ -421,3 +421,78 @@ Test(tls, a_forked_child_never_writes_on_the_parents_tls_sessions)
     crd_client_free(c);
     crdt_server_stop(&srv);
 }
+
+/* ---------------------------------------------------------------------------------- */
+/* The CLI                                                                            */
+/* ---------------------------------------------------------------------------------- */
+
+/* Runs the CLI with sh -c; returns its exit status, its stderr in err. */
+static int cli_sh(const char *args, char *err, size_t cap)
+{
+    char cmd[2048], errfile[64];
+    snprintf(errfile, sizeof errfile, "/tmp/crdt-tls-cli-%d.err", (int)getpid());
+    snprintf(cmd, sizeof cmd, "'%s' %s >/dev/null 2>%s", CRD_CLI_PATH, args, errfile);
+    int st = system(cmd);
+    err[0] = '\0';
+    FILE *f = fopen(errfile, "r");
+    if (f != NULL) {
+        size_t n = fread(err, 1, cap - 1, f);
+        err[n] = '\0';
+        fclose(f);
+    }
+    unlink(errfile);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+Test(tls, the_cli_runs_every_command_over_verified_tls_with_redis_cli_flags)
+{
+    crdt_server srv;
+    start_tls(&srv, NULL);
+    char args[1024], err[1024];
+    const char *name = crdt_key("cli");
+    const char *cmds[4][2] = {{"run", "-- true"}, {"status", ""}, {"list", ""},
+                              {"watch --timeout 300", ""}};
+    for (int i = 0; i < 4; i++) {
+        snprintf(args, sizeof args, "--url rediss://127.0.0.1:%d --cacert %s %s '%s' %s",
+                 srv.tls_port, crdt_tls_file("ca.crt"), cmds[i][0], name, cmds[i][1]);
+        cr_expect_eq(cli_sh(args, err, sizeof err), 0, "%s: %s", args, err);
+    }
+    /* mutual TLS and an explicit server name */
+    crdt_server mtls;
+    const char *req[] = {"--tls-auth-clients", "yes", NULL};
+    start_tls(&mtls, req);
+    snprintf(args, sizeof args,
+             "--url rediss://127.0.0.1:%d --cacert %s --cert %s --key %s run '%s' -- true",
+             mtls.tls_port, crdt_tls_file("ca.crt"), crdt_tls_file("client.crt"),
+             crdt_tls_file("client.key"), name);
+    cr_expect_eq(cli_sh(args, err, sizeof err), 0, "%s", err);
+    crdt_server_stop(&mtls);
+    crdt_server_stop(&srv);
+}
+
+Test(tls, a_tls_failure_in_the_cli_exits_69_and_names_the_problem)
+{
+    crdt_server srv;
+    start_tls(&srv, NULL);
+    char args[1024], err[1024];
+    const char *name = crdt_key("clifail");
+    /* the system's CAs do not vouch for this run's CA */
+    snprintf(args, sizeof args, "--url rediss://127.0.0.1:%d run '%s' -- true", srv.tls_port,
+             name);
+    cr_expect_eq(cli_sh(args, err, sizeof err), 69, "%s", err);
+    EXPECT_WORDS(err, "certificate verify failed");
+    /* a name the certificate does not carry */
+    snprintf(args, sizeof args, "--url rediss://127.0.0.1:%d --cacert %s --sni nowhere.invalid "
+             "status '%s'", srv.tls_port, crdt_tls_file("ca.crt"), name);
+    cr_expect_eq(cli_sh(args, err, sizeof err), 69, "%s", err);
+    EXPECT_WORDS(err, "mismatch");
+    /* --insecure accepts it (tests only) */
+    snprintf(args, sizeof args, "--url rediss://127.0.0.1:%d --insecure run '%s' -- true",
+             srv.tls_port, name);
+    cr_expect_eq(cli_sh(args, err, sizeof err), 0, "%s", err);
+    /* TLS flags without rediss:// are a usage error */
+    snprintf(args, sizeof args, "--url redis://127.0.0.1:%d --cacert %s status '%s'",
+             srv.tls_port, crdt_tls_file("ca.crt"), name);
+    cr_expect_eq(cli_sh(args, err, sizeof err), 64, "%s", err);
+    crdt_server_stop(&srv);
+}
