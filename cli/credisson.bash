@@ -1,5 +1,5 @@
-# bash completion for credisson(1): commands, their flags, and the values of
-# --on-lost. Installed as share/bash-completion/completions/credisson.
+# bash completion for credisson(1): commands, their flags, the values of --on-lost and
+# --on-unavailable, and files for the TLS options. Installed as share/bash-completion/completions/credisson.
 
 _credisson()
 {
@@ -13,7 +13,7 @@ _credisson()
     cmd=
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-        --url | --watchdog-ms) ((i++)) ;;
+        --url | --watchdog-ms | --cacert | --cacertdir | --cert | --key | --sni) ((i++)) ;;
         : | =) ((i++)) ;;
         -*) ;;
         *)
@@ -47,8 +47,16 @@ _credisson()
         return
     fi
     case $prev in
-    --url | --watchdog-ms | --wait | --lease | --grace | -E | --conflict-exit-code | \
+    --url | --watchdog-ms | --wait | --lease | --grace | -E | --conflict-exit-code | --sni | \
         --count | --timeout | --interval)
+        return
+        ;;
+    --cacert | --cert | --key)
+        COMPREPLY=($(compgen -f -- "$cur"))
+        return
+        ;;
+    --cacertdir)
+        COMPREPLY=($(compgen -d -- "$cur"))
         return
         ;;
     --on-lost)
@@ -65,7 +73,8 @@ _credisson()
     case $cmd in
     "")
         if [[ $cur == -* ]]; then
-            opts="--url --watchdog-ms --help --version"
+            opts="--url --watchdog-ms --cacert --cacertdir --cert --key --sni --insecure --help
+                  --version"
         else
             opts="run status unlock watch list"
         fi
@@ -73,7 +82,7 @@ _credisson()
     run) opts="--wait -n --nonblock --lease --fair --read --write --fenced --on-lost= --on-unavailable= --grace -E
                --conflict-exit-code --verbose --help" ;;
     status) opts="--json --help" ;;
-    unlock) opts="--force --fair --read --write --help" ;;
+    unlock) opts="--force --fair --read --write --fenced --delete-non-lock --help" ;;
     watch) opts="--json --count --timeout --interval --help" ;;
     list) opts="--json --timeout --count --help" ;;
     *) return ;;
