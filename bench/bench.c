@@ -54,8 +54,8 @@
 /* ---- options and parameters ------------------------------------------------------------- */
 
 static const char *const ALL_SCENARIOS[] = {
-    "floor",    "uncontended", "threads-4", "threads-16",   "procs-4",
-    "procs-16", "handoff",     "fair-8",    "watchdog-10k", "watchdog-100k"};
+    "floor",   "uncontended", "uncontended-tls", "threads-4",    "threads-16",   "procs-4",
+    "procs-16", "handoff",    "fair-8",          "watchdog-10k", "watchdog-100k"};
 #define NSCEN (sizeof ALL_SCENARIOS / sizeof ALL_SCENARIOS[0])
 
 typedef struct params {
@@ -741,6 +741,171 @@ static void sc_uncontended(int rep)
             unc_node_pair_p50 / unc_c_pair_p50);
 }
 
+/* ---- uncontended over TLS ----------------------------------------------------------------- */
+
+/* A second private server with a plaintext and a TLS port, certificates made for this run
+ * by tests/support/tls_certs.sh (the openssl CLI; nothing secret is kept). */
+static pid_t tls_pid;
+static char tls_dir[64];
+
+static void stop_tls_redis(void)
+{
+    if (tls_pid > 0) {
+        kill(tls_pid, SIGTERM);
+        waitpid(tls_pid, NULL, 0);
+        tls_pid = 0;
+    }
+    if (tls_dir[0] != '\0') {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tls_dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "credisson-bench: could not remove %s\n", tls_dir);
+        tls_dir[0] = '\0';
+    }
+}
+
+static bool start_tls_redis(int *plain_port, int *tls_port)
+{
+    snprintf(tls_dir, sizeof tls_dir, "/tmp/crd-bench-tls.XXXXXX");
+    if (mkdtemp(tls_dir) == NULL)
+        return false;
+    atexit(stop_tls_redis);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "sh '%s' '%s/certs' >/dev/null 2>&1", CRD_BENCH_TLS_CERTS, tls_dir);
+    if (system(cmd) != 0)
+        return false;
+    *plain_port = free_port();
+    *tls_port = free_port();
+    char pp[16], tp[16], cert[128], key[128], ca[128], logf[128];
+    snprintf(logf, sizeof logf, "%s/redis.log", tls_dir);
+    snprintf(pp, sizeof pp, "%d", *plain_port);
+    snprintf(tp, sizeof tp, "%d", *tls_port);
+    snprintf(cert, sizeof cert, "%s/certs/server.crt", tls_dir);
+    snprintf(key, sizeof key, "%s/certs/server.key", tls_dir);
+    snprintf(ca, sizeof ca, "%s/certs/ca.crt", tls_dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execlp(CRD_BENCH_REDIS_SERVER, CRD_BENCH_REDIS_SERVER, "--port", pp, "--tls-port", tp,
+               "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca,
+               "--tls-auth-clients", "no", "--bind", "127.0.0.1", "--save", "", "--appendonly",
+               "no", "--dir", tls_dir, "--loglevel", "warning", "--logfile", logf, (char *)NULL);
+        _exit(127);
+    }
+    if (pid < 0)
+        return false;
+    tls_pid = pid;
+    struct timeval tv = {0, 200000};
+    for (int i = 0; i < 100; i++) {
+        bn_sleep_us(50000);
+        redisContext *c = redisConnectWithTimeout("127.0.0.1", *plain_port, tv);
+        bool ok = false;
+        if (c != NULL && !c->err) {
+            redisReply *r = redisCommand(c, "PING");
+            ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+            if (r != NULL)
+                freeReplyObject(r);
+        }
+        if (c != NULL)
+            redisFree(c);
+        if (ok)
+            return true;
+    }
+    return false;
+}
+
+static crd_client *client_at(const char *url, const char *ca)
+{
+    crd_options o;
+    crd_options_init(&o);
+    o.url = url;
+    o.tls_ca_file = ca;
+    crd_client *c = NULL;
+    crd_status st = crd_client_new(&o, &c);
+    if (st != CRD_OK) {
+        fprintf(stderr, "credisson-bench: uncontended-tls: %s: %s (%s)\n", url, crd_strerror(st),
+                crd_client_errmsg(c));
+        exit(2);
+    }
+    return c;
+}
+
+/* One block of acquire+release pairs on l; their times go to v, the CPU to *cpu. */
+static void pair_block(crd_lock *l, bn_vec *v, int64_t *cpu)
+{
+    int64_t c0 = bn_cpu_us();
+    for (int i = 0; i < P.unc_per_block; i++) {
+        int64_t t0 = bn_now_us();
+        if (crd_lock_acquire(l, -1, CRD_LEASE_WATCHDOG) != CRD_OK || crd_lock_release(l) != CRD_OK) {
+            fprintf(stderr, "credisson-bench: uncontended-tls: a pair failed\n");
+            exit(2);
+        }
+        bn_vec_push(v, (double)(bn_now_us() - t0));
+    }
+    *cpu += bn_cpu_us() - c0;
+}
+
+/* The uncontended pair through a plaintext and a TLS client of one server, their blocks
+ * interleaved (the handshake is outside: both clients are connected and warm first). */
+static void sc_uncontended_tls(int rep)
+{
+    if (!OWN_SERVER) {
+        fprintf(stderr, "credisson-bench: uncontended-tls needs the bench's own server\n");
+        return;
+    }
+    int pp = 0, tp = 0;
+    if (tls_pid == 0 && !start_tls_redis(&pp, &tp)) {
+        fprintf(stderr, "credisson-bench: uncontended-tls: no TLS server (openssl? redis-server "
+                        "built with TLS?): skipped\n");
+        stop_tls_redis();
+        return;
+    }
+    static char plain_url[64], tls_url[64], ca[128];
+    if (pp != 0) {
+        snprintf(plain_url, sizeof plain_url, "redis://127.0.0.1:%d", pp);
+        snprintf(tls_url, sizeof tls_url, "rediss://127.0.0.1:%d", tp);
+        snprintf(ca, sizeof ca, "%s/certs/ca.crt", tls_dir);
+    }
+    crd_client *cp = client_at(plain_url, NULL), *ct = client_at(tls_url, ca);
+    char np[128], nt[128];
+    mkname(np, sizeof np, "uncontended-tls", rep, "plain");
+    mkname(nt, sizeof nt, "uncontended-tls", rep, "tls");
+    crd_lock *lp = NULL, *lt = NULL;
+    crd_lock_new(cp, np, &lp);
+    crd_lock_new(ct, nt, &lt);
+    for (int i = 0; i < 20; i++) { /* warm-up: connections, scripts, threads */
+        crd_lock_acquire(lp, -1, CRD_LEASE_WATCHDOG);
+        crd_lock_release(lp);
+        crd_lock_acquire(lt, -1, CRD_LEASE_WATCHDOG);
+        crd_lock_release(lt);
+    }
+    bn_vec vp = {0}, vt = {0};
+    int64_t cpu_p = 0, cpu_t = 0;
+    for (int b = 0; b < P.unc_blocks; b++) {
+        bool tls_first = (b + rep) % 2 == 1;
+        if (tls_first)
+            pair_block(lt, &vt, &cpu_t);
+        pair_block(lp, &vp, &cpu_p);
+        if (!tls_first)
+            pair_block(lt, &vt, &cpu_t);
+    }
+    double n = (double)P.unc_blocks * P.unc_per_block;
+    result *r = res("uncontended-tls", "credisson");
+    double p50p = bn_quantile(&vp, 0.5), p50t = bn_quantile(&vt, 0.5);
+    put(r, "plain_pair_us_p50", p50p);
+    put(r, "tls_pair_us_p50", p50t);
+    put(r, "tls_pair_us_p99", bn_quantile(&vt, 0.99));
+    put(r, "tls_over_plain_p50", p50t / p50p);
+    put(r, "plain_client_cpu_us_per_pair", (double)cpu_p / n);
+    put(r, "tls_client_cpu_us_per_pair", (double)cpu_t / n);
+    crd_lock_free(lp);
+    crd_lock_free(lt);
+    crd_client_free(cp);
+    crd_client_free(ct);
+    bn_vec_free(&vp);
+    bn_vec_free(&vt);
+}
+
 /* ---- threads-N ------------------------------------------------------------------------------ */
 
 typedef struct locker {
@@ -1310,8 +1475,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: credisson-bench [--quick] [--json] [--scenario NAME]... [--reps N]\n"
             "                       [--url redis://HOST:PORT] [--no-node]\n"
-            "scenarios: floor uncontended threads-4 threads-16 procs-4 procs-16 handoff fair-8\n"
-            "           watchdog-10k watchdog-100k\n");
+            "scenarios: floor uncontended uncontended-tls threads-4 threads-16 procs-4 procs-16\n"
+            "           handoff fair-8 watchdog-10k watchdog-100k\n");
 }
 
 static bool parse_url(const char *url)
@@ -1461,6 +1626,8 @@ int main(int argc, char **argv)
                 sc_floor();
             else if (strcmp(s, "uncontended") == 0)
                 sc_uncontended(rep);
+            else if (strcmp(s, "uncontended-tls") == 0)
+                sc_uncontended_tls(rep);
             else if (strcmp(s, "threads-4") == 0)
                 sc_threads(rep, s, 4);
             else if (strcmp(s, "threads-16") == 0)
