@@ -89,6 +89,8 @@ int cli_exit_for_status(crd_status st)
     case CRD_SKIPPED:
     case CRD_DEGRADED:
         return 0; /* run decides what these mean for CMD */
+    case CRD_CANCELLED:
+        return EXIT_NOT_ACQUIRED;
     }
     return EXIT_UNAVAILABLE;
 }

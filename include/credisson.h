@@ -103,7 +103,8 @@ typedef enum crd_status {
     CRD_FORKED = 13,          /* a handle created before fork() was used in the child */
     /* Outcomes of crd_lock_run_policy() when Redis was unavailable (added in 0.2): */
     CRD_SKIPPED = 14,         /* the work did not run (policy CRD_UNAVAILABLE_SKIP) */
-    CRD_DEGRADED = 15         /* the work ran WITHOUT the lock (CRD_UNAVAILABLE_DEGRADE) */
+    CRD_DEGRADED = 15,        /* the work ran WITHOUT the lock (CRD_UNAVAILABLE_DEGRADE) */
+    CRD_CANCELLED = 16        /* an event-loop acquire was cancelled (crd_op_cancel) */
 } crd_status;
 
 /* Fixed English text for a status ("lock not held by this owner", ...). Never NULL;
@@ -627,6 +628,77 @@ CRD_API crd_status crd_lock_acquire_token_owner(crd_lock *lock, uint64_t owner,
  * Returns CRD_OK, CRD_INVALID_ARGUMENT (NULL argument, not a fenced lock), CRD_IO,
  * CRD_SERVER, CRD_PROTOCOL, CRD_CLOSED. Thread-safe. */
 CRD_API crd_status crd_lock_token(crd_lock *lock, int64_t *token);
+
+/* ---------------------------------------------------------------------------------- */
+/* Event-loop API                                                                      */
+/* ---------------------------------------------------------------------------------- */
+
+/* For servers built on an event loop (libuv, libevent, epoll): acquire, release and
+ * extend without blocking a thread while waiting. No thread is made per operation: a
+ * pending acquire is a small record stepped by crd_loop_dispatch(); waiting is on the
+ * subscriber thread's pub/sub messages, which make crd_loop_fd() readable (no polling,
+ * the same wake-ups, lost-reply read-back and watchdog as the blocking calls).
+ *
+ * The loop thread: every crd_loop_* call, every *_async call and crd_op_cancel for one
+ * client must come from one thread at a time (the loop's); callbacks run on that thread,
+ * inside crd_loop_dispatch(). The blocking API may be used on the same client from other
+ * threads meanwhile. What a dispatch does is bounded: it sends the scripts of the
+ * operations that can progress, each one round trip on a pool connection (bounded by
+ * command_timeout_ms); it never waits for a lock.
+ *
+ * Driving it: watch crd_loop_fd() for reading, and call crd_loop_dispatch() when it is
+ * readable, after crd_loop_timeout_ms() has passed, and after starting operations.
+ * examples/loop_uv.c (libuv) and examples/loop_event.c (libevent) do exactly that. */
+
+typedef struct crd_op crd_op;
+
+/* An operation finished: status as the blocking call returns it (CRD_OK, CRD_TIMEOUT,
+ * CRD_BUSY, CRD_LOCK_LOST, CRD_CANCELLED, ...). op is valid until the callback returns;
+ * the callback may start and cancel operations, but must not free the client. */
+typedef void (*crd_op_done_fn)(void *user_data, crd_op *op, crd_status status);
+
+/* The descriptor to watch for reading (an eventfd, library-owned: never close it).
+ * Returns -1 (detail in crd_client_errmsg) for a NULL, failed, closed or forked client. */
+CRD_API int crd_loop_fd(crd_client *client);
+
+/* Milliseconds until crd_loop_dispatch() must run even if the fd stays quiet (the
+ * earliest slice end or deadline of the pending acquires): 0 = now, -1 = no operation. */
+CRD_API int64_t crd_loop_timeout_ms(crd_client *client);
+
+/* Steps every operation that can progress and completes the finished ones, calling
+ * their callbacks on this thread. Returns the number of operations still pending (0
+ * for a NULL client). */
+CRD_API int crd_loop_dispatch(crd_client *client);
+
+/* Start an acquire (as crd_lock_acquire_owner: wait_ms, lease_ms, reentrancy, every
+ * lock kind) for an explicit owner (crd_owner_new()). done is called from a later
+ * crd_loop_dispatch(), never from this call. *op (op may be NULL) identifies it for
+ * crd_op_cancel until done returns. A fenced lock's token is crd_op_token(op).
+ * Returns CRD_OK (started), or CRD_INVALID_ARGUMENT (NULL lock or done, owner 0, times
+ * out of range), CRD_CLOSED, CRD_FORKED, CRD_NO_MEMORY, CRD_DEADLOCK without starting
+ * (done is then never called). */
+CRD_API crd_status crd_lock_acquire_async(crd_lock *lock, uint64_t owner, int64_t wait_ms,
+                                          int64_t lease_ms, crd_op_done_fn done,
+                                          void *user_data, crd_op **op);
+
+/* Start a release (as crd_lock_release_owner) or an extend (crd_lock_extend_owner); they
+ * run in the next crd_loop_dispatch() and cannot be cancelled. Returns as above. */
+CRD_API crd_status crd_lock_release_async(crd_lock *lock, uint64_t owner, crd_op_done_fn done,
+                                          void *user_data, crd_op **op);
+CRD_API crd_status crd_lock_extend_async(crd_lock *lock, uint64_t owner, int64_t lease_ms,
+                                         crd_op_done_fn done, void *user_data, crd_op **op);
+
+/* Cancel a pending acquire: it leaves its subscription (and a fair lock's queue) and its
+ * callback reports CRD_CANCELLED from the next dispatch. A cancel that comes after the
+ * acquire has succeeded has no effect: the callback reports CRD_OK and the caller owns
+ * the hold. Returns CRD_OK, or CRD_INVALID_ARGUMENT for NULL or an operation that is not
+ * an acquire. Loop thread only. */
+CRD_API crd_status crd_op_cancel(crd_op *op);
+
+/* The lock, owner and (fenced locks, after CRD_OK) token of an operation. */
+CRD_API crd_lock *crd_op_lock(const crd_op *op);
+CRD_API uint64_t crd_op_owner(const crd_op *op);
+CRD_API int64_t crd_op_token(const crd_op *op);
 
 #ifdef __cplusplus
 }

@@ -243,6 +243,9 @@ static void finish(crd__acquire *a, crd_status st)
 {
     crd_client *c = a->c;
     bool waited = a->sub != NULL;
+    if (a->watching)
+        crd__sub_loop_watch(c, a->sub, false);
+    a->watching = false;
     if (st != CRD_OK && a->queued)
         /* Leave the queue while still holding the subscription reference: a client being
          * freed waits for that reference, so the pool is still there for the cleanup. */
@@ -385,10 +388,16 @@ static void step_subscribe(crd__acquire *a)
     int64_t sub_deadline = crd__now_ms() + c->opts.subscription_timeout_ms;
     if (sub_deadline > a->deadline)
         sub_deadline = a->deadline;
+    if (a->nonblocking)
+        sub_deadline = 0; /* an event loop learns of the confirmation from its fd */
     crd_status st = crd__sub_acquire(c, chan, chan_len, sub_deadline, &a->sub, &a->confirmed);
     if (a->sub == NULL) {
         finish(a, st);
         return;
+    }
+    if (a->nonblocking) {
+        crd__sub_loop_watch(c, a->sub, true);
+        a->watching = true;
     }
     a->state = CRD__AS_TRY;
 }
@@ -416,6 +425,14 @@ void crd__acquire_woken(crd__acquire *a, crd_status w, bool confirmed)
         finish(a, ran_out(a));
     else
         a->state = CRD__AS_TRY;
+}
+
+void crd__acquire_cancel(crd__acquire *a, crd_status st)
+{
+    if (a->state == CRD__AS_DONE)
+        return;
+    finish(a, crd__fail(a->c, st, st == CRD_CANCELLED ? "the acquire was cancelled"
+                                                      : "client closed while waiting"));
 }
 
 /* ---- the blocking driver ------------------------------------------------------------------- */

@@ -187,6 +187,8 @@ void crd_client_free(crd_client *c)
         return;
     if (!c->failed)
         crd__lifecycle_unregister(c);
+    if (!c->failed && c->pid == getpid())
+        crd__loop_free(c); /* pending event-loop operations end with CRD_CLOSED */
     crd__watchdog_stop(c);
     if (!c->failed && c->opts.release_on_close && c->pid == getpid())
         crd__lifecycle_release_all(c);

@@ -286,6 +286,7 @@ typedef struct crd__pool crd__pool;
 typedef struct crd__pubsub crd__pubsub;
 typedef struct crd__holds crd__holds;
 typedef struct crd__watchdog crd__watchdog;
+typedef struct crd__loop crd__loop;
 
 struct crd_client {
     crd_options opts;     /* copies; strings below are owned */
@@ -303,6 +304,7 @@ struct crd_client {
     crd__pubsub *ps;
     crd__holds *holds;
     crd__watchdog *wd;
+    crd__loop *loop; /* event-loop operations (loop.c); loop thread only */
 
     struct crd_client *next_client; /* registry (lifecycle.c) */
     crd__metrics metrics;
@@ -399,6 +401,17 @@ void crd__sub_release(crd_client *c, crd__sub *s);
 crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms, bool *confirmed);
 void crd__pubsub_lock_for_fork(crd_client *c, bool lock);
 void crd__pubsub_after_fork_child(crd_client *c);
+/* The event-loop API (loop.c): one eventfd per client, made readable when an operation
+ * may progress (a permit or a confirmation for a subscription with loop operations, or
+ * crd__pubsub_loop_notify); -1 when it cannot be made. */
+int crd__pubsub_loop_fd(crd_client *c);
+void crd__pubsub_loop_notify(crd_client *c);
+/* A loop operation starts or stops polling s (it then counts for notifications). */
+void crd__sub_loop_watch(crd_client *c, crd__sub *s, bool on);
+/* Takes one wake-up permit without waiting; *confirmed: the subscription is live. */
+bool crd__sub_try_take(crd_client *c, crd__sub *s, bool *confirmed);
+/* How many wake-ups and confirmations s has had (no lock: a cheap "anything new?"). */
+uint64_t crd__sub_events(const crd__sub *s);
 
 /* ---- holds.c ------------------------------------------------------------------------ */
 
@@ -607,6 +620,9 @@ typedef struct crd__acquire {
     crd__backoff backoff;
     int64_t wake_at;      /* CRD__AS_WAIT: wait until then (monotonic ms) */
     crd_status result;    /* CRD__AS_DONE */
+    bool nonblocking;     /* driven by an event loop (loop.c): never wait inside a step */
+    bool watching;        /* the loop polls sub (crd__sub_loop_watch) */
+    uint64_t seen_events; /* crd__sub_events(sub) when the loop last looked */
 } crd__acquire;
 
 /* Checks the arguments and prepares a; state CRD__AS_DONE with a->result set when they
@@ -618,6 +634,15 @@ void crd__acquire_step(crd__acquire *a);
 /* The driver's report after a CRD__AS_WAIT: woken (CRD_OK), slice over (CRD_TIMEOUT) or
  * CRD_CLOSED; confirmed is the subscription's state now. */
 void crd__acquire_woken(crd__acquire *a, crd_status w, bool confirmed);
+/* Ends an acquire that is not done with st (CRD_CANCELLED, CRD_CLOSED): it leaves its
+ * subscription and, for a fair lock, the queue. */
+void crd__acquire_cancel(crd__acquire *a, crd_status st);
+
+/* ---- loop.c: the event-loop API ---------------------------------------------------------- */
+
+/* Ends every pending operation with CRD_CLOSED, callbacks on the calling thread
+ * (crd_client_free), and frees the loop. */
+void crd__loop_free(crd_client *c);
 
 /* ---- release.c ---------------------------------------------------------------------------- */
 

@@ -23,12 +23,16 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 struct crd__sub {
     char *channel;
     size_t len;
     int refs;          /* references held by waiters */
+    int loop_refs;     /* of those, event-loop operations (they poll permits in dispatch) */
+    atomic_uint_fast64_t events; /* wake-ups and confirmations so far: a loop operation
+                                    skips the mutex while this has not moved */
     int64_t permits;   /* wake-ups not yet consumed */
     bool subscribed;   /* confirmed on the current connection */
     bool inflight;     /* SUBSCRIBE or UNSUBSCRIBE sent, confirmation pending */
@@ -52,6 +56,7 @@ struct crd__pubsub {
     char *out;      /* (UN)SUBSCRIBEs encoded under ps->mu, sent after it is released;
                        subscriber thread only */
     size_t out_len, out_cap;
+    int loop_fd; /* eventfd of the event-loop API (loop.c), -1 until first asked for */
 };
 
 static void poke(crd__pubsub *ps)
@@ -80,7 +85,19 @@ static void free_sub(crd__sub *s)
 }
 
 /* Adds permits and wakes; all = a "1" message or a resubscribe. */
-static void wake(crd__sub *s, bool all)
+/* Tells the event loop (loop.c) that an operation may progress. Caller holds ps->mu. */
+static void notify_loop(crd__pubsub *ps, crd__sub *s)
+{
+    if (s != NULL)
+        atomic_fetch_add_explicit(&s->events, 1, memory_order_release);
+    if (ps->loop_fd >= 0 && (s == NULL || s->loop_refs > 0)) {
+        uint64_t one = 1;
+        ssize_t n = write(ps->loop_fd, &one, sizeof one);
+        (void)n; /* a full counter already says "progress" */
+    }
+}
+
+static void wake(crd__pubsub *ps, crd__sub *s, bool all)
 {
     if (all) {
         s->permits += s->refs > 0 ? s->refs : 1;
@@ -90,6 +107,7 @@ static void wake(crd__sub *s, bool all)
             s->permits++;
         pthread_cond_signal(&s->cv);
     }
+    notify_loop(ps, s);
 }
 
 /* ---- the subscriber thread ----------------------------------------------------------- */
@@ -163,16 +181,17 @@ static void handle_reply(crd_client *c, redisReply *r)
             const redisReply *p = r->element[2];
             bool all = p->type == REDIS_REPLY_STRING && p->len == 1 && p->str[0] == '1';
             if (live(s))
-                wake(s, all);
+                wake(ps, s, all);
         } else if (sub) {
             CRD__COUNT(c, subscribes);
             s->inflight = false;
             s->subscribed = true;
             if (s->recheck) {
                 s->recheck = false;
-                wake(s, true);
+                wake(ps, s, true);
             } else {
                 pthread_cond_broadcast(&s->cv); /* waiters waiting for the confirmation */
+                notify_loop(ps, s);
             }
         } else if (unsub) {
             s->inflight = false;
@@ -318,6 +337,7 @@ crd_status crd__pubsub_start(crd_client *c)
         free(ps);
         return crd__fail(c, CRD_IO, "cannot create the subscriber's wake-up pipe");
     }
+    ps->loop_fd = -1;
     pthread_mutex_init(&ps->mu, NULL);
     crd__cond_init(&ps->idle_cv);
     c->ps = ps;
@@ -360,6 +380,9 @@ void crd__pubsub_after_fork_child(crd_client *c)
     ps->total_refs = 0;
     ps->thread_started = false;
     ps->stop = false;
+    if (ps->loop_fd >= 0)
+        close(ps->loop_fd); /* the parent's loop: a client is not used across fork */
+    ps->loop_fd = -1;
 }
 
 void crd__pubsub_stop(crd_client *c)
@@ -385,6 +408,8 @@ void crd__pubsub_stop(crd_client *c)
     }
     close(ps->pipe_fd[0]);
     close(ps->pipe_fd[1]);
+    if (ps->loop_fd >= 0)
+        close(ps->loop_fd);
     free(ps->out);
     pthread_cond_destroy(&ps->idle_cv);
     pthread_mutex_destroy(&ps->mu);
@@ -475,4 +500,50 @@ crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms, bool *
     *confirmed = live(s);
     pthread_mutex_unlock(&ps->mu);
     return st;
+}
+
+/* ---- the event-loop API's hooks (loop.c) ------------------------------------------------ */
+
+int crd__pubsub_loop_fd(crd_client *c)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    if (ps->loop_fd < 0)
+        ps->loop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    int fd = ps->loop_fd;
+    pthread_mutex_unlock(&ps->mu);
+    return fd;
+}
+
+void crd__pubsub_loop_notify(crd_client *c)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    notify_loop(ps, NULL);
+    pthread_mutex_unlock(&ps->mu);
+}
+
+void crd__sub_loop_watch(crd_client *c, crd__sub *s, bool on)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    s->loop_refs += on ? 1 : -1;
+    pthread_mutex_unlock(&ps->mu);
+}
+
+bool crd__sub_try_take(crd_client *c, crd__sub *s, bool *confirmed)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    bool took = s->permits > 0;
+    if (took)
+        s->permits--;
+    *confirmed = live(s);
+    pthread_mutex_unlock(&ps->mu);
+    return took;
+}
+
+uint64_t crd__sub_events(const crd__sub *s)
+{
+    return atomic_load_explicit(&s->events, memory_order_acquire);
 }

@@ -1,0 +1,366 @@
+/*
+ * test_loop.c -- the event-loop API: acquires that wait without a thread, driven by
+ * crd_loop_fd / crd_loop_timeout_ms / crd_loop_dispatch from one thread (a poll() loop
+ * here, libuv and libevent in examples/).
+ *
+ * One loop thread holds 10 000 pending acquisitions over 1 000 names while two other
+ * processes take and give back the same names: every acquisition completes, an overlap
+ * detector in Redis sees no two holders, and the process has no more threads than a
+ * client's own two. Cancelling a random 1 000 of 2 000 pending acquisitions (fair locks
+ * among them) leaves no subscription and no fair-queue entry behind. Waiting is by
+ * pub/sub: a waiter behind a 30 s lease is served at the release. Every kind works, and
+ * bad arguments start nothing.
+ */
+#include <criterion/criterion.h>
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* CRDT_SERIAL_TEST: it counts the process's threads and the server's channels. */
+
+/* Runs the loop until done(arg) or timeout_ms; returns done(arg). */
+static bool run_loop(crd_client *c, bool (*done)(void *), void *arg, int64_t timeout_ms)
+{
+    int fd = crd_loop_fd(c);
+    cr_assert_geq(fd, 0, "%s", crd_client_errmsg(c));
+    int64_t deadline = crdt_now_ms() + timeout_ms;
+    crd_loop_dispatch(c);
+    while (!done(arg) && crdt_now_ms() < deadline) {
+        int64_t t = crd_loop_timeout_ms(c);
+        int ms = t < 0 || t > 200 ? 200 : (int)t;
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, ms);
+        crd_loop_dispatch(c);
+    }
+    return done(arg);
+}
+
+static int threads_now(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    cr_assert_not_null(f);
+    char line[256];
+    int n = -1;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "Threads: %d", &n) == 1)
+            break;
+    fclose(f);
+    return n;
+}
+
+/* ---- one waiter, woken by the release ------------------------------------------------- */
+
+typedef struct rec {
+    int calls;
+    crd_status st[4];
+    int64_t at[4];
+} rec;
+
+static void done_rec(void *user, crd_op *op, crd_status st)
+{
+    (void)op;
+    rec *t = user;
+    if (t->calls < 4) {
+        t->st[t->calls] = st;
+        t->at[t->calls] = crdt_now_ms();
+    }
+    t->calls++;
+}
+
+static bool calls_1(void *arg) { return ((rec *)arg)->calls >= 1; }
+
+Test(loop, a_pending_acquire_is_served_by_the_release_message_not_by_the_lease)
+{
+    crd_client *c = crdt_client();
+    crd_lock *l = crdt_lock(c, crdt_key("l"));
+    uint64_t first = crd_owner_new(), second = crd_owner_new();
+    rec a = {0}, b = {0}, r = {0};
+    cr_assert_eq(crd_lock_acquire_async(l, first, 0, 30000, done_rec, &a, NULL), CRD_OK);
+    cr_expect_eq(a.calls, 0, "a callback never runs inside the start call");
+    cr_assert(run_loop(c, calls_1, &a, 5000));
+    cr_assert_eq(a.st[0], CRD_OK);
+    crd_op *op = NULL;
+    cr_assert_eq(crd_lock_acquire_async(l, second, CRD_WAIT_FOREVER, 5000, done_rec, &b, &op),
+                 CRD_OK);
+    cr_expect_eq(crd_op_lock(op), l);
+    cr_expect_eq(crd_op_owner(op), second);
+    /* it waits behind a 30 s lease, on no thread of its own */
+    cr_expect(!run_loop(c, calls_1, &b, 300), "still waiting after 300 ms");
+    int64_t released = crdt_now_ms();
+    cr_assert_eq(crd_lock_release_async(l, first, done_rec, &r, NULL), CRD_OK);
+    cr_assert(run_loop(c, calls_1, &b, 5000), "the waiter was not served");
+    cr_expect_eq(r.st[0], CRD_OK);
+    cr_expect_eq(b.st[0], CRD_OK);
+    cr_expect_lt(b.at[0] - released, 1000, "served at the release, not at the lease's end");
+    bool held = false;
+    cr_assert_eq(crd_lock_is_held_owner(l, second, &held), CRD_OK);
+    cr_expect(held);
+    /* extend, then release, through the loop */
+    rec e = {0}, f = {0};
+    cr_assert_eq(crd_lock_extend_async(l, second, 20000, done_rec, &e, NULL), CRD_OK);
+    cr_assert(run_loop(c, calls_1, &e, 5000));
+    cr_expect_eq(e.st[0], CRD_OK);
+    cr_assert_eq(crd_lock_release_async(l, second, done_rec, &f, NULL), CRD_OK);
+    cr_assert(run_loop(c, calls_1, &f, 5000));
+    cr_expect_eq(f.st[0], CRD_OK);
+    /* bad arguments start nothing */
+    cr_expect_eq(crd_lock_acquire_async(NULL, first, 0, 0, done_rec, &a, NULL),
+                 CRD_INVALID_ARGUMENT);
+    cr_expect_eq(crd_lock_acquire_async(l, first, 0, 0, NULL, &a, NULL), CRD_INVALID_ARGUMENT);
+    cr_expect_eq(crd_lock_acquire_async(l, 0, 0, 0, done_rec, &a, NULL), CRD_INVALID_ARGUMENT);
+    cr_expect_eq(crd_lock_acquire_async(l, first, -5, 0, done_rec, &a, NULL),
+                 CRD_INVALID_ARGUMENT);
+    cr_expect_eq(crd_op_cancel(NULL), CRD_INVALID_ARGUMENT);
+    cr_expect_eq(crd_loop_timeout_ms(c), -1, "nothing pending");
+    crd_lock_free(l);
+    crd_client_free(c);
+}
+
+/* ---- 10 000 pending acquisitions over 1 000 names ------------------------------------------ */
+
+#define NAMES 1000
+#define PER_NAME 10
+
+typedef struct mass {
+    crd_client *c;
+    redisContext *r;
+    crd_lock *locks[NAMES];
+    char inside[NAMES][96];
+    long acquired, released, overlaps, failures;
+} mass;
+
+static void on_released(void *user, crd_op *op, crd_status st)
+{
+    (void)op;
+    mass *m = user;
+    if (st != CRD_OK)
+        m->failures++;
+    m->released++;
+}
+
+static void on_acquired(void *user, crd_op *op, crd_status st)
+{
+    mass *m = user;
+    if (st != CRD_OK) {
+        m->failures++;
+        return;
+    }
+    m->acquired++;
+    size_t i = 0;
+    while (i < NAMES && m->locks[i] != crd_op_lock(op))
+        i++;
+    long long in = crdt_cmd_int(m->r, "INCR %s", m->inside[i]);
+    m->overlaps += in != 1;
+    crdt_cmd_int(m->r, "DECR %s", m->inside[i]);
+    if (crd_lock_release_async(crd_op_lock(op), crd_op_owner(op), on_released, m, NULL) != CRD_OK)
+        m->failures++;
+}
+
+static bool all_released(void *arg)
+{
+    mass *m = arg;
+    return m->released + m->failures >= (long)NAMES * PER_NAME;
+}
+
+struct other {
+    char names[NAMES][96];
+};
+
+static int other_process(int index, void *arg)
+{
+    struct other *o = arg;
+    crd_client *c = crdt_plain_client(crdt_port());
+    redisContext *r = crdt_raw_connect(crdt_port(), 2000);
+    if (c == NULL || r == NULL)
+        return 10;
+    unsigned seed = (unsigned)getpid() + (unsigned)index;
+    int64_t end = crdt_now_ms() + 3000;
+    while (crdt_now_ms() < end) {
+        int i = (int)(rand_r(&seed) % NAMES);
+        crd_lock *l = NULL;
+        if (crd_lock_new(c, o->names[i], &l) != CRD_OK)
+            return 11;
+        if (crd_lock_acquire(l, 20000, 10000) != CRD_OK)
+            return 12;
+        char inside[128];
+        snprintf(inside, sizeof inside, "%s:inside", o->names[i]);
+        redisReply *rep = redisCommand(r, "INCR %s", inside);
+        int bad = rep == NULL || rep->integer != 1;
+        freeReplyObject(rep);
+        freeReplyObject(redisCommand(r, "DECR %s", inside));
+        if (bad)
+            return 13;
+        if (crd_lock_release(l) != CRD_OK)
+            return 14;
+        crd_lock_free(l);
+    }
+    crd_client_free(c);
+    redisFree(r);
+    return 0;
+}
+
+static int other_0(void *arg) { return other_process(0, arg); }
+static int other_1(void *arg) { return other_process(1, arg); }
+
+Test(loop, one_thread_serves_10000_pending_acquisitions_over_1000_names, .timeout = 240)
+{
+    static mass m;
+    static struct other o;
+    memset(&m, 0, sizeof m);
+    m.c = crdt_client();
+    m.r = crdt_redis();
+    int threads_before = threads_now();
+    for (int i = 0; i < NAMES; i++) {
+        char suffix[32];
+        snprintf(suffix, sizeof suffix, "m%d", i);
+        snprintf(o.names[i], sizeof o.names[i], "%s", crdt_key(suffix));
+        m.locks[i] = crdt_lock(m.c, o.names[i]);
+        snprintf(m.inside[i], sizeof m.inside[i], "%s:inside", o.names[i]);
+    }
+    for (int k = 0; k < PER_NAME; k++)
+        for (int i = 0; i < NAMES; i++)
+            cr_assert_eq(crd_lock_acquire_async(m.locks[i], crd_owner_new(), CRD_WAIT_FOREVER,
+                                                10000, on_acquired, &m, NULL),
+                         CRD_OK);
+    /* two other processes take and give back the same names meanwhile */
+    pid_t kids[2] = {crdt_fork(other_0, &o), crdt_fork(other_1, &o)};
+    cr_assert(run_loop(m.c, all_released, &m, 200000), "%ld of %d released, %ld failures",
+              m.released, NAMES * PER_NAME, m.failures);
+    for (int k = 0; k < 2; k++)
+        cr_expect_eq(crdt_wait_child(kids[k], 60000), 0, "the other process %d", k);
+    int threads_after = threads_now();
+    fprintf(stderr, "[loop] %d acquisitions over %d names by one loop thread; threads %d -> %d\n",
+            NAMES * PER_NAME, NAMES, threads_before, threads_after);
+    cr_expect_eq(m.failures, 0);
+    cr_expect_eq(m.acquired, (long)NAMES * PER_NAME);
+    cr_expect_eq(m.overlaps, 0);
+    cr_expect_leq(threads_after, threads_before + 2, "no thread per waiter (the client's "
+                  "subscriber and watchdog at most)");
+    for (int i = 0; i < NAMES; i++)
+        crd_lock_free(m.locks[i]);
+    crd_client_free(m.c);
+    redisFree(m.r);
+}
+
+/* ---- cancelling pending acquisitions -------------------------------------------------------- */
+
+#define CNAMES 200
+#define CPER 10
+
+typedef struct cancel_run {
+    crd_lock *locks[CNAMES];
+    crd_op *ops[CNAMES * CPER];
+    int done_ok, done_cancelled, done_other, released;
+} cancel_run;
+
+static void c_released(void *user, crd_op *op, crd_status st)
+{
+    (void)op;
+    cancel_run *r = user;
+    if (st == CRD_OK)
+        r->released++;
+    else
+        r->done_other++;
+}
+
+static void c_done(void *user, crd_op *op, crd_status st)
+{
+    cancel_run *r = user;
+    for (int i = 0; i < CNAMES * CPER; i++)
+        if (r->ops[i] == op)
+            r->ops[i] = NULL; /* gone once this returns */
+    if (st == CRD_CANCELLED) {
+        r->done_cancelled++;
+    } else if (st == CRD_OK) {
+        r->done_ok++;
+        crd_lock_release_async(crd_op_lock(op), crd_op_owner(op), c_released, r, NULL);
+    } else {
+        r->done_other++;
+    }
+}
+
+static bool cancelled_all(void *arg) { return ((cancel_run *)arg)->done_cancelled >= 1000; }
+static bool rest_done(void *arg)
+{
+    cancel_run *r = arg;
+    return r->done_cancelled + r->done_ok + r->done_other >= CNAMES * CPER &&
+           r->released >= r->done_ok;
+}
+
+static bool no_channels_left(void *arg)
+{
+    (void)arg;
+    return crdt_pubsub_channels_empty("*crdt*cancel*");
+}
+
+Test(loop, cancelling_1000_of_2000_pending_acquisitions_leaves_no_subscription_or_queue_entry,
+     .timeout = 120)
+{
+    static cancel_run run;
+    memset(&run, 0, sizeof run);
+    crd_client *c = crdt_client(), *holder = crdt_client();
+    crd_lock *held[CNAMES];
+    for (int i = 0; i < CNAMES; i++) {
+        char suffix[32];
+        snprintf(suffix, sizeof suffix, "cancel%d", i);
+        const char *name = crdt_key(suffix);
+        bool fair = i % 2 == 1;
+        if (fair) {
+            cr_assert_eq(crd_fair_lock_new(c, name, &run.locks[i]), CRD_OK);
+            cr_assert_eq(crd_fair_lock_new(holder, name, &held[i]), CRD_OK);
+        } else {
+            run.locks[i] = crdt_lock(c, name);
+            held[i] = crdt_lock(holder, name);
+        }
+        cr_assert_eq(crd_lock_acquire(held[i], 0, 60000), CRD_OK);
+    }
+    for (int k = 0; k < CPER; k++)
+        for (int i = 0; i < CNAMES; i++)
+            cr_assert_eq(crd_lock_acquire_async(run.locks[i], crd_owner_new(), 60000, 10000,
+                                                c_done, &run, &run.ops[k * CNAMES + i]),
+                         CRD_OK);
+    /* let every one of them try, subscribe and (fair) join its queue */
+    crd_loop_dispatch(c);
+    run_loop(c, cancelled_all, &run, 1000);
+    unsigned seed = 7;
+    int cancelled = 0;
+    while (cancelled < 1000) {
+        int i = (int)(rand_r(&seed) % (CNAMES * CPER));
+        if (run.ops[i] == NULL || run.ops[i] == (crd_op *)1)
+            continue;
+        cr_assert_eq(crd_op_cancel(run.ops[i]), CRD_OK);
+        run.ops[i] = (crd_op *)1; /* chosen; cleared by its callback */
+        cancelled++;
+    }
+    for (int i = 0; i < CNAMES * CPER; i++)
+        if (run.ops[i] == (crd_op *)1)
+            run.ops[i] = NULL;
+    cr_assert(run_loop(c, cancelled_all, &run, 30000), "%d cancelled", run.done_cancelled);
+    cr_expect_eq(run.done_cancelled, 1000);
+    /* the holder lets go: the other 1 000 are served, one after the other */
+    for (int i = 0; i < CNAMES; i++)
+        cr_assert_eq(crd_lock_release(held[i]), CRD_OK);
+    cr_assert(run_loop(c, rest_done, &run, 60000), "ok %d cancelled %d other %d released %d",
+              run.done_ok, run.done_cancelled, run.done_other, run.released);
+    cr_expect_eq(run.done_ok, 1000);
+    cr_expect_eq(run.done_other, 0);
+    cr_expect(crdt_wait_until(no_channels_left, NULL, 5000), "subscriptions left behind");
+    redisContext *r = crdt_redis();
+    for (int i = 1; i < CNAMES; i += 2) {
+        const char *name = crd_lock_name(run.locks[i], NULL);
+        cr_expect_eq(crdt_cmd_int(r, "LLEN redisson_lock_queue:{%s}", name), 0);
+        cr_expect_eq(crdt_cmd_int(r, "ZCARD redisson_lock_timeout:{%s}", name), 0);
+    }
+    redisFree(r);
+    for (int i = 0; i < CNAMES; i++) {
+        crd_lock_free(run.locks[i]);
+        crd_lock_free(held[i]);
+    }
+    crd_client_free(holder);
+    crd_client_free(c);
+}
