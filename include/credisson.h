@@ -273,6 +273,11 @@ typedef struct crd_options {
      * Anyone on the path can then read and change the traffic, lock tokens included.
      * Default false. */
     bool tls_insecure_skip_verify;
+    /* Deliver on_event callbacks on the event loop's thread, from crd_loop_dispatch()
+     * (the event-loop API), instead of on the watchdog thread. A loop program that
+     * reacts to CRD_EVENT_LOCK_LOST then needs no locking of its own. Default false.
+     * (on_log lines stay on the thread that logs them.) */
+    bool events_on_loop;
 } crd_options;
 
 /* Fill *opts with the defaults documented above. Returns CRD_OK, or

@@ -464,7 +464,10 @@ void crd__watchdog_free(crd_client *c);
 void crd__watchdog_kick(crd_client *c);
 void crd__watchdog_lock_for_fork(crd_client *c, bool lock);
 void crd__watchdog_after_fork_child(crd_client *c);
-/* Logs an event and calls on_event (watchdog thread or caller, no lock held). */
+/* Delivers the events kept for the loop thread (events_on_loop): crd_loop_dispatch. */
+void crd__watchdog_loop_events(crd_client *c);
+/* Logs an event and calls on_event (watchdog thread or caller, no lock held), or keeps
+ * it for crd_loop_dispatch when the options say events_on_loop. */
 void crd__emit_event(crd_client *c, crd_event_kind kind, const char *name, size_t name_len,
                      uint64_t owner, int64_t valid_until, crd_status st, const char *detail);
 

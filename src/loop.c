@@ -222,12 +222,16 @@ static void unlink_op(crd__loop *lp, crd_op *prev, crd_op *op)
 
 int crd_loop_dispatch(crd_client *c)
 {
-    if (c == NULL || c->loop == NULL)
+    if (c == NULL || c->failed)
+        return 0;
+    if (c->loop == NULL && loop_of(c) == NULL)
         return 0;
     int fd = crd__pubsub_loop_fd(c);
     uint64_t drained;
     while (fd >= 0 && read(fd, &drained, sizeof drained) == (ssize_t)sizeof drained) {
     }
+    if (c->opts.events_on_loop)
+        crd__watchdog_loop_events(c);
     crd__loop *lp = c->loop;
     /* Operations started by callbacks join at the tail and are stepped in this pass. */
     crd_op *prev = NULL, *op = lp->head;

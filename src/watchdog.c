@@ -28,6 +28,13 @@
 #define BATCH 100      /* names per renewal script call, as Redisson's default */
 #define PIPELINE 64    /* script calls per round trip */
 
+/* An event kept for the event loop's thread (events_on_loop). */
+typedef struct loop_event {
+    crd_event ev;
+    char *name, *detail; /* copies, one allocation */
+    struct loop_event *next;
+} loop_event;
+
 struct crd__watchdog {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -36,7 +43,53 @@ struct crd__watchdog {
     bool stop;
     bool kicked;
     crd__conn conn;
+    pthread_mutex_t ev_mu; /* a leaf: the loop events below */
+    loop_event *ev_head, **ev_tail;
 };
+
+/* Keeps an event for crd_loop_dispatch (events_on_loop). False when out of memory (the
+ * event is then delivered here, on the watchdog thread, rather than lost). */
+static bool keep_for_loop(crd_client *c, const crd_event *ev)
+{
+    crd__watchdog *wd = c->wd;
+    size_t dlen = strlen(ev->detail);
+    loop_event *e = malloc(sizeof *e + ev->name_len + 1 + dlen + 1);
+    if (e == NULL)
+        return false;
+    e->ev = *ev;
+    e->name = (char *)(e + 1);
+    memcpy(e->name, ev->name, ev->name_len);
+    e->name[ev->name_len] = '\0';
+    e->detail = e->name + ev->name_len + 1;
+    memcpy(e->detail, ev->detail, dlen + 1);
+    e->ev.name = e->name;
+    e->ev.detail = e->detail;
+    e->next = NULL;
+    pthread_mutex_lock(&wd->ev_mu);
+    *wd->ev_tail = e;
+    wd->ev_tail = &e->next;
+    pthread_mutex_unlock(&wd->ev_mu);
+    crd__pubsub_loop_notify(c);
+    return true;
+}
+
+void crd__watchdog_loop_events(crd_client *c)
+{
+    crd__watchdog *wd = c->wd;
+    if (wd == NULL)
+        return;
+    pthread_mutex_lock(&wd->ev_mu);
+    loop_event *e = wd->ev_head;
+    wd->ev_head = NULL;
+    wd->ev_tail = &wd->ev_head;
+    pthread_mutex_unlock(&wd->ev_mu);
+    while (e != NULL) {
+        loop_event *next = e->next;
+        c->opts.on_event(c->opts.event_user_data, &e->ev);
+        free(e);
+        e = next;
+    }
+}
 
 void crd__emit_event(crd_client *c, crd_event_kind kind, const char *name, size_t name_len,
                      uint64_t owner, int64_t valid_until, crd_status st, const char *detail)
@@ -57,6 +110,8 @@ void crd__emit_event(crd_client *c, crd_event_kind kind, const char *name, size_
     crd_event ev = {kind, name, name_len, owner,
                     kind == CRD_EVENT_LOCK_LOST || left < 0 ? 0 : left, st,
                     detail != NULL ? detail : ""};
+    if (c->opts.events_on_loop && keep_for_loop(c, &ev))
+        return;
     c->opts.on_event(c->opts.event_user_data, &ev);
 }
 
@@ -441,6 +496,8 @@ crd_status crd__watchdog_start(crd_client *c)
         return crd__fail(c, CRD_NO_MEMORY, "cannot allocate the watchdog");
     pthread_mutex_init(&wd->mu, NULL);
     crd__cond_init(&wd->cv);
+    pthread_mutex_init(&wd->ev_mu, NULL);
+    wd->ev_tail = &wd->ev_head;
     c->wd = wd;
     /* The thread starts with the first watchdog hold (crd__watchdog_kick). */
     return CRD_OK;
@@ -480,6 +537,12 @@ void crd__watchdog_free(crd_client *c)
     crd__watchdog *wd = c->wd;
     if (wd == NULL)
         return;
+    while (wd->ev_head != NULL) { /* never dispatched */
+        loop_event *e = wd->ev_head;
+        wd->ev_head = e->next;
+        free(e);
+    }
+    pthread_mutex_destroy(&wd->ev_mu);
     pthread_cond_destroy(&wd->cv);
     pthread_mutex_destroy(&wd->mu);
     free(wd);

@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -362,5 +363,56 @@ Test(loop, cancelling_1000_of_2000_pending_acquisitions_leaves_no_subscription_o
         crd_lock_free(held[i]);
     }
     crd_client_free(holder);
+    crd_client_free(c);
+}
+
+/* ---- lock-lost signals on the loop thread -------------------------------------------------- */
+
+typedef struct lost_rec {
+    int lost;
+    bool on_loop_thread;
+    pthread_t loop_thread;
+} lost_rec;
+
+static void on_event_rec(void *user, const crd_event *ev)
+{
+    lost_rec *r = user;
+    if (ev->kind == CRD_EVENT_LOCK_LOST) {
+        r->lost++;
+        r->on_loop_thread = pthread_equal(pthread_self(), r->loop_thread);
+    }
+}
+
+static bool saw_lost(void *arg) { return ((lost_rec *)arg)->lost > 0; }
+
+Test(loop, a_lock_lost_event_is_delivered_on_the_loop_thread)
+{
+    lost_rec lr = {0, false, pthread_self()};
+    crd_options o;
+    crdt_options(&o);
+    o.watchdog_timeout_ms = crdt_scaled_ms(600); /* renewals every 200 ms */
+    o.on_event = on_event_rec;
+    o.event_user_data = &lr;
+    o.events_on_loop = true;
+    crd_client *c = crdt_client_opts(&o);
+    const char *name = crdt_key("lost");
+    crd_lock *l = crdt_lock(c, name);
+    rec a = {0};
+    uint64_t owner = crd_owner_new();
+    cr_assert_eq(crd_lock_acquire_async(l, owner, 0, CRD_LEASE_WATCHDOG, done_rec, &a, NULL),
+                 CRD_OK);
+    cr_assert(run_loop(c, calls_1, &a, 5000));
+    cr_assert_eq(a.st[0], CRD_OK);
+    /* another client force-unlocks it: the next renewal finds the hold gone */
+    crd_client *other = crdt_client();
+    crd_lock *ol = crdt_lock(other, name);
+    bool was = false;
+    cr_assert_eq(crd_lock_force_unlock(ol, &was), CRD_OK);
+    cr_assert(was);
+    cr_assert(run_loop(c, saw_lost, &lr, crdt_scaled_ms(5000)), "no LOCK_LOST event");
+    cr_expect(lr.on_loop_thread, "on_event ran on the loop thread");
+    crd_lock_free(ol);
+    crd_client_free(other);
+    crd_lock_free(l);
     crd_client_free(c);
 }
