@@ -416,3 +416,115 @@ Test(loop, a_lock_lost_event_is_delivered_on_the_loop_thread)
     crd_lock_free(l);
     crd_client_free(c);
 }
+
+/* ---- the libuv and libevent examples ---------------------------------------------------------- */
+
+#ifdef CRD_EXAMPLE_LOOP_UV
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+static int connect_to(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    return fd;
+}
+
+/* Reads until buf holds `lines` lines or timeout_ms passes; returns the lines read. */
+static int read_lines(int fd, char *buf, size_t cap, int lines, int64_t timeout_ms)
+{
+    size_t len = strlen(buf);
+    int64_t end = crdt_now_ms() + timeout_ms;
+    for (;;) {
+        int n = 0;
+        for (size_t i = 0; i < len; i++)
+            n += buf[i] == '\n';
+        if (n >= lines || crdt_now_ms() >= end)
+            return n;
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, (int)(end - crdt_now_ms())) > 0) {
+            ssize_t k = read(fd, buf + len, cap - len - 1);
+            if (k <= 0)
+                return n;
+            len += (size_t)k;
+            buf[len] = '\0';
+        }
+    }
+}
+
+Test(loop, the_libuv_server_serves_other_requests_while_one_waits_for_a_lock, .timeout = 60)
+{
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", crdt_port());
+    int out[2];
+    cr_assert_eq(pipe(out), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(out[1], 1);
+        execl(CRD_EXAMPLE_LOOP_UV, CRD_EXAMPLE_LOOP_UV, url, "0", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    char banner[128] = "";
+    cr_assert_eq(read_lines(out[0], banner, sizeof banner, 1, 10000), 1, "no banner");
+    int port = 0;
+    cr_assert_eq(sscanf(banner, "listening on 127.0.0.1:%d", &port), 1, "%s", banner);
+    /* "busy" is held by another client: its request waits, the others are served */
+    const char *busy = crdt_key("busy");
+    crd_client *c = crdt_client();
+    crd_lock *hold = crdt_lock(c, busy);
+    cr_assert_eq(crd_lock_acquire(hold, 0, 30000), CRD_OK);
+    int a = connect_to(port);
+    char line[256];
+    snprintf(line, sizeof line, "%s\n", busy);
+    cr_assert_eq(write(a, line, strlen(line)), (ssize_t)strlen(line));
+    enum { CLIENTS = 8, EACH = 5 };
+    int fds[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++) {
+        fds[i] = connect_to(port);
+        char req[1024] = "";
+        for (int k = 0; k < EACH; k++) {
+            char nm[64];
+            snprintf(nm, sizeof nm, "free%d", k); /* shared names: they queue on each other */
+            snprintf(req + strlen(req), sizeof req - strlen(req), "%s\n", crdt_key(nm));
+        }
+        cr_assert_eq(write(fds[i], req, strlen(req)), (ssize_t)strlen(req));
+    }
+    for (int i = 0; i < CLIENTS; i++) {
+        char got[4096] = "";
+        int n = read_lines(fds[i], got, sizeof got, 2 * EACH, 10000);
+        cr_expect_eq(n, 2 * EACH, "client %d got %d lines: %s", i, n, got);
+        cr_expect(strstr(got, "locked") != NULL && strstr(got, "released") != NULL, "%s", got);
+        close(fds[i]);
+    }
+    char got_a[512] = "";
+    cr_expect_eq(read_lines(a, got_a, sizeof got_a, 1, 200), 0, "the busy request waits: %s",
+                 got_a);
+    cr_assert_eq(crd_lock_release(hold), CRD_OK);
+    cr_expect_eq(read_lines(a, got_a, sizeof got_a, 2, 5000), 2, "%s", got_a);
+    cr_expect(strncmp(got_a, "locked ", 7) == 0, "%s", got_a);
+    close(a);
+    kill(pid, SIGTERM);
+    cr_expect_neq(crdt_wait_child(pid, 5000), -1);
+    close(out[0]);
+    crd_lock_free(hold);
+    crd_client_free(c);
+}
+#endif
+
+#ifdef CRD_EXAMPLE_LOOP_EVENT
+Test(loop, the_libevent_example_serves_its_waiters_one_after_the_other, .timeout = 60)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "'%s' redis://127.0.0.1:%d 200 >/dev/null", CRD_EXAMPLE_LOOP_EVENT,
+             crdt_port());
+    cr_expect_eq(system(cmd), 0);
+}
+#endif
