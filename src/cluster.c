@@ -319,6 +319,15 @@ crd__node *crd__cluster_node_for(crd_client *c, const char *key, size_t len)
     return n;
 }
 
+crd__node *crd__cluster_node_peek(crd_client *c, const char *key, size_t len)
+{
+    crd__cluster *cl = c->cluster;
+    pthread_mutex_lock(&cl->mu);
+    crd__node *n = cl->slots[crd__key_slot(key, len)];
+    pthread_mutex_unlock(&cl->mu);
+    return n;
+}
+
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
 crd_status crd__cluster_init(crd_client *c)

@@ -322,6 +322,9 @@ void crd__cluster_free(crd_client *c);
  * when it is stale or due for its periodic refresh (one refresh in flight at a time;
  * others use the current map). NULL only when no slot map could ever be read. */
 crd__node *crd__cluster_node_for(crd_client *c, const char *key, size_t len);
+/* The primary serving key's slot in the map as it is now: no refresh, no I/O (for
+ * callers holding a mutex). NULL when the map has no owner for it. */
+crd__node *crd__cluster_node_peek(crd_client *c, const char *key, size_t len);
 /* The node at host:port, added to the known nodes if new (a redirect's target). NULL
  * when out of memory. */
 crd__node *crd__cluster_node_at(crd_client *c, const char *host, size_t hostlen, int port);
