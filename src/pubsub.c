@@ -265,8 +265,10 @@ static void handle_reply(crd_client *c, sublink *l, redisReply *r)
             if (!s->unsubscribing && s->refs > 0) {
                 /* Pushed by the server: the channel's slot moved away from this node.
                  * Resubscribe at the new owner, then wake everyone to re-check (a message
-                 * published meanwhile is lost). */
+                 * published meanwhile is lost). The nodes need a moment to agree on the
+                 * new owner: the map is re-read first, 50 ms later. */
                 s->recheck = true;
+                s->retry_at = crd__now_ms() + 50;
                 moved = true;
             }
             s->inflight = false;

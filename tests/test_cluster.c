@@ -10,6 +10,8 @@
 #include <criterion/criterion.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <strings.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,4 +154,350 @@ Test(cluster, locks_on_every_primary_are_routed_reentered_and_woken_by_sharded_m
     crdt_tracelog_free(tla);
     crdt_tracelog_free(tlb);
     crdt_cluster_stop(&cl);
+}
+
+/* ---- resharding and failover while locked ----------------------------------------------------- */
+
+typedef struct topo_watch {
+    atomic_int lost, failing;
+} topo_watch;
+
+static void on_event(void *ud, const crd_event *ev)
+{
+    topo_watch *tw = ud;
+    if (ev->kind == CRD_EVENT_LOCK_LOST)
+        atomic_fetch_add(&tw->lost, 1);
+    else if (ev->kind == CRD_EVENT_RENEWAL_FAILING)
+        atomic_fetch_add(&tw->failing, 1);
+}
+
+typedef struct renewed_pred {
+    crd_client *c;
+    uint64_t after;
+    redisContext *owner;
+    const char *key;
+} renewed_pred;
+
+/* The watchdog renewed since `after` and the key's TTL on its (new) owner is fresh. */
+static bool renewed_fn(void *arg)
+{
+    renewed_pred *p = arg;
+    crd_metrics m;
+    crd_client_metrics(p->c, &m, sizeof m);
+    if (m.renewals <= p->after)
+        return false;
+    redisReply *r = redisCommand(p->owner, "PTTL %s", p->key);
+    bool fresh = r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer > 2000;
+    if (r != NULL)
+        freeReplyObject(r);
+    return fresh;
+}
+
+typedef struct move_ctx {
+    crd_lock *held, *renewed;
+    crd_status reentry;
+} move_ctx;
+
+/* Called while the slot is half moved (one of the two lock hashes already at the
+ * target): the re-entry of that one goes to the old owner, which answers ASK; the
+ * client follows with ASKING. Both are re-entered. */
+static void reenter_midway(void *arg)
+{
+    move_ctx *m = arg;
+    m->reentry = crd_lock_acquire(m->held, 0, 30000);
+    if (m->reentry == CRD_OK)
+        m->reentry = crd_lock_acquire(m->renewed, 0, CRD_LEASE_WATCHDOG);
+}
+
+typedef struct scenario {
+    crdt_cluster cl;
+    topo_watch tw;
+    crdt_tracelog *tla, *tlb;
+    crd_client *a, *b;
+    char held[300], renewed[300], channel[400];
+    crd_lock *lh, *lr, *lw;
+    crdt_waiter w;
+} scenario;
+
+/* Client a holds `held` (30 s lease) and `renewed` (watchdog, 3 s); client b waits on
+ * `held`. Both names share the slot of a name on primary 0. */
+static void scenario_start(scenario *sc, int replicas)
+{
+    crdt_cluster_start(&sc->cl, 3, replicas);
+    sc->tla = crdt_tracelog_new();
+    sc->tlb = crdt_tracelog_new();
+    crd_options o;
+    crdt_cluster_options(&sc->cl, &o);
+    o.watchdog_timeout_ms = 3000;
+    o.on_event = on_event;
+    o.event_user_data = &sc->tw;
+    crdt_tracelog_attach(sc->tla, &o);
+    sc->a = crdt_client_opts(&o);
+    crdt_cluster_options(&sc->cl, &o);
+    crdt_tracelog_attach(sc->tlb, &o);
+    sc->b = crdt_client_opts(&o);
+    const char *base = crdt_cluster_name_on(&sc->cl, 0, "moved");
+    snprintf(sc->held, sizeof sc->held, "{%s}:held", base);
+    snprintf(sc->renewed, sizeof sc->renewed, "{%s}:renewed", base);
+    snprintf(sc->channel, sizeof sc->channel, "redisson_lock__channel:{%s}:held", base);
+    sc->lh = crdt_lock(sc->a, sc->held);
+    sc->lr = crdt_lock(sc->a, sc->renewed);
+    sc->lw = crdt_lock(sc->b, sc->held);
+    cr_assert_eq(crd_lock_acquire(sc->lh, 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(sc->lr, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    blocked_pred bp = {sc->tlb, crdt_tracelog_count(sc->tlb), sc->channel};
+    sc->w = (crdt_waiter){.lock = sc->lw, .wait_ms = 25000, .lease_ms = 30000};
+    crdt_waiter_start(&sc->w);
+    cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "the waiter never blocked");
+}
+
+/* After the topology change: renewals reach the new owner, the holder's release follows
+ * the slot, and the waiter is woken by the message (well inside the 30 s lease). */
+static void scenario_finish(scenario *sc, int new_owner, const char *what)
+{
+    crd_metrics m;
+    crd_client_metrics(sc->a, &m, sizeof m);
+    redisContext *owner = crdt_cluster_redis(&sc->cl, new_owner);
+    renewed_pred rp = {sc->a, m.renewals, owner, sc->renewed};
+    int64_t t_renew = crdt_now_ms();
+    cr_assert(crdt_wait_until(renewed_fn, &rp, 5000), "%s: renewals did not reach the new owner",
+              what);
+    t_renew = crdt_now_ms() - t_renew;
+    cr_expect_eq(crdt_exists(owner, sc->held), 1, "%s: the held lock is not at the new owner",
+                 what);
+    /* The waiter resubscribed at the new owner (a second SSUBSCRIBE of its channel). */
+    size_t subs = 0;
+    for (size_t i = 0; i < crdt_tracelog_count(sc->tlb); i++) {
+        crdt_trace_entry e;
+        if (crdt_tracelog_get(sc->tlb, i, &e)) {
+            subs += e.subscriber && strcasecmp(e.argv[0], "SSUBSCRIBE") == 0 &&
+                    strcmp(e.argv[1], sc->channel) == 0;
+            crdt_trace_entry_free(&e);
+        }
+    }
+    int64_t t0 = crdt_now_ms();
+    crd_status st;
+    while ((st = crd_lock_release(sc->lh)) == CRD_OK) {
+    } /* every hold, the re-entry made during a move included */
+    cr_expect_eq(st, CRD_NOT_OWNER);
+    crdt_waiter_join(&sc->w, 10000, what);
+    cr_assert_eq(sc->w.acquire_st, CRD_OK, "%s: the waiter did not get the lock", what);
+    int64_t lat = sc->w.t_acq_ms - t0;
+    cr_assert_lt(lat, 1500, "%s: the waiter woke %lld ms after the release (not by a message)",
+                 what, (long long)lat);
+    cr_assert_eq(crd_lock_release(sc->lr), CRD_OK, "%s: the renewed lock was lost", what);
+    while (crd_lock_release(sc->lr) == CRD_OK) {
+    }
+    cr_expect_eq(atomic_load(&sc->tw.lost), 0, "%s: a lock was reported lost", what);
+    cr_log_info("%s: renewal at the new owner %lld ms after the change, waiter woken %lld ms "
+                "after the release, %zu SSUBSCRIBEs of its channel, %d renewal-failing events",
+                what, (long long)t_renew, (long long)lat, subs, atomic_load(&sc->tw.failing));
+    redisFree(owner);
+    crd_lock_free(sc->lh);
+    crd_lock_free(sc->lr);
+    crd_lock_free(sc->lw);
+    crd_client_free(sc->a);
+    crd_client_free(sc->b);
+    crdt_tracelog_free(sc->tla);
+    crdt_tracelog_free(sc->tlb);
+    crdt_cluster_stop(&sc->cl);
+}
+
+Test(cluster, a_slot_moved_while_locked_takes_renewals_release_and_wake_ups_along, .timeout = 90)
+{
+    scenario sc;
+    memset(&sc, 0, sizeof sc);
+    scenario_start(&sc, 0);
+    int slot = crdt_cluster_keyslot(&sc.cl, sc.held);
+    move_ctx mc = {sc.lh, sc.lr, CRD_IO};
+    int64_t t0 = crdt_now_ms();
+    crdt_cluster_move_slot(&sc.cl, slot, 1, reenter_midway, &mc);
+    cr_log_info("resharding: slot %d moved to primary 1 in %lld ms", slot,
+                (long long)(crdt_now_ms() - t0));
+    cr_expect_eq(mc.reentry, CRD_OK, "the re-entry during the move (ASK) failed");
+    cr_expect(crdt_tracelog_has(sc.tla, 0, "ASKING", NULL), "no ASKING was sent");
+    scenario_finish(&sc, 1, "resharding");
+}
+
+Test(cluster, a_failover_while_locked_keeps_renewals_and_wake_ups, .timeout = 90)
+{
+    scenario sc;
+    memset(&sc, 0, sizeof sc);
+    scenario_start(&sc, 1);
+    /* The holds reached the replica before the failover (WAIT): nothing may be lost. */
+    redisContext *p0 = crdt_cluster_redis(&sc.cl, 0);
+    cr_expect_eq(crdt_cmd_int(p0, "WAIT 1 2000"), 1);
+    redisFree(p0);
+    int64_t t0 = crdt_now_ms();
+    int promoted = crdt_cluster_failover(&sc.cl, 0);
+    cr_log_info("failover: replica %d took over from primary 0 in %lld ms", promoted,
+                (long long)(crdt_now_ms() - t0));
+    scenario_finish(&sc, promoted, "failover");
+}
+
+/* ---- mutual exclusion across processes ---------------------------------------------------------- */
+
+enum { EX_PROCS = 4, EX_THREADS = 4, EX_NAMES = 30, EX_ITER = 40 };
+
+typedef struct ex_shared {
+    const char *url;
+    char names[EX_NAMES][200];
+    char inside[EX_NAMES][200];
+    char counter[EX_NAMES][200];
+    int port; /* the standalone server keeping the overlap detector and the counters */
+} ex_shared;
+
+typedef struct ex_worker {
+    const ex_shared *sh;
+    crd_client *c;
+    unsigned seed;
+    int done, violations, failures;
+} ex_worker;
+
+static void *ex_thread(void *arg)
+{
+    ex_worker *w = arg;
+    redisContext *r = crdt_raw_connect(w->sh->port, 10000);
+    if (r == NULL) {
+        w->failures = EX_ITER;
+        return NULL;
+    }
+    for (int i = 0; i < EX_ITER; i++) {
+        int k = (int)(rand_r(&w->seed) % EX_NAMES);
+        crd_lock *l = NULL;
+        if (crd_lock_new(w->c, w->sh->names[k], &l) != CRD_OK) {
+            w->failures++;
+            continue;
+        }
+        if (crd_lock_acquire(l, 30000, i % 2 ? CRD_LEASE_WATCHDOG : 20000) != CRD_OK) {
+            w->failures++;
+        } else {
+            w->violations += crdt_exclusion_section(r, w->sh->inside[k], w->sh->counter[k]);
+            w->done++;
+            if (crd_lock_release(l) != CRD_OK)
+                w->failures++;
+        }
+        crd_lock_free(l);
+    }
+    redisFree(r);
+    return NULL;
+}
+
+static int ex_process(int index, void *arg)
+{
+    const ex_shared *sh = arg;
+    crd_options o;
+    crd_options_init(&o);
+    o.url = sh->url;
+    crd_client *c = NULL;
+    if (crd_client_new(&o, &c) != CRD_OK) {
+        crd_client_free(c);
+        return 3;
+    }
+    ex_worker w[EX_THREADS];
+    pthread_t th[EX_THREADS];
+    for (int t = 0; t < EX_THREADS; t++) {
+        w[t] = (ex_worker){sh, c, (unsigned)(index * 131 + t * 7 + 1), 0, 0, 0};
+        pthread_create(&th[t], NULL, ex_thread, &w[t]);
+    }
+    int done = 0, bad = 0;
+    for (int t = 0; t < EX_THREADS; t++) {
+        pthread_join(th[t], NULL);
+        done += w[t].done;
+        bad += w[t].violations * 1000 + w[t].failures;
+    }
+    crd_client_free(c);
+    return bad > 0 ? 1 : done == EX_THREADS * EX_ITER ? 0 : 2;
+}
+
+Test(cluster, four_processes_of_four_threads_never_overlap_on_thirty_names_over_three_shards,
+     .timeout = 120)
+{
+    crdt_cluster cl;
+    crdt_cluster_start(&cl, 3, 0);
+    static ex_shared sh;
+    sh.url = cl.url;
+    sh.port = crdt_port();
+    int per[3] = {0};
+    for (int k = 0; k < EX_NAMES; k++) {
+        const char *n = crdt_cluster_name_on(&cl, k % 3, "ex");
+        snprintf(sh.names[k], sizeof sh.names[k], "%s", n);
+        snprintf(sh.inside[k], sizeof sh.inside[k], "%s:inside", n);
+        snprintf(sh.counter[k], sizeof sh.counter[k], "%s:counter", n);
+        per[k % 3]++;
+    }
+    int64_t t0 = crdt_now_ms();
+    int codes[EX_PROCS];
+    int ok = crdt_run_children(EX_PROCS, ex_process, &sh, 100000, codes);
+    int64_t took = crdt_now_ms() - t0;
+    for (int i = 0; i < EX_PROCS; i++)
+        cr_expect_eq(codes[i], 0, "process %d exited %d (1: overlap or failure, 2: missing, "
+                     "3: no client)", i, codes[i]);
+    cr_assert_eq(ok, EX_PROCS);
+    redisContext *r = crdt_redis();
+    long long total = 0;
+    for (int k = 0; k < EX_NAMES; k++) {
+        char buf[32];
+        total += atoll(crdt_cmd_str(r, buf, sizeof buf, "GET %s", sh.counter[k]));
+        cr_expect_eq(crdt_cmd_int(r, "EXISTS %s", sh.inside[k]) == 0 ||
+                         atoll(crdt_cmd_str(r, buf, sizeof buf, "GET %s", sh.inside[k])) == 0,
+                     1);
+    }
+    cr_expect_eq(total, EX_PROCS * EX_THREADS * EX_ITER, "lost updates: %lld", total);
+    cr_log_info("exclusion: %d acquisitions of %d names (%d/%d/%d per primary) by %d processes "
+                "x %d threads in %lld ms", EX_PROCS * EX_THREADS * EX_ITER, EX_NAMES, per[0],
+                per[1], per[2], EX_PROCS, EX_THREADS, (long long)took);
+    redisFree(r);
+
+    /* Bad input on a cluster: a name whose keys would span slots is refused before any
+     * command, even with allow_unsafe_names; a standalone client aimed at a cluster node
+     * is told to use redis-cluster://. */
+    crd_options o;
+    crdt_cluster_options(&cl, &o);
+    o.allow_unsafe_names = true;
+    crd_client *c = crdt_client_opts(&o);
+    crd_lock *l = NULL;
+    cr_expect_eq(crd_lock_new(c, "a}b", &l), CRD_INVALID_ARGUMENT);
+    cr_expect(strstr(crd_client_errmsg(c), "CROSSSLOT") != NULL, "%s", crd_client_errmsg(c));
+    crd_client_free(c);
+    crdt_options(&o);
+    o.port = cl.node[0].port;
+    c = crdt_client_opts(&o);
+    l = crdt_lock(c, crdt_cluster_name_on(&cl, 1, "standalone"));
+    cr_expect_eq(crd_lock_acquire(l, 0, 1000), CRD_SERVER);
+    cr_expect(strstr(crd_client_errmsg(c), "redis-cluster://") != NULL, "%s",
+              crd_client_errmsg(c));
+    crd_lock_free(l);
+    crd_client_free(c);
+    crdt_cluster_stop(&cl);
+}
+
+/* ---- bad seeds ------------------------------------------------------------------------------------ */
+
+Test(cluster, seeds_that_answer_nothing_or_are_not_cluster_nodes_are_refused_clearly)
+{
+    crd_options o;
+    crdt_options(&o);
+    o.url = "redis-cluster://127.0.0.1:1,127.0.0.1:2";
+    o.connect_timeout_ms = 500;
+    crd_client *c = NULL;
+    cr_expect_eq(crd_client_new(&o, &c), CRD_IO);
+    cr_expect(strstr(crd_client_errmsg(c), "no cluster node") != NULL &&
+                  strstr(crd_client_errmsg(c), "127.0.0.1:2") != NULL,
+              "%s", crd_client_errmsg(c));
+    crd_client_free(c);
+    /* The test's own server is a standalone redis-server. */
+    crdt_options(&o);
+    o.deployment = CRD_DEPLOYMENT_CLUSTER;
+    c = NULL;
+    cr_expect_eq(crd_client_new(&o, &c), CRD_INVALID_ARGUMENT);
+    cr_expect(strstr(crd_client_errmsg(c), "is not a cluster node") != NULL, "%s",
+              crd_client_errmsg(c));
+    crd_client_free(c);
+    crdt_options(&o);
+    o.url = "redis-cluster://127.0.0.1:1/2";
+    c = NULL;
+    cr_expect_eq(crd_client_new(&o, &c), CRD_INVALID_ARGUMENT);
+    cr_expect(strstr(crd_client_errmsg(c), "database 0") != NULL, "%s", crd_client_errmsg(c));
+    crd_client_free(c);
 }

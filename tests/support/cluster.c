@@ -307,9 +307,10 @@ const char *crdt_cluster_name_on(crdt_cluster *cl, int primary, const char *suff
     redisContext *r = crdt_cluster_redis(cl, primary);
     char buf[300];
     const char *out = NULL;
-    for (int n = 0; n < 10000 && out == NULL; n++) {
-        snprintf(buf, sizeof buf, "%s.%s", crdt_key(suffix), n == 0 ? "" : "x");
-        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%d", n);
+    static int next; /* every call gives a new name, even for the same suffix */
+    for (int n = next; n < next + 10000 && out == NULL; n++) {
+        snprintf(buf, sizeof buf, "%s.%d", crdt_key(suffix), n);
+        next = n + 1;
         redisReply *rep = redisCommand(r, "CLUSTER KEYSLOT %s", buf);
         if (rep != NULL && rep->type == REDIS_REPLY_INTEGER && owner[rep->integer] == primary)
             out = strdup(buf);

@@ -68,8 +68,9 @@ bool crdt_cluster_wait_stable(crdt_cluster *cl, int64_t timeout_ms);
 /* A client options struct for the cluster: crdt_options() with url = cl->url. */
 void crdt_cluster_options(crdt_cluster *cl, crd_options *o);
 
-/* A name (prefixed with the test's key prefix and suffix) whose slot a primary at index
- * `primary` serves now. The returned storage lives until process exit. */
+/* A new name (the test's key prefix, suffix and a number; never the same twice in a
+ * process) whose slot the node at index `primary` serves now. The returned storage
+ * lives until process exit. */
 const char *crdt_cluster_name_on(crdt_cluster *cl, int primary, const char *suffix);
 
 #endif /* CRDT_CLUSTER_H */
