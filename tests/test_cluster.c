@@ -501,3 +501,184 @@ Test(cluster, seeds_that_answer_nothing_or_are_not_cluster_nodes_are_refused_cle
     cr_expect(strstr(crd_client_errmsg(c), "database 0") != NULL, "%s", crd_client_errmsg(c));
     crd_client_free(c);
 }
+
+/* ---- parity with Redisson's cluster recordings ---------------------------------------------------- */
+
+/* Whether some script entry of tl from `from` has exactly these KEYS then ARGV ("#": any
+ * number, a word ending in '*': that prefix). */
+static bool has_script(crdt_tracelog *tl, size_t from, int nkeys, const char *const *words, int n)
+{
+    bool found = false;
+    for (size_t i = from; i < crdt_tracelog_count(tl) && !found; i++) {
+        crdt_trace_entry e;
+        if (!crdt_tracelog_get(tl, i, &e))
+            continue;
+        bool ok = (strcasecmp(e.argv[0], "EVALSHA") == 0 || strcasecmp(e.argv[0], "EVAL") == 0) &&
+                  e.argc == 3 + n && atoi(e.argv[2]) == nkeys;
+        for (int k = 0; ok && k < n; k++) {
+            const char *got = e.argv[3 + k], *want = words[k];
+            size_t wl = strlen(want);
+            if (strcmp(want, "#") == 0)
+                ok = got[0] != '\0' && strspn(got, "0123456789") == strlen(got);
+            else if (wl > 0 && want[wl - 1] == '*')
+                ok = strncmp(got, want, wl - 1) == 0;
+            else
+                ok = strcmp(got, want) == 0;
+        }
+        found = ok;
+        crdt_trace_entry_free(&e);
+    }
+    return found;
+}
+
+typedef blocked_pred unsub_pred;
+
+static bool unsub_fn(void *arg)
+{
+    unsub_pred *p = arg;
+    return crdt_tracelog_has(p->tl, p->from, "SUNSUBSCRIBE", p->channel);
+}
+
+/* Reads one sharded message from a raw subscriber: its channel and payload. */
+static bool next_smessage(redisContext *sub, char *channel, size_t cap, char *payload, size_t pcap)
+{
+    for (;;) {
+        void *v = NULL;
+        if (redisGetReply(sub, &v) != REDIS_OK || v == NULL)
+            return false;
+        redisReply *r = v;
+        bool msg = r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+                   strcmp(r->element[0]->str, "smessage") == 0;
+        if (msg) {
+            snprintf(channel, cap, "%s", r->element[1]->str);
+            snprintf(payload, pcap, "%s", r->element[2]->str);
+        }
+        freeReplyObject(r);
+        if (msg)
+            return true;
+    }
+}
+
+Test(cluster, golden_x_cluster_contention_and_fair_rw_keys_channels_and_messages_match_redisson,
+     .timeout = 60)
+{
+    /* The recordings ran on a cluster whose one primary owned every slot. */
+    crdt_cluster cl;
+    crdt_cluster_start(&cl, 1, 0);
+    crdt_tracelog *tla = crdt_tracelog_new(), *tlb = crdt_tracelog_new();
+    crd_client *a = cluster_client(&cl, tla);
+    crd_client *b = cluster_client(&cl, tlb);
+    redisContext *watch = crdt_cluster_redis(&cl, 0);
+    struct timeval tv = {5, 0};
+    redisSetTimeout(watch, tv);
+    /* One SSUBSCRIBE per slot: shard channels of two slots in one command are CROSSSLOT. */
+    freeReplyObject(crdt_cmd(watch, "SSUBSCRIBE redisson_lock__channel:{s1}"));
+    freeReplyObject(crdt_cmd(watch, "SSUBSCRIBE redisson_rwlock:{rw1}"));
+    char fa[128], fb[128], ch[400], pl[32];
+
+    /* x_cluster_contention: s1 */
+    crd_lock *la = crdt_lock(a, "s1"), *lb = crdt_lock(b, "s1");
+    cr_assert_eq(crd_lock_acquire(la, -1, CRD_LEASE_WATCHDOG), CRD_OK);
+    crdt_owner_field(a, crd_owner_current(), fa, sizeof fa);
+    const char *acq_a[] = {"s1", "30000", fa};
+    cr_expect(has_script(tla, 0, 1, acq_a, 3), "rlock acquire of s1");
+    size_t from_b = crdt_tracelog_count(tlb);
+    blocked_pred bp = {tlb, from_b, "redisson_lock__channel:{s1}"};
+    crdt_waiter w = {.lock = lb, .wait_ms = -1, .lease_ms = CRD_LEASE_WATCHDOG, .client = b};
+    crdt_waiter_start(&w);
+    cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "B never sent SSUBSCRIBE on the channel");
+    snprintf(fb, sizeof fb, "%s", w.field);
+    const char *acq_b[] = {"s1", "30000", fb};
+    cr_expect(has_script(tlb, from_b, 1, acq_b, 3), "B's rlock acquire of s1");
+    size_t from_a = crdt_tracelog_count(tla);
+    cr_assert_eq(crd_lock_release(la), CRD_OK);
+    const char *unl_a[] = {"s1", "redisson_lock__channel:{s1}", "redisson_unlock_latch:{s1}:*",
+                           "0", "30000", fa, "SPUBLISH", "#"};
+    cr_expect(has_script(tla, from_a, 3, unl_a, 8), "rlock unlock of s1 with SPUBLISH");
+    cr_assert(next_smessage(watch, ch, sizeof ch, pl, sizeof pl));
+    cr_expect_str_eq(ch, "redisson_lock__channel:{s1}");
+    cr_expect_str_eq(pl, "0");
+    crdt_waiter_join(&w, 10000, "s1");
+    cr_assert_eq(w.acquire_st, CRD_OK);
+    unsub_pred up = {tlb, from_b, "redisson_lock__channel:{s1}"};
+    cr_expect(crdt_wait_until(unsub_fn, &up, 2000), "B never sent SUNSUBSCRIBE");
+    cr_assert(next_smessage(watch, ch, sizeof ch, pl, sizeof pl)); /* B's own unlock */
+    cr_expect_str_eq(pl, "0");
+
+    /* x_cluster_fair_rw: f1 */
+    crd_lock *fla, *flb;
+    cr_assert_eq(crd_fair_lock_new(a, "f1", &fla), CRD_OK);
+    cr_assert_eq(crd_fair_lock_new(b, "f1", &flb), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(fla, -1, CRD_LEASE_WATCHDOG), CRD_OK);
+    const char *facq[] = {"f1", "redisson_lock_queue:{f1}", "redisson_lock_timeout:{f1}", "30000",
+                          fa, "300000", "#"};
+    cr_expect(has_script(tla, from_a, 3, facq, 7), "fair acquire of f1");
+    from_b = crdt_tracelog_count(tlb);
+    w = (crdt_waiter){.lock = flb, .wait_ms = -1, .lease_ms = CRD_LEASE_WATCHDOG, .client = b};
+    crdt_waiter_start(&w);
+    char fch[400];
+    snprintf(fch, sizeof fch, "redisson_lock__channel:{f1}:%s", w.field);
+    bp = (blocked_pred){tlb, from_b, fch};
+    cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "B never sent SSUBSCRIBE on %s", fch);
+    freeReplyObject(crdt_cmd(watch, "SSUBSCRIBE %s", fch));
+    from_a = crdt_tracelog_count(tla);
+    cr_assert_eq(crd_lock_release(fla), CRD_OK);
+    const char *funl[] = {"f1", "redisson_lock_queue:{f1}", "redisson_lock_timeout:{f1}",
+                          "redisson_lock__channel:{f1}", "redisson_unlock_latch:{f1}:*", "0",
+                          "30000", fa, "#", "SPUBLISH", "#"};
+    cr_expect(has_script(tla, from_a, 5, funl, 11), "fair unlock of f1 with SPUBLISH");
+    cr_assert(next_smessage(watch, ch, sizeof ch, pl, sizeof pl));
+    cr_expect_str_eq(ch, fch);
+    cr_expect_str_eq(pl, "0");
+    crdt_waiter_join(&w, 10000, "f1");
+    cr_assert_eq(w.acquire_st, CRD_OK);
+
+    /* x_cluster_fair_rw: rw1, a writer then a waiting reader woken by "1" */
+    crd_rwlock *rwa, *rwb;
+    cr_assert_eq(crd_rwlock_new(a, "rw1", &rwa), CRD_OK);
+    cr_assert_eq(crd_rwlock_new(b, "rw1", &rwb), CRD_OK);
+    from_a = crdt_tracelog_count(tla);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(rwa), -1, CRD_LEASE_WATCHDOG), CRD_OK);
+    char waf[160];
+    snprintf(waf, sizeof waf, "%s:write", fa);
+    const char *wacq[] = {"rw1", "30000", waf};
+    cr_expect(has_script(tla, from_a, 1, wacq, 3), "write acquire of rw1");
+    from_b = crdt_tracelog_count(tlb);
+    w = (crdt_waiter){.lock = crd_rwlock_read(rwb), .wait_ms = -1,
+                      .lease_ms = CRD_LEASE_WATCHDOG, .client = b};
+    crdt_waiter_start(&w);
+    bp = (blocked_pred){tlb, from_b, "redisson_rwlock:{rw1}"};
+    cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "the reader never sent SSUBSCRIBE");
+    char rto[300], rwf[160];
+    snprintf(rto, sizeof rto, "{rw1}:%s:rwlock_timeout", w.field);
+    snprintf(rwf, sizeof rwf, "%s:write", w.field);
+    const char *racq[] = {"rw1", rto, "30000", w.field, rwf};
+    cr_expect(has_script(tlb, from_b, 2, racq, 5), "read acquire of rw1");
+    from_a = crdt_tracelog_count(tla);
+    cr_assert_eq(crd_lock_release(crd_rwlock_write(rwa)), CRD_OK);
+    const char *wunl[] = {"rw1", "redisson_rwlock:{rw1}", "redisson_unlock_latch:{rw1}:*", "1",
+                          "30000", waf, "SPUBLISH", "#"};
+    cr_expect(has_script(tla, from_a, 3, wunl, 8), "write unlock of rw1 with SPUBLISH");
+    cr_assert(next_smessage(watch, ch, sizeof ch, pl, sizeof pl));
+    cr_expect_str_eq(ch, "redisson_rwlock:{rw1}");
+    cr_expect_str_eq(pl, "1");
+    crdt_waiter_join(&w, 10000, "rw1");
+    cr_assert_eq(w.acquire_st, CRD_OK);
+    /* the reader's own unlock: the read unlock's KEYS and SPUBLISH */
+    const char *runl[] = {"rw1", "redisson_rwlock:{rw1}", rto, "{rw1}",
+                          "redisson_unlock_latch:{rw1}:*", "0", w.field, "SPUBLISH", "#"};
+    cr_expect(has_script(tlb, from_b, 5, runl, 9), "read unlock of rw1 with SPUBLISH");
+
+    crd_lock_free(la);
+    crd_lock_free(lb);
+    crd_lock_free(fla);
+    crd_lock_free(flb);
+    crd_rwlock_free(rwa);
+    crd_rwlock_free(rwb);
+    crd_client_free(a);
+    crd_client_free(b);
+    crdt_tracelog_free(tla);
+    crdt_tracelog_free(tlb);
+    redisFree(watch);
+    crdt_cluster_stop(&cl);
+}
