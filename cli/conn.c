@@ -2,7 +2,9 @@
  * conn.c -- raw hiredis connections for the commands that read what the public API does
  * not offer (status, watch, list): the lock's holders, its Redis type, pub/sub. They are
  * opened from the same URL forms as the library's (its own parser, crd__url_parse), with
- * AUTH and SELECT. Main thread only.
+ * AUTH and SELECT. With a redis-cluster:// URL, status and watch go to the primary
+ * serving the name's slot (asked of the seeds with CLUSTER SLOTS); list scans only the
+ * first seed. Main thread only.
  */
 #include "cli.h"
 
@@ -21,6 +23,54 @@ int cli_endpoint(const char *cmd, const global_opts *g, crd__endpoint *ep)
                            why);
 }
 
+/* A redis-cluster:// URL: replaces ep's host and port with the primary serving name's
+ * slot, read from the first seed that answers CLUSTER SLOTS. */
+static int route_to_slot(const char *cmd, const char *raw_url, const char *name,
+                         crd__endpoint *ep)
+{
+    int slot = crd__key_slot(name, strlen(name));
+    for (int i = 0; i < ep->nseeds; i++) {
+        crd__endpoint one = *ep;
+        one.host = ep->seeds[i].host;
+        one.port = ep->seeds[i].port;
+        one.cluster = false;
+        struct timeval ctv = {2, 0};
+        redisContext *c = redisConnectWithTimeout(one.host, one.port, ctv);
+        if (c == NULL || c->err) {
+            redisFree(c);
+            continue;
+        }
+        redisReply *r = NULL;
+        if (ep->password != NULL)
+            r = ep->username != NULL ? redisCommand(c, "AUTH %s %s", ep->username, ep->password)
+                                     : redisCommand(c, "AUTH %s", ep->password);
+        freeReplyObject(r);
+        r = redisCommand(c, "CLUSTER SLOTS");
+        for (size_t k = 0; r != NULL && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
+            redisReply *e = r->element[k];
+            if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 || e->element[2]->elements < 2 ||
+                slot < e->element[0]->integer || slot > e->element[1]->integer)
+                continue;
+            const redisReply *h = e->element[2]->element[0];
+            char *host = strdup(h->len > 0 ? h->str : one.host);
+            if (host == NULL)
+                break;
+            free(ep->host);
+            ep->host = host;
+            ep->port = (int)e->element[2]->element[1]->integer;
+            freeReplyObject(r);
+            redisFree(c);
+            return 0;
+        }
+        freeReplyObject(r);
+        redisFree(c);
+    }
+    char shown[512];
+    cli_error(cmd, "no cluster node of %s said which primary serves slot %d",
+              cli_redact_url(raw_url, shown, sizeof shown), slot);
+    return EXIT_UNAVAILABLE;
+}
+
 int cli_name_and_endpoint(const char *cmd, const global_opts *g, const char *name,
                           crd__endpoint *ep)
 {
@@ -29,7 +79,10 @@ int cli_name_and_endpoint(const char *cmd, const global_opts *g, const char *nam
         return cli_usage_error(cmd, "missing lock NAME");
     if (*name == '\0')
         return cli_usage_error(cmd, "lock NAME is empty");
-    return cli_endpoint(cmd, g, ep);
+    int rc = cli_endpoint(cmd, g, ep);
+    if (rc == 0 && ep->cluster)
+        rc = route_to_slot(cmd, g->url, name, ep);
+    return rc;
 }
 
 /* AUTH (when the URL has a password) and SELECT (when it names a database other than

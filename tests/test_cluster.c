@@ -469,6 +469,35 @@ Test(cluster, four_processes_of_four_threads_never_overlap_on_thirty_names_over_
               crd_client_errmsg(c));
     crd_lock_free(l);
     crd_client_free(c);
+
+#ifdef CRD_CLI_PATH
+    /* The CLI on the cluster: run and unlock through the library, status routed to the
+     * primary of the name's slot. */
+    const char *name = crdt_cluster_name_on(&cl, 2, "cli");
+    char line[1200];
+    snprintf(line, sizeof line, "%s --url '%s' run '%s' -- true", CRD_CLI_PATH, cl.url, name);
+    cr_expect_eq(system(line), 0, "%s", line);
+    crdt_cluster_options(&cl, &o);
+    c = crdt_client_opts(&o);
+    l = crdt_lock(c, name);
+    cr_assert_eq(crd_lock_acquire(l, 0, 30000), CRD_OK);
+    snprintf(line, sizeof line, "%s --url '%s' status '%s'", CRD_CLI_PATH, cl.url, name);
+    FILE *f = popen(line, "r");
+    cr_assert_not_null(f);
+    char out[4096] = "";
+    size_t got = fread(out, 1, sizeof out - 1, f);
+    out[got] = '\0';
+    cr_expect_eq(pclose(f), 0, "%s: %s", line, out);
+    cr_expect(strstr(out, crd_client_id(c)) != NULL, "status does not show the holder: %s", out);
+    snprintf(line, sizeof line, "%s --url '%s' unlock --force '%s' >/dev/null", CRD_CLI_PATH,
+             cl.url, name);
+    cr_expect_eq(system(line), 0, "%s", line);
+    bool locked = true;
+    cr_expect_eq(crd_lock_is_locked(l, &locked), CRD_OK);
+    cr_expect(!locked, "the CLI's force-unlock did not reach the slot's primary");
+    crd_lock_free(l);
+    crd_client_free(c);
+#endif
     crdt_cluster_stop(&cl);
 }
 
