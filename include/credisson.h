@@ -236,7 +236,9 @@ typedef struct crd_options {
      * waiter notices a release that published nothing (a Java spin lock). */
     int64_t max_wait_slice_ms;
     /* Accept names whose braces break Redis Cluster slot co-location (PROTOCOL.md 2.3
-     * class C, e.g. "a}b", "{", "{}x"). Default false: such names are rejected. */
+     * class C, e.g. "a}b", "{", "{}x"). Default false: such names are rejected. Ignored
+     * in cluster mode, where such names are always rejected (CRD_INVALID_ARGUMENT from
+     * the lock's _new function): the cluster would refuse their scripts (CROSSSLOT). */
     bool allow_unsafe_names;
     /* On crd_client_free(): release every hold still held (owner-checked unlocks) instead
      * of letting them expire. Default false. */
