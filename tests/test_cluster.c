@@ -22,6 +22,9 @@
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
+/* Measured figures, one line each (the report quotes them). */
+#define say(...) (fprintf(stderr, "[cluster] " __VA_ARGS__), fputc('\n', stderr))
+
 static crd_client *cluster_client(crdt_cluster *cl, crdt_tracelog *tl)
 {
     crd_options o;
@@ -79,7 +82,7 @@ Test(cluster, locks_on_every_primary_are_routed_reentered_and_woken_by_sharded_m
     crdt_cluster cl;
     int64_t t0 = crdt_now_ms();
     crdt_cluster_start(&cl, 3, 1);
-    cr_log_info("cluster of 3 primaries + 3 replicas ready in %lld ms",
+    say("cluster of 3 primaries + 3 replicas ready in %lld ms",
                 (long long)(crdt_now_ms() - t0));
     /* The topology the harness built. */
     int served[CRDT_CLUSTER_MAX] = {0};
@@ -116,7 +119,7 @@ Test(cluster, locks_on_every_primary_are_routed_reentered_and_woken_by_sharded_m
         char channel[400];
         snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
         int64_t lat = contend(la, lb, tla, tlb, channel);
-        cr_log_info("primary %d: RLock waiter woken %lld ms after the release", p, (long long)lat);
+        say("primary %d: RLock waiter woken %lld ms after the release", p, (long long)lat);
 
         /* fair lock: the waiter listens on its own channel */
         crd_lock *fa, *fb;
@@ -124,7 +127,7 @@ Test(cluster, locks_on_every_primary_are_routed_reentered_and_woken_by_sharded_m
         cr_assert_eq(crd_fair_lock_new(a, fname, &fa), CRD_OK);
         cr_assert_eq(crd_fair_lock_new(b, fname, &fb), CRD_OK);
         lat = contend(fa, fb, tla, tlb, NULL);
-        cr_log_info("primary %d: fair waiter woken %lld ms after the release", p, (long long)lat);
+        say("primary %d: fair waiter woken %lld ms after the release", p, (long long)lat);
         cr_expect_eq(crdt_exists(owner, fname), 0);
         crd_lock_free(fa);
         crd_lock_free(fb);
@@ -136,7 +139,7 @@ Test(cluster, locks_on_every_primary_are_routed_reentered_and_woken_by_sharded_m
         cr_assert_eq(crd_rwlock_new(b, rwname, &rwb), CRD_OK);
         snprintf(channel, sizeof channel, "redisson_rwlock:{%s}", rwname);
         lat = contend(crd_rwlock_write(rwa), crd_rwlock_read(rwb), tla, tlb, channel);
-        cr_log_info("primary %d: reader woken %lld ms after the writer's release", p,
+        say("primary %d: reader woken %lld ms after the writer's release", p,
                     (long long)lat);
         crd_rwlock_free(rwa);
         crd_rwlock_free(rwb);
@@ -289,7 +292,7 @@ static void scenario_finish(scenario *sc, int new_owner, const char *what)
     while (crd_lock_release(sc->lr) == CRD_OK) {
     }
     cr_expect_eq(atomic_load(&sc->tw.lost), 0, "%s: a lock was reported lost", what);
-    cr_log_info("%s: renewal at the new owner %lld ms after the change, waiter woken %lld ms "
+    say("%s: renewal at the new owner %lld ms after the change, waiter woken %lld ms "
                 "after the release, %zu SSUBSCRIBEs of its channel, %d renewal-failing events",
                 what, (long long)t_renew, (long long)lat, subs, atomic_load(&sc->tw.failing));
     redisFree(owner);
@@ -312,7 +315,7 @@ Test(cluster, a_slot_moved_while_locked_takes_renewals_release_and_wake_ups_alon
     move_ctx mc = {sc.lh, sc.lr, CRD_IO};
     int64_t t0 = crdt_now_ms();
     crdt_cluster_move_slot(&sc.cl, slot, 1, reenter_midway, &mc);
-    cr_log_info("resharding: slot %d moved to primary 1 in %lld ms", slot,
+    say("resharding: slot %d moved to primary 1 in %lld ms", slot,
                 (long long)(crdt_now_ms() - t0));
     cr_expect_eq(mc.reentry, CRD_OK, "the re-entry during the move (ASK) failed");
     cr_expect(crdt_tracelog_has(sc.tla, 0, "ASKING", NULL), "no ASKING was sent");
@@ -330,7 +333,7 @@ Test(cluster, a_failover_while_locked_keeps_renewals_and_wake_ups, .timeout = 90
     redisFree(p0);
     int64_t t0 = crdt_now_ms();
     int promoted = crdt_cluster_failover(&sc.cl, 0);
-    cr_log_info("failover: replica %d took over from primary 0 in %lld ms", promoted,
+    say("failover: replica %d took over from primary 0 in %lld ms", promoted,
                 (long long)(crdt_now_ms() - t0));
     scenario_finish(&sc, promoted, "failover");
 }
@@ -444,7 +447,7 @@ Test(cluster, four_processes_of_four_threads_never_overlap_on_thirty_names_over_
                      1);
     }
     cr_expect_eq(total, EX_PROCS * EX_THREADS * EX_ITER, "lost updates: %lld", total);
-    cr_log_info("exclusion: %d acquisitions of %d names (%d/%d/%d per primary) by %d processes "
+    say("exclusion: %d acquisitions of %d names (%d/%d/%d per primary) by %d processes "
                 "x %d threads in %lld ms", EX_PROCS * EX_THREADS * EX_ITER, EX_NAMES, per[0],
                 per[1], per[2], EX_PROCS, EX_THREADS, (long long)took);
     redisFree(r);
