@@ -134,8 +134,9 @@ typedef struct cli_rconn {
     crd__conn conn;
 } cli_rconn;
 
-/* Opens one (0), or prints one line and returns the exit code. */
-int cli_connect(const char *cmd, const global_opts *g, cli_rconn *out);
+/* Opens one (0), or prints one line and returns the exit code. name (may be NULL)
+ * chooses the node on a cluster: the primary serving its slot. */
+int cli_connect(const char *cmd, const global_opts *g, const char *name, cli_rconn *out);
 void cli_close(cli_rconn *c);
 /* One command and its reply (error replies included), or NULL on a connection failure
  * (cli_rconn_err says why). */

@@ -2,8 +2,10 @@
  * conn.c -- raw connections for the commands that read what the public API does not
  * offer (status, watch, list): the lock's holders, its Redis type, pub/sub. They run on
  * the library's own transport (crd__conn: TCP or unix socket, TLS for rediss://, AUTH,
- * SELECT), opened from the same URL and TLS options as the library's client. hiredis
- * parses the replies. Main thread only.
+ * SELECT), opened from the same URL and TLS options as the library's client; on a
+ * cluster (redis-cluster://) to the primary serving the name's slot, as the library's
+ * slot map says (list scans the first seed only). hiredis parses the replies. Main
+ * thread only.
  */
 #include "cli.h"
 
@@ -34,13 +36,26 @@ int cli_name_and_endpoint(const char *cmd, const global_opts *g, const char *nam
     return cli_endpoint(cmd, g, ep);
 }
 
-int cli_connect(const char *cmd, const global_opts *g, cli_rconn *out)
+int cli_connect(const char *cmd, const global_opts *g, const char *name, cli_rconn *out)
 {
     memset(out, 0, sizeof *out);
     int rc = cli_make_client(g, cmd, NULL, &out->client);
     if (rc != 0)
         return rc;
-    crd_status st = crd__conn_open(out->client, &out->client->ep, &out->conn);
+    /* The node that serves name: on a cluster the primary of its slot (the library's
+     * own slot map chooses it), else the one server. */
+    crd__endpoint ep = out->client->ep;
+    crd__conn *routed = NULL;
+    if (name != NULL && crd__pool_get(out->client, name, strlen(name), &routed) == CRD_OK) {
+        ep = *crd__pool_ep(routed->pool);
+        ep.username = out->client->ep.username;
+        ep.password = out->client->ep.password;
+        ep.db = out->client->ep.db;
+        ep.tls = out->client->ep.tls;
+    }
+    crd_status st = crd__conn_open(out->client, &ep, &out->conn);
+    if (routed != NULL)
+        crd__pool_put(out->client, routed);
     if (st != CRD_OK) {
         char what[600], shown[512];
         snprintf(what, sizeof what, "cannot connect to %s",

@@ -261,7 +261,7 @@ int cmd_list(const global_opts *g, int argc, char **argv)
     int rc = parse_list_args(argc, argv, &l);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
-    rc = cli_connect("list", g, &l.c);
+    rc = cli_connect("list", g, NULL, &l.c);
     if (rc != 0)
         return rc;
     l.started = cli_now_ms();

@@ -401,7 +401,7 @@ int cmd_status(const global_opts *g, int argc, char **argv)
     if (rc != 0)
         return rc;
     cli_rconn conn;
-    rc = cli_connect("status", g, &conn);
+    rc = cli_connect("status", g, v.name, &conn);
     if (rc != 0)
         return rc;
     cli_rconn *c = &conn;

@@ -557,8 +557,8 @@ int cmd_watch(const global_opts *g, int argc, char **argv)
     /* Two connections: one subscribed to the lock's channels, one to read its state. */
     int db = ep.db;
     crd__endpoint_clear(&ep);
-    rc = cli_connect("watch", g, &w.sub);
-    if (rc == 0 && (rc = cli_connect("watch", g, &w.rd)) != 0)
+    rc = cli_connect("watch", g, w.name, &w.sub);
+    if (rc == 0 && (rc = cli_connect("watch", g, w.name, &w.rd)) != 0)
         cli_close(&w.sub);
     if (rc != 0)
         return rc;

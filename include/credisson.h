@@ -185,6 +185,24 @@ typedef enum crd_log_level {
  * quickly and must not call into the same client. */
 typedef void (*crd_log_fn)(void *user_data, crd_log_level level, const char *message);
 
+/* Where the servers are (crd_options.deployment; added in 0.3). */
+typedef enum crd_deployment {
+    CRD_DEPLOYMENT_STANDALONE = 0, /* one server: host and port, unix_path, or a redis:// url */
+    CRD_DEPLOYMENT_CLUSTER = 1     /* a Redis Cluster found from seed nodes */
+} crd_deployment;
+
+/* Classic or sharded pub/sub for unlock messages (crd_options.sharded_pubsub; added in
+ * 0.3), Redisson's shardedSubscriptionMode. Classic (PUBLISH/SUBSCRIBE) and sharded
+ * (SPUBLISH/SSUBSCRIBE) channels never hear each other: every client locking the same
+ * names, in any language, must use the same mode. */
+typedef enum crd_sharded_mode {
+    CRD_SHARDED_AUTO = 0, /* cluster: sharded when the servers support it (Redis 7.0+; the
+                             probe is PUBSUB SHARDNUMSUB, as Java >= 3.22 does); standalone:
+                             classic. Java's default. */
+    CRD_SHARDED_ON = 1,   /* always SPUBLISH / SSUBSCRIBE (Redis 7.0+) */
+    CRD_SHARDED_OFF = 2   /* always PUBLISH / SUBSCRIBE (fleets with Java < 3.22 or mode OFF) */
+} crd_sharded_mode;
+
 /* Client options. Fill with crd_options_init() and then change fields; new fields are
  * only ever appended. Strings are borrowed: crd_client_new() copies what it needs. */
 typedef struct crd_options {
@@ -192,6 +210,8 @@ typedef struct crd_options {
      * unix_path, username, password and db. Forms:
      *   redis://[[user]:password@]host[:port][/db]
      *   rediss://[[user]:password@]host[:port][/db]     (TLS: see tls below)
+     *   redis-cluster://[[user]:password@]host[:port][,host[:port]...]   (seed nodes;
+     *       sets deployment to CRD_DEPLOYMENT_CLUSTER; a cluster has only db 0)
      *   unix://[[user]:password@]/path/to.sock[?db=N]
      * Percent-escapes (%40 for '@') are decoded in user, password and the socket path.
      * In the unix form the credentials end at the first "@/": write an '@' of the
@@ -221,7 +241,9 @@ typedef struct crd_options {
      * waiter notices a release that published nothing (a Java spin lock). */
     int64_t max_wait_slice_ms;
     /* Accept names whose braces break Redis Cluster slot co-location (PROTOCOL.md 2.3
-     * class C, e.g. "a}b", "{", "{}x"). Default false: such names are rejected. */
+     * class C, e.g. "a}b", "{", "{}x"). Default false: such names are rejected. Ignored
+     * in cluster mode, where such names are always rejected (CRD_INVALID_ARGUMENT from
+     * the lock's _new function): the cluster would refuse their scripts (CROSSSLOT). */
     bool allow_unsafe_names;
     /* On crd_client_free(): release every hold still held (owner-checked unlocks) instead
      * of letting them expire. Default false. */
@@ -278,6 +300,29 @@ typedef struct crd_options {
      * reacts to CRD_EVENT_LOCK_LOST then needs no locking of its own. Default false.
      * (on_log lines stay on the thread that logs them.) */
     bool events_on_loop;
+    /* ---- Added in 0.3: Redis Cluster ------------------------------------------------ */
+    /* CRD_DEPLOYMENT_STANDALONE (default) or CRD_DEPLOYMENT_CLUSTER. In cluster mode the
+     * client reads the slot map (CLUSTER SLOTS) from the first seed that answers, keeps
+     * one connection pool of pool_size per primary, sends each lock's commands to the
+     * primary serving its name's slot, follows MOVED (updating the map) and ASK (once,
+     * with ASKING), retries TRYAGAIN, CLUSTERDOWN, LOADING and READONLY within
+     * command_timeout_ms, and re-reads the map after a redirect, a failed connection,
+     * and every 5 s. Names whose braces would split a lock's keys over slots (see
+     * allow_unsafe_names) are always refused in this mode. A redis-cluster:// url sets
+     * this field; a redis:// url or host/port with this field set is the one seed. */
+    crd_deployment deployment;
+    /* Cluster seed nodes, "host[:port][,host[:port]...]" (port 6379 by default,
+     * "[v6-address]:port" allowed); default NULL: host and port are the one seed. One
+     * reachable seed is enough. username and password apply to every node. Ignored when
+     * url is set (the url names the seeds). */
+    const char *seeds;
+    /* Classic or sharded pub/sub; default CRD_SHARDED_AUTO (see crd_sharded_mode). In
+     * sharded mode unlock scripts are given SPUBLISH, and the subscriber thread keeps one
+     * connection per primary that has channels with waiters, SSUBSCRIBEs each channel at
+     * the primary of its slot, and after a server-pushed SUNSUBSCRIBE (the slot moved) or
+     * a lost connection resubscribes at the new owner and wakes every waiter of those
+     * channels to re-check. */
+    crd_sharded_mode sharded_pubsub;
 } crd_options;
 
 /* Fill *opts with the defaults documented above. Returns CRD_OK, or
@@ -290,7 +335,8 @@ CRD_API crd_status crd_options_init(crd_options *opts);
 
 /* Create a client: validate opts (NULL means the crd_options_init() defaults), generate the client's random v4 UUID, open one
  * command connection (AUTH, SELECT) to prove the server is reachable, and start the
- * subscriber and watchdog threads.
+ * subscriber and watchdog threads. In cluster mode it first reads the slot map from a
+ * seed, then PINGs a primary, then decides classic or sharded pub/sub.
  *
  * Returns CRD_OK and sets *out. On failure (CRD_INVALID_ARGUMENT, CRD_IO, CRD_AUTH,
  * CRD_SERVER) *out is still set, to a failed client whose crd_client_errmsg() says
@@ -299,6 +345,11 @@ CRD_API crd_status crd_options_init(crd_options *opts);
  * Ownership: the caller owns *out and frees it with crd_client_free().
  * Thread safety: any thread; the returned client may be shared by all threads. */
 CRD_API crd_status crd_client_new(const crd_options *opts, crd_client **out);
+/* Cluster errors of crd_client_new(): CRD_IO "no cluster node gave its slot map: ..."
+ * naming every seed tried and why when none answers; CRD_INVALID_ARGUMENT when a seed
+ * answers but is not in cluster mode ("... is not a cluster node") or the seed list is
+ * malformed; CRD_SERVER when sharded_pubsub is CRD_SHARDED_ON and the servers do not
+ * support it. */
 
 /* Shut the client down and free it. Blocked waiters return CRD_CLOSED first; renewal
  * stops; held locks expire after their lease (or are released with owner-checked

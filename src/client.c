@@ -50,9 +50,42 @@ static crd_status validate(crd_client *c, const crd_options *o)
     RANGE(max_wait_slice_ms, 0)
     RANGE(fair_wait_timeout_ms, 1)
 #undef RANGE
+    if (o->deployment != CRD_DEPLOYMENT_STANDALONE && o->deployment != CRD_DEPLOYMENT_CLUSTER)
+        return crd__fail(c, CRD_INVALID_ARGUMENT, "deployment must be CRD_DEPLOYMENT_STANDALONE "
+                         "or CRD_DEPLOYMENT_CLUSTER (got %d)", (int)o->deployment);
+    if (o->sharded_pubsub != CRD_SHARDED_AUTO && o->sharded_pubsub != CRD_SHARDED_ON &&
+        o->sharded_pubsub != CRD_SHARDED_OFF)
+        return crd__fail(c, CRD_INVALID_ARGUMENT, "sharded_pubsub must be CRD_SHARDED_AUTO, ON "
+                         "or OFF (got %d)", (int)o->sharded_pubsub);
     if (o->pool_size < 1 || o->pool_size > 1024)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "pool_size must be from 1 to 1024 (got %d)",
                          o->pool_size);
+    return CRD_OK;
+}
+
+/* Cluster mode without a redis-cluster:// url: the seeds option, else host:port. */
+static crd_status setup_seeds(crd_client *c, const crd_options *o)
+{
+    if (c->ep.unix_path != NULL)
+        return crd__fail(c, CRD_INVALID_ARGUMENT, "a cluster is reached over TCP: give seeds "
+                         "or host and port, not a unix socket");
+    if (c->ep.db != 0)
+        return crd__fail(c, CRD_INVALID_ARGUMENT, "a cluster has only database 0 (got db %d)",
+                         c->ep.db);
+    char err[200], one[300];
+    const char *list = o->url == NULL ? o->seeds : NULL;
+    if (list == NULL) {
+        bool v6 = strchr(c->ep.host, ':') != NULL;
+        snprintf(one, sizeof one, "%s%s%s:%d", v6 ? "[" : "", c->ep.host, v6 ? "]" : "",
+                 c->ep.port);
+        list = one;
+    }
+    crd_status st = crd__seeds_parse(list, strlen(list), &c->ep, err, sizeof err);
+    if (st == CRD_NO_MEMORY)
+        return crd__fail(c, st, "cannot copy the seed list");
+    if (st != CRD_OK)
+        return crd__fail(c, st, "bad seed list: %s", err);
+    c->ep.cluster = true;
     return CRD_OK;
 }
 
@@ -63,6 +96,8 @@ static crd_status setup_endpoint(crd_client *c, const crd_options *o)
         crd_status st = crd__url_parse(o->url, &c->ep, err, sizeof err);
         if (st != CRD_OK)
             return crd__fail(c, st, "bad URL: %s", err);
+        if (o->deployment == CRD_DEPLOYMENT_CLUSTER && !c->ep.cluster)
+            return setup_seeds(c, o);
         return CRD_OK;
     }
     if (o->unix_path == NULL && (o->host == NULL || o->host[0] == '\0'))
@@ -80,6 +115,46 @@ static crd_status setup_endpoint(crd_client *c, const crd_options *o)
     if ((o->unix_path == NULL && c->ep.host == NULL) || (o->unix_path && !c->ep.unix_path) ||
         (o->username && !c->ep.username) || (o->password && !c->ep.password))
         return crd__fail(c, CRD_NO_MEMORY, "cannot copy the options");
+    if (o->deployment == CRD_DEPLOYMENT_CLUSTER)
+        return setup_seeds(c, o);
+    return CRD_OK;
+}
+
+/* Classic or sharded pub/sub (PROTOCOL.md 4.4). AUTO in a cluster probes as Java does:
+ * PUBSUB SHARDNUMSUB answers on Redis 7.0+. */
+static crd_status choose_pubsub(crd_client *c, const crd_options *o)
+{
+    bool want = o->sharded_pubsub == CRD_SHARDED_ON;
+    if (o->sharded_pubsub == CRD_SHARDED_AUTO && c->cluster != NULL) {
+        crd__cmd probe;
+        crd__cmd_init(&probe, CRD__PLAIN, 2);
+        crd__cmd_arg_str(&probe, "PUBSUB");
+        crd__cmd_arg_str(&probe, "SHARDNUMSUB");
+        redisReply *r = NULL;
+        crd_status st = crd__call(c, &probe, "probing sharded pub/sub", &r, NULL);
+        crd__cmd_free(&probe);
+        if (r != NULL)
+            freeReplyObject(r);
+        if (st == CRD_IO || st == CRD_CLOSED || st == CRD_NO_MEMORY)
+            return st;
+        want = st == CRD_OK; /* an error: an older server, classic it is */
+        crd__ok(c);
+    } else if (want) {
+        crd__cmd probe;
+        crd__cmd_init(&probe, CRD__PLAIN, 2);
+        crd__cmd_arg_str(&probe, "PUBSUB");
+        crd__cmd_arg_str(&probe, "SHARDNUMSUB");
+        redisReply *r = NULL;
+        crd_status st = crd__call(c, &probe, "sharded pub/sub (sharded_pubsub ON) needs Redis "
+                                  "7.0+", &r, NULL);
+        crd__cmd_free(&probe);
+        if (r != NULL)
+            freeReplyObject(r);
+        if (st != CRD_OK)
+            return st;
+    }
+    c->sharded = want;
+    c->publish = want ? "SPUBLISH" : "PUBLISH";
     return CRD_OK;
 }
 
@@ -138,6 +213,8 @@ static crd_status start(crd_client *c, const crd_options *opts)
     }
     if (st != CRD_OK)
         return st;
+    if ((st = choose_pubsub(c, opts)) != CRD_OK)
+        return st;
     if ((st = crd__pubsub_start(c)) != CRD_OK)
         return st;
     return crd__watchdog_start(c);
@@ -161,6 +238,8 @@ crd_status crd_client_new(const crd_options *opts, crd_client **out)
     c->opts.url = c->opts.host = c->opts.unix_path = c->opts.username = c->opts.password = NULL;
     c->opts.tls_ca_file = c->opts.tls_ca_dir = c->opts.tls_cert_file = c->opts.tls_key_file =
         c->opts.tls_server_name = NULL;
+    c->opts.seeds = NULL;
+    c->publish = "PUBLISH";
     crd__uuid_v4(c->uuid);
     c->pid = getpid();
     atomic_init(&c->closed, false);

@@ -127,6 +127,12 @@ bool crd__name_is_unsafe(const char *name, size_t len);
 
 /* ---- url.c: the URL forms of crd_options.url --------------------------------------- */
 
+/* One seed node of a cluster: where to ask for the topology first. */
+typedef struct crd__seed {
+    char *host;
+    int port;
+} crd__seed;
+
 typedef struct crd__endpoint {
     char *host;
     int port;
@@ -134,12 +140,20 @@ typedef struct crd__endpoint {
     char *username;
     char *password;
     int db;
-    bool tls; /* rediss:// */
+    bool tls;         /* rediss:// */
+    bool cluster;     /* redis-cluster://, or deployment CRD_DEPLOYMENT_CLUSTER */
+    crd__seed *seeds; /* cluster: every seed node (the first is also host and port) */
+    int nseeds;
 } crd__endpoint;
 
-/* Parses a redis://, rediss:// or unix:// URL into *out (cleared first). On failure
- * writes a reason into err and leaves *out empty. Pure function; any thread. */
+/* Parses a redis://, rediss://, redis-cluster:// or unix:// URL into *out (cleared
+ * first). On failure writes a reason into err and leaves *out empty. Pure; any thread. */
 crd_status crd__url_parse(const char *url, crd__endpoint *out, char *err, size_t errlen);
+/* Parses a seed list "host[:port][,host[:port]...]" (port 6379 by default, [v6]:port
+ * allowed) into out->seeds, replacing any there; host and port become the first seed.
+ * Pure; any thread. */
+crd_status crd__seeds_parse(const char *list, size_t len, crd__endpoint *out, char *err,
+                            size_t errlen);
 void crd__endpoint_clear(crd__endpoint *ep);
 
 /* ---- tls.c: TLS over a connected socket (OpenSSL) ------------------------------------ */
@@ -181,6 +195,14 @@ bool crd__tls_cert_requested(SSL *ssl);
 bool crd__tls_pending(SSL *ssl);
 /* Frees the SSL object without a close_notify (nothing is written). */
 void crd__tls_free(SSL *ssl);
+/* ---- slot.c: Redis Cluster key slots ------------------------------------------------ */
+
+#define CRD__NSLOTS 16384
+/* CRC16/XMODEM, the checksum Redis Cluster hashes keys with. Pure. */
+uint16_t crd__crc16(const char *p, size_t len);
+/* The slot of a key: the CRC16 of its hash tag (first '{' to the next '}', non-empty)
+ * or of the whole key, modulo 16384. Pure. */
+int crd__key_slot(const char *key, size_t len);
 
 /* ---- conn.c: one hiredis connection --------------------------------------------------- */
 
@@ -193,6 +215,7 @@ typedef struct crd__conn {
     bool refused;   /* TLS: the server refused our certificate after the handshake */
     char why[200];  /* TLS: the words of the last read failure (errstr holds 128 bytes) */
     unsigned epoch; /* pool connections: the pool epoch when it was opened */
+    struct crd__pool *pool; /* pool connections: the pool it belongs to */
 } crd__conn;
 
 /* Opens a connection to ep with the client's timeouts, AUTH and SELECT. The endpoint is
@@ -300,7 +323,10 @@ struct crd_client {
     atomic_bool closed;
     pid_t pid;            /* process that created the client (fork detection) */
 
-    crd__pool *pool;
+    crd__pool *pool;      /* standalone: the endpoint's pool; cluster: NULL (per node) */
+    struct crd__cluster *cluster; /* cluster mode: the slot map and the nodes (cluster.c) */
+    bool sharded;         /* SSUBSCRIBE / SPUBLISH instead of SUBSCRIBE / PUBLISH */
+    const char *publish;  /* "SPUBLISH" or "PUBLISH": what unlock scripts are told */
     crd__pubsub *ps;
     crd__holds *holds;
     crd__watchdog *wd;
@@ -312,18 +338,77 @@ struct crd_client {
 
 /* ---- pool.c: which connection serves a key ------------------------------------------------ */
 
+/* Standalone: the endpoint's pool. Cluster: reads the topology from the seeds and opens
+ * one pool per primary (cluster.c). */
 crd_status crd__pool_init(crd_client *c);
+/* One pool of connections to ep (borrowed; must outlive the pool). NULL when out of
+ * memory. */
+crd__pool *crd__pool_new(crd_client *c, const crd__endpoint *ep);
+/* Waits until every connection of p is back, closes them, frees p. */
+void crd__pool_destroy(crd__pool *p);
+/* A connection of pool p (connecting it if needed); bounded by the timeouts. */
+crd_status crd__pool_take(crd_client *c, crd__pool *p, crd__conn **out);
 /* Waits (bounded by the command timeouts of what is in flight) until every connection
  * is back, then closes them all and frees the pool. */
 void crd__pool_free(crd_client *c);
 /* Wakes callers waiting for a free connection (the client is closing). */
 void crd__pool_wake(crd_client *c);
 /* The connection for a command on key (connecting it if needed); bounded by the
- * timeouts. Today every key maps to the one endpoint's pool; a cluster's slot routing
- * belongs here and nowhere else. key may be NULL for keyless commands. */
+ * timeouts. Standalone: the one endpoint's pool. Cluster: the pool of the primary
+ * serving the key's slot (cluster.c keeps the map); a keyless command (key NULL) goes
+ * to any primary. */
 crd_status crd__pool_get(crd_client *c, const char *key, size_t keylen, crd__conn **out);
-/* Returns a connection; a broken one is closed and its slot reconnects on next use. */
+/* Where a pool's connections go. */
+const crd__endpoint *crd__pool_ep(const crd__pool *p);
+/* Returns a connection to its pool; a broken one is closed and its slot reconnects on
+ * next use. */
 void crd__pool_put(crd_client *c, crd__conn *conn);
+
+/* ---- cluster.c: the slot map and the nodes of a Redis Cluster ------------------------- */
+
+/* One node the client has heard of (a seed, a primary of the map, a redirect target).
+ * Nodes are never freed before the client, so a pointer to one stays valid. */
+typedef struct crd__node {
+    crd__endpoint ep; /* host owned; username and password borrowed from the client's */
+    crd__pool *pool;  /* commands to this node */
+    struct crd__node *next;
+} crd__node;
+
+typedef struct crd__cluster crd__cluster;
+
+/* Reads the slot map from the first seed that answers CLUSTER SLOTS and creates a pool
+ * per primary. CRD_IO when no seed answers, CRD_INVALID_ARGUMENT when a seed is not in
+ * cluster mode; the message names the seeds tried. */
+crd_status crd__cluster_init(crd_client *c);
+/* Frees the nodes and their pools (waiting for connections in use to come back). */
+void crd__cluster_free(crd_client *c);
+/* The primary serving key's slot (any primary for a NULL key). Refreshes the map first
+ * when it is stale or due for its periodic refresh (one refresh in flight at a time;
+ * others use the current map). NULL only when no slot map could ever be read. */
+crd__node *crd__cluster_node_for(crd_client *c, const char *key, size_t len);
+/* The primary serving key's slot in the map as it is now: no refresh, no I/O (for
+ * callers holding a mutex). NULL when the map has no owner for it. */
+crd__node *crd__cluster_node_peek(crd_client *c, const char *key, size_t len);
+/* The node at host:port, added to the known nodes if new (a redirect's target). NULL
+ * when out of memory. */
+crd__node *crd__cluster_node_at(crd_client *c, const char *host, size_t hostlen, int port);
+/* Parses "MOVED <slot> <host>:<port>" or "ASK ..." (host may be empty or [v6]). Pure. */
+bool crd__cluster_parse_redirect(const redisReply *r, int *slot, const char **host,
+                                 size_t *hostlen, int *port);
+/* A MOVED reply: slot is served by n from now on; a full refresh follows at the next
+ * chance. */
+void crd__cluster_moved(crd_client *c, int slot, crd__node *n);
+/* The map may be wrong (a connection failed, READONLY, a pushed SUNSUBSCRIBE): refresh
+ * it at the next chance. */
+void crd__cluster_stale(crd_client *c);
+/* Refreshes the map now unless a refresh is in flight (then returns at once). */
+crd_status crd__cluster_refresh(crd_client *c);
+/* Calls fn for every known node's pool (fork handlers, wake-ups). Takes the cluster's
+ * mutex around the walk unless held says the caller (the fork handler) holds it. */
+void crd__cluster_foreach_pool(crd_client *c, void (*fn)(crd_client *, crd__pool *, void *),
+                               void *arg, bool held);
+void crd__cluster_lock_for_fork(crd_client *c, bool lock);
+void crd__cluster_after_fork_child(crd_client *c);
 /* Fork handlers (lifecycle.c): hold the pool's mutex across fork(); in the child, free
  * idle connections and abandon the ones parent threads had checked out. */
 void crd__pool_lock_for_fork(crd_client *c, bool lock);
@@ -364,13 +449,16 @@ void crd__cmd_arg_i64(crd__cmd *cmd, int64_t v);
 /* Room for n bytes that live as long as the command (NULL when out of memory). */
 char *crd__cmd_space(crd__cmd *cmd, size_t n);
 
-/* Runs cmd on a connection from the pool chosen by its first key: a script with EVALSHA,
- * and on NOSCRIPT (nothing ran) once more with EVAL. The reply is classified here and
- * only here: CRD_OK leaves a reply that is not an error in *reply (the caller frees it);
- * an error reply becomes a status with the server's words (crd__reply_fail), a redirect
- * or not-primary reply says this client cannot follow it yet. CRD_IO: no reply;
- * *sent_ms (may be NULL) is 0 when nothing was sent, else the send time, so a caller
- * knows whether the command may have run. what names the operation for messages. */
+/* Runs cmd on a connection from the pool chosen by its first key (a plain command by its
+ * second word, which is the key of every plain command this library sends): a script
+ * with EVALSHA, and on NOSCRIPT (nothing ran) once more with EVAL. The reply is
+ * classified here and only here: CRD_OK leaves a reply that is not an error in *reply
+ * (the caller frees it); an error reply becomes a status with the server's words
+ * (crd__reply_fail). In cluster mode redirects, READONLY and busy replies (all proofs
+ * that nothing ran) are followed or retried here within the command timeout; in
+ * standalone mode they are errors. CRD_IO: no reply; *sent_ms (may be NULL) is 0 when
+ * nothing was sent, else the time of the last send, so a caller knows whether the
+ * command may have run. what names the operation for messages. */
 crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply **reply,
                      int64_t *sent_ms);
 /* Runs a script on the given connection, EVALSHA then EVAL on NOSCRIPT; the reply is
@@ -479,6 +567,7 @@ struct crd_lock {
     char *name;
     size_t name_len;
     crd__names names; /* the keys and channels of its kind */
+    const char *publish; /* what its unlock scripts publish with: PUBLISH or SPUBLISH */
     bool view;        /* read or write view owned by a crd_rwlock */
 };
 

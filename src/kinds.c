@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PUBLISH "PUBLISH" /* SPUBLISH once sharded pub/sub exists (PROTOCOL.md 4.4) */
 
 static void key(crd__cmd *cmd, const crd__buf *b) { crd__cmd_key(cmd, b->p, b->len); }
 
@@ -92,7 +91,7 @@ static void exclusive_release(const crd_lock *l, const crd__rel_args *a, crd__cm
     crd__cmd_arg_str(cmd, message);
     crd__cmd_arg_i64(cmd, a->rearm_ms);
     crd__cmd_arg(cmd, a->field, a->flen);
-    crd__cmd_arg_str(cmd, PUBLISH);
+    crd__cmd_arg_str(cmd, l->publish);
     crd__cmd_arg_i64(cmd, a->latch_ttl_ms);
 }
 
@@ -107,7 +106,7 @@ static void rlock_force_unlock(const crd_lock *l, crd__cmd *cmd)
     name_key(l, cmd);
     key(cmd, &l->names.channel);
     crd__cmd_arg_str(cmd, "0");
-    crd__cmd_arg_str(cmd, PUBLISH);
+    crd__cmd_arg_str(cmd, l->publish);
 }
 
 /* ---- fair lock ------------------------------------------------------------------------------ */
@@ -157,7 +156,7 @@ static void fair_release(const crd_lock *l, const crd__rel_args *a, crd__cmd *cm
     crd__cmd_arg_i64(cmd, a->rearm_ms);
     crd__cmd_arg(cmd, a->field, a->flen);
     crd__cmd_arg_i64(cmd, crd__epoch_ms());
-    crd__cmd_arg_str(cmd, PUBLISH);
+    crd__cmd_arg_str(cmd, l->publish);
     crd__cmd_arg_i64(cmd, a->latch_ttl_ms);
 }
 
@@ -170,7 +169,7 @@ static void fair_force_unlock(const crd_lock *l, crd__cmd *cmd)
     key(cmd, &l->names.channel);
     crd__cmd_arg_str(cmd, "0");
     crd__cmd_arg_i64(cmd, crd__epoch_ms());
-    crd__cmd_arg_str(cmd, PUBLISH);
+    crd__cmd_arg_str(cmd, l->publish);
 }
 
 void crd__fair_give_up_cmd(const crd_lock *l, const char *field, size_t flen, int64_t wait_ms,
@@ -183,7 +182,7 @@ void crd__fair_give_up_cmd(const crd_lock *l, const char *field, size_t flen, in
     key(cmd, &l->names.channel);
     crd__cmd_arg(cmd, field, flen);
     crd__cmd_arg_i64(cmd, wait_ms);
-    crd__cmd_arg_str(cmd, PUBLISH);
+    crd__cmd_arg_str(cmd, l->publish);
 }
 
 /* ---- read-write lock: the read side ---------------------------------------------------------- */
@@ -234,7 +233,7 @@ static void read_release(const crd_lock *l, const crd__rel_args *a, crd__cmd *cm
     crd__cmd_key(cmd, a->latch, a->latch_len);
     crd__cmd_arg_str(cmd, "0");
     crd__cmd_arg(cmd, a->field, a->flen);
-    crd__cmd_arg_str(cmd, PUBLISH);
+    crd__cmd_arg_str(cmd, l->publish);
     crd__cmd_arg_i64(cmd, a->latch_ttl_ms);
 }
 
@@ -246,7 +245,7 @@ static void rw_force_unlock(const crd_lock *l, crd__cmd *cmd, const char *messag
     name_key(l, cmd);
     key(cmd, &l->names.channel);
     crd__cmd_arg_str(cmd, message);
-    crd__cmd_arg_str(cmd, PUBLISH);
+    crd__cmd_arg_str(cmd, l->publish);
     crd__cmd_arg_str(cmd, mode);
 }
 
@@ -412,6 +411,9 @@ crd_status crd__lock_init(crd_lock *l, crd_client *c, crd__kind kind, const char
     memset(l, 0, sizeof *l);
     l->client = c;
     l->kind = kind;
+    /* What unlock scripts publish with is the client's choice (PROTOCOL.md 4.4): SPUBLISH
+     * with sharded pub/sub, else PUBLISH (also for records made without a client). */
+    l->publish = c != NULL && c->publish != NULL ? c->publish : "PUBLISH";
     l->name = malloc(len + 1);
     if (l->name == NULL)
         return CRD_NO_MEMORY;

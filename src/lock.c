@@ -25,6 +25,14 @@ static crd_status check_name(crd_client *c, const char *name, size_t len)
     if (len > CRD_NAME_MAX)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "lock name is %zu bytes; the maximum is %d", len,
                          CRD_NAME_MAX);
+    /* On a cluster such a name cannot work at all (CROSSSLOT, PROTOCOL.md 2.3): refused
+     * whatever allow_unsafe_names says. */
+    if (c->cluster != NULL && crd__name_is_unsafe(name, len))
+        return crd__fail(c, CRD_INVALID_ARGUMENT,
+                         "lock name \"%.*s\" has braces that would put its keys in different "
+                         "cluster slots ('}' without '{', an unclosed '{' or an empty \"{}\" tag); "
+                         "a cluster refuses such a lock's scripts (CROSSSLOT)",
+                         (int)(len > 60 ? 60 : len), name);
     if (!c->opts.allow_unsafe_names && crd__name_is_unsafe(name, len))
         return crd__fail(c, CRD_INVALID_ARGUMENT,
                          "lock name \"%.*s\" has braces that would put its keys in different "

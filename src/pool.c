@@ -2,16 +2,17 @@
  * pool.c -- which connection serves a command: a pool of connections to the client's
  * endpoint, handed out for a key.
  *
- * Today every key maps to the one endpoint. The key is in the signature because this is
- * the one place that chooses a connection: a cluster client picks the pool of the node
- * serving the key's slot here, and a sentinel client resolves the primary here when it
- * (re)connects. A connection that saw an I/O error is closed when it comes back, and
+ * A standalone client has one pool and every key maps to it. A cluster client has one
+ * pool per node (cluster.c keeps the nodes and the slot map) and picks here the pool of
+ * the primary serving the key's slot; a sentinel client would resolve the primary here
+ * when it (re)connects. A connection that saw an I/O error is closed when it comes back, and
  * the pool's epoch moves on so that idle connections opened before the failure (a
  * server restart kills them all at once) are reopened at their next use instead of
  * failing one by one.
  *
  * Threads: any caller. Lock: pool->mu guards the free-slot stack only (a leaf: nothing
- * else is taken under it; no I/O under it).
+ * else is taken under it; no I/O under it). Only the fork handler takes the cluster's
+ * mutex and then every pool's.
  */
 #include "internal.h"
 
@@ -21,6 +22,7 @@
 struct crd__pool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    const crd__endpoint *ep; /* where its connections go (borrowed) */
     int size;
     crd__conn *conns;
     int *free_slots; /* stack of free slot indexes */
@@ -28,44 +30,62 @@ struct crd__pool {
     atomic_uint epoch;
 };
 
-crd_status crd__pool_init(crd_client *c)
+crd__pool *crd__pool_new(crd_client *c, const crd__endpoint *ep)
 {
     int n = c->opts.pool_size;
     crd__pool *p = calloc(1, sizeof *p);
     if (p == NULL)
-        return crd__fail(c, CRD_NO_MEMORY, "cannot allocate the connection pool");
+        return NULL;
     p->conns = calloc((size_t)n, sizeof *p->conns);
     p->free_slots = calloc((size_t)n, sizeof *p->free_slots);
     if (p->conns == NULL || p->free_slots == NULL) {
         free(p->conns);
         free(p->free_slots);
         free(p);
-        return crd__fail(c, CRD_NO_MEMORY, "cannot allocate the connection pool");
+        return NULL;
     }
+    p->ep = ep;
     p->size = n;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         p->free_slots[i] = n - 1 - i;
+        p->conns[i].pool = p;
+    }
     p->nfree = n;
     pthread_mutex_init(&p->mu, NULL);
     crd__cond_init(&p->cv);
     atomic_init(&p->epoch, 0);
-    c->pool = p;
+    return p;
+}
+
+crd_status crd__pool_init(crd_client *c)
+{
+    if (c->ep.cluster)
+        return crd__cluster_init(c);
+    c->pool = crd__pool_new(c, &c->ep);
+    if (c->pool == NULL)
+        return crd__fail(c, CRD_NO_MEMORY, "cannot allocate the connection pool");
     return CRD_OK;
 }
 
-void crd__pool_wake(crd_client *c)
+static void wake_one(crd_client *c, crd__pool *p, void *arg)
 {
-    crd__pool *p = c->pool;
-    if (p == NULL)
-        return;
+    (void)c;
+    (void)arg;
     pthread_mutex_lock(&p->mu);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
 }
 
-void crd__pool_free(crd_client *c)
+void crd__pool_wake(crd_client *c)
 {
-    crd__pool *p = c->pool;
+    if (c->pool != NULL)
+        wake_one(c, c->pool, NULL);
+    if (c->cluster != NULL)
+        crd__cluster_foreach_pool(c, wake_one, NULL, false);
+}
+
+void crd__pool_destroy(crd__pool *p)
+{
     if (p == NULL)
         return;
     /* Woken waiters may still be finishing a command (a fair waiter leaving its queue):
@@ -84,14 +104,17 @@ void crd__pool_free(crd_client *c)
     free(p->conns);
     free(p->free_slots);
     free(p);
-    c->pool = NULL;
 }
 
-crd_status crd__pool_get(crd_client *c, const char *key, size_t keylen, crd__conn **out)
+void crd__pool_free(crd_client *c)
 {
-    (void)key; /* one endpoint serves every key (see the file comment) */
-    (void)keylen;
-    crd__pool *p = c->pool;
+    crd__pool_destroy(c->pool);
+    c->pool = NULL;
+    crd__cluster_free(c);
+}
+
+crd_status crd__pool_take(crd_client *c, crd__pool *p, crd__conn **out)
+{
     int64_t deadline = crd__now_ms() + c->opts.connect_timeout_ms + c->opts.command_timeout_ms;
     pthread_mutex_lock(&p->mu);
     while (p->nfree == 0) {
@@ -114,9 +137,11 @@ crd_status crd__pool_get(crd_client *c, const char *key, size_t keylen, crd__con
         crd__conn_close(conn); /* opened before a failure: probably dead too */
     if (conn->ctx == NULL) {
         conn->epoch = epoch;
-        crd_status st = crd__conn_open(c, &c->ep, conn);
+        crd_status st = crd__conn_open(c, p->ep, conn);
         if (st != CRD_OK) {
             crd__pool_put(c, conn);
+            if (c->cluster != NULL && st == CRD_IO)
+                crd__cluster_stale(c); /* the node may be gone: ask where the slots are */
             return st;
         }
     }
@@ -124,9 +149,23 @@ crd_status crd__pool_get(crd_client *c, const char *key, size_t keylen, crd__con
     return CRD_OK;
 }
 
+crd_status crd__pool_get(crd_client *c, const char *key, size_t keylen, crd__conn **out)
+{
+    if (c->cluster == NULL)
+        return crd__pool_take(c, c->pool, out); /* one endpoint serves every key */
+    crd__node *n = crd__cluster_node_for(c, key, keylen);
+    if (n == NULL)
+        return crd__fail(c, CRD_IO, "no cluster node serves the slot of this key (the slot map "
+                         "could not be read)");
+    return crd__pool_take(c, n->pool, out);
+}
+
+const crd__endpoint *crd__pool_ep(const crd__pool *p) { return p->ep; }
+
 void crd__pool_put(crd_client *c, crd__conn *conn)
 {
-    crd__pool *p = c->pool;
+    (void)c;
+    crd__pool *p = conn->pool;
     if (conn->broken) {
         crd__conn_close(conn);
         atomic_fetch_add(&p->epoch, 1);
@@ -137,20 +176,38 @@ void crd__pool_put(crd_client *c, crd__conn *conn)
     pthread_mutex_unlock(&p->mu);
 }
 
-void crd__pool_lock_for_fork(crd_client *c, bool lock)
+static void lock_one(crd_client *c, crd__pool *p, void *arg)
 {
-    if (lock)
-        pthread_mutex_lock(&c->pool->mu);
+    (void)c;
+    if (*(bool *)arg)
+        pthread_mutex_lock(&p->mu);
     else
-        pthread_mutex_unlock(&c->pool->mu);
+        pthread_mutex_unlock(&p->mu);
 }
 
-/* In a forked child, with pool->mu held by the fork handler. Idle connections are
+/* Locks: the cluster's mutex (if any), then every pool's; unlocks in the same walk. */
+void crd__pool_lock_for_fork(crd_client *c, bool lock)
+{
+    if (c->pool != NULL)
+        lock_one(c, c->pool, &lock);
+    if (c->cluster == NULL)
+        return;
+    if (lock) {
+        crd__cluster_lock_for_fork(c, true);
+        crd__cluster_foreach_pool(c, lock_one, &lock, true);
+    } else {
+        crd__cluster_foreach_pool(c, lock_one, &lock, true);
+        crd__cluster_lock_for_fork(c, false);
+    }
+}
+
+/* In a forked child, with p->mu held by the fork handler. Idle connections are
  * consistent and can be freed; one checked out by a parent thread may be mid-command:
  * abandon it. */
-void crd__pool_after_fork_child(crd_client *c)
+static void child_one(crd_client *c, crd__pool *p, void *arg)
 {
-    crd__pool *p = c->pool;
+    (void)c;
+    (void)arg;
     bool *idle = calloc((size_t)p->size, sizeof *idle);
     for (int i = 0; idle != NULL && i < p->nfree; i++)
         idle[p->free_slots[i]] = true;
@@ -166,4 +223,14 @@ void crd__pool_after_fork_child(crd_client *c)
     /* Waiters recorded on the parent's condition variable do not exist here. */
     memset(&p->cv, 0, sizeof p->cv);
     crd__cond_init(&p->cv);
+}
+
+void crd__pool_after_fork_child(crd_client *c)
+{
+    if (c->pool != NULL)
+        child_one(c, c->pool, NULL);
+    if (c->cluster != NULL) {
+        crd__cluster_foreach_pool(c, child_one, NULL, true);
+        crd__cluster_after_fork_child(c);
+    }
 }

@@ -1,8 +1,14 @@
 /*
- * pubsub.c -- the client's one subscriber connection and the waiters it wakes.
+ * pubsub.c -- the client's subscriber connections and the waiters they wake.
  *
- * A dedicated thread owns the subscriber connection: it is never used for commands and
- * never touched by another thread. Waiters take a reference on a per-channel entry;
+ * A dedicated thread owns the subscriber connections: they are never used for commands
+ * and never touched by another thread. Classic pub/sub (and sharded pub/sub on a single
+ * server) uses one connection. Sharded pub/sub on a cluster (PROTOCOL.md 4.4) uses one
+ * connection per primary that owns channels with waiters, all in one poll(): each
+ * channel is SSUBSCRIBEd at the primary of its slot; when a server pushes SUNSUBSCRIBE
+ * (the slot moved away) or a connection dies, the channel is resubscribed at the owner
+ * the refreshed slot map names and its waiters are woken to re-check, exactly as after
+ * a reconnect. Waiters take a reference on a per-channel entry;
  * the first reference makes the thread send SUBSCRIBE, the last one UNSUBSCRIBE, so all
  * local waiters of a lock share one subscription. Each entry has a permit counter and a
  * condition variable: a "0" message adds one permit and wakes one waiter, a "1" adds a
@@ -26,6 +32,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+struct sublink;
+
 struct crd__sub {
     char *channel;
     size_t len;
@@ -34,13 +42,33 @@ struct crd__sub {
     atomic_uint_fast64_t events; /* wake-ups and confirmations so far: a loop operation
                                     skips the mutex while this has not moved */
     int64_t permits;   /* wake-ups not yet consumed */
-    bool subscribed;   /* confirmed on the current connection */
-    bool inflight;     /* SUBSCRIBE or UNSUBSCRIBE sent, confirmation pending */
+    bool subscribed;   /* confirmed on its link's current connection */
+    bool inflight;     /* (S)SUBSCRIBE or (S)UNSUBSCRIBE sent, confirmation pending */
     bool unsubscribing; /* the one in flight is an UNSUBSCRIBE: not live any more */
     bool recheck;      /* wake everyone once resubscribed (a message may be lost) */
+    struct sublink *link; /* where it is subscribed or being subscribed (NULL: nowhere) */
+    int64_t retry_at;  /* after a refused SUBSCRIBE: not again before this (monotonic ms) */
     pthread_cond_t cv;
     struct crd__sub *next;
 };
+
+/* One subscriber connection: the classic one (node NULL: the client's endpoint, or any
+ * cluster node, since classic messages are broadcast to every node), or in sharded
+ * cluster mode one per primary that owns channels with waiters. Links are created
+ * under ps->mu and freed only when the subscriber stops; their connections are touched
+ * by the subscriber thread alone. */
+typedef struct sublink {
+    crd__node *node;
+    crd__conn conn;
+    bool wanted;      /* an entry waits for this link to connect */
+    int backoff;      /* ms before the next connect attempt after a failure */
+    int64_t retry_at; /* no connect attempt before this */
+    unsigned opened;  /* connections opened so far (a reopen is logged) */
+    char *out;        /* (UN)SUBSCRIBEs encoded under ps->mu, sent after it is released
+                         through the connection's transport (plain or TLS) */
+    size_t out_len, out_cap;
+    struct sublink *next;
+} sublink;
 
 struct crd__pubsub {
     pthread_mutex_t mu;
@@ -51,12 +79,8 @@ struct crd__pubsub {
     pthread_t thread;
     bool thread_started;
     bool stop;
-    crd__conn conn; /* the subscriber connection; only the subscriber thread uses it (a
-                       forked child abandons it) */
-    char *out;      /* (UN)SUBSCRIBEs encoded under ps->mu, sent after it is released;
-                       subscriber thread only */
-    size_t out_len, out_cap;
-    int loop_fd; /* eventfd of the event-loop API (loop.c), -1 until first asked for */
+    sublink *links; /* see struct sublink; a forked child abandons their connections */
+    int loop_fd;    /* eventfd of the event-loop API (loop.c), -1 until first asked for */
 };
 
 static void poke(crd__pubsub *ps)
@@ -84,7 +108,6 @@ static void free_sub(crd__sub *s)
     free(s);
 }
 
-/* Adds permits and wakes; all = a "1" message or a resubscribe. */
 /* Tells the event loop (loop.c) that an operation may progress. Caller holds ps->mu. */
 static void notify_loop(crd__pubsub *ps, crd__sub *s)
 {
@@ -97,6 +120,7 @@ static void notify_loop(crd__pubsub *ps, crd__sub *s)
     }
 }
 
+/* Adds permits and wakes; all = a "1" message or a resubscribe. */
 static void wake(crd__pubsub *ps, crd__sub *s, bool all)
 {
     if (all) {
@@ -112,25 +136,66 @@ static void wake(crd__pubsub *ps, crd__sub *s, bool all)
 
 /* ---- the subscriber thread ----------------------------------------------------------- */
 
-/* Queues the (UN)SUBSCRIBEs that bring the server in line with the entries, and frees
- * entries nobody wants that are no longer subscribed. Caller holds ps->mu. */
-static void sync_entries(crd_client *c)
+/* The link a channel belongs on (created if new; NULL when out of memory). Sharded
+ * channels in a cluster go to the primary of their slot, read from the map as it is
+ * now (no I/O: the thread refreshes the map outside the mutex). Caller holds ps->mu. */
+static sublink *link_for(crd_client *c, const crd__sub *s)
 {
     crd__pubsub *ps = c->ps;
+    crd__node *node = NULL;
+    if (c->cluster != NULL && c->sharded) {
+        node = crd__cluster_node_peek(c, s->channel, s->len);
+        if (node == NULL)
+            return NULL;
+    }
+    for (sublink *l = ps->links; l != NULL; l = l->next)
+        if (l->node == node)
+            return l;
+    sublink *l = calloc(1, sizeof *l);
+    if (l == NULL)
+        return NULL;
+    l->node = node;
+    l->backoff = 50;
+    l->next = ps->links;
+    ps->links = l;
+    return l;
+}
+
+/* Encodes CMD CHANNEL into the link's outgoing buffer; false when out of memory (the
+ * entry then stays as it is and is tried again on the next pass). */
+static bool append(sublink *l, const char *cmd, const crd__sub *s)
+{
+    const char *argv[2] = {cmd, s->channel};
+    size_t lens[2] = {strlen(cmd), s->len};
+    return crd__resp_append(&l->out, &l->out_len, &l->out_cap, 2, argv, lens);
+}
+
+/* Queues the (UN)SUBSCRIBEs that bring the servers in line with the entries, marks links
+ * that must connect first, and frees entries nobody wants that are no longer
+ * subscribed. Returns the earliest entry retry time (INT64_MAX: none). Caller holds
+ * ps->mu. */
+static int64_t sync_entries(crd_client *c, int64_t now)
+{
+    crd__pubsub *ps = c->ps;
+    const char *sub_cmd = c->sharded ? "SSUBSCRIBE" : "SUBSCRIBE";
+    const char *unsub_cmd = c->sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE";
+    int64_t next_retry = INT64_MAX;
     crd__sub **pp = &ps->subs;
     while (*pp != NULL) {
         crd__sub *s = *pp;
         bool want = s->refs > 0;
         if (!s->inflight && want && !s->subscribed) {
-            const char *argv[2] = {"SUBSCRIBE", s->channel};
-            size_t lens[2] = {9, s->len};
-            /* Out of memory: the entry stays as it is and is retried on the next pass. */
-            if (crd__resp_append(&ps->out, &ps->out_len, &ps->out_cap, 2, argv, lens))
+            sublink *l = s->retry_at > now ? NULL : link_for(c, s);
+            if (s->retry_at > now && s->retry_at < next_retry)
+                next_retry = s->retry_at;
+            if (l != NULL && l->conn.ctx == NULL) {
+                l->wanted = true;
+            } else if (l != NULL && append(l, sub_cmd, s)) {
+                s->link = l;
                 s->inflight = true;
+            }
         } else if (!s->inflight && !want && s->subscribed) {
-            const char *argv[2] = {"UNSUBSCRIBE", s->channel};
-            size_t lens[2] = {11, s->len};
-            if (!crd__resp_append(&ps->out, &ps->out_len, &ps->out_cap, 2, argv, lens)) {
+            if (!append(s->link, unsub_cmd, s)) {
                 pp = &s->next;
                 continue;
             }
@@ -143,18 +208,47 @@ static void sync_entries(crd_client *c)
         }
         pp = &s->next;
     }
+    return next_retry;
 }
 
-static void handle_reply(crd_client *c, redisReply *r)
+/* The entry a reply on link l is about: it must be on that link (a late message on a
+ * link an entry has left is stale). Caller holds ps->mu. */
+static crd__sub *find_on(crd__pubsub *ps, const sublink *l, const char *ch, size_t len)
+{
+    crd__sub *s = find(ps, ch, len);
+    return s != NULL && s->link == l ? s : NULL;
+}
+
+static void handle_reply(crd_client *c, sublink *l, redisReply *r)
 {
     crd__pubsub *ps = c->ps;
     if (r->type == REDIS_REPLY_ERROR) {
-        /* A refused SUBSCRIBE (an ACL user without the channel: NOPERM) is never
-         * confirmed: its waiters fall back to re-checking every poll_interval_ms. Say so
-         * instead of degrading in silence. */
-        crd__log(c, CRD_LOG_WARN, "subscriber: the server refused a (UN)SUBSCRIBE: %.*s "
-                 "(waiters re-check every poll_interval_ms instead of being woken)",
+        /* A refused (S)SUBSCRIBE: a MOVED (the map is behind: learn the slot's owner) or
+         * a server that cannot do it. The entries waiting on this link try again. */
+        int slot, port;
+        const char *host;
+        size_t hostlen;
+        crd__node *n = NULL;
+        if (c->cluster != NULL && crd__cluster_parse_redirect(r, &slot, &host, &hostlen, &port) &&
+            hostlen > 0 && (n = crd__cluster_node_at(c, host, hostlen, port)) != NULL)
+            crd__cluster_moved(c, slot, n);
+        else
+            crd__cluster_stale(c);
+        /* An ACL user without the channel (NOPERM) is never confirmed: its waiters fall
+         * back to re-checking every poll_interval_ms. Say so instead of degrading in
+         * silence. */
+        crd__log(c, CRD_LOG_WARN, "subscriber: the server refused a (S)SUBSCRIBE: %.*s (waiters "
+                 "re-check every poll_interval_ms until it is accepted)",
                  (int)(r->len > 200 ? 200 : r->len), r->str);
+        int64_t retry = crd__now_ms() + (n != NULL ? 0 : 100);
+        pthread_mutex_lock(&ps->mu);
+        for (crd__sub *s = ps->subs; s != NULL; s = s->next)
+            if (s->link == l && s->inflight && !s->subscribed) {
+                s->inflight = false;
+                s->link = NULL;
+                s->retry_at = retry;
+            }
+        pthread_mutex_unlock(&ps->mu);
         return;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->element[0]->type != REDIS_REPLY_STRING ||
@@ -163,15 +257,19 @@ static void handle_reply(crd_client *c, redisReply *r)
     const char *kind = r->element[0]->str;
     const redisReply *ch = r->element[1];
     bool message = strcmp(kind, "message") == 0 || strcmp(kind, "smessage") == 0;
+    bool sharded = strcmp(kind, "ssubscribe") == 0 || strcmp(kind, "sunsubscribe") == 0;
     bool sub = strcmp(kind, "subscribe") == 0 || strcmp(kind, "ssubscribe") == 0;
     bool unsub = strcmp(kind, "unsubscribe") == 0 || strcmp(kind, "sunsubscribe") == 0;
     if (sub || unsub) {
-        const char *argv[2] = {sub ? "SUBSCRIBE" : "UNSUBSCRIBE", ch->str};
-        size_t lens[2] = {strlen(argv[0]), ch->len};
+        const char *word = sub ? (sharded ? "SSUBSCRIBE" : "SUBSCRIBE")
+                               : (sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE");
+        const char *argv[2] = {word, ch->str};
+        size_t lens[2] = {strlen(word), ch->len};
         crd__trace(c, 2, argv, lens, r, NULL, true);
     }
+    bool moved = false;
     pthread_mutex_lock(&ps->mu);
-    crd__sub *s = find(ps, ch->str, ch->len);
+    crd__sub *s = find_on(ps, l, ch->str, ch->len);
     if (s != NULL) {
         if (message) {
             /* A message that arrives while an UNSUBSCRIBE is in flight was published before
@@ -194,121 +292,191 @@ static void handle_reply(crd_client *c, redisReply *r)
                 notify_loop(ps, s);
             }
         } else if (unsub) {
+            if (!s->unsubscribing && s->refs > 0) {
+                /* Pushed by the server: the channel's slot moved away from this node.
+                 * Resubscribe at the new owner, then wake everyone to re-check (a message
+                 * published meanwhile is lost). The nodes need a moment to agree on the
+                 * new owner: the map is re-read first, 50 ms later. */
+                s->recheck = true;
+                s->retry_at = crd__now_ms() + 50;
+                moved = true;
+            }
             s->inflight = false;
             s->unsubscribing = false;
             s->subscribed = false;
+            s->link = NULL;
         }
     }
     pthread_mutex_unlock(&ps->mu);
+    if (moved) {
+        crd__cluster_stale(c);
+        crd__log(c, CRD_LOG_INFO, "the server dropped the subscription of %.*s (its slot "
+                 "moved); resubscribing at the new owner", (int)(ch->len > 100 ? 100 : ch->len),
+                 ch->str);
+    }
 }
 
-/* Marks every entry unsubscribed after the connection died. */
-static void lost_connection(crd__pubsub *ps)
+/* Marks every entry of link l unsubscribed after its connection died. */
+static void lost_link(crd__pubsub *ps, sublink *l)
 {
     pthread_mutex_lock(&ps->mu);
     for (crd__sub *s = ps->subs; s != NULL; s = s->next) {
+        if (s->link != l)
+            continue;
         if (s->subscribed || s->inflight)
             s->recheck = s->refs > 0;
         s->subscribed = false;
         s->inflight = false;
         s->unsubscribing = false;
+        s->link = NULL;
     }
     pthread_mutex_unlock(&ps->mu);
 }
 
-static bool flush_out(crd__pubsub *ps)
+/* Sends what sync_entries queued for link l through its transport (plain or TLS). */
+static bool flush_out(sublink *l)
 {
     const char *why = NULL;
-    bool ok = ps->out_len == 0 || crd__conn_send(&ps->conn, ps->out, ps->out_len, &why);
-    ps->out_len = 0;
+    bool ok = l->out_len == 0 || crd__conn_send(&l->conn, l->out, l->out_len, &why);
+    l->out_len = 0;
     return ok;
 }
 
-/* Waits on the self-pipe for ms (reconnect back-off); false when told to stop. */
-static bool pause_ms(crd__pubsub *ps, int ms)
+static bool stopping(crd__pubsub *ps)
 {
-    struct pollfd p = {ps->pipe_fd[0], POLLIN, 0};
-    poll(&p, 1, ms);
-    char buf[64];
-    while (read(ps->pipe_fd[0], buf, sizeof buf) > 0) {
-    }
     pthread_mutex_lock(&ps->mu);
     bool stop = ps->stop;
     pthread_mutex_unlock(&ps->mu);
-    return !stop;
+    return stop;
+}
+
+/* Opens link l's connection (no lock held). On failure it backs off (50 ms doubling to
+ * 1 s) and the cluster map is marked stale: the node may have failed over. */
+static void connect_link(crd_client *c, sublink *l, int64_t now)
+{
+    const crd__endpoint *ep = &c->ep;
+    if (l->node != NULL) {
+        ep = &l->node->ep;
+    } else if (c->cluster != NULL) {
+        crd__node *any = crd__cluster_node_for(c, NULL, 0);
+        if (any == NULL)
+            return;
+        ep = &any->ep;
+    }
+    if (crd__conn_open(c, ep, &l->conn) != CRD_OK) {
+        l->retry_at = now + l->backoff;
+        l->backoff = l->backoff < 1000 ? l->backoff * 2 : 1000;
+        crd__cluster_stale(c);
+        return;
+    }
+    l->backoff = 50;
+    if (l->opened++ > 0)
+        crd__log(c, CRD_LOG_INFO, "subscriber connection to %s:%d reopened; resubscribing and "
+                 "waking every waiter to re-check", ep->host != NULL ? ep->host : "unix",
+                 ep->port);
+}
+
+static void close_link(crd_client *c, sublink *l)
+{
+    crd__conn_close(&l->conn);
+    l->out_len = 0; /* for the old connection: the entries are resubscribed */
+    lost_link(c->ps, l);
 }
 
 static void *subscriber_main(void *arg)
 {
     crd_client *c = arg;
-    /* (UN)SUBSCRIBEs go out with send(MSG_NOSIGNAL); SIGPIPE stays blocked here all the
-     * same, so that nothing this thread writes can kill the caller's process. */
+    /* (UN)SUBSCRIBEs go out with send(MSG_NOSIGNAL) or through TLS; SIGPIPE is blocked
+     * all the same, so that nothing this thread does can raise it. */
     sigset_t pipe_set;
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
     crd__pubsub *ps = c->ps;
-    int backoff = 50;
-    uint64_t generation = 0;
-    for (;;) {
+    while (!stopping(ps)) {
+        /* The slot map, when due for a refresh, is refreshed here, outside ps->mu. */
+        if (c->cluster != NULL && c->sharded)
+            crd__cluster_node_for(c, NULL, 0);
+        int64_t now = crd__now_ms();
         pthread_mutex_lock(&ps->mu);
-        bool stop = ps->stop;
+        int64_t wake_at = sync_entries(c, now);
         pthread_mutex_unlock(&ps->mu);
-        if (stop)
+        /* Connect the links entries wait for (the list only grows, under ps->mu, from this
+         * thread; reading it here without the mutex is safe). */
+        bool connected = false;
+        int nlinks = 0;
+        for (sublink *l = ps->links; l != NULL; l = l->next, nlinks++) {
+            if (l->conn.ctx != NULL || !l->wanted)
+                continue;
+            if (l->retry_at > now) {
+                wake_at = l->retry_at < wake_at ? l->retry_at : wake_at;
+                continue;
+            }
+            l->wanted = false;
+            connect_link(c, l, now);
+            if (l->conn.ctx != NULL)
+                connected = true;
+            else
+                l->wanted = true, wake_at = l->retry_at < wake_at ? l->retry_at : wake_at;
+        }
+        if (connected)
+            continue; /* queue the subscriptions on the new connections first */
+        struct pollfd pfd[nlinks + 1];
+        sublink *of[nlinks + 1];
+        int n = 0;
+        bool buffered = false;
+        for (sublink *l = ps->links; l != NULL; l = l->next) {
+            if (l->conn.ctx == NULL)
+                continue;
+            if (!flush_out(l)) {
+                close_link(c, l);
+                continue;
+            }
+            /* TLS may already hold decrypted bytes poll() cannot see. */
+            buffered = buffered || crd__conn_buffered(&l->conn);
+            pfd[n].fd = l->conn.ctx->fd;
+            pfd[n].events = POLLIN;
+            pfd[n].revents = 0;
+            of[n++] = l;
+        }
+        pfd[n].fd = ps->pipe_fd[0];
+        pfd[n].events = POLLIN;
+        pfd[n].revents = 0;
+        int timeout = -1;
+        if (wake_at != INT64_MAX) {
+            int64_t left = wake_at - crd__now_ms();
+            timeout = left < 1 ? 1 : left > 1000 ? 1000 : (int)left;
+        }
+        if (c->cluster != NULL && c->sharded && (timeout < 0 || timeout > 1000))
+            timeout = 1000; /* the map's periodic refresh, and links wanted later */
+        int got = poll(pfd, (nfds_t)n + 1, buffered ? 0 : timeout);
+        if (got < 0 && errno != EINTR)
             break;
-        crd__conn *conn = &ps->conn;
-        if (crd__conn_open(c, &c->ep, conn) != CRD_OK) {
-            if (!pause_ms(ps, backoff))
-                break;
-            backoff = backoff < 1000 ? backoff * 2 : 1000;
-            continue;
-        }
-        backoff = 50;
-        redisContext *ctx = conn->ctx;
-        if (generation++ > 0)
-            crd__log(c, CRD_LOG_INFO, "subscriber connection reopened; resubscribing and waking "
-                     "every waiter to re-check");
-
-        bool alive = true;
-        ps->out_len = 0;
-        while (alive) {
-            pthread_mutex_lock(&ps->mu);
-            stop = ps->stop;
-            if (!stop)
-                sync_entries(c);
-            pthread_mutex_unlock(&ps->mu);
-            if (stop || !flush_out(ps))
-                break;
-            struct pollfd p[2] = {{ctx->fd, POLLIN, 0}, {ps->pipe_fd[0], POLLIN, 0}};
-            /* TLS may hold decrypted bytes the socket no longer shows: read them first. */
-            int n = crd__conn_buffered(conn) ? 0 : poll(p, 2, -1);
-            if (n < 0 && errno != EINTR)
-                break;
-            if (n == 0)
-                p[0].revents = POLLIN;
-            if (p[1].revents & POLLIN) {
-                char buf[64];
-                while (read(ps->pipe_fd[0], buf, sizeof buf) > 0) {
-                }
-            }
-            if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-                if (crd__conn_fill(conn) != REDIS_OK) {
-                    alive = false;
-                    break;
-                }
-                void *reply = NULL;
-                while (redisGetReplyFromReader(ctx, &reply) == REDIS_OK && reply != NULL) {
-                    handle_reply(c, reply);
-                    freeReplyObject(reply);
-                    reply = NULL;
-                }
-                if (ctx->err)
-                    alive = false;
+        if (pfd[n].revents & POLLIN) {
+            char buf[64];
+            while (read(ps->pipe_fd[0], buf, sizeof buf) > 0) {
             }
         }
-        crd__conn_close(conn);
-        lost_connection(ps);
+        for (int i = 0; i < n; i++) {
+            sublink *l = of[i];
+            if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) && !crd__conn_buffered(&l->conn))
+                continue;
+            redisContext *ctx = l->conn.ctx;
+            bool alive = crd__conn_fill(&l->conn) == REDIS_OK;
+            void *reply = NULL;
+            while (alive && redisGetReplyFromReader(ctx, &reply) == REDIS_OK && reply != NULL) {
+                handle_reply(c, l, reply);
+                freeReplyObject(reply);
+                reply = NULL;
+            }
+            if (!alive || ctx->err) {
+                close_link(c, l);
+                crd__cluster_stale(c);
+            }
+        }
     }
+    for (sublink *l = ps->links; l != NULL; l = l->next)
+        crd__conn_close(&l->conn);
     return NULL;
 }
 
@@ -361,8 +529,14 @@ void crd__pubsub_lock_for_fork(crd_client *c, bool lock)
 void crd__pubsub_after_fork_child(crd_client *c)
 {
     crd__pubsub *ps = c->ps;
-    /* The parent's subscriber thread may have been inside hiredis on this context. */
-    crd__conn_abandon(&ps->conn);
+    /* The parent's subscriber thread may have been inside hiredis on these contexts. */
+    while (ps->links != NULL) {
+        sublink *l = ps->links;
+        ps->links = l->next;
+        crd__conn_abandon(&l->conn);
+        free(l->out);
+        free(l);
+    }
     close(ps->pipe_fd[0]);
     close(ps->pipe_fd[1]);
     if (pipe2(ps->pipe_fd, O_NONBLOCK | O_CLOEXEC) != 0)
@@ -406,11 +580,17 @@ void crd__pubsub_stop(crd_client *c)
         ps->subs = s->next;
         free_sub(s);
     }
+    while (ps->links != NULL) {
+        sublink *l = ps->links;
+        ps->links = l->next;
+        crd__conn_close(&l->conn);
+        free(l->out);
+        free(l);
+    }
     close(ps->pipe_fd[0]);
     close(ps->pipe_fd[1]);
     if (ps->loop_fd >= 0)
         close(ps->loop_fd);
-    free(ps->out);
     pthread_cond_destroy(&ps->idle_cv);
     pthread_mutex_destroy(&ps->mu);
     free(ps);

@@ -9,7 +9,11 @@
  * the script: its cache was flushed, or this is a fresh replica) sends it once more as
  * EVAL: nothing runs twice. Every reply is classified here (reply.c); a redirect
  * (MOVED, ASK), a not-primary (READONLY) or a busy reply proves the script did not run,
- * and this is where a cluster or sentinel client will follow it. The watchdog's
+ * and this is where a cluster client follows it: MOVED resends to the named node and
+ * updates the slot map, ASK resends once with ASKING, READONLY and TRYAGAIN/CLUSTERDOWN/
+ * LOADING are retried with a backoff bounded by the command timeout, and a connection
+ * that could not be opened (nothing sent) is retried at the slot's owner after a map
+ * refresh. A command whose reply was lost after sending is never resent here. The watchdog's
  * pipelined renewals use the same builder and the same NOSCRIPT rule.
  *
  * Runs on the caller's thread with the caller's connection; no lock.
@@ -19,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void crd__cmd_init(crd__cmd *cmd, int script, int cap)
 {
@@ -159,36 +164,153 @@ crd_status crd__script_run(crd_client *c, crd__conn *conn, crd__cmd *cmd, redisR
     return st;
 }
 
+/* Sends cmd on conn, with ASKING before it when asked to: ASKING covers the one command
+ * after it, so it goes again before the EVAL that follows a NOSCRIPT. */
+static crd_status run_on(crd_client *c, crd__conn *conn, crd__cmd *cmd, bool asking,
+                         redisReply **reply)
+{
+    if (!asking)
+        return crd__script_run(c, conn, cmd, reply);
+    *reply = NULL;
+    if (cmd->oom)
+        return crd__fail(c, CRD_NO_MEMORY, "cannot build a command");
+    static const char *const ask[1] = {"ASKING"};
+    static const size_t asklen[1] = {6};
+    for (int round = 0; round < 2; round++) {
+        redisReply *ok = NULL;
+        crd_status st = crd__conn_command(c, conn, 1, (const char **)ask, asklen, &ok);
+        if (ok != NULL)
+            freeReplyObject(ok);
+        if (st != CRD_OK)
+            return st;
+        int first = head(cmd, round == 1);
+        st = crd__conn_command(c, conn, argc_of(cmd, first), cmd->v + first, cmd->len + first,
+                               reply);
+        if (st != CRD_OK || round == 1 || cmd->script == CRD__PLAIN ||
+            crd__reply_classify(*reply) != CRD__REPLY_NOSCRIPT)
+            return st;
+        freeReplyObject(*reply);
+        *reply = NULL;
+    }
+    return CRD_OK;
+}
+
+/* Waits ms before a retry (a cluster redirect loop, a failover in progress); false when
+ * the deadline would pass first or the client is closing. */
+static bool pause_before_retry(crd_client *c, int64_t *backoff_ms, int64_t deadline)
+{
+    if (atomic_load(&c->closed) || crd__now_ms() + *backoff_ms >= deadline)
+        return false;
+    struct timespec ts = {(time_t)(*backoff_ms / 1000), (long)(*backoff_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    *backoff_ms = *backoff_ms * 2 > 200 ? 200 : *backoff_ms * 2;
+    return true;
+}
+
+#define MAX_HOPS 16 /* redirects followed for one command before giving up */
+
 crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply **reply,
                      int64_t *sent_ms)
 {
     *reply = NULL;
     if (sent_ms != NULL)
         *sent_ms = 0;
-    const char *key = cmd->nkeys > 0 ? cmd->v[3] : NULL;
-    size_t keylen = cmd->nkeys > 0 ? cmd->len[3] : 0;
-    crd__conn *conn;
-    crd_status st = crd__pool_get(c, key, keylen, &conn);
-    if (st != CRD_OK)
-        return st;
-    if (sent_ms != NULL)
-        *sent_ms = crd__now_ms();
+    /* Route by the first key; a plain command by its second word (HGET N F, EXISTS N,
+     * GET K: every plain command sent here names its key there); PING by nothing. */
+    const char *key = NULL;
+    size_t keylen = 0;
+    if (cmd->nkeys > 0) {
+        key = cmd->v[3];
+        keylen = cmd->len[3];
+    } else if (cmd->script == CRD__PLAIN && cmd->nargs >= 2) {
+        key = cmd->v[4];
+        keylen = cmd->len[4];
+    }
+    bool cluster = c->cluster != NULL;
+    int64_t deadline = crd__now_ms() + c->opts.command_timeout_ms;
+    int64_t backoff = 10;
+    crd__node *target = NULL; /* the node a redirect named */
+    bool asking = false;
     redisReply *r = NULL;
-    st = crd__script_run(c, conn, cmd, &r);
-    crd__pool_put(c, conn);
-    if (st != CRD_OK)
-        return st;
+    crd_status st;
+    for (int hop = 0;; hop++) {
+        crd__conn *conn;
+        st = target != NULL ? crd__pool_take(c, target->pool, &conn)
+                            : crd__pool_get(c, key, keylen, &conn);
+        bool ask_now = asking;
+        target = NULL;
+        asking = false;
+        if (st != CRD_OK) {
+            /* Nothing was sent: a node that went away (failover) may be retried at the
+             * slot's new owner once the map is refreshed. */
+            if (cluster && st == CRD_IO && hop < MAX_HOPS &&
+                pause_before_retry(c, &backoff, deadline))
+                continue;
+            return st;
+        }
+        const crd__endpoint *from = crd__pool_ep(conn->pool);
+        if (sent_ms != NULL)
+            *sent_ms = crd__now_ms();
+        st = run_on(c, conn, cmd, ask_now, &r);
+        crd__pool_put(c, conn);
+        if (st != CRD_OK) {
+            if (cluster && st == CRD_IO)
+                crd__cluster_stale(c); /* the outcome is unknown: never resent here */
+            return st;
+        }
+        crd__reply_class cls = crd__reply_classify(r);
+        if (!cluster || hop >= MAX_HOPS)
+            break;
+        int slot, port;
+        const char *host;
+        size_t hostlen;
+        if ((cls == CRD__REPLY_MOVED || cls == CRD__REPLY_ASK) &&
+            crd__cluster_parse_redirect(r, &slot, &host, &hostlen, &port)) {
+            /* The command did not run: send it where the server says. MOVED changes the
+             * map for that slot; ASK is for this one command, with ASKING before it. */
+            if (hostlen == 0) {
+                host = from->host;
+                hostlen = strlen(from->host);
+            }
+            crd__node *n = crd__cluster_node_at(c, host, hostlen, port);
+            if (n != NULL) {
+                if (cls == CRD__REPLY_MOVED)
+                    crd__cluster_moved(c, slot, n);
+                target = n;
+                asking = cls == CRD__REPLY_ASK;
+                freeReplyObject(r);
+                r = NULL;
+                continue;
+            }
+        }
+        if ((cls == CRD__REPLY_READONLY || cls == CRD__REPLY_BUSY) &&
+            pause_before_retry(c, &backoff, deadline)) {
+            /* A replica (a failover moved the primary), a slot being migrated (TRYAGAIN),
+             * a cluster not yet agreed (CLUSTERDOWN) or a node loading: nothing ran. */
+            if (cls == CRD__REPLY_READONLY)
+                crd__cluster_stale(c);
+            freeReplyObject(r);
+            r = NULL;
+            continue;
+        }
+        break;
+    }
     switch (crd__reply_classify(r)) {
     case CRD__REPLY_OK:
         *reply = r;
         return CRD_OK;
     case CRD__REPLY_MOVED:
     case CRD__REPLY_ASK:
-        /* The one place a redirect arrives. A standalone client has no other node to
-         * ask: the server is a cluster node and the URL should say redis-cluster://. */
-        st = crd__fail(c, CRD_SERVER, "%s: the server redirected the command (%.*s): it is a "
-                       "cluster node, and this client is not in cluster mode", what,
-                       (int)(r->len > 80 ? 80 : r->len), r->str);
+        /* A standalone client has no other node to ask: the server is a cluster node and
+         * the URL should say redis-cluster://. A cluster client gets here only after too
+         * many redirects. */
+        if (cluster)
+            st = crd__fail(c, CRD_SERVER, "%s: still redirected after %d hops (%.*s)", what,
+                           MAX_HOPS, (int)(r->len > 80 ? 80 : r->len), r->str);
+        else
+            st = crd__fail(c, CRD_SERVER, "%s: the server redirected the command (%.*s): it "
+                           "is a cluster node, and this client is not in cluster mode (use a "
+                           "redis-cluster:// URL)", what, (int)(r->len > 80 ? 80 : r->len), r->str);
         break;
     case CRD__REPLY_READONLY:
         st = crd__fail(c, CRD_SERVER, "%s: the server is a read-only replica (%.*s); "

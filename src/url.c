@@ -2,6 +2,7 @@
  * url.c -- parses the URL forms of crd_options.url:
  *   redis://[[user]:password@]host[:port][/db]     (host may be [v6-address])
  *   rediss://...                                   (the same, over TLS)
+ *   redis-cluster://[[user]:password@]host[:port][,host[:port]...]   (seed nodes)
  *   unix://[[user]:password@]/path/to.sock[?db=N]  (credentials end at the first "@/")
  * Pure function; any thread. Errors say which part is wrong. The CLI reads --url with it
  * too (it links the library's internals), so both read a URL exactly alike.
@@ -73,11 +74,87 @@ static bool parse_int(const char *s, size_t len, long min, long max, long *out)
 
 void crd__endpoint_clear(crd__endpoint *ep)
 {
+    for (int i = 0; i < ep->nseeds; i++)
+        free(ep->seeds[i].host);
+    free(ep->seeds);
     free(ep->host);
     free(ep->unix_path);
     free(ep->username);
     free(ep->password);
     memset(ep, 0, sizeof *ep);
+}
+
+/* One "host[:port]" (host may be "[v6-address]") in [h, end): *host allocated. */
+static crd_status host_port(const char *hostpart, const char *hp_end, char **host, int *port,
+                            char *err, size_t errlen)
+{
+    const char *port_colon = NULL;
+    const char *h = hostpart, *h_end;
+    if (hostpart < hp_end && *hostpart == '[') {
+        const char *rb = memchr(hostpart, ']', (size_t)(hp_end - hostpart));
+        if (rb == NULL)
+            return snprintf(err, errlen, "unclosed '[' in host"), CRD_INVALID_ARGUMENT;
+        h = hostpart + 1;
+        h_end = rb;
+        if (rb + 1 < hp_end) {
+            if (rb[1] != ':')
+                return snprintf(err, errlen, "junk after ']' in host"), CRD_INVALID_ARGUMENT;
+            port_colon = rb + 1;
+        }
+    } else {
+        port_colon = memchr(hostpart, ':', (size_t)(hp_end - hostpart));
+        h_end = port_colon ? port_colon : hp_end;
+    }
+    if (h_end == h)
+        return snprintf(err, errlen, "URL has no host"), CRD_INVALID_ARGUMENT;
+    long p = 6379;
+    if (port_colon != NULL && !parse_int(port_colon + 1, (size_t)(hp_end - port_colon - 1), 1,
+                                         65535, &p))
+        return snprintf(err, errlen, "port must be a number from 1 to 65535"),
+               CRD_INVALID_ARGUMENT;
+    *host = malloc((size_t)(h_end - h) + 1);
+    if (*host == NULL)
+        return CRD_NO_MEMORY;
+    memcpy(*host, h, (size_t)(h_end - h));
+    (*host)[h_end - h] = '\0';
+    *port = (int)p;
+    return CRD_OK;
+}
+
+crd_status crd__seeds_parse(const char *list, size_t len, crd__endpoint *out, char *err,
+                            size_t errlen)
+{
+    for (int i = 0; i < out->nseeds; i++)
+        free(out->seeds[i].host);
+    free(out->seeds);
+    out->seeds = NULL;
+    out->nseeds = 0;
+    free(out->host);
+    out->host = NULL;
+    size_t n = 1;
+    for (size_t i = 0; i < len; i++)
+        n += list[i] == ',';
+    if (n > 1024)
+        return snprintf(err, errlen, "more than 1024 seed nodes"), CRD_INVALID_ARGUMENT;
+    out->seeds = calloc(n, sizeof *out->seeds);
+    if (out->seeds == NULL)
+        return CRD_NO_MEMORY;
+    const char *p = list, *end = list + len;
+    while (out->nseeds < (int)n) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *item_end = comma ? comma : end;
+        crd__seed *sd = &out->seeds[out->nseeds];
+        crd_status st = host_port(p, item_end, &sd->host, &sd->port, err, errlen);
+        if (st != CRD_OK)
+            return st;
+        out->nseeds++;
+        p = item_end + 1;
+    }
+    out->host = strdup(out->seeds[0].host);
+    if (out->host == NULL)
+        return CRD_NO_MEMORY;
+    out->port = out->seeds[0].port;
+    return CRD_OK;
 }
 
 #define BAD(...) (snprintf(err, errlen, __VA_ARGS__), crd__endpoint_clear(out), CRD_INVALID_ARGUMENT)
@@ -144,14 +221,18 @@ crd_status crd__url_parse(const char *url, crd__endpoint *out, char *err, size_t
         return CRD_OK;
     }
     const char *s;
+    bool cluster = false;
     if (strncmp(url, "redis://", 8) == 0) {
         s = url + 8;
     } else if (strncmp(url, "rediss://", 9) == 0) {
         s = url + 9;
         out->tls = true;
+    } else if (strncmp(url, "redis-cluster://", 16) == 0) {
+        s = url + 16;
+        cluster = true;
     } else {
         /* never echoed: it may hold a password */
-        return BAD("URL must start with redis://, rediss:// or unix://");
+        return BAD("URL must start with redis://, rediss://, redis-cluster:// or unix://");
     }
     const char *end = s + strlen(s);
     const char *slash = memchr(s, '/', (size_t)(end - s));
@@ -168,41 +249,27 @@ crd_status crd__url_parse(const char *url, crd__endpoint *out, char *err, size_t
         hostpart = auth_end + 1;
     }
     const char *hp_end = slash ? slash : end;
-    const char *port_colon = NULL;
-    const char *h = hostpart, *h_end;
-    if (hostpart < hp_end && *hostpart == '[') {
-        const char *rb = memchr(hostpart, ']', (size_t)(hp_end - hostpart));
-        if (rb == NULL)
-            return BAD("unclosed '[' in host");
-        h = hostpart + 1;
-        h_end = rb;
-        if (rb + 1 < hp_end) {
-            if (rb[1] != ':')
-                return BAD("junk after ']' in host");
-            port_colon = rb + 1;
+    if (cluster) {
+        crd_status st = crd__seeds_parse(hostpart, (size_t)(hp_end - hostpart), out, err, errlen);
+        if (st != CRD_OK) {
+            crd__endpoint_clear(out);
+            return st;
         }
+        out->cluster = true;
     } else {
-        port_colon = memchr(hostpart, ':', (size_t)(hp_end - hostpart));
-        h_end = port_colon ? port_colon : hp_end;
-    }
-    if (h_end == h)
-        return BAD("URL has no host");
-    out->host = malloc((size_t)(h_end - h) + 1);
-    if (out->host == NULL)
-        return OOM();
-    memcpy(out->host, h, (size_t)(h_end - h));
-    out->host[h_end - h] = '\0';
-    if (port_colon != NULL) {
-        long port;
-        if (!parse_int(port_colon + 1, (size_t)(hp_end - port_colon - 1), 1, 65535, &port))
-            return BAD("port must be a number from 1 to 65535");
-        out->port = (int)port;
+        crd_status st = host_port(hostpart, hp_end, &out->host, &out->port, err, errlen);
+        if (st != CRD_OK) {
+            crd__endpoint_clear(out);
+            return st;
+        }
     }
     if (slash != NULL && slash + 1 < end) {
         long db;
         if (!parse_int(slash + 1, (size_t)(end - slash - 1), 0, 1000000, &db))
             return BAD("database must be a number after the '/'");
         out->db = (int)db;
+        if (cluster && db != 0)
+            return BAD("a cluster has only database 0");
     }
     return CRD_OK;
 }

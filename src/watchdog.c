@@ -13,6 +13,12 @@
  * What to renew comes from holds.c; how each kind is renewed (script, keys per hold) from
  * kinds.c; the pipelined EVALSHA and its NOSCRIPT recovery from script.c.
  *
+ * On a cluster one script call may only name keys of one slot: holds are grouped by the
+ * primary serving them and by slot, and each primary's calls are pipelined on its own
+ * pool (renew_list_cluster). A call the node did not run (MOVED after a resharding,
+ * ASK, TRYAGAIN, READONLY after a failover) is sent again at once through crd__call,
+ * which follows the redirect, so a moved lock is renewed in the same round.
+ *
  * Threads: the watchdog thread; callers only kick it. Locks: wd->mu for the thread's
  * schedule; holds->mu for the hold records (never both at once, never during I/O).
  * Callbacks (on_event) run on the watchdog thread with no lock held.
@@ -125,6 +131,8 @@ typedef struct item {
     uint64_t owner;
     int kind;
     uint64_t id;  /* the record's id: a released and re-taken hold is a new record */
+    int slot;     /* cluster: the name's slot */
+    crd__node *node; /* cluster: the primary serving it when the round started */
     char field[80];
     size_t flen;
 } item;
@@ -403,6 +411,95 @@ static bool renew_list(crd_client *c, crd__watchdog *wd, item_list *list)
     return ok;
 }
 
+/* ---- cluster rounds ------------------------------------------------------------------- */
+
+static int by_node_then_slot(const void *x, const void *y)
+{
+    const item *a = x, *b = y;
+    if (a->node != b->node)
+        return (uintptr_t)a->node < (uintptr_t)b->node ? -1 : 1;
+    return a->slot < b->slot ? -1 : a->slot > b->slot;
+}
+
+/* A renewal the node did not run (MOVED, ASK, TRYAGAIN, READONLY, CLUSTERDOWN): sent
+ * again through crd__call, which follows the redirect at once, so a moved slot costs no
+ * failed renewal. Renewals are idempotent in effect, so a second run is harmless. */
+static void follow(crd_client *c, crd__cmd *cmd, redisReply **reply)
+{
+    crd__reply_class cls = crd__reply_classify(*reply);
+    if (cls == CRD__REPLY_OK || cls == CRD__REPLY_ERROR || cls == CRD__REPLY_NOSCRIPT)
+        return;
+    freeReplyObject(*reply);
+    *reply = NULL;
+    redisReply *r = NULL;
+    if (crd__call(c, cmd, "renewal", &r, NULL) == CRD_OK)
+        *reply = r;
+}
+
+/* Renews one list on a cluster: one script call never spans slots (a CROSSSLOT error
+ * otherwise), so holds are grouped by the primary serving them and then by slot, each
+ * call holding the names of one slot (up to BATCH), and each primary's calls pipelined
+ * on a connection of its pool, PIPELINE per round trip. */
+static bool renew_list_cluster(crd_client *c, item_list *list)
+{
+    crd__cluster_node_for(c, NULL, 0); /* a due refresh happens before the grouping */
+    for (size_t i = 0; i < list->n; i++) {
+        item *it = &list->items[i];
+        it->slot = crd__key_slot(it->name, it->name_len);
+        it->node = crd__cluster_node_peek(c, it->name, it->name_len);
+    }
+    qsort(list->items, list->n, sizeof *list->items, by_node_then_slot);
+    events ev = {0};
+    bool ok = true;
+    char detail[256] = "";
+    size_t i = 0;
+    while (i < list->n) {
+        crd__node *node = list->items[i].node;
+        crd__cmd cmds[PIPELINE];
+        redisReply *replies[PIPELINE] = {NULL};
+        size_t from[PIPELINE], cnt[PIPELINE];
+        int ncmd = 0;
+        while (i < list->n && ncmd < PIPELINE && list->items[i].node == node) {
+            size_t j = i;
+            while (j < list->n && j - i < BATCH && list->items[j].node == node &&
+                   list->items[j].slot == list->items[i].slot)
+                j++;
+            from[ncmd] = i;
+            cnt[ncmd] = j - i;
+            build_batch(c, list, i, j - i, &cmds[ncmd]);
+            ncmd++;
+            i = j;
+        }
+        crd_status st = CRD_IO;
+        int64_t sent = crd__now_ms();
+        crd__conn *conn = NULL;
+        if (node == NULL)
+            st = crd__fail(c, CRD_IO, "no cluster node serves these locks' slots");
+        else if ((st = crd__pool_take(c, node->pool, &conn)) == CRD_OK) {
+            st = crd__script_pipeline(c, conn, cmds, ncmd, replies, &sent);
+            crd__pool_put(c, conn);
+        }
+        if (st == CRD_OK)
+            for (int k = 0; k < ncmd; k++)
+                follow(c, &cmds[k], &replies[k]);
+        else
+            snprintf(detail, sizeof detail, "%s", crd_client_errmsg(c));
+        pthread_mutex_lock(&c->holds->mu);
+        for (int k = 0; k < ncmd; k++)
+            ok = settle_batch(c, list, from[k], cnt[k], st == CRD_OK ? replies[k] : NULL, st,
+                              sent, &ev, detail, sizeof detail) && ok;
+        pthread_mutex_unlock(&c->holds->mu);
+        for (int k = 0; k < ncmd; k++) {
+            if (replies[k] != NULL)
+                freeReplyObject(replies[k]);
+            crd__cmd_free(&cmds[k]);
+        }
+        flush_events(c, &ev, detail[0] ? detail : NULL);
+    }
+    free(ev.ev);
+    return ok;
+}
+
 /* Turns the arena offsets into pointers once the arena no longer moves. */
 static void fix_pointers(item_list *list)
 {
@@ -442,7 +539,10 @@ static bool renew_round(crd_client *c, crd__watchdog *wd)
     bool ok = true;
     for (int i = 0; i < col.nlists; i++) {
         fix_pointers(&col.lists[i]);
-        ok = renew_list(c, wd, &col.lists[i]) && ok;
+        if (c->cluster != NULL)
+            ok = renew_list_cluster(c, &col.lists[i]) && ok;
+        else
+            ok = renew_list(c, wd, &col.lists[i]) && ok;
         free_list(&col.lists[i]);
     }
     return ok && !col.oom;

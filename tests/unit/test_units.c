@@ -449,3 +449,94 @@ Test(units, the_builder_grows_past_its_inline_words_and_formats_numbers)
     free(w);
     crd__cmd_free(&cmd);
 }
+
+/* ---- cluster slots, redirects and cluster URLs ------------------------------------------------ */
+
+Test(units, slots_are_redis_crc16_of_the_hash_tag_modulo_16384)
+{
+    cr_expect_eq(crd__crc16("123456789", 9), 0x31C3); /* the CRC16/XMODEM check value */
+    cr_expect_eq(crd__key_slot("foo", 3), 12182);
+    cr_expect_eq(crd__key_slot("", 0), 0);
+    cr_expect_eq(crd__key_slot("{user1000}.following", 20), crd__key_slot("{user1000}.followers", 20));
+    cr_expect_eq(crd__key_slot("{user1000}.following", 20), crd__key_slot("user1000", 8));
+    /* Only the first '{' and the first '}' after it count; an empty tag hashes the key. */
+    cr_expect_eq(crd__key_slot("foo{}{bar}", 10), crd__crc16("foo{}{bar}", 10) % 16384);
+    cr_expect_eq(crd__key_slot("foo{{bar}}zap", 13), crd__key_slot("{bar", 4));
+    cr_expect_eq(crd__key_slot("foo{bar}{zap}", 13), crd__key_slot("bar", 3));
+    cr_expect_eq(crd__key_slot("a{b", 3), crd__crc16("a{b", 3) % 16384);
+    /* Every derived name of a class A or B lock shares the name's slot (PROTOCOL.md 2.3). */
+    const char *names[] = {"orders", "order:{42}", "a{b}c", "{x}", "锁:中文"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        crd__names n;
+        size_t len = strlen(names[i]);
+        cr_assert_eq(crd__names_init(&n, CRD__FAIR, names[i], len), CRD_OK);
+        int slot = crd__key_slot(names[i], len);
+        cr_expect_eq(crd__key_slot(n.channel.p, n.channel.len), slot, "%s", n.channel.p);
+        cr_expect_eq(crd__key_slot(n.queue.p, n.queue.len), slot, "%s", n.queue.p);
+        cr_expect_eq(crd__key_slot(n.deadlines.p, n.deadlines.len), slot, "%s", n.deadlines.p);
+        cr_expect_eq(crd__key_slot(n.latch_prefix.p, n.latch_prefix.len), slot);
+        crd__names_clear(&n);
+    }
+}
+
+Test(units, moved_and_ask_replies_name_the_slot_and_the_node)
+{
+    int slot = -1, port = -1;
+    const char *host = NULL;
+    size_t hl = 0;
+    cr_assert(crd__cluster_parse_redirect(error_reply("MOVED 3999 127.0.0.1:6381"), &slot, &host,
+                                          &hl, &port));
+    cr_expect_eq(slot, 3999);
+    cr_expect_eq(port, 6381);
+    cr_expect_eq(hl, 9);
+    cr_expect(strncmp(host, "127.0.0.1", hl) == 0);
+    cr_assert(crd__cluster_parse_redirect(error_reply("ASK 16383 [::1]:7000"), &slot, &host, &hl,
+                                          &port));
+    cr_expect_eq(slot, 16383);
+    cr_expect(hl == 3 && strncmp(host, "::1", 3) == 0);
+    cr_assert(crd__cluster_parse_redirect(error_reply("MOVED 1 :7001"), &slot, &host, &hl, &port));
+    cr_expect_eq(hl, 0); /* the node that answered */
+    cr_expect(!crd__cluster_parse_redirect(error_reply("MOVED 16384 h:1"), &slot, &host, &hl, &port));
+    cr_expect(!crd__cluster_parse_redirect(error_reply("MOVED"), &slot, &host, &hl, &port));
+    cr_expect(!crd__cluster_parse_redirect(error_reply("MOVED 12 host"), &slot, &host, &hl, &port));
+    cr_expect(!crd__cluster_parse_redirect(error_reply("MOVED 12 h:99999"), &slot, &host, &hl, &port));
+}
+
+Test(units, cluster_urls_carry_credentials_and_every_seed)
+{
+    crd__endpoint ep;
+    char err[200];
+    cr_assert_eq(crd__url_parse("redis-cluster://bob:s%40c@10.0.0.1:7000,[::1]:7001,h3", &ep, err,
+                                sizeof err), CRD_OK, "%s", err);
+    cr_expect(ep.cluster);
+    cr_expect_str_eq(ep.username, "bob");
+    cr_expect_str_eq(ep.password, "s@c");
+    cr_assert_eq(ep.nseeds, 3);
+    cr_expect_str_eq(ep.seeds[0].host, "10.0.0.1");
+    cr_expect_eq(ep.seeds[0].port, 7000);
+    cr_expect_str_eq(ep.seeds[1].host, "::1");
+    cr_expect_eq(ep.seeds[1].port, 7001);
+    cr_expect_str_eq(ep.seeds[2].host, "h3");
+    cr_expect_eq(ep.seeds[2].port, 6379);
+    cr_expect_str_eq(ep.host, "10.0.0.1");
+    cr_expect_eq(ep.port, 7000);
+    crd__endpoint_clear(&ep);
+    cr_assert_eq(crd__url_parse("redis-cluster://h:1", &ep, err, sizeof err), CRD_OK);
+    cr_expect_eq(ep.nseeds, 1);
+    crd__endpoint_clear(&ep);
+    const char *bad[] = {"redis-cluster://", "redis-cluster://h:1,", "redis-cluster://h:1,,h:2",
+                         "redis-cluster://h:0", "redis-cluster://h:1/3", "redis-cluster://[::1",
+                         "rediscluster://h:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        cr_expect_eq(crd__url_parse(bad[i], &ep, err, sizeof err), CRD_INVALID_ARGUMENT, "%s", bad[i]);
+        cr_expect(err[0] != '\0', "%s gives no reason", bad[i]);
+        cr_expect_eq(ep.seeds, NULL);
+        cr_expect_eq(ep.host, NULL);
+    }
+    /* A plain redis:// URL is no cluster. */
+    cr_assert_eq(crd__url_parse("redis://h:1", &ep, err, sizeof err), CRD_OK);
+    cr_expect(!ep.cluster);
+    cr_expect_eq(ep.nseeds, 0);
+    crd__endpoint_clear(&ep);
+}

@@ -1,0 +1,76 @@
+/*
+ * cluster.h -- a private Redis Cluster for a test: primaries (and replicas) on free
+ * loopback ports, each redis-server in its own temporary directory with its own
+ * nodes.conf, joined by `redis-cli --cluster create` (or, for one primary, which
+ * redis-cli refuses, by CLUSTER ADDSLOTSRANGE), and torn down at the end of the test.
+ *
+ * Every node is started through crdt_server_start(), so it carries PR_SET_PDEATHSIG and
+ * dies with the test process even when the test crashes; crdt_cluster_stop() stops them
+ * in order and removes their directories.
+ *
+ * The helpers assert with Criterion, so they run inside a test (a worker), not in the
+ * runner. They also drive the topology changes the cluster tests need: moving one slot
+ * to another primary (IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE on every node) and a
+ * manual failover (CLUSTER FAILOVER on a replica).
+ */
+#ifndef CRDT_CLUSTER_H
+#define CRDT_CLUSTER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "harness.h"
+
+#define CRDT_CLUSTER_MAX 9
+
+typedef struct crdt_cluster {
+    int nnodes;                          /* primaries + replicas as started */
+    int nprimaries;                      /* primaries at creation */
+    crdt_server node[CRDT_CLUSTER_MAX];  /* node[i < nprimaries] started as primaries */
+    char id[CRDT_CLUSTER_MAX][41];       /* CLUSTER MYID of each node */
+    char seeds[CRDT_CLUSTER_MAX * 24];   /* "127.0.0.1:p1,127.0.0.1:p2,..." (every node) */
+    char url[CRDT_CLUSTER_MAX * 24 + 32]; /* "redis-cluster://" + seeds */
+} crdt_cluster;
+
+/* Starts primaries (1..3+) and replicas_per replicas per primary, creates the cluster
+ * and waits (deadline 30 s) until every node reports cluster_state:ok, agrees on the
+ * slot map, and every replica's link to its primary is up. Asserts on failure. */
+void crdt_cluster_start(crdt_cluster *cl, int primaries, int replicas_per);
+/* Stops every node and removes their directories. Accepts a zeroed struct. */
+void crdt_cluster_stop(crdt_cluster *cl);
+
+/* Index (into cl->node) of the node serving slot as primary now, as the first node that
+ * answers CLUSTER SLOTS sees it; -1 if none does. */
+int crdt_cluster_owner(crdt_cluster *cl, int slot);
+/* A hiredis connection to node i (asserts). */
+redisContext *crdt_cluster_redis(crdt_cluster *cl, int i);
+/* A connection to the primary of the key's slot (CLUSTER KEYSLOT asked of any node). */
+redisContext *crdt_cluster_redis_for_key(crdt_cluster *cl, const char *key);
+/* CLUSTER KEYSLOT of key, asked of a node. */
+int crdt_cluster_keyslot(crdt_cluster *cl, const char *key);
+
+/* Moves slot (with its keys) from its current primary to primary `to` the way
+ * redis-cli's resharding does: IMPORTING on the target, MIGRATING on the source,
+ * MIGRATE of every key in batches, then SETSLOT NODE on every primary. Between
+ * SETSLOT MIGRATING and the end, `midway` (may be NULL) is called once, after the
+ * first key has moved, so a test can act while ASK redirects are live. */
+void crdt_cluster_move_slot(crdt_cluster *cl, int slot, int to, void (*midway)(void *),
+                            void *arg);
+/* CLUSTER FAILOVER on a replica of primary `primary`; waits (deadline 20 s) until the
+ * replica is primary and every node agrees. Returns the new primary's index. */
+int crdt_cluster_failover(crdt_cluster *cl, int primary);
+/* Waits until every running node says cluster_state:ok and all agree on which node
+ * serves each slot's primary. Returns whether that happened within timeout_ms. */
+bool crdt_cluster_wait_stable(crdt_cluster *cl, int64_t timeout_ms);
+
+/* A client options struct for the cluster: crdt_options() with url = cl->url. */
+void crdt_cluster_options(crdt_cluster *cl, crd_options *o);
+
+/* A new name (the test's key prefix, suffix and a number; never the same twice in a
+ * process) whose slot the node at index `primary` serves now. The returned storage
+ * lives until process exit. */
+const char *crdt_cluster_name_on(crdt_cluster *cl, int primary, const char *suffix);
+
+#endif /* CRDT_CLUSTER_H */

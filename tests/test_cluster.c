@@ -1,0 +1,716 @@
+/*
+ * test_cluster.c -- credisson on a real Redis Cluster (3 primaries + 3 replicas on
+ * loopback, started by tests/support/cluster.c for each test that needs one): routing
+ * to every primary, sharded pub/sub wake-ups, fair and read-write locks, mutual
+ * exclusion across processes, resharding and failover while locked, bad input, and
+ * parity with Redisson's cluster recordings.
+ *
+ * CRDT_SERIAL_TEST: each test starts its own six servers; one test at a time.
+ */
+#include <criterion/criterion.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <strings.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "harness.h"
+#include "waiters.h"
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+/* Measured figures, one line each (the report quotes them). */
+#define say(...) (fprintf(stderr, "[cluster] " __VA_ARGS__), fputc('\n', stderr))
+
+static crd_client *cluster_client(crdt_cluster *cl, crdt_tracelog *tl)
+{
+    crd_options o;
+    crdt_cluster_options(cl, &o);
+    if (tl != NULL)
+        crdt_tracelog_attach(tl, &o);
+    return crdt_client_opts(&o);
+}
+
+typedef struct blocked_pred {
+    crdt_tracelog *tl;
+    size_t from;
+    const char *channel;
+} blocked_pred;
+
+/* The waiter subscribed (SSUBSCRIBE on the subscriber connection, on the expected
+ * channel when given) and tried at least twice: it is blocked. */
+static bool blocked_fn(void *arg)
+{
+    blocked_pred *p = arg;
+    return crdt_tracelog_has(p->tl, p->from, "SSUBSCRIBE", p->channel) &&
+           crdt_tracelog_count_scripts(p->tl, p->from) >= 2;
+}
+
+/* One holder (client a, lease 30 s) and one blocked waiter (client b, a waiter thread
+ * that releases at once); the holder releases and the waiter must have it within ~1 s:
+ * woken by an smessage, never by the 30 s TTL. Returns the wake-up latency in ms. */
+static int64_t contend(crd_lock *held, crd_lock *waiting, crdt_tracelog *tla, crdt_tracelog *tlb,
+                       const char *channel)
+{
+    cr_assert_eq(crd_lock_acquire(held, 0, 30000), CRD_OK);
+    size_t from_a = crdt_tracelog_count(tla);
+    blocked_pred bp = {tlb, crdt_tracelog_count(tlb), channel};
+    crdt_waiter w = {.lock = waiting, .wait_ms = 20000, .lease_ms = 30000};
+    crdt_waiter_start(&w);
+    cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "the waiter never blocked on %s",
+              channel != NULL ? channel : "its channel");
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_release(held), CRD_OK);
+    cr_assert(crdt_tracelog_has(tla, from_a, "EVALSHA", "SPUBLISH") ||
+                  crdt_tracelog_has(tla, from_a, "EVAL", "SPUBLISH"),
+              "the unlock script was not given SPUBLISH");
+    crdt_waiter_join(&w, 10000, "contention");
+    cr_assert_eq(w.acquire_st, CRD_OK);
+    int64_t lat = w.t_acq_ms - t0;
+    cr_assert_lt(lat, 1000, "woken after %lld ms: not by the message", (long long)lat);
+    return lat;
+}
+
+/* ---- routing, wake-ups and lock kinds on every primary --------------------------------------- */
+
+Test(cluster, locks_on_every_primary_are_routed_reentered_and_woken_by_sharded_messages,
+     .timeout = 90)
+{
+    crdt_cluster cl;
+    int64_t t0 = crdt_now_ms();
+    crdt_cluster_start(&cl, 3, 1);
+    say("cluster of 3 primaries + 3 replicas ready in %lld ms",
+                (long long)(crdt_now_ms() - t0));
+    /* The topology the harness built. */
+    int served[CRDT_CLUSTER_MAX] = {0};
+    for (int s = 0; s < 16384; s += 97)
+        served[crdt_cluster_owner(&cl, s)]++;
+    for (int i = 0; i < 6; i++)
+        cr_expect((served[i] > 0) == (i < 3), "node %d serves %d sampled slots", i, served[i]);
+    cr_expect_eq(crdt_cluster_keyslot(&cl, "foo"), 12182);
+
+    crdt_tracelog *tla = crdt_tracelog_new(), *tlb = crdt_tracelog_new();
+    crd_client *a = cluster_client(&cl, tla);
+    crd_client *b = cluster_client(&cl, tlb);
+    for (int p = 0; p < 3; p++) {
+        const char *name = crdt_cluster_name_on(&cl, p, "rlock");
+        redisContext *owner = crdt_cluster_redis(&cl, p);
+        redisContext *other = crdt_cluster_redis(&cl, (p + 1) % 3);
+        crd_lock *la = crdt_lock(a, name);
+        crd_lock *lb = crdt_lock(b, name);
+        /* acquire, re-enter, the hash lives on the slot's primary only */
+        cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+        cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+        char field[128];
+        crdt_owner_field(a, crd_owner_current(), field, sizeof field);
+        cr_expect_eq(crdt_hget_int(owner, name, field), 2, "primary %d", p);
+        redisReply *r = crdt_cmd(other, "EXISTS %s", name);
+        cr_expect(r->type == REDIS_REPLY_ERROR && strncmp(r->str, "MOVED", 5) == 0,
+                  "another primary holds %s", name);
+        freeReplyObject(r);
+        cr_expect_eq(crd_lock_acquire(lb, 0, 30000), CRD_BUSY);
+        cr_assert_eq(crd_lock_release(la), CRD_OK);
+        cr_assert_eq(crd_lock_release(la), CRD_OK);
+        cr_expect_eq(crdt_exists(owner, name), 0);
+        /* contention: the waiter is woken by the unlock's smessage */
+        char channel[400];
+        snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+        int64_t lat = contend(la, lb, tla, tlb, channel);
+        say("primary %d: RLock waiter woken %lld ms after the release", p, (long long)lat);
+
+        /* fair lock: the waiter listens on its own channel */
+        crd_lock *fa, *fb;
+        const char *fname = crdt_cluster_name_on(&cl, p, "fair");
+        cr_assert_eq(crd_fair_lock_new(a, fname, &fa), CRD_OK);
+        cr_assert_eq(crd_fair_lock_new(b, fname, &fb), CRD_OK);
+        lat = contend(fa, fb, tla, tlb, NULL);
+        say("primary %d: fair waiter woken %lld ms after the release", p, (long long)lat);
+        cr_expect_eq(crdt_exists(owner, fname), 0);
+        crd_lock_free(fa);
+        crd_lock_free(fb);
+
+        /* read-write lock: a reader waits for the writer, woken by "1" */
+        crd_rwlock *rwa, *rwb;
+        const char *rwname = crdt_cluster_name_on(&cl, p, "rw");
+        cr_assert_eq(crd_rwlock_new(a, rwname, &rwa), CRD_OK);
+        cr_assert_eq(crd_rwlock_new(b, rwname, &rwb), CRD_OK);
+        snprintf(channel, sizeof channel, "redisson_rwlock:{%s}", rwname);
+        lat = contend(crd_rwlock_write(rwa), crd_rwlock_read(rwb), tla, tlb, channel);
+        say("primary %d: reader woken %lld ms after the writer's release", p,
+                    (long long)lat);
+        crd_rwlock_free(rwa);
+        crd_rwlock_free(rwb);
+
+        crd_lock_free(la);
+        crd_lock_free(lb);
+        redisFree(owner);
+        redisFree(other);
+    }
+    /* No classic SUBSCRIBE or PUBLISH anywhere: sharded only. */
+    cr_expect(!crdt_tracelog_has(tlb, 0, "SUBSCRIBE", NULL));
+    cr_expect(!crdt_tracelog_has(tla, 0, "EVALSHA", "PUBLISH"));
+    crd_client_free(a);
+    crd_client_free(b);
+    crdt_tracelog_free(tla);
+    crdt_tracelog_free(tlb);
+    crdt_cluster_stop(&cl);
+}
+
+/* ---- resharding and failover while locked ----------------------------------------------------- */
+
+typedef struct topo_watch {
+    atomic_int lost, failing;
+} topo_watch;
+
+static void on_event(void *ud, const crd_event *ev)
+{
+    topo_watch *tw = ud;
+    if (ev->kind == CRD_EVENT_LOCK_LOST)
+        atomic_fetch_add(&tw->lost, 1);
+    else if (ev->kind == CRD_EVENT_RENEWAL_FAILING)
+        atomic_fetch_add(&tw->failing, 1);
+}
+
+typedef struct renewed_pred {
+    crd_client *c;
+    uint64_t after;
+    redisContext *owner;
+    const char *key;
+} renewed_pred;
+
+/* The watchdog renewed since `after` and the key's TTL on its (new) owner is fresh. */
+static bool renewed_fn(void *arg)
+{
+    renewed_pred *p = arg;
+    crd_metrics m;
+    crd_client_metrics(p->c, &m, sizeof m);
+    if (m.renewals <= p->after)
+        return false;
+    redisReply *r = redisCommand(p->owner, "PTTL %s", p->key);
+    bool fresh = r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer > 2000;
+    if (r != NULL)
+        freeReplyObject(r);
+    return fresh;
+}
+
+typedef struct move_ctx {
+    crd_lock *held, *renewed;
+    crd_status reentry;
+} move_ctx;
+
+/* Called while the slot is half moved (one of the two lock hashes already at the
+ * target): the re-entry of that one goes to the old owner, which answers ASK; the
+ * client follows with ASKING. Both are re-entered. */
+static void reenter_midway(void *arg)
+{
+    move_ctx *m = arg;
+    m->reentry = crd_lock_acquire(m->held, 0, 30000);
+    if (m->reentry == CRD_OK)
+        m->reentry = crd_lock_acquire(m->renewed, 0, CRD_LEASE_WATCHDOG);
+}
+
+typedef struct scenario {
+    crdt_cluster cl;
+    topo_watch tw;
+    crdt_tracelog *tla, *tlb;
+    crd_client *a, *b;
+    char held[300], renewed[300], channel[400];
+    crd_lock *lh, *lr, *lw;
+    crdt_waiter w;
+} scenario;
+
+/* Client a holds `held` (30 s lease) and `renewed` (watchdog, 3 s); client b waits on
+ * `held`. Both names share the slot of a name on primary 0. */
+static void scenario_start(scenario *sc, int replicas)
+{
+    crdt_cluster_start(&sc->cl, 3, replicas);
+    sc->tla = crdt_tracelog_new();
+    sc->tlb = crdt_tracelog_new();
+    crd_options o;
+    crdt_cluster_options(&sc->cl, &o);
+    o.watchdog_timeout_ms = 3000;
+    o.on_event = on_event;
+    o.event_user_data = &sc->tw;
+    crdt_tracelog_attach(sc->tla, &o);
+    sc->a = crdt_client_opts(&o);
+    crdt_cluster_options(&sc->cl, &o);
+    crdt_tracelog_attach(sc->tlb, &o);
+    sc->b = crdt_client_opts(&o);
+    const char *base = crdt_cluster_name_on(&sc->cl, 0, "moved");
+    snprintf(sc->held, sizeof sc->held, "{%s}:held", base);
+    snprintf(sc->renewed, sizeof sc->renewed, "{%s}:renewed", base);
+    snprintf(sc->channel, sizeof sc->channel, "redisson_lock__channel:{%s}:held", base);
+    sc->lh = crdt_lock(sc->a, sc->held);
+    sc->lr = crdt_lock(sc->a, sc->renewed);
+    sc->lw = crdt_lock(sc->b, sc->held);
+    cr_assert_eq(crd_lock_acquire(sc->lh, 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(sc->lr, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    blocked_pred bp = {sc->tlb, crdt_tracelog_count(sc->tlb), sc->channel};
+    sc->w = (crdt_waiter){.lock = sc->lw, .wait_ms = 25000, .lease_ms = 30000};
+    crdt_waiter_start(&sc->w);
+    cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "the waiter never blocked");
+}
+
+/* After the topology change: renewals reach the new owner, the holder's release follows
+ * the slot, and the waiter is woken by the message (well inside the 30 s lease). */
+static void scenario_finish(scenario *sc, int new_owner, const char *what)
+{
+    crd_metrics m;
+    crd_client_metrics(sc->a, &m, sizeof m);
+    redisContext *owner = crdt_cluster_redis(&sc->cl, new_owner);
+    renewed_pred rp = {sc->a, m.renewals, owner, sc->renewed};
+    int64_t t_renew = crdt_now_ms();
+    cr_assert(crdt_wait_until(renewed_fn, &rp, 5000), "%s: renewals did not reach the new owner",
+              what);
+    t_renew = crdt_now_ms() - t_renew;
+    cr_expect_eq(crdt_exists(owner, sc->held), 1, "%s: the held lock is not at the new owner",
+                 what);
+    /* The waiter resubscribed at the new owner (a second SSUBSCRIBE of its channel). */
+    size_t subs = 0;
+    for (size_t i = 0; i < crdt_tracelog_count(sc->tlb); i++) {
+        crdt_trace_entry e;
+        if (crdt_tracelog_get(sc->tlb, i, &e)) {
+            subs += e.subscriber && strcasecmp(e.argv[0], "SSUBSCRIBE") == 0 &&
+                    strcmp(e.argv[1], sc->channel) == 0;
+            crdt_trace_entry_free(&e);
+        }
+    }
+    int64_t t0 = crdt_now_ms();
+    crd_status st;
+    while ((st = crd_lock_release(sc->lh)) == CRD_OK) {
+    } /* every hold, the re-entry made during a move included */
+    cr_expect_eq(st, CRD_NOT_OWNER);
+    crdt_waiter_join(&sc->w, 10000, what);
+    cr_assert_eq(sc->w.acquire_st, CRD_OK, "%s: the waiter did not get the lock", what);
+    int64_t lat = sc->w.t_acq_ms - t0;
+    cr_assert_lt(lat, 1500, "%s: the waiter woke %lld ms after the release (not by a message)",
+                 what, (long long)lat);
+    cr_assert_eq(crd_lock_release(sc->lr), CRD_OK, "%s: the renewed lock was lost", what);
+    while (crd_lock_release(sc->lr) == CRD_OK) {
+    }
+    cr_expect_eq(atomic_load(&sc->tw.lost), 0, "%s: a lock was reported lost", what);
+    say("%s: renewal at the new owner %lld ms after the change, waiter woken %lld ms "
+                "after the release, %zu SSUBSCRIBEs of its channel, %d renewal-failing events",
+                what, (long long)t_renew, (long long)lat, subs, atomic_load(&sc->tw.failing));
+    redisFree(owner);
+    crd_lock_free(sc->lh);
+    crd_lock_free(sc->lr);
+    crd_lock_free(sc->lw);
+    crd_client_free(sc->a);
+    crd_client_free(sc->b);
+    crdt_tracelog_free(sc->tla);
+    crdt_tracelog_free(sc->tlb);
+    crdt_cluster_stop(&sc->cl);
+}
+
+Test(cluster, a_slot_moved_while_locked_takes_renewals_release_and_wake_ups_along, .timeout = 90)
+{
+    scenario sc;
+    memset(&sc, 0, sizeof sc);
+    scenario_start(&sc, 0);
+    int slot = crdt_cluster_keyslot(&sc.cl, sc.held);
+    move_ctx mc = {sc.lh, sc.lr, CRD_IO};
+    int64_t t0 = crdt_now_ms();
+    crdt_cluster_move_slot(&sc.cl, slot, 1, reenter_midway, &mc);
+    say("resharding: slot %d moved to primary 1 in %lld ms", slot,
+                (long long)(crdt_now_ms() - t0));
+    cr_expect_eq(mc.reentry, CRD_OK, "the re-entry during the move (ASK) failed");
+    cr_expect(crdt_tracelog_has(sc.tla, 0, "ASKING", NULL), "no ASKING was sent");
+    scenario_finish(&sc, 1, "resharding");
+}
+
+Test(cluster, a_failover_while_locked_keeps_renewals_and_wake_ups, .timeout = 90)
+{
+    scenario sc;
+    memset(&sc, 0, sizeof sc);
+    scenario_start(&sc, 1);
+    /* The holds reached the replica before the failover (WAIT): nothing may be lost. */
+    redisContext *p0 = crdt_cluster_redis(&sc.cl, 0);
+    cr_expect_eq(crdt_cmd_int(p0, "WAIT 1 2000"), 1);
+    redisFree(p0);
+    int64_t t0 = crdt_now_ms();
+    int promoted = crdt_cluster_failover(&sc.cl, 0);
+    say("failover: replica %d took over from primary 0 in %lld ms", promoted,
+                (long long)(crdt_now_ms() - t0));
+    scenario_finish(&sc, promoted, "failover");
+}
+
+/* ---- mutual exclusion across processes ---------------------------------------------------------- */
+
+enum { EX_PROCS = 4, EX_THREADS = 4, EX_NAMES = 30, EX_ITER = 40 };
+
+typedef struct ex_shared {
+    const char *url;
+    char names[EX_NAMES][200];
+    char inside[EX_NAMES][200];
+    char counter[EX_NAMES][200];
+    int port; /* the standalone server keeping the overlap detector and the counters */
+} ex_shared;
+
+typedef struct ex_worker {
+    const ex_shared *sh;
+    crd_client *c;
+    unsigned seed;
+    int done, violations, failures;
+} ex_worker;
+
+static void *ex_thread(void *arg)
+{
+    ex_worker *w = arg;
+    redisContext *r = crdt_raw_connect(w->sh->port, 10000);
+    if (r == NULL) {
+        w->failures = EX_ITER;
+        return NULL;
+    }
+    for (int i = 0; i < EX_ITER; i++) {
+        int k = (int)(rand_r(&w->seed) % EX_NAMES);
+        crd_lock *l = NULL;
+        if (crd_lock_new(w->c, w->sh->names[k], &l) != CRD_OK) {
+            w->failures++;
+            continue;
+        }
+        if (crd_lock_acquire(l, 30000, i % 2 ? CRD_LEASE_WATCHDOG : 20000) != CRD_OK) {
+            w->failures++;
+        } else {
+            w->violations += crdt_exclusion_section(r, w->sh->inside[k], w->sh->counter[k]);
+            w->done++;
+            if (crd_lock_release(l) != CRD_OK)
+                w->failures++;
+        }
+        crd_lock_free(l);
+    }
+    redisFree(r);
+    return NULL;
+}
+
+static int ex_process(int index, void *arg)
+{
+    const ex_shared *sh = arg;
+    crd_options o;
+    crd_options_init(&o);
+    o.url = sh->url;
+    crd_client *c = NULL;
+    if (crd_client_new(&o, &c) != CRD_OK) {
+        crd_client_free(c);
+        return 3;
+    }
+    ex_worker w[EX_THREADS];
+    pthread_t th[EX_THREADS];
+    for (int t = 0; t < EX_THREADS; t++) {
+        w[t] = (ex_worker){sh, c, (unsigned)(index * 131 + t * 7 + 1), 0, 0, 0};
+        pthread_create(&th[t], NULL, ex_thread, &w[t]);
+    }
+    int done = 0, bad = 0;
+    for (int t = 0; t < EX_THREADS; t++) {
+        pthread_join(th[t], NULL);
+        done += w[t].done;
+        bad += w[t].violations * 1000 + w[t].failures;
+    }
+    crd_client_free(c);
+    return bad > 0 ? 1 : done == EX_THREADS * EX_ITER ? 0 : 2;
+}
+
+Test(cluster, four_processes_of_four_threads_never_overlap_on_thirty_names_over_three_shards,
+     .timeout = 120)
+{
+    crdt_cluster cl;
+    crdt_cluster_start(&cl, 3, 0);
+    static ex_shared sh;
+    sh.url = cl.url;
+    sh.port = crdt_port();
+    int per[3] = {0};
+    for (int k = 0; k < EX_NAMES; k++) {
+        const char *n = crdt_cluster_name_on(&cl, k % 3, "ex");
+        snprintf(sh.names[k], sizeof sh.names[k], "%s", n);
+        snprintf(sh.inside[k], sizeof sh.inside[k], "%s:inside", n);
+        snprintf(sh.counter[k], sizeof sh.counter[k], "%s:counter", n);
+        per[k % 3]++;
+    }
+    int64_t t0 = crdt_now_ms();
+    int codes[EX_PROCS];
+    int ok = crdt_run_children(EX_PROCS, ex_process, &sh, 100000, codes);
+    int64_t took = crdt_now_ms() - t0;
+    for (int i = 0; i < EX_PROCS; i++)
+        cr_expect_eq(codes[i], 0, "process %d exited %d (1: overlap or failure, 2: missing, "
+                     "3: no client)", i, codes[i]);
+    cr_assert_eq(ok, EX_PROCS);
+    redisContext *r = crdt_redis();
+    long long total = 0;
+    for (int k = 0; k < EX_NAMES; k++) {
+        char buf[32];
+        total += atoll(crdt_cmd_str(r, buf, sizeof buf, "GET %s", sh.counter[k]));
+        cr_expect_eq(crdt_cmd_int(r, "EXISTS %s", sh.inside[k]) == 0 ||
+                         atoll(crdt_cmd_str(r, buf, sizeof buf, "GET %s", sh.inside[k])) == 0,
+                     1);
+    }
+    cr_expect_eq(total, EX_PROCS * EX_THREADS * EX_ITER, "lost updates: %lld", total);
+    say("exclusion: %d acquisitions of %d names (%d/%d/%d per primary) by %d processes "
+                "x %d threads in %lld ms", EX_PROCS * EX_THREADS * EX_ITER, EX_NAMES, per[0],
+                per[1], per[2], EX_PROCS, EX_THREADS, (long long)took);
+    redisFree(r);
+
+    /* Bad input on a cluster: a name whose keys would span slots is refused before any
+     * command, even with allow_unsafe_names; a standalone client aimed at a cluster node
+     * is told to use redis-cluster://. */
+    crd_options o;
+    crdt_cluster_options(&cl, &o);
+    o.allow_unsafe_names = true;
+    crd_client *c = crdt_client_opts(&o);
+    crd_lock *l = NULL;
+    cr_expect_eq(crd_lock_new(c, "a}b", &l), CRD_INVALID_ARGUMENT);
+    cr_expect(strstr(crd_client_errmsg(c), "CROSSSLOT") != NULL, "%s", crd_client_errmsg(c));
+    crd_client_free(c);
+    crdt_options(&o);
+    o.port = cl.node[0].port;
+    c = crdt_client_opts(&o);
+    l = crdt_lock(c, crdt_cluster_name_on(&cl, 1, "standalone"));
+    cr_expect_eq(crd_lock_acquire(l, 0, 1000), CRD_SERVER);
+    cr_expect(strstr(crd_client_errmsg(c), "redis-cluster://") != NULL, "%s",
+              crd_client_errmsg(c));
+    crd_lock_free(l);
+    crd_client_free(c);
+
+#ifdef CRD_CLI_PATH
+    /* The CLI on the cluster: run and unlock through the library, status routed to the
+     * primary of the name's slot. */
+    const char *name = crdt_cluster_name_on(&cl, 2, "cli");
+    char line[1200];
+    snprintf(line, sizeof line, "%s --url '%s' run '%s' -- true", CRD_CLI_PATH, cl.url, name);
+    cr_expect_eq(system(line), 0, "%s", line);
+    crdt_cluster_options(&cl, &o);
+    c = crdt_client_opts(&o);
+    l = crdt_lock(c, name);
+    cr_assert_eq(crd_lock_acquire(l, 0, 30000), CRD_OK);
+    snprintf(line, sizeof line, "%s --url '%s' status '%s'", CRD_CLI_PATH, cl.url, name);
+    FILE *f = popen(line, "r");
+    cr_assert_not_null(f);
+    char out[4096] = "";
+    size_t got = fread(out, 1, sizeof out - 1, f);
+    out[got] = '\0';
+    cr_expect_eq(pclose(f), 0, "%s: %s", line, out);
+    cr_expect(strstr(out, crd_client_id(c)) != NULL, "status does not show the holder: %s", out);
+    snprintf(line, sizeof line, "%s --url '%s' unlock --force '%s' >/dev/null", CRD_CLI_PATH,
+             cl.url, name);
+    cr_expect_eq(system(line), 0, "%s", line);
+    bool locked = true;
+    cr_expect_eq(crd_lock_is_locked(l, &locked), CRD_OK);
+    cr_expect(!locked, "the CLI's force-unlock did not reach the slot's primary");
+    crd_lock_free(l);
+    crd_client_free(c);
+#endif
+    crdt_cluster_stop(&cl);
+}
+
+/* ---- bad seeds ------------------------------------------------------------------------------------ */
+
+Test(cluster, seeds_that_answer_nothing_or_are_not_cluster_nodes_are_refused_clearly)
+{
+    crd_options o;
+    crdt_options(&o);
+    o.url = "redis-cluster://127.0.0.1:1,127.0.0.1:2";
+    o.connect_timeout_ms = 500;
+    crd_client *c = NULL;
+    cr_expect_eq(crd_client_new(&o, &c), CRD_IO);
+    cr_expect(strstr(crd_client_errmsg(c), "no cluster node") != NULL &&
+                  strstr(crd_client_errmsg(c), "127.0.0.1:2") != NULL,
+              "%s", crd_client_errmsg(c));
+    crd_client_free(c);
+    /* The test's own server is a standalone redis-server. */
+    crdt_options(&o);
+    o.deployment = CRD_DEPLOYMENT_CLUSTER;
+    c = NULL;
+    cr_expect_eq(crd_client_new(&o, &c), CRD_INVALID_ARGUMENT);
+    cr_expect(strstr(crd_client_errmsg(c), "is not a cluster node") != NULL, "%s",
+              crd_client_errmsg(c));
+    crd_client_free(c);
+    crdt_options(&o);
+    o.url = "redis-cluster://127.0.0.1:1/2";
+    c = NULL;
+    cr_expect_eq(crd_client_new(&o, &c), CRD_INVALID_ARGUMENT);
+    cr_expect(strstr(crd_client_errmsg(c), "database 0") != NULL, "%s", crd_client_errmsg(c));
+    crd_client_free(c);
+}
+
+/* ---- parity with Redisson's cluster recordings ---------------------------------------------------- */
+
+/* Whether some script entry of tl from `from` has exactly these KEYS then ARGV ("#": any
+ * number, a word ending in '*': that prefix). */
+static bool has_script(crdt_tracelog *tl, size_t from, int nkeys, const char *const *words, int n)
+{
+    bool found = false;
+    for (size_t i = from; i < crdt_tracelog_count(tl) && !found; i++) {
+        crdt_trace_entry e;
+        if (!crdt_tracelog_get(tl, i, &e))
+            continue;
+        bool ok = (strcasecmp(e.argv[0], "EVALSHA") == 0 || strcasecmp(e.argv[0], "EVAL") == 0) &&
+                  e.argc == 3 + n && atoi(e.argv[2]) == nkeys;
+        for (int k = 0; ok && k < n; k++) {
+            const char *got = e.argv[3 + k], *want = words[k];
+            size_t wl = strlen(want);
+            if (strcmp(want, "#") == 0)
+                ok = got[0] != '\0' && strspn(got, "0123456789") == strlen(got);
+            else if (wl > 0 && want[wl - 1] == '*')
+                ok = strncmp(got, want, wl - 1) == 0;
+            else
+                ok = strcmp(got, want) == 0;
+        }
+        found = ok;
+        crdt_trace_entry_free(&e);
+    }
+    return found;
+}
+
+typedef blocked_pred unsub_pred;
+
+static bool unsub_fn(void *arg)
+{
+    unsub_pred *p = arg;
+    return crdt_tracelog_has(p->tl, p->from, "SUNSUBSCRIBE", p->channel);
+}
+
+/* Reads one sharded message from a raw subscriber: its channel and payload. */
+static bool next_smessage(redisContext *sub, char *channel, size_t cap, char *payload, size_t pcap)
+{
+    for (;;) {
+        void *v = NULL;
+        if (redisGetReply(sub, &v) != REDIS_OK || v == NULL)
+            return false;
+        redisReply *r = v;
+        bool msg = r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+                   strcmp(r->element[0]->str, "smessage") == 0;
+        if (msg) {
+            snprintf(channel, cap, "%s", r->element[1]->str);
+            snprintf(payload, pcap, "%s", r->element[2]->str);
+        }
+        freeReplyObject(r);
+        if (msg)
+            return true;
+    }
+}
+
+Test(cluster, golden_x_cluster_contention_and_fair_rw_keys_channels_and_messages_match_redisson,
+     .timeout = 60)
+{
+    /* The recordings ran on a cluster whose one primary owned every slot. */
+    crdt_cluster cl;
+    crdt_cluster_start(&cl, 1, 0);
+    crdt_tracelog *tla = crdt_tracelog_new(), *tlb = crdt_tracelog_new();
+    crd_client *a = cluster_client(&cl, tla);
+    crd_client *b = cluster_client(&cl, tlb);
+    redisContext *watch = crdt_cluster_redis(&cl, 0);
+    struct timeval tv = {5, 0};
+    redisSetTimeout(watch, tv);
+    /* One SSUBSCRIBE per slot: shard channels of two slots in one command are CROSSSLOT. */
+    freeReplyObject(crdt_cmd(watch, "SSUBSCRIBE redisson_lock__channel:{s1}"));
+    freeReplyObject(crdt_cmd(watch, "SSUBSCRIBE redisson_rwlock:{rw1}"));
+    char fa[128], fb[128], ch[400], pl[32];
+
+    /* x_cluster_contention: s1 */
+    crd_lock *la = crdt_lock(a, "s1"), *lb = crdt_lock(b, "s1");
+    cr_assert_eq(crd_lock_acquire(la, -1, CRD_LEASE_WATCHDOG), CRD_OK);
+    crdt_owner_field(a, crd_owner_current(), fa, sizeof fa);
+    const char *acq_a[] = {"s1", "30000", fa};
+    cr_expect(has_script(tla, 0, 1, acq_a, 3), "rlock acquire of s1");
+    size_t from_b = crdt_tracelog_count(tlb);
+    blocked_pred bp = {tlb, from_b, "redisson_lock__channel:{s1}"};
+    crdt_waiter w = {.lock = lb, .wait_ms = -1, .lease_ms = CRD_LEASE_WATCHDOG, .client = b};
+    crdt_waiter_start(&w);
+    cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "B never sent SSUBSCRIBE on the channel");
+    snprintf(fb, sizeof fb, "%s", w.field);
+    const char *acq_b[] = {"s1", "30000", fb};
+    cr_expect(has_script(tlb, from_b, 1, acq_b, 3), "B's rlock acquire of s1");
+    size_t from_a = crdt_tracelog_count(tla);
+    cr_assert_eq(crd_lock_release(la), CRD_OK);
+    const char *unl_a[] = {"s1", "redisson_lock__channel:{s1}", "redisson_unlock_latch:{s1}:*",
+                           "0", "30000", fa, "SPUBLISH", "#"};
+    cr_expect(has_script(tla, from_a, 3, unl_a, 8), "rlock unlock of s1 with SPUBLISH");
+    cr_assert(next_smessage(watch, ch, sizeof ch, pl, sizeof pl));
+    cr_expect_str_eq(ch, "redisson_lock__channel:{s1}");
+    cr_expect_str_eq(pl, "0");
+    crdt_waiter_join(&w, 10000, "s1");
+    cr_assert_eq(w.acquire_st, CRD_OK);
+    unsub_pred up = {tlb, from_b, "redisson_lock__channel:{s1}"};
+    cr_expect(crdt_wait_until(unsub_fn, &up, 2000), "B never sent SUNSUBSCRIBE");
+    cr_assert(next_smessage(watch, ch, sizeof ch, pl, sizeof pl)); /* B's own unlock */
+    cr_expect_str_eq(pl, "0");
+
+    /* x_cluster_fair_rw: f1 */
+    crd_lock *fla, *flb;
+    cr_assert_eq(crd_fair_lock_new(a, "f1", &fla), CRD_OK);
+    cr_assert_eq(crd_fair_lock_new(b, "f1", &flb), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(fla, -1, CRD_LEASE_WATCHDOG), CRD_OK);
+    const char *facq[] = {"f1", "redisson_lock_queue:{f1}", "redisson_lock_timeout:{f1}", "30000",
+                          fa, "300000", "#"};
+    cr_expect(has_script(tla, from_a, 3, facq, 7), "fair acquire of f1");
+    from_b = crdt_tracelog_count(tlb);
+    w = (crdt_waiter){.lock = flb, .wait_ms = -1, .lease_ms = CRD_LEASE_WATCHDOG, .client = b};
+    crdt_waiter_start(&w);
+    char fch[400];
+    snprintf(fch, sizeof fch, "redisson_lock__channel:{f1}:%s", w.field);
+    bp = (blocked_pred){tlb, from_b, fch};
+    cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "B never sent SSUBSCRIBE on %s", fch);
+    freeReplyObject(crdt_cmd(watch, "SSUBSCRIBE %s", fch));
+    from_a = crdt_tracelog_count(tla);
+    cr_assert_eq(crd_lock_release(fla), CRD_OK);
+    const char *funl[] = {"f1", "redisson_lock_queue:{f1}", "redisson_lock_timeout:{f1}",
+                          "redisson_lock__channel:{f1}", "redisson_unlock_latch:{f1}:*", "0",
+                          "30000", fa, "#", "SPUBLISH", "#"};
+    cr_expect(has_script(tla, from_a, 5, funl, 11), "fair unlock of f1 with SPUBLISH");
+    cr_assert(next_smessage(watch, ch, sizeof ch, pl, sizeof pl));
+    cr_expect_str_eq(ch, fch);
+    cr_expect_str_eq(pl, "0");
+    crdt_waiter_join(&w, 10000, "f1");
+    cr_assert_eq(w.acquire_st, CRD_OK);
+
+    /* x_cluster_fair_rw: rw1, a writer then a waiting reader woken by "1" */
+    crd_rwlock *rwa, *rwb;
+    cr_assert_eq(crd_rwlock_new(a, "rw1", &rwa), CRD_OK);
+    cr_assert_eq(crd_rwlock_new(b, "rw1", &rwb), CRD_OK);
+    from_a = crdt_tracelog_count(tla);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(rwa), -1, CRD_LEASE_WATCHDOG), CRD_OK);
+    char waf[160];
+    snprintf(waf, sizeof waf, "%s:write", fa);
+    const char *wacq[] = {"rw1", "30000", waf};
+    cr_expect(has_script(tla, from_a, 1, wacq, 3), "write acquire of rw1");
+    from_b = crdt_tracelog_count(tlb);
+    w = (crdt_waiter){.lock = crd_rwlock_read(rwb), .wait_ms = -1,
+                      .lease_ms = CRD_LEASE_WATCHDOG, .client = b};
+    crdt_waiter_start(&w);
+    bp = (blocked_pred){tlb, from_b, "redisson_rwlock:{rw1}"};
+    cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "the reader never sent SSUBSCRIBE");
+    char rto[300], rwf[160];
+    snprintf(rto, sizeof rto, "{rw1}:%s:rwlock_timeout", w.field);
+    snprintf(rwf, sizeof rwf, "%s:write", w.field);
+    const char *racq[] = {"rw1", rto, "30000", w.field, rwf};
+    cr_expect(has_script(tlb, from_b, 2, racq, 5), "read acquire of rw1");
+    from_a = crdt_tracelog_count(tla);
+    cr_assert_eq(crd_lock_release(crd_rwlock_write(rwa)), CRD_OK);
+    const char *wunl[] = {"rw1", "redisson_rwlock:{rw1}", "redisson_unlock_latch:{rw1}:*", "1",
+                          "30000", waf, "SPUBLISH", "#"};
+    cr_expect(has_script(tla, from_a, 3, wunl, 8), "write unlock of rw1 with SPUBLISH");
+    cr_assert(next_smessage(watch, ch, sizeof ch, pl, sizeof pl));
+    cr_expect_str_eq(ch, "redisson_rwlock:{rw1}");
+    cr_expect_str_eq(pl, "1");
+    crdt_waiter_join(&w, 10000, "rw1");
+    cr_assert_eq(w.acquire_st, CRD_OK);
+    /* the reader's own unlock: the read unlock's KEYS and SPUBLISH */
+    const char *runl[] = {"rw1", "redisson_rwlock:{rw1}", rto, "{rw1}",
+                          "redisson_unlock_latch:{rw1}:*", "0", w.field, "SPUBLISH", "#"};
+    cr_expect(has_script(tlb, from_b, 5, runl, 9), "read unlock of rw1 with SPUBLISH");
+
+    crd_lock_free(la);
+    crd_lock_free(lb);
+    crd_lock_free(fla);
+    crd_lock_free(flb);
+    crd_rwlock_free(rwa);
+    crd_rwlock_free(rwb);
+    crd_client_free(a);
+    crd_client_free(b);
+    crdt_tracelog_free(tla);
+    crdt_tracelog_free(tlb);
+    redisFree(watch);
+    crdt_cluster_stop(&cl);
+}
