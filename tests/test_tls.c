@@ -376,6 +376,13 @@ struct child_arg {
 static int child_main(void *arg)
 {
     struct child_arg *a = arg;
+#ifdef __SANITIZE_THREAD__
+    /* TSan cannot start a thread in the child of a multi-threaded process ("dup thread
+     * with used id"), and a new client starts its threads: that half runs in the other
+     * builds; the parent's half (its sessions untouched) runs here too. */
+    (void)a;
+    return 0;
+#endif
     crd_options o;
     crd_options_init(&o);
     o.url = a->url;
@@ -406,7 +413,7 @@ Test(tls, a_forked_child_never_writes_on_the_parents_tls_sessions)
     cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     struct child_arg a = {url, crdt_tls_file("ca.crt"), crdt_key("child")};
     pid_t pid = crdt_fork(child_main, &a);
-    cr_assert_eq(crdt_wait_child(pid, 20000), 0, "the child failed");
+    cr_assert_eq(crdt_wait_child(pid, crdt_scaled_ms(20000)), 0, "the child failed");
     /* A close_notify or any byte from the child would have broken these sessions. */
     for (int i = 0; i < 4; i++) {
         bool held = false;
