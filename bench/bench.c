@@ -24,6 +24,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -54,8 +55,8 @@
 /* ---- options and parameters ------------------------------------------------------------- */
 
 static const char *const ALL_SCENARIOS[] = {
-    "floor",   "uncontended", "uncontended-tls", "threads-4",    "threads-16",   "procs-4",
-    "procs-16", "handoff",    "fair-8",          "watchdog-10k", "watchdog-100k"};
+    "floor",    "uncontended", "uncontended-tls", "threads-4",    "threads-16",    "loop-64",
+    "procs-4",  "procs-16",    "handoff",         "fair-8",       "watchdog-10k",  "watchdog-100k"};
 #define NSCEN (sizeof ALL_SCENARIOS / sizeof ALL_SCENARIOS[0])
 
 typedef struct params {
@@ -1053,6 +1054,153 @@ static void sc_threads(int rep, const char *scenario, int n)
     crd_client_free(c);
 }
 
+/* ---- loop-N: the event-loop API against N blocking threads ---------------------------------- */
+
+#define LOOP_NAMES 16
+
+typedef struct loop_run {
+    crd_lock *locks[LOOP_NAMES];
+    int64_t deadline;
+    long acq, errors;
+    int in_flight;
+} loop_run;
+
+static void loop_released(void *user, crd_op *op, crd_status st);
+
+static void loop_acquired(void *user, crd_op *op, crd_status st)
+{
+    loop_run *r = user;
+    if (st != CRD_OK) {
+        r->errors++;
+        r->in_flight--;
+        return;
+    }
+    r->acq++;
+    crd_lock_release_async(crd_op_lock(op), crd_op_owner(op), loop_released, r, NULL);
+}
+
+static void loop_released(void *user, crd_op *op, crd_status st)
+{
+    loop_run *r = user;
+    if (st != CRD_OK)
+        r->errors++;
+    if (bn_now_us() < r->deadline &&
+        crd_lock_acquire_async(crd_op_lock(op), crd_op_owner(op), -1, 10000, loop_acquired, r,
+                               NULL) == CRD_OK)
+        return;
+    r->in_flight--;
+}
+
+/* One loop thread with n operations in flight on LOOP_NAMES names: acquisitions/s. */
+static double loop_rate(const char *base, int n, long *errors)
+{
+    crd_client *c = new_client(0);
+    loop_run r;
+    memset(&r, 0, sizeof r);
+    for (int i = 0; i < LOOP_NAMES; i++) {
+        char name[200];
+        snprintf(name, sizeof name, "%s:%d", base, i);
+        crd_lock_new(c, name, &r.locks[i]);
+    }
+    int fd = crd_loop_fd(c);
+    int64_t t0 = bn_now_us();
+    r.deadline = t0 + P.duration_ms * 1000;
+    for (int k = 0; k < n; k++)
+        if (crd_lock_acquire_async(r.locks[k % LOOP_NAMES], crd_owner_new(), -1, 10000,
+                                   loop_acquired, &r, NULL) == CRD_OK)
+            r.in_flight++;
+    while (r.in_flight > 0) {
+        crd_loop_dispatch(c);
+        int64_t ms = crd_loop_timeout_ms(c);
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, ms < 0 || ms > 100 ? 100 : (int)ms);
+    }
+    double secs = (double)(bn_now_us() - t0) / 1e6;
+    *errors = r.errors;
+    for (int i = 0; i < LOOP_NAMES; i++)
+        crd_lock_free(r.locks[i]);
+    crd_client_free(c);
+    return (double)r.acq / secs;
+}
+
+typedef struct blocking_locker {
+    crd_lock *l;
+    int64_t deadline;
+    long acq, errors;
+} blocking_locker;
+
+static void *blocking_main(void *p)
+{
+    blocking_locker *b = p;
+    while (bn_now_us() < b->deadline) {
+        if (crd_lock_acquire(b->l, -1, 10000) != CRD_OK || crd_lock_release(b->l) != CRD_OK)
+            b->errors++;
+        else
+            b->acq++;
+    }
+    return NULL;
+}
+
+/* n threads (one pool connection each) on the same LOOP_NAMES names: acquisitions/s. */
+static double blocking_rate(const char *base, int n, long *errors)
+{
+    crd_client *c = new_client(n);
+    crd_lock *locks[LOOP_NAMES];
+    for (int i = 0; i < LOOP_NAMES; i++) {
+        char name[200];
+        snprintf(name, sizeof name, "%s:%d", base, i);
+        crd_lock_new(c, name, &locks[i]);
+    }
+    blocking_locker *b = calloc((size_t)n, sizeof *b);
+    pthread_t *th = calloc((size_t)n, sizeof *th);
+    int64_t t0 = bn_now_us();
+    for (int k = 0; k < n; k++) {
+        b[k].l = locks[k % LOOP_NAMES];
+        b[k].deadline = t0 + P.duration_ms * 1000;
+        pthread_create(&th[k], NULL, blocking_main, &b[k]);
+    }
+    long acq = 0;
+    *errors = 0;
+    for (int k = 0; k < n; k++) {
+        pthread_join(th[k], NULL);
+        acq += b[k].acq;
+        *errors += b[k].errors;
+    }
+    double secs = (double)(bn_now_us() - t0) / 1e6;
+    free(b);
+    free(th);
+    for (int i = 0; i < LOOP_NAMES; i++)
+        crd_lock_free(locks[i]);
+    crd_client_free(c);
+    return (double)acq / secs;
+}
+
+/* The event-loop API with n acquisitions in flight from one thread, against the blocking
+ * API with n threads, on the same 16 names, the two in turn (order alternating). */
+static void sc_loop(int rep, const char *scenario, int n)
+{
+    char lname[128], bname[128];
+    mkname(lname, sizeof lname, scenario, rep, "loop");
+    mkname(bname, sizeof bname, scenario, rep, "threads");
+    long le = 0, be = 0;
+    double lr, br;
+    if (rep % 2 == 0) {
+        lr = loop_rate(lname, n, &le);
+        br = blocking_rate(bname, n, &be);
+    } else {
+        br = blocking_rate(bname, n, &be);
+        lr = loop_rate(lname, n, &le);
+    }
+    result *r = res(scenario, "credisson");
+    put(r, "loop_acq_per_s", lr);
+    put(r, "threads_acq_per_s", br);
+    put(r, "loop_over_threads", lr / br);
+    put(r, "loop_threads_used", 1);
+    put(r, "blocking_threads_used", n);
+    if (le + be > 0)
+        fail_check(r, "errors", (double)(le + be));
+}
+
 /* ---- procs-N -------------------------------------------------------------------------------- */
 
 /* Runs n worker processes of one implementation; false when they could not run. */
@@ -1475,7 +1623,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: credisson-bench [--quick] [--json] [--scenario NAME]... [--reps N]\n"
             "                       [--url redis://HOST:PORT] [--no-node]\n"
-            "scenarios: floor uncontended uncontended-tls threads-4 threads-16 procs-4 procs-16\n"
+            "scenarios: floor uncontended uncontended-tls threads-4 threads-16 loop-64 procs-4\n"
+            "           procs-16\n"
             "           handoff fair-8 watchdog-10k watchdog-100k\n");
 }
 
@@ -1632,6 +1781,8 @@ int main(int argc, char **argv)
                 sc_threads(rep, s, 4);
             else if (strcmp(s, "threads-16") == 0)
                 sc_threads(rep, s, 16);
+            else if (strcmp(s, "loop-64") == 0)
+                sc_loop(rep, s, 64);
             else if (strcmp(s, "procs-4") == 0)
                 sc_procs(rep, s, 4);
             else if (strcmp(s, "procs-16") == 0)
