@@ -194,6 +194,21 @@ const char *cli_redact_url(const char *url, char *buf, size_t len)
     return buf;
 }
 
+/* Parses --url with the library's parser into *ep. Returns 0, or the usage error's exit
+ * code (the URL is shown without its password). */
+int cli_endpoint(const char *cmd, const global_opts *g, crd__endpoint *ep)
+{
+    char why[256];
+    crd_status st = crd__url_parse(g->url, ep, why, sizeof why);
+    if (st == CRD_OK)
+        return 0;
+    if (st == CRD_NO_MEMORY)
+        snprintf(why, sizeof why, "out of memory");
+    char shown[512];
+    return cli_usage_error(cmd, "bad --url '%s': %s", cli_redact_url(g->url, shown, sizeof shown),
+                           why);
+}
+
 int cli_make_client(const global_opts *g, const char *cmd, crd_event_fn on_event, crd_client **out)
 {
     /* The URL is checked first (the library's parser), so that every command reports a

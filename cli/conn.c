@@ -12,19 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cli_endpoint(const char *cmd, const global_opts *g, crd__endpoint *ep)
-{
-    char why[256];
-    crd_status st = crd__url_parse(g->url, ep, why, sizeof why);
-    if (st == CRD_OK)
-        return 0;
-    if (st == CRD_NO_MEMORY)
-        snprintf(why, sizeof why, "out of memory");
-    char shown[512];
-    return cli_usage_error(cmd, "bad --url '%s': %s", cli_redact_url(g->url, shown, sizeof shown),
-                           why);
-}
-
 int cli_name_and_endpoint(const char *cmd, const global_opts *g, const char *name,
                           crd__endpoint *ep)
 {

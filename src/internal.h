@@ -336,33 +336,42 @@ struct crd_client {
     crd__metrics metrics;
 };
 
-/* ---- pool.c: which connection serves a key ------------------------------------------------ */
+/* ---- pool.c: a pool of connections to one endpoint ------------------------------------------ */
 
-/* Standalone: the endpoint's pool. Cluster: reads the topology from the seeds and opens
- * one pool per primary (cluster.c). */
-crd_status crd__pool_init(crd_client *c);
 /* One pool of connections to ep (borrowed; must outlive the pool). NULL when out of
  * memory. */
 crd__pool *crd__pool_new(crd_client *c, const crd__endpoint *ep);
-/* Waits until every connection of p is back, closes them, frees p. */
+/* Waits (bounded by the command timeouts of what is in flight) until every connection
+ * of p is back, closes them, frees p. Accepts NULL. */
 void crd__pool_destroy(crd__pool *p);
 /* A connection of pool p (connecting it if needed); bounded by the timeouts. */
 crd_status crd__pool_take(crd_client *c, crd__pool *p, crd__conn **out);
-/* Waits (bounded by the command timeouts of what is in flight) until every connection
- * is back, then closes them all and frees the pool. */
-void crd__pool_free(crd_client *c);
-/* Wakes callers waiting for a free connection (the client is closing). */
-void crd__pool_wake(crd_client *c);
-/* The connection for a command on key (connecting it if needed); bounded by the
- * timeouts. Standalone: the one endpoint's pool. Cluster: the pool of the primary
- * serving the key's slot (cluster.c keeps the map); a keyless command (key NULL) goes
- * to any primary. */
-crd_status crd__pool_get(crd_client *c, const char *key, size_t keylen, crd__conn **out);
 /* Where a pool's connections go. */
 const crd__endpoint *crd__pool_ep(const crd__pool *p);
 /* Returns a connection to its pool; a broken one is closed and its slot reconnects on
  * next use. */
 void crd__pool_put(crd_client *c, crd__conn *conn);
+/* One pool's part of the client-wide steps of route.c: wake its waiters, lock or unlock
+ * it around fork(), and (fork child, mutex held) free its idle connections and abandon
+ * the ones parent threads had. */
+void crd__pool_wake1(crd__pool *p);
+void crd__pool_lock1(crd__pool *p, bool lock);
+void crd__pool_child1(crd__pool *p);
+
+/* ---- route.c: which connection serves a key ----------------------------------------------- */
+
+/* Standalone: the endpoint's pool. Cluster: reads the topology from the seeds and opens
+ * one pool per primary (cluster.c). */
+crd_status crd__pool_init(crd_client *c);
+/* The connection for a command on key (connecting it if needed); bounded by the
+ * timeouts. Standalone: the one endpoint's pool. Cluster: the pool of the primary
+ * serving the key's slot (cluster.c keeps the map); a keyless command (key NULL) goes
+ * to any primary. The one place a connection is chosen for a key. */
+crd_status crd__pool_get(crd_client *c, const char *key, size_t keylen, crd__conn **out);
+/* Wakes callers waiting for a free connection (the client is closing). */
+void crd__pool_wake(crd_client *c);
+/* Frees every pool (crd__pool_destroy) and the cluster's nodes. */
+void crd__pool_free(crd_client *c);
 
 /* ---- cluster.c: the slot map and the nodes of a Redis Cluster ------------------------- */
 

@@ -1,18 +1,13 @@
 /*
- * pool.c -- which connection serves a command: a pool of connections to the client's
- * endpoint, handed out for a key.
+ * pool.c -- a pool of connections to one endpoint (the server, or one cluster node).
+ * Which pool serves a key is route.c's choice.
  *
- * A standalone client has one pool and every key maps to it. A cluster client has one
- * pool per node (cluster.c keeps the nodes and the slot map) and picks here the pool of
- * the primary serving the key's slot; a sentinel client would resolve the primary here
- * when it (re)connects. A connection that saw an I/O error is closed when it comes back, and
- * the pool's epoch moves on so that idle connections opened before the failure (a
- * server restart kills them all at once) are reopened at their next use instead of
- * failing one by one.
+ * A connection that saw an I/O error is closed when it comes back, and the pool's epoch
+ * moves on so that idle connections opened before the failure (a server restart kills
+ * them all at once) are reopened at their next use instead of failing one by one.
  *
  * Threads: any caller. Lock: pool->mu guards the free-slot stack only (a leaf: nothing
- * else is taken under it; no I/O under it). Only the fork handler takes the cluster's
- * mutex and then every pool's.
+ * else is taken under it; no I/O under it).
  */
 #include "internal.h"
 
@@ -57,33 +52,6 @@ crd__pool *crd__pool_new(crd_client *c, const crd__endpoint *ep)
     return p;
 }
 
-crd_status crd__pool_init(crd_client *c)
-{
-    if (c->ep.cluster)
-        return crd__cluster_init(c);
-    c->pool = crd__pool_new(c, &c->ep);
-    if (c->pool == NULL)
-        return crd__fail(c, CRD_NO_MEMORY, "cannot allocate the connection pool");
-    return CRD_OK;
-}
-
-static void wake_one(crd_client *c, crd__pool *p, void *arg)
-{
-    (void)c;
-    (void)arg;
-    pthread_mutex_lock(&p->mu);
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-}
-
-void crd__pool_wake(crd_client *c)
-{
-    if (c->pool != NULL)
-        wake_one(c, c->pool, NULL);
-    if (c->cluster != NULL)
-        crd__cluster_foreach_pool(c, wake_one, NULL, false);
-}
-
 void crd__pool_destroy(crd__pool *p)
 {
     if (p == NULL)
@@ -104,13 +72,6 @@ void crd__pool_destroy(crd__pool *p)
     free(p->conns);
     free(p->free_slots);
     free(p);
-}
-
-void crd__pool_free(crd_client *c)
-{
-    crd__pool_destroy(c->pool);
-    c->pool = NULL;
-    crd__cluster_free(c);
 }
 
 crd_status crd__pool_take(crd_client *c, crd__pool *p, crd__conn **out)
@@ -140,24 +101,11 @@ crd_status crd__pool_take(crd_client *c, crd__pool *p, crd__conn **out)
         crd_status st = crd__conn_open(c, p->ep, conn);
         if (st != CRD_OK) {
             crd__pool_put(c, conn);
-            if (c->cluster != NULL && st == CRD_IO)
-                crd__cluster_stale(c); /* the node may be gone: ask where the slots are */
             return st;
         }
     }
     *out = conn;
     return CRD_OK;
-}
-
-crd_status crd__pool_get(crd_client *c, const char *key, size_t keylen, crd__conn **out)
-{
-    if (c->cluster == NULL)
-        return crd__pool_take(c, c->pool, out); /* one endpoint serves every key */
-    crd__node *n = crd__cluster_node_for(c, key, keylen);
-    if (n == NULL)
-        return crd__fail(c, CRD_IO, "no cluster node serves the slot of this key (the slot map "
-                         "could not be read)");
-    return crd__pool_take(c, n->pool, out);
 }
 
 const crd__endpoint *crd__pool_ep(const crd__pool *p) { return p->ep; }
@@ -176,38 +124,26 @@ void crd__pool_put(crd_client *c, crd__conn *conn)
     pthread_mutex_unlock(&p->mu);
 }
 
-static void lock_one(crd_client *c, crd__pool *p, void *arg)
+void crd__pool_wake1(crd__pool *p)
 {
-    (void)c;
-    if (*(bool *)arg)
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void crd__pool_lock1(crd__pool *p, bool lock)
+{
+    if (lock)
         pthread_mutex_lock(&p->mu);
     else
         pthread_mutex_unlock(&p->mu);
 }
 
-/* Locks: the cluster's mutex (if any), then every pool's; unlocks in the same walk. */
-void crd__pool_lock_for_fork(crd_client *c, bool lock)
-{
-    if (c->pool != NULL)
-        lock_one(c, c->pool, &lock);
-    if (c->cluster == NULL)
-        return;
-    if (lock) {
-        crd__cluster_lock_for_fork(c, true);
-        crd__cluster_foreach_pool(c, lock_one, &lock, true);
-    } else {
-        crd__cluster_foreach_pool(c, lock_one, &lock, true);
-        crd__cluster_lock_for_fork(c, false);
-    }
-}
-
 /* In a forked child, with p->mu held by the fork handler. Idle connections are
  * consistent and can be freed; one checked out by a parent thread may be mid-command:
  * abandon it. */
-static void child_one(crd_client *c, crd__pool *p, void *arg)
+void crd__pool_child1(crd__pool *p)
 {
-    (void)c;
-    (void)arg;
     bool *idle = calloc((size_t)p->size, sizeof *idle);
     for (int i = 0; idle != NULL && i < p->nfree; i++)
         idle[p->free_slots[i]] = true;
@@ -223,14 +159,4 @@ static void child_one(crd_client *c, crd__pool *p, void *arg)
     /* Waiters recorded on the parent's condition variable do not exist here. */
     memset(&p->cv, 0, sizeof p->cv);
     crd__cond_init(&p->cv);
-}
-
-void crd__pool_after_fork_child(crd_client *c)
-{
-    if (c->pool != NULL)
-        child_one(c, c->pool, NULL);
-    if (c->cluster != NULL) {
-        crd__cluster_foreach_pool(c, child_one, NULL, true);
-        crd__cluster_after_fork_child(c);
-    }
 }

@@ -243,6 +243,8 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
         if (st != CRD_OK) {
             /* Nothing was sent: a node that went away (failover) may be retried at the
              * slot's new owner once the map is refreshed. */
+            if (cluster && st == CRD_IO)
+                crd__cluster_stale(c);
             if (cluster && st == CRD_IO && hop < MAX_HOPS &&
                 pause_before_retry(c, &backoff, deadline))
                 continue;

@@ -478,6 +478,8 @@ static bool renew_list_cluster(crd_client *c, item_list *list)
         else if ((st = crd__pool_take(c, node->pool, &conn)) == CRD_OK) {
             st = crd__script_pipeline(c, conn, cmds, ncmd, replies, &sent);
             crd__pool_put(c, conn);
+        } else if (st == CRD_IO) {
+            crd__cluster_stale(c); /* the node may have failed over */
         }
         if (st == CRD_OK)
             for (int k = 0; k < ncmd; k++)
