@@ -3,7 +3,7 @@
 # As root it runs apt-get itself; otherwise it prints the one command to run and fails.
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config libhiredis-dev uuid-dev libcriterion-dev libjansson-dev
-      redis-server redis-tools dpkg-dev libssl-dev openssl)
+      redis-server redis-sentinel redis-tools dpkg-dev libssl-dev openssl)
 # make test-fuzz and make test-valgrind need more; they ask for it with DEPS_EXTRA.
 read -r -a extra <<< "${DEPS_EXTRA:-}"
 pkgs+=("${extra[@]}")
