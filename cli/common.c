@@ -85,6 +85,7 @@ int cli_exit_for_status(crd_status st)
     case CRD_CLOSED:
     case CRD_AUTH:
     case CRD_DEADLOCK:
+    case CRD_NOT_SYNCED: /* no replica acknowledged: the acquire was undone */
         return EXIT_UNAVAILABLE;
     case CRD_SKIPPED:
     case CRD_DEGRADED:

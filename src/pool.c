@@ -5,7 +5,8 @@
  * Today every key maps to the one endpoint. The key is in the signature because this is
  * the one place that chooses a connection: a cluster client picks the pool of the node
  * serving the key's slot here, and a sentinel client resolves the primary here when it
- * (re)connects. A connection that saw an I/O error is closed when it comes back, and
+ * (re)connects (crd__conn_open_primary; a connection of an older primary generation is
+ * reopened, and a failed one asks sentinel.c to re-resolve). A connection that saw an I/O error is closed when it comes back, and
  * the pool's epoch moves on so that idle connections opened before the failure (a
  * server restart kills them all at once) are reopened at their next use instead of
  * failing one by one.
@@ -15,6 +16,7 @@
  */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,11 +112,12 @@ crd_status crd__pool_get(crd_client *c, const char *key, size_t keylen, crd__con
     pthread_mutex_unlock(&p->mu);
     crd__conn *conn = &p->conns[idx];
     unsigned epoch = atomic_load(&p->epoch);
-    if (conn->ctx != NULL && conn->epoch != epoch)
-        crd__conn_close(conn); /* opened before a failure: probably dead too */
+    /* Opened before a failure (probably dead too), or to a primary that is no more. */
+    if (conn->ctx != NULL && (conn->epoch != epoch || conn->topo_gen != crd__topology_gen(c)))
+        crd__conn_close(conn);
     if (conn->ctx == NULL) {
         conn->epoch = epoch;
-        crd_status st = crd__conn_open(c, &c->ep, conn);
+        crd_status st = crd__conn_open_primary(c, conn);
         if (st != CRD_OK) {
             crd__pool_put(c, conn);
             return st;
@@ -127,7 +130,9 @@ crd_status crd__pool_get(crd_client *c, const char *key, size_t keylen, crd__con
 void crd__pool_put(crd_client *c, crd__conn *conn)
 {
     crd__pool *p = c->pool;
-    if (conn->broken) {
+    bool broken = conn->broken;
+    uint64_t gen = conn->topo_gen;
+    if (broken) {
         crd__conn_close(conn);
         atomic_fetch_add(&p->epoch, 1);
     }
@@ -135,6 +140,14 @@ void crd__pool_put(crd_client *c, crd__conn *conn)
     p->free_slots[p->nfree++] = (int)(conn - p->conns);
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
+    /* Sentinel mode: a failed primary connection may mean a failover (the detail message
+     * of the failure is kept for the caller). */
+    if (broken && crd__topology_sentinel(c)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", crd_client_errmsg(c));
+        crd__topology_changed(c, gen);
+        crd__fail(c, CRD_IO, "%s", msg);
+    }
 }
 
 void crd__pool_lock_for_fork(crd_client *c, bool lock)

@@ -13,7 +13,8 @@
  * Lock: ps->mu guards every entry and the connection state. Threads: the subscriber
  * thread (reads, writes the subscriber socket) and callers' threads (wait on entries).
  * Waiters are told what to do through a self-pipe; the thread never blocks on a mutex
- * while holding the socket half-written.
+ * while holding the socket half-written. In sentinel mode the connection goes to the
+ * current primary (sentinel.c) and is reopened when the primary moves.
  */
 #include "internal.h"
 
@@ -231,6 +232,7 @@ static void *subscriber_main(void *arg)
     crd__pubsub *ps = c->ps;
     int backoff = 50;
     uint64_t generation = 0;
+    bool sentinel = crd__topology_sentinel(c);
     for (;;) {
         pthread_mutex_lock(&ps->mu);
         bool stop = ps->stop;
@@ -238,7 +240,7 @@ static void *subscriber_main(void *arg)
         if (stop)
             break;
         crd__conn *conn = &ps->conn;
-        if (crd__conn_open(c, &c->ep, conn) != CRD_OK) {
+        if (crd__conn_open_primary(c, conn) != CRD_OK) {
             if (!pause_ms(ps, backoff))
                 break;
             backoff = backoff < 1000 ? backoff * 2 : 1000;
@@ -261,8 +263,13 @@ static void *subscriber_main(void *arg)
             if (stop || !flush_out(ps))
                 break;
             struct pollfd p[2] = {{ctx->fd, POLLIN, 0}, {ps->pipe_fd[0], POLLIN, 0}};
-            /* TLS may hold decrypted bytes the socket no longer shows: read them first. */
-            int n = crd__conn_buffered(conn) ? 0 : poll(p, 2, -1);
+            /* TLS may hold decrypted bytes the socket no longer shows: read them first.
+             * Sentinel mode wakes every 250 ms to see whether the primary moved. */
+            int n = crd__conn_buffered(conn) ? 0 : poll(p, 2, sentinel ? 250 : -1);
+            if (sentinel && conn->topo_gen != crd__topology_gen(c))
+                break; /* reconnect to the new primary; every waiter re-checks */
+            if (n == 0 && !crd__conn_buffered(conn))
+                continue;
             if (n < 0 && errno != EINTR)
                 break;
             if (n == 0)
@@ -287,8 +294,12 @@ static void *subscriber_main(void *arg)
                     alive = false;
             }
         }
+        uint64_t gen = conn->topo_gen;
+        bool failed = !alive;
         crd__conn_close(conn);
         lost_connection(ps);
+        if (failed && sentinel)
+            crd__topology_changed(c, gen); /* the primary may have gone */
     }
     return NULL;
 }
