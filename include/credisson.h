@@ -282,10 +282,12 @@ typedef struct crd_options {
      * (with sentinel_addrs) or when url is
      *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#MASTER
      *   rediss-sentinel://...                              (TLS: see below)
-     * (the Lettuce form; a sentinel's port defaults to 26379). In that URL the user and
-     * password are the SENTINELS' ones; the data nodes' come from username and password
-     * below, which the URL does not override. Without a URL, host, port and unix_path
-     * are ignored in sentinel mode; username, password and db are the data nodes'.
+     * (the Lettuce form; a sentinel's port defaults to 26379). As in Lettuce, the URL's
+     * user and password authenticate the data nodes, and the sentinels too unless
+     * sentinel_username / sentinel_password are set (they apply to the sentinels only).
+     * Without a URL, host, port and unix_path are ignored in sentinel mode; username,
+     * password and db are the data nodes', sentinel_* the sentinels'. Write '#', '/',
+     * '@' and ',' of a password as %23, %2F, %40, %2C.
      * How the primary is found: the sentinels are asked in turn (starting with the last
      * one that answered) for SENTINEL get-master-addr-by-name; the node named must say
      * ROLE master, else the next sentinel is asked. The client re-resolves on a
@@ -308,7 +310,8 @@ typedef struct crd_options {
     const char *sentinel_master;   /* the master name the sentinels monitor; default NULL
                                       (no sentinel mode) */
     const char *sentinel_username; /* ACL user for the sentinels; default NULL */
-    const char *sentinel_password; /* AUTH password for the sentinels; default NULL */
+    const char *sentinel_password; /* AUTH password for the sentinels (also with a url);
+                                      default NULL */
 
     /* ---- Replica sync (Redisson's checkLockSyncedSlaves) ----------------------------
      * After every acquire, release and renewal script the client sends, in the same

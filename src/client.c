@@ -71,10 +71,34 @@ static crd_status setup_sentinel(crd_client *c, const crd_options *o, crd__senti
 {
     char err[200];
     crd_status st;
+    const char *user = o->username, *pass = o->password;
     if (o->url != NULL) {
         st = crd__sentinel_url_parse(o->url, cfg, err, sizeof err);
         if (st != CRD_OK)
             return crd__fail(c, st, "bad URL: %s", err);
+        /* Lettuce's rule: the URL's credentials are the data nodes', and the sentinels'
+         * too unless sentinel_username / sentinel_password say otherwise. */
+        user = cfg->addrs[0].username;
+        pass = cfg->addrs[0].password;
+        for (size_t i = 0; (o->sentinel_username || o->sentinel_password) && i < cfg->naddrs; i++) {
+            crd__endpoint *s = &cfg->addrs[i];
+            if (i > 0) {
+                free(s->username);
+                free(s->password);
+            }
+            s->username = s->password = NULL;
+            if ((o->sentinel_username && !(s->username = strdup(o->sentinel_username))) ||
+                (o->sentinel_password && !(s->password = strdup(o->sentinel_password))))
+                return crd__fail(c, CRD_NO_MEMORY, "cannot copy the options");
+        }
+        c->ep.username = dup_or_null(user);
+        c->ep.password = dup_or_null(pass);
+        if (o->sentinel_username || o->sentinel_password) {
+            free((char *)user);
+            free((char *)pass);
+        }
+        if ((user && !c->ep.username) || (pass && !c->ep.password))
+            return crd__fail(c, CRD_NO_MEMORY, "cannot copy the options");
     } else {
         if (o->sentinel_addrs == NULL || o->sentinel_addrs[0] == '\0')
             return crd__fail(c, CRD_INVALID_ARGUMENT, "sentinel_master is set but "
@@ -94,16 +118,16 @@ static crd_status setup_sentinel(crd_client *c, const crd_options *o, crd__senti
         }
         if (cfg->master == NULL)
             return crd__fail(c, CRD_NO_MEMORY, "cannot copy the options");
+        c->ep.username = dup_or_null(user);
+        c->ep.password = dup_or_null(pass);
+        if ((user && !c->ep.username) || (pass && !c->ep.password))
+            return crd__fail(c, CRD_NO_MEMORY, "cannot copy the options");
     }
     if (o->db < 0)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "db must be >= 0 (got %d)", o->db);
     c->ep.port = 0;
     c->ep.db = cfg->db;
     c->ep.tls = cfg->tls;
-    c->ep.username = dup_or_null(o->username);
-    c->ep.password = dup_or_null(o->password);
-    if ((o->username && !c->ep.username) || (o->password && !c->ep.password))
-        return crd__fail(c, CRD_NO_MEMORY, "cannot copy the options");
     return CRD_OK;
 }
 

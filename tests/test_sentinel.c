@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,4 +254,151 @@ Test(sentinel, a_waiter_is_woken_by_the_release_on_the_new_primary, .init = topo
     crd_lock_free(lb);
     crd_client_free(a);
     crd_client_free(b);
+}
+
+/* ---- bad input ------------------------------------------------------------------------- */
+
+static crd_status try_client(const char *url, const char *sentinel_password, char *msg,
+                             size_t cap)
+{
+    crd_options o;
+    crd_options_init(&o);
+    o.url = url;
+    o.sentinel_password = sentinel_password;
+    o.connect_timeout_ms = 300;
+    o.command_timeout_ms = 1000;
+    crd_client *c = NULL;
+    crd_status st = crd_client_new(&o, &c);
+    snprintf(msg, cap, "%s", crd_client_errmsg(c));
+    crd_client_free(c);
+    return st;
+}
+
+Test(sentinel, bad_sentinel_input_gives_a_clear_status_and_message, .init = topo_up,
+     .fini = topo_down)
+{
+    char url[300], msg[600];
+    /* No sentinel reachable. */
+    int dead = topo.sentinels[0].port;
+    crdt_proc_stop(&topo.sentinels[0]);
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#%s", dead, topo.name);
+    cr_assert_eq(try_client(url, NULL, msg, sizeof msg), CRD_IO);
+    cr_assert(strstr(msg, "no primary for") && strstr(msg, "Connection refused"), "%s", msg);
+    /* A master name no sentinel knows. */
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d#nosuchmaster", dead,
+             topo.sentinels[1].port);
+    cr_assert_eq(try_client(url, NULL, msg, sizeof msg), CRD_IO);
+    cr_assert(strstr(msg, "does not know a master named 'nosuchmaster'"), "%s", msg);
+    /* A sentinel that wants a password, given a wrong one, then none. */
+    crdt_proc locked;
+    cr_assert(crdt_topo_extra_sentinel(&topo, topo.name, topo.nodes[0].port, "s3cret", &locked),
+              "%s", topo.err);
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#%s", locked.port, topo.name);
+    cr_assert_eq(try_client(url, "wrong", msg, sizeof msg), CRD_AUTH);
+    cr_assert(strstr(msg, "AUTH refused"), "%s", msg);
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#%s", locked.port, topo.name);
+    cr_assert_eq(try_client(url, NULL, msg, sizeof msg), CRD_AUTH);
+    cr_assert(strstr(msg, "sentinel_password"), "%s", msg);
+    /* The right password for the sentinels only: the data nodes have none, and a URL
+     * password would be sent to them too (Lettuce's rule) and refused. */
+    cr_assert_eq(try_client(url, "s3cret", msg, sizeof msg), CRD_OK, "%s", msg);
+    snprintf(url, sizeof url, "redis-sentinel://:s3cret@127.0.0.1:%d#%s", locked.port, topo.name);
+    cr_assert_eq(try_client(url, NULL, msg, sizeof msg), CRD_AUTH, "%s", msg);
+    crdt_proc_stop(&locked);
+    /* A "primary" that answers as a replica: a sentinel monitoring a replica. */
+    crdt_proc liar;
+    cr_assert(crdt_topo_extra_sentinel(&topo, "liar", topo.nodes[1].port, NULL, &liar), "%s",
+              topo.err);
+    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#liar", liar.port);
+    cr_assert_eq(try_client(url, NULL, msg, sizeof msg), CRD_IO);
+    cr_assert(strstr(msg, "answers ROLE slave: not a primary"), "%s", msg);
+    crdt_proc_stop(&liar);
+    /* Bad URLs and options. */
+    cr_assert_eq(try_client("redis-sentinel://127.0.0.1:1", NULL, msg, sizeof msg),
+                 CRD_INVALID_ARGUMENT);
+    cr_assert(strstr(msg, "#MASTERNAME"), "%s", msg);
+    crd_options o;
+    crd_options_init(&o);
+    o.sentinel_master = "m";
+    crd_client *c = NULL;
+    cr_assert_eq(crd_client_new(&o, &c), CRD_INVALID_ARGUMENT);
+    cr_assert(strstr(crd_client_errmsg(c), "sentinel_addrs"), "%s", crd_client_errmsg(c));
+    crd_client_free(c);
+}
+
+Test(sentinel, an_acquire_keeps_trying_within_its_wait_while_no_sentinel_answers,
+     .init = topo_up, .fini = topo_down)
+{
+    char url[256];
+    crd_options o;
+    url_options(&o, url, sizeof url);
+    crd_client *a = sentinel_client(&o);
+    crd_lock *l = crdt_lock(a, crdt_key("nosentinel"));
+    /* The primary dies and every sentinel is stopped: nothing can name a primary. */
+    for (int i = 0; i < CRDT_TOPO_SENTINELS; i++)
+        crdt_proc_stop(&topo.sentinels[i]);
+    crdt_proc_stop(&topo.nodes[0]);
+    int64_t t0 = crdt_now_ms();
+    crd_status st = crd_lock_acquire(l, 1500, CRD_LEASE_WATCHDOG);
+    int64_t took = crdt_now_ms() - t0;
+    cr_assert_eq(st, CRD_IO, "%s", crd_strerror(st));
+    cr_assert_geq(took, 1400, "gave up after %lld ms instead of trying for its wait",
+                  (long long)took);
+    cr_assert(strstr(crd_client_errmsg(a), "connection failing"), "%s", crd_client_errmsg(a));
+    crd_lock_free(l);
+    crd_client_free(a);
+}
+
+/* ---- replica sync ---------------------------------------------------------------------- */
+
+Test(sentinel, replica_sync_waits_for_replicas_and_undoes_an_unacknowledged_acquire,
+     .init = topo_up, .fini = topo_down)
+{
+    char url[256];
+    crd_options o;
+    url_options(&o, url, sizeof url);
+    o.replica_sync_timeout_ms = 300;
+    crdt_tracelog *tl = crdt_tracelog_new();
+    crdt_tracelog_attach(tl, &o);
+    crd_client *a = sentinel_client(&o);
+    const char *name = crdt_key("sync");
+    crd_lock *l = crdt_lock(a, name);
+    size_t from = crdt_tracelog_count(tl);
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert(crdt_tracelog_has(tl, from, "WAIT", "2"), "no WAIT 2 after the acquire");
+    cr_assert(crdt_tracelog_has(tl, from, "WAIT", "300"));
+    from = crdt_tracelog_count(tl);
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    cr_assert(crdt_tracelog_has(tl, from, "WAIT", "2"), "no WAIT after the release");
+
+    /* Both replicas stopped: nobody acknowledges; the acquire is undone. */
+    kill(topo.nodes[1].pid, SIGSTOP);
+    kill(topo.nodes[2].pid, SIGSTOP);
+    crd_status st = crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG);
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s", crd_client_errmsg(a));
+    cr_assert_eq(st, CRD_NOT_SYNCED, "%s", crd_strerror(st));
+    cr_assert(strstr(msg, "none of its 2 replicas acknowledged") && strstr(msg, "undone"), "%s",
+              msg);
+    cr_assert_eq(pttl_on(topo.nodes[0].port, name), -2, "the unacknowledged acquire stayed");
+    bool held = true;
+    cr_assert_eq(crd_lock_is_held(l, &held), CRD_OK);
+    cr_assert(!held);
+
+    /* Switched off: no WAIT at all, and the acquire stands. */
+    crd_options off = o;
+    off.replica_sync = CRD_REPLICA_SYNC_OFF;
+    crd_client *b = sentinel_client(&off);
+    crd_lock *lb = crdt_lock(b, name);
+    from = crdt_tracelog_count(tl);
+    cr_assert_eq(crd_lock_acquire(lb, 0, 5000), CRD_OK);
+    cr_assert(!crdt_tracelog_has(tl, from, "WAIT", NULL), "WAIT sent with replica sync off");
+    cr_assert_eq(crd_lock_release(lb), CRD_OK);
+    kill(topo.nodes[1].pid, SIGCONT);
+    kill(topo.nodes[2].pid, SIGCONT);
+    crd_lock_free(lb);
+    crd_client_free(b);
+    crd_lock_free(l);
+    crd_client_free(a);
+    crdt_tracelog_free(tl);
 }

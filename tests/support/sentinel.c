@@ -532,8 +532,8 @@ const char *crdt_topo_url(const crdt_topo *t, char *buf, size_t cap)
     char addrs[128];
     crdt_topo_addrs(t, addrs, sizeof addrs);
     char auth[80] = "";
-    if (t->sentinel_password[0] != '\0')
-        snprintf(auth, sizeof auth, ":%s@", t->sentinel_password);
+    if (t->data_password[0] != '\0')
+        snprintf(auth, sizeof auth, ":%s@", t->data_password);
     snprintf(buf, cap, "redis-sentinel://%s%s#%s", auth, addrs, t->name);
     return buf;
 }

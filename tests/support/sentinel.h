@@ -52,7 +52,8 @@ bool crdt_topo_start(crdt_topo *t, const crdt_topo_opts *o);
 /* Stops every process (SIGTERM, SIGKILL after 3 s) and removes the directories. */
 void crdt_topo_stop(crdt_topo *t);
 
-/* "redis-sentinel://[:spw@]127.0.0.1:s1,127.0.0.1:s2,127.0.0.1:s3#name" into buf. */
+/* "redis-sentinel://[:datapw@]127.0.0.1:s1,127.0.0.1:s2,127.0.0.1:s3#name" into buf
+ * (a sentinel password goes in crd_options.sentinel_password). */
 const char *crdt_topo_url(const crdt_topo *t, char *buf, size_t cap);
 /* "127.0.0.1:s1,127.0.0.1:s2,127.0.0.1:s3" into buf (crd_options.sentinel_addrs). */
 const char *crdt_topo_addrs(const crdt_topo *t, char *buf, size_t cap);
