@@ -2,15 +2,51 @@
  * conn.c -- raw hiredis connections for the commands that read what the public API does
  * not offer (status, watch, list): the lock's holders, its Redis type, pub/sub. They are
  * opened from the same URL forms as the library's (its own parser, crd__url_parse), with
- * AUTH and SELECT. Main thread only.
+ * AUTH and SELECT. A redis-sentinel:// URL resolves to the primary the sentinels name
+ * when the command starts (status, list); watch keeps that primary and does not follow
+ * a later failover. Main thread only.
  */
 #include "cli.h"
 
 #include <string.h>
 
+/* A redis-sentinel:// URL: the primary the sentinels name now, found by the library
+ * (a short-lived client: the same discovery, ROLE check and credentials rules). */
+static int sentinel_endpoint(const char *cmd, const global_opts *g, crd__endpoint *ep)
+{
+    char why[256];
+    crd__sentinel_cfg cfg;
+    crd_status st = crd__sentinel_url_parse(g->url, &cfg, why, sizeof why);
+    crd__sentinel_cfg_clear(&cfg);
+    char shown[512];
+    cli_redact_url(g->url, shown, sizeof shown);
+    if (st != CRD_OK)
+        return cli_usage_error(cmd, "bad --url '%s': %s", shown,
+                               st == CRD_NO_MEMORY ? "out of memory" : why);
+    crd_options o;
+    crd_options_init(&o);
+    o.url = g->url;
+    o.pool_size = 1;
+    o.replica_sync = CRD_REPLICA_SYNC_OFF;
+    crd_client *c = NULL;
+    st = crd_client_new(&o, &c);
+    uint64_t gen = 0;
+    if (st == CRD_OK)
+        st = crd__endpoint_for_connect(c, ep, &gen);
+    if (st != CRD_OK) {
+        cli_error(cmd, "cannot find the primary through %s: %s", shown, crd_client_errmsg(c));
+        crd_client_free(c);
+        return cli_exit_for_status(st);
+    }
+    crd_client_free(c);
+    return 0;
+}
+
 int cli_endpoint(const char *cmd, const global_opts *g, crd__endpoint *ep)
 {
     char why[256];
+    if (crd__url_is_sentinel(g->url))
+        return sentinel_endpoint(cmd, g, ep);
     crd_status st = crd__url_parse(g->url, ep, why, sizeof why);
     if (st == CRD_OK)
         return 0;

@@ -8,6 +8,8 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -402,3 +404,40 @@ Test(sentinel, replica_sync_waits_for_replicas_and_undoes_an_unacknowledged_acqu
     crd_client_free(a);
     crdt_tracelog_free(tl);
 }
+
+/* ---- the CLI --------------------------------------------------------------------------- */
+
+#ifdef CRD_CLI_PATH
+/* Runs the CLI through the shell; its stdout (first line) into out; returns the exit code. */
+static int cli(char *out, size_t cap, const char *fmt, ...)
+{
+    char args[1024], cmd[1400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", CRD_CLI_PATH, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int rc = pclose(p);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+Test(sentinel, the_cli_runs_and_shows_locks_through_the_sentinels, .init = topo_up,
+     .fini = topo_down)
+{
+    char url[256], out[4096];
+    crdt_topo_url(&topo, url, sizeof url);
+    const char *name = crdt_key("cli");
+    int rc = cli(out, sizeof out, "--url '%s' run %s -- %s --url '%s' status %s", url, name,
+                 CRD_CLI_PATH, url, name);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert(strstr(out, "holders: 1") != NULL, "%s", out);
+    rc = cli(out, sizeof out, "--url 'redis-sentinel://127.0.0.1:1#%s' status %s", topo.name, name);
+    cr_assert_neq(rc, 0);
+    cr_assert(strstr(out, "cannot find the primary") && strstr(out, "Connection refused"), "%s",
+              out);
+}
+#endif
