@@ -6,8 +6,9 @@
  *
  * Per run, for replica sync on and off:
  *   overlaps   two holders inside one lock at once: a local counter per lock (exact),
- *              and INCR/DECR of a key on the current primary (the issue's detector in
- *              Redis; a failover can reset it, so it undercounts)
+ *              and a marker key per lock on the current primary (the detector in Redis:
+ *              SET NX with a 2 s expiry; a failover can drop a marker, so it may
+ *              undercount)
  *   lost       holds that ended without their release: a CRD_EVENT_LOCK_LOST, or a
  *              release answering CRD_LOCK_LOST / CRD_NOT_OWNER
  *   acquired, not_synced (acquires undone by replica sync), io (failed calls)
@@ -59,9 +60,12 @@ static void *worker(void *arg)
     o.url = url;
     o.connect_timeout_ms = 500;
     o.command_timeout_ms = 2000;
-    o.watchdog_timeout_ms = 3000;
+    /* A lease longer than a failover takes (about 2-5 s here): a lock that is lost was
+     * lost by the failover, not by renewals failing past the lease meanwhile. */
+    o.watchdog_timeout_ms = 10000;
     o.replica_sync = sync_mode;
     o.on_event = on_event;
+    o.log_user_data = NULL;
     crd_client *c = NULL;
     if (crd_client_new(&o, &c) != CRD_OK) {
         fprintf(stderr, "soak: client: %s\n", crd_client_errmsg(c));
@@ -100,15 +104,24 @@ static void *worker(void *arg)
             r = port > 0 ? crdt_topo_connect(&topo, port, 500) : NULL;
             r_port = r ? port : 0;
         }
+        /* A marker with this worker's value: finding another's means two are inside. A
+         * marker whose DEL a failover swallowed expires after 2 s (sections last at
+         * most 100 ms). */
+        char me[32];
+        snprintf(me, sizeof me, "%lu:%ld", (unsigned long)(uintptr_t)arg, atomic_load(&acquired));
         if (r != NULL) {
-            redisReply *x = redisCommand(r, "INCR soak:inside:%d", i);
-            if (x != NULL && x->type == REDIS_REPLY_INTEGER && x->integer > 1)
+            redisReply *x = redisCommand(r, "SET soak:inside:%d %s NX PX 2000", i, me);
+            if (x != NULL && x->type == REDIS_REPLY_NIL)
                 atomic_fetch_add(&redis_overlaps, 1);
             freeReplyObject(x);
         }
         usleep(1000 * (20 + rand_r(&seed) % 80)); /* the critical section */
         if (r != NULL) {
-            redisReply *x = redisCommand(r, "DECR soak:inside:%d", i);
+            redisReply *x = redisCommand(r, "GET soak:inside:%d", i);
+            if (x != NULL && x->type == REDIS_REPLY_STRING && strcmp(x->str, me) == 0) {
+                freeReplyObject(x);
+                x = redisCommand(r, "DEL soak:inside:%d", i);
+            }
             if (x == NULL) {
                 redisFree(r);
                 r = NULL;
