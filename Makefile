@@ -7,7 +7,7 @@ ifeq ($(CI),true)
 CMAKE_FLAGS += -DCREDISSON_WERROR=ON
 endif
 
-.PHONY: all deps build test test-valkey test-tls test-sanitize test-fuzz test-valgrind demo clean
+.PHONY: all deps build test test-valkey test-tls test-sanitize test-fuzz test-valgrind soak-sentinel demo clean
 
 all: build
 
@@ -124,6 +124,12 @@ test-valgrind: build
 	if grep -l 'ERROR SUMMARY: [1-9]' ../vg/*.log; then echo "valgrind: errors in the logs above"; exit 1; fi; \
 	if [ -n "$$fail" ]; then echo "valgrind: failed:$$fail (output in $(BUILD)/vg/*.out)"; exit 1; fi
 	@echo "valgrind: $(words $(VALGRIND_TESTS)) programs, 0 errors, no definite leaks"
+
+# Exclusion across Sentinel failovers (a failover every 20 s), replica sync on and then
+# off, SOAK_SECONDS each (default 300); prints overlaps and lost locks per mode.
+SOAK_SECONDS ?= 300
+soak-sentinel: build
+	$(BUILD)/tests/soak_sentinel $(SOAK_SECONDS) both
 
 demo: build
 	@scripts/demo.sh $(BUILD)

@@ -85,6 +85,7 @@ int cli_exit_for_status(crd_status st)
     case CRD_CLOSED:
     case CRD_AUTH:
     case CRD_DEADLOCK:
+    case CRD_NOT_SYNCED: /* no replica acknowledged: the acquire was undone */
         return EXIT_UNAVAILABLE;
     case CRD_SKIPPED:
     case CRD_DEGRADED:
@@ -199,7 +200,17 @@ const char *cli_redact_url(const char *url, char *buf, size_t len)
 int cli_endpoint(const char *cmd, const global_opts *g, crd__endpoint *ep)
 {
     char why[256];
-    crd_status st = crd__url_parse(g->url, ep, why, sizeof why);
+    crd_status st;
+    if (crd__url_is_sentinel(g->url)) {
+        /* The sentinels' URL: checked here; the primary is found when connecting. */
+        crd__sentinel_cfg cfg;
+        memset(ep, 0, sizeof *ep);
+        st = crd__sentinel_url_parse(g->url, &cfg, why, sizeof why);
+        ep->db = cfg.db;
+        crd__sentinel_cfg_clear(&cfg);
+    } else {
+        st = crd__url_parse(g->url, ep, why, sizeof why);
+    }
     if (st == CRD_OK)
         return 0;
     if (st == CRD_NO_MEMORY)

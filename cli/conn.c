@@ -4,8 +4,9 @@
  * the library's own transport (crd__conn: TCP or unix socket, TLS for rediss://, AUTH,
  * SELECT), opened from the same URL and TLS options as the library's client; on a
  * cluster (redis-cluster://) to the primary serving the name's slot, as the library's
- * slot map says (list scans the first seed only). hiredis parses the replies. Main
- * thread only.
+ * slot map says (list scans the first seed only); with redis-sentinel:// to the primary
+ * the sentinels name when the command starts (watch does not follow a later failover).
+ * hiredis parses the replies. Main thread only.
  */
 #include "cli.h"
 
@@ -33,14 +34,18 @@ int cli_connect(const char *cmd, const global_opts *g, const char *name, cli_rco
      * own slot map chooses it), else the one server. */
     crd__endpoint ep = out->client->ep;
     crd__conn *routed = NULL;
-    if (name != NULL && crd__pool_get(out->client, name, strlen(name), &routed) == CRD_OK) {
+    if (name != NULL && out->client->cluster != NULL &&
+        crd__pool_get(out->client, name, strlen(name), &routed) == CRD_OK) {
         ep = *crd__pool_ep(routed->pool);
         ep.username = out->client->ep.username;
         ep.password = out->client->ep.password;
         ep.db = out->client->ep.db;
         ep.tls = out->client->ep.tls;
     }
-    crd_status st = crd__conn_open(out->client, &ep, &out->conn);
+    /* Standalone or Sentinel: the primary (resolved through the sentinels in Sentinel
+     * mode); a cluster: the node routed to above. */
+    crd_status st = routed != NULL ? crd__conn_open(out->client, &ep, &out->conn)
+                                   : crd__conn_open_primary(out->client, &out->conn);
     if (routed != NULL)
         crd__pool_put(out->client, routed);
     if (st != CRD_OK) {

@@ -104,7 +104,10 @@ typedef enum crd_status {
     /* Outcomes of crd_lock_run_policy() when Redis was unavailable (added in 0.2): */
     CRD_SKIPPED = 14,         /* the work did not run (policy CRD_UNAVAILABLE_SKIP) */
     CRD_DEGRADED = 15,        /* the work ran WITHOUT the lock (CRD_UNAVAILABLE_DEGRADE) */
-    CRD_CANCELLED = 16        /* an event-loop acquire was cancelled (crd_op_cancel) */
+    CRD_CANCELLED = 16,       /* an event-loop acquire was cancelled (crd_op_cancel) */
+    /* Replica sync (added with Sentinel mode): */
+    CRD_NOT_SYNCED = 17       /* the primary ran the script but no replica acknowledged it
+                                 within replica_sync_timeout_ms (see replica_sync) */
 } crd_status;
 
 /* Fixed English text for a status ("lock not held by this owner", ...). Never NULL;
@@ -323,7 +326,77 @@ typedef struct crd_options {
      * a lost connection resubscribes at the new owner and wakes every waiter of those
      * channels to re-check. */
     crd_sharded_mode sharded_pubsub;
+
+    /* ---- Sentinel (added after 0.1.0) -----------------------------------------------
+     * Sentinel mode: the client asks the sentinels where the primary of a monitored
+     * master is and follows it through failovers. It is on when sentinel_master is set
+     * (with sentinel_addrs) or when url is
+     *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#MASTER
+     *   rediss-sentinel://...                              (TLS: see below)
+     * (the Lettuce form; a sentinel's port defaults to 26379). As in Lettuce, the URL's
+     * user and password authenticate the data nodes, and the sentinels too unless
+     * sentinel_username / sentinel_password are set (they apply to the sentinels only).
+     * Without a URL, host, port and unix_path are ignored in sentinel mode; username,
+     * password and db are the data nodes', sentinel_* the sentinels'. Write '#', '/',
+     * '@' and ',' of a password as %23, %2F, %40, %2C.
+     * How the primary is found: the sentinels are asked in turn (starting with the last
+     * one that answered) for SENTINEL get-master-addr-by-name; the node named must say
+     * ROLE master, else the next sentinel is asked. The client re-resolves on a
+     * +switch-master message (a thread of the client keeps one sentinel connection
+     * subscribed to it), on a READONLY reply (the script did not run: it is sent again
+     * to the new primary), and when a connection to the primary fails. Pooled, watchdog
+     * and subscriber connections then reopen to the new primary; every waiter re-checks
+     * once its subscription is back, so no wake-up is lost across a failover.
+     * Failures: no sentinel reachable, a master name no sentinel knows, or a node that
+     * answers as a replica give CRD_IO (retried within an acquire's wait, like any
+     * connection failure) with words naming each sentinel asked and what it said; a
+     * sentinel refusing the credentials gives CRD_AUTH. crd_client_new() resolves once
+     * and fails (a failed client) when that fails.
+     * TLS: rediss-sentinel:// (or tls with sentinel_master) makes the client use TLS,
+     * with the same tls_* settings, for the data nodes AND the sentinels; the server
+     * name checked is tls_server_name, or else the host of each connection (the
+     * sentinels' addresses, and the address they announce for the primary). */
+    const char *sentinel_addrs;    /* "host:port,host:port,..." (IPv6 as [addr]:port);
+                                      default NULL */
+    const char *sentinel_master;   /* the master name the sentinels monitor; default NULL
+                                      (no sentinel mode) */
+    const char *sentinel_username; /* ACL user for the sentinels; default NULL */
+    const char *sentinel_password; /* AUTH password for the sentinels (also with a url);
+                                      default NULL */
+
+    /* ---- Replica sync (Redisson's checkLockSyncedSlaves) ----------------------------
+     * After every acquire, release and renewal script the client sends, in the same
+     * pipeline, WAIT <replicas> <replica_sync_timeout_ms>, where <replicas> is the number
+     * of replicas the primary reported connected (ROLE, read when the primary is
+     * resolved and again every 10 s; with none, the scripts go alone), as Redisson does.
+     * What credisson does with the number that acknowledged:
+     *   - at least one (all or some): the operation stands (Redisson's partial rule);
+     *   - none, after an acquire that took the lock: the hold is undone at once with an
+     *     owner-checked unlock and the acquire returns CRD_NOT_SYNCED (the caller does
+     *     not hold the lock; Java raises NoSyncedSlavesException after the same undo);
+     *   - none, after a release: the release stands (CRD_OK) and a CRD_LOG_WARN line
+     *     says so; after a failover the old hold may reappear until its lease ends (the
+     *     watchdog no longer renews it);
+     *   - none, after a renewal: the lease was extended on the primary, but the hold's
+     *     validity (crd_lock_validity_ms) is not moved: the renewal counts as failed
+     *     (CRD_EVENT_RENEWAL_FAILING with CRD_NOT_SYNCED) and is retried sooner.
+     * WAIT narrows the window in which a failover loses a lock; it does not close it:
+     * Sentinel does not stop the old primary while it promotes a replica, so a write the
+     * old primary accepted and one replica acknowledged can still be lost, and a replica
+     * that acknowledged may not be the one promoted. See the README's Sentinel section
+     * for the losses measured with and without it. */
+    int replica_sync;              /* CRD_REPLICA_SYNC_AUTO (default: on in sentinel mode,
+                                      off otherwise, as in Java), _ON or _OFF (some
+                                      providers forbid WAIT; it adds a round trip's
+                                      latency to every lock operation) */
+    int64_t replica_sync_timeout_ms; /* WAIT's timeout; default 1000 (Redisson's
+                                        slavesSyncTimeout) */
 } crd_options;
+
+/* Values of crd_options.replica_sync. */
+#define CRD_REPLICA_SYNC_AUTO 0
+#define CRD_REPLICA_SYNC_ON 1
+#define CRD_REPLICA_SYNC_OFF 2
 
 /* Fill *opts with the defaults documented above. Returns CRD_OK, or
  * CRD_INVALID_ARGUMENT if opts is NULL. Thread-safe. */

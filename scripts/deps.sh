@@ -3,7 +3,8 @@
 # As root it runs apt-get itself; otherwise it prints the one command to run and fails.
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config libhiredis-dev uuid-dev libcriterion-dev libjansson-dev
-      redis-server redis-tools dpkg-dev libssl-dev openssl libuv1-dev libevent-dev)
+      redis-server redis-sentinel redis-tools dpkg-dev libssl-dev openssl libuv1-dev
+      libevent-dev)
 # make test-fuzz and make test-valgrind need more; they ask for it with DEPS_EXTRA.
 read -r -a extra <<< "${DEPS_EXTRA:-}"
 pkgs+=("${extra[@]}")

@@ -160,6 +160,7 @@ static crd_status send_acquire(crd__acquire *a, redisReply **r, int64_t *sent)
     ops->acquire(a->l, &args, &cmd);
     if (ops->queued && !a->nowait)
         a->queued = true;
+    cmd.sync = true; /* replica sync: WAIT in the same pipeline */
     crd_status st = crd__call(a->c, &cmd, "acquire", r, sent);
     crd__cmd_free(&cmd);
     return st;
@@ -182,6 +183,18 @@ static crd_status settle_pending(crd__acquire *a, bool *happened)
     if (st == CRD_OK && a->want_token)
         st = read_token(a);
     return st;
+}
+
+/* Replica sync (PROTOCOL.md 11): an acquire no replica acknowledged would be lost by a
+ * failover now, so it is given back at once with the owner-checked unlock (one hold
+ * less: a re-entry undoes only itself) and the caller is told CRD_NOT_SYNCED. The
+ * outcome becomes "not taken" so the machine ends there. */
+static crd_status undo_unsynced(crd__acquire *a, const char *why)
+{
+    crd_status rs = crd__release(a->l, a->owner);
+    a->outcome = CRD__ACQ_REFUSED;
+    return crd__fail(a->c, CRD_NOT_SYNCED, "%s; the acquire was undone (%s)", why,
+                     rs == CRD_OK ? "released again" : crd_strerror(rs));
 }
 
 /* One attempt: sets a->outcome (and a->hint_ms). a->pending carries an unresolved lost
@@ -210,6 +223,13 @@ static crd_status attempt(crd__acquire *a)
             return st;
         st = crd__fail(a->c, CRD_IO, "acquire failed on the connection and did not happen");
     }
+    /* Replica sync: the script ran, but no replica has it. */
+    bool unsynced = st == CRD_NOT_SYNCED;
+    char why[512] = "";
+    if (unsynced) {
+        snprintf(why, sizeof why, "%s", crd_client_errmsg(a->c));
+        st = CRD_OK;
+    }
     if (st != CRD_OK)
         return st;
     a->outcome = crd__kinds[a->l->kind].acquire_reply(r, a->nowait, &a->hint_ms, &a->token);
@@ -218,6 +238,8 @@ static crd_status attempt(crd__acquire *a)
     else if (a->outcome == CRD__ACQ_TAKEN)
         st = record_acquire(a, sent);
     freeReplyObject(r);
+    if (st == CRD_OK && unsynced && a->outcome == CRD__ACQ_TAKEN)
+        st = undo_unsynced(a, why);
     return st;
 }
 

@@ -1,6 +1,8 @@
 /*
  * client.c -- the client handle: options and their validation, the endpoint, start-up
  * (pool, a PING that proves the server accepts us, subscriber, watchdog) and shutdown.
+ * Sentinel mode (sentinel_master or a redis-sentinel:// URL) hands the sentinels to
+ * sentinel.c, which finds the primary before the PING.
  * The pool is pool.c; the registry, fork and thread-exit handling are lifecycle.c.
  *
  * Threads: any. Locks: none of its own.
@@ -28,6 +30,8 @@ crd_status crd_options_init(crd_options *o)
     o->subscription_timeout_ms = 7500;
     o->poll_interval_ms = 1000;
     o->fair_wait_timeout_ms = 300000;
+    o->replica_sync = CRD_REPLICA_SYNC_AUTO;
+    o->replica_sync_timeout_ms = 1000;
     return CRD_OK;
 }
 
@@ -49,6 +53,7 @@ static crd_status validate(crd_client *c, const crd_options *o)
     RANGE(poll_interval_ms, 1)
     RANGE(max_wait_slice_ms, 0)
     RANGE(fair_wait_timeout_ms, 1)
+    RANGE(replica_sync_timeout_ms, 1)
 #undef RANGE
     if (o->deployment != CRD_DEPLOYMENT_STANDALONE && o->deployment != CRD_DEPLOYMENT_CLUSTER)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "deployment must be CRD_DEPLOYMENT_STANDALONE "
@@ -57,6 +62,9 @@ static crd_status validate(crd_client *c, const crd_options *o)
         o->sharded_pubsub != CRD_SHARDED_OFF)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "sharded_pubsub must be CRD_SHARDED_AUTO, ON "
                          "or OFF (got %d)", (int)o->sharded_pubsub);
+    if (o->replica_sync < CRD_REPLICA_SYNC_AUTO || o->replica_sync > CRD_REPLICA_SYNC_OFF)
+        return crd__fail(c, CRD_INVALID_ARGUMENT, "replica_sync must be CRD_REPLICA_SYNC_AUTO, "
+                         "_ON or _OFF (got %d)", o->replica_sync);
     if (o->pool_size < 1 || o->pool_size > 1024)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "pool_size must be from 1 to 1024 (got %d)",
                          o->pool_size);
@@ -86,6 +94,73 @@ static crd_status setup_seeds(crd_client *c, const crd_options *o)
     if (st != CRD_OK)
         return crd__fail(c, st, "bad seed list: %s", err);
     c->ep.cluster = true;
+    return CRD_OK;
+}
+
+/* Sentinel mode: the sentinels (from the URL or sentinel_addrs) into *cfg, and in c->ep
+ * the data nodes' credentials, database and TLS switch (no host: sentinel.c resolves
+ * it). */
+static crd_status setup_sentinel(crd_client *c, const crd_options *o, crd__sentinel_cfg *cfg)
+{
+    char err[200];
+    crd_status st;
+    const char *user = o->username, *pass = o->password;
+    if (o->url != NULL) {
+        st = crd__sentinel_url_parse(o->url, cfg, err, sizeof err);
+        if (st != CRD_OK)
+            return crd__fail(c, st, "bad URL: %s", err);
+        /* Lettuce's rule: the URL's credentials are the data nodes', and the sentinels'
+         * too unless sentinel_username / sentinel_password say otherwise. */
+        user = cfg->addrs[0].username;
+        pass = cfg->addrs[0].password;
+        for (size_t i = 0; (o->sentinel_username || o->sentinel_password) && i < cfg->naddrs; i++) {
+            crd__endpoint *s = &cfg->addrs[i];
+            if (i > 0) {
+                free(s->username);
+                free(s->password);
+            }
+            s->username = s->password = NULL;
+            if ((o->sentinel_username && !(s->username = strdup(o->sentinel_username))) ||
+                (o->sentinel_password && !(s->password = strdup(o->sentinel_password))))
+                return crd__fail(c, CRD_NO_MEMORY, "cannot copy the options");
+        }
+        c->ep.username = dup_or_null(user);
+        c->ep.password = dup_or_null(pass);
+        if (o->sentinel_username || o->sentinel_password) {
+            free((char *)user);
+            free((char *)pass);
+        }
+        if ((user && !c->ep.username) || (pass && !c->ep.password))
+            return crd__fail(c, CRD_NO_MEMORY, "cannot copy the options");
+    } else {
+        if (o->sentinel_addrs == NULL || o->sentinel_addrs[0] == '\0')
+            return crd__fail(c, CRD_INVALID_ARGUMENT, "sentinel_master is set but "
+                             "sentinel_addrs is not: name at least one sentinel (host:port)");
+        st = crd__sentinel_addrs_parse(o->sentinel_addrs, cfg, err, sizeof err);
+        if (st != CRD_OK)
+            return crd__fail(c, st, "bad sentinel_addrs: %s", err);
+        cfg->master = strdup(o->sentinel_master);
+        cfg->db = o->db;
+        cfg->tls = o->tls;
+        for (size_t i = 0; i < cfg->naddrs; i++) {
+            crd__endpoint *s = &cfg->addrs[i];
+            s->tls = o->tls;
+            if ((o->sentinel_username && !(s->username = strdup(o->sentinel_username))) ||
+                (o->sentinel_password && !(s->password = strdup(o->sentinel_password))))
+                return crd__fail(c, CRD_NO_MEMORY, "cannot copy the options");
+        }
+        if (cfg->master == NULL)
+            return crd__fail(c, CRD_NO_MEMORY, "cannot copy the options");
+        c->ep.username = dup_or_null(user);
+        c->ep.password = dup_or_null(pass);
+        if ((user && !c->ep.username) || (pass && !c->ep.password))
+            return crd__fail(c, CRD_NO_MEMORY, "cannot copy the options");
+    }
+    if (o->db < 0)
+        return crd__fail(c, CRD_INVALID_ARGUMENT, "db must be >= 0 (got %d)", o->db);
+    c->ep.port = 0;
+    c->ep.db = cfg->db;
+    c->ep.tls = cfg->tls;
     return CRD_OK;
 }
 
@@ -167,6 +242,7 @@ static crd_status setup_tls(crd_client *c, const crd_options *o)
     /* A URL says it all (redis:// is plaintext even with tls set); without one, tls. */
     if (!c->ep.tls && (o->url != NULL || !o->tls))
         return CRD_OK;
+    bool sentinel = crd__topology_sentinel(c);
     if (c->ep.unix_path != NULL)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "TLS is for TCP connections: Redis serves "
                          "its unix socket in plaintext (drop tls, or connect to the TLS port)");
@@ -178,6 +254,9 @@ static crd_status setup_tls(crd_client *c, const crd_options *o)
     if (st != CRD_OK)
         return crd__fail(c, st, "%s", err);
     c->tls_verify = !o->tls_insecure_skip_verify;
+    /* Sentinel mode without a configured name checks each connection's own host. */
+    if (o->tls_server_name == NULL && sentinel)
+        return CRD_OK;
     c->tls_name = strdup(o->tls_server_name != NULL ? o->tls_server_name : c->ep.host);
     if (c->tls_name == NULL)
         return crd__fail(c, CRD_NO_MEMORY, "cannot copy the options");
@@ -187,10 +266,19 @@ static crd_status setup_tls(crd_client *c, const crd_options *o)
 static crd_status start(crd_client *c, const crd_options *opts)
 {
     crd_status st = validate(c, opts);
+    bool sentinel = crd__url_is_sentinel(opts->url) ||
+                    (opts->url == NULL && opts->sentinel_master != NULL);
+    crd__sentinel_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
     if (st == CRD_OK)
-        st = setup_endpoint(c, opts);
+        st = sentinel ? setup_sentinel(c, opts, &cfg) : setup_endpoint(c, opts);
+    if (st == CRD_OK)
+        st = crd__topology_init(c, sentinel ? &cfg : NULL, opts);
+    crd__sentinel_cfg_clear(&cfg);
     if (st == CRD_OK)
         st = setup_tls(c, opts);
+    if (st == CRD_OK)
+        st = crd__topology_start(c); /* sentinel mode: find the primary */
     if (st != CRD_OK)
         return st;
     if ((st = crd__pool_init(c)) != CRD_OK)
@@ -240,6 +328,8 @@ crd_status crd_client_new(const crd_options *opts, crd_client **out)
         c->opts.tls_server_name = NULL;
     c->opts.seeds = NULL;
     c->publish = "PUBLISH";
+    c->opts.sentinel_addrs = c->opts.sentinel_master = c->opts.sentinel_username =
+        c->opts.sentinel_password = NULL;
     crd__uuid_v4(c->uuid);
     c->pid = getpid();
     atomic_init(&c->closed, false);
@@ -272,11 +362,13 @@ void crd_client_free(crd_client *c)
     if (!c->failed && c->opts.release_on_close && c->pid == getpid())
         crd__lifecycle_release_all(c);
     atomic_store(&c->closed, true);
+    crd__topology_stop(c);
     crd__pool_wake(c);
     crd__pubsub_stop(c);
     crd__pool_free(c);
     crd__watchdog_free(c);
     crd__holds_free(c);
+    crd__topology_free(c);
     crd__endpoint_clear(&c->ep);
     crd__tls_ctx_free(c->tls);
     free(c->tls_name);

@@ -215,7 +215,9 @@ crd_status crd__conn_open(crd_client *c, const crd__endpoint *ep, crd__conn *con
     if (c->tls != NULL && ep->unix_path == NULL) {
         /* One deadline for the TCP connect and the handshake together. */
         char err[300];
-        crd_status hs = crd__tls_connect(c->tls, ctx->fd, c->tls_name, c->tls_verify,
+        /* The configured name, or (sentinel mode) the host of this connection. */
+        const char *name = c->tls_name != NULL ? c->tls_name : ep->host;
+        crd_status hs = crd__tls_connect(c->tls, ctx->fd, name, c->tls_verify,
                                          deadline, &conn->ssl, err, sizeof err);
         if (hs != CRD_OK) {
             CRD__COUNT(c, connection_failures);

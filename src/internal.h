@@ -154,6 +154,27 @@ crd_status crd__url_parse(const char *url, crd__endpoint *out, char *err, size_t
  * Pure; any thread. */
 crd_status crd__seeds_parse(const char *list, size_t len, crd__endpoint *out, char *err,
                             size_t errlen);
+/* Sentinel mode's configuration: where the sentinels are (each with the sentinels'
+ * credentials), the master name, and the data nodes' database and TLS switch from a
+ * redis-sentinel:// URL. */
+typedef struct crd__sentinel_cfg {
+    crd__endpoint *addrs;
+    size_t naddrs;
+    char *master;
+    int db;
+    bool tls; /* rediss-sentinel:// */
+} crd__sentinel_cfg;
+
+/* Whether url starts with redis-sentinel:// or rediss-sentinel://. Pure. */
+bool crd__url_is_sentinel(const char *url);
+/* Parses a redis-sentinel:// or rediss-sentinel:// URL into *out (cleared first); on
+ * failure writes a reason into err and leaves *out empty. Pure; any thread. */
+crd_status crd__sentinel_url_parse(const char *url, crd__sentinel_cfg *out, char *err,
+                                   size_t errlen);
+/* Appends the sentinels of "host[:port],..." (crd_options.sentinel_addrs) to *out. */
+crd_status crd__sentinel_addrs_parse(const char *list, crd__sentinel_cfg *out, char *err,
+                                     size_t errlen);
+void crd__sentinel_cfg_clear(crd__sentinel_cfg *cfg);
 void crd__endpoint_clear(crd__endpoint *ep);
 
 /* ---- tls.c: TLS over a connected socket (OpenSSL) ------------------------------------ */
@@ -216,6 +237,7 @@ typedef struct crd__conn {
     char why[200];  /* TLS: the words of the last read failure (errstr holds 128 bytes) */
     unsigned epoch; /* pool connections: the pool epoch when it was opened */
     struct crd__pool *pool; /* pool connections: the pool it belongs to */
+    uint64_t topo_gen; /* the primary's generation it was opened under (sentinel.c) */
 } crd__conn;
 
 /* Opens a connection to ep with the client's timeouts, AUTH and SELECT. The endpoint is
@@ -310,6 +332,7 @@ typedef struct crd__pubsub crd__pubsub;
 typedef struct crd__holds crd__holds;
 typedef struct crd__watchdog crd__watchdog;
 typedef struct crd__loop crd__loop;
+typedef struct crd__topology crd__topology;
 
 struct crd_client {
     crd_options opts;     /* copies; strings below are owned */
@@ -331,10 +354,44 @@ struct crd_client {
     crd__holds *holds;
     crd__watchdog *wd;
     crd__loop *loop; /* event-loop operations (loop.c); loop thread only */
+    crd__topology *topo;  /* sentinel.c: where the primary is; replica sync */
 
     struct crd_client *next_client; /* registry (lifecycle.c) */
     crd__metrics metrics;
 };
+
+/* ---- sentinel.c: where the primary is, and replica sync ------------------------------------- */
+
+/* Sets up the topology: sentinel mode when cfg is non-NULL (taken over, cleared), and
+ * replica sync from the options. No I/O. */
+crd_status crd__topology_init(crd_client *c, crd__sentinel_cfg *cfg, const crd_options *o);
+/* Sentinel mode: resolves the primary once (the client's start fails when that fails)
+ * and starts the +switch-master listener thread. Standalone: nothing. */
+crd_status crd__topology_start(crd_client *c);
+void crd__topology_stop(crd_client *c); /* joins the listener */
+void crd__topology_free(crd_client *c);
+bool crd__topology_sentinel(const crd_client *c);
+/* The primary's generation: it moves whenever the primary's address changes. A
+ * connection opened under an older one must be reopened (crd__conn.topo_gen). */
+uint64_t crd__topology_gen(crd_client *c);
+/* Where to connect now: a copy of the endpoint (standalone: c->ep; sentinel: the resolved
+ * primary with the data nodes' credentials, resolving first when needed) and its
+ * generation. The caller frees *out with crd__endpoint_clear. */
+crd_status crd__endpoint_for_connect(crd_client *c, crd__endpoint *out, uint64_t *gen);
+/* crd__conn_open to the current primary, setting conn->topo_gen; in sentinel mode a
+ * failed connect re-resolves and, when the primary moved, tries the new one once. */
+crd_status crd__conn_open_primary(crd_client *c, crd__conn *conn);
+/* The hook for "the primary may have moved": a READONLY reply or a failed connection
+ * seen on a connection of generation gen_seen (0: whatever the current one). Sentinel
+ * mode re-resolves (unless another thread already moved past gen_seen) and returns the
+ * resolution's status; standalone returns CRD_OK at once. */
+crd_status crd__topology_changed(crd_client *c, uint64_t gen_seen);
+/* Replica sync's one rule: how many replicas WAIT waits for after a lock script sent on
+ * conn (a connection to the primary), 0 for no WAIT (sync off, or no replicas), and
+ * its timeout in *timeout_ms. May send ROLE on conn to refresh the count. */
+int crd__sync_replicas(crd_client *c, crd__conn *conn, int64_t *timeout_ms);
+void crd__topology_lock_for_fork(crd_client *c, bool lock);
+void crd__topology_after_fork_child(crd_client *c);
 
 /* ---- pool.c: a pool of connections to one endpoint ------------------------------------------ */
 
@@ -446,6 +503,8 @@ typedef struct crd__cmd {
     char *heap[8]; /* chunks of scratch that did not fit, 4 KiB or more each */
     size_t heap_used, heap_cap; /* of the newest chunk */
     bool oom;
+    bool sync;  /* a lock script replica sync follows with WAIT (acquire, release,
+                   renewal); crd__call may then return CRD_NOT_SYNCED */
 } crd__cmd;
 
 /* Starts a command; cap > CRD__CMD_INLINE words allocate (the watchdog's batches). */
@@ -470,6 +529,11 @@ char *crd__cmd_space(crd__cmd *cmd, size_t n);
  * command may have run. what names the operation for messages. */
 crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply **reply,
                      int64_t *sent_ms);
+/* (crd__call, continued) Sentinel mode: a READONLY reply (nothing ran) re-resolves the
+ * primary and sends the command again there, up to twice. Replica sync: a cmd marked
+ * sync goes out in one pipeline with WAIT (crd__sync_replicas); when no replica
+ * acknowledged, the status is CRD_NOT_SYNCED and *reply still holds the script's reply
+ * (the caller frees it and decides: acquire.c undoes, release.c accepts). */
 /* Runs a script on the given connection, EVALSHA then EVAL on NOSCRIPT; the reply is
  * returned unclassified (callers of crd__call do not need this). */
 crd_status crd__script_run(crd_client *c, crd__conn *conn, crd__cmd *cmd, redisReply **reply);
@@ -479,6 +543,8 @@ crd_status crd__script_run(crd_client *c, crd__conn *conn, crd__cmd *cmd, redisR
  * produced the replies was sent. */
 crd_status crd__script_pipeline(crd_client *c, crd__conn *conn, crd__cmd *cmds, int ncmd,
                                 redisReply **replies, int64_t *sent_ms);
+/* (pipeline, continued) When cmds[0].sync, one WAIT ends the round; no replica
+ * acknowledging gives CRD_NOT_SYNCED with every reply in place. */
 
 /* ---- pubsub.c ------------------------------------------------------------------------ */
 

@@ -112,7 +112,9 @@ static void lock_client(crd_client *c, bool lock)
         pthread_mutex_lock(&c->holds->mu);
         crd__pubsub_lock_for_fork(c, true);
         crd__watchdog_lock_for_fork(c, true);
+        crd__topology_lock_for_fork(c, true);
     } else {
+        crd__topology_lock_for_fork(c, false);
         crd__watchdog_lock_for_fork(c, false);
         crd__pubsub_lock_for_fork(c, false);
         pthread_mutex_unlock(&c->holds->mu);
@@ -147,6 +149,7 @@ static void fork_child(void)
         crd__holds_foreach(c->holds, drop_hold, c->holds);
         crd__watchdog_after_fork_child(c);
         crd__pubsub_after_fork_child(c);
+        crd__topology_after_fork_child(c);
         lock_client(c, false);
     }
     pthread_mutex_unlock(&registry_mu);

@@ -4,13 +4,17 @@
  *
  * A connection that saw an I/O error is closed when it comes back, and the pool's epoch
  * moves on so that idle connections opened before the failure (a server restart kills
- * them all at once) are reopened at their next use instead of failing one by one.
+ * them all at once) are reopened at their next use instead of failing one by one. The
+ * client's own pool follows the primary in Sentinel mode (crd__conn_open_primary): a
+ * connection of an older primary generation is reopened, and a failed one asks
+ * sentinel.c to re-resolve.
  *
  * Threads: any caller. Lock: pool->mu guards the free-slot stack only (a leaf: nothing
  * else is taken under it; no I/O under it).
  */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,11 +98,16 @@ crd_status crd__pool_take(crd_client *c, crd__pool *p, crd__conn **out)
     pthread_mutex_unlock(&p->mu);
     crd__conn *conn = &p->conns[idx];
     unsigned epoch = atomic_load(&p->epoch);
-    if (conn->ctx != NULL && conn->epoch != epoch)
-        crd__conn_close(conn); /* opened before a failure: probably dead too */
+    /* Opened before a failure (probably dead too), or to a primary that is no more. */
+    if (conn->ctx != NULL &&
+        (conn->epoch != epoch || (p->ep == &c->ep && conn->topo_gen != crd__topology_gen(c))))
+        crd__conn_close(conn);
     if (conn->ctx == NULL) {
         conn->epoch = epoch;
-        crd_status st = crd__conn_open(c, p->ep, conn);
+        /* The client's own pool goes to the primary (resolved through the sentinels in
+         * Sentinel mode); a cluster node's pool to its node. */
+        crd_status st = p->ep == &c->ep ? crd__conn_open_primary(c, conn)
+                                        : crd__conn_open(c, p->ep, conn);
         if (st != CRD_OK) {
             crd__pool_put(c, conn);
             return st;
@@ -112,9 +121,10 @@ const crd__endpoint *crd__pool_ep(const crd__pool *p) { return p->ep; }
 
 void crd__pool_put(crd_client *c, crd__conn *conn)
 {
-    (void)c;
     crd__pool *p = conn->pool;
-    if (conn->broken) {
+    bool broken = conn->broken;
+    uint64_t gen = conn->topo_gen;
+    if (broken) {
         crd__conn_close(conn);
         atomic_fetch_add(&p->epoch, 1);
     }
@@ -122,6 +132,14 @@ void crd__pool_put(crd_client *c, crd__conn *conn)
     p->free_slots[p->nfree++] = (int)(conn - p->conns);
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
+    /* Sentinel mode: a failed primary connection may mean a failover (the detail message
+     * of the failure is kept for the caller). */
+    if (broken && crd__topology_sentinel(c)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", crd_client_errmsg(c));
+        crd__topology_changed(c, gen);
+        crd__fail(c, CRD_IO, "%s", msg);
+    }
 }
 
 void crd__pool_wake1(crd__pool *p)

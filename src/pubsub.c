@@ -19,7 +19,8 @@
  * Lock: ps->mu guards every entry and the connection state. Threads: the subscriber
  * thread (reads, writes the subscriber socket) and callers' threads (wait on entries).
  * Waiters are told what to do through a self-pipe; the thread never blocks on a mutex
- * while holding the socket half-written.
+ * while holding the socket half-written. In sentinel mode the connection goes to the
+ * current primary (sentinel.c) and is reopened when the primary moves.
  */
 #include "internal.h"
 
@@ -363,7 +364,10 @@ static void connect_link(crd_client *c, sublink *l, int64_t now)
             return;
         ep = &any->ep;
     }
-    if (crd__conn_open(c, ep, &l->conn) != CRD_OK) {
+    /* The classic link of a standalone client follows the primary (Sentinel mode). */
+    crd_status st = l->node == NULL && c->cluster == NULL ? crd__conn_open_primary(c, &l->conn)
+                                                           : crd__conn_open(c, ep, &l->conn);
+    if (st != CRD_OK) {
         l->retry_at = now + l->backoff;
         l->backoff = l->backoff < 1000 ? l->backoff * 2 : 1000;
         crd__cluster_stale(c);
@@ -449,6 +453,9 @@ static void *subscriber_main(void *arg)
         }
         if (c->cluster != NULL && c->sharded && (timeout < 0 || timeout > 1000))
             timeout = 1000; /* the map's periodic refresh, and links wanted later */
+        bool sentinel = crd__topology_sentinel(c);
+        if (sentinel && (timeout < 0 || timeout > 250))
+            timeout = 250; /* look at the primary's generation four times a second */
         int got = poll(pfd, (nfds_t)n + 1, buffered ? 0 : timeout);
         if (got < 0 && errno != EINTR)
             break;
@@ -470,10 +477,18 @@ static void *subscriber_main(void *arg)
                 reply = NULL;
             }
             if (!alive || ctx->err) {
+                uint64_t gen = l->conn.topo_gen;
                 close_link(c, l);
                 crd__cluster_stale(c);
+                if (sentinel)
+                    crd__topology_changed(c, gen); /* the primary may have failed over */
             }
         }
+        /* Sentinel mode: a connection to a primary that is no more is reopened to the new
+         * one; its channels are resubscribed there and every waiter re-checks. */
+        for (sublink *l = ps->links; sentinel && l != NULL; l = l->next)
+            if (l->conn.ctx != NULL && l->conn.topo_gen != crd__topology_gen(c))
+                close_link(c, l);
     }
     for (sublink *l = ps->links; l != NULL; l = l->next)
         crd__conn_close(&l->conn);

@@ -38,9 +38,18 @@ static crd_status send_unlock(crd_lock *l, const char *field, size_t flen, int64
                           2 * c->opts.command_timeout_ms + 1000};
     crd__cmd cmd;
     crd__kinds[l->kind].release(l, &args, &cmd);
+    cmd.sync = true; /* replica sync: WAIT in the same pipeline */
     crd_status st = CRD_IO;
     for (int try_no = 0; try_no < 2 && st == CRD_IO; try_no++)
         st = crd__call(c, &cmd, "release", reply, NULL);
+    if (st == CRD_NOT_SYNCED) {
+        /* The lock was given back on the primary; a failover now could bring the hold
+         * back until its lease ends (nothing renews it any more). Accepted, and said. */
+        crd__log(c, CRD_LOG_WARN, "release of \"%.*s\": %s; accepted (a failover could "
+                 "bring the hold back until its lease ends)", CRD__NAME_FMT(l),
+                 crd_client_errmsg(c));
+        st = CRD_OK;
+    }
     crd__cmd_free(&cmd);
     if (latch != stack)
         free(latch);

@@ -31,6 +31,7 @@ void crd__cmd_init(crd__cmd *cmd, int script, int cap)
     cmd->nkeys = cmd->nargs = 0;
     cmd->used = 0;
     cmd->oom = false;
+    cmd->sync = false;
     memset(cmd->heap, 0, sizeof cmd->heap);
     cmd->heap_used = cmd->heap_cap = 0;
     cmd->cap = CRD__CMD_INLINE;
@@ -209,6 +210,49 @@ static bool pause_before_retry(crd_client *c, int64_t *backoff_ms, int64_t deadl
 
 #define MAX_HOPS 16 /* redirects followed for one command before giving up */
 
+/* A script and WAIT in one pipeline on conn: EVALSHA + WAIT, and on NOSCRIPT (the
+ * script did not run) EVAL + WAIT. *acks: the replicas that acknowledged. */
+static crd_status run_synced(crd_client *c, crd__conn *conn, crd__cmd *cmd, int replicas,
+                             int64_t timeout_ms, redisReply **reply, int64_t *acks)
+{
+    *reply = NULL;
+    *acks = 0;
+    if (cmd->oom)
+        return crd__fail(c, CRD_NO_MEMORY, "cannot build a command");
+    char nbuf[24], tbuf[24];
+    *crd__put_u64(nbuf, (uint64_t)replicas) = '\0';
+    *crd__put_u64(tbuf, (uint64_t)timeout_ms) = '\0';
+    const char *wait_v[3] = {"WAIT", nbuf, tbuf};
+    size_t wait_l[3] = {4, strlen(nbuf), strlen(tbuf)};
+    for (int round = 0; round < 2; round++) {
+        int first = head(cmd, round == 1);
+        int argcs[2] = {argc_of(cmd, first), 3};
+        const char *const *argvs[2] = {cmd->v + first, wait_v};
+        const size_t *lens[2] = {cmd->len + first, wait_l};
+        redisReply *r[2] = {NULL, NULL};
+        crd_status st = crd__conn_pipeline(c, conn, 2, argcs, argvs, lens, r);
+        if (st != CRD_OK)
+            return st;
+        if (round == 0 && cmd->script != CRD__PLAIN &&
+            crd__reply_classify(r[0]) == CRD__REPLY_NOSCRIPT) {
+            freeReplyObject(r[0]);
+            freeReplyObject(r[1]);
+            continue;
+        }
+        *reply = r[0];
+        if (r[1]->type == REDIS_REPLY_INTEGER)
+            *acks = r[1]->integer;
+        else /* WAIT refused (a provider that forbids it): say so, count it as none */
+            crd__log(c, CRD_LOG_WARN, "replica sync: WAIT was refused (%.*s); set "
+                     "replica_sync to CRD_REPLICA_SYNC_OFF where WAIT is not allowed",
+                     r[1]->type == REDIS_REPLY_ERROR ? (int)(r[1]->len > 100 ? 100 : r[1]->len) : 0,
+                     r[1]->type == REDIS_REPLY_ERROR ? r[1]->str : "");
+        freeReplyObject(r[1]);
+        return CRD_OK;
+    }
+    return crd__fail(c, CRD_PROTOCOL, "the server answered NOSCRIPT to EVAL");
+}
+
 crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply **reply,
                      int64_t *sent_ms)
 {
@@ -251,9 +295,18 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
             return st;
         }
         const crd__endpoint *from = crd__pool_ep(conn->pool);
+        /* Replica sync (Sentinel mode, or asked for): the script and WAIT in one pipeline.
+         * Not on a cluster yet: its nodes' replica counts are not tracked. */
+        int64_t wait_timeout = 0;
+        int replicas = cmd->sync && !cluster ? crd__sync_replicas(c, conn, &wait_timeout) : 0;
         if (sent_ms != NULL)
             *sent_ms = crd__now_ms();
-        st = run_on(c, conn, cmd, ask_now, &r);
+        int64_t acks = 0;
+        if (replicas > 0)
+            st = run_synced(c, conn, cmd, replicas, wait_timeout, &r, &acks);
+        else
+            st = run_on(c, conn, cmd, ask_now, &r);
+        uint64_t gen = conn->topo_gen;
         crd__pool_put(c, conn);
         if (st != CRD_OK) {
             if (cluster && st == CRD_IO)
@@ -261,6 +314,23 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
             return st;
         }
         crd__reply_class cls = crd__reply_classify(r);
+        if (cls == CRD__REPLY_READONLY && hop < 2 && crd__topology_sentinel(c)) {
+            /* A READONLY reply proves nothing ran: after a re-resolution the command is
+             * sent again, to the new primary (Sentinel mode; at most twice). */
+            freeReplyObject(r);
+            r = NULL;
+            if (sent_ms != NULL)
+                *sent_ms = 0;
+            if ((st = crd__topology_changed(c, gen)) != CRD_OK)
+                return st;
+            continue;
+        }
+        if (cls == CRD__REPLY_OK && replicas > 0 && acks == 0) {
+            *reply = r;
+            return crd__fail(c, CRD_NOT_SYNCED, "%s: the primary ran it, but none of its %d "
+                             "replicas acknowledged it within %lld ms", what, replicas,
+                             (long long)wait_timeout);
+        }
         if (!cluster || hop >= MAX_HOPS)
             break;
         int slot, port;
@@ -316,7 +386,8 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
         break;
     case CRD__REPLY_READONLY:
         st = crd__fail(c, CRD_SERVER, "%s: the server is a read-only replica (%.*s); "
-                       "connect to the primary", what, (int)(r->len > 80 ? 80 : r->len), r->str);
+                       "connect to the primary%s", what, (int)(r->len > 80 ? 80 : r->len), r->str,
+                       crd__topology_sentinel(c) ? " (the sentinels keep naming a replica)" : "");
         break;
     case CRD__REPLY_BUSY:
     case CRD__REPLY_NOSCRIPT:
@@ -329,12 +400,42 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
     return st;
 }
 
+/* The WAIT at all[n] (when replicas > 0): freed here; CRD_NOT_SYNCED when none
+ * acknowledged. */
+static crd_status synced(crd_client *c, redisReply **all, int n, int replicas, int64_t timeout)
+{
+    if (replicas == 0)
+        return CRD_OK;
+    bool none = all[n]->type != REDIS_REPLY_INTEGER || all[n]->integer == 0;
+    freeReplyObject(all[n]);
+    all[n] = NULL;
+    if (!none)
+        return CRD_OK;
+    return crd__fail(c, CRD_NOT_SYNCED, "renewal: the primary ran it, but none of its %d "
+                     "replicas acknowledged it within %lld ms", replicas, (long long)timeout);
+}
+
 crd_status crd__script_pipeline(crd_client *c, crd__conn *conn, crd__cmd *cmds, int ncmd,
                                 redisReply **replies, int64_t *sent_ms)
 {
-    int argcs[ncmd > 0 ? ncmd : 1];
-    const char *const *argvs[ncmd > 0 ? ncmd : 1];
-    const size_t *lens[ncmd > 0 ? ncmd : 1];
+    /* One slot more for the WAIT of replica sync. */
+    int argcs[ncmd + 1];
+    const char *const *argvs[ncmd + 1];
+    const size_t *lens[ncmd + 1];
+    redisReply *all[ncmd + 1];
+    int64_t wait_timeout = 0;
+    int replicas = ncmd > 0 && cmds[0].sync ? crd__sync_replicas(c, conn, &wait_timeout) : 0;
+    char nbuf[24], tbuf[24];
+    *crd__put_u64(nbuf, (uint64_t)replicas) = '\0';
+    *crd__put_u64(tbuf, (uint64_t)wait_timeout) = '\0';
+    const char *wait_v[3] = {"WAIT", nbuf, tbuf};
+    size_t wait_l[3] = {4, strlen(nbuf), strlen(tbuf)};
+    int total = ncmd + (replicas > 0);
+    if (replicas > 0) {
+        argcs[ncmd] = 3;
+        argvs[ncmd] = wait_v;
+        lens[ncmd] = wait_l;
+    }
     for (int k = 0; k < ncmd; k++) {
         if (cmds[k].oom)
             return crd__fail(c, CRD_NO_MEMORY, "cannot build a pipeline");
@@ -345,21 +446,25 @@ crd_status crd__script_pipeline(crd_client *c, crd__conn *conn, crd__cmd *cmds, 
     }
     *sent_ms = crd__now_ms();
     CRD__COUNT(c, watchdog_round_trips);
-    crd_status st = crd__conn_pipeline(c, conn, ncmd, argcs, argvs, lens, replies);
+    crd_status st = crd__conn_pipeline(c, conn, total, argcs, argvs, lens, all);
     if (st != CRD_OK)
         return st;
+    for (int k = 0; k < ncmd; k++)
+        replies[k] = all[k];
     int script = -1;
     for (int k = 0; k < ncmd; k++)
         if (crd__reply_classify(replies[k]) == CRD__REPLY_NOSCRIPT)
             script = cmds[k].script;
     if (script < 0)
-        return CRD_OK;
+        return synced(c, all, ncmd, replicas, wait_timeout);
     /* The cache was flushed: load the script once and resend the round (64 EVALs would
      * carry its text 64 times). */
-    for (int k = 0; k < ncmd; k++) {
-        freeReplyObject(replies[k]);
-        replies[k] = NULL;
+    for (int k = 0; k < total; k++) {
+        freeReplyObject(all[k]);
+        all[k] = NULL;
     }
+    for (int k = 0; k < ncmd; k++)
+        replies[k] = NULL;
     const crd__script_src *src = &crd__scripts[script];
     const char *la[3] = {"SCRIPT", "LOAD", src->text};
     size_t ll[3] = {6, 4, src->len};
@@ -371,5 +476,9 @@ crd_status crd__script_pipeline(crd_client *c, crd__conn *conn, crd__cmd *cmds, 
         return st;
     *sent_ms = crd__now_ms();
     CRD__COUNT(c, watchdog_round_trips);
-    return crd__conn_pipeline(c, conn, ncmd, argcs, argvs, lens, replies);
+    if ((st = crd__conn_pipeline(c, conn, total, argcs, argvs, lens, all)) != CRD_OK)
+        return st;
+    for (int k = 0; k < ncmd; k++)
+        replies[k] = all[k];
+    return synced(c, all, ncmd, replicas, wait_timeout);
 }

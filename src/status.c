@@ -33,6 +33,7 @@ const char *crd_strerror(crd_status status)
     case CRD_SKIPPED: return "Redis unavailable: the work was skipped";
     case CRD_DEGRADED: return "Redis unavailable: the work ran without the lock";
     case CRD_CANCELLED: return "operation cancelled";
+    case CRD_NOT_SYNCED: return "no replica acknowledged the write in time (replica sync)";
     }
     return "unknown status";
 }

@@ -4,6 +4,10 @@
  *   rediss://...                                   (the same, over TLS)
  *   redis-cluster://[[user]:password@]host[:port][,host[:port]...]   (seed nodes)
  *   unix://[[user]:password@]/path/to.sock[?db=N]  (credentials end at the first "@/")
+ * and, for sentinel mode, into a list of sentinels and a master name:
+ *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#MASTER
+ *   rediss-sentinel://...                          (port 26379 when none is given)
+ * where the credentials (the sentinels') end at the last '@' before the '/' or '#'.
  * Pure function; any thread. Errors say which part is wrong. The CLI reads --url with it
  * too (it links the library's internals), so both read a URL exactly alike.
  */
@@ -85,7 +89,7 @@ void crd__endpoint_clear(crd__endpoint *ep)
 }
 
 /* One "host[:port]" (host may be "[v6-address]") in [h, end): *host allocated. */
-static crd_status host_port(const char *hostpart, const char *hp_end, char **host, int *port,
+static crd_status host_port_d(const char *hostpart, const char *hp_end, char **host, int *port, int dflt,
                             char *err, size_t errlen)
 {
     const char *port_colon = NULL;
@@ -107,7 +111,7 @@ static crd_status host_port(const char *hostpart, const char *hp_end, char **hos
     }
     if (h_end == h)
         return snprintf(err, errlen, "URL has no host"), CRD_INVALID_ARGUMENT;
-    long p = 6379;
+    long p = dflt;
     if (port_colon != NULL && !parse_int(port_colon + 1, (size_t)(hp_end - port_colon - 1), 1,
                                          65535, &p))
         return snprintf(err, errlen, "port must be a number from 1 to 65535"),
@@ -119,6 +123,12 @@ static crd_status host_port(const char *hostpart, const char *hp_end, char **hos
     (*host)[h_end - h] = '\0';
     *port = (int)p;
     return CRD_OK;
+}
+
+static crd_status host_port(const char *hostpart, const char *hp_end, char **host, int *port,
+                            char *err, size_t errlen)
+{
+    return host_port_d(hostpart, hp_end, host, port, 6379, err, errlen);
 }
 
 crd_status crd__seeds_parse(const char *list, size_t len, crd__endpoint *out, char *err,
@@ -184,6 +194,15 @@ static crd_status parse_auth(const char *s, const char *end, crd__endpoint *out,
     return CRD_OK;
 }
 
+/* "host[:port]" or "[v6-address][:port]" of [hostpart, hp_end) into out->host and
+ * out->port (which keeps its value when no port is given). */
+static crd_status parse_hostport(const char *hostpart, const char *hp_end, crd__endpoint *out,
+                                 char *err, size_t errlen)
+{
+    /* out->port holds the default of this form (a sentinel's: 26379) */
+    return host_port_d(hostpart, hp_end, &out->host, &out->port, out->port, err, errlen);
+}
+
 crd_status crd__url_parse(const char *url, crd__endpoint *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -232,7 +251,11 @@ crd_status crd__url_parse(const char *url, crd__endpoint *out, char *err, size_t
         cluster = true;
     } else {
         /* never echoed: it may hold a password */
-        return BAD("URL must start with redis://, rediss://, redis-cluster:// or unix://");
+        if (crd__url_is_sentinel(url))
+            return BAD("a redis-sentinel:// URL names sentinels, not a server: it sets up "
+                       "sentinel mode (crd_options.url), not a single endpoint");
+        return BAD("URL must start with redis://, rediss://, redis-cluster://, unix:// or "
+                   "redis-sentinel://");
     }
     const char *end = s + strlen(s);
     const char *slash = memchr(s, '/', (size_t)(end - s));
@@ -270,6 +293,121 @@ crd_status crd__url_parse(const char *url, crd__endpoint *out, char *err, size_t
         out->db = (int)db;
         if (cluster && db != 0)
             return BAD("a cluster has only database 0");
+    }
+    return CRD_OK;
+}
+
+/* ---- redis-sentinel:// ------------------------------------------------------------------ */
+
+bool crd__url_is_sentinel(const char *url)
+{
+    return url != NULL && (strncmp(url, "redis-sentinel://", 17) == 0 ||
+                           strncmp(url, "rediss-sentinel://", 18) == 0);
+}
+
+void crd__sentinel_cfg_clear(crd__sentinel_cfg *cfg)
+{
+    for (size_t i = 0; i < cfg->naddrs; i++)
+        crd__endpoint_clear(&cfg->addrs[i]);
+    free(cfg->addrs);
+    free(cfg->master);
+    memset(cfg, 0, sizeof *cfg);
+}
+
+#undef BAD
+#undef OOM
+#define BAD(...) (snprintf(err, errlen, __VA_ARGS__), crd__sentinel_cfg_clear(out), CRD_INVALID_ARGUMENT)
+#define OOM() (crd__sentinel_cfg_clear(out), CRD_NO_MEMORY)
+
+/* "host[:port],host[:port],..." of [s, end) appended to out->addrs, each with the port
+ * 26379 unless given and a copy of the credentials in auth. */
+static crd_status parse_hostlist(const char *s, const char *end, const crd__endpoint *auth,
+                                 crd__sentinel_cfg *out, char *err, size_t errlen)
+{
+    if (s == end)
+        return BAD("no sentinel address given");
+    while (s <= end) {
+        const char *comma = memchr(s, ',', (size_t)(end - s));
+        const char *item_end = comma ? comma : end;
+        if (out->naddrs == 64)
+            return BAD("more than 64 sentinel addresses");
+        crd__endpoint *na = realloc(out->addrs, (out->naddrs + 1) * sizeof *na);
+        if (na == NULL)
+            return OOM();
+        out->addrs = na;
+        crd__endpoint *ep = &out->addrs[out->naddrs++];
+        memset(ep, 0, sizeof *ep);
+        ep->port = 26379;
+        char why[160] = "";
+        crd_status st = parse_hostport(s, item_end, ep, why, sizeof why);
+        if (st == CRD_NO_MEMORY)
+            return OOM();
+        if (st != CRD_OK)
+            return BAD("sentinel address %zu: %s", out->naddrs, why);
+        if ((auth->username && !(ep->username = strdup(auth->username))) ||
+            (auth->password && !(ep->password = strdup(auth->password))))
+            return OOM();
+        ep->tls = out->tls;
+        if (comma == NULL)
+            break;
+        s = comma + 1;
+    }
+    return CRD_OK;
+}
+
+crd_status crd__sentinel_addrs_parse(const char *list, crd__sentinel_cfg *out, char *err,
+                                     size_t errlen)
+{
+    crd__endpoint none;
+    memset(&none, 0, sizeof none);
+    if (list == NULL)
+        return BAD("sentinel_addrs is NULL");
+    return parse_hostlist(list, list + strlen(list), &none, out, err, errlen);
+}
+
+crd_status crd__sentinel_url_parse(const char *url, crd__sentinel_cfg *out, char *err,
+                                   size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (!crd__url_is_sentinel(url))
+        return BAD("URL must start with redis-sentinel:// or rediss-sentinel://");
+    out->tls = url[5] == 's'; /* rediss-sentinel */
+    const char *s = url + (out->tls ? 18 : 17);
+    const char *hash = strchr(s, '#');
+    if (hash == NULL || hash[1] == '\0')
+        return BAD("a sentinel URL ends with #MASTERNAME, the name the sentinels monitor");
+    bool bad = false;
+    out->master = decode(hash + 1, strlen(hash + 1), &bad);
+    if (out->master == NULL)
+        return bad ? BAD("bad %%-escape in the master name") : OOM();
+    const char *slash = memchr(s, '/', (size_t)(hash - s));
+    const char *hosts_end = slash ? slash : hash;
+    /* The credentials end at the last '@' before the path (or the '#'). */
+    const char *auth_end = NULL;
+    for (const char *p = s; p < hosts_end; p++)
+        if (*p == '@')
+            auth_end = p;
+    crd__endpoint auth;
+    memset(&auth, 0, sizeof auth);
+    const char *hosts = s;
+    if (auth_end != NULL) {
+        char why[160];
+        crd_status st = parse_auth(s, auth_end, &auth, why, sizeof why);
+        if (st != CRD_OK) {
+            crd__endpoint_clear(&auth);
+            return st == CRD_NO_MEMORY ? OOM() : BAD("%s", why);
+        }
+        hosts = auth_end + 1;
+    }
+    crd_status st = parse_hostlist(hosts, hosts_end, &auth, out, err, errlen);
+    crd__endpoint_clear(&auth);
+    if (st != CRD_OK)
+        return st;
+    if (slash != NULL && slash + 1 < hash) {
+        long db;
+        if (!parse_int(slash + 1, (size_t)(hash - slash - 1), 0, 1000000, &db))
+            return BAD("database must be a number after the '/'");
+        out->db = (int)db;
     }
     return CRD_OK;
 }

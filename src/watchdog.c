@@ -11,7 +11,10 @@
  * declared lost.
  *
  * What to renew comes from holds.c; how each kind is renewed (script, keys per hold) from
- * kinds.c; the pipelined EVALSHA and its NOSCRIPT recovery from script.c.
+ * kinds.c; the pipelined EVALSHA and its NOSCRIPT recovery from script.c. With replica
+ * sync the round ends with WAIT, and a round no replica acknowledged extends no hold's
+ * validity. In sentinel mode the connection follows the primary (sentinel.c): it is
+ * reopened when the primary moves, and a READONLY or failed round re-resolves.
  *
  * On a cluster one script call may only name keys of one slot: holds are grouped by the
  * primary serving them and by slot, and each primary's calls are pipelined on its own
@@ -308,6 +311,10 @@ static bool settle_batch(crd_client *c, item_list *list, size_t from, size_t cnt
                          const redisReply *r, crd_status st, int64_t sent, events *ev,
                          char *detail, size_t detail_len)
 {
+    /* Replica sync: no replica acknowledged the round. The leases were extended on the
+     * primary, but a failover now could lose that: the validity stays where it was and
+     * the renewal counts as failed (retried sooner). */
+    bool unsynced = st == CRD_NOT_SYNCED;
     crd__holds *hs = c->holds;
     bool ok = true;
     bool good = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == cnt;
@@ -321,7 +328,8 @@ static bool settle_batch(crd_client *c, item_list *list, size_t from, size_t cnt
         crd__hold *h = crd__holds_find(hs, it->name, it->name_len, it->owner, it->kind);
         if (h == NULL || h->id != it->id || h->releasing || h->lost)
             continue; /* released or replaced meanwhile: this answer is stale */
-        if (good && r->element[j]->type == REDIS_REPLY_INTEGER) {
+        if (good && r->element[j]->type == REDIS_REPLY_INTEGER &&
+            !(unsynced && r->element[j]->integer == 1)) {
             if (r->element[j]->integer == 1) {
                 CRD__COUNT(c, renewals);
                 if (sent + c->opts.watchdog_timeout_ms > h->valid_until)
@@ -360,6 +368,7 @@ static void build_batch(crd_client *c, item_list *list, size_t from, size_t cnt,
             crd__cmd_key(cmd, it->key2, it->key2_len);
     }
     crd__cmd_arg_i64(cmd, c->opts.watchdog_timeout_ms);
+    cmd->sync = true; /* replica sync: the round ends with WAIT */
     for (size_t j = 0; j < cnt; j++)
         crd__cmd_arg(cmd, list->items[from + j].field, list->items[from + j].flen);
 }
@@ -382,26 +391,42 @@ static bool renew_list(crd_client *c, crd__watchdog *wd, item_list *list)
             build_batch(c, list, from, end - from < BATCH ? end - from : BATCH, &cmds[k]);
         }
         crd_status st = CRD_OK;
+        /* A connection to a primary that is no more (sentinel mode) is reopened. */
+        if (wd->conn.ctx != NULL && wd->conn.topo_gen != crd__topology_gen(c))
+            crd__conn_close(&wd->conn);
         if (wd->conn.ctx == NULL)
-            st = crd__conn_open(c, &c->ep, &wd->conn);
+            st = crd__conn_open_primary(c, &wd->conn);
         int64_t sent = crd__now_ms();
         if (st == CRD_OK)
             st = crd__script_pipeline(c, &wd->conn, cmds, ncmd, replies, &sent);
+        bool answered = st == CRD_OK || st == CRD_NOT_SYNCED;
+        bool readonly = false;
+        for (int k = 0; answered && k < ncmd; k++)
+            readonly = readonly || crd__reply_classify(replies[k]) == CRD__REPLY_READONLY;
         if (st != CRD_OK) {
             snprintf(detail, sizeof detail, "%s", crd_client_errmsg(c));
-            if (wd->conn.broken)
+            uint64_t gen = wd->conn.topo_gen;
+            bool broken = wd->conn.broken;
+            if (broken)
                 crd__conn_close(&wd->conn);
+            if (broken || st != CRD_NOT_SYNCED)
+                crd__topology_changed(c, gen); /* sentinel mode: the primary may have moved */
+        }
+        if (readonly) {
+            /* The old primary was demoted: find the new one; the next round goes there. */
+            crd__topology_changed(c, wd->conn.topo_gen);
+            crd__conn_close(&wd->conn);
         }
         pthread_mutex_lock(&c->holds->mu);
         for (int k = 0; k < ncmd; k++) {
             size_t from = base + (size_t)k * BATCH;
             ok = settle_batch(c, list, from, end - from < BATCH ? end - from : BATCH,
-                              st == CRD_OK ? replies[k] : NULL, st, sent, &ev, detail,
+                              answered ? replies[k] : NULL, st, sent, &ev, detail,
                               sizeof detail) && ok;
         }
         pthread_mutex_unlock(&c->holds->mu);
         for (int k = 0; k < ncmd; k++) {
-            if (st == CRD_OK)
+            if (answered)
                 freeReplyObject(replies[k]);
             crd__cmd_free(&cmds[k]);
         }

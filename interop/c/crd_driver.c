@@ -174,6 +174,7 @@ static const char *status_name(crd_status st)
     case CRD_SKIPPED: return "SKIPPED";
     case CRD_DEGRADED: return "DEGRADED";
     case CRD_CANCELLED: return "CANCELLED";
+    case CRD_NOT_SYNCED: return "NOT_SYNCED";
     }
     return "UNKNOWN";
 }

@@ -5,7 +5,10 @@
  * on success a host or a unix path is set, the port is 1..65535 and the db >= 0, TLS
  * only for a rediss:// URL (never with a unix path), a user name only with a password
  * (a redis-cluster:// URL: every seed has a host and a port, the first is also host and
- * port); on failure the reason is a NUL-terminated message.
+ * port); on failure the reason is a NUL-terminated message. The same bytes also go
+ * through the sentinel parsers (crd__sentinel_url_parse, crd__sentinel_addrs_parse): on
+ * success at least one sentinel, each with a host and a port 1..65535 and the URL's
+ * credentials, a non-empty master name, TLS exactly for rediss-sentinel://.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -57,6 +60,44 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     }
     crd__endpoint_clear(&ep);
+
+    crd__sentinel_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    err[0] = '\0';
+    st = crd__sentinel_url_parse(url, &cfg, err, sizeof err);
+    if (st == CRD_OK) {
+        if (cfg.naddrs == 0 || cfg.master == NULL || cfg.master[0] == '\0' || cfg.db < 0)
+            abort();
+        if (cfg.tls != (strncmp(url, "rediss-sentinel://", 18) == 0))
+            abort();
+        for (size_t i = 0; i < cfg.naddrs; i++) {
+            const crd__endpoint *s = &cfg.addrs[i];
+            if (s->host == NULL || s->unix_path != NULL || s->port < 1 || s->port > 65535)
+                abort();
+            if (s->username != NULL && s->password == NULL)
+                abort();
+            if ((s->password == NULL) != (cfg.addrs[0].password == NULL))
+                abort(); /* one set of sentinel credentials for all */
+        }
+    } else if (st == CRD_INVALID_ARGUMENT) {
+        if (memchr(err, '\0', sizeof err) == NULL || err[0] == '\0' || cfg.naddrs != 0 ||
+            cfg.master != NULL)
+            abort(); /* says why, and leaves nothing behind */
+    } else if (st != CRD_NO_MEMORY) {
+        abort();
+    }
+    crd__sentinel_cfg_clear(&cfg);
+
+    memset(&cfg, 0, sizeof cfg);
+    st = crd__sentinel_addrs_parse(url, &cfg, err, sizeof err);
+    if (st == CRD_OK) {
+        for (size_t i = 0; i < cfg.naddrs; i++)
+            if (cfg.addrs[i].host == NULL || cfg.addrs[i].port < 1 || cfg.addrs[i].port > 65535)
+                abort();
+    } else if (st != CRD_INVALID_ARGUMENT && st != CRD_NO_MEMORY) {
+        abort();
+    }
+    crd__sentinel_cfg_clear(&cfg);
     free(url);
     return 0;
 }
