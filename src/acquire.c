@@ -489,14 +489,9 @@ crd_status crd_lock_acquire(crd_lock *l, int64_t wait_ms, int64_t lease_ms)
 crd_status crd_lock_acquire_token_owner(crd_lock *l, uint64_t owner, int64_t wait_ms,
                                         int64_t lease_ms, int64_t *token)
 {
-    crd_status st = crd__lock_check(l);
+    crd_status st = crd__lock_check_fenced(l, token, ": it draws no token");
     if (st != CRD_OK)
         return st;
-    if (token == NULL)
-        return crd__fail(l->client, CRD_INVALID_ARGUMENT, "token is NULL");
-    if (!crd__kinds[l->kind].fenced)
-        return crd__fail(l->client, CRD_INVALID_ARGUMENT, "\"%.*s\" is a %s, not a fenced lock: "
-                         "it draws no token", CRD__NAME_FMT(l), crd__kinds[l->kind].label);
     crd__acquire a;
     crd__acquire_begin(&a, l, owner, wait_ms, lease_ms);
     a.want_token = true;

@@ -726,6 +726,10 @@ void crd__fair_give_up_cmd(const crd_lock *l, const char *field, size_t flen, in
 
 /* NULL lock, or a client that cannot be used. */
 crd_status crd__lock_check(crd_lock *l);
+/* crd__lock_check, then an out-parameter: "<what> is NULL" when it is missing. */
+crd_status crd__lock_check_out(crd_lock *l, const void *out, const char *what);
+/* crd__lock_check_out for a token, then the lock's kind must be fenced; why ends the message. */
+crd_status crd__lock_check_fenced(crd_lock *l, const int64_t *token, const char *why);
 /* A name (at most 60 bytes of it) for messages. */
 #define CRD__NAME_FMT(l) (int)((l)->name_len > 60 ? 60 : (l)->name_len), (l)->name
 /* This client's local hold count of (name, owner, kind): 0 when none or lost. */

@@ -169,6 +169,23 @@ crd_status crd__lock_check(crd_lock *l)
     return crd__client_check(l->client);
 }
 
+crd_status crd__lock_check_out(crd_lock *l, const void *out, const char *what)
+{
+    crd_status st = crd__lock_check(l);
+    if (st == CRD_OK && out == NULL)
+        st = crd__fail(l->client, CRD_INVALID_ARGUMENT, "%s is NULL", what);
+    return st;
+}
+
+crd_status crd__lock_check_fenced(crd_lock *l, const int64_t *token, const char *why)
+{
+    crd_status st = crd__lock_check_out(l, token, "token");
+    if (st == CRD_OK && !crd__kinds[l->kind].fenced)
+        st = crd__fail(l->client, CRD_INVALID_ARGUMENT, "\"%.*s\" is a %s, not a fenced lock%s",
+                       CRD__NAME_FMT(l), crd__kinds[l->kind].label, why);
+    return st;
+}
+
 int64_t crd__local_count(const crd_lock *l, uint64_t owner, crd__kind kind)
 {
     crd__holds *h = l->client->holds;
@@ -251,11 +268,9 @@ static void hash_read(crd__cmd *cmd, const char *word, const crd_lock *l, const 
 
 crd_status crd_lock_is_locked(crd_lock *l, bool *locked)
 {
-    crd_status st = crd__lock_check(l);
+    crd_status st = crd__lock_check_out(l, locked, "locked");
     if (st != CRD_OK)
         return st;
-    if (locked == NULL)
-        return crd__fail(l->client, CRD_INVALID_ARGUMENT, "locked is NULL");
     crd__cmd cmd;
     crd__kinds[l->kind].is_locked(l, &cmd);
     int64_t v = 0;
@@ -266,11 +281,9 @@ crd_status crd_lock_is_locked(crd_lock *l, bool *locked)
 
 crd_status crd_lock_is_held_owner(crd_lock *l, uint64_t owner, bool *held)
 {
-    crd_status st = crd__lock_check(l);
+    crd_status st = crd__lock_check_out(l, held, "held");
     if (st != CRD_OK)
         return st;
-    if (held == NULL)
-        return crd__fail(l->client, CRD_INVALID_ARGUMENT, "held is NULL");
     char field[CRD__FIELD_MAX];
     size_t flen = crd__field(l->client->uuid, owner, crd__kinds[l->kind].write_field, field);
     crd__cmd cmd;
@@ -288,11 +301,9 @@ crd_status crd_lock_is_held(crd_lock *l, bool *held)
 
 crd_status crd_lock_hold_count_owner(crd_lock *l, uint64_t owner, int64_t *count)
 {
-    crd_status st = crd__lock_check(l);
+    crd_status st = crd__lock_check_out(l, count, "count");
     if (st != CRD_OK)
         return st;
-    if (count == NULL)
-        return crd__fail(l->client, CRD_INVALID_ARGUMENT, "count is NULL");
     char field[CRD__FIELD_MAX];
     size_t flen = crd__field(l->client->uuid, owner, crd__kinds[l->kind].write_field, field);
     crd__cmd cmd;
@@ -308,11 +319,9 @@ crd_status crd_lock_hold_count(crd_lock *l, int64_t *count)
 
 crd_status crd_lock_remaining_ttl(crd_lock *l, int64_t *ttl_ms)
 {
-    crd_status st = crd__lock_check(l);
+    crd_status st = crd__lock_check_out(l, ttl_ms, "ttl_ms");
     if (st != CRD_OK)
         return st;
-    if (ttl_ms == NULL)
-        return crd__fail(l->client, CRD_INVALID_ARGUMENT, "ttl_ms is NULL");
     crd__cmd cmd;
     hash_read(&cmd, "PTTL", l, NULL, 0);
     return read_int(l, &cmd, ttl_ms, "PTTL");
@@ -320,14 +329,9 @@ crd_status crd_lock_remaining_ttl(crd_lock *l, int64_t *ttl_ms)
 
 crd_status crd_lock_token(crd_lock *l, int64_t *token)
 {
-    crd_status st = crd__lock_check(l);
+    crd_status st = crd__lock_check_fenced(l, token, "");
     if (st != CRD_OK)
         return st;
-    if (token == NULL)
-        return crd__fail(l->client, CRD_INVALID_ARGUMENT, "token is NULL");
-    if (!crd__kinds[l->kind].fenced)
-        return crd__fail(l->client, CRD_INVALID_ARGUMENT, "\"%.*s\" is a %s, not a fenced lock",
-                         CRD__NAME_FMT(l), crd__kinds[l->kind].label);
     crd__cmd cmd;
     crd__cmd_init(&cmd, CRD__PLAIN, 2);
     crd__cmd_arg_str(&cmd, "GET");
@@ -338,12 +342,10 @@ crd_status crd_lock_token(crd_lock *l, int64_t *token)
 
 crd_status crd_lock_validity_ms_owner(crd_lock *l, uint64_t owner, int64_t *validity_ms)
 {
-    crd_status st = crd__lock_check(l);
+    crd_status st = crd__lock_check_out(l, validity_ms, "validity_ms");
     if (st != CRD_OK)
         return st;
     crd_client *c = l->client;
-    if (validity_ms == NULL)
-        return crd__fail(c, CRD_INVALID_ARGUMENT, "validity_ms is NULL");
     *validity_ms = 0;
     crd__holds *h = c->holds;
     pthread_mutex_lock(&h->mu);
