@@ -253,23 +253,89 @@ static crd_status run_synced(crd_client *c, crd__conn *conn, crd__cmd *cmd, int 
     return crd__fail(c, CRD_PROTOCOL, "the server answered NOSCRIPT to EVAL");
 }
 
+/* The key a command is routed by: a script's first key; a plain command's second word
+ * (HGET N F, EXISTS N, GET K: every plain command sent here names its key there); none for
+ * PING. */
+static const char *routing_key(const crd__cmd *cmd, size_t *keylen)
+{
+    *keylen = 0;
+    int at = cmd->nkeys > 0 ? 3 : cmd->script == CRD__PLAIN && cmd->nargs >= 2 ? 4 : -1;
+    if (at < 0)
+        return NULL;
+    *keylen = cmd->len[at];
+    return cmd->v[at];
+}
+
+/* The node a MOVED or ASK reply r sends the command to (the command did not run), or NULL
+ * when r is neither or names no node this client can reach. MOVED changes the map for its
+ * slot; ASK is for this one command (the caller sends ASKING before it). from: the node
+ * that answered, for a redirect that names no host. */
+static crd__node *redirect_target(crd_client *c, const redisReply *r, crd__reply_class cls,
+                                  const crd__endpoint *from)
+{
+    int slot, port;
+    const char *host;
+    size_t hostlen;
+    if ((cls != CRD__REPLY_MOVED && cls != CRD__REPLY_ASK) ||
+        !crd__cluster_parse_redirect(r, &slot, &host, &hostlen, &port))
+        return NULL;
+    if (hostlen == 0) {
+        host = from->host;
+        hostlen = strlen(from->host);
+    }
+    crd__node *n = crd__cluster_node_at(c, host, hostlen, port);
+    if (n != NULL && cls == CRD__REPLY_MOVED)
+        crd__cluster_moved(c, slot, n);
+    return n;
+}
+
+/* What crd__call returns for the last reply r: CRD_OK with *reply = r, or a status and
+ * message naming what (r freed). */
+static crd_status final_status(crd_client *c, redisReply *r, const char *what, redisReply **reply)
+{
+    bool cluster = c->cluster != NULL;
+    crd_status st = CRD_OK;
+    switch (crd__reply_classify(r)) {
+    case CRD__REPLY_OK:
+        *reply = r;
+        return CRD_OK;
+    case CRD__REPLY_MOVED:
+    case CRD__REPLY_ASK:
+        /* A standalone client has no other node to ask: the server is a cluster node and
+         * the URL should say redis-cluster://. A cluster client gets here only after too
+         * many redirects. */
+        if (cluster)
+            st = crd__fail(c, CRD_SERVER, "%s: still redirected after %d hops (%.*s)", what,
+                           MAX_HOPS, (int)(r->len > 80 ? 80 : r->len), r->str);
+        else
+            st = crd__fail(c, CRD_SERVER, "%s: the server redirected the command (%.*s): it "
+                           "is a cluster node, and this client is not in cluster mode (use a "
+                           "redis-cluster:// URL)", what, (int)(r->len > 80 ? 80 : r->len), r->str);
+        break;
+    case CRD__REPLY_READONLY:
+        st = crd__fail(c, CRD_SERVER, "%s: the server is a read-only replica (%.*s); "
+                       "connect to the primary%s", what, (int)(r->len > 80 ? 80 : r->len), r->str,
+                       crd__topology_sentinel(c) ? " (the sentinels keep naming a replica)" : "");
+        break;
+    case CRD__REPLY_BUSY:
+    case CRD__REPLY_NOSCRIPT:
+    case CRD__REPLY_ERROR:
+    case CRD__REPLY_NONE:
+        st = crd__reply_fail(c, r, what);
+        break;
+    }
+    freeReplyObject(r);
+    return st;
+}
+
 crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply **reply,
                      int64_t *sent_ms)
 {
     *reply = NULL;
     if (sent_ms != NULL)
         *sent_ms = 0;
-    /* Route by the first key; a plain command by its second word (HGET N F, EXISTS N,
-     * GET K: every plain command sent here names its key there); PING by nothing. */
-    const char *key = NULL;
     size_t keylen = 0;
-    if (cmd->nkeys > 0) {
-        key = cmd->v[3];
-        keylen = cmd->len[3];
-    } else if (cmd->script == CRD__PLAIN && cmd->nargs >= 2) {
-        key = cmd->v[4];
-        keylen = cmd->len[4];
-    }
+    const char *key = routing_key(cmd, &keylen);
     bool cluster = c->cluster != NULL;
     int64_t deadline = crd__now_ms() + c->opts.command_timeout_ms;
     int64_t backoff = 10;
@@ -333,27 +399,11 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
         }
         if (!cluster || hop >= MAX_HOPS)
             break;
-        int slot, port;
-        const char *host;
-        size_t hostlen;
-        if ((cls == CRD__REPLY_MOVED || cls == CRD__REPLY_ASK) &&
-            crd__cluster_parse_redirect(r, &slot, &host, &hostlen, &port)) {
-            /* The command did not run: send it where the server says. MOVED changes the
-             * map for that slot; ASK is for this one command, with ASKING before it. */
-            if (hostlen == 0) {
-                host = from->host;
-                hostlen = strlen(from->host);
-            }
-            crd__node *n = crd__cluster_node_at(c, host, hostlen, port);
-            if (n != NULL) {
-                if (cls == CRD__REPLY_MOVED)
-                    crd__cluster_moved(c, slot, n);
-                target = n;
-                asking = cls == CRD__REPLY_ASK;
-                freeReplyObject(r);
-                r = NULL;
-                continue;
-            }
+        if ((target = redirect_target(c, r, cls, from)) != NULL) {
+            asking = cls == CRD__REPLY_ASK;
+            freeReplyObject(r);
+            r = NULL;
+            continue;
         }
         if ((cls == CRD__REPLY_READONLY || cls == CRD__REPLY_BUSY) &&
             pause_before_retry(c, &backoff, deadline)) {
@@ -367,37 +417,7 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
         }
         break;
     }
-    switch (crd__reply_classify(r)) {
-    case CRD__REPLY_OK:
-        *reply = r;
-        return CRD_OK;
-    case CRD__REPLY_MOVED:
-    case CRD__REPLY_ASK:
-        /* A standalone client has no other node to ask: the server is a cluster node and
-         * the URL should say redis-cluster://. A cluster client gets here only after too
-         * many redirects. */
-        if (cluster)
-            st = crd__fail(c, CRD_SERVER, "%s: still redirected after %d hops (%.*s)", what,
-                           MAX_HOPS, (int)(r->len > 80 ? 80 : r->len), r->str);
-        else
-            st = crd__fail(c, CRD_SERVER, "%s: the server redirected the command (%.*s): it "
-                           "is a cluster node, and this client is not in cluster mode (use a "
-                           "redis-cluster:// URL)", what, (int)(r->len > 80 ? 80 : r->len), r->str);
-        break;
-    case CRD__REPLY_READONLY:
-        st = crd__fail(c, CRD_SERVER, "%s: the server is a read-only replica (%.*s); "
-                       "connect to the primary%s", what, (int)(r->len > 80 ? 80 : r->len), r->str,
-                       crd__topology_sentinel(c) ? " (the sentinels keep naming a replica)" : "");
-        break;
-    case CRD__REPLY_BUSY:
-    case CRD__REPLY_NOSCRIPT:
-    case CRD__REPLY_ERROR:
-    case CRD__REPLY_NONE:
-        st = crd__reply_fail(c, r, what);
-        break;
-    }
-    freeReplyObject(r);
-    return st;
+    return final_status(c, r, what, reply);
 }
 
 /* The WAIT at all[n] (when replicas > 0): freed here; CRD_NOT_SYNCED when none
