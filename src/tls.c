@@ -263,6 +263,49 @@ static bool is_ip_literal(const char *s)
     return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
 }
 
+/* The status and message of a handshake that failed with SSL_get_error() e (not WANT_*),
+ * read from the verify result, OpenSSL's error queue and errno: CRD_AUTH for a certificate
+ * (ours refused, or theirs failed verification), CRD_IO otherwise. */
+static crd_status handshake_failure(SSL *ssl, int e, bool verify, const char *server_name,
+                                    char *err, size_t errlen)
+{
+    char why[200];
+    crd_status st;
+    unsigned long code = 0;
+    int saved = errno;
+    ssl_reason(why, sizeof why, &code);
+    long vr = SSL_get_verify_result(ssl);
+    if (verify && vr != X509_V_OK) {
+        /* The words that say what is wrong with the certificate: "unable to get local
+         * issuer certificate", "certificate has expired", "hostname mismatch". */
+        snprintf(err, errlen, "TLS: the server's certificate verify failed: %s%s%s",
+                 X509_verify_cert_error_string(vr),
+                 vr == X509_V_ERR_HOSTNAME_MISMATCH || vr == X509_V_ERR_IP_ADDRESS_MISMATCH
+                     ? " (expected " : "",
+                 vr == X509_V_ERR_HOSTNAME_MISMATCH || vr == X509_V_ERR_IP_ADDRESS_MISMATCH
+                     ? server_name : "");
+        if (vr == X509_V_ERR_HOSTNAME_MISMATCH || vr == X509_V_ERR_IP_ADDRESS_MISMATCH)
+            strncat(err, ")", errlen - strlen(err) - 1);
+        st = CRD_AUTH;
+    } else if (refused_certificate(code)) {
+        snprintf(err, errlen, "TLS: the server refused the handshake: %s (does it require "
+                 "a client certificate: tls_cert_file, tls_key_file?)", why);
+        st = CRD_AUTH;
+    } else if (not_tls(code)) {
+        snprintf(err, errlen, "TLS handshake failed: %s (the server does not speak TLS on "
+                 "this port)", why);
+        st = CRD_IO;
+    } else if (e == SSL_ERROR_SYSCALL || e == SSL_ERROR_ZERO_RETURN || why[0] == '\0') {
+        snprintf(err, errlen, "TLS handshake failed: %s (does the server speak TLS on this "
+                 "port?)", saved != 0 ? strerror(saved) : "the server closed the connection");
+        st = CRD_IO;
+    } else {
+        snprintf(err, errlen, "TLS handshake failed: %s", why);
+        st = CRD_IO;
+    }
+    return st;
+}
+
 crd_status crd__tls_connect(SSL_CTX *ctx, int fd, const char *server_name, bool verify,
                             int64_t deadline_ms, SSL **out, char *err, size_t errlen)
 {
@@ -301,7 +344,6 @@ crd_status crd__tls_connect(SSL_CTX *ctx, int fd, const char *server_name, bool 
         return CRD_IO;
     }
     crd_status st = CRD_OK;
-    char why[200];
     for (;;) {
         errno = 0;
         int r = SSL_connect(ssl);
@@ -325,38 +367,7 @@ crd_status crd__tls_connect(SSL_CTX *ctx, int fd, const char *server_name, bool 
             }
             continue;
         }
-        unsigned long code = 0;
-        int saved = errno;
-        ssl_reason(why, sizeof why, &code);
-        long vr = SSL_get_verify_result(ssl);
-        if (verify && vr != X509_V_OK) {
-            /* The words that say what is wrong with the certificate: "unable to get local
-             * issuer certificate", "certificate has expired", "hostname mismatch". */
-            snprintf(err, errlen, "TLS: the server's certificate verify failed: %s%s%s",
-                     X509_verify_cert_error_string(vr),
-                     vr == X509_V_ERR_HOSTNAME_MISMATCH || vr == X509_V_ERR_IP_ADDRESS_MISMATCH
-                         ? " (expected " : "",
-                     vr == X509_V_ERR_HOSTNAME_MISMATCH || vr == X509_V_ERR_IP_ADDRESS_MISMATCH
-                         ? server_name : "");
-            if (vr == X509_V_ERR_HOSTNAME_MISMATCH || vr == X509_V_ERR_IP_ADDRESS_MISMATCH)
-                strncat(err, ")", errlen - strlen(err) - 1);
-            st = CRD_AUTH;
-        } else if (refused_certificate(code)) {
-            snprintf(err, errlen, "TLS: the server refused the handshake: %s (does it require "
-                     "a client certificate: tls_cert_file, tls_key_file?)", why);
-            st = CRD_AUTH;
-        } else if (not_tls(code)) {
-            snprintf(err, errlen, "TLS handshake failed: %s (the server does not speak TLS on "
-                     "this port)", why);
-            st = CRD_IO;
-        } else if (e == SSL_ERROR_SYSCALL || e == SSL_ERROR_ZERO_RETURN || why[0] == '\0') {
-            snprintf(err, errlen, "TLS handshake failed: %s (does the server speak TLS on this "
-                     "port?)", saved != 0 ? strerror(saved) : "the server closed the connection");
-            st = CRD_IO;
-        } else {
-            snprintf(err, errlen, "TLS handshake failed: %s", why);
-            st = CRD_IO;
-        }
+        st = handshake_failure(ssl, e, verify, server_name, err, errlen);
         break;
     }
     if (st == CRD_OK && fcntl(fd, F_SETFL, flags) < 0) {
