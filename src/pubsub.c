@@ -387,6 +387,66 @@ static void close_link(crd_client *c, sublink *l)
     lost_link(c->ps, l);
 }
 
+/* Connects the links entries wait for and that are due (the list only grows, under ps->mu,
+ * from the subscriber thread; reading it there without the mutex is safe). *wake_at: moved
+ * earlier to the next retry; *nlinks: the links counted. True when one was connected. */
+static bool connect_wanted(crd_client *c, int64_t now, int64_t *wake_at, int *nlinks)
+{
+    bool connected = false;
+    for (sublink *l = c->ps->links; l != NULL; l = l->next, (*nlinks)++) {
+        if (l->conn.ctx != NULL || !l->wanted)
+            continue;
+        if (l->retry_at <= now) {
+            l->wanted = false;
+            connect_link(c, l, now);
+            if (l->conn.ctx != NULL) {
+                connected = true;
+                continue;
+            }
+            l->wanted = true;
+        }
+        *wake_at = l->retry_at < *wake_at ? l->retry_at : *wake_at;
+    }
+    return connected;
+}
+
+/* poll()'s timeout in ms until wake_at (-1: none), capped for the cluster map's periodic
+ * refresh and for looking at the Sentinel primary's generation. */
+static int poll_timeout(crd_client *c, int64_t wake_at, bool sentinel)
+{
+    int timeout = -1;
+    if (wake_at != INT64_MAX) {
+        int64_t left = wake_at - crd__now_ms();
+        timeout = left < 1 ? 1 : left > 1000 ? 1000 : (int)left;
+    }
+    if (c->cluster != NULL && c->sharded && (timeout < 0 || timeout > 1000))
+        timeout = 1000; /* the map's periodic refresh, and links wanted later */
+    if (sentinel && (timeout < 0 || timeout > 250))
+        timeout = 250; /* look at the primary's generation four times a second */
+    return timeout;
+}
+
+/* Reads what link l has and handles each message; a link that failed is closed (and the
+ * cluster map, or in Sentinel mode the primary, is looked at again). */
+static void read_link(crd_client *c, sublink *l, bool sentinel)
+{
+    redisContext *ctx = l->conn.ctx;
+    bool alive = crd__conn_fill(&l->conn) == REDIS_OK;
+    void *reply = NULL;
+    while (alive && redisGetReplyFromReader(ctx, &reply) == REDIS_OK && reply != NULL) {
+        handle_reply(c, l, reply);
+        freeReplyObject(reply);
+        reply = NULL;
+    }
+    if (!alive || ctx->err) {
+        uint64_t gen = l->conn.topo_gen;
+        close_link(c, l);
+        crd__cluster_stale(c);
+        if (sentinel)
+            crd__topology_changed(c, gen); /* the primary may have failed over */
+    }
+}
+
 static void *subscriber_main(void *arg)
 {
     crd_client *c = arg;
@@ -405,25 +465,8 @@ static void *subscriber_main(void *arg)
         pthread_mutex_lock(&ps->mu);
         int64_t wake_at = sync_entries(c, now);
         pthread_mutex_unlock(&ps->mu);
-        /* Connect the links entries wait for (the list only grows, under ps->mu, from this
-         * thread; reading it here without the mutex is safe). */
-        bool connected = false;
         int nlinks = 0;
-        for (sublink *l = ps->links; l != NULL; l = l->next, nlinks++) {
-            if (l->conn.ctx != NULL || !l->wanted)
-                continue;
-            if (l->retry_at > now) {
-                wake_at = l->retry_at < wake_at ? l->retry_at : wake_at;
-                continue;
-            }
-            l->wanted = false;
-            connect_link(c, l, now);
-            if (l->conn.ctx != NULL)
-                connected = true;
-            else
-                l->wanted = true, wake_at = l->retry_at < wake_at ? l->retry_at : wake_at;
-        }
-        if (connected)
+        if (connect_wanted(c, now, &wake_at, &nlinks))
             continue; /* queue the subscriptions on the new connections first */
         struct pollfd pfd[nlinks + 1];
         sublink *of[nlinks + 1];
@@ -446,17 +489,8 @@ static void *subscriber_main(void *arg)
         pfd[n].fd = ps->pipe_fd[0];
         pfd[n].events = POLLIN;
         pfd[n].revents = 0;
-        int timeout = -1;
-        if (wake_at != INT64_MAX) {
-            int64_t left = wake_at - crd__now_ms();
-            timeout = left < 1 ? 1 : left > 1000 ? 1000 : (int)left;
-        }
-        if (c->cluster != NULL && c->sharded && (timeout < 0 || timeout > 1000))
-            timeout = 1000; /* the map's periodic refresh, and links wanted later */
         bool sentinel = crd__topology_sentinel(c);
-        if (sentinel && (timeout < 0 || timeout > 250))
-            timeout = 250; /* look at the primary's generation four times a second */
-        int got = poll(pfd, (nfds_t)n + 1, buffered ? 0 : timeout);
+        int got = poll(pfd, (nfds_t)n + 1, buffered ? 0 : poll_timeout(c, wake_at, sentinel));
         if (got < 0 && errno != EINTR)
             break;
         if (pfd[n].revents & POLLIN) {
@@ -464,26 +498,9 @@ static void *subscriber_main(void *arg)
             while (read(ps->pipe_fd[0], buf, sizeof buf) > 0) {
             }
         }
-        for (int i = 0; i < n; i++) {
-            sublink *l = of[i];
-            if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) && !crd__conn_buffered(&l->conn))
-                continue;
-            redisContext *ctx = l->conn.ctx;
-            bool alive = crd__conn_fill(&l->conn) == REDIS_OK;
-            void *reply = NULL;
-            while (alive && redisGetReplyFromReader(ctx, &reply) == REDIS_OK && reply != NULL) {
-                handle_reply(c, l, reply);
-                freeReplyObject(reply);
-                reply = NULL;
-            }
-            if (!alive || ctx->err) {
-                uint64_t gen = l->conn.topo_gen;
-                close_link(c, l);
-                crd__cluster_stale(c);
-                if (sentinel)
-                    crd__topology_changed(c, gen); /* the primary may have failed over */
-            }
-        }
+        for (int i = 0; i < n; i++)
+            if ((pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) || crd__conn_buffered(&of[i]->conn))
+                read_link(c, of[i], sentinel);
         /* Sentinel mode: a connection to a primary that is no more is reopened to the new
          * one; its channels are resubscribed there and every waiter re-checks. */
         for (sublink *l = ps->links; sentinel && l != NULL; l = l->next)
