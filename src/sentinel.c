@@ -295,7 +295,8 @@ static crd_status resolve_locked(crd_client *c, uint64_t gen_seen)
                      t->primary.port, replicas);
         t->last_err[0] = '\0';
     } else {
-        snprintf(t->last_err, sizeof t->last_err, "sentinel mode: no primary for '%s': %s",
+        /* Bounded pieces: the master name at most 100 bytes, the sentinels' answers 360. */
+        snprintf(t->last_err, sizeof t->last_err, "sentinel mode: no primary for '%.100s': %.360s",
                  t->cfg.master, err);
     }
     pthread_cond_broadcast(&t->cv);

@@ -131,7 +131,7 @@ typedef struct mass {
     crd_client *c;
     redisContext *r;
     crd_lock *locks[NAMES];
-    char inside[NAMES][96];
+    char inside[NAMES][104]; /* a name and ":inside" */
     long acquired, released, overlaps, failures;
 } mass;
 

@@ -21,6 +21,7 @@
  * pedantic warning at the call site. */
 #pragma GCC system_header
 
+#include <stdio.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
@@ -125,6 +126,12 @@ bool crl__streq(const char *a, const char *b);
 #define cr_expect_neq(a, b, ...) CRL__CHECK(false, (a) != (b), #a " != " #b, __VA_ARGS__)
 #define cr_expect_lt(a, b, ...) CRL__CHECK(false, (a) < (b), #a " < " #b, __VA_ARGS__)
 #define cr_expect_gt(a, b, ...) CRL__CHECK(false, (a) > (b), #a " > " #b, __VA_ARGS__)
+/* Criterion's logging.h: an information line on stderr. */
+#define cr_log_info(...) (fputs("[----] ", stderr), fprintf(stderr, __VA_ARGS__), fputc('\n', stderr))
+#define cr_expect_null(p, ...) CRL__CHECK(false, (p) == NULL, #p " == NULL", __VA_ARGS__)
+#define cr_expect_not_null(p, ...) CRL__CHECK(false, (p) != NULL, #p " != NULL", __VA_ARGS__)
+#define cr_expect_leq(a, b, ...) CRL__CHECK(false, (a) <= (b), #a " <= " #b, __VA_ARGS__)
+#define cr_expect_geq(a, b, ...) CRL__CHECK(false, (a) >= (b), #a " >= " #b, __VA_ARGS__)
 #define cr_expect_str_eq(a, b, ...) CRL__CHECK_STR(false, true, a, b, #a " eq " #b, __VA_ARGS__)
 #define cr_expect_str_empty(s, ...) CRL__CHECK_STR(false, true, s, "", #s " is empty", __VA_ARGS__)
 
