@@ -2344,6 +2344,33 @@ static void replay_steps(scenario *s)
     }
 }
 
+/* How many of s's lock channels g has unsubscribed from so far (its subscriber's trace). */
+static size_t unsubscribed(scenario *s, gclient *g)
+{
+    size_t n = cl_count(g), unsub = 0;
+    for (size_t i = 0; i < n; i++) {
+        crdt_trace_entry e;
+        cl_get(g, i, &e);
+        if (e.subscriber && strcasecmp(e.argv[0], "UNSUBSCRIBE") == 0 &&
+            mentions(e.argc, e.argv, e.argvlen, s->name))
+            unsub += (size_t)e.argc - 1;
+        crdt_trace_entry_free(&e);
+    }
+    return unsub;
+}
+
+struct unsub_wait {
+    scenario *s;
+    gclient *g;
+    size_t want;
+};
+
+static bool unsubscribed_enough(void *arg)
+{
+    struct unsub_wait *w = arg;
+    return unsubscribed(w->s, w->g) >= w->want;
+}
+
 /* Checks over the whole replay. */
 static void replay_finish(scenario *s)
 {
@@ -2351,7 +2378,6 @@ static void replay_finish(scenario *s)
     for (int c = 0; c < s->nclients; c++) {
         gclient *g = &s->clients[c];
         size_t n = cl_count(g);
-        size_t unsub = 0;
         bool renew_noscript = false;
         for (size_t i = 0; i < n; i++) {
             crdt_trace_entry e;
@@ -2364,9 +2390,6 @@ static void replay_finish(scenario *s)
                       g->label);
             renew_noscript = !e.subscriber && is_script_trace(&e) && is_noscript_trace(&e) &&
                              is_renewal_label(label_of(e.argc, e.argv));
-            if (e.subscriber && strcasecmp(e.argv[0], "UNSUBSCRIBE") == 0 &&
-                mentions(e.argc, e.argv, e.argvlen, s->name))
-                unsub += (size_t)e.argc - 1;
             crdt_trace_entry_free(&e);
         }
         if (g->remote)
@@ -2379,6 +2402,11 @@ static void replay_finish(scenario *s)
             if (s->max_steps == 0 || stepno <= s->max_steps)
                 g_unsub += golden_count_cmd(st, g->label, "UNSUBSCRIBE");
         }
+        /* The subscriber thread sends the UNSUBSCRIBE after the waiter returned: wait for
+         * it (an event in the trace), then no more than recorded. */
+        struct unsub_wait w = {s, g, g_unsub};
+        crdt_wait_until(unsubscribed_enough, &w, 5000);
+        size_t unsub = unsubscribed(s, g);
         cr_assert_eq(unsub, g_unsub, "%s: %s unsubscribed %zu times, recorded %zu", s->file,
                      g->label, unsub, g_unsub);
     }

@@ -9,6 +9,10 @@
  *              and a marker key per lock on the current primary (the detector in Redis:
  *              SET NX with a 2 s expiry; a failover can drop a marker, so it may
  *              undercount)
+ *   stale      markers found that name a section which had already ended: the DEL that
+ *              ended it was lost by a failover (with replica sync off nothing waits for
+ *              the replicas, so a DEL acknowledged by the old primary can be gone on the
+ *              new one). Not an overlap: the marker's holder was no longer inside.
  *   lost       holds that ended without their release: a CRD_EVENT_LOCK_LOST, or a
  *              release answering CRD_LOCK_LOST / CRD_NOT_OWNER
  *   acquired, not_synced (acquires undone by replica sync), io (failed calls)
@@ -33,7 +37,9 @@ enum { WORKERS = 8, LOCKS = 4, FAILOVER_S = 20 };
 
 static crdt_topo topo;
 static atomic_int inside[LOCKS];
-static atomic_long overlaps, redis_overlaps, lost, acquired, not_synced, io_fail, released;
+static atomic_long overlaps, redis_overlaps, stale, lost, acquired, not_synced, io_fail, released;
+static atomic_long sections;          /* section ids, from 1 */
+static atomic_long live[WORKERS + 1]; /* the section worker k is inside, 0 when none */
 static atomic_bool stop;
 static char url[256];
 static int sync_mode;
@@ -50,6 +56,21 @@ static void on_event(void *ud, const crd_event *e)
     (void)ud;
     if (e->kind == CRD_EVENT_LOCK_LOST)
         atomic_fetch_add(&lost, 1);
+}
+
+/* Another section's marker was in lock i's place: an overlap when that section is still
+ * going on, a stale marker when it ended (a failover lost the DEL that ended it). A
+ * section that ends between the SET and this look counts as stale; the local counter
+ * sees every real overlap all the same. */
+static void marker_found(redisContext *r, int i)
+{
+    redisReply *x = redisCommand(r, "GET soak:inside:%d", i);
+    long other = x != NULL && x->type == REDIS_REPLY_STRING ? atol(x->str) : 0;
+    freeReplyObject(x);
+    bool going_on = false;
+    for (int k = 1; k <= WORKERS; k++)
+        going_on = going_on || (other != 0 && atomic_load(&live[k]) == other);
+    atomic_fetch_add(going_on ? &redis_overlaps : &stale, 1);
 }
 
 static void *worker(void *arg)
@@ -107,12 +128,14 @@ static void *worker(void *arg)
         /* A marker with this worker's value: finding another's means two are inside. A
          * marker whose DEL a failover swallowed expires after 2 s (sections last at
          * most 100 ms). */
+        long section = atomic_fetch_add(&sections, 1) + 1;
+        atomic_store(&live[(uintptr_t)arg], section);
         char me[32];
-        snprintf(me, sizeof me, "%lu:%ld", (unsigned long)(uintptr_t)arg, atomic_load(&acquired));
+        snprintf(me, sizeof me, "%ld", section);
         if (r != NULL) {
             redisReply *x = redisCommand(r, "SET soak:inside:%d %s NX PX 2000", i, me);
             if (x != NULL && x->type == REDIS_REPLY_NIL)
-                atomic_fetch_add(&redis_overlaps, 1);
+                marker_found(r, i);
             freeReplyObject(x);
         }
         usleep(1000 * (20 + rand_r(&seed) % 80)); /* the critical section */
@@ -129,6 +152,7 @@ static void *worker(void *arg)
             }
             freeReplyObject(x);
         }
+        atomic_store(&live[(uintptr_t)arg], 0);
         atomic_fetch_sub(&inside[i], 1);
         st = crd_lock_release(locks[i]);
         if (st == CRD_LOCK_LOST || st == CRD_NOT_OWNER)
@@ -149,7 +173,7 @@ static bool run_mode(int mode, int seconds)
 {
     sync_mode = mode;
     atomic_store(&stop, false);
-    overlaps = redis_overlaps = lost = acquired = not_synced = io_fail = released = 0;
+    overlaps = redis_overlaps = stale = lost = acquired = not_synced = io_fail = released = 0;
     if (!crdt_topo_start(&topo, NULL)) {
         fprintf(stderr, "soak: topology: %s\n", topo.err);
         return false;
@@ -186,10 +210,10 @@ static bool run_mode(int mode, int seconds)
         pthread_join(th[i], NULL);
     crdt_topo_stop(&topo);
     printf("soak: replica sync %-3s %d s, %d failovers (%d refused): acquired %ld, released %ld, "
-           "overlaps %ld (Redis detector %ld), lost %ld, not_synced %ld, io %ld\n",
+           "overlaps %ld (Redis detector %ld, stale markers %ld), lost %ld, not_synced %ld, io %ld\n",
            mode == CRD_REPLICA_SYNC_ON ? "on" : "off", seconds, failovers, failed,
            atomic_load(&acquired), atomic_load(&released), atomic_load(&overlaps),
-           atomic_load(&redis_overlaps), atomic_load(&lost), atomic_load(&not_synced),
+           atomic_load(&redis_overlaps), atomic_load(&stale), atomic_load(&lost), atomic_load(&not_synced),
            atomic_load(&io_fail));
     fflush(stdout);
     return true;
