@@ -698,6 +698,34 @@ crd_lock *crdt_lock(crd_client *c, const char *name)
     return l;
 }
 
+void crdt_fixture_open(crdt_fixture *f, int clients, const char *suffix,
+                       crd_lock *(*new_lock)(crd_client *c, const char *name))
+{
+    cr_assert(clients == 1 || clients == 2, "a fixture has 1 or 2 clients, not %d", clients);
+    memset(f, 0, sizeof *f);
+    f->a = crdt_client();
+    if (clients == 2)
+        f->b = crdt_client();
+    f->r = crdt_redis();
+    f->key = crdt_key(suffix);
+    f->la = new_lock(f->a, f->key);
+    if (clients == 2)
+        f->lb = new_lock(f->b, f->key);
+}
+
+void crdt_fixture_close(crdt_fixture *f)
+{
+    crd_lock_free(f->la);
+    crd_lock_free(f->lb);
+    crd_client_free(f->a);
+    crd_client_free(f->b);
+    if (f->r)
+        redisFree(f->r);
+    f->la = f->lb = NULL;
+    f->a = f->b = NULL;
+    f->r = NULL;
+}
+
 redisContext *crdt_redis_port(int port)
 {
     struct timeval tv = {.tv_sec = 2, .tv_usec = 0};

@@ -147,6 +147,24 @@ crd_client *crdt_client_opts(const crd_options *o);
 /* A lock handle (asserts CRD_OK). */
 crd_lock *crdt_lock(crd_client *c, const char *name);
 
+/* The setup most lock tests open with: one or two clients from crdt_options(), a raw
+ * connection to the test server, one key and a handle on it for each client. b and lb
+ * are NULL for a one-client fixture. key is crdt_key(suffix), so it stays valid after
+ * crdt_fixture_close (tests check what a closed client left on the server). */
+typedef struct crdt_fixture {
+    crd_client *a, *b;
+    redisContext *r;
+    const char *key;
+    crd_lock *la, *lb;
+} crdt_fixture;
+
+/* Open a fixture of `clients` (1 or 2) clients whose handles new_lock makes (crdt_lock,
+ * or a suite's own constructor such as a fair lock's). Asserts on failure. */
+void crdt_fixture_open(crdt_fixture *f, int clients, const char *suffix,
+                       crd_lock *(*new_lock)(crd_client *c, const char *name));
+/* Free the handles, then the clients, then the raw connection (NULL members skipped). */
+void crdt_fixture_close(crdt_fixture *f);
+
 /* A new raw hiredis connection to the test server (asserts). Free with redisFree(). */
 redisContext *crdt_redis(void);
 /* Same, to any port. */
