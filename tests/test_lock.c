@@ -427,37 +427,33 @@ Test(lock, a_script_flush_between_calls_keeps_hold_counts_exact)
     crdt_options(&o);
     crdt_tracelog *tl = crdt_tracelog_new();
     crdt_tracelog_attach(tl, &o);
-    crd_client *c = crdt_client_opts(&o);
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("L");
-    crd_lock *l = crdt_lock(c, key);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 1, "L", crdt_lock, &o, NULL);
     char field[96];
-    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(f.a, crd_owner_current(), field, sizeof field);
 
-    freeReplyObject(crdt_cmd(r, "SCRIPT FLUSH"));
-    cr_assert_eq(crd_lock_acquire(l, 0, 10000), CRD_OK);
-    assert_ttl_sane(r, key);
-    cr_assert_eq(crdt_hget_int(r, key, field), 1);
-    freeReplyObject(crdt_cmd(r, "SCRIPT FLUSH"));
-    cr_assert_eq(crd_lock_acquire(l, 0, 10000), CRD_OK);
-    assert_ttl_sane(r, key);
-    cr_assert_eq(crdt_hget_int(r, key, field), 2);
-    freeReplyObject(crdt_cmd(r, "SCRIPT FLUSH"));
-    cr_assert_eq(crd_lock_release(l), CRD_OK);
-    assert_ttl_sane(r, key);
-    cr_assert_eq(crdt_hget_int(r, key, field), 1);
-    freeReplyObject(crdt_cmd(r, "SCRIPT FLUSH"));
-    cr_assert_eq(crd_lock_release(l), CRD_OK);
-    assert_ttl_sane(r, key);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
+    freeReplyObject(crdt_cmd(f.r, "SCRIPT FLUSH"));
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 10000), CRD_OK);
+    assert_ttl_sane(f.r, f.key);
+    cr_assert_eq(crdt_hget_int(f.r, f.key, field), 1);
+    freeReplyObject(crdt_cmd(f.r, "SCRIPT FLUSH"));
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 10000), CRD_OK);
+    assert_ttl_sane(f.r, f.key);
+    cr_assert_eq(crdt_hget_int(f.r, f.key, field), 2);
+    freeReplyObject(crdt_cmd(f.r, "SCRIPT FLUSH"));
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    assert_ttl_sane(f.r, f.key);
+    cr_assert_eq(crdt_hget_int(f.r, f.key, field), 1);
+    freeReplyObject(crdt_cmd(f.r, "SCRIPT FLUSH"));
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    assert_ttl_sane(f.r, f.key);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0);
 
     /* After each flush the library fell back to one EVAL and never to SCRIPT LOAD. */
     cr_assert_geq(crdt_tracelog_count_cmd(tl, 0, "EVAL", 0), 4);
     cr_assert_not(crdt_tracelog_has(tl, 0, "SCRIPT", "LOAD"));
-    crd_lock_free(l);
-    crd_client_free(c);
+    crdt_fixture_close(&f);
     crdt_tracelog_free(tl);
-    redisFree(r);
 }
 
 Test(lock, try_lock_on_a_held_lock_returns_busy_or_times_out_after_the_wait)
@@ -517,32 +513,28 @@ Test(lock, the_watchdog_keeps_a_lock_alive_beyond_its_lease_and_lease_zero_means
     o.watchdog_timeout_ms = 900;
     crdt_tracelog *tl = crdt_tracelog_new();
     crdt_tracelog_attach(tl, &o);
-    crd_client *c = crdt_client_opts(&o);
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("L");
-    crd_lock *l = crdt_lock(c, key);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 1, "L", crdt_lock, &o, NULL);
 
     int64_t t0 = crdt_now_ms();
     size_t from = crdt_tracelog_count(tl);
-    cr_assert_eq(crd_lock_acquire(l, 0, 0), CRD_OK);
-    long long t = crdt_pttl(r, key);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 0), CRD_OK);
+    long long t = crdt_pttl(f.r, f.key);
     cr_assert(t > 0 && t <= 900, "lease 0 means the watchdog timeout, PTTL %lld", t);
     struct renewals x = {tl, from};
     cr_assert(crdt_wait_until(three_renewals_pred, &x, 4000), "three renewals within 4 s");
     int64_t elapsed = crdt_now_ms() - t0;
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 1,
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 1,
                  "the lock must outlive its %d ms lease (%" PRId64 " ms)", 900, elapsed);
-    t = crdt_pttl(r, key);
+    t = crdt_pttl(f.r, f.key);
     cr_assert(t > 0 && t <= 900, "renewed PTTL %lld", t);
     int64_t v = 0;
-    cr_assert_eq(crd_lock_validity_ms(l, &v), CRD_OK);
+    cr_assert_eq(crd_lock_validity_ms(f.la, &v), CRD_OK);
     cr_assert(v > 0 && v <= 900);
-    cr_assert_eq(crd_lock_release(l), CRD_OK);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
-    crd_lock_free(l);
-    crd_client_free(c);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0);
+    crdt_fixture_close(&f);
     crdt_tracelog_free(tl);
-    redisFree(r);
 }
 
 Test(lock, extend_sets_a_new_ttl_for_the_holder_only)

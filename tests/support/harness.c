@@ -701,11 +701,18 @@ crd_lock *crdt_lock(crd_client *c, const char *name)
 void crdt_fixture_open(crdt_fixture *f, int clients, const char *suffix,
                        crd_lock *(*new_lock)(crd_client *c, const char *name))
 {
+    crdt_fixture_open_opts(f, clients, suffix, new_lock, NULL, NULL);
+}
+
+void crdt_fixture_open_opts(crdt_fixture *f, int clients, const char *suffix,
+                            crd_lock *(*new_lock)(crd_client *c, const char *name),
+                            const crd_options *oa, const crd_options *ob)
+{
     cr_assert(clients == 1 || clients == 2, "a fixture has 1 or 2 clients, not %d", clients);
     memset(f, 0, sizeof *f);
-    f->a = crdt_client();
+    f->a = oa ? crdt_client_opts(oa) : crdt_client();
     if (clients == 2)
-        f->b = crdt_client();
+        f->b = ob ? crdt_client_opts(ob) : crdt_client();
     f->r = crdt_redis();
     f->key = crdt_key(suffix);
     f->la = new_lock(f->a, f->key);

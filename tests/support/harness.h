@@ -162,6 +162,11 @@ typedef struct crdt_fixture {
  * or a suite's own constructor such as a fair lock's). Asserts on failure. */
 void crdt_fixture_open(crdt_fixture *f, int clients, const char *suffix,
                        crd_lock *(*new_lock)(crd_client *c, const char *name));
+/* The same with client a made from oa and b from ob (NULL: crdt_options()), for tests
+ * that trace a client or point it at a proxy. */
+void crdt_fixture_open_opts(crdt_fixture *f, int clients, const char *suffix,
+                            crd_lock *(*new_lock)(crd_client *c, const char *name),
+                            const crd_options *oa, const crd_options *ob);
 /* Free the handles, then the clients, then the raw connection (NULL members skipped). */
 void crdt_fixture_close(crdt_fixture *f);
 
