@@ -322,22 +322,20 @@ Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_ren
     crd_options o;
     opts_at(&o, crdt_proxy_port(p), 500, 300);
     o.watchdog_timeout_ms = 1000;
-    crd_client *c = crdt_client_opts(&o);
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("L");
-    crd_lock *l = crdt_lock(c, key);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 1, "L", crdt_lock, &o, NULL);
     char field[80];
-    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(f.a, crd_owner_current(), field, sizeof field);
 
     /* Load the script first: a late EVALSHA on an empty cache would only get NOSCRIPT. */
-    crd_lock *warm = crdt_lock(c, crdt_key("warm"));
+    crd_lock *warm = crdt_lock(f.a, crdt_key("warm"));
     cr_assert_eq(crd_lock_acquire(warm, 0, 1000), CRD_OK);
     cr_assert_eq(crd_lock_release(warm), CRD_OK);
     crd_lock_free(warm);
-    int id = crdt_proxy_arm(p, key, NULL, CRDT_PROXY_DELAY_COMMAND, 1000);
-    crd_status st = crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG);
+    int id = crdt_proxy_arm(p, f.key, NULL, CRDT_PROXY_DELAY_COMMAND, 1000);
+    crd_status st = crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG);
     cr_assert(crdt_proxy_fired(p, id));
-    late_ctx x = {r, key, field};
+    late_ctx x = {f.r, f.key, field};
     bool ran = crdt_wait_until(late_acquire_ran, &x, 3000);
     crdt_proxy_stats ps;
     crdt_proxy_get_stats(p, &ps);
@@ -346,27 +344,25 @@ Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_ren
               (unsigned long long)ps.open, (unsigned long long)ps.bytes_up,
               (unsigned long long)ps.dropped_up);
     if (st == CRD_OK) /* the library may have resent it: then it holds twice in Redis */
-        cr_assert_eq(crd_lock_release(l), CRD_OK);
+        cr_assert_eq(crd_lock_release(f.la), CRD_OK);
     /* Now take it normally and release it: the caller holds nothing afterwards. */
-    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
-    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
     int64_t v = 0;
-    crd_status vs = crd_lock_validity_ms(l, &v);
+    crd_status vs = crd_lock_validity_ms(f.la, &v);
     /* Whatever is left in Redis must expire within the watchdog timeout (1 s) plus
      * slack, not be renewed for the life of the client. */
     int64_t t0 = crdt_now_ms();
-    while (crdt_cmd_int(r, "EXISTS %s", key) == 1 && crdt_now_ms() - t0 < 3500)
+    while (crdt_cmd_int(f.r, "EXISTS %s", f.key) == 1 && crdt_now_ms() - t0 < 3500)
         crdt_sleep_ms(50);
-    long long left = crdt_cmd_int(r, "EXISTS %s", key);
+    long long left = crdt_cmd_int(f.r, "EXISTS %s", f.key);
     fprintf(stderr,
             "[faults] late acquire: after the caller's last release validity says %s, "
             "key %s after %" PRId64 " ms (count %lld)\n",
             crd_strerror(vs), left ? "still there" : "gone", crdt_now_ms() - t0,
-            crdt_hget_int(r, key, field));
+            crdt_hget_int(f.r, f.key, field));
     cr_assert_eq(left, 0, "the orphaned hold is renewed after the caller released it");
-    crd_lock_free(l);
-    crd_client_free(c);
-    redisFree(r);
+    crdt_fixture_close(&f);
     crdt_proxy_stop(p);
 }
 

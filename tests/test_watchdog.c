@@ -1223,63 +1223,55 @@ Test(watchdog, a_server_pause_shorter_than_the_lease_is_survived_and_renewal_rec
 
 Test(watchdog, extend_moves_the_ttl_and_reports_lost_and_not_owner)
 {
-    crd_client *a = crdt_client();
-    crd_client *b = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("ext");
+    crdt_fixture f;
+    crdt_fixture_open(&f, 2, "ext", crdt_lock);
     const char *other = crdt_key("ext-free");
-    crd_lock *la = crdt_lock(a, key);
-    crd_lock *lb = crdt_lock(b, key);
-    crd_lock *lo = crdt_lock(a, other);
+    crd_lock *lo = crdt_lock(f.a, other);
 
-    cr_assert_eq(crd_lock_acquire(la, 0, 2000), CRD_OK);
-    long long t1 = crdt_pttl(r, key);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 2000), CRD_OK);
+    long long t1 = crdt_pttl(f.r, f.key);
     cr_assert(t1 > 0 && t1 <= 2000);
-    cr_assert_eq(crd_lock_extend(la, 20000), CRD_OK);
-    long long t2 = crdt_pttl(r, key);
+    cr_assert_eq(crd_lock_extend(f.la, 20000), CRD_OK);
+    long long t2 = crdt_pttl(f.r, f.key);
     cr_assert(t2 > 2000 && t2 <= 20000, "PTTL after extend(20000) is %lld", t2);
     int64_t v = 0;
-    cr_assert_eq(crd_lock_validity_ms(la, &v), CRD_OK);
+    cr_assert_eq(crd_lock_validity_ms(f.la, &v), CRD_OK);
     cr_assert(v > 19000 && v <= 20000, "validity after extend(20000) is %" PRId64, v);
 
     /* An owner that holds nothing here, on a held name and on a free one. */
-    cr_assert_eq(crd_lock_extend_owner(la, crd_owner_new(), 5000), CRD_NOT_OWNER);
+    cr_assert_eq(crd_lock_extend_owner(f.la, crd_owner_new(), 5000), CRD_NOT_OWNER);
     cr_assert_eq(crd_lock_extend(lo, 5000), CRD_NOT_OWNER);
-    cr_assert_eq(crd_lock_extend(lb, 5000), CRD_NOT_OWNER, "client b holds nothing");
-    cr_assert_eq(crdt_exists(r, other), 0, "extend must never create a key");
-    cr_assert(crdt_pttl(r, key) > 2000, "a refused extend changed the TTL");
+    cr_assert_eq(crd_lock_extend(f.lb, 5000), CRD_NOT_OWNER, "client b holds nothing");
+    cr_assert_eq(crdt_exists(f.r, other), 0, "extend must never create a key");
+    cr_assert(crdt_pttl(f.r, f.key) > 2000, "a refused extend changed the TTL");
 
     /* Force-unlocked by another client: extend finds the field gone. */
     bool was = false;
-    cr_assert_eq(crd_lock_force_unlock(lb, &was), CRD_OK);
+    cr_assert_eq(crd_lock_force_unlock(f.lb, &was), CRD_OK);
     cr_assert(was);
-    cr_assert_eq(crd_lock_extend(la, 5000), CRD_LOCK_LOST);
-    cr_assert_eq(crdt_exists(r, key), 0, "extend re-created a force-unlocked lock");
-    cr_assert_eq(crd_lock_validity_ms(la, &v), CRD_LOCK_LOST);
-    cr_assert_eq(crd_lock_release(la), CRD_LOCK_LOST);
-    cr_assert_eq(crd_lock_extend(la, 5000), CRD_NOT_OWNER, "after the release nothing is held");
+    cr_assert_eq(crd_lock_extend(f.la, 5000), CRD_LOCK_LOST);
+    cr_assert_eq(crdt_exists(f.r, f.key), 0, "extend re-created a force-unlocked lock");
+    cr_assert_eq(crd_lock_validity_ms(f.la, &v), CRD_LOCK_LOST);
+    cr_assert_eq(crd_lock_release(f.la), CRD_LOCK_LOST);
+    cr_assert_eq(crd_lock_extend(f.la, 5000), CRD_NOT_OWNER, "after the release nothing is held");
 
     /* A watchdog hold may be extended too; the watchdog then renews it back. */
     crd_options o;
     crdt_options(&o);
     o.watchdog_timeout_ms = 1500;
     crd_client *w = crdt_client_opts(&o);
-    crd_lock *lw = crdt_lock(w, key);
+    crd_lock *lw = crdt_lock(w, f.key);
     cr_assert_eq(crd_lock_acquire(lw, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     cr_assert_eq(crd_lock_extend(lw, 60000), CRD_OK);
-    long long t3 = crdt_pttl(r, key);
+    long long t3 = crdt_pttl(f.r, f.key);
     cr_assert(t3 > 1500 && t3 <= 60000, "PTTL after extending a watchdog hold: %lld", t3);
     cr_assert_eq(crd_lock_release(lw), CRD_OK);
-    cr_assert_eq(crdt_exists(r, key), 0);
+    cr_assert_eq(crdt_exists(f.r, f.key), 0);
 
     crd_lock_free(lw);
     crd_client_free(w);
-    crd_lock_free(la);
-    crd_lock_free(lb);
+    crdt_fixture_close(&f);
     crd_lock_free(lo);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -1343,18 +1335,16 @@ Test(watchdog, eight_threads_cycling_a_watchdog_lock_leave_no_key_and_no_ttl_abo
     o.watchdog_timeout_ms = timeout;
     o.on_trace = on_trace_count;
     o.trace_user_data = &rl;
-    crd_client *c = crdt_client_opts(&o);
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("race");
-    crd_lock *l = crdt_lock(c, key);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 1, "race", crdt_lock, &o, NULL);
 
     race rc;
     memset(&rc, 0, sizeof rc);
-    rc.l = l;
+    rc.l = f.la;
     rc.cycles = total / nthreads;
     rc.long_hold_ms = timeout / 3 + 60;
     sampler s;
-    sampler_start(&s, crdt_port(), key, 1);
+    sampler_start(&s, crdt_port(), f.key, 1);
     pthread_t th[8];
     int64_t t0 = crdt_now_ms();
     for (int i = 0; i < nthreads; i++)
@@ -1376,7 +1366,7 @@ Test(watchdog, eight_threads_cycling_a_watchdog_lock_leave_no_key_and_no_ttl_abo
     cr_assert((int)renewals >= atomic_load(&rc.long_holds) / 2,
               "%zu renewal calls for %d holds that spanned a renewal period", renewals,
               atomic_load(&rc.long_holds));
-    cr_assert_eq(crdt_exists(r, key), 0, "the key survived the last release");
+    cr_assert_eq(crdt_exists(f.r, f.key), 0, "the key survived the last release");
     cr_assert(s.max <= timeout, "PTTL reached %lld > %" PRId64, s.max, timeout);
     cr_assert_eq(s.n_no_ttl, 0, "the hash was seen without TTL");
 
@@ -1386,11 +1376,9 @@ Test(watchdog, eight_threads_cycling_a_watchdog_lock_leave_no_key_and_no_ttl_abo
     size_t after = renew_count(&rl);
     crdt_sleep_ms(timeout / 3 + 100);
     cr_assert_eq(renew_count(&rl), after, "renewals went on with nothing held");
-    cr_assert_eq(crdt_exists(r, key), 0);
+    cr_assert_eq(crdt_exists(f.r, f.key), 0);
 
-    crd_lock_free(l);
-    crd_client_free(c);
-    redisFree(r);
+    crdt_fixture_close(&f);
 }
 
 /* ---------------------------------------------------------------------------------- */
