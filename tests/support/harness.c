@@ -722,10 +722,18 @@ void crdt_fixture_open_opts(crdt_fixture *f, int clients, const char *suffix,
 
 void crdt_fixture_close(crdt_fixture *f)
 {
+    crdt_fixture_close_checked(f, NULL);
+}
+
+void crdt_fixture_close_checked(crdt_fixture *f,
+                                void (*check)(redisContext *r, const char *key))
+{
     crd_lock_free(f->la);
     crd_lock_free(f->lb);
     crd_client_free(f->a);
     crd_client_free(f->b);
+    if (check && f->r)
+        check(f->r, f->key);
     if (f->r)
         redisFree(f->r);
     f->la = f->lb = NULL;

@@ -169,6 +169,11 @@ void crdt_fixture_open_opts(crdt_fixture *f, int clients, const char *suffix,
                             const crd_options *oa, const crd_options *ob);
 /* Free the handles, then the clients, then the raw connection (NULL members skipped). */
 void crdt_fixture_close(crdt_fixture *f);
+/* The same, running check(r, key) between freeing the clients and the connection: a
+ * suite's "nothing left behind" assertion, which must see the server once no client of
+ * the test is left to hold, wait or subscribe. */
+void crdt_fixture_close_checked(crdt_fixture *f,
+                                void (*check)(redisContext *r, const char *key));
 
 /* A new raw hiredis connection to the test server (asserts). Free with redisFree(). */
 redisContext *crdt_redis(void);
