@@ -43,18 +43,24 @@
 /* Helpers                                                                            */
 /* ---------------------------------------------------------------------------------- */
 
+static void opts_on(crd_options *o, int port, int64_t watchdog_ms, int64_t command_timeout_ms,
+                    crd_event_fn on_event, void *ev_data)
+{
+    crdt_options(o);
+    if (port > 0)
+        crdt_options_port(o, port);
+    o->watchdog_timeout_ms = watchdog_ms;
+    if (command_timeout_ms > 0)
+        o->command_timeout_ms = command_timeout_ms;
+    o->on_event = on_event;
+    o->event_user_data = ev_data;
+}
+
 static crd_client *client_on(int port, int64_t watchdog_ms, int64_t command_timeout_ms,
                              crd_event_fn on_event, void *ev_data)
 {
     crd_options o;
-    crdt_options(&o);
-    if (port > 0)
-        crdt_options_port(&o, port);
-    o.watchdog_timeout_ms = watchdog_ms;
-    if (command_timeout_ms > 0)
-        o.command_timeout_ms = command_timeout_ms;
-    o.on_event = on_event;
-    o.event_user_data = ev_data;
+    opts_on(&o, port, watchdog_ms, command_timeout_ms, on_event, ev_data);
     return crdt_client_opts(&o);
 }
 
@@ -286,26 +292,24 @@ static void sampler_stop(sampler *s)
 Test(watchdog, a_watchdog_hold_kept_for_four_timeouts_stays_held_with_its_ttl_inside_the_timeout)
 {
     const int64_t timeout = 1500;
-    crd_client *a = client_on(0, timeout, 0, NULL, NULL);
-    crd_client *b = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("held");
-    crd_lock *la = crdt_lock(a, key);
-    crd_lock *lb = crdt_lock(b, key);
+    crd_options o;
+    opts_on(&o, 0, timeout, 0, NULL, NULL);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 2, "held", crdt_lock, &o, NULL);
 
     int64_t t0 = crdt_now_ms();
-    cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     sampler s;
-    sampler_start(&s, crdt_port(), key, 100);
+    sampler_start(&s, crdt_port(), f.key, 100);
 
     /* Time passing is the behaviour: the hold must outlive three timeouts. */
     crdt_sleep_ms(t0 + 4500 - crdt_now_ms());
-    crd_status st = crd_lock_acquire(lb, 0, 10000);
+    crd_status st = crd_lock_acquire(f.lb, 0, 10000);
     cr_assert_eq(st, CRD_BUSY, "another client's try at 4.5 s got %s, want CRD_BUSY",
                  crd_strerror(st));
     crdt_sleep_ms(t0 + 6000 - crdt_now_ms());
     bool held = false;
-    cr_assert_eq(crd_lock_is_held(la, &held), CRD_OK);
+    cr_assert_eq(crd_lock_is_held(f.la, &held), CRD_OK);
     cr_assert(held, "the holder lost its watchdog hold after 6 s");
     sampler_stop(&s);
 
@@ -318,17 +322,13 @@ Test(watchdog, a_watchdog_hold_kept_for_four_timeouts_stays_held_with_its_ttl_in
               timeout);
     cr_assert(s.min_positive > 0, "PTTL reached 0");
 
-    cr_assert_eq(crd_lock_release(la), CRD_OK);
-    cr_assert_eq(crdt_exists(r, key), 0);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    cr_assert_eq(crdt_exists(f.r, f.key), 0);
     /* And no renewal brings it back. */
     crdt_sleep_ms(timeout / 3 + 100);
-    cr_assert_eq(crdt_exists(r, key), 0, "the key came back after the release");
+    cr_assert_eq(crdt_exists(f.r, f.key), 0, "the key came back after the release");
 
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
+    crdt_fixture_close(&f);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -1027,28 +1027,26 @@ Test(watchdog, a_force_unlock_by_another_client_is_reported_lost_within_one_peri
     const int64_t timeout = 1500, period = timeout / 3;
     evlog ev;
     evlog_init(&ev);
-    crd_client *a = client_on(0, timeout, 0, on_event, &ev);
-    crd_client *b = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("forced");
-    crd_lock *la = crdt_lock(a, key);
-    crd_lock *lb = crdt_lock(b, key);
+    crd_options o;
+    opts_on(&o, 0, timeout, 0, on_event, &ev);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 2, "forced", crdt_lock, &o, NULL);
     uint64_t me = crd_owner_current();
 
-    cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     bool was = false;
     int64_t t_force = crdt_now_ms();
-    cr_assert_eq(crd_lock_force_unlock(lb, &was), CRD_OK);
+    cr_assert_eq(crd_lock_force_unlock(f.lb, &was), CRD_OK);
     cr_assert(was);
-    cr_assert_eq(crdt_exists(r, key), 0);
+    cr_assert_eq(crdt_exists(f.r, f.key), 0);
 
-    struct ev_wait wt = {&ev, CRD_EVENT_LOCK_LOST, key, me};
+    struct ev_wait wt = {&ev, CRD_EVENT_LOCK_LOST, f.key, me};
     bool seen = crdt_wait_until(ev_seen_pred, &wt, timeout + 1000);
     if (!seen)
         evlog_dump(&ev);
     cr_assert(seen, "no CRD_EVENT_LOCK_LOST after the force-unlock");
     ev_rec lost;
-    evlog_find(&ev, 0, CRD_EVENT_LOCK_LOST, key, me, &lost);
+    evlog_find(&ev, 0, CRD_EVENT_LOCK_LOST, f.key, me, &lost);
     int64_t latency = lost.t_ms - t_force;
     fprintf(stderr, "[watchdog] force-unlock detected as lost after %" PRId64 " ms (period %" PRId64
                     ")\n",
@@ -1057,27 +1055,23 @@ Test(watchdog, a_force_unlock_by_another_client_is_reported_lost_within_one_peri
               latency);
     cr_assert_eq(lost.status, CRD_LOCK_LOST);
     cr_assert_eq(lost.validity_ms, 0);
-    cr_assert_eq(evlog_find(&ev, 0, CRD_EVENT_RENEWAL_FAILING, key, me, NULL), -1,
+    cr_assert_eq(evlog_find(&ev, 0, CRD_EVENT_RENEWAL_FAILING, f.key, me, NULL), -1,
                  "a 0 reply is a loss, not a failing renewal");
 
     int64_t v = 123;
-    cr_assert_eq(crd_lock_validity_ms(la, &v), CRD_LOCK_LOST);
+    cr_assert_eq(crd_lock_validity_ms(f.la, &v), CRD_LOCK_LOST);
     cr_assert_eq(v, 0);
-    cr_assert_eq(crd_lock_release(la), CRD_LOCK_LOST);
+    cr_assert_eq(crd_lock_release(f.la), CRD_LOCK_LOST);
 
     /* Time passing is the behaviour: over two more periods nothing re-creates it. */
     int64_t end = crdt_now_ms() + 2 * period + 100;
     while (crdt_now_ms() < end) {
-        cr_assert_eq(crdt_exists(r, key), 0, "the key was re-created after it was lost");
+        cr_assert_eq(crdt_exists(f.r, f.key), 0, "the key was re-created after it was lost");
         crdt_sleep_ms(50);
     }
     cr_assert_eq(evlog_count(&ev), 1, "exactly one event (the loss) was expected");
 
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
+    crdt_fixture_close(&f);
 }
 
 /* ---------------------------------------------------------------------------------- */
