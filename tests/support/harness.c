@@ -715,9 +715,22 @@ void crdt_fixture_open_opts(crdt_fixture *f, int clients, const char *suffix,
         f->b = ob ? crdt_client_opts(ob) : crdt_client();
     f->r = crdt_redis();
     f->key = crdt_key(suffix);
-    f->la = new_lock(f->a, f->key);
-    if (clients == 2)
-        f->lb = new_lock(f->b, f->key);
+    if (new_lock != NULL) {
+        f->la = new_lock(f->a, f->key);
+        if (clients == 2)
+            f->lb = new_lock(f->b, f->key);
+    }
+}
+
+void crdt_fixture_open_rw(crdt_fixture *f, int clients, const char *suffix)
+{
+    crdt_fixture_open_opts(f, clients, suffix, NULL, NULL, NULL);
+    crd_status st = crd_rwlock_new(f->a, f->key, &f->rwa);
+    cr_assert_eq(st, CRD_OK, "crd_rwlock_new(%s): %s", f->key, crd_strerror(st));
+    if (clients == 2) {
+        st = crd_rwlock_new(f->b, f->key, &f->rwb);
+        cr_assert_eq(st, CRD_OK, "crd_rwlock_new(%s): %s", f->key, crd_strerror(st));
+    }
 }
 
 void crdt_fixture_close(crdt_fixture *f)
@@ -730,6 +743,8 @@ void crdt_fixture_close_checked(crdt_fixture *f,
 {
     crd_lock_free(f->la);
     crd_lock_free(f->lb);
+    crd_rwlock_free(f->rwa);
+    crd_rwlock_free(f->rwb);
     crd_client_free(f->a);
     crd_client_free(f->b);
     if (check && f->r)
@@ -737,6 +752,7 @@ void crdt_fixture_close_checked(crdt_fixture *f,
     if (f->r)
         redisFree(f->r);
     f->la = f->lb = NULL;
+    f->rwa = f->rwb = NULL;
     f->a = f->b = NULL;
     f->r = NULL;
 }

@@ -148,14 +148,16 @@ crd_client *crdt_client_opts(const crd_options *o);
 crd_lock *crdt_lock(crd_client *c, const char *name);
 
 /* The setup most lock tests open with: one or two clients from crdt_options(), a raw
- * connection to the test server, one key and a handle on it for each client. b and lb
- * are NULL for a one-client fixture. key is crdt_key(suffix), so it stays valid after
+ * connection to the test server, one key and a handle on it for each client: la/lb, or
+ * rwa/rwb for read-write locks (the other pair stays NULL). b and its handle are NULL for
+ * a one-client fixture. key is crdt_key(suffix), so it stays valid after
  * crdt_fixture_close (tests check what a closed client left on the server). */
 typedef struct crdt_fixture {
     crd_client *a, *b;
     redisContext *r;
     const char *key;
     crd_lock *la, *lb;
+    crd_rwlock *rwa, *rwb;
 } crdt_fixture;
 
 /* Open a fixture of `clients` (1 or 2) clients whose handles new_lock makes (crdt_lock,
@@ -163,10 +165,12 @@ typedef struct crdt_fixture {
 void crdt_fixture_open(crdt_fixture *f, int clients, const char *suffix,
                        crd_lock *(*new_lock)(crd_client *c, const char *name));
 /* The same with client a made from oa and b from ob (NULL: crdt_options()), for tests
- * that trace a client or point it at a proxy. */
+ * that trace a client or point it at a proxy. new_lock NULL: no la/lb. */
 void crdt_fixture_open_opts(crdt_fixture *f, int clients, const char *suffix,
                             crd_lock *(*new_lock)(crd_client *c, const char *name),
                             const crd_options *oa, const crd_options *ob);
+/* A fixture whose handles are read-write locks (rwa, rwb). Asserts on failure. */
+void crdt_fixture_open_rw(crdt_fixture *f, int clients, const char *suffix);
 /* Free the handles, then the clients, then the raw connection (NULL members skipped). */
 void crdt_fixture_close(crdt_fixture *f);
 /* The same, running check(r, key) between freeing the clients and the connection: a
