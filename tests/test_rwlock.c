@@ -79,14 +79,19 @@ static void assert_rw_clean(redisContext *r, const char *name)
     cr_assert(crdt_pubsub_channels_empty(pattern), "channels of the test are still subscribed");
 }
 
+static void opts_traced(crd_options *o, crdt_tracelog *t, int64_t watchdog_ms)
+{
+    crdt_options(o);
+    if (t != NULL)
+        crdt_tracelog_attach(t, o);
+    if (watchdog_ms > 0)
+        o->watchdog_timeout_ms = watchdog_ms;
+}
+
 static crd_client *client_traced(crdt_tracelog *t, int64_t watchdog_ms)
 {
     crd_options o;
-    crdt_options(&o);
-    if (t != NULL)
-        crdt_tracelog_attach(t, &o);
-    if (watchdog_ms > 0)
-        o.watchdog_timeout_ms = watchdog_ms;
+    opts_traced(&o, t, watchdog_ms);
     return crdt_client_opts(&o);
 }
 
@@ -263,25 +268,23 @@ Test(rwlock, a_writer_waiting_behind_readers_is_woken_by_the_last_read_release, 
 
 Test(rwlock, a_reader_waiting_behind_a_writer_is_woken_by_the_write_release, .timeout = 60)
 {
-    const char *name = crdt_key("rw");
-    redisContext *r = crdt_redis();
-    crd_client *wc = crdt_client();
-    crd_rwlock *wrw = rwlock(wc, name);
     crdt_tracelog *t = crdt_tracelog_new();
-    crd_client *rc = client_traced(t, 0);
-    crd_rwlock *rrw = rwlock(rc, name);
+    crd_options o;
+    opts_traced(&o, t, 0);
+    crdt_fixture f;
+    crdt_fixture_open_rw(&f, 2, "rw", NULL, &o);
     int64_t lat[WAKE_ROUNDS];
     for (int round = 0; round < WAKE_ROUNDS; round++) {
-        cr_assert_eq(crd_lock_acquire(crd_rwlock_write(wrw), 0, 30000), CRD_OK);
-        crdt_waiter w = {.lock = crd_rwlock_read(rrw),
-                         .client = rc,
+        cr_assert_eq(crd_lock_acquire(crd_rwlock_write(f.rwa), 0, 30000), CRD_OK);
+        crdt_waiter w = {.lock = crd_rwlock_read(f.rwb),
+                         .client = f.b,
                          .trace = t,
                          .wait_ms = 10000,
                          .lease_ms = 30000};
         crdt_waiter_start(&w);
         await_scripts(t, w.trace_from, 2);
         int64_t t_rel = crdt_now_ns();
-        cr_assert_eq(crd_lock_release(crd_rwlock_write(wrw)), CRD_OK);
+        cr_assert_eq(crd_lock_release(crd_rwlock_write(f.rwa)), CRD_OK);
         crdt_waiter_join(&w, 30000, NULL);
         cr_assert_eq(w.acquire_st, CRD_OK, "reader: %s", crd_strerror(w.acquire_st));
         cr_assert_eq(w.release_st, CRD_OK);
@@ -293,43 +296,36 @@ Test(rwlock, a_reader_waiting_behind_a_writer_is_woken_by_the_write_release, .ti
                      round, ms_of(lat[round]));
     }
     print_latencies("write release -> waiting reader acquired", lat, WAKE_ROUNDS);
-    crd_rwlock_free(wrw);
-    crd_rwlock_free(rrw);
-    crd_client_free(wc);
-    crd_client_free(rc);
+    crdt_fixture_close_checked(&f, assert_rw_clean);
     crdt_tracelog_free(t);
-    assert_rw_clean(r, name);
-    redisFree(r);
 }
 
 Test(rwlock, two_reader_threads_of_one_client_both_wake_on_one_write_release, .timeout = 60)
 {
-    const char *name = crdt_key("rw");
-    char chan[400];
-    chan_of(name, chan, sizeof chan);
-    redisContext *r = crdt_redis();
-    crd_client *wc = crdt_client();
-    crd_rwlock *wrw = rwlock(wc, name);
     crdt_tracelog *t = crdt_tracelog_new();
-    crd_client *rc = client_traced(t, 0);
-    crd_rwlock *rrw = rwlock(rc, name);
+    crd_options o;
+    opts_traced(&o, t, 0);
+    crdt_fixture f;
+    crdt_fixture_open_rw(&f, 2, "rw", NULL, &o);
+    char chan[400];
+    chan_of(f.key, chan, sizeof chan);
     crdt_watch wt;
     crdt_watch_open(&wt, chan, false);
 
-    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(wrw), 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(f.rwa), 0, 30000), CRD_OK);
     crdt_gate hold;
     crdt_gate_init(&hold);
     size_t from = crdt_tracelog_count(t);
     crdt_waiter a, b;
-    a = (crdt_waiter){.lock = crd_rwlock_read(rrw),
-                      .client = rc,
+    a = (crdt_waiter){.lock = crd_rwlock_read(f.rwb),
+                      .client = f.b,
                       .trace = t,
                       .wait_ms = 10000,
                       .lease_ms = 30000,
                       .release_gate = &hold};
     crdt_waiter_start(&a);
-    b = (crdt_waiter){.lock = crd_rwlock_read(rrw),
-                      .client = rc,
+    b = (crdt_waiter){.lock = crd_rwlock_read(f.rwb),
+                      .client = f.b,
                       .trace = t,
                       .wait_ms = 10000,
                       .lease_ms = 30000,
@@ -339,7 +335,7 @@ Test(rwlock, two_reader_threads_of_one_client_both_wake_on_one_write_release, .t
     cr_assert_eq(crdt_tracelog_count_cmd(t, from, "SUBSCRIBE", 1), 1,
                  "the two local waiters did not share one subscription");
     int64_t t_rel = crdt_now_ns();
-    cr_assert_eq(crd_lock_release(crd_rwlock_write(wrw)), CRD_OK);
+    cr_assert_eq(crd_lock_release(crd_rwlock_write(f.rwa)), CRD_OK);
     cr_assert(crdt_waiter_wait(&a, CRDT_WAITER_RETURNED, 5000) &&
                   crdt_waiter_wait(&b, CRDT_WAITER_RETURNED, 5000),
               "not both readers woke up");
@@ -357,8 +353,8 @@ Test(rwlock, two_reader_threads_of_one_client_both_wake_on_one_write_release, .t
     cr_assert_eq(scripts, 6, "%zu acquire scripts for two waits (expected 3 each)", scripts);
     cr_assert_lt(a.t_acq_ns - t_rel, WAKE_BOUND_NS);
     cr_assert_lt(b.t_acq_ns - t_rel, WAKE_BOUND_NS);
-    cr_assert_eq(crdt_hget_int(r, name, a.field), 1);
-    cr_assert_eq(crdt_hget_int(r, name, b.field), 1);
+    cr_assert_eq(crdt_hget_int(f.r, f.key, a.field), 1);
+    cr_assert_eq(crdt_hget_int(f.r, f.key, b.field), 1);
 
     crdt_gate_set(&hold, 1);
     crdt_waiter_join(&a, 30000, NULL);
@@ -367,19 +363,14 @@ Test(rwlock, two_reader_threads_of_one_client_both_wake_on_one_write_release, .t
     cr_assert_eq(b.release_st, CRD_OK);
     crdt_gate_destroy(&hold);
     crdt_watch_close(&wt);
-    crd_rwlock_free(wrw);
-    crd_rwlock_free(rrw);
-    crd_client_free(wc);
-    crd_client_free(rc);
+    crdt_fixture_close_checked(&f, assert_rw_clean);
     crdt_tracelog_free(t);
-    assert_rw_clean(r, name);
-    redisFree(r);
 }
 
 Test(rwlock, a_waiter_that_times_out_leaves_nothing_behind)
 {
     crdt_fixture f;
-    crdt_fixture_open_rw(&f, 2, "rw");
+    crdt_fixture_open_rw(&f, 2, "rw", NULL, NULL);
     char chan[400];
     chan_of(f.key, chan, sizeof chan);
     char wfield[128], wwrite[160], tk[400];
@@ -503,7 +494,7 @@ Test(rwlock, downgrade_keeps_reading_and_wakes_readers_blocked_by_the_write_hold
 Test(rwlock, a_writer_that_also_reads_keeps_the_write_lock_when_it_stops_reading)
 {
     crdt_fixture f;
-    crdt_fixture_open_rw(&f, 2, "rw");
+    crdt_fixture_open_rw(&f, 2, "rw", NULL, NULL);
     char chan[400];
     chan_of(f.key, chan, sizeof chan);
     char af[128], aw[160], tk[400];
@@ -578,7 +569,7 @@ Test(rwlock, an_owner_holding_only_the_read_lock_gets_deadlock_when_asking_for_w
 Test(rwlock, each_read_hold_has_a_timeout_key_and_the_hash_ttl_follows_the_longest_live_one)
 {
     crdt_fixture f;
-    crdt_fixture_open_rw(&f, 2, "rw");
+    crdt_fixture_open_rw(&f, 2, "rw", NULL, NULL);
     char af[128], bf[128], t1[400], t2[400], bt1[400];
     crdt_owner_field(f.a, crd_owner_current(), af, sizeof af);
     crdt_owner_field(f.b, crd_owner_current(), bf, sizeof bf);
@@ -858,7 +849,7 @@ Test(rwlock, readers_and_writers_in_four_processes_never_overlap_wrongly, .timeo
 Test(rwlock, force_unlock_of_each_lock_only_deletes_in_its_own_mode)
 {
     crdt_fixture f;
-    crdt_fixture_open_rw(&f, 2, "rw");
+    crdt_fixture_open_rw(&f, 2, "rw", NULL, NULL);
     char chan[400];
     chan_of(f.key, chan, sizeof chan);
     char af[128], tk[400];

@@ -722,9 +722,10 @@ void crdt_fixture_open_opts(crdt_fixture *f, int clients, const char *suffix,
     }
 }
 
-void crdt_fixture_open_rw(crdt_fixture *f, int clients, const char *suffix)
+void crdt_fixture_open_rw(crdt_fixture *f, int clients, const char *suffix,
+                          const crd_options *oa, const crd_options *ob)
 {
-    crdt_fixture_open_opts(f, clients, suffix, NULL, NULL, NULL);
+    crdt_fixture_open_opts(f, clients, suffix, NULL, oa, ob);
     crd_status st = crd_rwlock_new(f->a, f->key, &f->rwa);
     cr_assert_eq(st, CRD_OK, "crd_rwlock_new(%s): %s", f->key, crd_strerror(st));
     if (clients == 2) {

@@ -169,8 +169,10 @@ void crdt_fixture_open(crdt_fixture *f, int clients, const char *suffix,
 void crdt_fixture_open_opts(crdt_fixture *f, int clients, const char *suffix,
                             crd_lock *(*new_lock)(crd_client *c, const char *name),
                             const crd_options *oa, const crd_options *ob);
-/* A fixture whose handles are read-write locks (rwa, rwb). Asserts on failure. */
-void crdt_fixture_open_rw(crdt_fixture *f, int clients, const char *suffix);
+/* A fixture whose handles are read-write locks (rwa, rwb), its clients made as
+ * crdt_fixture_open_opts makes them. Asserts on failure. */
+void crdt_fixture_open_rw(crdt_fixture *f, int clients, const char *suffix,
+                          const crd_options *oa, const crd_options *ob);
 /* Free the handles, then the clients, then the raw connection (NULL members skipped). */
 void crdt_fixture_close(crdt_fixture *f);
 /* The same, running check(r, key) between freeing the clients and the connection: a
