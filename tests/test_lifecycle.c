@@ -495,9 +495,7 @@ Test(lifecycle, a_fork_while_another_thread_waits_for_a_lock_gives_a_working_chi
     crdt_waiter b = {
         .lock = f.la, .wait_ms = CRD_WAIT_FOREVER, .lease_ms = CRD_LEASE_WATCHDOG, .hold = true};
     crdt_waiter_start(&b);
-    char channel[512];
-    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", f.key);
-    cr_assert(crdt_await_subscribed(f.r, channel, 5000), "the waiter never subscribed");
+    cr_assert(crdt_await_subscribed(f.r, f.channel, 5000), "the waiter never subscribed");
 
     pid_t pid = crdt_fork(fork_waiter_child, f.la);
     int rc = crdt_wait_child(pid, 5000);

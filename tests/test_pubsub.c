@@ -205,8 +205,6 @@ Test(pubsub, a_waiter_whose_subscriber_connection_is_killed_still_wakes_promptly
     crdt_tracelog_attach(tl, &o);
     crdt_fixture f;
     crdt_fixture_open_opts(&f, 2, "L", crdt_lock, NULL, &o);
-    char channel[300];
-    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", f.key);
 
     /* 1. Killed, and the release comes before the subscriber is back: the message
      * is lost; the re-check after resubscribing must find the lock free. */
@@ -232,12 +230,12 @@ Test(pubsub, a_waiter_whose_subscriber_connection_is_killed_still_wakes_promptly
     /* The subscription of phase 1 may still be live when this waiter arrives (its
      * UNSUBSCRIBE not sent yet): then it is reused and no new SUBSCRIBE is traced. What
      * shows the waiter blocked is its attempt, its re-check, and a live subscription. */
-    struct live_pred lp = {&bp, f.r, channel};
+    struct live_pred lp = {&bp, f.r, f.channel};
     cr_assert(crdt_wait_until(blocked_live_fn, &lp, 5000), "the waiter never blocked");
     bp.from = crdt_tracelog_count(tl);
     kill_pubsub_clients(f.r);
     cr_assert(crdt_wait_until(resubscribed_fn, &bp, 10000), "the waiter never resubscribed");
-    cr_assert_eq(crdt_numsub(f.r, channel), 1, "resubscribed to the lock's channel");
+    cr_assert_eq(crdt_numsub(f.r, f.channel), 1, "resubscribed to the lock's channel");
     t0 = crdt_now_ms();
     cr_assert_eq(crd_lock_release(f.la), CRD_OK);
     crdt_waiter_join(&w, 30000, NULL);
@@ -279,8 +277,6 @@ Test(pubsub, local_waiters_share_one_subscription_and_hand_the_lock_on, .timeout
     crdt_tracelog_attach(tl, &o);
     crdt_fixture f;
     crdt_fixture_open_opts(&f, 2, "L", crdt_lock, NULL, &o);
-    char channel[300];
-    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", f.key);
     cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
 
     size_t from = crdt_tracelog_count(tl);
@@ -289,9 +285,9 @@ Test(pubsub, local_waiters_share_one_subscription_and_hand_the_lock_on, .timeout
         w[i] = (crdt_waiter){.lock = f.lb, .wait_ms = 20000, .lease_ms = 30000};
         crdt_waiter_start(&w[i]);
     }
-    struct subscribers_pred sp = {f.r, channel, tl, from, N};
+    struct subscribers_pred sp = {f.r, f.channel, tl, from, N};
     cr_assert(crdt_wait_until(all_blocked_fn, &sp, 5000), "the waiters never blocked");
-    cr_assert_eq(crdt_numsub(f.r, channel), 1, "one subscriber connection per client");
+    cr_assert_eq(crdt_numsub(f.r, f.channel), 1, "one subscriber connection per client");
     cr_assert_eq(crdt_tracelog_count_cmd(tl, from, "SUBSCRIBE", 1), 1,
                  "local waiters share one SUBSCRIBE");
 

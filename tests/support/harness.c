@@ -715,6 +715,7 @@ void crdt_fixture_open_opts(crdt_fixture *f, int clients, const char *suffix,
         f->b = ob ? crdt_client_opts(ob) : crdt_client();
     f->r = crdt_redis();
     f->key = crdt_key(suffix);
+    snprintf(f->channel, sizeof f->channel, "redisson_lock__channel:{%s}", f->key);
     if (new_lock != NULL) {
         f->la = new_lock(f->a, f->key);
         if (clients == 2)

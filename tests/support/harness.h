@@ -151,11 +151,14 @@ crd_lock *crdt_lock(crd_client *c, const char *name);
  * connection to the test server, one key and a handle on it for each client: la/lb, or
  * rwa/rwb for read-write locks (the other pair stays NULL). b and its handle are NULL for
  * a one-client fixture. key is crdt_key(suffix), so it stays valid after
- * crdt_fixture_close (tests check what a closed client left on the server). */
+ * crdt_fixture_close (tests check what a closed client left on the server), and so does
+ * channel, the pub/sub channel a plain lock of that name publishes its unlocks on
+ * ("redisson_lock__channel:{<key>}"; fair and read-write locks use others). */
 typedef struct crdt_fixture {
     crd_client *a, *b;
     redisContext *r;
     const char *key;
+    char channel[400];
     crd_lock *la, *lb;
     crd_rwlock *rwa, *rwb;
 } crdt_fixture;
