@@ -196,15 +196,23 @@ static void kill_pubsub_clients(redisContext *r)
     cr_assert_geq(killed, 1, "no subscriber connection to kill");
 }
 
-Test(pubsub, a_waiter_whose_subscriber_connection_is_killed_still_wakes_promptly,
-     .timeout = 60)
+/* The fixture of the tests that follow what client b sends: a plain client a and a client
+ * b whose commands the returned log records (freed by the caller, after the fixture). */
+static crdt_tracelog *open_traced_b(crdt_fixture *f)
 {
     crd_options o;
     crdt_options(&o);
     crdt_tracelog *tl = crdt_tracelog_new();
     crdt_tracelog_attach(tl, &o);
+    crdt_fixture_open_opts(f, 2, "L", crdt_lock, NULL, &o);
+    return tl;
+}
+
+Test(pubsub, a_waiter_whose_subscriber_connection_is_killed_still_wakes_promptly,
+     .timeout = 60)
+{
     crdt_fixture f;
-    crdt_fixture_open_opts(&f, 2, "L", crdt_lock, NULL, &o);
+    crdt_tracelog *tl = open_traced_b(&f);
 
     /* 1. Killed, and the release comes before the subscriber is back: the message
      * is lost; the re-check after resubscribing must find the lock free. */
@@ -271,12 +279,8 @@ static bool all_blocked_fn(void *arg)
 Test(pubsub, local_waiters_share_one_subscription_and_hand_the_lock_on, .timeout = 60)
 {
     enum { N = 10 };
-    crd_options o;
-    crdt_options(&o);
-    crdt_tracelog *tl = crdt_tracelog_new();
-    crdt_tracelog_attach(tl, &o);
     crdt_fixture f;
-    crdt_fixture_open_opts(&f, 2, "L", crdt_lock, NULL, &o);
+    crdt_tracelog *tl = open_traced_b(&f);
     cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
 
     size_t from = crdt_tracelog_count(tl);
