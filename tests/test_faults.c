@@ -391,19 +391,16 @@ static void subscribe_race(crdt_proxy_action action, const char *what)
     crd_options o;
     opts_at(&o, crdt_proxy_port(p), 1000, 3000);
     o.poll_interval_ms = 10000; /* only the re-check after the confirmation can be quick */
-    crd_client *wc = crdt_client_opts(&o);
-    crd_client *hc = crdt_client();
-    const char *key = crdt_key("L");
-    crd_lock *wl = crdt_lock(wc, key);
-    crd_lock *hl = crdt_lock(hc, key);
-    cr_assert_eq(crd_lock_acquire(hl, 0, 20000), CRD_OK);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 2, "L", crdt_lock, &o, NULL);
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 20000), CRD_OK);
 
     int id = crdt_proxy_arm(p, "SUBSCRIBE", NULL, action, delay);
-    crdt_waiter w = {.lock = wl, .wait_ms = 15000, .lease_ms = 20000, .hold = true};
+    crdt_waiter w = {.lock = f.la, .wait_ms = 15000, .lease_ms = 20000, .hold = true};
     crdt_waiter_start(&w);
     cr_assert(crdt_proxy_wait_fired(p, id, 5000), "%s: the waiter never subscribed", what);
     int64_t t_sub = crdt_now_ms();
-    cr_assert_eq(crd_lock_release(hl), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.lb), CRD_OK);
     int64_t t_rel = crdt_now_ms();
     crdt_waiter_join(&w, 15000, what);
     cr_assert_eq(w.acquire_st, CRD_OK, "%s: %s", what, crd_strerror(w.acquire_st));
@@ -416,11 +413,8 @@ static void subscribe_race(crdt_proxy_action action, const char *what)
      * re-check the waiter would sleep for the holder's 20 s lease or the 10 s poll. */
     cr_assert(w.t_acq_ms - t_sub <= delay + 250, "%s: the waiter took %" PRId64 " ms", what,
               w.t_acq_ms - t_sub);
-    cr_assert_eq(crd_lock_release_owner(wl, w.owner), CRD_OK);
-    crd_lock_free(wl);
-    crd_lock_free(hl);
-    crd_client_free(wc);
-    crd_client_free(hc);
+    cr_assert_eq(crd_lock_release_owner(f.la, w.owner), CRD_OK);
+    crdt_fixture_close(&f);
     crdt_proxy_stop(p);
 }
 
@@ -447,15 +441,12 @@ Test(faults, a_subscriber_cut_off_while_the_holder_releases_acquires_once_it_rec
     o.poll_interval_ms = 10000;
     crdt_tracelog *tl = crdt_tracelog_new();
     crdt_tracelog_attach(tl, &o);
-    crd_client *wc = crdt_client_opts(&o);
-    crd_client *hc = crdt_client();
-    const char *key = crdt_key("L");
-    crd_lock *wl = crdt_lock(wc, key);
-    crd_lock *hl = crdt_lock(hc, key);
-    cr_assert_eq(crd_lock_acquire(hl, 0, 20000), CRD_OK);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 2, "L", crdt_lock, &o, NULL);
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 20000), CRD_OK);
 
     int id = crdt_proxy_arm(p, "SUBSCRIBE", NULL, CRDT_PROXY_DELAY_REPLY, 0);
-    crdt_waiter w = {.lock = wl, .wait_ms = 15000, .lease_ms = 20000, .hold = true};
+    crdt_waiter w = {.lock = f.la, .wait_ms = 15000, .lease_ms = 20000, .hold = true};
     crdt_waiter_start(&w);
     cr_assert(crdt_proxy_wait_fired(p, id, 5000));
     crdt_sleep_ms(100); /* subscribed and asleep on the holder's 20 s TTL */
@@ -463,7 +454,7 @@ Test(faults, a_subscriber_cut_off_while_the_holder_releases_acquires_once_it_rec
     /* Cut the waiter's client off (its subscriber connection dies) and keep it off
      * while the holder releases: the 0 is published to nobody. */
     cr_assert(crdt_proxy_set_refuse(p, true));
-    cr_assert_eq(crd_lock_release(hl), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.lb), CRD_OK);
     crdt_sleep_ms(300);
     cr_assert(!crdt_waiter_returned(&w), "the waiter cannot know yet");
     int64_t t_back = crdt_now_ms();
@@ -482,11 +473,8 @@ Test(faults, a_subscriber_cut_off_while_the_holder_releases_acquires_once_it_rec
      * retried at once, not after poll_interval_ms (reported; see tests/README.md). */
     cr_assert(w.t_acq_ms - t_back <= 600 + 250, "the waiter took %" PRId64 " ms after reconnecting",
               w.t_acq_ms - t_back);
-    cr_assert_eq(crd_lock_release_owner(wl, w.owner), CRD_OK);
-    crd_lock_free(wl);
-    crd_lock_free(hl);
-    crd_client_free(wc);
-    crd_client_free(hc);
+    cr_assert_eq(crd_lock_release_owner(f.la, w.owner), CRD_OK);
+    crdt_fixture_close(&f);
     crdt_tracelog_free(tl);
     crdt_proxy_stop(p);
 }
