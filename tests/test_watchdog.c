@@ -1151,12 +1151,7 @@ Test(watchdog, a_server_pause_shorter_than_the_lease_is_survived_and_renewal_rec
     memset(&rl, 0, sizeof rl);
     pthread_mutex_init(&rl.mu, NULL);
     crd_options o;
-    crdt_options(&o);
-    crdt_options_port(&o, srv.port);
-    o.watchdog_timeout_ms = timeout;
-    o.command_timeout_ms = 300;
-    o.on_event = on_event;
-    o.event_user_data = &ev;
+    opts_on(&o, srv.port, timeout, 300, on_event, &ev);
     o.on_trace = on_trace_count;
     o.trace_user_data = &rl;
     crd_client *a = crdt_client_opts(&o);
