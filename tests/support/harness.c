@@ -1131,6 +1131,23 @@ void crdt_sort_i64(int64_t *v, int n)
     qsort(v, (size_t)n, sizeof *v, cmp_i64);
 }
 
+int crdt_run_stderr(const char *command, char *err, size_t cap)
+{
+    char cmd[4096], errfile[64];
+    snprintf(errfile, sizeof errfile, "/tmp/crdt-run-%d.err", (int)getpid());
+    snprintf(cmd, sizeof cmd, "%s >/dev/null 2>%s", command, errfile);
+    int st = system(cmd);
+    err[0] = '\0';
+    FILE *f = fopen(errfile, "r");
+    if (f != NULL) {
+        size_t n = fread(err, 1, cap - 1, f);
+        err[n] = '\0';
+        fclose(f);
+    }
+    unlink(errfile);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* Processes                                                                          */
 /* ---------------------------------------------------------------------------------- */

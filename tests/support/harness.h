@@ -291,6 +291,10 @@ crd_client *crdt_plain_client(int port);
 int crdt_exclusion_section(redisContext *r, const char *inside, const char *counter);
 /* Sort n values ascending. */
 void crdt_sort_i64(int64_t *v, int n);
+/* Run command with sh -c (system()), its stdout discarded; copies what it wrote on stderr
+ * into err (at most cap - 1 bytes, NUL-terminated) and returns its exit status, -1 when
+ * it did not exit normally. For running the CLI from a test. */
+int crdt_run_stderr(const char *command, char *err, size_t cap);
 
 /* ---------------------------------------------------------------------------------- */
 /* Processes                                                                          */
