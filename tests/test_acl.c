@@ -335,20 +335,10 @@ Test(acl, a_refused_subscribe_is_logged_and_the_waiter_still_gets_the_lock_by_re
 /* Runs the CLI as user cli; returns its exit status and its stderr in err. */
 static int cli_as(const char *args, char *err, size_t cap)
 {
-    char cmd[2048], errfile[64];
-    snprintf(errfile, sizeof errfile, "/tmp/crdt-acl-cli-%d.err", (int)getpid());
-    snprintf(cmd, sizeof cmd, "'%s' --url redis://cli:s3cret@127.0.0.1:%d %s >/dev/null 2>%s",
-             CRD_CLI_PATH, g_srv.port, args, errfile);
-    int st = system(cmd);
-    err[0] = '\0';
-    FILE *f = fopen(errfile, "r");
-    if (f != NULL) {
-        size_t n = fread(err, 1, cap - 1, f);
-        err[n] = '\0';
-        fclose(f);
-    }
-    unlink(errfile);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' --url redis://cli:s3cret@127.0.0.1:%d %s", CRD_CLI_PATH,
+             g_srv.port, args);
+    return crdt_run_stderr(cmd, err, cap);
 }
 
 Test(acl, the_cli_rules_are_enough_for_run_status_watch_and_list, .init = start)

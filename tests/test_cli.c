@@ -1067,21 +1067,34 @@ static void force_unlock(const char *name)
     crd_client_free(c);
 }
 
-Test(cli, run_on_lost_term_sends_sigterm_then_sigkill_after_the_grace)
+/* Run, under a 600 ms watchdog and run_opts, a CMD that notes SIGTERM in marker (the
+ * scratch file "got-term") and carries on: only SIGKILL ends it. Then force-unlock name
+ * and wait for the CLI, which must exit 70 (lost); *t0 is when the lock was lost, *err
+ * the CLI's stderr (freed by the caller). Returns CMD's pid. */
+static long run_term_noter_until_lost(const char *name, const char *const *run_opts,
+                                      char *marker, size_t cap, int64_t *t0, char **err)
 {
-    const char *name = crdt_key("lock");
-    char marker[300], body[1024];
-    spath(marker, sizeof marker, "got-term");
-    /* CMD notes SIGTERM and carries on: only SIGKILL ends it. */
+    char body[1024];
+    spath(marker, cap, "got-term");
     snprintf(body, sizeof body, "trap 'echo term >> %s' TERM; while :; do sleep 0.05; done",
              marker);
     cli_proc p;
-    long cmd_pid = start_script(&p, name, ARGS("--watchdog-ms", "600"),
-                                ARGS("--on-lost=term", "--grace", "400"), body);
+    long cmd_pid = start_script(&p, name, ARGS("--watchdog-ms", "600"), run_opts, body);
     force_unlock(name);
-    int64_t t0 = crdt_now_ms();
-    char *err = NULL;
-    cr_assert_eq(cli_finish(&p, 5000, NULL, &err), 70, "stderr: %s", err);
+    *t0 = crdt_now_ms();
+    *err = NULL;
+    cr_assert_eq(cli_finish(&p, 5000, NULL, err), 70, "stderr: %s", *err);
+    return cmd_pid;
+}
+
+Test(cli, run_on_lost_term_sends_sigterm_then_sigkill_after_the_grace)
+{
+    const char *name = crdt_key("lock");
+    char marker[300];
+    int64_t t0;
+    char *err;
+    long cmd_pid = run_term_noter_until_lost(name, ARGS("--on-lost=term", "--grace", "400"),
+                                             marker, sizeof marker, &t0, &err);
     int64_t took = crdt_now_ms() - t0;
     cr_assert_geq(took, 400, "SIGKILL came before the grace ran out (%lld ms)", (long long)took);
     cr_assert_lt(took, 3000);
@@ -1105,17 +1118,11 @@ Test(cli, run_on_lost_term_sends_sigterm_then_sigkill_after_the_grace)
 Test(cli, run_on_lost_kill_sends_sigkill_at_once)
 {
     const char *name = crdt_key("lock");
-    char marker[300], body[1024];
-    spath(marker, sizeof marker, "got-term");
-    snprintf(body, sizeof body, "trap 'echo term >> %s' TERM; while :; do sleep 0.05; done",
-             marker);
-    cli_proc p;
-    long cmd_pid = start_script(&p, name, ARGS("--watchdog-ms", "600"),
-                                ARGS("--on-lost", "kill", "--grace", "20000"), body);
-    force_unlock(name);
-    int64_t t0 = crdt_now_ms();
-    char *err = NULL;
-    cr_assert_eq(cli_finish(&p, 5000, NULL, &err), 70, "stderr: %s", err);
+    char marker[300];
+    int64_t t0;
+    char *err;
+    long cmd_pid = run_term_noter_until_lost(name, ARGS("--on-lost", "kill", "--grace", "20000"),
+                                             marker, sizeof marker, &t0, &err);
     cr_assert_lt(crdt_now_ms() - t0, 2000);
     cr_assert(strstr(err, "SIGKILL") != NULL, "stderr: %s", err);
     free(err);

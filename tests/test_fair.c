@@ -830,116 +830,102 @@ Test(fair, a_queued_head_gets_the_lock_when_the_holders_lease_runs_out_unrelease
 
 Test(fair, try_once_never_joins_the_queue)
 {
-    const char *name = crdt_key("fair");
+    crdt_fixture f;
+    crdt_fixture_open(&f, 2, "fair", fair_lock);
     fair_keys fk;
-    fair_keys_of(name, &fk);
-    redisContext *r = crdt_redis();
-    crd_client *hc = crdt_client(), *tc = crdt_client(), *wc = crdt_client();
-    crd_lock *hl = fair_lock(hc, name), *tl = fair_lock(tc, name);
+    fair_keys_of(f.key, &fk);
+    crd_client *wc = crdt_client();
 
-    cr_assert_eq(crd_lock_acquire(hl, 0, 10000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 10000), CRD_OK);
     for (int i = 0; i < 3; i++)
-        cr_assert_eq(crd_lock_acquire(tl, 0, 10000), CRD_BUSY);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", fk.queue), 0, "a try-once joined the queue");
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", fk.deadlines), 0);
+        cr_assert_eq(crd_lock_acquire(f.lb, 0, 10000), CRD_BUSY);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", fk.queue), 0, "a try-once joined the queue");
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", fk.deadlines), 0);
 
     /* With a real waiter queued, a try-once leaves the queue as it is. */
     crdt_waiter w = {
-        .lock = fair_lock(wc, name), .client = wc, .wait_ms = 10000, .lease_ms = 10000};
+        .lock = fair_lock(wc, f.key), .client = wc, .wait_ms = 10000, .lease_ms = 10000};
     crdt_waiter_start(&w);
-    await_queue(r, fk.queue, 1, w.field);
-    double before = zscore(r, fk.deadlines, w.field);
-    cr_assert_eq(crd_lock_acquire(tl, 0, 10000), CRD_BUSY);
+    await_queue(f.r, fk.queue, 1, w.field);
+    double before = zscore(f.r, fk.deadlines, w.field);
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 10000), CRD_BUSY);
     char q[4][128];
-    cr_assert_eq(queue_fields(r, fk.queue, q, 4), 1);
+    cr_assert_eq(queue_fields(f.r, fk.queue, q, 4), 1);
     cr_assert_str_eq(q[0], w.field);
-    cr_assert_eq(zscore(r, fk.deadlines, w.field), before, "a try-once moved a deadline");
-    cr_assert_eq(crd_lock_release(hl), CRD_OK);
+    cr_assert_eq(zscore(f.r, fk.deadlines, w.field), before, "a try-once moved a deadline");
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
     crdt_waiter_join(&w, 30000, NULL);
     cr_assert_eq(w.acquire_st, CRD_OK);
 
     /* Free, but someone else's turn: a try-once is refused and does not queue. */
-    freeReplyObject(crdt_cmd(r, "RPUSH %s someone-else", fk.queue));
-    freeReplyObject(crdt_cmd(r, "ZADD %s %lld someone-else", fk.deadlines,
+    freeReplyObject(crdt_cmd(f.r, "RPUSH %s someone-else", fk.queue));
+    freeReplyObject(crdt_cmd(f.r, "ZADD %s %lld someone-else", fk.deadlines,
                              (long long)time(NULL) * 1000 + 60000));
-    cr_assert_eq(crd_lock_acquire(tl, 0, 10000), CRD_BUSY);
-    cr_assert_eq(queue_fields(r, fk.queue, q, 4), 1);
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 10000), CRD_BUSY);
+    cr_assert_eq(queue_fields(f.r, fk.queue, q, 4), 1);
     cr_assert_str_eq(q[0], "someone-else");
-    freeReplyObject(crdt_cmd(r, "DEL %s %s", fk.queue, fk.deadlines));
-    cr_assert_eq(crd_lock_acquire(tl, 0, 10000), CRD_OK, "a free lock with no queue was refused");
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", fk.queue), 0);
-    cr_assert_eq(crd_lock_release(tl), CRD_OK);
+    freeReplyObject(crdt_cmd(f.r, "DEL %s %s", fk.queue, fk.deadlines));
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 10000), CRD_OK, "a free lock with no queue was refused");
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", fk.queue), 0);
+    cr_assert_eq(crd_lock_release(f.lb), CRD_OK);
 
     crd_lock_free(w.lock);
-    crd_lock_free(hl);
-    crd_lock_free(tl);
-    crd_client_free(hc);
-    crd_client_free(tc);
     crd_client_free(wc);
-    assert_fair_clean(r, name);
-    redisFree(r);
+    crdt_fixture_close_checked(&f, assert_fair_clean);
 }
 
 Test(fair, reentrancy_two_deep_never_creates_queue_or_deadline_keys)
 {
-    const char *name = crdt_key("fair");
+    crdt_fixture f;
+    crdt_fixture_open(&f, 2, "fair", fair_lock);
     fair_keys fk;
-    fair_keys_of(name, &fk);
-    redisContext *r = crdt_redis();
-    crd_client *c = crdt_client(), *other = crdt_client();
-    crd_lock *l = fair_lock(c, name), *ol = fair_lock(other, name);
+    fair_keys_of(f.key, &fk);
     char field[128];
-    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(f.a, crd_owner_current(), field, sizeof field);
 
     /* Both forms: the waiting form (wait > 0) and try-once. */
-    cr_assert_eq(crd_lock_acquire(l, 5000, 10000), CRD_OK);
-    cr_assert_eq(crd_lock_acquire(l, 5000, 10000), CRD_OK);
-    cr_assert_eq(crd_lock_acquire(l, 0, 10000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 5000, 10000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 5000, 10000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 10000), CRD_OK);
     int64_t count = 0;
-    cr_assert_eq(crd_lock_hold_count(l, &count), CRD_OK);
+    cr_assert_eq(crd_lock_hold_count(f.la, &count), CRD_OK);
     cr_assert_eq(count, 3);
-    cr_assert_eq(crdt_reply_int(crdt_cmd(r, "HGET %s %s", name, field)), 3);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", fk.queue), 0, "re-entry queued the holder");
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", fk.deadlines), 0);
-    cr_assert_eq(crd_lock_acquire(ol, 0, 10000), CRD_BUSY);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", fk.queue), 0);
+    cr_assert_eq(crdt_reply_int(crdt_cmd(f.r, "HGET %s %s", f.key, field)), 3);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", fk.queue), 0, "re-entry queued the holder");
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", fk.deadlines), 0);
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 10000), CRD_BUSY);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", fk.queue), 0);
     for (int i = 0; i < 3; i++)
-        cr_assert_eq(crd_lock_release(l), CRD_OK, "release %d", i);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0);
+        cr_assert_eq(crd_lock_release(f.la), CRD_OK, "release %d", i);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0);
 
-    crd_lock_free(l);
-    crd_lock_free(ol);
-    crd_client_free(c);
-    crd_client_free(other);
-    assert_fair_clean(r, name);
-    redisFree(r);
+    crdt_fixture_close_checked(&f, assert_fair_clean);
 }
 
 Test(fair, force_unlock_wakes_the_head_and_the_old_holder_then_sees_lock_lost)
 {
-    const char *name = crdt_key("fair");
+    crdt_fixture f;
+    crdt_fixture_open(&f, 2, "fair", fair_lock);
     fair_keys fk;
-    fair_keys_of(name, &fk);
-    redisContext *r = crdt_redis();
-    crd_client *hc = crdt_client(), *wc = crdt_client(), *fc = crdt_client();
-    crd_lock *hl = fair_lock(hc, name), *fl = fair_lock(fc, name);
+    fair_keys_of(f.key, &fk);
+    crd_client *wc = crdt_client();
 
     /* Part 1: a queued waiter is woken by the force-unlock, long before the 30 s lease. */
-    cr_assert_eq(crd_lock_acquire(hl, 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 30000), CRD_OK);
     crdt_gate release_w;
     crdt_gate_init(&release_w);
-    crdt_waiter w = {.lock = fair_lock(wc, name),
+    crdt_waiter w = {.lock = fair_lock(wc, f.key),
                      .client = wc,
                      .wait_ms = 10000,
                      .lease_ms = 10000,
                      .release_gate = &release_w};
     crdt_waiter_start(&w);
-    await_queue(r, fk.queue, 1, w.field);
+    await_queue(f.r, fk.queue, 1, w.field);
     char chan[700];
     snprintf(chan, sizeof chan, "%s:%s", fk.chan_base, w.field);
     int64_t until = crdt_now_ms() + 5000;
     while (crdt_now_ms() < until) {
-        redisReply *rep = crdt_cmd(r, "PUBSUB NUMSUB %s", chan);
+        redisReply *rep = crdt_cmd(f.r, "PUBSUB NUMSUB %s", chan);
         long long subs = rep->element[1]->integer;
         freeReplyObject(rep);
         if (subs == 1)
@@ -948,7 +934,7 @@ Test(fair, force_unlock_wakes_the_head_and_the_old_holder_then_sees_lock_lost)
     }
     bool was = false;
     int64_t t_force = crdt_now_ns();
-    cr_assert_eq(crd_lock_force_unlock(fl, &was), CRD_OK);
+    cr_assert_eq(crd_lock_force_unlock(f.lb, &was), CRD_OK);
     cr_assert(was);
     cr_assert(crdt_waiter_wait(&w, CRDT_WAITER_RETURNED, 5000),
               "the head was not woken by the force-unlock");
@@ -957,58 +943,46 @@ Test(fair, force_unlock_wakes_the_head_and_the_old_holder_then_sees_lock_lost)
             ms_of(w.t_acq_ns - t_force));
     cr_assert_lt(w.t_acq_ns - t_force, INT64_C(500000000));
     /* The old holder: its field is gone while W holds. */
-    cr_assert_eq(crd_lock_release(hl), CRD_LOCK_LOST);
+    cr_assert_eq(crd_lock_release(f.la), CRD_LOCK_LOST);
     crdt_gate_set(&release_w, 1);
     crdt_waiter_join(&w, 30000, NULL);
     cr_assert_eq(w.release_st, CRD_OK);
     crdt_gate_destroy(&release_w);
 
     /* Part 2: nobody queued; the hash is simply gone (Redisson would report success). */
-    cr_assert_eq(crd_lock_acquire(hl, 0, 30000), CRD_OK);
-    cr_assert_eq(crd_lock_force_unlock(fl, &was), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_force_unlock(f.lb, &was), CRD_OK);
     cr_assert(was);
-    cr_assert_eq(crd_lock_release(hl), CRD_LOCK_LOST);
-    cr_assert_eq(crd_lock_force_unlock(fl, &was), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.la), CRD_LOCK_LOST);
+    cr_assert_eq(crd_lock_force_unlock(f.lb, &was), CRD_OK);
     cr_assert_not(was);
 
     crd_lock_free(w.lock);
-    crd_lock_free(hl);
-    crd_lock_free(fl);
-    crd_client_free(hc);
     crd_client_free(wc);
-    crd_client_free(fc);
-    assert_fair_clean(r, name);
-    redisFree(r);
+    crdt_fixture_close_checked(&f, assert_fair_clean);
 }
 
 Test(fair, a_release_by_an_owner_that_holds_nothing_reports_not_owner)
 {
-    const char *name = crdt_key("fair");
-    redisContext *r = crdt_redis();
-    crd_client *c = crdt_client(), *hc = crdt_client();
-    crd_lock *l = fair_lock(c, name), *hl = fair_lock(hc, name);
+    crdt_fixture f;
+    crdt_fixture_open(&f, 2, "fair", fair_lock);
 
     /* Held by another client: the script finds no field of ours. */
-    cr_assert_eq(crd_lock_acquire(hl, 0, 10000), CRD_OK);
-    crd_status st = crd_lock_release(l);
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 10000), CRD_OK);
+    crd_status st = crd_lock_release(f.la);
     cr_assert_eq(st, CRD_NOT_OWNER, "release of someone else's fair lock: %s", crd_strerror(st));
-    cr_assert_eq(crd_lock_release(hl), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.lb), CRD_OK);
     /* Not held at all, by anyone: this owner never held it, so nothing was lost. */
-    st = crd_lock_release(l);
+    st = crd_lock_release(f.la);
     cr_expect_eq(st, CRD_NOT_OWNER, "release of a free fair lock never held: %s (%s)",
-                 crd_strerror(st), crd_client_errmsg(c));
+                 crd_strerror(st), crd_client_errmsg(f.a));
     /* The same after a hold of ours that ended normally. */
-    cr_assert_eq(crd_lock_acquire(l, 0, 10000), CRD_OK);
-    cr_assert_eq(crd_lock_release(l), CRD_OK);
-    st = crd_lock_release(l);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 10000), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    st = crd_lock_release(f.la);
     cr_expect_eq(st, CRD_NOT_OWNER, "second release after a normal release: %s", crd_strerror(st));
 
-    crd_lock_free(l);
-    crd_lock_free(hl);
-    crd_client_free(c);
-    crd_client_free(hc);
-    assert_fair_clean(r, name);
-    redisFree(r);
+    crdt_fixture_close_checked(&f, assert_fair_clean);
 }
 
 Test(fair, a_queued_waiter_whose_client_is_freed_returns_closed_and_leaves_the_queue)

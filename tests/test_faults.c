@@ -124,18 +124,43 @@ static bool lost_seen(void *arg)
 /* Lost and late replies: PROTOCOL.md 12, 13.5, 13.6                                 */
 /* ---------------------------------------------------------------------------------- */
 
+/* The setup of the tests that lose a reply on purpose: a traced client whose commands go
+ * through a proxy (connect timeout 1000 ms, command timeout 500 ms) to the test server,
+ * a direct connection to see what Redis holds, and that client's owner field for the
+ * calling thread. */
+typedef struct proxied {
+    crdt_proxy *p;
+    crdt_tracelog *tl;
+    crd_client *c;
+    redisContext *r;
+    char field[80];
+} proxied;
+
+static void proxied_open(proxied *x)
+{
+    x->p = proxy_to(crdt_port());
+    crd_options o;
+    opts_at(&o, crdt_proxy_port(x->p), 1000, 500);
+    x->tl = crdt_tracelog_new();
+    crdt_tracelog_attach(x->tl, &o);
+    x->c = crdt_client_opts(&o);
+    x->r = crdt_redis();
+    crdt_owner_field(x->c, crd_owner_current(), x->field, sizeof x->field);
+}
+
+static void proxied_close(proxied *x)
+{
+    crd_client_free(x->c);
+    crdt_tracelog_free(x->tl);
+    redisFree(x->r);
+    crdt_proxy_stop(x->p);
+}
+
 Test(faults, a_lost_acquire_reply_is_read_back_never_resent_and_one_release_frees_the_lock,
      .timeout = 60)
 {
-    crdt_proxy *p = proxy_to(crdt_port());
-    crd_options o;
-    opts_at(&o, crdt_proxy_port(p), 1000, 500);
-    crdt_tracelog *tl = crdt_tracelog_new();
-    crdt_tracelog_attach(tl, &o);
-    crd_client *c = crdt_client_opts(&o);
-    redisContext *r = crdt_redis();
-    char field[80];
-    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
+    proxied x;
+    proxied_open(&x);
 
     /* Three ways to lose the reply of an acquire that Redis executed: the connection
      * closes after Redis answered; the reply never comes (command timeout); the reply
@@ -149,39 +174,39 @@ Test(faults, a_lost_acquire_reply_is_read_back_never_resent_and_one_release_free
             char suffix[32];
             snprintf(suffix, sizeof suffix, "A%d%d", k, wait);
             const char *key = crdt_key(suffix);
-            crd_lock *l = crdt_lock(c, key);
+            crd_lock *l = crdt_lock(x.c, key);
             int64_t wait_ms = wait ? 3000 : 0;
             /* first acquire, reply lost */
-            size_t from = crdt_tracelog_count(tl);
-            int id = crdt_proxy_arm(p, key, "redisson_unlock_latch", actions[k], 1500);
+            size_t from = crdt_tracelog_count(x.tl);
+            int id = crdt_proxy_arm(x.p, key, "redisson_unlock_latch", actions[k], 1500);
             int64_t t0 = crdt_now_ms();
             crd_status st = crd_lock_acquire(l, wait_ms, 20000);
             int64_t took = crdt_now_ms() - t0;
-            cr_assert(crdt_proxy_fired(p, id), "%s: the proxy never saw the acquire", names[k]);
+            cr_assert(crdt_proxy_fired(x.p, id), "%s: the proxy never saw the acquire", names[k]);
             cr_assert_eq(st, CRD_OK, "%s/%d: a lost acquire reply must be resolved by reading "
                          "the field back: %s (%s)", names[k], wait, crd_strerror(st),
-                         crd_client_errmsg(c));
+                         crd_client_errmsg(x.c));
             cr_assert(took < 2500, "%s: resolving took %" PRId64 " ms", names[k], took);
-            cr_assert_eq(scripts_with(tl, from, key), 1, "%s: the acquire was resent", names[k]);
-            cr_assert_eq(crdt_hget_int(r, key, field), 1, "%s: hold count in Redis", names[k]);
+            cr_assert_eq(scripts_with(x.tl, from, key), 1, "%s: the acquire was resent", names[k]);
+            cr_assert_eq(crdt_hget_int(x.r, key, x.field), 1, "%s: hold count in Redis", names[k]);
             int64_t v = 0;
             cr_assert_eq(crd_lock_validity_ms(l, &v), CRD_OK, "the hold is recorded");
             cr_assert(v > 0 && v <= 20000);
             /* re-entry, reply lost */
-            from = crdt_tracelog_count(tl);
-            id = crdt_proxy_arm(p, key, "redisson_unlock_latch", actions[k], 1500);
+            from = crdt_tracelog_count(x.tl);
+            id = crdt_proxy_arm(x.p, key, "redisson_unlock_latch", actions[k], 1500);
             cr_assert_eq(crd_lock_acquire(l, wait_ms, 20000), CRD_OK, "%s: re-entry: %s",
-                         names[k], crd_client_errmsg(c));
-            cr_assert(crdt_proxy_fired(p, id));
-            cr_assert_eq(scripts_with(tl, from, key), 1, "%s: the re-entry was resent", names[k]);
-            cr_assert_eq(crdt_hget_int(r, key, field), 2, "%s: count after re-entry", names[k]);
+                         names[k], crd_client_errmsg(x.c));
+            cr_assert(crdt_proxy_fired(x.p, id));
+            cr_assert_eq(scripts_with(x.tl, from, key), 1, "%s: the re-entry was resent", names[k]);
+            cr_assert_eq(crdt_hget_int(x.r, key, x.field), 2, "%s: count after re-entry", names[k]);
             int64_t n = 0;
             cr_assert_eq(crd_lock_hold_count(l, &n), CRD_OK);
             cr_assert_eq(n, 2);
             cr_assert_eq(crd_lock_release(l), CRD_OK);
-            cr_assert_eq(crdt_hget_int(r, key, field), 1);
+            cr_assert_eq(crdt_hget_int(x.r, key, x.field), 1);
             cr_assert_eq(crd_lock_release(l), CRD_OK);
-            cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0, "%s: two releases free it",
+            cr_assert_eq(crdt_cmd_int(x.r, "EXISTS %s", key), 0, "%s: two releases free it",
                          names[k]);
             crd_lock_free(l);
         }
@@ -190,71 +215,61 @@ Test(faults, a_lost_acquire_reply_is_read_back_never_resent_and_one_release_free
     /* The command never reached Redis (the connection closed first): a waiting acquire
      * may send it again, and the count is still exact. */
     const char *key = crdt_key("B");
-    crd_lock *l = crdt_lock(c, key);
-    int id = crdt_proxy_arm(p, key, NULL, CRDT_PROXY_CLOSE_BEFORE, 0);
+    crd_lock *l = crdt_lock(x.c, key);
+    int id = crdt_proxy_arm(x.p, key, NULL, CRDT_PROXY_CLOSE_BEFORE, 0);
     crd_status st = crd_lock_acquire(l, 0, 20000);
-    cr_assert(crdt_proxy_fired(p, id));
+    cr_assert(crdt_proxy_fired(x.p, id));
     /* CRD_IO, or CRD_OK when the library resends a provably unexecuted acquire; either
      * way Redis and the local record agree. */
     cr_assert(st == CRD_IO || st == CRD_OK, "try-once whose command never ran: %s",
               crd_strerror(st));
     int64_t v = 0;
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), st == CRD_OK ? 1 : 0);
+    cr_assert_eq(crdt_cmd_int(x.r, "EXISTS %s", key), st == CRD_OK ? 1 : 0);
     cr_assert_eq(crd_lock_validity_ms(l, &v), st == CRD_OK ? CRD_OK : CRD_NOT_OWNER);
     if (st == CRD_OK)
         cr_assert_eq(crd_lock_release(l), CRD_OK);
-    id = crdt_proxy_arm(p, key, NULL, CRDT_PROXY_CLOSE_BEFORE, 0);
+    id = crdt_proxy_arm(x.p, key, NULL, CRDT_PROXY_CLOSE_BEFORE, 0);
     cr_assert_eq(crd_lock_acquire(l, 3000, 20000), CRD_OK, "a waiting acquire retries: %s",
-                 crd_client_errmsg(c));
-    cr_assert(crdt_proxy_fired(p, id));
-    cr_assert_eq(crdt_hget_int(r, key, field), 1);
+                 crd_client_errmsg(x.c));
+    cr_assert(crdt_proxy_fired(x.p, id));
+    cr_assert_eq(crdt_hget_int(x.r, key, x.field), 1);
     cr_assert_eq(crd_lock_release(l), CRD_OK);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
+    cr_assert_eq(crdt_cmd_int(x.r, "EXISTS %s", key), 0);
     crd_lock_free(l);
 
-    crd_client_free(c);
-    crdt_tracelog_free(tl);
-    redisFree(r);
-    crdt_proxy_stop(p);
+    proxied_close(&x);
 }
 
 Test(faults, a_lost_release_reply_is_retried_with_the_same_request_id_and_releases_once,
      .timeout = 60)
 {
-    crdt_proxy *p = proxy_to(crdt_port());
-    crd_options o;
-    opts_at(&o, crdt_proxy_port(p), 1000, 500);
-    crdt_tracelog *tl = crdt_tracelog_new();
-    crdt_tracelog_attach(tl, &o);
-    crd_client *c = crdt_client_opts(&o);
-    redisContext *r = crdt_redis();
-    char field[80];
-    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
+    proxied x;
+    proxied_open(&x);
 
     const crdt_proxy_action actions[2] = {CRDT_PROXY_EXECUTE_THEN_CLOSE, CRDT_PROXY_SWALLOW_REPLY};
     for (int k = 0; k < 2; k++) {
         const char *key = crdt_key(k ? "swallowed" : "closed");
-        crd_lock *l = crdt_lock(c, key);
+        crd_lock *l = crdt_lock(x.c, key);
         cr_assert_eq(crd_lock_acquire(l, 0, 20000), CRD_OK);
         cr_assert_eq(crd_lock_acquire(l, 0, 20000), CRD_OK);
-        cr_assert_eq(crdt_hget_int(r, key, field), 2);
+        cr_assert_eq(crdt_hget_int(x.r, key, x.field), 2);
 
         /* count 2: the first unlock runs, its reply is lost, the retry replays it */
-        size_t from = crdt_tracelog_count(tl);
-        int id = crdt_proxy_arm(p, "redisson_unlock_latch", NULL, actions[k], 0);
+        size_t from = crdt_tracelog_count(x.tl);
+        int id = crdt_proxy_arm(x.p, "redisson_unlock_latch", NULL, actions[k], 0);
         crd_status st = crd_lock_release(l);
-        cr_assert(crdt_proxy_fired(p, id));
+        cr_assert(crdt_proxy_fired(x.p, id));
         cr_assert_eq(st, CRD_OK, "release with a lost reply: %s (%s)", crd_strerror(st),
-                     crd_client_errmsg(c));
-        cr_assert_eq(scripts_with(tl, from, "redisson_unlock_latch"), 2,
+                     crd_client_errmsg(x.c));
+        cr_assert_eq(scripts_with(x.tl, from, "redisson_unlock_latch"), 2,
                      "one unlock and exactly one retry");
         char l1[200], l2[200];
-        nth_latch(tl, from, 0, l1, sizeof l1);
-        nth_latch(tl, from, 1, l2, sizeof l2);
+        nth_latch(x.tl, from, 0, l1, sizeof l1);
+        nth_latch(x.tl, from, 1, l2, sizeof l2);
         cr_assert_str_neq(l1, "");
         cr_assert_str_eq(l1, l2, "the retry must reuse the request id");
-        cr_assert_eq(crdt_hget_int(r, key, field), 1, "count 2 -> one release -> 1, not 0");
-        long long lt = crdt_pttl(r, l1);
+        cr_assert_eq(crdt_hget_int(x.r, key, x.field), 1, "count 2 -> one release -> 1, not 0");
+        long long lt = crdt_pttl(x.r, l1);
         cr_assert(lt == -2 || (lt > 0 && lt <= 2 * 500 + 1000),
                   "the latch is gone or expires within LTTL (PTTL %lld)", lt);
         int64_t n = 0;
@@ -263,14 +278,14 @@ Test(faults, a_lost_release_reply_is_retried_with_the_same_request_id_and_releas
 
         /* count 1: the final unlock runs (hash deleted, 0 published), its reply is lost,
          * the retry replays "released" instead of reporting a lost lock */
-        from = crdt_tracelog_count(tl);
-        id = crdt_proxy_arm(p, "redisson_unlock_latch", NULL, actions[k], 0);
+        from = crdt_tracelog_count(x.tl);
+        id = crdt_proxy_arm(x.p, "redisson_unlock_latch", NULL, actions[k], 0);
         st = crd_lock_release(l);
-        cr_assert(crdt_proxy_fired(p, id));
+        cr_assert(crdt_proxy_fired(x.p, id));
         cr_assert_eq(st, CRD_OK, "final release with a lost reply: %s (%s)", crd_strerror(st),
-                     crd_client_errmsg(c));
-        cr_assert_eq(scripts_with(tl, from, "redisson_unlock_latch"), 2);
-        cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
+                     crd_client_errmsg(x.c));
+        cr_assert_eq(scripts_with(x.tl, from, "redisson_unlock_latch"), 2);
+        cr_assert_eq(crdt_cmd_int(x.r, "EXISTS %s", key), 0);
         int64_t v = 0;
         cr_assert_eq(crd_lock_validity_ms(l, &v), CRD_NOT_OWNER, "nothing left recorded");
         cr_assert_eq(crd_lock_release(l), CRD_NOT_OWNER);
@@ -279,24 +294,21 @@ Test(faults, a_lost_release_reply_is_retried_with_the_same_request_id_and_releas
 
     /* A stray latch of someone else's request id is ignored (PROTOCOL.md 13.5). */
     const char *key = crdt_key("stray");
-    crd_lock *l = crdt_lock(c, key);
+    crd_lock *l = crdt_lock(x.c, key);
     cr_assert_eq(crd_lock_acquire(l, 0, 20000), CRD_OK);
     char stray[300];
-    snprintf(stray, sizeof stray, "redisson_unlock_latch:{%s}:%s", key, crd_client_id(c));
-    freeReplyObject(crdt_cmd(r, "SET %s 1 PX 20000", stray));
+    snprintf(stray, sizeof stray, "redisson_unlock_latch:{%s}:%s", key, crd_client_id(x.c));
+    freeReplyObject(crdt_cmd(x.r, "SET %s 1 PX 20000", stray));
     cr_assert_eq(crd_lock_acquire(l, 0, 20000), CRD_OK);
     cr_assert_eq(crd_lock_release(l), CRD_OK);
-    cr_assert_eq(crdt_hget_int(r, key, field), 1,
+    cr_assert_eq(crdt_hget_int(x.r, key, x.field), 1,
                  "a stray latch did not turn the unlock into a replay");
     cr_assert_eq(crd_lock_release(l), CRD_OK);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
-    freeReplyObject(crdt_cmd(r, "DEL %s", stray));
+    cr_assert_eq(crdt_cmd_int(x.r, "EXISTS %s", key), 0);
+    freeReplyObject(crdt_cmd(x.r, "DEL %s", stray));
     crd_lock_free(l);
 
-    crd_client_free(c);
-    crdt_tracelog_free(tl);
-    redisFree(r);
-    crdt_proxy_stop(p);
+    proxied_close(&x);
 }
 
 typedef struct late_ctx {
@@ -322,22 +334,20 @@ Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_ren
     crd_options o;
     opts_at(&o, crdt_proxy_port(p), 500, 300);
     o.watchdog_timeout_ms = 1000;
-    crd_client *c = crdt_client_opts(&o);
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("L");
-    crd_lock *l = crdt_lock(c, key);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 1, "L", crdt_lock, &o, NULL);
     char field[80];
-    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(f.a, crd_owner_current(), field, sizeof field);
 
     /* Load the script first: a late EVALSHA on an empty cache would only get NOSCRIPT. */
-    crd_lock *warm = crdt_lock(c, crdt_key("warm"));
+    crd_lock *warm = crdt_lock(f.a, crdt_key("warm"));
     cr_assert_eq(crd_lock_acquire(warm, 0, 1000), CRD_OK);
     cr_assert_eq(crd_lock_release(warm), CRD_OK);
     crd_lock_free(warm);
-    int id = crdt_proxy_arm(p, key, NULL, CRDT_PROXY_DELAY_COMMAND, 1000);
-    crd_status st = crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG);
+    int id = crdt_proxy_arm(p, f.key, NULL, CRDT_PROXY_DELAY_COMMAND, 1000);
+    crd_status st = crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG);
     cr_assert(crdt_proxy_fired(p, id));
-    late_ctx x = {r, key, field};
+    late_ctx x = {f.r, f.key, field};
     bool ran = crdt_wait_until(late_acquire_ran, &x, 3000);
     crdt_proxy_stats ps;
     crdt_proxy_get_stats(p, &ps);
@@ -346,27 +356,25 @@ Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_ren
               (unsigned long long)ps.open, (unsigned long long)ps.bytes_up,
               (unsigned long long)ps.dropped_up);
     if (st == CRD_OK) /* the library may have resent it: then it holds twice in Redis */
-        cr_assert_eq(crd_lock_release(l), CRD_OK);
+        cr_assert_eq(crd_lock_release(f.la), CRD_OK);
     /* Now take it normally and release it: the caller holds nothing afterwards. */
-    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
-    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
     int64_t v = 0;
-    crd_status vs = crd_lock_validity_ms(l, &v);
+    crd_status vs = crd_lock_validity_ms(f.la, &v);
     /* Whatever is left in Redis must expire within the watchdog timeout (1 s) plus
      * slack, not be renewed for the life of the client. */
     int64_t t0 = crdt_now_ms();
-    while (crdt_cmd_int(r, "EXISTS %s", key) == 1 && crdt_now_ms() - t0 < 3500)
+    while (crdt_cmd_int(f.r, "EXISTS %s", f.key) == 1 && crdt_now_ms() - t0 < 3500)
         crdt_sleep_ms(50);
-    long long left = crdt_cmd_int(r, "EXISTS %s", key);
+    long long left = crdt_cmd_int(f.r, "EXISTS %s", f.key);
     fprintf(stderr,
             "[faults] late acquire: after the caller's last release validity says %s, "
             "key %s after %" PRId64 " ms (count %lld)\n",
             crd_strerror(vs), left ? "still there" : "gone", crdt_now_ms() - t0,
-            crdt_hget_int(r, key, field));
+            crdt_hget_int(f.r, f.key, field));
     cr_assert_eq(left, 0, "the orphaned hold is renewed after the caller released it");
-    crd_lock_free(l);
-    crd_client_free(c);
-    redisFree(r);
+    crdt_fixture_close(&f);
     crdt_proxy_stop(p);
 }
 
@@ -383,19 +391,16 @@ static void subscribe_race(crdt_proxy_action action, const char *what)
     crd_options o;
     opts_at(&o, crdt_proxy_port(p), 1000, 3000);
     o.poll_interval_ms = 10000; /* only the re-check after the confirmation can be quick */
-    crd_client *wc = crdt_client_opts(&o);
-    crd_client *hc = crdt_client();
-    const char *key = crdt_key("L");
-    crd_lock *wl = crdt_lock(wc, key);
-    crd_lock *hl = crdt_lock(hc, key);
-    cr_assert_eq(crd_lock_acquire(hl, 0, 20000), CRD_OK);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 2, "L", crdt_lock, &o, NULL);
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 20000), CRD_OK);
 
     int id = crdt_proxy_arm(p, "SUBSCRIBE", NULL, action, delay);
-    crdt_waiter w = {.lock = wl, .wait_ms = 15000, .lease_ms = 20000, .hold = true};
+    crdt_waiter w = {.lock = f.la, .wait_ms = 15000, .lease_ms = 20000, .hold = true};
     crdt_waiter_start(&w);
     cr_assert(crdt_proxy_wait_fired(p, id, 5000), "%s: the waiter never subscribed", what);
     int64_t t_sub = crdt_now_ms();
-    cr_assert_eq(crd_lock_release(hl), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.lb), CRD_OK);
     int64_t t_rel = crdt_now_ms();
     crdt_waiter_join(&w, 15000, what);
     cr_assert_eq(w.acquire_st, CRD_OK, "%s: %s", what, crd_strerror(w.acquire_st));
@@ -408,11 +413,8 @@ static void subscribe_race(crdt_proxy_action action, const char *what)
      * re-check the waiter would sleep for the holder's 20 s lease or the 10 s poll. */
     cr_assert(w.t_acq_ms - t_sub <= delay + 250, "%s: the waiter took %" PRId64 " ms", what,
               w.t_acq_ms - t_sub);
-    cr_assert_eq(crd_lock_release_owner(wl, w.owner), CRD_OK);
-    crd_lock_free(wl);
-    crd_lock_free(hl);
-    crd_client_free(wc);
-    crd_client_free(hc);
+    cr_assert_eq(crd_lock_release_owner(f.la, w.owner), CRD_OK);
+    crdt_fixture_close(&f);
     crdt_proxy_stop(p);
 }
 
@@ -439,15 +441,12 @@ Test(faults, a_subscriber_cut_off_while_the_holder_releases_acquires_once_it_rec
     o.poll_interval_ms = 10000;
     crdt_tracelog *tl = crdt_tracelog_new();
     crdt_tracelog_attach(tl, &o);
-    crd_client *wc = crdt_client_opts(&o);
-    crd_client *hc = crdt_client();
-    const char *key = crdt_key("L");
-    crd_lock *wl = crdt_lock(wc, key);
-    crd_lock *hl = crdt_lock(hc, key);
-    cr_assert_eq(crd_lock_acquire(hl, 0, 20000), CRD_OK);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 2, "L", crdt_lock, &o, NULL);
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 20000), CRD_OK);
 
     int id = crdt_proxy_arm(p, "SUBSCRIBE", NULL, CRDT_PROXY_DELAY_REPLY, 0);
-    crdt_waiter w = {.lock = wl, .wait_ms = 15000, .lease_ms = 20000, .hold = true};
+    crdt_waiter w = {.lock = f.la, .wait_ms = 15000, .lease_ms = 20000, .hold = true};
     crdt_waiter_start(&w);
     cr_assert(crdt_proxy_wait_fired(p, id, 5000));
     crdt_sleep_ms(100); /* subscribed and asleep on the holder's 20 s TTL */
@@ -455,7 +454,7 @@ Test(faults, a_subscriber_cut_off_while_the_holder_releases_acquires_once_it_rec
     /* Cut the waiter's client off (its subscriber connection dies) and keep it off
      * while the holder releases: the 0 is published to nobody. */
     cr_assert(crdt_proxy_set_refuse(p, true));
-    cr_assert_eq(crd_lock_release(hl), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.lb), CRD_OK);
     crdt_sleep_ms(300);
     cr_assert(!crdt_waiter_returned(&w), "the waiter cannot know yet");
     int64_t t_back = crdt_now_ms();
@@ -474,11 +473,8 @@ Test(faults, a_subscriber_cut_off_while_the_holder_releases_acquires_once_it_rec
      * retried at once, not after poll_interval_ms (reported; see tests/README.md). */
     cr_assert(w.t_acq_ms - t_back <= 600 + 250, "the waiter took %" PRId64 " ms after reconnecting",
               w.t_acq_ms - t_back);
-    cr_assert_eq(crd_lock_release_owner(wl, w.owner), CRD_OK);
-    crd_lock_free(wl);
-    crd_lock_free(hl);
-    crd_client_free(wc);
-    crd_client_free(hc);
+    cr_assert_eq(crd_lock_release_owner(f.la, w.owner), CRD_OK);
+    crdt_fixture_close(&f);
     crdt_tracelog_free(tl);
     crdt_proxy_stop(p);
 }

@@ -269,16 +269,14 @@ Test(lifecycle, a_forked_child_gets_a_new_identity_holds_nothing_and_the_parent_
     o.watchdog_timeout_ms = timeout;
     o.release_on_close = true;
     crdt_tracelog_attach(tl, &o);
-    crd_client *c = crdt_client_opts(&o);
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("N");
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 1, "N", crdt_lock, &o, NULL);
     const char *freek = crdt_key("free");
     const char *other = crdt_key("child-own");
-    crd_lock *l = crdt_lock(c, key);
-    crd_lock *lf = crdt_lock(c, freek);
-    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    crd_lock *lf = crdt_lock(f.a, freek);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     char field[96];
-    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(f.a, crd_owner_current(), field, sizeof field);
     /* Fork while the renewal thread is established (it has renewed once and sleeps on
      * its condition variable), as in a long-lived process. */
     struct script_wait sw = {tl, 2};
@@ -286,8 +284,8 @@ Test(lifecycle, a_forked_child_gets_a_new_identity_holds_nothing_and_the_parent_
 
     int fds[2];
     cr_assert_eq(pipe(fds), 0);
-    fork_ctx x = {c, l, lf, other, "", fds[1]};
-    snprintf(x.parent_id, sizeof x.parent_id, "%s", crd_client_id(c));
+    fork_ctx x = {f.a, f.la, lf, other, "", fds[1]};
+    snprintf(x.parent_id, sizeof x.parent_id, "%s", crd_client_id(f.a));
     int64_t t_fork = crdt_now_ms();
     pid_t pid = crdt_fork(fork_child, &x);
     close(fds[1]);
@@ -298,7 +296,7 @@ Test(lifecycle, a_forked_child_gets_a_new_identity_holds_nothing_and_the_parent_
     char go = 0;
     ssize_t got = read(fds[0], &go, 1);
     for (int i = 0; i < FLOOD; i++) {
-        crd_lock *fl = (i & 1) ? lf : l;
+        crd_lock *fl = (i & 1) ? lf : f.la;
         bool locked = false;
         cr_assert_eq(crd_lock_is_locked(fl, &locked), CRD_OK);
         cr_assert_eq(locked, !(i & 1), "parent call %d got another call's reply", i);
@@ -316,32 +314,30 @@ Test(lifecycle, a_forked_child_gets_a_new_identity_holds_nothing_and_the_parent_
     cr_expect_neq(rc, -1, "the child hung in crd_client_free (killed after 10 s)");
     cr_expect(rc == 0 || rc == -1, "the child's shutdown failed with %d", rc);
 
-    cr_assert_str_neq(crd_client_id(c), "", "");
-    cr_assert_str_eq(crd_client_id(c), x.parent_id, "the parent's identity changed");
-    cr_assert_eq(crdt_exists(r, other), 0, "the child's own lock was not released");
-    cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", key, field), 1,
+    cr_assert_str_neq(crd_client_id(f.a), "", "");
+    cr_assert_str_eq(crd_client_id(f.a), x.parent_id, "the parent's identity changed");
+    cr_assert_eq(crdt_exists(f.r, other), 0, "the child's own lock was not released");
+    cr_assert_eq(crdt_cmd_int(f.r, "HEXISTS %s %s", f.key, field), 1,
                  "the child's exit released the parent's hold");
 
     /* Time passing is the behaviour: the parent keeps renewing past two timeouts. */
     crdt_sleep_ms(t_fork + 2 * timeout + 300 - crdt_now_ms());
-    cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", key, field), 1,
+    cr_assert_eq(crdt_cmd_int(f.r, "HEXISTS %s %s", f.key, field), 1,
                  "the parent's hold expired after the fork: renewal stopped");
-    long long t = crdt_cmd_int(r, "PTTL %s", key);
+    long long t = crdt_cmd_int(f.r, "PTTL %s", f.key);
     cr_assert(t > 0 && t <= timeout, "PTTL %lld", t);
     bool held = false;
-    cr_assert_eq(crd_lock_is_held(l, &held), CRD_OK);
+    cr_assert_eq(crd_lock_is_held(f.la, &held), CRD_OK);
     cr_assert(held);
     int64_t v = 0;
-    cr_assert_eq(crd_lock_validity_ms(l, &v), CRD_OK);
+    cr_assert_eq(crd_lock_validity_ms(f.la, &v), CRD_OK);
     cr_assert(v > 0);
-    cr_assert_eq(crd_lock_release(l), CRD_OK);
-    cr_assert_eq(crdt_exists(r, key), 0);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    cr_assert_eq(crdt_exists(f.r, f.key), 0);
 
-    crd_lock_free(l);
+    crdt_fixture_close(&f);
     crd_lock_free(lf);
-    crd_client_free(c);
     crdt_tracelog_free(tl);
-    redisFree(r);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -492,20 +488,16 @@ static int fork_waiter_child(void *arg)
 Test(lifecycle, a_fork_while_another_thread_waits_for_a_lock_gives_a_working_child)
 {
     crd_client *holder = crdt_client();
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("fork-waiter");
-    crd_lock *lh = crdt_lock(holder, key);
-    crd_lock *l = crdt_lock(c, key);
+    crdt_fixture f;
+    crdt_fixture_open(&f, 1, "fork-waiter", crdt_lock);
+    crd_lock *lh = crdt_lock(holder, f.key);
     cr_assert_eq(crd_lock_acquire(lh, 0, 30000), CRD_OK);
     crdt_waiter b = {
-        .lock = l, .wait_ms = CRD_WAIT_FOREVER, .lease_ms = CRD_LEASE_WATCHDOG, .hold = true};
+        .lock = f.la, .wait_ms = CRD_WAIT_FOREVER, .lease_ms = CRD_LEASE_WATCHDOG, .hold = true};
     crdt_waiter_start(&b);
-    char channel[512];
-    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", key);
-    cr_assert(crdt_await_subscribed(r, channel, 5000), "the waiter never subscribed");
+    cr_assert(crdt_await_subscribed(f.r, f.channel, 5000), "the waiter never subscribed");
 
-    pid_t pid = crdt_fork(fork_waiter_child, l);
+    pid_t pid = crdt_fork(fork_waiter_child, f.la);
     int rc = crdt_wait_child(pid, 5000);
     /* Let the waiter go before asserting, so a failure leaves no blocked thread. */
     cr_assert_eq(crd_lock_release(lh), CRD_OK);
@@ -514,9 +506,7 @@ Test(lifecycle, a_fork_while_another_thread_waits_for_a_lock_gives_a_working_chi
     cr_assert_neq(rc, -1, "the child hung after fork (killed after 5 s)");
     cr_assert_eq(rc, 0, "the child failed with %d", rc);
 
-    crd_lock_free(l);
+    crdt_fixture_close(&f);
     crd_lock_free(lh);
-    crd_client_free(c);
     crd_client_free(holder);
-    redisFree(r);
 }

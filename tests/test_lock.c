@@ -29,98 +29,91 @@ static void assert_ttl_sane(redisContext *r, const char *key)
 
 Test(lock, acquire_and_release_create_and_delete_the_hash_with_the_owner_field)
 {
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("L");
-    crd_lock *l = crdt_lock(c, key);
+    crdt_fixture f;
+    crdt_fixture_open(&f, 1, "L", crdt_lock);
 
     size_t nlen = 0;
-    cr_assert_str_eq(crd_lock_name(l, &nlen), key);
-    cr_assert_eq(nlen, strlen(key));
+    cr_assert_str_eq(crd_lock_name(f.la, &nlen), f.key);
+    cr_assert_eq(nlen, strlen(f.key));
 
     bool b = true;
-    cr_assert_eq(crd_lock_is_locked(l, &b), CRD_OK);
+    cr_assert_eq(crd_lock_is_locked(f.la, &b), CRD_OK);
     cr_assert_not(b);
     int64_t ttl = 0;
-    cr_assert_eq(crd_lock_remaining_ttl(l, &ttl), CRD_OK);
+    cr_assert_eq(crd_lock_remaining_ttl(f.la, &ttl), CRD_OK);
     cr_assert_eq(ttl, -2);
 
-    cr_assert_eq(crd_lock_acquire(l, 0, 10000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 10000), CRD_OK);
     char field[96];
-    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
-    cr_assert_eq(crdt_hget_int(r, key, field), 1, "the owner field %s must hold count 1", field);
-    cr_assert_eq(hlen(r, key), 1);
-    long long t = crdt_pttl(r, key);
+    crdt_owner_field(f.a, crd_owner_current(), field, sizeof field);
+    cr_assert_eq(crdt_hget_int(f.r, f.key, field), 1, "the owner field %s must hold count 1",
+                 field);
+    cr_assert_eq(hlen(f.r, f.key), 1);
+    long long t = crdt_pttl(f.r, f.key);
     cr_assert(t > 0 && t <= 10000, "PTTL %lld not in (0, 10000]", t);
 
-    cr_assert_eq(crd_lock_is_locked(l, &b), CRD_OK);
+    cr_assert_eq(crd_lock_is_locked(f.la, &b), CRD_OK);
     cr_assert(b);
-    cr_assert_eq(crd_lock_is_held(l, &b), CRD_OK);
+    cr_assert_eq(crd_lock_is_held(f.la, &b), CRD_OK);
     cr_assert(b);
     int64_t count = 0;
-    cr_assert_eq(crd_lock_hold_count(l, &count), CRD_OK);
+    cr_assert_eq(crd_lock_hold_count(f.la, &count), CRD_OK);
     cr_assert_eq(count, 1);
-    cr_assert_eq(crd_lock_remaining_ttl(l, &ttl), CRD_OK);
+    cr_assert_eq(crd_lock_remaining_ttl(f.la, &ttl), CRD_OK);
     cr_assert(ttl > 0 && ttl <= 10000, "remaining ttl %" PRId64, ttl);
     int64_t validity = 0;
-    cr_assert_eq(crd_lock_validity_ms(l, &validity), CRD_OK);
+    cr_assert_eq(crd_lock_validity_ms(f.la, &validity), CRD_OK);
     cr_assert(validity > 8000 && validity <= 10000, "validity %" PRId64, validity);
 
-    cr_assert_eq(crd_lock_release(l), CRD_OK);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
-    cr_assert_eq(crd_lock_is_locked(l, &b), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0);
+    cr_assert_eq(crd_lock_is_locked(f.la, &b), CRD_OK);
     cr_assert_not(b);
-    cr_assert_eq(crd_lock_is_held(l, &b), CRD_OK);
+    cr_assert_eq(crd_lock_is_held(f.la, &b), CRD_OK);
     cr_assert_not(b);
-    cr_assert_eq(crd_lock_hold_count(l, &count), CRD_OK);
+    cr_assert_eq(crd_lock_hold_count(f.la, &count), CRD_OK);
     cr_assert_eq(count, 0);
-    cr_assert_eq(crd_lock_validity_ms(l, &validity), CRD_NOT_OWNER);
+    cr_assert_eq(crd_lock_validity_ms(f.la, &validity), CRD_NOT_OWNER);
 
-    crd_lock_free(l);
-    crd_client_free(c);
-    redisFree(r);
+    crdt_fixture_close(&f);
 }
 
 Test(lock, reentrancy_three_deep_counts_up_and_down_and_rearms_the_ttl)
 {
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("L");
-    crd_lock *l = crdt_lock(c, key);
+    crdt_fixture f;
+    crdt_fixture_open(&f, 1, "L", crdt_lock);
     char field[96];
-    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(f.a, crd_owner_current(), field, sizeof field);
 
     for (int i = 1; i <= 3; i++) {
         if (i > 1) /* shorten the TTL so that the re-arm is visible */
-            cr_assert_eq(crdt_cmd_int(r, "PEXPIRE %s 2000", key), 1);
-        cr_assert_eq(crd_lock_acquire(l, 0, 20000), CRD_OK, "acquire #%d", i);
+            cr_assert_eq(crdt_cmd_int(f.r, "PEXPIRE %s 2000", f.key), 1);
+        cr_assert_eq(crd_lock_acquire(f.la, 0, 20000), CRD_OK, "acquire #%d", i);
         int64_t count = 0;
-        cr_assert_eq(crd_lock_hold_count(l, &count), CRD_OK);
+        cr_assert_eq(crd_lock_hold_count(f.la, &count), CRD_OK);
         cr_assert_eq(count, i);
-        cr_assert_eq(crdt_hget_int(r, key, field), i);
-        long long t = crdt_pttl(r, key);
+        cr_assert_eq(crdt_hget_int(f.r, f.key, field), i);
+        long long t = crdt_pttl(f.r, f.key);
         cr_assert(t > 2000 && t <= 20000, "acquire #%d: PTTL %lld was not re-armed to the lease",
                   i, t);
     }
     for (int i = 2; i >= 0; i--) {
-        cr_assert_eq(crdt_cmd_int(r, "PEXPIRE %s 2000", key), 1);
-        cr_assert_eq(crd_lock_release(l), CRD_OK, "release leaving %d", i);
+        cr_assert_eq(crdt_cmd_int(f.r, "PEXPIRE %s 2000", f.key), 1);
+        cr_assert_eq(crd_lock_release(f.la), CRD_OK, "release leaving %d", i);
         int64_t count = -1;
-        cr_assert_eq(crd_lock_hold_count(l, &count), CRD_OK);
+        cr_assert_eq(crd_lock_hold_count(f.la, &count), CRD_OK);
         cr_assert_eq(count, i);
         if (i > 0) {
-            cr_assert_eq(crdt_hget_int(r, key, field), i);
-            long long t = crdt_pttl(r, key);
+            cr_assert_eq(crdt_hget_int(f.r, f.key, field), i);
+            long long t = crdt_pttl(f.r, f.key);
             cr_assert(t > 2000 && t <= 20000,
                       "partial release: PTTL %lld not re-armed to the last lease", t);
         } else {
-            cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
+            cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0);
         }
     }
-    cr_assert_eq(crd_lock_release(l), CRD_NOT_OWNER);
-    crd_lock_free(l);
-    crd_client_free(c);
-    redisFree(r);
+    cr_assert_eq(crd_lock_release(f.la), CRD_NOT_OWNER);
+    crdt_fixture_close(&f);
 }
 
 struct other_thread_release {
@@ -137,49 +130,41 @@ static void *release_from_thread(void *arg)
 
 Test(lock, release_by_a_non_owner_changes_nothing_and_reports_not_owner)
 {
-    crd_client *a = crdt_client();
-    crd_client *b = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("L");
+    crdt_fixture f;
+    crdt_fixture_open(&f, 2, "L", crdt_lock);
     char latch_pattern[300];
-    snprintf(latch_pattern, sizeof latch_pattern, "redisson_unlock_latch:{%s}:*", key);
-    crd_lock *la = crdt_lock(a, key);
-    crd_lock *lb = crdt_lock(b, key);
+    snprintf(latch_pattern, sizeof latch_pattern, "redisson_unlock_latch:{%s}:*", f.key);
 
     /* A free lock: nobody owns it. */
-    cr_assert_eq(crd_lock_release(lb), CRD_NOT_OWNER);
+    cr_assert_eq(crd_lock_release(f.lb), CRD_NOT_OWNER);
 
-    cr_assert_eq(crd_lock_acquire(la, 0, 10000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 10000), CRD_OK);
     char field[96];
-    crdt_owner_field(a, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(f.a, crd_owner_current(), field, sizeof field);
 
     /* Same thread id, other client (other UUID). */
-    cr_assert_eq(crd_lock_release(lb), CRD_NOT_OWNER);
-    cr_assert_str_neq(crd_client_errmsg(b), "", "a failed call leaves a detail message");
+    cr_assert_eq(crd_lock_release(f.lb), CRD_NOT_OWNER);
+    cr_assert_str_neq(crd_client_errmsg(f.b), "", "a failed call leaves a detail message");
     /* Same client, other thread (other owner id). */
-    struct other_thread_release o = {la, CRD_OK};
+    struct other_thread_release o = {f.la, CRD_OK};
     pthread_t th;
     pthread_create(&th, NULL, release_from_thread, &o);
     pthread_join(th, NULL);
     cr_assert_eq(o.st, CRD_NOT_OWNER);
     /* Explicit owner that never acquired. */
-    cr_assert_eq(crd_lock_release_owner(la, crd_owner_new()), CRD_NOT_OWNER);
+    cr_assert_eq(crd_lock_release_owner(f.la, crd_owner_new()), CRD_NOT_OWNER);
 
-    cr_assert_eq(hlen(r, key), 1);
-    cr_assert_eq(crdt_hget_int(r, key, field), 1);
-    cr_assert_eq(crdt_count_keys(r, latch_pattern), 0, "a refused unlock writes no latch");
+    cr_assert_eq(hlen(f.r, f.key), 1);
+    cr_assert_eq(crdt_hget_int(f.r, f.key, field), 1);
+    cr_assert_eq(crdt_count_keys(f.r, latch_pattern), 0, "a refused unlock writes no latch");
     bool held = true;
-    cr_assert_eq(crd_lock_is_held(lb, &held), CRD_OK);
+    cr_assert_eq(crd_lock_is_held(f.lb, &held), CRD_OK);
     cr_assert_not(held);
-    cr_assert_eq(crd_lock_is_held(la, &held), CRD_OK);
+    cr_assert_eq(crd_lock_is_held(f.la, &held), CRD_OK);
     cr_assert(held);
 
-    cr_assert_eq(crd_lock_release(la), CRD_OK);
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    crdt_fixture_close(&f);
 }
 
 struct owner_job {
@@ -208,10 +193,8 @@ static void *release_owner_thread(void *arg)
 
 Test(lock, an_explicit_owner_acquires_in_one_thread_and_releases_in_another)
 {
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("L");
-    crd_lock *l = crdt_lock(c, key);
+    crdt_fixture f;
+    crdt_fixture_open(&f, 1, "L", crdt_lock);
 
     uint64_t o1 = crd_owner_new();
     uint64_t o2 = crd_owner_new();
@@ -220,22 +203,23 @@ Test(lock, an_explicit_owner_acquires_in_one_thread_and_releases_in_another)
     cr_assert_neq(o1, crd_owner_current());
     cr_assert_neq(o2, crd_owner_current());
 
-    struct owner_job j = {l, o1, CRD_IO, false, 0};
+    struct owner_job j = {f.la, o1, CRD_IO, false, 0};
     pthread_t th;
     pthread_create(&th, NULL, acquire_owner_thread, &j);
     pthread_join(th, NULL);
     cr_assert_eq(j.st, CRD_OK);
     char field[96];
-    crdt_owner_field(c, o1, field, sizeof field);
-    cr_assert_eq(crdt_hget_int(r, key, field), 1, "the hold is under the explicit owner's field");
+    crdt_owner_field(f.a, o1, field, sizeof field);
+    cr_assert_eq(crdt_hget_int(f.r, f.key, field), 1,
+                 "the hold is under the explicit owner's field");
 
     /* The main thread is not that owner. */
     bool held = true;
-    cr_assert_eq(crd_lock_is_held(l, &held), CRD_OK);
+    cr_assert_eq(crd_lock_is_held(f.la, &held), CRD_OK);
     cr_assert_not(held);
-    cr_assert_eq(crd_lock_acquire(l, 0, 1000), CRD_BUSY);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 1000), CRD_BUSY);
     int64_t v = 0;
-    cr_assert_eq(crd_lock_validity_ms_owner(l, o1, &v), CRD_OK);
+    cr_assert_eq(crd_lock_validity_ms_owner(f.la, o1, &v), CRD_OK);
     cr_assert(v > 0 && v <= 10000);
 
     j.st = CRD_IO;
@@ -244,34 +228,28 @@ Test(lock, an_explicit_owner_acquires_in_one_thread_and_releases_in_another)
     cr_assert(j.held);
     cr_assert_eq(j.count, 1);
     cr_assert_eq(j.st, CRD_OK);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0);
 
-    crd_lock_free(l);
-    crd_client_free(c);
-    redisFree(r);
+    crdt_fixture_close(&f);
 }
 
 Test(lock, an_expired_lease_makes_release_report_lock_lost)
 {
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("L");
-    crd_lock *l = crdt_lock(c, key);
+    crdt_fixture f;
+    crdt_fixture_open(&f, 1, "L", crdt_lock);
 
-    cr_assert_eq(crd_lock_acquire(l, 0, 150), CRD_OK);
-    cr_assert(crdt_await_exists(r, key, false, 3000), "the 150 ms lease never expired");
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 150), CRD_OK);
+    cr_assert(crdt_await_exists(f.r, f.key, false, 3000), "the 150 ms lease never expired");
     int64_t v = 12345;
-    crd_status vs = crd_lock_validity_ms(l, &v);
+    crd_status vs = crd_lock_validity_ms(f.la, &v);
     cr_assert(vs == CRD_OK || vs == CRD_LOCK_LOST, "validity after expiry: %s", crd_strerror(vs));
     cr_assert(v <= 0, "validity %" PRId64 " after the lease ran out", v);
 
-    cr_assert_eq(crd_lock_release(l), CRD_LOCK_LOST);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0, "a lost release creates nothing");
+    cr_assert_eq(crd_lock_release(f.la), CRD_LOCK_LOST);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0, "a lost release creates nothing");
     /* The loss has been reported; the hold is forgotten. */
-    cr_assert_eq(crd_lock_release(l), CRD_NOT_OWNER);
-    crd_lock_free(l);
-    crd_client_free(c);
-    redisFree(r);
+    cr_assert_eq(crd_lock_release(f.la), CRD_NOT_OWNER);
+    crdt_fixture_close(&f);
 }
 
 Test(lock, force_unlock_wakes_a_waiter_and_the_holder_then_sees_lock_lost)
@@ -387,29 +365,25 @@ Test(lock, force_unlock_refuses_a_key_that_is_not_a_lock_and_leaves_it_intact)
 
 Test(lock, a_name_holding_a_string_gives_a_server_error_and_is_never_acquired)
 {
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("L");
-    freeReplyObject(crdt_cmd(r, "SET %s %s", key, "not-a-hash"));
-    crd_lock *l = crdt_lock(c, key);
+    crdt_fixture f;
+    crdt_fixture_open(&f, 1, "L", crdt_lock);
+    freeReplyObject(crdt_cmd(f.r, "SET %s %s", f.key, "not-a-hash"));
 
-    cr_assert_eq(crd_lock_acquire(l, 0, 5000), CRD_SERVER);
-    cr_assert(strstr(crd_client_errmsg(c), "WRONGTYPE") != NULL,
-              "errmsg should carry Redis's words, got '%s'", crd_client_errmsg(c));
-    cr_assert_eq(crd_lock_acquire(l, 500, 5000), CRD_SERVER, "a waiting acquire too");
-    cr_assert_eq(crd_lock_acquire(l, CRD_WAIT_FOREVER, CRD_LEASE_WATCHDOG), CRD_SERVER);
-    crd_status rs = crd_lock_release(l);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 5000), CRD_SERVER);
+    cr_assert(strstr(crd_client_errmsg(f.a), "WRONGTYPE") != NULL,
+              "errmsg should carry Redis's words, got '%s'", crd_client_errmsg(f.a));
+    cr_assert_eq(crd_lock_acquire(f.la, 500, 5000), CRD_SERVER, "a waiting acquire too");
+    cr_assert_eq(crd_lock_acquire(f.la, CRD_WAIT_FOREVER, CRD_LEASE_WATCHDOG), CRD_SERVER);
+    crd_status rs = crd_lock_release(f.la);
     cr_assert(rs == CRD_SERVER || rs == CRD_NOT_OWNER, "release: %s", crd_strerror(rs));
     cr_assert_neq(rs, CRD_OK);
     int64_t v = 0;
-    cr_assert_eq(crd_lock_validity_ms(l, &v), CRD_NOT_OWNER, "nothing may be recorded as held");
+    cr_assert_eq(crd_lock_validity_ms(f.la, &v), CRD_NOT_OWNER, "nothing may be recorded as held");
 
     char buf[64];
-    cr_assert_str_eq(crdt_cmd_str(r, buf, sizeof buf, "GET %s", key), "not-a-hash");
-    cr_assert_eq(crdt_pttl(r, key), -1);
-    crd_lock_free(l);
-    crd_client_free(c);
-    redisFree(r);
+    cr_assert_str_eq(crdt_cmd_str(f.r, buf, sizeof buf, "GET %s", f.key), "not-a-hash");
+    cr_assert_eq(crdt_pttl(f.r, f.key), -1);
+    crdt_fixture_close(&f);
 }
 
 Test(lock, a_hash_without_ttl_makes_a_waiter_time_out_after_bounded_rechecks)
@@ -453,71 +427,57 @@ Test(lock, a_script_flush_between_calls_keeps_hold_counts_exact)
     crdt_options(&o);
     crdt_tracelog *tl = crdt_tracelog_new();
     crdt_tracelog_attach(tl, &o);
-    crd_client *c = crdt_client_opts(&o);
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("L");
-    crd_lock *l = crdt_lock(c, key);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 1, "L", crdt_lock, &o, NULL);
     char field[96];
-    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
+    crdt_owner_field(f.a, crd_owner_current(), field, sizeof field);
 
-    freeReplyObject(crdt_cmd(r, "SCRIPT FLUSH"));
-    cr_assert_eq(crd_lock_acquire(l, 0, 10000), CRD_OK);
-    assert_ttl_sane(r, key);
-    cr_assert_eq(crdt_hget_int(r, key, field), 1);
-    freeReplyObject(crdt_cmd(r, "SCRIPT FLUSH"));
-    cr_assert_eq(crd_lock_acquire(l, 0, 10000), CRD_OK);
-    assert_ttl_sane(r, key);
-    cr_assert_eq(crdt_hget_int(r, key, field), 2);
-    freeReplyObject(crdt_cmd(r, "SCRIPT FLUSH"));
-    cr_assert_eq(crd_lock_release(l), CRD_OK);
-    assert_ttl_sane(r, key);
-    cr_assert_eq(crdt_hget_int(r, key, field), 1);
-    freeReplyObject(crdt_cmd(r, "SCRIPT FLUSH"));
-    cr_assert_eq(crd_lock_release(l), CRD_OK);
-    assert_ttl_sane(r, key);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
+    freeReplyObject(crdt_cmd(f.r, "SCRIPT FLUSH"));
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 10000), CRD_OK);
+    assert_ttl_sane(f.r, f.key);
+    cr_assert_eq(crdt_hget_int(f.r, f.key, field), 1);
+    freeReplyObject(crdt_cmd(f.r, "SCRIPT FLUSH"));
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 10000), CRD_OK);
+    assert_ttl_sane(f.r, f.key);
+    cr_assert_eq(crdt_hget_int(f.r, f.key, field), 2);
+    freeReplyObject(crdt_cmd(f.r, "SCRIPT FLUSH"));
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    assert_ttl_sane(f.r, f.key);
+    cr_assert_eq(crdt_hget_int(f.r, f.key, field), 1);
+    freeReplyObject(crdt_cmd(f.r, "SCRIPT FLUSH"));
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    assert_ttl_sane(f.r, f.key);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0);
 
     /* After each flush the library fell back to one EVAL and never to SCRIPT LOAD. */
     cr_assert_geq(crdt_tracelog_count_cmd(tl, 0, "EVAL", 0), 4);
     cr_assert_not(crdt_tracelog_has(tl, 0, "SCRIPT", "LOAD"));
-    crd_lock_free(l);
-    crd_client_free(c);
+    crdt_fixture_close(&f);
     crdt_tracelog_free(tl);
-    redisFree(r);
 }
 
 Test(lock, try_lock_on_a_held_lock_returns_busy_or_times_out_after_the_wait)
 {
-    crd_client *a = crdt_client();
-    crd_client *b = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("L");
-    crd_lock *la = crdt_lock(a, key);
-    crd_lock *lb = crdt_lock(b, key);
-    cr_assert_eq(crd_lock_acquire(la, 0, 20000), CRD_OK);
+    crdt_fixture f;
+    crdt_fixture_open(&f, 2, "L", crdt_lock);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 20000), CRD_OK);
 
     int64_t t0 = crdt_now_ms();
-    cr_assert_eq(crd_lock_acquire(lb, 0, 20000), CRD_BUSY);
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 20000), CRD_BUSY);
     cr_assert(crdt_now_ms() - t0 < 500, "a no-wait try must not wait");
     t0 = crdt_now_ms();
-    cr_assert_eq(crd_lock_acquire(lb, 300, 20000), CRD_TIMEOUT);
+    cr_assert_eq(crd_lock_acquire(f.lb, 300, 20000), CRD_TIMEOUT);
     int64_t took = crdt_now_ms() - t0;
     cr_assert(took >= 290 && took < 1500, "a 300 ms wait took %" PRId64 " ms", took);
     bool held = true;
-    cr_assert_eq(crd_lock_is_held(lb, &held), CRD_OK);
+    cr_assert_eq(crd_lock_is_held(f.lb, &held), CRD_OK);
     cr_assert_not(held);
 
-    cr_assert_eq(crd_lock_release(la), CRD_OK);
-    cr_assert_eq(crd_lock_acquire(lb, 0, 20000), CRD_OK);
-    cr_assert_eq(crd_lock_release(lb), CRD_OK);
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
-    char pattern[300];
-    snprintf(pattern, sizeof pattern, "redisson_lock__channel:{%s}", key);
-    cr_assert(crdt_pubsub_channels_empty(pattern), "the timed-out waiter unsubscribed");
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 20000), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.lb), CRD_OK);
+    crdt_fixture_close(&f);
+    cr_assert(crdt_pubsub_channels_empty(f.channel), "the timed-out waiter unsubscribed");
 }
 
 struct renewals {
@@ -551,70 +511,56 @@ Test(lock, the_watchdog_keeps_a_lock_alive_beyond_its_lease_and_lease_zero_means
     o.watchdog_timeout_ms = 900;
     crdt_tracelog *tl = crdt_tracelog_new();
     crdt_tracelog_attach(tl, &o);
-    crd_client *c = crdt_client_opts(&o);
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("L");
-    crd_lock *l = crdt_lock(c, key);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 1, "L", crdt_lock, &o, NULL);
 
     int64_t t0 = crdt_now_ms();
     size_t from = crdt_tracelog_count(tl);
-    cr_assert_eq(crd_lock_acquire(l, 0, 0), CRD_OK);
-    long long t = crdt_pttl(r, key);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 0), CRD_OK);
+    long long t = crdt_pttl(f.r, f.key);
     cr_assert(t > 0 && t <= 900, "lease 0 means the watchdog timeout, PTTL %lld", t);
     struct renewals x = {tl, from};
     cr_assert(crdt_wait_until(three_renewals_pred, &x, 4000), "three renewals within 4 s");
     int64_t elapsed = crdt_now_ms() - t0;
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 1,
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 1,
                  "the lock must outlive its %d ms lease (%" PRId64 " ms)", 900, elapsed);
-    t = crdt_pttl(r, key);
+    t = crdt_pttl(f.r, f.key);
     cr_assert(t > 0 && t <= 900, "renewed PTTL %lld", t);
     int64_t v = 0;
-    cr_assert_eq(crd_lock_validity_ms(l, &v), CRD_OK);
+    cr_assert_eq(crd_lock_validity_ms(f.la, &v), CRD_OK);
     cr_assert(v > 0 && v <= 900);
-    cr_assert_eq(crd_lock_release(l), CRD_OK);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
-    crd_lock_free(l);
-    crd_client_free(c);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0);
+    crdt_fixture_close(&f);
     crdt_tracelog_free(tl);
-    redisFree(r);
 }
 
 Test(lock, extend_sets_a_new_ttl_for_the_holder_only)
 {
-    crd_client *a = crdt_client();
-    crd_client *b = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("L");
-    crd_lock *la = crdt_lock(a, key);
-    crd_lock *lb = crdt_lock(b, key);
+    crdt_fixture f;
+    crdt_fixture_open(&f, 2, "L", crdt_lock);
 
-    cr_assert_eq(crd_lock_extend(la, 5000), CRD_NOT_OWNER);
-    cr_assert_eq(crd_lock_acquire(la, 0, 1000), CRD_OK);
-    cr_assert_eq(crd_lock_extend(la, 20000), CRD_OK);
-    long long t = crdt_pttl(r, key);
+    cr_assert_eq(crd_lock_extend(f.la, 5000), CRD_NOT_OWNER);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 1000), CRD_OK);
+    cr_assert_eq(crd_lock_extend(f.la, 20000), CRD_OK);
+    long long t = crdt_pttl(f.r, f.key);
     cr_assert(t > 1000 && t <= 20000, "extended PTTL %lld", t);
     int64_t v = 0;
-    cr_assert_eq(crd_lock_validity_ms(la, &v), CRD_OK);
+    cr_assert_eq(crd_lock_validity_ms(f.la, &v), CRD_OK);
     cr_assert(v > 1000 && v <= 20000, "validity after extend %" PRId64, v);
-    cr_assert_eq(crd_lock_extend(lb, 20000), CRD_NOT_OWNER);
+    cr_assert_eq(crd_lock_extend(f.lb, 20000), CRD_NOT_OWNER);
 
     /* The field is gone (force-unlocked): extend reports the loss. */
-    cr_assert_eq(crd_lock_force_unlock(lb, NULL), CRD_OK);
-    cr_assert_eq(crd_lock_extend(la, 20000), CRD_LOCK_LOST);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0, "extend never creates the key");
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
+    cr_assert_eq(crd_lock_force_unlock(f.lb, NULL), CRD_OK);
+    cr_assert_eq(crd_lock_extend(f.la, 20000), CRD_LOCK_LOST);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0, "extend never creates the key");
+    crdt_fixture_close(&f);
 }
 
 Test(lock, every_invalid_argument_is_rejected_without_a_crash)
 {
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("L");
-    crd_lock *l = crdt_lock(c, key);
+    crdt_fixture f;
+    crdt_fixture_open(&f, 1, "L", crdt_lock);
     crd_lock *out = NULL;
 
     cr_assert_eq(crd_options_init(NULL), CRD_INVALID_ARGUMENT);
@@ -622,53 +568,53 @@ Test(lock, every_invalid_argument_is_rejected_without_a_crash)
     crdt_options(&o);
     cr_assert_eq(crd_client_new(&o, NULL), CRD_INVALID_ARGUMENT);
 
-    cr_assert_eq(crd_lock_new(NULL, key, &out), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_lock_new(c, NULL, &out), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_lock_new(c, key, NULL), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_lock_new(c, "", &out), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_lock_new_n(c, NULL, 3, &out), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_lock_new_n(c, "abc", 0, &out), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_new(NULL, f.key, &out), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_new(f.a, NULL, &out), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_new(f.a, f.key, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_new(f.a, "", &out), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_new_n(f.a, NULL, 3, &out), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_new_n(f.a, "abc", 0, &out), CRD_INVALID_ARGUMENT);
     cr_assert_null(out);
 
     uint64_t me = crd_owner_current();
     cr_assert_eq(crd_lock_acquire(NULL, 0, 1000), CRD_INVALID_ARGUMENT);
     cr_assert_eq(crd_lock_acquire_owner(NULL, me, 0, 1000), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_lock_acquire_owner(l, 0, 0, 1000), CRD_INVALID_ARGUMENT, "owner id 0");
+    cr_assert_eq(crd_lock_acquire_owner(f.la, 0, 0, 1000), CRD_INVALID_ARGUMENT, "owner id 0");
     const int64_t bad_times[] = {-2, -1000, INT64_MIN, CRD_DURATION_MAX_MS + 1, INT64_MAX};
     for (size_t i = 0; i < sizeof bad_times / sizeof bad_times[0]; i++) {
-        cr_assert_eq(crd_lock_acquire(l, bad_times[i], 1000), CRD_INVALID_ARGUMENT,
+        cr_assert_eq(crd_lock_acquire(f.la, bad_times[i], 1000), CRD_INVALID_ARGUMENT,
                      "wait %" PRId64, bad_times[i]);
-        cr_assert_eq(crd_lock_acquire(l, 0, bad_times[i]), CRD_INVALID_ARGUMENT,
+        cr_assert_eq(crd_lock_acquire(f.la, 0, bad_times[i]), CRD_INVALID_ARGUMENT,
                      "lease %" PRId64, bad_times[i]);
-        cr_assert_str_neq(crd_client_errmsg(c), "");
+        cr_assert_str_neq(crd_client_errmsg(f.a), "");
     }
     cr_assert_eq(crd_lock_release(NULL), CRD_INVALID_ARGUMENT);
     cr_assert_eq(crd_lock_release_owner(NULL, me), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_lock_release_owner(l, 0), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_release_owner(f.la, 0), CRD_INVALID_ARGUMENT);
     cr_assert_eq(crd_lock_force_unlock(NULL, NULL), CRD_INVALID_ARGUMENT);
 
     bool b;
     int64_t v;
     cr_assert_eq(crd_lock_is_locked(NULL, &b), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_lock_is_locked(l, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_is_locked(f.la, NULL), CRD_INVALID_ARGUMENT);
     cr_assert_eq(crd_lock_is_held(NULL, &b), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_lock_is_held(l, NULL), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_lock_is_held_owner(l, me, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_is_held(f.la, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_is_held_owner(f.la, me, NULL), CRD_INVALID_ARGUMENT);
     cr_assert_eq(crd_lock_hold_count(NULL, &v), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_lock_hold_count(l, NULL), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_lock_hold_count_owner(l, me, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_hold_count(f.la, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_hold_count_owner(f.la, me, NULL), CRD_INVALID_ARGUMENT);
     cr_assert_eq(crd_lock_remaining_ttl(NULL, &v), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_lock_remaining_ttl(l, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_remaining_ttl(f.la, NULL), CRD_INVALID_ARGUMENT);
     cr_assert_eq(crd_lock_validity_ms(NULL, &v), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_lock_validity_ms(l, NULL), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_lock_validity_ms_owner(l, me, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_validity_ms(f.la, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_validity_ms_owner(f.la, me, NULL), CRD_INVALID_ARGUMENT);
     cr_assert_eq(crd_lock_extend(NULL, 1000), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_lock_extend(l, -5), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_lock_extend(l, CRD_DURATION_MAX_MS + 1), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_extend(f.la, -5), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_extend(f.la, CRD_DURATION_MAX_MS + 1), CRD_INVALID_ARGUMENT);
     cr_assert_eq(crd_lock_extend_owner(NULL, me, 1000), CRD_INVALID_ARGUMENT);
     int res = 7;
     cr_assert_eq(crd_lock_run(NULL, 0, 1000, NULL, NULL, &res), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_lock_run(l, 0, 1000, NULL, NULL, &res), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_lock_run(f.la, 0, 1000, NULL, NULL, &res), CRD_INVALID_ARGUMENT);
     cr_assert_eq(res, 7);
 
     /* NULL is accepted by every _free and by errmsg; nothing reached Redis. */
@@ -677,11 +623,9 @@ Test(lock, every_invalid_argument_is_rejected_without_a_crash)
     cr_assert_not_null(crd_client_errmsg(NULL));
     cr_assert_not_null(crd_version());
     cr_assert_str_eq(crd_version(), CRD_VERSION_STRING);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0);
 
-    crd_lock_free(l);
-    crd_client_free(c);
-    redisFree(r);
+    crdt_fixture_close(&f);
 }
 
 Test(lock, names_are_checked_when_the_handle_is_created)
@@ -733,50 +677,46 @@ static int run_fn(void *arg)
 
 Test(lock, lock_run_runs_the_function_under_the_lock_and_reports_both_results)
 {
-    crd_client *c = crdt_client();
+    crdt_fixture f;
+    crdt_fixture_open(&f, 1, "L", crdt_lock);
     crd_client *other = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("L");
-    crd_lock *l = crdt_lock(c, key);
-    crd_lock *lo = crdt_lock(other, key);
+    crd_lock *lo = crdt_lock(other, f.key);
 
-    struct run_ctx x = {.r = r, .key = key};
-    crdt_owner_field(c, crd_owner_current(), x.field, sizeof x.field);
+    struct run_ctx x = {.r = f.r, .key = f.key};
+    crdt_owner_field(f.a, crd_owner_current(), x.field, sizeof x.field);
     int res = 0;
-    cr_assert_eq(crd_lock_run(l, 0, 10000, run_fn, &x, &res), CRD_OK);
+    cr_assert_eq(crd_lock_run(f.la, 0, 10000, run_fn, &x, &res), CRD_OK);
     cr_assert(x.ran);
     cr_assert(x.held_inside, "fn must run while the caller's owner holds the lock");
     cr_assert_eq(res, 42);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0, "released after fn");
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0, "released after fn");
 
     /* fn_result may be NULL */
     x.ran = false;
-    cr_assert_eq(crd_lock_run(l, 0, 10000, run_fn, &x, NULL), CRD_OK);
+    cr_assert_eq(crd_lock_run(f.la, 0, 10000, run_fn, &x, NULL), CRD_OK);
     cr_assert(x.ran);
 
     /* Held elsewhere: the acquire's status, fn not run, result untouched. */
     cr_assert_eq(crd_lock_acquire(lo, 0, 10000), CRD_OK);
     x.ran = false;
     res = -1;
-    cr_assert_eq(crd_lock_run(l, 0, 10000, run_fn, &x, &res), CRD_BUSY);
+    cr_assert_eq(crd_lock_run(f.la, 0, 10000, run_fn, &x, &res), CRD_BUSY);
     cr_assert_not(x.ran);
     cr_assert_eq(res, -1);
-    cr_assert_eq(crd_lock_run(l, 200, 10000, run_fn, &x, &res), CRD_TIMEOUT);
+    cr_assert_eq(crd_lock_run(f.la, 200, 10000, run_fn, &x, &res), CRD_TIMEOUT);
     cr_assert_not(x.ran);
     cr_assert_eq(crd_lock_release(lo), CRD_OK);
 
     /* The lease runs out while fn runs: fn's result and CRD_LOCK_LOST. */
     x.ran = false;
     x.wait_for_expiry = true;
-    cr_assert_eq(crd_lock_run(l, 0, 150, run_fn, &x, &res), CRD_LOCK_LOST);
+    cr_assert_eq(crd_lock_run(f.la, 0, 150, run_fn, &x, &res), CRD_LOCK_LOST);
     cr_assert(x.ran);
     cr_assert_eq(res, 42);
 
-    crd_lock_free(l);
+    crdt_fixture_close(&f);
     crd_lock_free(lo);
-    crd_client_free(c);
     crd_client_free(other);
-    redisFree(r);
 }
 
 struct fork_ctx {

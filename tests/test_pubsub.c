@@ -72,29 +72,33 @@ typedef struct counts {
     int64_t wake_ms;
 } counts;
 
-/* Holder A keeps the lock hold_ms after waiter B is blocked, then releases. */
-static counts wait_behind(int64_t hold_ms)
+/* The fixture of the tests that follow what client b sends: a plain client a and a client
+ * b whose commands the returned log records (freed by the caller, after the fixture). */
+static crdt_tracelog *open_traced_b(crdt_fixture *f, const char *suffix)
 {
     crd_options o;
     crdt_options(&o);
     crdt_tracelog *tl = crdt_tracelog_new();
     crdt_tracelog_attach(tl, &o);
-    crd_client *a = crdt_client();
-    crd_client *b = crdt_client_opts(&o);
-    redisContext *r = crdt_redis();
+    crdt_fixture_open_opts(f, 2, suffix, crdt_lock, NULL, &o);
+    return tl;
+}
+
+/* Holder A keeps the lock hold_ms after waiter B is blocked, then releases. */
+static counts wait_behind(int64_t hold_ms)
+{
     char suffix[32];
     snprintf(suffix, sizeof suffix, "L%" PRId64, hold_ms);
-    const char *key = crdt_key(suffix);
-    crd_lock *la = crdt_lock(a, key);
-    crd_lock *lb = crdt_lock(b, key);
+    crdt_fixture f;
+    crdt_tracelog *tl = open_traced_b(&f, suffix);
     /* Warm the server's script cache so that no NOSCRIPT retry skews the counts. */
-    cr_assert_eq(crd_lock_acquire(lb, 0, 30000), CRD_OK);
-    cr_assert_eq(crd_lock_release(lb), CRD_OK);
-    cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.lb), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
 
-    long long s0 = scripts_run(r);
+    long long s0 = scripts_run(f.r);
     size_t from = crdt_tracelog_count(tl);
-    crdt_waiter w = {.lock = lb, .wait_ms = 20000, .lease_ms = 30000};
+    crdt_waiter w = {.lock = f.lb, .wait_ms = 20000, .lease_ms = 30000};
     crdt_waiter_start(&w);
     struct blocked_pred bp = {tl, from};
     cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "the waiter never blocked");
@@ -102,7 +106,7 @@ static counts wait_behind(int64_t hold_ms)
      * under test (a polling waiter would send more the longer it waits). */
     crdt_sleep_ms(hold_ms);
     int64_t t0 = crdt_now_ms();
-    cr_assert_eq(crd_lock_release(la), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
     crdt_waiter_join(&w, 30000, NULL);
     cr_assert_eq(w.acquire_st, CRD_OK);
     /* The waiter's UNSUBSCRIBE is sent by the subscriber thread after the acquire
@@ -114,17 +118,13 @@ static counts wait_behind(int64_t hold_ms)
     /* count up to the release of the waiter itself (its own unlock is one script) */
     c.scripts = crdt_tracelog_count_scripts(tl, from);
     c.commands = crdt_tracelog_count(tl) - from;
-    c.server_scripts = scripts_run(r) - s0;
+    c.server_scripts = scripts_run(f.r) - s0;
     fprintf(stderr,
             "[pubsub] hold %" PRId64 " ms: waiter sent %zu scripts, %zu commands in all; "
             "server ran %lld scripts; woke %" PRId64 " ms after the release\n",
             hold_ms, c.scripts, c.commands, c.server_scripts, c.wake_ms);
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
+    crdt_fixture_close(&f);
     crdt_tracelog_free(tl);
-    redisFree(r);
     return c;
 }
 
@@ -150,26 +150,19 @@ Test(pubsub, a_blocked_waiter_sends_the_same_few_commands_for_a_short_and_a_long
 Test(pubsub, a_waiter_wakes_within_milliseconds_of_the_release, .timeout = 60)
 {
     enum { ROUNDS = 30 };
-    crd_options o;
-    crdt_options(&o);
-    crdt_tracelog *tl = crdt_tracelog_new();
-    crdt_tracelog_attach(tl, &o);
-    crd_client *a = crdt_client();
-    crd_client *b = crdt_client_opts(&o);
-    const char *key = crdt_key("L");
-    crd_lock *la = crdt_lock(a, key);
-    crd_lock *lb = crdt_lock(b, key);
+    crdt_fixture f;
+    crdt_tracelog *tl = open_traced_b(&f, "L");
     int64_t lat[ROUNDS];
     for (int i = 0; i < ROUNDS; i++) {
-        cr_assert_eq(crd_lock_acquire(la, 0, 30000), CRD_OK);
+        cr_assert_eq(crd_lock_acquire(f.la, 0, 30000), CRD_OK);
         crdt_waiter w;
         struct blocked_pred bp = {tl, crdt_tracelog_count(tl)};
-        w = (crdt_waiter){.lock = lb, .wait_ms = 20000, .lease_ms = 30000};
+        w = (crdt_waiter){.lock = f.lb, .wait_ms = 20000, .lease_ms = 30000};
         crdt_waiter_start(&w);
         cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "round %d: the waiter never blocked",
                   i);
         int64_t t0 = crdt_now_ns();
-        cr_assert_eq(crd_lock_release(la), CRD_OK);
+        cr_assert_eq(crd_lock_release(f.la), CRD_OK);
         crdt_waiter_join(&w, 30000, NULL);
         cr_assert_eq(w.acquire_st, CRD_OK, "round %d: %s", i, crd_strerror(w.acquire_st));
         lat[i] = w.t_acq_ms - t0 / 1000000;
@@ -182,10 +175,7 @@ Test(pubsub, a_waiter_wakes_within_milliseconds_of_the_release, .timeout = 60)
             ROUNDS, lat[ROUNDS / 2], lat[ROUNDS * 9 / 10], lat[ROUNDS - 1]);
     cr_assert_lt(lat[ROUNDS - 1], 500, "a waiter took %" PRId64 " ms to notice a release",
                  lat[ROUNDS - 1]);
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
+    crdt_fixture_close(&f);
     crdt_tracelog_free(tl);
     cr_assert(crdt_pubsub_channels_empty(NULL), "PUBSUB CHANNELS is not empty");
 }
@@ -199,51 +189,41 @@ static void kill_pubsub_clients(redisContext *r)
 Test(pubsub, a_waiter_whose_subscriber_connection_is_killed_still_wakes_promptly,
      .timeout = 60)
 {
-    crd_options o;
-    crdt_options(&o);
-    crdt_tracelog *tl = crdt_tracelog_new();
-    crdt_tracelog_attach(tl, &o);
-    crd_client *a = crdt_client();
-    crd_client *b = crdt_client_opts(&o);
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("L");
-    char channel[300];
-    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", key);
-    crd_lock *la = crdt_lock(a, key);
-    crd_lock *lb = crdt_lock(b, key);
+    crdt_fixture f;
+    crdt_tracelog *tl = open_traced_b(&f, "L");
 
     /* 1. Killed, and the release comes before the subscriber is back: the message
      * is lost; the re-check after resubscribing must find the lock free. */
-    cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     crdt_waiter w;
     struct blocked_pred bp = {tl, crdt_tracelog_count(tl)};
-    w = (crdt_waiter){.lock = lb, .wait_ms = 25000, .lease_ms = 30000};
+    w = (crdt_waiter){.lock = f.lb, .wait_ms = 25000, .lease_ms = 30000};
     crdt_waiter_start(&w);
     cr_assert(crdt_wait_until(blocked_fn, &bp, 5000), "the waiter never blocked");
-    kill_pubsub_clients(r);
+    kill_pubsub_clients(f.r);
     int64_t t0 = crdt_now_ms();
-    cr_assert_eq(crd_lock_release(la), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
     crdt_waiter_join(&w, 30000, NULL);
     cr_assert_eq(w.acquire_st, CRD_OK, "%s", crd_strerror(w.acquire_st));
     int64_t lost_ms = w.t_acq_ms - t0;
 
     /* 2. Killed, and the release comes after the subscriber is back: the new
      * subscription must deliver the message. */
-    cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     bp.from = crdt_tracelog_count(tl);
-    w = (crdt_waiter){.lock = lb, .wait_ms = 25000, .lease_ms = 30000};
+    w = (crdt_waiter){.lock = f.lb, .wait_ms = 25000, .lease_ms = 30000};
     crdt_waiter_start(&w);
     /* The subscription of phase 1 may still be live when this waiter arrives (its
      * UNSUBSCRIBE not sent yet): then it is reused and no new SUBSCRIBE is traced. What
      * shows the waiter blocked is its attempt, its re-check, and a live subscription. */
-    struct live_pred lp = {&bp, r, channel};
+    struct live_pred lp = {&bp, f.r, f.channel};
     cr_assert(crdt_wait_until(blocked_live_fn, &lp, 5000), "the waiter never blocked");
     bp.from = crdt_tracelog_count(tl);
-    kill_pubsub_clients(r);
+    kill_pubsub_clients(f.r);
     cr_assert(crdt_wait_until(resubscribed_fn, &bp, 10000), "the waiter never resubscribed");
-    cr_assert_eq(crdt_numsub(r, channel), 1, "resubscribed to the lock's channel");
+    cr_assert_eq(crdt_numsub(f.r, f.channel), 1, "resubscribed to the lock's channel");
     t0 = crdt_now_ms();
-    cr_assert_eq(crd_lock_release(la), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
     crdt_waiter_join(&w, 30000, NULL);
     cr_assert_eq(w.acquire_st, CRD_OK, "%s", crd_strerror(w.acquire_st));
     int64_t back_ms = w.t_acq_ms - t0;
@@ -254,12 +234,8 @@ Test(pubsub, a_waiter_whose_subscriber_connection_is_killed_still_wakes_promptly
     cr_assert_lt(lost_ms, 3000, "the lost message cost %" PRId64 " ms (lease 30 s)", lost_ms);
     cr_assert_lt(back_ms, 500, "after resubscribing the waiter took %" PRId64 " ms", back_ms);
 
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
+    crdt_fixture_close(&f);
     crdt_tracelog_free(tl);
-    redisFree(r);
     cr_assert(crdt_pubsub_channels_empty(NULL), "PUBSUB CHANNELS is not empty");
 }
 
@@ -281,34 +257,24 @@ static bool all_blocked_fn(void *arg)
 Test(pubsub, local_waiters_share_one_subscription_and_hand_the_lock_on, .timeout = 60)
 {
     enum { N = 10 };
-    crd_options o;
-    crdt_options(&o);
-    crdt_tracelog *tl = crdt_tracelog_new();
-    crdt_tracelog_attach(tl, &o);
-    crd_client *a = crdt_client();
-    crd_client *b = crdt_client_opts(&o);
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("L");
-    char channel[300];
-    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", key);
-    crd_lock *la = crdt_lock(a, key);
-    crd_lock *lb = crdt_lock(b, key);
-    cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    crdt_fixture f;
+    crdt_tracelog *tl = open_traced_b(&f, "L");
+    cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
 
     size_t from = crdt_tracelog_count(tl);
     crdt_waiter w[N];
     for (int i = 0; i < N; i++) {
-        w[i] = (crdt_waiter){.lock = lb, .wait_ms = 20000, .lease_ms = 30000};
+        w[i] = (crdt_waiter){.lock = f.lb, .wait_ms = 20000, .lease_ms = 30000};
         crdt_waiter_start(&w[i]);
     }
-    struct subscribers_pred sp = {r, channel, tl, from, N};
+    struct subscribers_pred sp = {f.r, f.channel, tl, from, N};
     cr_assert(crdt_wait_until(all_blocked_fn, &sp, 5000), "the waiters never blocked");
-    cr_assert_eq(crdt_numsub(r, channel), 1, "one subscriber connection per client");
+    cr_assert_eq(crdt_numsub(f.r, f.channel), 1, "one subscriber connection per client");
     cr_assert_eq(crdt_tracelog_count_cmd(tl, from, "SUBSCRIBE", 1), 1,
                  "local waiters share one SUBSCRIBE");
 
     int64_t t0 = crdt_now_ms();
-    cr_assert_eq(crd_lock_release(la), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
     int64_t last = t0;
     for (int i = 0; i < N; i++) {
         crdt_waiter_join(&w[i], 30000, NULL);
@@ -320,13 +286,9 @@ Test(pubsub, local_waiters_share_one_subscription_and_hand_the_lock_on, .timeout
             last - t0);
     /* each release wakes the next waiter: nobody waits out the 30 s lease */
     cr_assert_lt(last - t0, 3000, "the hand-off chain took %" PRId64 " ms", last - t0);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0);
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0);
+    crdt_fixture_close(&f);
     crdt_tracelog_free(tl);
-    redisFree(r);
     cr_assert(crdt_pubsub_channels_empty(NULL), "PUBSUB CHANNELS is not empty");
 }
 

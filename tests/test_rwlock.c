@@ -79,14 +79,19 @@ static void assert_rw_clean(redisContext *r, const char *name)
     cr_assert(crdt_pubsub_channels_empty(pattern), "channels of the test are still subscribed");
 }
 
+static void opts_traced(crd_options *o, crdt_tracelog *t, int64_t watchdog_ms)
+{
+    crdt_options(o);
+    if (t != NULL)
+        crdt_tracelog_attach(t, o);
+    if (watchdog_ms > 0)
+        o->watchdog_timeout_ms = watchdog_ms;
+}
+
 static crd_client *client_traced(crdt_tracelog *t, int64_t watchdog_ms)
 {
     crd_options o;
-    crdt_options(&o);
-    if (t != NULL)
-        crdt_tracelog_attach(t, &o);
-    if (watchdog_ms > 0)
-        o.watchdog_timeout_ms = watchdog_ms;
+    opts_traced(&o, t, watchdog_ms);
     return crdt_client_opts(&o);
 }
 
@@ -263,25 +268,23 @@ Test(rwlock, a_writer_waiting_behind_readers_is_woken_by_the_last_read_release, 
 
 Test(rwlock, a_reader_waiting_behind_a_writer_is_woken_by_the_write_release, .timeout = 60)
 {
-    const char *name = crdt_key("rw");
-    redisContext *r = crdt_redis();
-    crd_client *wc = crdt_client();
-    crd_rwlock *wrw = rwlock(wc, name);
     crdt_tracelog *t = crdt_tracelog_new();
-    crd_client *rc = client_traced(t, 0);
-    crd_rwlock *rrw = rwlock(rc, name);
+    crd_options o;
+    opts_traced(&o, t, 0);
+    crdt_fixture f;
+    crdt_fixture_open_rw(&f, 2, "rw", NULL, &o);
     int64_t lat[WAKE_ROUNDS];
     for (int round = 0; round < WAKE_ROUNDS; round++) {
-        cr_assert_eq(crd_lock_acquire(crd_rwlock_write(wrw), 0, 30000), CRD_OK);
-        crdt_waiter w = {.lock = crd_rwlock_read(rrw),
-                         .client = rc,
+        cr_assert_eq(crd_lock_acquire(crd_rwlock_write(f.rwa), 0, 30000), CRD_OK);
+        crdt_waiter w = {.lock = crd_rwlock_read(f.rwb),
+                         .client = f.b,
                          .trace = t,
                          .wait_ms = 10000,
                          .lease_ms = 30000};
         crdt_waiter_start(&w);
         await_scripts(t, w.trace_from, 2);
         int64_t t_rel = crdt_now_ns();
-        cr_assert_eq(crd_lock_release(crd_rwlock_write(wrw)), CRD_OK);
+        cr_assert_eq(crd_lock_release(crd_rwlock_write(f.rwa)), CRD_OK);
         crdt_waiter_join(&w, 30000, NULL);
         cr_assert_eq(w.acquire_st, CRD_OK, "reader: %s", crd_strerror(w.acquire_st));
         cr_assert_eq(w.release_st, CRD_OK);
@@ -293,43 +296,36 @@ Test(rwlock, a_reader_waiting_behind_a_writer_is_woken_by_the_write_release, .ti
                      round, ms_of(lat[round]));
     }
     print_latencies("write release -> waiting reader acquired", lat, WAKE_ROUNDS);
-    crd_rwlock_free(wrw);
-    crd_rwlock_free(rrw);
-    crd_client_free(wc);
-    crd_client_free(rc);
+    crdt_fixture_close_checked(&f, assert_rw_clean);
     crdt_tracelog_free(t);
-    assert_rw_clean(r, name);
-    redisFree(r);
 }
 
 Test(rwlock, two_reader_threads_of_one_client_both_wake_on_one_write_release, .timeout = 60)
 {
-    const char *name = crdt_key("rw");
-    char chan[400];
-    chan_of(name, chan, sizeof chan);
-    redisContext *r = crdt_redis();
-    crd_client *wc = crdt_client();
-    crd_rwlock *wrw = rwlock(wc, name);
     crdt_tracelog *t = crdt_tracelog_new();
-    crd_client *rc = client_traced(t, 0);
-    crd_rwlock *rrw = rwlock(rc, name);
+    crd_options o;
+    opts_traced(&o, t, 0);
+    crdt_fixture f;
+    crdt_fixture_open_rw(&f, 2, "rw", NULL, &o);
+    char chan[400];
+    chan_of(f.key, chan, sizeof chan);
     crdt_watch wt;
     crdt_watch_open(&wt, chan, false);
 
-    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(wrw), 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(f.rwa), 0, 30000), CRD_OK);
     crdt_gate hold;
     crdt_gate_init(&hold);
     size_t from = crdt_tracelog_count(t);
     crdt_waiter a, b;
-    a = (crdt_waiter){.lock = crd_rwlock_read(rrw),
-                      .client = rc,
+    a = (crdt_waiter){.lock = crd_rwlock_read(f.rwb),
+                      .client = f.b,
                       .trace = t,
                       .wait_ms = 10000,
                       .lease_ms = 30000,
                       .release_gate = &hold};
     crdt_waiter_start(&a);
-    b = (crdt_waiter){.lock = crd_rwlock_read(rrw),
-                      .client = rc,
+    b = (crdt_waiter){.lock = crd_rwlock_read(f.rwb),
+                      .client = f.b,
                       .trace = t,
                       .wait_ms = 10000,
                       .lease_ms = 30000,
@@ -339,7 +335,7 @@ Test(rwlock, two_reader_threads_of_one_client_both_wake_on_one_write_release, .t
     cr_assert_eq(crdt_tracelog_count_cmd(t, from, "SUBSCRIBE", 1), 1,
                  "the two local waiters did not share one subscription");
     int64_t t_rel = crdt_now_ns();
-    cr_assert_eq(crd_lock_release(crd_rwlock_write(wrw)), CRD_OK);
+    cr_assert_eq(crd_lock_release(crd_rwlock_write(f.rwa)), CRD_OK);
     cr_assert(crdt_waiter_wait(&a, CRDT_WAITER_RETURNED, 5000) &&
                   crdt_waiter_wait(&b, CRDT_WAITER_RETURNED, 5000),
               "not both readers woke up");
@@ -357,8 +353,8 @@ Test(rwlock, two_reader_threads_of_one_client_both_wake_on_one_write_release, .t
     cr_assert_eq(scripts, 6, "%zu acquire scripts for two waits (expected 3 each)", scripts);
     cr_assert_lt(a.t_acq_ns - t_rel, WAKE_BOUND_NS);
     cr_assert_lt(b.t_acq_ns - t_rel, WAKE_BOUND_NS);
-    cr_assert_eq(crdt_hget_int(r, name, a.field), 1);
-    cr_assert_eq(crdt_hget_int(r, name, b.field), 1);
+    cr_assert_eq(crdt_hget_int(f.r, f.key, a.field), 1);
+    cr_assert_eq(crdt_hget_int(f.r, f.key, b.field), 1);
 
     crdt_gate_set(&hold, 1);
     crdt_waiter_join(&a, 30000, NULL);
@@ -367,61 +363,49 @@ Test(rwlock, two_reader_threads_of_one_client_both_wake_on_one_write_release, .t
     cr_assert_eq(b.release_st, CRD_OK);
     crdt_gate_destroy(&hold);
     crdt_watch_close(&wt);
-    crd_rwlock_free(wrw);
-    crd_rwlock_free(rrw);
-    crd_client_free(wc);
-    crd_client_free(rc);
+    crdt_fixture_close_checked(&f, assert_rw_clean);
     crdt_tracelog_free(t);
-    assert_rw_clean(r, name);
-    redisFree(r);
 }
 
 Test(rwlock, a_waiter_that_times_out_leaves_nothing_behind)
 {
-    const char *name = crdt_key("rw");
+    crdt_fixture f;
+    crdt_fixture_open_rw(&f, 2, "rw", NULL, NULL);
     char chan[400];
-    chan_of(name, chan, sizeof chan);
-    redisContext *r = crdt_redis();
-    crd_client *hc = crdt_client(), *wc = crdt_client();
-    crd_rwlock *hrw = rwlock(hc, name), *wrw = rwlock(wc, name);
+    chan_of(f.key, chan, sizeof chan);
     char wfield[128], wwrite[160], tk[400];
-    crdt_owner_field(wc, crd_owner_current(), wfield, sizeof wfield);
+    crdt_owner_field(f.b, crd_owner_current(), wfield, sizeof wfield);
     snprintf(wwrite, sizeof wwrite, "%s:write", wfield);
-    tkey_of(name, wfield, 1, tk, sizeof tk);
+    tkey_of(f.key, wfield, 1, tk, sizeof tk);
 
     /* A reader behind a writer. */
-    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(hrw), 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(f.rwa), 0, 30000), CRD_OK);
     int64_t t0 = crdt_now_ms();
-    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(wrw), 300, 30000), CRD_TIMEOUT);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(f.rwb), 300, 30000), CRD_TIMEOUT);
     int64_t waited = crdt_now_ms() - t0;
     cr_assert(waited >= 300 && waited < 800, "a 300 ms wait took %" PRId64 " ms", waited);
-    cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", name, wfield), 0);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", tk), 0, "the timed-out reader left %s", tk);
-    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", name), 2);
+    cr_assert_eq(crdt_cmd_int(f.r, "HEXISTS %s %s", f.key, wfield), 0);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", tk), 0, "the timed-out reader left %s", tk);
+    cr_assert_eq(crdt_cmd_int(f.r, "HLEN %s", f.key), 2);
     cr_assert(crdt_pubsub_channels_empty(chan), "the timed-out reader is still subscribed");
-    cr_assert_eq(crd_lock_release(crd_rwlock_write(hrw)), CRD_OK);
+    cr_assert_eq(crd_lock_release(crd_rwlock_write(f.rwa)), CRD_OK);
 
     /* A writer behind a reader. */
-    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(hrw), 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(f.rwa), 0, 30000), CRD_OK);
     t0 = crdt_now_ms();
-    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(wrw), 300, 30000), CRD_TIMEOUT);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(f.rwb), 300, 30000), CRD_TIMEOUT);
     waited = crdt_now_ms() - t0;
     cr_assert(waited >= 300 && waited < 800, "a 300 ms wait took %" PRId64 " ms", waited);
-    cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", name, wwrite), 0);
-    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", name), 2);
+    cr_assert_eq(crdt_cmd_int(f.r, "HEXISTS %s %s", f.key, wwrite), 0);
+    cr_assert_eq(crdt_cmd_int(f.r, "HLEN %s", f.key), 2);
     cr_assert(crdt_pubsub_channels_empty(chan), "the timed-out writer is still subscribed");
     int64_t count = -1;
-    cr_assert_eq(crd_lock_hold_count(crd_rwlock_write(wrw), &count), CRD_OK);
+    cr_assert_eq(crd_lock_hold_count(crd_rwlock_write(f.rwb), &count), CRD_OK);
     cr_assert_eq(count, 0);
-    cr_assert_eq(crd_lock_release(crd_rwlock_write(wrw)), CRD_NOT_OWNER);
-    cr_assert_eq(crd_lock_release(crd_rwlock_read(hrw)), CRD_OK);
+    cr_assert_eq(crd_lock_release(crd_rwlock_write(f.rwb)), CRD_NOT_OWNER);
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(f.rwa)), CRD_OK);
 
-    crd_rwlock_free(hrw);
-    crd_rwlock_free(wrw);
-    crd_client_free(hc);
-    crd_client_free(wc);
-    assert_rw_clean(r, name);
-    redisFree(r);
+    crdt_fixture_close_checked(&f, assert_rw_clean);
 }
 
 Test(rwlock, downgrade_keeps_reading_and_wakes_readers_blocked_by_the_write_hold, .timeout = 60)
@@ -509,51 +493,44 @@ Test(rwlock, downgrade_keeps_reading_and_wakes_readers_blocked_by_the_write_hold
 
 Test(rwlock, a_writer_that_also_reads_keeps_the_write_lock_when_it_stops_reading)
 {
-    const char *name = crdt_key("rw");
+    crdt_fixture f;
+    crdt_fixture_open_rw(&f, 2, "rw", NULL, NULL);
     char chan[400];
-    chan_of(name, chan, sizeof chan);
-    redisContext *r = crdt_redis();
-    crd_client *ac = crdt_client(), *bc = crdt_client();
-    crd_rwlock *arw = rwlock(ac, name), *brw = rwlock(bc, name);
+    chan_of(f.key, chan, sizeof chan);
     char af[128], aw[160], tk[400];
-    crdt_owner_field(ac, crd_owner_current(), af, sizeof af);
+    crdt_owner_field(f.a, crd_owner_current(), af, sizeof af);
     snprintf(aw, sizeof aw, "%s:write", af);
-    tkey_of(name, af, 1, tk, sizeof tk);
+    tkey_of(f.key, af, 1, tk, sizeof tk);
 
-    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(arw), 0, 30000), CRD_OK);
-    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(arw), 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(f.rwa), 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(f.rwa), 0, 30000), CRD_OK);
     bool locked = false;
     /* Redisson 3.24+: the read lock counts as locked in write mode with a read hold. */
-    cr_assert_eq(crd_lock_is_locked(crd_rwlock_read(brw), &locked), CRD_OK);
+    cr_assert_eq(crd_lock_is_locked(crd_rwlock_read(f.rwb), &locked), CRD_OK);
     cr_assert(locked, "read lock not reported locked while the writer also reads");
     crdt_watch wt;
     crdt_watch_open(&wt, chan, false);
     crdt_msg m[4];
-    cr_assert_eq(crd_lock_release(crd_rwlock_read(arw)), CRD_OK);
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(f.rwa)), CRD_OK);
     char mode[16];
-    hget_str(r, name, "mode", mode, sizeof mode);
+    hget_str(f.r, f.key, "mode", mode, sizeof mode);
     cr_assert_str_eq(mode, "write");
-    cr_assert_eq(crdt_hget_int(r, name, aw), 1);
-    cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", name, af), 0);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", tk), 0);
-    long long t = crdt_cmd_int(r, "PTTL %s", name);
+    cr_assert_eq(crdt_hget_int(f.r, f.key, aw), 1);
+    cr_assert_eq(crdt_cmd_int(f.r, "HEXISTS %s %s", f.key, af), 0);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", tk), 0);
+    long long t = crdt_cmd_int(f.r, "PTTL %s", f.key);
     cr_assert(t > 0 && t <= 30000, "PTTL %lld after the read release", t);
     cr_assert_eq(crdt_watch_collect(&wt, m, 4), 0, "a read release that left the writer published");
-    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(brw), 0, 30000), CRD_BUSY);
-    cr_assert_eq(crd_lock_is_locked(crd_rwlock_read(brw), &locked), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(f.rwb), 0, 30000), CRD_BUSY);
+    cr_assert_eq(crd_lock_is_locked(crd_rwlock_read(f.rwb), &locked), CRD_OK);
     cr_assert_not(locked);
-    cr_assert_eq(crd_lock_release(crd_rwlock_write(arw)), CRD_OK);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0);
+    cr_assert_eq(crd_lock_release(crd_rwlock_write(f.rwa)), CRD_OK);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0);
     cr_assert_eq(crdt_watch_collect(&wt, m, 4), 1);
     cr_assert_str_eq(m[0].payload, "1");
     crdt_watch_close(&wt);
 
-    crd_rwlock_free(arw);
-    crd_rwlock_free(brw);
-    crd_client_free(ac);
-    crd_client_free(bc);
-    assert_rw_clean(r, name);
-    redisFree(r);
+    crdt_fixture_close_checked(&f, assert_rw_clean);
 }
 
 Test(rwlock, an_owner_holding_only_the_read_lock_gets_deadlock_when_asking_for_write)
@@ -591,63 +568,56 @@ Test(rwlock, an_owner_holding_only_the_read_lock_gets_deadlock_when_asking_for_w
 
 Test(rwlock, each_read_hold_has_a_timeout_key_and_the_hash_ttl_follows_the_longest_live_one)
 {
-    const char *name = crdt_key("rw");
-    redisContext *r = crdt_redis();
-    crd_client *ac = crdt_client(), *bc = crdt_client();
-    crd_rwlock *arw = rwlock(ac, name), *brw = rwlock(bc, name);
+    crdt_fixture f;
+    crdt_fixture_open_rw(&f, 2, "rw", NULL, NULL);
     char af[128], bf[128], t1[400], t2[400], bt1[400];
-    crdt_owner_field(ac, crd_owner_current(), af, sizeof af);
-    crdt_owner_field(bc, crd_owner_current(), bf, sizeof bf);
-    tkey_of(name, af, 1, t1, sizeof t1);
-    tkey_of(name, af, 2, t2, sizeof t2);
-    tkey_of(name, bf, 1, bt1, sizeof bt1);
+    crdt_owner_field(f.a, crd_owner_current(), af, sizeof af);
+    crdt_owner_field(f.b, crd_owner_current(), bf, sizeof bf);
+    tkey_of(f.key, af, 1, t1, sizeof t1);
+    tkey_of(f.key, af, 2, t2, sizeof t2);
+    tkey_of(f.key, bf, 1, bt1, sizeof bt1);
     long long v[3];
 
     /* One owner, two holds: 3 s, then 10 s. */
-    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(arw), 0, 3000), CRD_OK);
-    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(arw), 0, 10000), CRD_OK);
-    cr_assert_eq(crdt_hget_int(r, name, af), 2);
-    const char *k1[3] = {name, t1, t2};
-    pttls(r, 3, k1, v);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(f.rwa), 0, 3000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(f.rwa), 0, 10000), CRD_OK);
+    cr_assert_eq(crdt_hget_int(f.r, f.key, af), 2);
+    const char *k1[3] = {f.key, t1, t2};
+    pttls(f.r, 3, k1, v);
     fprintf(stderr, "[rwlock] two holds (3 s, 10 s): PTTL hash %lld, hold 1 %lld, hold 2 %lld\n",
             v[0], v[1], v[2]);
     cr_assert(v[1] > 0 && v[1] <= 3000, "hold 1's key PTTL %lld", v[1]);
     cr_assert(v[2] > 3000 && v[2] <= 10000, "hold 2's key PTTL %lld", v[2]);
     cr_assert(v[0] >= v[2] && v[0] <= 10000, "hash PTTL %lld, longest hold %lld", v[0], v[2]);
     /* Releasing the later (longer) hold: the hash now lives as long as hold 1. */
-    cr_assert_eq(crd_lock_release(crd_rwlock_read(arw)), CRD_OK);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", t2), 0, "the released hold's key is still there");
-    const char *k2[2] = {name, t1};
-    pttls(r, 2, k2, v);
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(f.rwa)), CRD_OK);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", t2), 0, "the released hold's key is still there");
+    const char *k2[2] = {f.key, t1};
+    pttls(f.r, 2, k2, v);
     fprintf(stderr, "[rwlock] after releasing the 10 s hold: PTTL hash %lld, hold 1 %lld\n", v[0],
             v[1]);
     cr_assert(v[1] > 0 && v[1] <= 3000);
     cr_assert(llabs(v[0] - v[1]) <= 2, "hash PTTL %lld does not follow hold 1's %lld", v[0], v[1]);
-    cr_assert_eq(crd_lock_release(crd_rwlock_read(arw)), CRD_OK);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", t1), 0);
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(f.rwa)), CRD_OK);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", t1), 0);
 
     /* Two owners: A for 10 s, B for 3 s; A leaves, the hash follows B's hold. */
-    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(arw), 0, 10000), CRD_OK);
-    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(brw), 0, 3000), CRD_OK);
-    const char *k3[3] = {name, t1, bt1};
-    pttls(r, 3, k3, v);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(f.rwa), 0, 10000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(f.rwb), 0, 3000), CRD_OK);
+    const char *k3[3] = {f.key, t1, bt1};
+    pttls(f.r, 3, k3, v);
     cr_assert(v[1] > 3000 && v[1] <= 10000);
     cr_assert(v[2] > 0 && v[2] <= 3000);
     cr_assert(v[0] >= v[1] && v[0] <= 10000, "hash PTTL %lld below A's hold %lld", v[0], v[1]);
-    cr_assert_eq(crd_lock_release(crd_rwlock_read(arw)), CRD_OK);
-    const char *k4[2] = {name, bt1};
-    pttls(r, 2, k4, v);
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(f.rwa)), CRD_OK);
+    const char *k4[2] = {f.key, bt1};
+    pttls(f.r, 2, k4, v);
     fprintf(stderr, "[rwlock] A (10 s) left B (3 s): PTTL hash %lld, B's hold %lld\n", v[0], v[1]);
     cr_assert(llabs(v[0] - v[1]) <= 2, "hash PTTL %lld does not follow B's hold %lld", v[0], v[1]);
-    cr_assert_eq(crd_lock_release(crd_rwlock_read(brw)), CRD_OK);
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(f.rwb)), CRD_OK);
 
-    crd_rwlock_free(arw);
-    crd_rwlock_free(brw);
-    crd_client_free(ac);
-    crd_client_free(bc);
-    assert_rw_clean(r, name);
-    redisFree(r);
+    crdt_fixture_close_checked(&f, assert_rw_clean);
 }
 
 /* ---- watchdog-renewed read holds ------------------------------------------------------ */
@@ -878,67 +848,60 @@ Test(rwlock, readers_and_writers_in_four_processes_never_overlap_wrongly, .timeo
 
 Test(rwlock, force_unlock_of_each_lock_only_deletes_in_its_own_mode)
 {
-    const char *name = crdt_key("rw");
+    crdt_fixture f;
+    crdt_fixture_open_rw(&f, 2, "rw", NULL, NULL);
     char chan[400];
-    chan_of(name, chan, sizeof chan);
-    redisContext *r = crdt_redis();
-    crd_client *ac = crdt_client(), *bc = crdt_client();
-    crd_rwlock *arw = rwlock(ac, name), *brw = rwlock(bc, name);
+    chan_of(f.key, chan, sizeof chan);
     char af[128], tk[400];
-    crdt_owner_field(ac, crd_owner_current(), af, sizeof af);
-    tkey_of(name, af, 1, tk, sizeof tk);
+    crdt_owner_field(f.a, crd_owner_current(), af, sizeof af);
+    tkey_of(f.key, af, 1, tk, sizeof tk);
     crdt_watch wt;
     crdt_watch_open(&wt, chan, false);
     crdt_msg m[4];
     bool was = true;
 
     /* Held for writing: the read force-unlock does nothing, the write one deletes. */
-    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(arw), 0, 30000), CRD_OK);
-    cr_assert_eq(crd_lock_force_unlock(crd_rwlock_read(brw), &was), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_write(f.rwa), 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_force_unlock(crd_rwlock_read(f.rwb), &was), CRD_OK);
     cr_assert_not(was, "the read force-unlock reported deleting a write-held lock");
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 1);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 1);
     cr_assert_eq(crdt_watch_collect(&wt, m, 4), 0, "a force-unlock that deleted nothing published");
-    cr_assert_eq(crd_lock_force_unlock(crd_rwlock_write(brw), &was), CRD_OK);
+    cr_assert_eq(crd_lock_force_unlock(crd_rwlock_write(f.rwb), &was), CRD_OK);
     cr_assert(was);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0);
     cr_assert_eq(crdt_watch_collect(&wt, m, 4), 1);
     cr_assert_str_eq(m[0].payload, "1");
-    cr_assert_eq(crd_lock_release(crd_rwlock_write(arw)), CRD_LOCK_LOST);
+    cr_assert_eq(crd_lock_release(crd_rwlock_write(f.rwa)), CRD_LOCK_LOST);
     /* A write unlock of an unlocked name publishes "1" (PROTOCOL.md 4.1, 7.4 step 2). */
     cr_assert_eq(crdt_watch_collect(&wt, m, 4), 1);
     cr_assert_str_eq(m[0].payload, "1");
 
     /* Held for reading: the write force-unlock does nothing, the read one deletes. */
-    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(arw), 0, 30000), CRD_OK);
-    cr_assert_eq(crd_lock_force_unlock(crd_rwlock_write(brw), &was), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(crd_rwlock_read(f.rwa), 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_force_unlock(crd_rwlock_write(f.rwb), &was), CRD_OK);
     cr_assert_not(was, "the write force-unlock reported deleting a read-held lock");
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 1);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 1);
     cr_assert_eq(crdt_watch_collect(&wt, m, 4), 0);
-    cr_assert_eq(crd_lock_force_unlock(crd_rwlock_read(brw), &was), CRD_OK);
+    cr_assert_eq(crd_lock_force_unlock(crd_rwlock_read(f.rwb), &was), CRD_OK);
     cr_assert(was);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0);
     cr_assert_eq(crdt_watch_collect(&wt, m, 4), 1);
     cr_assert_str_eq(m[0].payload, "0");
     /* The hold's timeout key is left to expire (PROTOCOL.md 7.5); it still carries the
      * hold's lease, never more. */
-    long long left = crdt_cmd_int(r, "PTTL %s", tk);
+    long long left = crdt_cmd_int(f.r, "PTTL %s", tk);
     cr_assert(left > 0 && left <= 30000, "left-over timeout key PTTL %lld", left);
-    cr_assert_eq(crd_lock_release(crd_rwlock_read(arw)), CRD_LOCK_LOST);
+    cr_assert_eq(crd_lock_release(crd_rwlock_read(f.rwa)), CRD_LOCK_LOST);
     /* A read unlock of an unlocked name publishes "0" (7.2 step 2). */
     cr_assert_eq(crdt_watch_collect(&wt, m, 4), 1);
     cr_assert_str_eq(m[0].payload, "0");
     /* Nothing left to force-unlock in either mode. */
-    cr_assert_eq(crd_lock_force_unlock(crd_rwlock_read(brw), &was), CRD_OK);
+    cr_assert_eq(crd_lock_force_unlock(crd_rwlock_read(f.rwb), &was), CRD_OK);
     cr_assert_not(was);
-    cr_assert_eq(crd_lock_force_unlock(crd_rwlock_write(brw), &was), CRD_OK);
+    cr_assert_eq(crd_lock_force_unlock(crd_rwlock_write(f.rwb), &was), CRD_OK);
     cr_assert_not(was);
     crdt_watch_close(&wt);
-    freeReplyObject(crdt_cmd(r, "DEL %s", tk));
+    freeReplyObject(crdt_cmd(f.r, "DEL %s", tk));
 
-    crd_rwlock_free(arw);
-    crd_rwlock_free(brw);
-    crd_client_free(ac);
-    crd_client_free(bc);
-    assert_rw_clean(r, name);
-    redisFree(r);
+    crdt_fixture_close_checked(&f, assert_rw_clean);
 }

@@ -50,35 +50,69 @@ static void *wait_for_it(void *arg)
     return NULL;
 }
 
-/* The spin holder takes N with a 30 s lease, the C waiter waits, the holder releases
- * silently: returns how long after the release the waiter got the lock. */
-static int64_t silent_release_latency(int64_t max_slice_ms)
+/* The scene of both tests: the Java holder (thread java_thread of a foreign client) holds
+ * name for holder_ttl_ms, and a C waiter whose client has max_slice_ms (0 = none) waits
+ * for it in a thread of its own. */
+typedef struct spin_scene {
+    const char *name;
+    redisContext *r;
+    crd_client *c;
+    waiter_run w;
+    pthread_t th;
+} spin_scene;
+
+/* Set the scene up; returns once the waiter sleeps on its slice. */
+static void spin_scene_start(spin_scene *s, const char *name, int java_thread,
+                             int64_t holder_ttl_ms, int64_t max_slice_ms)
 {
-    const char *name = crdt_key(max_slice_ms > 0 ? "capped" : "uncapped");
-    redisContext *r = crdt_redis();
-    freeReplyObject(crdt_cmd(r, "HSET %s %s 1", name, "0b5ba1a6-5a6c-4a0f-9c8e-0f9b2b8f6f1a:77"));
-    freeReplyObject(crdt_cmd(r, "PEXPIRE %s 30000", name));
+    s->name = name;
+    s->r = crdt_redis();
+    char field[64];
+    snprintf(field, sizeof field, "0b5ba1a6-5a6c-4a0f-9c8e-0f9b2b8f6f1a:%d", java_thread);
+    freeReplyObject(crdt_cmd(s->r, "HSET %s %s 1", name, field));
+    freeReplyObject(crdt_cmd(s->r, "PEXPIRE %s %lld", name, (long long)holder_ttl_ms));
     crd_options o;
     crdt_options(&o);
     o.max_wait_slice_ms = max_slice_ms;
     o.on_trace = count_scripts;
     atomic_store(&scripts_answered, 0);
-    crd_client *c = crdt_client_opts(&o);
-    waiter_run w = {crdt_lock(c, name), crd_owner_new(), CRD_IO, 0};
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, wait_for_it, &w), 0);
+    s->c = crdt_client_opts(&o);
+    s->w = (waiter_run){crdt_lock(s->c, name), crd_owner_new(), CRD_IO, 0};
+    cr_assert_eq(pthread_create(&s->th, NULL, wait_for_it, &s->w), 0);
     /* tried, subscribed, re-checked: it now sleeps on its slice */
     cr_assert(crdt_wait_until(in_its_slice, NULL, crdt_scaled_ms(5000)));
-    crdt_sleep_ms(300); /* the holder works a while */
+}
+
+/* The spin unlock (the hash deleted, no publish); returns when it happened. */
+static int64_t spin_scene_release(spin_scene *s)
+{
     int64_t released = crdt_now_ms();
-    cr_assert_eq(crdt_cmd_int(r, "DEL %s", name), 1); /* the spin unlock: no publish */
-    pthread_join(th, NULL);
-    cr_assert_eq(w.st, CRD_OK, "%s", crd_strerror(w.st));
-    cr_assert_eq(crd_lock_release_owner(w.lock, w.owner), CRD_OK);
-    crd_lock_free(w.lock);
-    crd_client_free(c);
-    redisFree(r);
-    return w.done_at - released;
+    cr_assert_eq(crdt_cmd_int(s->r, "DEL %s", s->name), 1);
+    return released;
+}
+
+/* After the waiter's thread returned: release what it got and free the scene. */
+static void spin_scene_end(spin_scene *s)
+{
+    cr_assert_eq(crd_lock_release_owner(s->w.lock, s->w.owner), CRD_OK);
+    crd_lock_free(s->w.lock);
+    crd_client_free(s->c);
+    redisFree(s->r);
+}
+
+/* The spin holder takes N with a 30 s lease, the C waiter waits, the holder releases
+ * silently: returns how long after the release the waiter got the lock. */
+static int64_t silent_release_latency(int64_t max_slice_ms)
+{
+    spin_scene s;
+    spin_scene_start(&s, crdt_key(max_slice_ms > 0 ? "capped" : "uncapped"), 77, 30000,
+                     max_slice_ms);
+    crdt_sleep_ms(300); /* the holder works a while */
+    int64_t released = spin_scene_release(&s);
+    pthread_join(s.th, NULL);
+    cr_assert_eq(s.w.st, CRD_OK, "%s", crd_strerror(s.w.st));
+    spin_scene_end(&s);
+    return s.w.done_at - released;
 }
 
 Test(spin, max_wait_slice_bounds_how_late_a_waiter_sees_a_silent_release, .timeout = 60)
@@ -94,30 +128,15 @@ Test(spin, without_a_ceiling_the_waiter_sleeps_until_the_holders_ttl_would_end, 
 {
     /* The uncapped slice is the holder's PTTL (about 30 s): the silent release at 0.3 s
      * is seen only when the slice ends. Bounded here by a 2 s lease instead of 30 s. */
-    const char *name = crdt_key("ttl");
-    redisContext *r = crdt_redis();
-    freeReplyObject(crdt_cmd(r, "HSET %s %s 1", name, "0b5ba1a6-5a6c-4a0f-9c8e-0f9b2b8f6f1a:78"));
-    freeReplyObject(crdt_cmd(r, "PEXPIRE %s 2000", name));
-    crd_options o;
-    crdt_options(&o);
-    o.on_trace = count_scripts;
-    atomic_store(&scripts_answered, 0);
-    crd_client *c = crdt_client_opts(&o);
-    waiter_run w = {crdt_lock(c, name), crd_owner_new(), CRD_IO, 0};
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, wait_for_it, &w), 0);
-    cr_assert(crdt_wait_until(in_its_slice, NULL, crdt_scaled_ms(5000)));
-    int64_t released = crdt_now_ms();
-    cr_assert_eq(crdt_cmd_int(r, "DEL %s", name), 1);
-    pthread_join(th, NULL);
-    cr_assert_eq(w.st, CRD_OK);
-    int64_t late = w.done_at - released;
+    spin_scene s;
+    spin_scene_start(&s, crdt_key("ttl"), 78, 2000, 0);
+    int64_t released = spin_scene_release(&s);
+    pthread_join(s.th, NULL);
+    cr_assert_eq(s.w.st, CRD_OK);
+    int64_t late = s.w.done_at - released;
     fprintf(stderr, "[spin] silent release seen after %lld ms with no ceiling (2 s lease)\n",
             (long long)late);
     cr_expect_gt(late, 1000, "woken by no message, it waited for its slice (%lld ms)",
                  (long long)late);
-    cr_assert_eq(crd_lock_release_owner(w.lock, w.owner), CRD_OK);
-    crd_lock_free(w.lock);
-    crd_client_free(c);
-    redisFree(r);
+    spin_scene_end(&s);
 }

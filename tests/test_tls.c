@@ -436,19 +436,9 @@ Test(tls, a_forked_child_never_writes_on_the_parents_tls_sessions)
 /* Runs the CLI with sh -c; returns its exit status, its stderr in err. */
 static int cli_sh(const char *args, char *err, size_t cap)
 {
-    char cmd[2048], errfile[64];
-    snprintf(errfile, sizeof errfile, "/tmp/crdt-tls-cli-%d.err", (int)getpid());
-    snprintf(cmd, sizeof cmd, "'%s' %s >/dev/null 2>%s", CRD_CLI_PATH, args, errfile);
-    int st = system(cmd);
-    err[0] = '\0';
-    FILE *f = fopen(errfile, "r");
-    if (f != NULL) {
-        size_t n = fread(err, 1, cap - 1, f);
-        err[n] = '\0';
-        fclose(f);
-    }
-    unlink(errfile);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' %s", CRD_CLI_PATH, args);
+    return crdt_run_stderr(cmd, err, cap);
 }
 
 Test(tls, the_cli_runs_every_command_over_verified_tls_with_redis_cli_flags)

@@ -43,18 +43,24 @@
 /* Helpers                                                                            */
 /* ---------------------------------------------------------------------------------- */
 
+static void opts_on(crd_options *o, int port, int64_t watchdog_ms, int64_t command_timeout_ms,
+                    crd_event_fn on_event, void *ev_data)
+{
+    crdt_options(o);
+    if (port > 0)
+        crdt_options_port(o, port);
+    o->watchdog_timeout_ms = watchdog_ms;
+    if (command_timeout_ms > 0)
+        o->command_timeout_ms = command_timeout_ms;
+    o->on_event = on_event;
+    o->event_user_data = ev_data;
+}
+
 static crd_client *client_on(int port, int64_t watchdog_ms, int64_t command_timeout_ms,
                              crd_event_fn on_event, void *ev_data)
 {
     crd_options o;
-    crdt_options(&o);
-    if (port > 0)
-        crdt_options_port(&o, port);
-    o.watchdog_timeout_ms = watchdog_ms;
-    if (command_timeout_ms > 0)
-        o.command_timeout_ms = command_timeout_ms;
-    o.on_event = on_event;
-    o.event_user_data = ev_data;
+    opts_on(&o, port, watchdog_ms, command_timeout_ms, on_event, ev_data);
     return crdt_client_opts(&o);
 }
 
@@ -286,26 +292,24 @@ static void sampler_stop(sampler *s)
 Test(watchdog, a_watchdog_hold_kept_for_four_timeouts_stays_held_with_its_ttl_inside_the_timeout)
 {
     const int64_t timeout = 1500;
-    crd_client *a = client_on(0, timeout, 0, NULL, NULL);
-    crd_client *b = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("held");
-    crd_lock *la = crdt_lock(a, key);
-    crd_lock *lb = crdt_lock(b, key);
+    crd_options o;
+    opts_on(&o, 0, timeout, 0, NULL, NULL);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 2, "held", crdt_lock, &o, NULL);
 
     int64_t t0 = crdt_now_ms();
-    cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     sampler s;
-    sampler_start(&s, crdt_port(), key, 100);
+    sampler_start(&s, crdt_port(), f.key, 100);
 
     /* Time passing is the behaviour: the hold must outlive three timeouts. */
     crdt_sleep_ms(t0 + 4500 - crdt_now_ms());
-    crd_status st = crd_lock_acquire(lb, 0, 10000);
+    crd_status st = crd_lock_acquire(f.lb, 0, 10000);
     cr_assert_eq(st, CRD_BUSY, "another client's try at 4.5 s got %s, want CRD_BUSY",
                  crd_strerror(st));
     crdt_sleep_ms(t0 + 6000 - crdt_now_ms());
     bool held = false;
-    cr_assert_eq(crd_lock_is_held(la, &held), CRD_OK);
+    cr_assert_eq(crd_lock_is_held(f.la, &held), CRD_OK);
     cr_assert(held, "the holder lost its watchdog hold after 6 s");
     sampler_stop(&s);
 
@@ -318,17 +322,13 @@ Test(watchdog, a_watchdog_hold_kept_for_four_timeouts_stays_held_with_its_ttl_in
               timeout);
     cr_assert(s.min_positive > 0, "PTTL reached 0");
 
-    cr_assert_eq(crd_lock_release(la), CRD_OK);
-    cr_assert_eq(crdt_exists(r, key), 0);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    cr_assert_eq(crdt_exists(f.r, f.key), 0);
     /* And no renewal brings it back. */
     crdt_sleep_ms(timeout / 3 + 100);
-    cr_assert_eq(crdt_exists(r, key), 0, "the key came back after the release");
+    cr_assert_eq(crdt_exists(f.r, f.key), 0, "the key came back after the release");
 
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
+    crdt_fixture_close(&f);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -1027,28 +1027,26 @@ Test(watchdog, a_force_unlock_by_another_client_is_reported_lost_within_one_peri
     const int64_t timeout = 1500, period = timeout / 3;
     evlog ev;
     evlog_init(&ev);
-    crd_client *a = client_on(0, timeout, 0, on_event, &ev);
-    crd_client *b = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("forced");
-    crd_lock *la = crdt_lock(a, key);
-    crd_lock *lb = crdt_lock(b, key);
+    crd_options o;
+    opts_on(&o, 0, timeout, 0, on_event, &ev);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 2, "forced", crdt_lock, &o, NULL);
     uint64_t me = crd_owner_current();
 
-    cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     bool was = false;
     int64_t t_force = crdt_now_ms();
-    cr_assert_eq(crd_lock_force_unlock(lb, &was), CRD_OK);
+    cr_assert_eq(crd_lock_force_unlock(f.lb, &was), CRD_OK);
     cr_assert(was);
-    cr_assert_eq(crdt_exists(r, key), 0);
+    cr_assert_eq(crdt_exists(f.r, f.key), 0);
 
-    struct ev_wait wt = {&ev, CRD_EVENT_LOCK_LOST, key, me};
+    struct ev_wait wt = {&ev, CRD_EVENT_LOCK_LOST, f.key, me};
     bool seen = crdt_wait_until(ev_seen_pred, &wt, timeout + 1000);
     if (!seen)
         evlog_dump(&ev);
     cr_assert(seen, "no CRD_EVENT_LOCK_LOST after the force-unlock");
     ev_rec lost;
-    evlog_find(&ev, 0, CRD_EVENT_LOCK_LOST, key, me, &lost);
+    evlog_find(&ev, 0, CRD_EVENT_LOCK_LOST, f.key, me, &lost);
     int64_t latency = lost.t_ms - t_force;
     fprintf(stderr, "[watchdog] force-unlock detected as lost after %" PRId64 " ms (period %" PRId64
                     ")\n",
@@ -1057,27 +1055,23 @@ Test(watchdog, a_force_unlock_by_another_client_is_reported_lost_within_one_peri
               latency);
     cr_assert_eq(lost.status, CRD_LOCK_LOST);
     cr_assert_eq(lost.validity_ms, 0);
-    cr_assert_eq(evlog_find(&ev, 0, CRD_EVENT_RENEWAL_FAILING, key, me, NULL), -1,
+    cr_assert_eq(evlog_find(&ev, 0, CRD_EVENT_RENEWAL_FAILING, f.key, me, NULL), -1,
                  "a 0 reply is a loss, not a failing renewal");
 
     int64_t v = 123;
-    cr_assert_eq(crd_lock_validity_ms(la, &v), CRD_LOCK_LOST);
+    cr_assert_eq(crd_lock_validity_ms(f.la, &v), CRD_LOCK_LOST);
     cr_assert_eq(v, 0);
-    cr_assert_eq(crd_lock_release(la), CRD_LOCK_LOST);
+    cr_assert_eq(crd_lock_release(f.la), CRD_LOCK_LOST);
 
     /* Time passing is the behaviour: over two more periods nothing re-creates it. */
     int64_t end = crdt_now_ms() + 2 * period + 100;
     while (crdt_now_ms() < end) {
-        cr_assert_eq(crdt_exists(r, key), 0, "the key was re-created after it was lost");
+        cr_assert_eq(crdt_exists(f.r, f.key), 0, "the key was re-created after it was lost");
         crdt_sleep_ms(50);
     }
     cr_assert_eq(evlog_count(&ev), 1, "exactly one event (the loss) was expected");
 
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
+    crdt_fixture_close(&f);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -1157,12 +1151,7 @@ Test(watchdog, a_server_pause_shorter_than_the_lease_is_survived_and_renewal_rec
     memset(&rl, 0, sizeof rl);
     pthread_mutex_init(&rl.mu, NULL);
     crd_options o;
-    crdt_options(&o);
-    crdt_options_port(&o, srv.port);
-    o.watchdog_timeout_ms = timeout;
-    o.command_timeout_ms = 300;
-    o.on_event = on_event;
-    o.event_user_data = &ev;
+    opts_on(&o, srv.port, timeout, 300, on_event, &ev);
     o.on_trace = on_trace_count;
     o.trace_user_data = &rl;
     crd_client *a = crdt_client_opts(&o);
@@ -1223,63 +1212,55 @@ Test(watchdog, a_server_pause_shorter_than_the_lease_is_survived_and_renewal_rec
 
 Test(watchdog, extend_moves_the_ttl_and_reports_lost_and_not_owner)
 {
-    crd_client *a = crdt_client();
-    crd_client *b = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("ext");
+    crdt_fixture f;
+    crdt_fixture_open(&f, 2, "ext", crdt_lock);
     const char *other = crdt_key("ext-free");
-    crd_lock *la = crdt_lock(a, key);
-    crd_lock *lb = crdt_lock(b, key);
-    crd_lock *lo = crdt_lock(a, other);
+    crd_lock *lo = crdt_lock(f.a, other);
 
-    cr_assert_eq(crd_lock_acquire(la, 0, 2000), CRD_OK);
-    long long t1 = crdt_pttl(r, key);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 2000), CRD_OK);
+    long long t1 = crdt_pttl(f.r, f.key);
     cr_assert(t1 > 0 && t1 <= 2000);
-    cr_assert_eq(crd_lock_extend(la, 20000), CRD_OK);
-    long long t2 = crdt_pttl(r, key);
+    cr_assert_eq(crd_lock_extend(f.la, 20000), CRD_OK);
+    long long t2 = crdt_pttl(f.r, f.key);
     cr_assert(t2 > 2000 && t2 <= 20000, "PTTL after extend(20000) is %lld", t2);
     int64_t v = 0;
-    cr_assert_eq(crd_lock_validity_ms(la, &v), CRD_OK);
+    cr_assert_eq(crd_lock_validity_ms(f.la, &v), CRD_OK);
     cr_assert(v > 19000 && v <= 20000, "validity after extend(20000) is %" PRId64, v);
 
     /* An owner that holds nothing here, on a held name and on a free one. */
-    cr_assert_eq(crd_lock_extend_owner(la, crd_owner_new(), 5000), CRD_NOT_OWNER);
+    cr_assert_eq(crd_lock_extend_owner(f.la, crd_owner_new(), 5000), CRD_NOT_OWNER);
     cr_assert_eq(crd_lock_extend(lo, 5000), CRD_NOT_OWNER);
-    cr_assert_eq(crd_lock_extend(lb, 5000), CRD_NOT_OWNER, "client b holds nothing");
-    cr_assert_eq(crdt_exists(r, other), 0, "extend must never create a key");
-    cr_assert(crdt_pttl(r, key) > 2000, "a refused extend changed the TTL");
+    cr_assert_eq(crd_lock_extend(f.lb, 5000), CRD_NOT_OWNER, "client b holds nothing");
+    cr_assert_eq(crdt_exists(f.r, other), 0, "extend must never create a key");
+    cr_assert(crdt_pttl(f.r, f.key) > 2000, "a refused extend changed the TTL");
 
     /* Force-unlocked by another client: extend finds the field gone. */
     bool was = false;
-    cr_assert_eq(crd_lock_force_unlock(lb, &was), CRD_OK);
+    cr_assert_eq(crd_lock_force_unlock(f.lb, &was), CRD_OK);
     cr_assert(was);
-    cr_assert_eq(crd_lock_extend(la, 5000), CRD_LOCK_LOST);
-    cr_assert_eq(crdt_exists(r, key), 0, "extend re-created a force-unlocked lock");
-    cr_assert_eq(crd_lock_validity_ms(la, &v), CRD_LOCK_LOST);
-    cr_assert_eq(crd_lock_release(la), CRD_LOCK_LOST);
-    cr_assert_eq(crd_lock_extend(la, 5000), CRD_NOT_OWNER, "after the release nothing is held");
+    cr_assert_eq(crd_lock_extend(f.la, 5000), CRD_LOCK_LOST);
+    cr_assert_eq(crdt_exists(f.r, f.key), 0, "extend re-created a force-unlocked lock");
+    cr_assert_eq(crd_lock_validity_ms(f.la, &v), CRD_LOCK_LOST);
+    cr_assert_eq(crd_lock_release(f.la), CRD_LOCK_LOST);
+    cr_assert_eq(crd_lock_extend(f.la, 5000), CRD_NOT_OWNER, "after the release nothing is held");
 
     /* A watchdog hold may be extended too; the watchdog then renews it back. */
     crd_options o;
     crdt_options(&o);
     o.watchdog_timeout_ms = 1500;
     crd_client *w = crdt_client_opts(&o);
-    crd_lock *lw = crdt_lock(w, key);
+    crd_lock *lw = crdt_lock(w, f.key);
     cr_assert_eq(crd_lock_acquire(lw, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     cr_assert_eq(crd_lock_extend(lw, 60000), CRD_OK);
-    long long t3 = crdt_pttl(r, key);
+    long long t3 = crdt_pttl(f.r, f.key);
     cr_assert(t3 > 1500 && t3 <= 60000, "PTTL after extending a watchdog hold: %lld", t3);
     cr_assert_eq(crd_lock_release(lw), CRD_OK);
-    cr_assert_eq(crdt_exists(r, key), 0);
+    cr_assert_eq(crdt_exists(f.r, f.key), 0);
 
     crd_lock_free(lw);
     crd_client_free(w);
-    crd_lock_free(la);
-    crd_lock_free(lb);
+    crdt_fixture_close(&f);
     crd_lock_free(lo);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -1343,18 +1324,16 @@ Test(watchdog, eight_threads_cycling_a_watchdog_lock_leave_no_key_and_no_ttl_abo
     o.watchdog_timeout_ms = timeout;
     o.on_trace = on_trace_count;
     o.trace_user_data = &rl;
-    crd_client *c = crdt_client_opts(&o);
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("race");
-    crd_lock *l = crdt_lock(c, key);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 1, "race", crdt_lock, &o, NULL);
 
     race rc;
     memset(&rc, 0, sizeof rc);
-    rc.l = l;
+    rc.l = f.la;
     rc.cycles = total / nthreads;
     rc.long_hold_ms = timeout / 3 + 60;
     sampler s;
-    sampler_start(&s, crdt_port(), key, 1);
+    sampler_start(&s, crdt_port(), f.key, 1);
     pthread_t th[8];
     int64_t t0 = crdt_now_ms();
     for (int i = 0; i < nthreads; i++)
@@ -1376,7 +1355,7 @@ Test(watchdog, eight_threads_cycling_a_watchdog_lock_leave_no_key_and_no_ttl_abo
     cr_assert((int)renewals >= atomic_load(&rc.long_holds) / 2,
               "%zu renewal calls for %d holds that spanned a renewal period", renewals,
               atomic_load(&rc.long_holds));
-    cr_assert_eq(crdt_exists(r, key), 0, "the key survived the last release");
+    cr_assert_eq(crdt_exists(f.r, f.key), 0, "the key survived the last release");
     cr_assert(s.max <= timeout, "PTTL reached %lld > %" PRId64, s.max, timeout);
     cr_assert_eq(s.n_no_ttl, 0, "the hash was seen without TTL");
 
@@ -1386,11 +1365,9 @@ Test(watchdog, eight_threads_cycling_a_watchdog_lock_leave_no_key_and_no_ttl_abo
     size_t after = renew_count(&rl);
     crdt_sleep_ms(timeout / 3 + 100);
     cr_assert_eq(renew_count(&rl), after, "renewals went on with nothing held");
-    cr_assert_eq(crdt_exists(r, key), 0);
+    cr_assert_eq(crdt_exists(f.r, f.key), 0);
 
-    crd_lock_free(l);
-    crd_client_free(c);
-    redisFree(r);
+    crdt_fixture_close(&f);
 }
 
 /* ---------------------------------------------------------------------------------- */

@@ -698,6 +698,67 @@ crd_lock *crdt_lock(crd_client *c, const char *name)
     return l;
 }
 
+void crdt_fixture_open(crdt_fixture *f, int clients, const char *suffix,
+                       crd_lock *(*new_lock)(crd_client *c, const char *name))
+{
+    crdt_fixture_open_opts(f, clients, suffix, new_lock, NULL, NULL);
+}
+
+void crdt_fixture_open_opts(crdt_fixture *f, int clients, const char *suffix,
+                            crd_lock *(*new_lock)(crd_client *c, const char *name),
+                            const crd_options *oa, const crd_options *ob)
+{
+    cr_assert(clients == 1 || clients == 2, "a fixture has 1 or 2 clients, not %d", clients);
+    memset(f, 0, sizeof *f);
+    f->a = oa ? crdt_client_opts(oa) : crdt_client();
+    if (clients == 2)
+        f->b = ob ? crdt_client_opts(ob) : crdt_client();
+    f->r = crdt_redis();
+    f->key = crdt_key(suffix);
+    snprintf(f->channel, sizeof f->channel, "redisson_lock__channel:{%s}", f->key);
+    if (new_lock != NULL) {
+        f->la = new_lock(f->a, f->key);
+        if (clients == 2)
+            f->lb = new_lock(f->b, f->key);
+    }
+}
+
+void crdt_fixture_open_rw(crdt_fixture *f, int clients, const char *suffix,
+                          const crd_options *oa, const crd_options *ob)
+{
+    crdt_fixture_open_opts(f, clients, suffix, NULL, oa, ob);
+    crd_status st = crd_rwlock_new(f->a, f->key, &f->rwa);
+    cr_assert_eq(st, CRD_OK, "crd_rwlock_new(%s): %s", f->key, crd_strerror(st));
+    if (clients == 2) {
+        st = crd_rwlock_new(f->b, f->key, &f->rwb);
+        cr_assert_eq(st, CRD_OK, "crd_rwlock_new(%s): %s", f->key, crd_strerror(st));
+    }
+}
+
+void crdt_fixture_close(crdt_fixture *f)
+{
+    crdt_fixture_close_checked(f, NULL);
+}
+
+void crdt_fixture_close_checked(crdt_fixture *f,
+                                void (*check)(redisContext *r, const char *key))
+{
+    crd_lock_free(f->la);
+    crd_lock_free(f->lb);
+    crd_rwlock_free(f->rwa);
+    crd_rwlock_free(f->rwb);
+    crd_client_free(f->a);
+    crd_client_free(f->b);
+    if (check && f->r)
+        check(f->r, f->key);
+    if (f->r)
+        redisFree(f->r);
+    f->la = f->lb = NULL;
+    f->rwa = f->rwb = NULL;
+    f->a = f->b = NULL;
+    f->r = NULL;
+}
+
 redisContext *crdt_redis_port(int port)
 {
     struct timeval tv = {.tv_sec = 2, .tv_usec = 0};
@@ -1068,6 +1129,23 @@ static int cmp_i64(const void *x, const void *y)
 void crdt_sort_i64(int64_t *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_i64);
+}
+
+int crdt_run_stderr(const char *command, char *err, size_t cap)
+{
+    char cmd[4096], errfile[64];
+    snprintf(errfile, sizeof errfile, "/tmp/crdt-run-%d.err", (int)getpid());
+    snprintf(cmd, sizeof cmd, "%s >/dev/null 2>%s", command, errfile);
+    int st = system(cmd);
+    err[0] = '\0';
+    FILE *f = fopen(errfile, "r");
+    if (f != NULL) {
+        size_t n = fread(err, 1, cap - 1, f);
+        err[n] = '\0';
+        fclose(f);
+    }
+    unlink(errfile);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 /* ---------------------------------------------------------------------------------- */

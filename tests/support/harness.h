@@ -147,6 +147,43 @@ crd_client *crdt_client_opts(const crd_options *o);
 /* A lock handle (asserts CRD_OK). */
 crd_lock *crdt_lock(crd_client *c, const char *name);
 
+/* The setup most lock tests open with: one or two clients from crdt_options(), a raw
+ * connection to the test server, one key and a handle on it for each client: la/lb, or
+ * rwa/rwb for read-write locks (the other pair stays NULL). b and its handle are NULL for
+ * a one-client fixture. key is crdt_key(suffix), so it stays valid after
+ * crdt_fixture_close (tests check what a closed client left on the server), and so does
+ * channel, the pub/sub channel a plain lock of that name publishes its unlocks on
+ * ("redisson_lock__channel:{<key>}"; fair and read-write locks use others). */
+typedef struct crdt_fixture {
+    crd_client *a, *b;
+    redisContext *r;
+    const char *key;
+    char channel[400];
+    crd_lock *la, *lb;
+    crd_rwlock *rwa, *rwb;
+} crdt_fixture;
+
+/* Open a fixture of `clients` (1 or 2) clients whose handles new_lock makes (crdt_lock,
+ * or a suite's own constructor such as a fair lock's). Asserts on failure. */
+void crdt_fixture_open(crdt_fixture *f, int clients, const char *suffix,
+                       crd_lock *(*new_lock)(crd_client *c, const char *name));
+/* The same with client a made from oa and b from ob (NULL: crdt_options()), for tests
+ * that trace a client or point it at a proxy. new_lock NULL: no la/lb. */
+void crdt_fixture_open_opts(crdt_fixture *f, int clients, const char *suffix,
+                            crd_lock *(*new_lock)(crd_client *c, const char *name),
+                            const crd_options *oa, const crd_options *ob);
+/* A fixture whose handles are read-write locks (rwa, rwb), its clients made as
+ * crdt_fixture_open_opts makes them. Asserts on failure. */
+void crdt_fixture_open_rw(crdt_fixture *f, int clients, const char *suffix,
+                          const crd_options *oa, const crd_options *ob);
+/* Free the handles, then the clients, then the raw connection (NULL members skipped). */
+void crdt_fixture_close(crdt_fixture *f);
+/* The same, running check(r, key) between freeing the clients and the connection: a
+ * suite's "nothing left behind" assertion, which must see the server once no client of
+ * the test is left to hold, wait or subscribe. */
+void crdt_fixture_close_checked(crdt_fixture *f,
+                                void (*check)(redisContext *r, const char *key));
+
 /* A new raw hiredis connection to the test server (asserts). Free with redisFree(). */
 redisContext *crdt_redis(void);
 /* Same, to any port. */
@@ -254,6 +291,10 @@ crd_client *crdt_plain_client(int port);
 int crdt_exclusion_section(redisContext *r, const char *inside, const char *counter);
 /* Sort n values ascending. */
 void crdt_sort_i64(int64_t *v, int n);
+/* Run command with sh -c (system()), its stdout discarded; copies what it wrote on stderr
+ * into err (at most cap - 1 bytes, NUL-terminated) and returns its exit status, -1 when
+ * it did not exit normally. For running the CLI from a test. */
+int crdt_run_stderr(const char *command, char *err, size_t cap);
 
 /* ---------------------------------------------------------------------------------- */
 /* Processes                                                                          */
