@@ -279,18 +279,25 @@ crd_status crd_lock_is_locked(crd_lock *l, bool *locked)
     return st;
 }
 
-crd_status crd_lock_is_held_owner(crd_lock *l, uint64_t owner, bool *held)
+/* HEXISTS or HGET of owner's field (with ":write" for a write lock) in the lock's hash,
+ * read as an integer into *v. */
+static crd_status read_owner_field(crd_lock *l, uint64_t owner, const char *verb, int64_t *v)
 {
-    crd_status st = crd__lock_check_out(l, held, "held");
-    if (st != CRD_OK)
-        return st;
     char field[CRD__FIELD_MAX];
     size_t flen = crd__field(l->client->uuid, owner, crd__kinds[l->kind].write_field, field);
     crd__cmd cmd;
-    hash_read(&cmd, "HEXISTS", l, field, flen);
+    hash_read(&cmd, verb, l, field, flen);
+    return read_int(l, &cmd, v, verb);
+}
+
+crd_status crd_lock_is_held_owner(crd_lock *l, uint64_t owner, bool *held)
+{
+    crd_status st = crd__lock_check_out(l, held, "held");
     int64_t v = 0;
-    st = read_int(l, &cmd, &v, "HEXISTS");
-    *held = v == 1;
+    if (st == CRD_OK)
+        st = read_owner_field(l, owner, "HEXISTS", &v);
+    if (held != NULL)
+        *held = v == 1;
     return st;
 }
 
@@ -304,12 +311,8 @@ crd_status crd_lock_hold_count_owner(crd_lock *l, uint64_t owner, int64_t *count
     crd_status st = crd__lock_check_out(l, count, "count");
     if (st != CRD_OK)
         return st;
-    char field[CRD__FIELD_MAX];
-    size_t flen = crd__field(l->client->uuid, owner, crd__kinds[l->kind].write_field, field);
-    crd__cmd cmd;
-    hash_read(&cmd, "HGET", l, field, flen);
     *count = 0;
-    return read_int(l, &cmd, count, "HGET");
+    return read_owner_field(l, owner, "HGET", count);
 }
 
 crd_status crd_lock_hold_count(crd_lock *l, int64_t *count)
