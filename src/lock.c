@@ -42,15 +42,21 @@ static crd_status check_name(crd_client *c, const char *name, size_t len)
     return CRD_OK;
 }
 
-static crd_status new_lock(crd_client *c, crd__kind kind, const char *name, size_t len,
-                           crd_lock **out)
+/* What every constructor checks first: the out-parameter, the client, the name. */
+static crd_status check_new(crd_client *c, const void *out, const char *name, size_t len)
 {
     if (out == NULL)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "out is NULL");
-    *out = NULL;
     crd_status st = crd__client_check(c);
-    if (st == CRD_OK)
-        st = check_name(c, name, len);
+    return st == CRD_OK ? check_name(c, name, len) : st;
+}
+
+static crd_status new_lock(crd_client *c, crd__kind kind, const char *name, size_t len,
+                           crd_lock **out)
+{
+    crd_status st = check_new(c, out, name, len);
+    if (out != NULL)
+        *out = NULL;
     if (st != CRD_OK)
         return st;
     crd_lock *l = malloc(sizeof *l);
@@ -110,12 +116,9 @@ struct crd_rwlock {
 
 crd_status crd_rwlock_new_n(crd_client *c, const char *name, size_t len, crd_rwlock **out)
 {
-    if (out == NULL)
-        return crd__fail(c, CRD_INVALID_ARGUMENT, "out is NULL");
-    *out = NULL;
-    crd_status st = crd__client_check(c);
-    if (st == CRD_OK)
-        st = check_name(c, name, len);
+    crd_status st = check_new(c, out, name, len);
+    if (out != NULL)
+        *out = NULL;
     if (st != CRD_OK)
         return st;
     crd_rwlock *rw = calloc(1, sizeof *rw);
