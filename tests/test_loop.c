@@ -170,6 +170,7 @@ static bool all_released(void *arg)
 
 struct other {
     char names[NAMES][96];
+    char go[96]; /* a list the parent pushes to once its acquisitions are pending */
 };
 
 static int other_process(int index, void *arg)
@@ -179,6 +180,11 @@ static int other_process(int index, void *arg)
     redisContext *r = crdt_raw_connect(crdt_port(), 2000);
     if (c == NULL || r == NULL)
         return 10;
+    redisReply *go = redisCommand(r, "BLPOP %s 60", o->go);
+    bool started = go != NULL && go->type == REDIS_REPLY_ARRAY;
+    freeReplyObject(go);
+    if (!started)
+        return 15;
     unsigned seed = (unsigned)getpid() + (unsigned)index;
     int64_t end = crdt_now_ms() + 3000;
     while (crdt_now_ms() < end) {
@@ -213,23 +219,28 @@ Test(loop, one_thread_serves_10000_pending_acquisitions_over_1000_names, .timeou
     static mass m;
     static struct other o;
     memset(&m, 0, sizeof m);
-    m.c = crdt_client();
-    m.r = crdt_redis();
-    int threads_before = threads_now();
     for (int i = 0; i < NAMES; i++) {
         char suffix[32];
         snprintf(suffix, sizeof suffix, "m%d", i);
         snprintf(o.names[i], sizeof o.names[i], "%s", crdt_key(suffix));
-        m.locks[i] = crdt_lock(m.c, o.names[i]);
         snprintf(m.inside[i], sizeof m.inside[i], "%s:inside", o.names[i]);
     }
+    snprintf(o.go, sizeof o.go, "%s", crdt_key("go"));
+    /* Two other processes take and give back the same names while the loop works. They
+     * are forked before this process starts a thread (ThreadSanitizer cannot follow a
+     * fork of a threaded process) and start on the go list. */
+    pid_t kids[2] = {crdt_fork(other_0, &o), crdt_fork(other_1, &o)};
+    m.c = crdt_client();
+    m.r = crdt_redis();
+    int threads_before = threads_now();
+    for (int i = 0; i < NAMES; i++)
+        m.locks[i] = crdt_lock(m.c, o.names[i]);
     for (int k = 0; k < PER_NAME; k++)
         for (int i = 0; i < NAMES; i++)
             cr_assert_eq(crd_lock_acquire_async(m.locks[i], crd_owner_new(), CRD_WAIT_FOREVER,
                                                 10000, on_acquired, &m, NULL),
                          CRD_OK);
-    /* two other processes take and give back the same names meanwhile */
-    pid_t kids[2] = {crdt_fork(other_0, &o), crdt_fork(other_1, &o)};
+    freeReplyObject(crdt_cmd(m.r, "RPUSH %s 1 1", o.go));
     cr_assert(run_loop(m.c, all_released, &m, 200000), "%ld of %d released, %ld failures",
               m.released, NAMES * PER_NAME, m.failures);
     for (int k = 0; k < 2; k++)
