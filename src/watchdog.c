@@ -54,6 +54,10 @@ struct crd__watchdog {
     crd__conn conn;
     pthread_mutex_t ev_mu; /* a leaf: the loop events below */
     loop_event *ev_head, **ev_tail;
+    /* The round in progress (the watchdog thread's own), kept here rather than on that
+     * thread's stack, so that a process forked during a round can set its buffers aside
+     * (crd__watchdog_after_fork_child) like the connections it abandons. */
+    _Atomic(void *) round;
 };
 
 /* Keeps an event for crd_loop_dispatch (events_on_loop). False when out of memory (the
@@ -547,32 +551,38 @@ static void free_list(item_list *list)
 static bool renew_round(crd_client *c, crd__watchdog *wd)
 {
     crd__holds *hs = c->holds;
-    collect col = {0};
-    col.uuid = c->uuid;
+    collect *col = calloc(1, sizeof *col);
+    if (col == NULL)
+        return false;
+    atomic_store_explicit(&wd->round, col, memory_order_relaxed);
+    col->uuid = c->uuid;
     events ev = {0};
     pthread_mutex_lock(&hs->mu);
-    col.now = crd__now_ms();
-    crd__holds_foreach(hs, collect_one, &col);
-    for (size_t i = 0; i < col.nexp; i++) {
-        crd__hold *h = col.expired[i];
+    col->now = crd__now_ms();
+    crd__holds_foreach(hs, collect_one, col);
+    for (size_t i = 0; i < col->nexp; i++) {
+        crd__hold *h = col->expired[i];
         h->lost = true;
         CRD__COUNT(c, locks_lost);
         push_event(&ev, CRD_EVENT_LOCK_LOST, h, CRD_LOCK_LOST);
     }
     pthread_mutex_unlock(&hs->mu);
-    free(col.expired);
+    free(col->expired);
     flush_events(c, &ev, "the lease ran out while renewals failed");
     free(ev.ev);
     bool ok = true;
-    for (int i = 0; i < col.nlists; i++) {
-        fix_pointers(&col.lists[i]);
+    for (int i = 0; i < col->nlists; i++) {
+        fix_pointers(&col->lists[i]);
         if (c->cluster != NULL)
-            ok = renew_list_cluster(c, &col.lists[i]) && ok;
+            ok = renew_list_cluster(c, &col->lists[i]) && ok;
         else
-            ok = renew_list(c, wd, &col.lists[i]) && ok;
-        free_list(&col.lists[i]);
+            ok = renew_list(c, wd, &col->lists[i]) && ok;
+        free_list(&col->lists[i]);
     }
-    return ok && !col.oom;
+    ok = ok && !col->oom;
+    atomic_store_explicit(&wd->round, NULL, memory_order_relaxed);
+    free(col);
+    return ok;
 }
 
 static void *watchdog_main(void *arg)
@@ -684,11 +694,21 @@ void crd__watchdog_lock_for_fork(crd_client *c, bool lock)
         pthread_mutex_unlock(&c->wd->mu);
 }
 
+/* Rounds a parent's watchdog thread was in when a child was forked, kept reachable in
+ * that child and never freed there: the parent's thread may have been half-way through
+ * freeing them. volatile: nothing reads the array (see conn.c's abandoned contexts).
+ * Written only by the fork child handler, which runs alone. */
+static void *volatile abandoned_rounds[64];
+static size_t nabandoned_rounds;
+
 /* In a forked child (wd->mu held): the thread does not exist here, and the parent's
  * renewal socket must never be written by the child. Close our copy of it. */
 void crd__watchdog_after_fork_child(crd_client *c)
 {
     crd__watchdog *wd = c->wd;
+    void *round = atomic_exchange_explicit(&wd->round, NULL, memory_order_relaxed);
+    if (round != NULL && nabandoned_rounds < sizeof abandoned_rounds / sizeof *abandoned_rounds)
+        abandoned_rounds[nabandoned_rounds++] = round;
     /* The parent's watchdog thread may have been inside hiredis on this context. */
     crd__conn_abandon(&wd->conn);
     wd->started = false;

@@ -320,6 +320,16 @@ const char *crdt_cluster_name_on(crdt_cluster *cl, int primary, const char *suff
     redisFree(r);
     free(owner);
     cr_assert_not_null(out, "no name found on primary %d", primary);
+    /* Kept reachable until exit (names are handed out for the whole process, also to
+     * children forked after the call). */
+    static const char **kept;
+    static size_t nkept, capkept;
+    if (nkept == capkept) {
+        capkept = capkept ? capkept * 2 : 64;
+        kept = realloc(kept, capkept * sizeof *kept);
+        cr_assert_not_null(kept);
+    }
+    kept[nkept++] = out;
     return out;
 }
 
