@@ -48,7 +48,9 @@ static char *decode(const char *s, size_t len, bool *bad)
             hi = hexval(s[i + 1]);
             lo = hexval(s[i + 2]);
         }
-        if (hi < 0 || lo < 0) {
+        /* %00 too: a NUL cannot be carried in the C strings the fields become (a password
+         * or a master name would end there in silence). */
+        if (hi < 0 || lo < 0 || hi + lo == 0) {
             *bad = true;
             free(out);
             return NULL;
