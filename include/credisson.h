@@ -391,6 +391,30 @@ typedef struct crd_options {
                                       latency to every lock operation) */
     int64_t replica_sync_timeout_ms; /* WAIT's timeout; default 1000 (Redisson's
                                         slavesSyncTimeout) */
+
+    /* Fairness against waiters in other processes (the README's "Fairness"). When this
+     * client's release of a reentrant, fenced or write lock reached waiters of other
+     * clients (the unlock script counts the connections its message reached), this
+     * client's next acquire of that lock waits up to release_defer_ms before trying, so
+     * a waiter woken elsewhere takes the lock instead of the releaser taking it straight
+     * back. Costs nothing without waiters elsewhere; with them, an acquire right after
+     * one's own release waits up to this long. Default 5; 0 turns it off. Nothing new
+     * is sent: Java clients see Redisson's protocol. */
+    int64_t release_defer_ms;
+    /* Fairness inside this client: waiters of one reentrant, fenced or write lock are
+     * served in arrival order. Only the longest waiter talks to Redis (tries, subscribes,
+     * is woken by the unlock message); the others wait their turn without a command, and
+     * an owner that releases and asks again queues behind them. Re-entry and
+     * wait_ms 0 never queue. Default true. false gives Redisson's own behaviour: every
+     * waiting thread tries when woken, and the releasing thread often wins again. */
+    bool local_fifo;
+    /* Prompt loss detection: while this client holds a lock under the watchdog, it keeps
+     * that lock's channel subscribed (one shared subscription per held name, on the
+     * subscriber connection), and any message on it (a force-unlock publishes one) makes
+     * the watchdog check those holds at once: a hold removed by someone else is reported
+     * (CRD_EVENT_LOCK_LOST, crd_lock_validity_ms 0) within a round trip instead of at
+     * the next renewal. Holds with an explicit lease are not watched. Default false. */
+    bool prompt_loss_detection;
 } crd_options;
 
 /* Values of crd_options.replica_sync. */
@@ -465,6 +489,10 @@ typedef struct crd_metrics {
     /* Added in 0.2: */
     uint64_t runs_skipped;  /* crd_lock_run_policy calls that skipped the work */
     uint64_t runs_degraded; /* crd_lock_run_policy calls that ran the work without the lock */
+    /* Added in 0.3: */
+    uint64_t local_queued;  /* acquires that queued behind local waiters (local_fifo) */
+    uint64_t deferred;      /* attempts deferred after this client's own release
+                               (release_defer_ms) */
 } crd_metrics;
 
 /* Fill *out with a snapshot of the client's counters. Pass sizeof(crd_metrics): fields

@@ -8,10 +8,12 @@
 -- ARGV[3]  owner field
 -- ARGV[4]  publish command, PUBLISH or SPUBLISH
 -- ARGV[5]  latch TTL in ms (>= 1)
--- Returns  1    released: N deleted, ARGV[1] published, latch = 1
+-- Returns  1+n  released: N deleted, ARGV[1] published, latch = 1; n is the number of
+--               connections the message reached (Redisson returns 1; credisson uses n
+--               to defer its own next attempt while others were woken)
 --          0    still held by this owner (count - 1, TTL re-armed), latch = 0
 --          nil  this owner holds nothing (no write, no publish, no latch)
---          a retry with the same latch replays the first result.
+--          a retry with the same latch replays the first result (1 for a release).
 local done = redis.call('get', KEYS[3])
 if done ~= false then
     return tonumber(done)
@@ -26,6 +28,6 @@ if count > 0 then
     return 0
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[4], KEYS[2], ARGV[1])
+local reached = redis.call(ARGV[4], KEYS[2], ARGV[1])
 redis.call('set', KEYS[3], '1', 'px', ARGV[5])
-return 1
+return 1 + reached

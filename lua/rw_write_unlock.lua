@@ -8,7 +8,8 @@
 -- ARGV[3]  write field W
 -- ARGV[4]  publish command, PUBLISH or SPUBLISH
 -- ARGV[5]  latch TTL in ms
--- Returns  1    write lock released, latch = 1: N deleted and ARGV[1] published, or, if
+-- Returns  1+n  write lock released, latch = 1 (a replay returns 1): N deleted and ARGV[1]
+--               published to n connections, or, if
 --               the same owner still has read holds, mode set to "read" and ARGV[1]
 --               published so blocked readers re-check (Redisson publishes nothing
 --               there: quirk Q5)
@@ -39,6 +40,6 @@ if redis.call('hlen', KEYS[1]) == 1 then
 else
     redis.call('hset', KEYS[1], 'mode', 'read')
 end
-redis.call(ARGV[4], KEYS[2], ARGV[1])
+local reached = redis.call(ARGV[4], KEYS[2], ARGV[1])
 redis.call('set', KEYS[3], '1', 'px', ARGV[5])
-return 1
+return 1 + reached

@@ -272,6 +272,11 @@ static void finish(crd__acquire *a, crd_status st)
         /* Leave the queue while still holding the subscription reference: a client being
          * freed waits for that reference, so the pool is still there for the cleanup. */
         give_up(a);
+    /* First: the next local waiter inherits the subscription (no UNSUBSCRIBE). */
+    crd__gate_leave(a);
+    if (a->has_cv)
+        pthread_cond_destroy(&a->gate_cv);
+    a->has_cv = false;
     if (a->sub != NULL)
         crd__sub_release(c, a->sub);
     a->sub = NULL;
@@ -344,6 +349,70 @@ void crd__acquire_begin(crd__acquire *a, crd_lock *l, uint64_t owner, int64_t wa
     a->state = CRD__AS_TRY;
 }
 
+void crd__acquire_enqueue(crd__acquire *a)
+{
+    crd_lock *l = a->l;
+    /* Re-entry and a try without wait neither queue nor defer: the first cannot wait for
+     * anyone (it holds the lock), the second does not wait at all. */
+    if (a->state != CRD__AS_TRY || !crd__kinds[l->kind].local_fifo || a->wait_ms == 0 ||
+        crd__local_count(l, a->owner, l->kind) > 0)
+        return;
+    if (!a->nonblocking) {
+        if (crd__cond_init(&a->gate_cv) != 0)
+            return; /* neither queued nor deferred, but the acquire still works */
+        a->has_cv = true;
+    }
+    a->deferrable = true;
+    if (a->c->opts.local_fifo && !crd__gate_join(a)) {
+        a->state = CRD__AS_QUEUE;
+        CRD__COUNT(a->c, local_queued);
+    }
+}
+
+/* This client released the lock to waiters elsewhere a moment ago (gate.c): instead of
+ * an attempt, wait out the rest of the deferral (then TRY as Redisson would: nothing on
+ * the wire changes but the time). True when that is what happens. */
+static bool deferred(crd__acquire *a)
+{
+    int64_t until_us = crd__gate_deferred_until(a);
+    if (until_us <= crd__now_us())
+        return false;
+    a->was_deferred = true;
+    CRD__COUNT(a->c, deferred);
+    int64_t until_ms = until_us / 1000 + 1;
+    a->wake_at = until_ms < a->deadline ? until_ms : a->deadline;
+    a->state = CRD__AS_DEFER;
+    return true;
+}
+
+/* DEFER: the deferral is over (or the client closed). */
+static void step_defer(crd__acquire *a, crd_status w)
+{
+    if (w == CRD_CLOSED || atomic_load(&a->c->closed))
+        finish(a, crd__fail(a->c, CRD_CLOSED, "client closed while waiting"));
+    else if (crd__now_ms() >= a->wake_at)
+        a->state = CRD__AS_TRY;
+}
+
+/* QUEUE: the head of the local queue goes on to TRY. */
+static void step_queue(crd__acquire *a, crd_status w)
+{
+    if (w == CRD_CLOSED || atomic_load(&a->c->closed)) {
+        finish(a, crd__fail(a->c, CRD_CLOSED, "client closed while waiting"));
+        return;
+    }
+    if (w == CRD_OK && crd__gate_is_head(a)) {
+        if (a->nonblocking && a->sub != NULL && !a->watching) {
+            crd__sub_loop_watch(a->c, a->sub, true); /* inherited from the previous head */
+            a->watching = true;
+        }
+        a->state = CRD__AS_TRY;
+        return;
+    }
+    if (crd__now_ms() >= a->deadline)
+        finish(a, ran_out(a));
+}
+
 /* TRY: one attempt, then what follows from it. */
 static void step_try(crd__acquire *a)
 {
@@ -351,7 +420,13 @@ static void step_try(crd__acquire *a)
         finish(a, crd__fail(a->c, CRD_CLOSED, "client closed while waiting"));
         return;
     }
+    if (a->deferrable && deferred(a))
+        return;
     crd_status st = attempt(a);
+    if (a->was_deferred && st == CRD_OK) {
+        a->was_deferred = false;
+        crd__gate_deferral_used(a, a->outcome != CRD__ACQ_TAKEN);
+    }
     if (st == CRD_OK && a->outcome == CRD__ACQ_TAKEN) {
         finish(a, CRD_OK);
         return;
@@ -427,7 +502,9 @@ static void step_subscribe(crd__acquire *a)
 void crd__acquire_step(crd__acquire *a)
 {
     switch (a->state) {
+    case CRD__AS_QUEUE: step_queue(a, CRD_OK); break;
     case CRD__AS_TRY: step_try(a); break;
+    case CRD__AS_DEFER: step_defer(a, CRD_OK); break;
     case CRD__AS_SUBSCRIBE: step_subscribe(a); break;
     case CRD__AS_WAIT: /* the driver's turn: crd__acquire_woken() */
     case CRD__AS_DONE: break;
@@ -463,7 +540,11 @@ void crd__acquire_cancel(crd__acquire *a, crd_status st)
 static void drive(crd__acquire *a)
 {
     while (a->state != CRD__AS_DONE) {
-        if (a->state == CRD__AS_WAIT) {
+        if (a->state == CRD__AS_QUEUE) {
+            step_queue(a, crd__gate_wait(a, a->deadline));
+        } else if (a->state == CRD__AS_DEFER) {
+            step_defer(a, crd__gate_sleep(a, a->wake_at));
+        } else if (a->state == CRD__AS_WAIT) {
             bool confirmed = a->confirmed;
             crd_status w = crd__sub_wait(a->c, a->sub, a->wake_at, &confirmed);
             crd__acquire_woken(a, w, confirmed);
@@ -477,6 +558,7 @@ crd_status crd_lock_acquire_owner(crd_lock *l, uint64_t owner, int64_t wait_ms, 
 {
     crd__acquire a;
     crd__acquire_begin(&a, l, owner, wait_ms, lease_ms);
+    crd__acquire_enqueue(&a);
     drive(&a);
     return a.result;
 }
@@ -494,6 +576,7 @@ crd_status crd_lock_acquire_token_owner(crd_lock *l, uint64_t owner, int64_t wai
         return st;
     crd__acquire a;
     crd__acquire_begin(&a, l, owner, wait_ms, lease_ms);
+    crd__acquire_enqueue(&a);
     a.want_token = true;
     drive(&a);
     if (a.result == CRD_OK)

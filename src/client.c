@@ -32,6 +32,8 @@ crd_status crd_options_init(crd_options *o)
     o->fair_wait_timeout_ms = 300000;
     o->replica_sync = CRD_REPLICA_SYNC_AUTO;
     o->replica_sync_timeout_ms = 1000;
+    o->release_defer_ms = 5;
+    o->local_fifo = true;
     return CRD_OK;
 }
 
@@ -54,6 +56,7 @@ static crd_status validate(crd_client *c, const crd_options *o)
     RANGE(max_wait_slice_ms, 0)
     RANGE(fair_wait_timeout_ms, 1)
     RANGE(replica_sync_timeout_ms, 1)
+    RANGE(release_defer_ms, 0)
 #undef RANGE
     if (o->deployment != CRD_DEPLOYMENT_STANDALONE && o->deployment != CRD_DEPLOYMENT_CLUSTER)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "deployment must be CRD_DEPLOYMENT_STANDALONE "
@@ -333,7 +336,8 @@ crd_status crd_client_new(const crd_options *opts, crd_client **out)
     crd__uuid_v4(c->uuid);
     c->pid = getpid();
     atomic_init(&c->closed, false);
-    if (crd__holds_init(c) != CRD_OK) {
+    if (crd__holds_init(c) != CRD_OK || crd__gates_init(c) != CRD_OK) {
+        crd__holds_free(c);
         free(c);
         return crd__fail(NULL, CRD_NO_MEMORY, "cannot allocate a client");
     }
@@ -362,12 +366,14 @@ void crd_client_free(crd_client *c)
     if (!c->failed && c->opts.release_on_close && c->pid == getpid())
         crd__lifecycle_release_all(c);
     atomic_store(&c->closed, true);
+    crd__gates_wake_all(c);
     crd__topology_stop(c);
     crd__pool_wake(c);
     crd__pubsub_stop(c);
     crd__pool_free(c);
     crd__watchdog_free(c);
     crd__holds_free(c);
+    crd__gates_free(c);
     crd__topology_free(c);
     crd__endpoint_clear(&c->ep);
     crd__tls_ctx_free(c->tls);

@@ -42,6 +42,7 @@ crd_status crd__client_check(crd_client *c);
 /* ---- clock.c ------------------------------------------------------------------------ */
 
 int64_t crd__now_ms(void);      /* CLOCK_MONOTONIC */
+int64_t crd__now_us(void);      /* CLOCK_MONOTONIC, microseconds */
 int64_t crd__epoch_ms(void);    /* CLOCK_REALTIME, for the fair lock's deadlines only */
 /* Absolute CLOCK_MONOTONIC timespec for a deadline in monotonic ms. */
 struct timespec crd__abstime(int64_t deadline_ms);
@@ -316,7 +317,7 @@ typedef struct crd__hist {
 typedef struct crd__metrics {
     atomic_uint_fast64_t acquisitions, contended, acquire_busy, releases, renewals,
         renewal_failures, locks_lost, connects, connection_failures, subscribes,
-        watchdog_round_trips, runs_skipped, runs_degraded;
+        watchdog_round_trips, runs_skipped, runs_degraded, local_queued, deferred;
     crd__hist wait, hold;
 } crd__metrics;
 
@@ -330,6 +331,8 @@ void crd__log(crd_client *c, crd_log_level level, const char *fmt, ...) CRD__PRI
 typedef struct crd__pool crd__pool;
 typedef struct crd__pubsub crd__pubsub;
 typedef struct crd__holds crd__holds;
+typedef struct crd__gates crd__gates;
+typedef struct crd__gate crd__gate;
 typedef struct crd__watchdog crd__watchdog;
 typedef struct crd__loop crd__loop;
 typedef struct crd__topology crd__topology;
@@ -352,6 +355,7 @@ struct crd_client {
     const char *publish;  /* "SPUBLISH" or "PUBLISH": what unlock scripts are told */
     crd__pubsub *ps;
     crd__holds *holds;
+    crd__gates *gates;    /* gate.c: local waiter queues and release deferrals per name */
     crd__watchdog *wd;
     crd__loop *loop; /* event-loop operations (loop.c); loop thread only */
     crd__topology *topo;  /* sentinel.c: where the primary is; replica sync */
@@ -558,6 +562,8 @@ void crd__pubsub_stop(crd_client *c);
 crd_status crd__sub_acquire(crd_client *c, const char *channel, size_t len,
                             int64_t deadline_ms, crd__sub **out, bool *confirmed);
 void crd__sub_release(crd_client *c, crd__sub *s);
+/* Whether this client's subscriber has channel subscribed now. */
+bool crd__sub_is_live(crd_client *c, const char *channel, size_t len);
 /* Waits for one wake-up permit or until deadline_ms. Returns CRD_OK when woken,
  * CRD_TIMEOUT when the deadline passed, CRD_CLOSED on shutdown. *confirmed is updated
  * with whether the subscription is live now. */
@@ -695,6 +701,8 @@ typedef struct crd__kind_ops {
     bool queued;           /* fair: a waiter joins a queue it must leave when it gives up */
     bool own_channel;      /* fair: a waiter listens on "<channel>:<field>" */
     bool fenced;           /* draws a token with every acquire */
+    bool local_fifo;       /* exclusive and not fair: local waiters queue (gate.c) */
+    bool counts_receivers; /* its unlock replies 1 + the connections the message reached */
     int renew_script;      /* lock_renew, rw_read_renew or fenced_renew */
     /* The second key per renewed hold (read: P, fenced: the token counter), or NULL for
      * holds renewed on N alone: its length, and the key written with a NUL. */
@@ -738,9 +746,12 @@ int64_t crd__local_count(const crd_lock *l, uint64_t owner, crd__kind kind);
 /* ---- acquire.c: the acquire state machine and its blocking driver -------------------------- */
 
 typedef enum crd__acq_state {
+    CRD__AS_QUEUE,     /* behind local waiters of the same lock (gate.c): the driver waits */
     CRD__AS_TRY,       /* run the acquire script (first resolving a lost reply) */
     CRD__AS_SUBSCRIBE, /* take the lock's channel before re-trying */
     CRD__AS_WAIT,      /* wait for a wake-up or the end of the slice (the driver waits) */
+    CRD__AS_DEFER,     /* this client just released to waiters elsewhere: the driver waits
+                          until wake_at before the next TRY (gate.c) */
     CRD__AS_DONE       /* result holds the outcome */
 } crd__acq_state;
 
@@ -794,12 +805,51 @@ typedef struct crd__acquire {
     bool nonblocking;     /* driven by an event loop (loop.c): never wait inside a step */
     bool watching;        /* the loop polls sub (crd__sub_loop_watch) */
     uint64_t seen_events; /* crd__sub_events(sub) when the loop last looked */
+    bool gated;           /* in its lock's local queue (gate.c) */
+    bool deferrable;      /* waits out this client's release deferrals (gate.c) */
+    bool has_cv;          /* gate_cv is initialised */
+    bool was_deferred;    /* the next attempt follows a deferral (gate.c learns its use) */
+    bool gate_head;       /* first in that queue: the one that talks to Redis (gates->mu) */
+    struct crd__acquire *gate_next; /* the next in the queue (gates->mu) */
+    pthread_cond_t gate_cv; /* blocking driver: signalled when it becomes the head */
 } crd__acquire;
+
+/* ---- gate.c: the local queue of an exclusive lock's waiters, and release deferral ------ */
+
+crd_status crd__gates_init(crd_client *c);
+void crd__gates_free(crd_client *c);
+/* Joins a's lock's local queue at the tail; true when a is the head at once. */
+bool crd__gate_join(crd__acquire *a);
+/* Leaves the queue; the next waiter becomes the head, inherits a's subscription
+ * reference when it has none, and is woken (its condition variable, or the loop fd). */
+void crd__gate_leave(crd__acquire *a);
+/* Whether a is the head now (an event-loop acquire polls this). */
+bool crd__gate_is_head(crd__acquire *a);
+/* Blocking driver: waits until a is the head, the client closes (CRD_CLOSED) or
+ * deadline_ms passes (CRD_TIMEOUT). */
+crd_status crd__gate_wait(crd__acquire *a, int64_t deadline_ms);
+/* Blocking driver: sleeps until deadline_ms unless the client closes (CRD_CLOSED). */
+crd_status crd__gate_sleep(crd__acquire *a, int64_t deadline_ms);
+/* Wakes every blocked queued waiter (the client is closing). */
+void crd__gates_wake_all(crd_client *c);
+/* Defers this client's attempts on name until until_us (monotonic µs). */
+void crd__gate_defer(crd_client *c, const char *name, size_t len, int64_t until_us);
+/* After a deferred attempt: used = someone else had taken the lock meanwhile. Eight
+ * unused deferrals in a row pause deferring for that name (every 16th release probes). */
+void crd__gate_deferral_used(crd__acquire *a, bool used);
+/* Until when attempts on a's lock are deferred (monotonic µs; 0 or past: not). */
+int64_t crd__gate_deferred_until(crd__acquire *a);
+void crd__gates_lock_for_fork(crd_client *c, bool lock);
+void crd__gates_after_fork_child(crd_client *c);
 
 /* Checks the arguments and prepares a; state CRD__AS_DONE with a->result set when they
  * are refused. */
 void crd__acquire_begin(crd__acquire *a, crd_lock *l, uint64_t owner, int64_t wait_ms,
                         int64_t lease_ms);
+/* Joins the lock's local queue (gate.c) when the acquire may wait on an exclusive kind
+ * and is not a re-entry; state CRD__AS_QUEUE when others are ahead. After begin (and
+ * after nonblocking is set). */
+void crd__acquire_enqueue(crd__acquire *a);
 /* Runs the current state's work and moves to the next state. */
 void crd__acquire_step(crd__acquire *a);
 /* The driver's report after a CRD__AS_WAIT: woken (CRD_OK), slice over (CRD_TIMEOUT) or

@@ -53,6 +53,15 @@ static crd__rel_outcome release_reply(const redisReply *r)
     }
 }
 
+/* The reentrant and the write unlock: 1 + the connections the message reached when it
+ * released (1 for a replayed outcome: nobody counted), else as release_reply. */
+static crd__rel_outcome exclusive_release_reply(const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_INTEGER && r->integer >= 1)
+        return CRD__REL_RELEASED;
+    return r->type == REDIS_REPLY_INTEGER && r->integer != 0 ? CRD__REL_BAD : release_reply(r);
+}
+
 static void exists(const crd_lock *l, crd__cmd *cmd)
 {
     crd__cmd_init(cmd, CRD__PLAIN, 2);
@@ -346,7 +355,9 @@ const crd__kind_ops crd__kinds[CRD__NKINDS] = {
                     .acquire = rlock_acquire,
                     .acquire_reply = acquire_reply,
                     .release = rlock_release,
-                    .release_reply = release_reply,
+                    .release_reply = exclusive_release_reply,
+                    .local_fifo = true,
+                    .counts_receivers = true,
                     .force_unlock = rlock_force_unlock,
                     .is_locked = exists,
                     .extend = extend_exclusive},
@@ -378,7 +389,9 @@ const crd__kind_ops crd__kinds[CRD__NKINDS] = {
                     .acquire = write_acquire,
                     .acquire_reply = acquire_reply,
                     .release = write_release,
-                    .release_reply = release_reply,
+                    .release_reply = exclusive_release_reply,
+                    .local_fifo = true,
+                    .counts_receivers = true,
                     .force_unlock = write_force_unlock,
                     .is_locked = write_is_locked,
                     .extend = extend_exclusive},
@@ -391,7 +404,9 @@ const crd__kind_ops crd__kinds[CRD__NKINDS] = {
                      .acquire = fenced_acquire,
                      .acquire_reply = fenced_acquire_reply,
                      .release = rlock_release,
-                     .release_reply = release_reply,
+                     .release_reply = exclusive_release_reply,
+                    .local_fifo = true,
+                    .counts_receivers = true,
                      .force_unlock = rlock_force_unlock,
                      .is_locked = exists,
                      .extend = fenced_extend},

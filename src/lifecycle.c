@@ -110,6 +110,7 @@ static void lock_client(crd_client *c, bool lock)
     if (lock) {
         crd__pool_lock_for_fork(c, true);
         pthread_mutex_lock(&c->holds->mu);
+        crd__gates_lock_for_fork(c, true);
         crd__pubsub_lock_for_fork(c, true);
         crd__watchdog_lock_for_fork(c, true);
         crd__topology_lock_for_fork(c, true);
@@ -117,6 +118,7 @@ static void lock_client(crd_client *c, bool lock)
         crd__topology_lock_for_fork(c, false);
         crd__watchdog_lock_for_fork(c, false);
         crd__pubsub_lock_for_fork(c, false);
+        crd__gates_lock_for_fork(c, false);
         pthread_mutex_unlock(&c->holds->mu);
         crd__pool_lock_for_fork(c, false);
     }
@@ -147,6 +149,7 @@ static void fork_child(void)
         c->pid = getpid();
         crd__pool_after_fork_child(c);
         crd__holds_foreach(c->holds, drop_hold, c->holds);
+        crd__gates_after_fork_child(c);
         crd__watchdog_after_fork_child(c);
         crd__pubsub_after_fork_child(c);
         crd__topology_after_fork_child(c);

@@ -112,6 +112,7 @@ crd_status crd_lock_acquire_async(crd_lock *l, uint64_t owner, int64_t wait_ms, 
     }
     op->a.nonblocking = true;
     op->a.want_token = crd__kinds[l->kind].fenced;
+    crd__acquire_enqueue(&op->a);
     enqueue(op);
     if (out != NULL)
         *out = op;
@@ -168,6 +169,14 @@ static void step_acquire(crd_op *op)
     if (op->cancel)
         crd__acquire_cancel(a, CRD_CANCELLED);
     for (int guard = 0; guard < 8 && a->state != CRD__AS_DONE; guard++) {
+        if (a->state == CRD__AS_QUEUE || a->state == CRD__AS_DEFER) {
+            /* the head goes on, the others wait for the fd; a deferral for its time */
+            crd__acq_state was = a->state;
+            crd__acquire_step(a);
+            if (a->state == was)
+                return;
+            continue;
+        }
         if (a->state != CRD__AS_WAIT) {
             crd__acquire_step(a);
             continue;
@@ -259,9 +268,16 @@ int64_t crd_loop_timeout_ms(crd_client *c)
         return -1;
     int64_t now = crd__now_ms(), best = -1;
     for (crd_op *op = c->loop->head; op != NULL; op = op->next) {
-        if (op->type != OP_ACQUIRE || op->cancel || op->a.state != CRD__AS_WAIT)
+        bool queued = op->type == OP_ACQUIRE && !op->cancel && op->a.state == CRD__AS_QUEUE;
+        bool timed = op->type == OP_ACQUIRE && !op->cancel &&
+                     (op->a.state == CRD__AS_WAIT || op->a.state == CRD__AS_DEFER);
+        if (!queued && !timed)
             return 0;
-        int64_t left = op->a.wake_at - now;
+        /* Queued behind a local waiter: the fd says when it becomes the head. */
+        int64_t until = queued ? op->a.deadline : op->a.wake_at;
+        if (until == INT64_MAX)
+            continue;
+        int64_t left = until - now;
         left = left > 0 ? left : 0;
         if (best < 0 || left < best)
             best = left;

@@ -74,6 +74,8 @@ crd_status crd_client_metrics(crd_client *c, crd_metrics *out, size_t size)
     LOAD(watchdog_round_trips);
     LOAD(runs_skipped);
     LOAD(runs_degraded);
+    LOAD(local_queued);
+    LOAD(deferred);
 #undef LOAD
     if (c->holds != NULL) {
         pthread_mutex_lock(&c->holds->mu);

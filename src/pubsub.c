@@ -689,6 +689,16 @@ void crd__sub_release(crd_client *c, crd__sub *s)
     pthread_mutex_unlock(&ps->mu);
 }
 
+bool crd__sub_is_live(crd_client *c, const char *channel, size_t len)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    crd__sub *s = find(ps, channel, len);
+    bool yes = s != NULL && live(s);
+    pthread_mutex_unlock(&ps->mu);
+    return yes;
+}
+
 crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms, bool *confirmed)
 {
     crd__pubsub *ps = c->ps;

@@ -56,6 +56,20 @@ static crd_status send_unlock(crd_lock *l, const char *field, size_t flen, int64
     return st;
 }
 
+/* Bounded barging (gate.c): the unlock message reached reached connections; when one of
+ * them is not this client's own subscriber, a waiter elsewhere was just woken, and this
+ * client's next attempt on the lock waits about one hand-off time so that waiter can
+ * take it. */
+static void defer_after_release(crd_lock *l, long long reached)
+{
+    crd_client *c = l->client;
+    if (c->opts.release_defer_ms <= 0)
+        return;
+    if (reached - (crd__sub_is_live(c, l->names.channel.p, l->names.channel.len) ? 1 : 0) <= 0)
+        return;
+    crd__gate_defer(c, l->name, l->name_len, crd__now_us() + c->opts.release_defer_ms * 1000);
+}
+
 static crd_status lost_status(crd_client *c, const crd_lock *l)
 {
     return crd__fail(c, CRD_LOCK_LOST, "the hold on \"%.*s\" expired or was force-unlocked",
@@ -145,6 +159,8 @@ crd_status crd__release(crd_lock *l, uint64_t owner)
         freeReplyObject(r);
         return st;
     }
+    if (o == CRD__REL_RELEASED && crd__kinds[l->kind].counts_receivers && r->integer > 1)
+        defer_after_release(l, r->integer - 1);
     freeReplyObject(r);
     switch (o) {
     case CRD__REL_GONE: /* fair: the hash was gone (Redisson reports success here) */

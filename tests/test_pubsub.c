@@ -245,13 +245,18 @@ struct subscribers_pred {
     crdt_tracelog *tl;
     size_t from;
     size_t waiters;
+    crd_client *client;
 };
 
 static bool all_blocked_fn(void *arg)
 {
     struct subscribers_pred *p = arg;
-    /* every waiter made its attempt and its re-check after the subscription */
-    return crdt_tracelog_count_scripts(p->tl, p->from) >= 2 * p->waiters;
+    /* the longest waiter made its attempt and its re-check after the subscription; the
+     * others queued behind it (local_fifo) without a command */
+    crd_metrics m;
+    crd_client_metrics(p->client, &m, sizeof m);
+    return crdt_tracelog_count_scripts(p->tl, p->from) >= 2 &&
+           m.local_queued >= p->waiters - 1;
 }
 
 Test(pubsub, local_waiters_share_one_subscription_and_hand_the_lock_on, .timeout = 60)
@@ -267,11 +272,12 @@ Test(pubsub, local_waiters_share_one_subscription_and_hand_the_lock_on, .timeout
         w[i] = (crdt_waiter){.lock = f.lb, .wait_ms = 20000, .lease_ms = 30000};
         crdt_waiter_start(&w[i]);
     }
-    struct subscribers_pred sp = {f.r, f.channel, tl, from, N};
+    struct subscribers_pred sp = {f.r, f.channel, tl, from, N, f.b};
     cr_assert(crdt_wait_until(all_blocked_fn, &sp, 5000), "the waiters never blocked");
     cr_assert_eq(crdt_numsub(f.r, f.channel), 1, "one subscriber connection per client");
     cr_assert_eq(crdt_tracelog_count_cmd(tl, from, "SUBSCRIBE", 1), 1,
                  "local waiters share one SUBSCRIBE");
+    cr_assert_eq(crdt_tracelog_count_scripts(tl, from), 2, "queued waiters sent nothing");
 
     int64_t t0 = crdt_now_ms();
     cr_assert_eq(crd_lock_release(f.la), CRD_OK);
@@ -284,7 +290,10 @@ Test(pubsub, local_waiters_share_one_subscription_and_hand_the_lock_on, .timeout
     }
     fprintf(stderr, "[pubsub] %d local waiters handed the lock on in %" PRId64 " ms\n", N,
             last - t0);
-    /* each release wakes the next waiter: nobody waits out the 30 s lease */
+    /* each release wakes the next waiter: nobody waits out the 30 s lease; the channel
+     * stayed subscribed from the first waiter to the last (the queue hands it on) */
+    cr_assert_eq(crdt_tracelog_count_cmd(tl, from, "SUBSCRIBE", 1), 1,
+                 "the subscription was handed on, not renewed");
     cr_assert_lt(last - t0, 3000, "the hand-off chain took %" PRId64 " ms", last - t0);
     cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0);
     crdt_fixture_close(&f);
