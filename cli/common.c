@@ -237,6 +237,9 @@ int cli_make_client(const global_opts *g, const char *cmd, crd_event_fn on_event
     if (g->watchdog_ms > 0)
         o.watchdog_timeout_ms = g->watchdog_ms;
     o.on_event = on_event;
+    /* `run` learns of a force-unlock at once and stops CMD (--on-lost), not at the next
+     * renewal: one subscription per held name while CMD runs. */
+    o.prompt_loss_detection = strcmp(cmd, "run") == 0;
     o.tls_ca_file = g->cacert;
     o.tls_ca_dir = g->cacertdir;
     o.tls_cert_file = g->cert;

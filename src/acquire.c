@@ -71,6 +71,26 @@ int64_t crd__wait_slice(const crd__slice_in *in, crd__backoff *b)
 
 /* ---- bookkeeping ------------------------------------------------------------------------ */
 
+/* prompt_loss_detection: the new hold (record id) keeps its lock's channel subscribed,
+ * so a force-unlock's message reaches this client while it holds the lock. */
+static void watch_hold(crd__acquire *a, uint64_t id)
+{
+    crd_lock *l = a->l;
+    crd__sub *s = crd__sub_watch(a->c, l->names.channel.p, l->names.channel.len);
+    if (s == NULL)
+        return; /* out of memory: the hold is renewed, just not watched */
+    crd__holds *h = a->c->holds;
+    pthread_mutex_lock(&h->mu);
+    crd__hold *hold = crd__holds_find(h, l->name, l->name_len, a->owner, l->kind);
+    if (hold != NULL && hold->id == id && hold->watch_sub == NULL) {
+        hold->watch_sub = s;
+        s = NULL;
+    }
+    pthread_mutex_unlock(&h->mu);
+    if (s != NULL)
+        crd__sub_unwatch(a->c, s); /* released meanwhile */
+}
+
 /* Records a successful acquire sent at sent_ms. */
 static crd_status record_acquire(crd__acquire *a, int64_t sent_ms)
 {
@@ -83,6 +103,7 @@ static crd_status record_acquire(crd__acquire *a, int64_t sent_ms)
         crd__holds_remove(h, hold);
         hold = NULL;
     }
+    uint64_t fresh = 0;
     if (hold == NULL) {
         hold = crd__holds_insert(h, l->name, l->name_len, a->owner, l->kind);
         if (hold == NULL) {
@@ -91,6 +112,7 @@ static crd_status record_acquire(crd__acquire *a, int64_t sent_ms)
             return crd__fail(a->c, CRD_NO_MEMORY, "acquired, but cannot record the hold");
         }
         hold->since = sent_ms;
+        fresh = hold->id;
     }
     hold->count++;
     hold->lease_ms = a->lease;
@@ -102,6 +124,9 @@ static crd_status record_acquire(crd__acquire *a, int64_t sent_ms)
     pthread_mutex_unlock(&h->mu);
     if (a->watchdog)
         crd__watchdog_kick(a->c);
+    if (fresh != 0 && a->watchdog && a->c->opts.prompt_loss_detection &&
+        !crd__kinds[l->kind].own_channel)
+        watch_hold(a, fresh);
     return CRD_OK;
 }
 
@@ -211,10 +236,20 @@ static crd_status attempt(crd__acquire *a)
     redisReply *r = NULL;
     int64_t sent = 0;
     st = CRD_IO;
+    /* The subscriber thread already sent this attempt (the hand-off): its outcome. */
+    bool pre = a->have_pre;
+    if (pre) {
+        a->have_pre = false;
+        st = a->pre_st;
+        r = a->pre_reply;
+        sent = a->pre_sent;
+        a->pre_reply = NULL;
+    }
     /* A second send only after the read-back proved the first did not run: a pooled
      * connection cut while idle (a server restart, CLIENT KILL) fails the first try. */
     for (int try_no = 0; try_no < 2 && st == CRD_IO; try_no++) {
-        st = send_acquire(a, &r, &sent);
+        if (try_no > 0 || !pre)
+            st = send_acquire(a, &r, &sent);
         if (st != CRD_IO || sent == 0)
             break; /* a reply, or nothing was sent: nothing to resolve */
         a->pending = true;
@@ -264,6 +299,10 @@ static void give_up(crd__acquire *a)
 static void finish(crd__acquire *a, crd_status st)
 {
     crd_client *c = a->c;
+    if (a->pre_reply != NULL)
+        freeReplyObject(a->pre_reply);
+    a->pre_reply = NULL;
+    a->have_pre = false;
     bool waited = a->sub != NULL;
     if (a->watching)
         crd__sub_loop_watch(c, a->sub, false);
@@ -416,11 +455,13 @@ static void step_queue(crd__acquire *a, crd_status w)
 /* TRY: one attempt, then what follows from it. */
 static void step_try(crd__acquire *a)
 {
-    if (a->sub != NULL && atomic_load(&a->c->closed)) {
+    /* An attempt the subscriber thread already sent is settled first, whatever else
+     * happened: it may have taken the lock. */
+    if (!a->have_pre && a->sub != NULL && atomic_load(&a->c->closed)) {
         finish(a, crd__fail(a->c, CRD_CLOSED, "client closed while waiting"));
         return;
     }
-    if (a->deferrable && deferred(a))
+    if (!a->have_pre && a->deferrable && deferred(a))
         return;
     crd_status st = attempt(a);
     if (a->was_deferred && st == CRD_OK) {
@@ -536,6 +577,40 @@ void crd__acquire_cancel(crd__acquire *a, crd_status st)
 
 /* ---- the blocking driver ------------------------------------------------------------------- */
 
+/* Before sleeping: the next attempt, prepared on a spare connection and lent to the
+ * subscriber thread, which sends it as soon as the unlock message arrives (script.c,
+ * crd__handoff). Only a lone waiter of an exclusive kind with nothing to resolve. */
+static bool lend_attempt(crd__acquire *a, crd__handoff *h)
+{
+    if (!a->deferrable || a->pending || !a->confirmed)
+        return false;
+    const crd__kind_ops *ops = &crd__kinds[a->l->kind];
+    crd__acq_args args = {a->field, a->flen, a->lease, a->nowait, a->fair_wait, a->want_token};
+    ops->acquire(a->l, &args, &h->cmd);
+    h->cmd.sync = true;
+    if (crd__handoff_prepare(a->c, h)) {
+        if (crd__sub_arm(a->c, a->sub, h))
+            return true;
+        crd_status st;
+        redisReply *r;
+        int64_t sent;
+        crd__handoff_finish(a->c, h, &st, &r, &sent); /* never sent: gives it back */
+    }
+    crd__cmd_free(&h->cmd);
+    return false;
+}
+
+/* After the wait: takes the lent attempt back; true when it went out (its outcome is
+ * then the next attempt's, a->have_pre). */
+static bool take_back(crd__acquire *a, crd__handoff *h)
+{
+    crd__sub_disarm(a->c, a->sub);
+    bool used = crd__handoff_finish(a->c, h, &a->pre_st, &a->pre_reply, &a->pre_sent);
+    crd__cmd_free(&h->cmd);
+    a->have_pre = used;
+    return used;
+}
+
 /* Runs the machine to its end on the calling thread, sleeping on the subscription. */
 static void drive(crd__acquire *a)
 {
@@ -546,7 +621,11 @@ static void drive(crd__acquire *a)
             step_defer(a, crd__gate_sleep(a, a->wake_at));
         } else if (a->state == CRD__AS_WAIT) {
             bool confirmed = a->confirmed;
-            crd_status w = crd__sub_wait(a->c, a->sub, a->wake_at, &confirmed);
+            crd__handoff h;
+            bool lent = lend_attempt(a, &h);
+            crd_status w = crd__sub_wait(a->c, a->sub, a->wake_at, lent ? &h : NULL, &confirmed);
+            if (lent && take_back(a, &h))
+                w = CRD_OK; /* the attempt went out: settle it */
             crd__acquire_woken(a, w, confirmed);
         } else {
             crd__acquire_step(a);

@@ -381,6 +381,13 @@ crd_status crd__conn_command(crd_client *c, crd__conn *conn, int argc, const cha
     bool sent = crd__conn_send(conn, buf, n, &why);
     if (buf != stack)
         free(buf);
+    return crd__conn_reply(c, conn, argc, argv, lens, sent, why, reply);
+}
+
+crd_status crd__conn_reply(crd_client *c, crd__conn *conn, int argc, const char **argv,
+                           const size_t *lens, bool sent, const char *why, redisReply **reply)
+{
+    *reply = NULL;
     redisReply *r = NULL;
     void *out = NULL;
     if (sent && read_reply(conn, &out) == REDIS_OK)

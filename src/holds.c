@@ -51,6 +51,7 @@ void crd__holds_free(crd_client *c)
         }
     }
     free(h->buckets);
+    free(h->unwatch);
     pthread_mutex_destroy(&h->mu);
     free(h);
     c->holds = NULL;
@@ -111,6 +112,20 @@ crd__hold *crd__holds_insert(crd__holds *h, const char *name, size_t len, uint64
 
 void crd__holds_remove(crd__holds *h, crd__hold *hold)
 {
+    if (hold->watch_sub != NULL) {
+        /* Its watch reference is dropped later, outside holds->mu (crd__watch_flush). */
+        if (h->nunwatch == h->capunwatch) {
+            size_t cap = h->capunwatch ? h->capunwatch * 2 : 8;
+            crd__sub **p = realloc(h->unwatch, cap * sizeof *p);
+            if (p != NULL) {
+                h->unwatch = p;
+                h->capunwatch = cap;
+            }
+        }
+        /* Out of memory: the reference stays and the channel stays subscribed. */
+        if (h->nunwatch < h->capunwatch)
+            h->unwatch[h->nunwatch++] = hold->watch_sub;
+    }
     size_t b = hash(hold->name, hold->name_len, hold->owner, hold->kind) & (h->nbuckets - 1);
     for (crd__hold **pp = &h->buckets[b]; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == hold) {
@@ -120,6 +135,15 @@ void crd__holds_remove(crd__holds *h, crd__hold *hold)
             return;
         }
     }
+}
+
+size_t crd__holds_take_unwatch(crd__holds *h, crd__sub ***out)
+{
+    *out = h->unwatch;
+    size_t n = h->nunwatch;
+    h->unwatch = NULL;
+    h->nunwatch = h->capunwatch = 0;
+    return n;
 }
 
 void crd__holds_foreach(crd__holds *h, void (*fn)(crd__hold *, void *), void *arg)

@@ -7,6 +7,7 @@
  *   lifecycle.c (registry_mu) the client registry, fork and thread-exit handling
  *   pool.c    (pool->mu)  the connection pool's free slots
  *   holds.c   (holds->mu) what this client believes it holds: count, lease, validity
+ *   gate.c    (gates->mu) local waiter queues and release deferrals (a leaf)
  *   pubsub.c  (ps->mu)    subscriber thread, channel entries, waiter wake-ups
  *   watchdog.c (wd->mu)   renewal thread's schedule
  * holds->mu and ps->mu are never held together outside the fork handler; pool->mu is a
@@ -265,6 +266,10 @@ void crd__trace(crd_client *c, int argc, const char *const *argv, const size_t *
  * with realloc). False when out of memory (the buffer is unchanged). */
 bool crd__resp_append(char **p, size_t *len, size_t *cap, int argc, const char *const *argv,
                       const size_t *lens);
+/* The second half of crd__conn_command for a command already sent (or not: sent false,
+ * why the send failed): reads and traces its reply, or fails as it would. */
+crd_status crd__conn_reply(crd_client *c, crd__conn *conn, int argc, const char **argv,
+                           const size_t *lens, bool sent, const char *why, redisReply **reply);
 /* Writes all of buf on the connection's transport; false with *why on failure. */
 bool crd__conn_send(crd__conn *conn, const char *buf, size_t len, const char **why);
 /* One read from the transport into the context's reply reader. REDIS_OK, or REDIS_ERR
@@ -359,6 +364,9 @@ struct crd_client {
     crd__watchdog *wd;
     crd__loop *loop; /* event-loop operations (loop.c); loop thread only */
     crd__topology *topo;  /* sentinel.c: where the primary is; replica sync */
+    /* The subscriber thread's hook into the watchdog (set by watchdog.c; pubsub.c does
+     * not call watchdog.c directly): a message came on a watched hold's channel. */
+    void (*on_watched_message)(crd_client *c);
 
     struct crd_client *next_client; /* registry (lifecycle.c) */
     crd__metrics metrics;
@@ -407,6 +415,9 @@ crd__pool *crd__pool_new(crd_client *c, const crd__endpoint *ep);
 void crd__pool_destroy(crd__pool *p);
 /* A connection of pool p (connecting it if needed); bounded by the timeouts. */
 crd_status crd__pool_take(crd_client *c, crd__pool *p, crd__conn **out);
+/* A connection only when two or more are free (never waits for one): for a waiter that
+ * lends it to the subscriber thread while it sleeps (script.c, crd__handoff). */
+bool crd__pool_take_spare(crd_client *c, crd__pool *p, crd__conn **out);
 /* Where a pool's connections go. */
 const crd__endpoint *crd__pool_ep(const crd__pool *p);
 /* Returns a connection to its pool; a broken one is closed and its slot reconnects on
@@ -550,6 +561,31 @@ crd_status crd__script_pipeline(crd_client *c, crd__conn *conn, crd__cmd *cmds, 
 /* (pipeline, continued) When cmds[0].sync, one WAIT ends the round; no replica
  * acknowledging gives CRD_NOT_SYNCED with every reply in place. */
 
+/* The hand-off (acquire.c, pubsub.c): a blocked waiter prepares its acquire on a spare
+ * pool connection and lends both to the subscriber thread, which sends the acquire the
+ * moment it reads the unlock message, before waking the waiter; the waiter then reads
+ * the reply. The wake-up of the waiter overlaps the script's round trip instead of
+ * preceding it. Standalone and Sentinel without replica sync only. */
+typedef struct crd__handoff {
+    crd__cmd cmd;        /* the acquire, built in place by the caller */
+    crd__conn *conn;     /* the lent connection */
+    char *buf;           /* the EVALSHA's bytes */
+    size_t len, cap;
+    int first;
+    int sent;            /* 0 not sent, 1 sent, -1 the send failed (subscriber, ps->mu) */
+    const char *why;
+    int64_t sent_ms;
+} crd__handoff;
+/* Takes a spare connection and encodes h->cmd; false: no hand-off (nothing taken). */
+bool crd__handoff_prepare(crd_client *c, crd__handoff *h);
+/* The subscriber thread: sends the prepared bytes. */
+void crd__handoff_send(crd__handoff *h);
+/* The waiter, once the subscriber can no longer send: whether the acquire went out, with
+ * its outcome as crd__call gives it (*st, *reply, *sent_ms); gives the connection back.
+ * A NOSCRIPT or READONLY reply counts as not sent (nothing ran). */
+bool crd__handoff_finish(crd_client *c, crd__handoff *h, crd_status *st, redisReply **reply,
+                         int64_t *sent_ms);
+
 /* ---- pubsub.c ------------------------------------------------------------------------ */
 
 typedef struct crd__sub crd__sub;
@@ -562,12 +598,26 @@ void crd__pubsub_stop(crd_client *c);
 crd_status crd__sub_acquire(crd_client *c, const char *channel, size_t len,
                             int64_t deadline_ms, crd__sub **out, bool *confirmed);
 void crd__sub_release(crd_client *c, crd__sub *s);
+/* prompt_loss_detection: a hold's reference on its lock's channel, kept subscribed while
+ * held (no wait for the confirmation; NULL when out of memory). A message on it marks
+ * the entry for a check and calls c->on_watched_message. */
+crd__sub *crd__sub_watch(crd_client *c, const char *channel, size_t len);
+void crd__sub_unwatch(crd_client *c, crd__sub *s);
+/* Lends h to the entry: the next message sends it (crd__handoff_send) before waking.
+ * False when the entry is not live, has other waiters or a wake-up pending. */
+bool crd__sub_arm(crd_client *c, crd__sub *s, crd__handoff *h);
+/* Takes the hand-off back: after this the subscriber thread never touches h. */
+void crd__sub_disarm(crd_client *c, crd__sub *s);
+/* Entries marked since the last call (at most max), unmarked. */
+int crd__sub_take_checks(crd_client *c, crd__sub **out, int max);
 /* Whether this client's subscriber has channel subscribed now. */
 bool crd__sub_is_live(crd_client *c, const char *channel, size_t len);
-/* Waits for one wake-up permit or until deadline_ms. Returns CRD_OK when woken,
- * CRD_TIMEOUT when the deadline passed, CRD_CLOSED on shutdown. *confirmed is updated
- * with whether the subscription is live now. */
-crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms, bool *confirmed);
+/* Waits for one wake-up permit, or for the caller's lent attempt (mine, or NULL) to be
+ * sent, or until deadline_ms. Returns CRD_OK when woken, CRD_TIMEOUT when the deadline
+ * passed, CRD_CLOSED on shutdown. *confirmed is updated with whether the subscription is
+ * live now. */
+crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms,
+                         const crd__handoff *mine, bool *confirmed);
 void crd__pubsub_lock_for_fork(crd_client *c, bool lock);
 void crd__pubsub_after_fork_child(crd_client *c);
 /* The event-loop API (loop.c): one eventfd per client, made readable when an operation
@@ -599,6 +649,7 @@ typedef struct crd__hold {
     bool failing;         /* renewals are failing */
     int64_t valid_until;  /* monotonic ms: send time of last acquire/renewal + lease */
     int64_t since;        /* monotonic ms of the first acquire of this hold */
+    struct crd__sub *watch_sub; /* prompt_loss_detection: its channel's watch reference */
     struct crd__hold *next;
     char name_buf[];      /* the name, NUL-terminated */
 } crd__hold;
@@ -609,6 +660,9 @@ struct crd__holds {
     size_t nbuckets;
     size_t count;
     uint64_t next_id;
+    /* Watch references of removed holds, dropped outside the mutex (crd__watch_flush) */
+    struct crd__sub **unwatch;
+    size_t nunwatch, capunwatch;
 };
 
 crd_status crd__holds_init(crd_client *c);
@@ -623,6 +677,9 @@ crd__hold *crd__holds_insert(crd__holds *h, const char *name, size_t len, uint64
 void crd__holds_remove(crd__holds *h, crd__hold *hold);
 /* Iterate all records; caller holds holds->mu. */
 void crd__holds_foreach(crd__holds *h, void (*fn)(crd__hold *, void *), void *arg);
+/* Hands over the watch references of removed holds (*out: the caller frees it). Caller
+ * holds h->mu. */
+size_t crd__holds_take_unwatch(crd__holds *h, struct crd__sub ***out);
 
 /* ---- watchdog.c ---------------------------------------------------------------------- */
 
@@ -630,6 +687,9 @@ crd_status crd__watchdog_start(crd_client *c);
 void crd__watchdog_stop(crd_client *c); /* joins the thread; stays allocated */
 void crd__watchdog_free(crd_client *c);
 /* A watchdog hold was added: make sure the thread has a tick scheduled. */
+/* prompt_loss_detection: drops the watch references of removed holds (outside every
+ * mutex: the releasing thread after a release, the watchdog thread each round). */
+void crd__watch_flush(crd_client *c);
 void crd__watchdog_kick(crd_client *c);
 void crd__watchdog_lock_for_fork(crd_client *c, bool lock);
 void crd__watchdog_after_fork_child(crd_client *c);
@@ -809,6 +869,10 @@ typedef struct crd__acquire {
     bool deferrable;      /* waits out this client's release deferrals (gate.c) */
     bool has_cv;          /* gate_cv is initialised */
     bool was_deferred;    /* the next attempt follows a deferral (gate.c learns its use) */
+    bool have_pre;        /* the hand-off sent the next attempt: its outcome below */
+    crd_status pre_st;
+    struct redisReply *pre_reply;
+    int64_t pre_sent;
     bool gate_head;       /* first in that queue: the one that talks to Redis (gates->mu) */
     struct crd__acquire *gate_next; /* the next in the queue (gates->mu) */
     pthread_cond_t gate_cv; /* blocking driver: signalled when it becomes the head */

@@ -149,6 +149,9 @@ static void fork_child(void)
         c->pid = getpid();
         crd__pool_after_fork_child(c);
         crd__holds_foreach(c->holds, drop_hold, c->holds);
+        crd__sub **unwatch;
+        crd__holds_take_unwatch(c->holds, &unwatch);
+        free(unwatch); /* the child's subscriber entries are dropped with them below */
         crd__gates_after_fork_child(c);
         crd__watchdog_after_fork_child(c);
         crd__pubsub_after_fork_child(c);

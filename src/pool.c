@@ -78,24 +78,9 @@ void crd__pool_destroy(crd__pool *p)
     free(p);
 }
 
-crd_status crd__pool_take(crd_client *c, crd__pool *p, crd__conn **out)
+/* Readies the connection of slot idx (reopened when stale or closed). */
+static crd_status ready(crd_client *c, crd__pool *p, int idx, crd__conn **out)
 {
-    int64_t deadline = crd__now_ms() + c->opts.connect_timeout_ms + c->opts.command_timeout_ms;
-    pthread_mutex_lock(&p->mu);
-    while (p->nfree == 0) {
-        if (atomic_load(&c->closed)) {
-            pthread_mutex_unlock(&p->mu);
-            return crd__fail(c, CRD_CLOSED, "client is closed");
-        }
-        if (crd__now_ms() >= deadline) {
-            pthread_mutex_unlock(&p->mu);
-            return crd__fail(c, CRD_IO, "all %d pool connections stayed busy", p->size);
-        }
-        struct timespec ts = crd__abstime(deadline);
-        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
-    }
-    int idx = p->free_slots[--p->nfree];
-    pthread_mutex_unlock(&p->mu);
     crd__conn *conn = &p->conns[idx];
     unsigned epoch = atomic_load(&p->epoch);
     /* Opened before a failure (probably dead too), or to a primary that is no more. */
@@ -115,6 +100,36 @@ crd_status crd__pool_take(crd_client *c, crd__pool *p, crd__conn **out)
     }
     *out = conn;
     return CRD_OK;
+}
+
+bool crd__pool_take_spare(crd_client *c, crd__pool *p, crd__conn **out)
+{
+    pthread_mutex_lock(&p->mu);
+    bool spare = p->nfree >= 2; /* one stays free for everyone else */
+    int idx = spare ? p->free_slots[--p->nfree] : -1;
+    pthread_mutex_unlock(&p->mu);
+    return spare && ready(c, p, idx, out) == CRD_OK;
+}
+
+crd_status crd__pool_take(crd_client *c, crd__pool *p, crd__conn **out)
+{
+    int64_t deadline = crd__now_ms() + c->opts.connect_timeout_ms + c->opts.command_timeout_ms;
+    pthread_mutex_lock(&p->mu);
+    while (p->nfree == 0) {
+        if (atomic_load(&c->closed)) {
+            pthread_mutex_unlock(&p->mu);
+            return crd__fail(c, CRD_CLOSED, "client is closed");
+        }
+        if (crd__now_ms() >= deadline) {
+            pthread_mutex_unlock(&p->mu);
+            return crd__fail(c, CRD_IO, "all %d pool connections stayed busy", p->size);
+        }
+        struct timespec ts = crd__abstime(deadline);
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+    }
+    int idx = p->free_slots[--p->nfree];
+    pthread_mutex_unlock(&p->mu);
+    return ready(c, p, idx, out);
 }
 
 const crd__endpoint *crd__pool_ep(const crd__pool *p) { return p->ep; }

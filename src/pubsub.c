@@ -39,6 +39,9 @@ struct crd__sub {
     char *channel;
     size_t len;
     int refs;          /* references held by waiters */
+    int watch_refs;    /* holds watched for a prompt loss (prompt_loss_detection) */
+    bool check;        /* a message came while watched: the watchdog checks the holds */
+    crd__handoff *handoff; /* a lone waiter's prepared acquire (crd__sub_arm) */
     int loop_refs;     /* of those, event-loop operations (they poll permits in dispatch) */
     atomic_uint_fast64_t events; /* wake-ups and confirmations so far: a loop operation
                                     skips the mutex while this has not moved */
@@ -184,7 +187,7 @@ static int64_t sync_entries(crd_client *c, int64_t now)
     crd__sub **pp = &ps->subs;
     while (*pp != NULL) {
         crd__sub *s = *pp;
-        bool want = s->refs > 0;
+        bool want = s->refs > 0 || s->watch_refs > 0;
         if (!s->inflight && want && !s->subscribed) {
             sublink *l = s->retry_at > now ? NULL : link_for(c, s);
             if (s->retry_at > now && s->retry_at < next_retry)
@@ -268,7 +271,7 @@ static void handle_reply(crd_client *c, sublink *l, redisReply *r)
         size_t lens[2] = {strlen(word), ch->len};
         crd__trace(c, 2, argv, lens, r, NULL, true);
     }
-    bool moved = false;
+    bool moved = false, checks = false;
     pthread_mutex_lock(&ps->mu);
     crd__sub *s = find_on(ps, l, ch->str, ch->len);
     if (s != NULL) {
@@ -279,8 +282,21 @@ static void handle_reply(crd_client *c, sublink *l, redisReply *r)
              * useless retry. */
             const redisReply *p = r->element[2];
             bool all = p->type == REDIS_REPLY_STRING && p->len == 1 && p->str[0] == '1';
-            if (live(s))
+            bool handed = false;
+            if (live(s) && s->handoff != NULL && s->handoff->sent == 0) {
+                /* The lone waiter's acquire goes out now; its wake-up overlaps the round
+                 * trip. It is the waiter this message wakes: no permit for another. */
+                crd__handoff_send(s->handoff);
+                handed = true;
+            }
+            if (live(s) && (!handed || all)) {
                 wake(ps, s, all);
+            } else if (handed) {
+                pthread_cond_broadcast(&s->cv);
+                notify_loop(ps, s);
+            }
+            if (s->watch_refs > 0 && live(s))
+                checks = s->check = true;
         } else if (sub) {
             CRD__COUNT(c, subscribes);
             s->inflight = false;
@@ -288,6 +304,8 @@ static void handle_reply(crd_client *c, sublink *l, redisReply *r)
             if (s->recheck) {
                 s->recheck = false;
                 wake(ps, s, true);
+                if (s->watch_refs > 0) /* a force-unlock may have gone unheard */
+                    checks = s->check = true;
             } else {
                 pthread_cond_broadcast(&s->cv); /* waiters waiting for the confirmation */
                 notify_loop(ps, s);
@@ -309,6 +327,8 @@ static void handle_reply(crd_client *c, sublink *l, redisReply *r)
         }
     }
     pthread_mutex_unlock(&ps->mu);
+    if (checks && c->on_watched_message != NULL)
+        c->on_watched_message(c);
     if (moved) {
         crd__cluster_stale(c);
         crd__log(c, CRD_LOG_INFO, "the server dropped the subscription of %.*s (its slot "
@@ -629,6 +649,29 @@ void crd__pubsub_stop(crd_client *c)
     c->ps = NULL;
 }
 
+/* The entry of channel, created (not yet wanted) when new; NULL when out of memory.
+ * Caller holds ps->mu. */
+static crd__sub *entry_for(crd__pubsub *ps, const char *channel, size_t len)
+{
+    crd__sub *s = find(ps, channel, len);
+    if (s != NULL)
+        return s;
+    s = calloc(1, sizeof *s);
+    if (s != NULL)
+        s->channel = malloc(len + 1);
+    if (s == NULL || s->channel == NULL) {
+        free(s);
+        return NULL;
+    }
+    memcpy(s->channel, channel, len);
+    s->channel[len] = '\0';
+    s->len = len;
+    crd__cond_init(&s->cv);
+    s->next = ps->subs;
+    ps->subs = s;
+    return s;
+}
+
 /* ---- waiters ------------------------------------------------------------------------- */
 
 crd_status crd__sub_acquire(crd_client *c, const char *channel, size_t len,
@@ -641,22 +684,10 @@ crd_status crd__sub_acquire(crd_client *c, const char *channel, size_t len,
         pthread_mutex_unlock(&ps->mu);
         return st;
     }
-    crd__sub *s = find(ps, channel, len);
+    crd__sub *s = entry_for(ps, channel, len);
     if (s == NULL) {
-        s = calloc(1, sizeof *s);
-        if (s != NULL)
-            s->channel = malloc(len + 1);
-        if (s == NULL || s->channel == NULL) {
-            free(s);
-            pthread_mutex_unlock(&ps->mu);
-            return crd__fail(c, CRD_NO_MEMORY, "cannot allocate a subscription");
-        }
-        memcpy(s->channel, channel, len);
-        s->channel[len] = '\0';
-        s->len = len;
-        crd__cond_init(&s->cv);
-        s->next = ps->subs;
-        ps->subs = s;
+        pthread_mutex_unlock(&ps->mu);
+        return crd__fail(c, CRD_NO_MEMORY, "cannot allocate a subscription");
     }
     s->refs++;
     ps->total_refs++;
@@ -689,6 +720,64 @@ void crd__sub_release(crd_client *c, crd__sub *s)
     pthread_mutex_unlock(&ps->mu);
 }
 
+/* ---- watched holds (prompt_loss_detection) ----------------------------------------------- */
+
+crd__sub *crd__sub_watch(crd_client *c, const char *channel, size_t len)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    crd__sub *s = start_thread(c) == CRD_OK ? entry_for(ps, channel, len) : NULL;
+    if (s != NULL) {
+        s->watch_refs++;
+        if (!live(s))
+            poke(ps);
+    }
+    pthread_mutex_unlock(&ps->mu);
+    return s;
+}
+
+void crd__sub_unwatch(crd_client *c, crd__sub *s)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    if (--s->watch_refs == 0 && s->refs == 0)
+        poke(ps);
+    pthread_mutex_unlock(&ps->mu);
+}
+
+bool crd__sub_arm(crd_client *c, crd__sub *s, crd__handoff *h)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    bool ok = live(s) && s->handoff == NULL && s->refs == 1 && s->permits == 0;
+    if (ok)
+        s->handoff = h;
+    pthread_mutex_unlock(&ps->mu);
+    return ok;
+}
+
+void crd__sub_disarm(crd_client *c, crd__sub *s)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    s->handoff = NULL;
+    pthread_mutex_unlock(&ps->mu);
+}
+
+int crd__sub_take_checks(crd_client *c, crd__sub **out, int max)
+{
+    crd__pubsub *ps = c->ps;
+    int n = 0;
+    pthread_mutex_lock(&ps->mu);
+    for (crd__sub *s = ps->subs; s != NULL && n < max; s = s->next)
+        if (s->check) {
+            s->check = false;
+            out[n++] = s;
+        }
+    pthread_mutex_unlock(&ps->mu);
+    return n;
+}
+
 bool crd__sub_is_live(crd_client *c, const char *channel, size_t len)
 {
     crd__pubsub *ps = c->ps;
@@ -699,12 +788,17 @@ bool crd__sub_is_live(crd_client *c, const char *channel, size_t len)
     return yes;
 }
 
-crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms, bool *confirmed)
+crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms,
+                         const crd__handoff *mine, bool *confirmed)
 {
     crd__pubsub *ps = c->ps;
     crd_status st = CRD_TIMEOUT;
     pthread_mutex_lock(&ps->mu);
     for (;;) {
+        if (mine != NULL && mine->sent != 0) {
+            st = CRD_OK; /* this waiter's lent attempt went out */
+            break;
+        }
         if (atomic_load(&c->closed)) {
             st = CRD_CLOSED;
             break;

@@ -152,6 +152,8 @@ crd_status crd__release(crd_lock *l, uint64_t owner)
     if (hold != NULL)
         settle(c, h, hold, l, o); /* CRD__REL_BAD, or no reply: keep renewing */
     pthread_mutex_unlock(&h->mu);
+    if (c->opts.prompt_loss_detection)
+        crd__watch_flush(c);
     if (st != CRD_OK)
         return st;
     if (o == CRD__REL_BAD) {

@@ -502,3 +502,64 @@ crd_status crd__script_pipeline(crd_client *c, crd__conn *conn, crd__cmd *cmds, 
         replies[k] = all[k];
     return synced(c, all, ncmd, replicas, wait_timeout);
 }
+
+/* ---- the hand-off: a waiter's acquire sent by the thread that reads the message --------- */
+
+bool crd__handoff_prepare(crd_client *c, crd__handoff *h)
+{
+    h->conn = NULL;
+    h->buf = NULL;
+    h->len = h->cap = 0;
+    h->sent = 0;
+    h->why = NULL;
+    h->sent_ms = 0;
+    /* A cluster routes and redirects per node; replica sync pipelines WAIT: both keep the
+     * usual path. */
+    if (c->cluster != NULL || h->cmd.oom || h->cmd.script == CRD__PLAIN ||
+        !crd__pool_take_spare(c, c->pool, &h->conn))
+        return false;
+    int64_t wait_timeout = 0;
+    h->first = head(&h->cmd, false);
+    if ((h->cmd.sync && crd__sync_replicas(c, h->conn, &wait_timeout) > 0) ||
+        !crd__resp_append(&h->buf, &h->len, &h->cap, argc_of(&h->cmd, h->first),
+                          h->cmd.v + h->first, h->cmd.len + h->first)) {
+        crd__pool_put(c, h->conn);
+        free(h->buf);
+        return false;
+    }
+    return true;
+}
+
+void crd__handoff_send(crd__handoff *h)
+{
+    const char *why = NULL;
+    h->sent_ms = crd__now_ms();
+    h->sent = crd__conn_send(h->conn, h->buf, h->len, &why) ? 1 : -1;
+    h->why = why;
+}
+
+bool crd__handoff_finish(crd_client *c, crd__handoff *h, crd_status *st, redisReply **reply,
+                         int64_t *sent_ms)
+{
+    bool used = false;
+    *reply = NULL;
+    *st = CRD_OK;
+    if (h->sent == 1) {
+        used = true;
+        *sent_ms = h->sent_ms;
+        *st = crd__conn_reply(c, h->conn, argc_of(&h->cmd, h->first), h->cmd.v + h->first,
+                              h->cmd.len + h->first, true, NULL, reply);
+        crd__reply_class cls = *st == CRD_OK ? crd__reply_classify(*reply) : CRD__REPLY_OK;
+        if (cls == CRD__REPLY_NOSCRIPT || cls == CRD__REPLY_READONLY) {
+            /* Nothing ran: the usual path follows (EVAL, or a re-resolution). */
+            freeReplyObject(*reply);
+            *reply = NULL;
+            used = false;
+        }
+    } else if (h->sent == -1) {
+        h->conn->broken = true; /* a part may have gone out: it never runs once closed */
+    }
+    crd__pool_put(c, h->conn);
+    free(h->buf);
+    return used;
+}

@@ -51,6 +51,7 @@ struct crd__watchdog {
     bool started;
     bool stop;
     bool kicked;
+    bool urgent;  /* a watched hold's channel had a message: check those holds now */
     crd__conn conn;
     pthread_mutex_t ev_mu; /* a leaf: the loop events below */
     loop_event *ev_head, **ev_tail;
@@ -182,6 +183,9 @@ typedef struct collect {
     item_list lists[CRD__NKINDS]; /* one per renewal script in use (kinds.c) */
     int nlists;
     bool oom;
+    /* A check round (prompt_loss_detection): only holds watched through these entries */
+    crd__sub **only;
+    int nonly;
     int64_t now;
     /* holds whose deadline passed: reported after the scan */
     crd__hold **expired;
@@ -194,6 +198,13 @@ static void collect_one(crd__hold *h, void *arg)
     collect *col = arg;
     if (!h->watchdog || h->releasing || h->lost || h->count < 1)
         return;
+    if (col->nonly > 0) {
+        int k = 0;
+        while (k < col->nonly && col->only[k] != h->watch_sub)
+            k++;
+        if (k == col->nonly)
+            return;
+    }
     if (col->now >= h->valid_until) {
         if (col->nexp == col->capexp) {
             size_t cap = col->capexp ? col->capexp * 2 : 16;
@@ -547,8 +558,9 @@ static void free_list(item_list *list)
     free(list->arena);
 }
 
-/* Runs one renewal round. Returns true when every renewal got a definite answer. */
-static bool renew_round(crd_client *c, crd__watchdog *wd)
+/* Runs one renewal round: every hold, or (nonly > 0) only the holds watched through
+ * those entries. Returns true when every renewal got a definite answer. */
+static bool renew_round(crd_client *c, crd__watchdog *wd, crd__sub **only, int nonly)
 {
     crd__holds *hs = c->holds;
     collect *col = calloc(1, sizeof *col);
@@ -556,6 +568,8 @@ static bool renew_round(crd_client *c, crd__watchdog *wd)
         return false;
     atomic_store_explicit(&wd->round, col, memory_order_relaxed);
     col->uuid = c->uuid;
+    col->only = only;
+    col->nonly = nonly;
     events ev = {0};
     pthread_mutex_lock(&hs->mu);
     col->now = crd__now_ms();
@@ -596,17 +610,32 @@ static void *watchdog_main(void *arg)
     int64_t next = crd__now_ms() + period;
     pthread_mutex_lock(&wd->mu);
     for (;;) {
-        while (!wd->stop && crd__now_ms() < next) {
+        while (!wd->stop && !wd->urgent && crd__now_ms() < next) {
             struct timespec ts = crd__abstime(next);
             pthread_cond_timedwait(&wd->cv, &wd->mu, &ts);
         }
         if (wd->stop)
             break;
+        if (wd->urgent) {
+            /* A message on a watched hold's channel (a force-unlock publishes one): renew
+             * just those holds now; a gone hold is reported lost. The periodic schedule
+             * is left as it was. */
+            wd->urgent = false;
+            pthread_mutex_unlock(&wd->mu);
+            crd__sub *only[64];
+            int n;
+            while ((n = crd__sub_take_checks(c, only, 64)) > 0)
+                renew_round(c, wd, only, n);
+            crd__watch_flush(c);
+            pthread_mutex_lock(&wd->mu);
+            continue;
+        }
         pthread_mutex_unlock(&wd->mu);
+        crd__watch_flush(c);
         /* The next round is timed from this round's start, so the time a large round
          * takes does not stretch the renewal period. */
         int64_t round_start = crd__now_ms();
-        bool ok = renew_round(c, wd);
+        bool ok = renew_round(c, wd, NULL, 0);
         pthread_mutex_lock(&wd->mu);
         next = round_start + (ok ? period : retry);
     }
@@ -626,6 +655,29 @@ static crd_status start_thread(crd_client *c)
     return CRD_OK;
 }
 
+void crd__watch_flush(crd_client *c)
+{
+    crd__sub **subs;
+    pthread_mutex_lock(&c->holds->mu);
+    size_t n = crd__holds_take_unwatch(c->holds, &subs);
+    pthread_mutex_unlock(&c->holds->mu);
+    for (size_t i = 0; i < n; i++)
+        crd__sub_unwatch(c, subs[i]);
+    free(subs);
+}
+
+/* The subscriber thread's hook (c->on_watched_message). */
+static void watched_message(crd_client *c)
+{
+    crd__watchdog *wd = c->wd;
+    pthread_mutex_lock(&wd->mu);
+    wd->urgent = true;
+    if (!wd->started && !wd->stop)
+        start_thread(c);
+    pthread_cond_signal(&wd->cv);
+    pthread_mutex_unlock(&wd->mu);
+}
+
 crd_status crd__watchdog_start(crd_client *c)
 {
     crd__watchdog *wd = calloc(1, sizeof *wd);
@@ -636,6 +688,7 @@ crd_status crd__watchdog_start(crd_client *c)
     pthread_mutex_init(&wd->ev_mu, NULL);
     wd->ev_tail = &wd->ev_head;
     c->wd = wd;
+    c->on_watched_message = watched_message;
     /* The thread starts with the first watchdog hold (crd__watchdog_kick). */
     return CRD_OK;
 }
@@ -713,6 +766,7 @@ void crd__watchdog_after_fork_child(crd_client *c)
     crd__conn_abandon(&wd->conn);
     wd->started = false;
     wd->stop = false;
+    wd->urgent = false;
     /* The parent's watchdog thread may be recorded as a waiter on this condition
      * variable; it does not exist here. Start over with a fresh one. */
     memset(&wd->cv, 0, sizeof wd->cv);

@@ -16,6 +16,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -759,6 +760,36 @@ Test(cli, run_exits_70_and_stops_cmd_when_the_lock_is_force_unlocked)
     cr_assert(crdt_wait_until(process_gone, &cmd_pid, 2000), "CMD %ld still runs", cmd_pid);
     crd_lock_free(l);
     crd_client_free(c);
+}
+
+Test(cli, run_notices_a_force_unlock_at_once_not_at_the_next_renewal)
+{
+    /* The default watchdog: renewals every 10 s. run watches the held lock's channel, so
+     * the force-unlock's message stops CMD within milliseconds. */
+    const char *name = crdt_key("lock");
+    char channel[400];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    cli_proc p;
+    long cmd_pid = start_sleeper(&p, name, NULL, NULL);
+    redisContext *r = crdt_redis();
+    cr_assert(crdt_await_subscribed(r, channel, 5000), "run does not watch its lock");
+    crd_client *c = crdt_client();
+    crd_lock *l = crdt_lock(c, name);
+    bool was_locked = false;
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_force_unlock(l, &was_locked), CRD_OK);
+    cr_assert(was_locked);
+    char *err = NULL;
+    int rc = cli_finish(&p, 8000, NULL, &err);
+    int64_t took = crdt_now_ms() - t0;
+    cr_assert_eq(rc, 70, "stderr: %s", err);
+    fprintf(stderr, "[cli] run stopped CMD %" PRId64 " ms after the force-unlock\n", took);
+    cr_assert_lt(took, 2000, "run noticed the loss after %" PRId64 " ms", took);
+    free(err);
+    cr_assert(crdt_wait_until(process_gone, &cmd_pid, 2000), "CMD %ld still runs", cmd_pid);
+    crd_lock_free(l);
+    crd_client_free(c);
+    redisFree(r);
 }
 
 Test(cli, run_exits_70_when_the_lock_is_force_unlocked_by_the_cli)

@@ -466,7 +466,20 @@ Test(client, owner_ids_are_unique_across_a_thousand_threads_created_and_exited)
         cr_assert_neq(all[i], all[i - 1], "owner id %" PRIu64 " was handed out twice", all[i]);
 }
 
-static bool four_scripts(void *arg) { return crdt_tracelog_count_scripts(arg, 0) >= 4; }
+struct blocked_pair {
+    crdt_tracelog *log;
+    crd_client *c;
+};
+
+/* The head of the local queue sent its attempt and its re-check after subscribing; the
+ * other thread queued behind it (local_fifo). */
+static bool both_blocked(void *arg)
+{
+    struct blocked_pair *p = arg;
+    crd_metrics m;
+    crd_client_metrics(p->c, &m, sizeof m);
+    return crdt_tracelog_count_scripts(p->log, 0) >= 2 && m.local_queued >= 1;
+}
 
 Test(client, freeing_a_client_wakes_its_blocked_waiters_with_closed)
 {
@@ -489,10 +502,12 @@ Test(client, freeing_a_client_wakes_its_blocked_waiters_with_closed)
     char channel[300];
     snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", key);
     cr_assert(crdt_await_subscribed(r, channel, 5000), "the waiters never subscribed");
-    /* Both threads are inside the wait once each has sent its attempt and its re-check
-     * after the (shared) subscription: 4 scripts. Freeing the client before a thread has
-     * even entered crd_lock_acquire would be a use after free by the test itself. */
-    cr_assert(crdt_wait_until(four_scripts, log, 5000), "the waiters never both blocked");
+    /* Both threads are inside the wait once the first has sent its attempt and its
+     * re-check after the subscription and the second has queued behind it. Freeing the
+     * client before a thread has even entered crd_lock_acquire would be a use after free
+     * by the test itself. */
+    struct blocked_pair bp = {log, c};
+    cr_assert(crdt_wait_until(both_blocked, &bp, 5000), "the waiters never both blocked");
 
     int64_t t0 = crdt_now_ms();
     crd_client_free(c);

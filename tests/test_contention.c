@@ -1,0 +1,319 @@
+/*
+ * test_contention.c -- fairness and prompt loss (issue #20), against the test server.
+ *
+ *   - local_fifo: the waiters of one lock in one client are served in arrival order, and
+ *     a thread that releases and asks again queues behind them; only the longest waiter
+ *     sends commands;
+ *   - release_defer_ms: a release that woke a waiter of another client makes the
+ *     releaser's next attempt wait, so that waiter takes the lock first; without such a
+ *     waiter nothing is deferred;
+ *   - prompt_loss_detection: a force-unlock by another client is reported to the holder
+ *     (CRD_EVENT_LOCK_LOST) within milliseconds, p99 over 100 trials, with no renewal
+ *     traffic added while nothing happens.
+ * The throughput side (threads-16, procs-16, handoff) is measured by credisson-bench.
+ */
+#include <criterion/criterion.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "waiters.h"
+
+/* The channels of this test's keys (the suite's tests run in parallel processes). */
+static const char *this_tests_channels(void)
+{
+    static char pattern[300];
+    snprintf(pattern, sizeof pattern, "*%s*", crdt_key_prefix());
+    return pattern;
+}
+
+/* ---- local FIFO ----------------------------------------------------------------------- */
+
+enum { NWAITERS = 5 };
+
+typedef struct order_log {
+    pthread_mutex_t mu;
+    int ids[2 * NWAITERS];
+    int n;
+} order_log;
+
+typedef struct fifo_waiter {
+    crd_lock *lock;
+    order_log *log;
+    int id;
+    bool again;    /* release, then ask again at once */
+    crd_status st; /* first failure, or CRD_OK */
+    pthread_t th;
+} fifo_waiter;
+
+static void note(order_log *log, int id)
+{
+    pthread_mutex_lock(&log->mu);
+    if (log->n < 2 * NWAITERS)
+        log->ids[log->n++] = id;
+    pthread_mutex_unlock(&log->mu);
+}
+
+static void *fifo_body(void *arg)
+{
+    fifo_waiter *w = arg;
+    for (int round = 0; round < (w->again ? 2 : 1); round++) {
+        w->st = crd_lock_acquire(w->lock, 20000, 30000);
+        if (w->st != CRD_OK)
+            return NULL;
+        note(w->log, w->id); /* inside the lock: the log's order is the acquisition order */
+        w->st = crd_lock_release(w->lock);
+        if (w->st != CRD_OK)
+            return NULL;
+    }
+    return NULL;
+}
+
+struct queued_pred {
+    crd_client *c;
+    uint64_t n;
+};
+
+static bool queued_fn(void *arg)
+{
+    struct queued_pred *p = arg;
+    crd_metrics m;
+    crd_client_metrics(p->c, &m, sizeof m);
+    return m.local_queued >= p->n;
+}
+
+Test(contention, local_waiters_are_served_in_arrival_order_and_a_releaser_queues_behind_them,
+     .timeout = 60)
+{
+    crdt_fixture f;
+    crdt_tracelog *tl = crdt_tracelog_new();
+    crd_options o;
+    crdt_options(&o);
+    crdt_tracelog_attach(tl, &o);
+    crdt_fixture_open_opts(&f, 1, "fifo", crdt_lock, &o, NULL);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+
+    order_log log = {.n = 0};
+    pthread_mutex_init(&log.mu, NULL);
+    fifo_waiter w[NWAITERS];
+    size_t from = crdt_tracelog_count(tl);
+    for (int i = 0; i < NWAITERS; i++) {
+        w[i] = (fifo_waiter){.lock = f.la, .log = &log, .id = i + 1, .again = i == 0};
+        cr_assert_eq(pthread_create(&w[i].th, NULL, fifo_body, &w[i]), 0);
+        if (i == 0) {
+            /* the first one is the queue's head: it tries, subscribes and waits */
+            cr_assert(crdt_await_subscribed(f.r, f.channel, 5000), "waiter 1 never subscribed");
+        } else {
+            struct queued_pred p = {f.a, (uint64_t)i};
+            cr_assert(crdt_wait_until(queued_fn, &p, 5000), "waiter %d never queued", i + 1);
+        }
+    }
+    /* Only the head talked to Redis: its attempt and its re-check after subscribing. */
+    cr_assert_eq(crdt_tracelog_count_scripts(tl, from), 2, "queued waiters sent commands");
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    for (int i = 0; i < NWAITERS; i++) {
+        cr_assert_eq(pthread_join(w[i].th, NULL), 0);
+        cr_assert_eq(w[i].st, CRD_OK, "waiter %d: %s", i + 1, crd_strerror(w[i].st));
+    }
+    /* 1 took the lock first, released and asked again at once: it came back last. */
+    int want[NWAITERS + 1] = {1, 2, 3, 4, 5, 1};
+    cr_assert_eq(log.n, NWAITERS + 1);
+    for (int i = 0; i <= NWAITERS; i++)
+        cr_assert_eq(log.ids[i], want[i], "acquisition %d went to waiter %d, not %d", i + 1,
+                     log.ids[i], want[i]);
+    crd_metrics m;
+    crd_client_metrics(f.a, &m, sizeof m);
+    cr_assert_eq(m.local_queued, NWAITERS, "four first arrivals and the one that came back");
+    /* One SUBSCRIBE for the whole chain: the subscription is handed down the queue. */
+    cr_assert_eq(crdt_tracelog_count_cmd(tl, from, "SUBSCRIBE", 1), 1);
+    cr_assert_eq(crdt_exists(f.r, f.key), 0);
+    pthread_mutex_destroy(&log.mu);
+    crdt_fixture_close(&f);
+    crdt_tracelog_free(tl);
+    cr_assert(crdt_pubsub_channels_empty(this_tests_channels()), "PUBSUB CHANNELS is not empty");
+}
+
+Test(contention, a_reentry_and_a_try_without_wait_never_queue)
+{
+    crdt_fixture f;
+    crdt_fixture_open(&f, 1, "reentry", crdt_lock);
+    cr_assert_eq(crd_lock_acquire(f.la, -1, CRD_LEASE_WATCHDOG), CRD_OK);
+    /* a waiter of another thread queues; the holder's re-entry must not wait behind it */
+    crdt_waiter w = {.lock = f.la, .wait_ms = 20000, .lease_ms = 30000};
+    crdt_waiter_start(&w);
+    cr_assert(crdt_await_subscribed(f.r, f.channel, 5000));
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_acquire(f.la, 5000, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_lt(crdt_now_ms() - t0, 1000, "the re-entry waited");
+    char field[128];
+    crdt_owner_field(f.a, crd_owner_current(), field, sizeof field);
+    cr_assert_eq(crdt_hget_int(f.r, f.key, field), 2);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    crdt_waiter_join(&w, 10000, "waiter");
+    cr_assert_eq(w.acquire_st, CRD_OK);
+    crd_metrics m;
+    crd_client_metrics(f.a, &m, sizeof m);
+    cr_assert_eq(m.local_queued, 0);
+    crdt_fixture_close(&f);
+}
+
+/* ---- bounded barging across clients ---------------------------------------------------- */
+
+typedef struct stamped {
+    crd_lock *lock;
+    int64_t acquired_ms, released_ms;
+    crd_status st;
+    pthread_t th;
+} stamped;
+
+static void *stamped_body(void *arg)
+{
+    stamped *s = arg;
+    s->st = crd_lock_acquire(s->lock, 20000, 30000);
+    s->acquired_ms = crdt_now_ms();
+    if (s->st == CRD_OK) {
+        crdt_sleep_ms(50); /* a critical section: time passing is the point */
+        s->released_ms = crdt_now_ms();
+        s->st = crd_lock_release(s->lock);
+    }
+    return NULL;
+}
+
+Test(contention, a_release_that_woke_a_waiter_elsewhere_lets_that_waiter_in_first, .timeout = 60)
+{
+    crd_options oa;
+    crdt_options(&oa);
+    oa.release_defer_ms = 300; /* generous: a loaded machine must not decide this */
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 2, "defer", crdt_lock, &oa, NULL);
+
+    /* No waiter elsewhere: release and acquire again at once, nothing deferred. */
+    int64_t t0 = crdt_now_ms();
+    for (int i = 0; i < 20; i++) {
+        cr_assert_eq(crd_lock_acquire(f.la, 5000, CRD_LEASE_WATCHDOG), CRD_OK);
+        cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    }
+    crd_metrics m;
+    crd_client_metrics(f.a, &m, sizeof m);
+    cr_assert_eq(m.deferred, 0);
+    cr_assert_lt(crdt_now_ms() - t0, 3000);
+
+    /* B waits; A releases and asks again at once: B's turn comes first. */
+    cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    stamped b = {.lock = f.lb};
+    cr_assert_eq(pthread_create(&b.th, NULL, stamped_body, &b), 0);
+    cr_assert(crdt_await_subscribed(f.r, f.channel, 5000), "B never subscribed");
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 20000, CRD_LEASE_WATCHDOG), CRD_OK);
+    int64_t a_acquired = crdt_now_ms();
+    cr_assert_eq(pthread_join(b.th, NULL), 0);
+    cr_assert_eq(b.st, CRD_OK, "%s", crd_strerror(b.st));
+    cr_assert_leq(b.acquired_ms, a_acquired, "A took the lock back before the woken B");
+    cr_assert_geq(a_acquired, b.released_ms, "A and B overlapped");
+    crd_client_metrics(f.a, &m, sizeof m);
+    cr_assert_eq(m.deferred, 1, "A's attempt right after its release was deferred once");
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    crdt_fixture_close(&f);
+}
+
+/* ---- prompt loss detection ------------------------------------------------------------- */
+
+enum { TRIALS = 100 };
+
+typedef struct loss_seen {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int lost;
+    int64_t at_ns;
+} loss_seen;
+
+static void on_event(void *user, const crd_event *ev)
+{
+    loss_seen *s = user;
+    if (ev->kind != CRD_EVENT_LOCK_LOST)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->lost++;
+    s->at_ns = crdt_now_ns();
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+Test(contention, a_force_unlock_is_reported_to_the_holder_within_milliseconds, .timeout = 120)
+{
+    loss_seen seen = {.lost = 0};
+    pthread_mutex_init(&seen.mu, NULL);
+    pthread_cond_init(&seen.cv, NULL);
+    crd_options oa;
+    crdt_options(&oa);
+    oa.prompt_loss_detection = true;
+    oa.on_event = on_event;
+    oa.event_user_data = &seen;
+    crd_client *a = crdt_client_opts(&oa);
+    crd_client *b = crdt_client();
+    redisContext *r = crdt_redis();
+    int64_t took_us[TRIALS];
+    for (int i = 0; i < TRIALS; i++) {
+        char suffix[32], channel[400];
+        snprintf(suffix, sizeof suffix, "loss%d", i);
+        const char *key = crdt_key(suffix);
+        snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", key);
+        crd_lock *la = crdt_lock(a, key), *lb = crdt_lock(b, key);
+        cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+        /* the holder keeps its lock's channel subscribed while it holds it */
+        cr_assert(crdt_await_subscribed(r, channel, 5000), "trial %d: the hold is not watched", i);
+        bool was = false;
+        int before = seen.lost;
+        int64_t t0 = crdt_now_ns();
+        cr_assert_eq(crd_lock_force_unlock(lb, &was), CRD_OK);
+        cr_assert(was);
+        pthread_mutex_lock(&seen.mu);
+        int64_t deadline = crdt_now_ms() + 5000;
+        while (seen.lost == before && crdt_now_ms() < deadline) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 50 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&seen.cv, &seen.mu, &ts);
+        }
+        cr_assert_eq(seen.lost, before + 1, "trial %d: no CRD_EVENT_LOCK_LOST within 5 s", i);
+        took_us[i] = (seen.at_ns - t0) / 1000;
+        pthread_mutex_unlock(&seen.mu);
+        int64_t valid = -1;
+        cr_assert_eq(crd_lock_validity_ms(la, &valid), CRD_LOCK_LOST);
+        cr_assert_eq(valid, 0);
+        cr_assert_eq(crd_lock_release(la), CRD_LOCK_LOST);
+        crd_lock_free(la);
+        crd_lock_free(lb);
+    }
+    qsort(took_us, TRIALS, sizeof *took_us, cmp_i64);
+    int64_t p50 = took_us[TRIALS / 2], p99 = took_us[TRIALS * 99 / 100 - 1];
+    fprintf(stderr, "[contention] force-unlock seen by the holder: p50 %" PRId64 " us, p99 %" PRId64
+            " us, max %" PRId64 " us over %d trials\n", p50, p99, took_us[TRIALS - 1], TRIALS);
+    cr_assert_leq(p99, crdt_scaled_ms(100) * 1000, "p99 %" PRId64 " us", p99);
+    /* Watching adds no renewal traffic: the only renewals were the checks after the
+     * force-unlocks, and each found its hold gone (none renewed). */
+    crd_metrics m;
+    crd_client_metrics(a, &m, sizeof m);
+    cr_assert_eq(m.renewals, 0);
+    cr_assert_eq(m.locks_lost, TRIALS);
+    crd_client_free(a);
+    crd_client_free(b);
+    redisFree(r);
+    cr_assert(crdt_pubsub_channels_empty(this_tests_channels()),
+              "a watch subscription outlived its hold");
+}
