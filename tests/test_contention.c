@@ -188,7 +188,8 @@ Test(contention, a_release_that_woke_a_waiter_elsewhere_lets_that_waiter_in_firs
 {
     crd_options oa;
     crdt_options(&oa);
-    oa.release_defer_ms = 300; /* generous: a loaded machine must not decide this */
+    /* generous: a loaded machine (or memcheck) must not decide this */
+    oa.release_defer_ms = crdt_scaled_ms(300);
     crdt_fixture f;
     crdt_fixture_open_opts(&f, 2, "defer", crdt_lock, &oa, NULL);
 
@@ -201,7 +202,7 @@ Test(contention, a_release_that_woke_a_waiter_elsewhere_lets_that_waiter_in_firs
     crd_metrics m;
     crd_client_metrics(f.a, &m, sizeof m);
     cr_assert_eq(m.deferred, 0);
-    cr_assert_lt(crdt_now_ms() - t0, 3000);
+    cr_assert_lt(crdt_now_ms() - t0, crdt_scaled_ms(3000));
 
     /* B waits; A releases and asks again at once: B's turn comes first. */
     cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
