@@ -67,7 +67,7 @@ test-valkey: build
 # tests/support/tls_certs.sh) and the suites' clients use it, verified. About a minute;
 # tests/test_tls.c (in `make test`) covers what only TLS has.
 test-tls: build
-	cd $(BUILD) && CRDT_TLS=1 ctest --output-on-failure --timeout 600 -R '^(lock|exclusion|pubsub|watchdog)$$'
+	cd $(BUILD) && CRDT_TLS=1 ctest --output-on-failure --timeout 600 -R '^(lock|exclusion|pubsub|watchdog|contention)$$'
 
 # The whole suite again under ASan+UBSan and under TSan (CI runs this too); the TSan
 # build runs the Criterion files with tests/support/crlite (Criterion cannot run under

@@ -245,12 +245,6 @@ static void on_event(void *user, const crd_event *ev)
     pthread_mutex_unlock(&s->mu);
 }
 
-static int cmp_i64(const void *x, const void *y)
-{
-    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-    return (a > b) - (a < b);
-}
-
 Test(contention, a_force_unlock_is_reported_to_the_holder_within_milliseconds, .timeout = 120)
 {
     loss_seen seen = {.lost = 0};
@@ -301,7 +295,7 @@ Test(contention, a_force_unlock_is_reported_to_the_holder_within_milliseconds, .
         crd_lock_free(la);
         crd_lock_free(lb);
     }
-    qsort(took_us, TRIALS, sizeof *took_us, cmp_i64);
+    crdt_sort_i64(took_us, TRIALS);
     int64_t p50 = took_us[TRIALS / 2], p99 = took_us[TRIALS * 99 / 100 - 1];
     fprintf(stderr, "[contention] force-unlock seen by the holder: p50 %" PRId64 " us, p99 %" PRId64
             " us, max %" PRId64 " us over %d trials\n", p50, p99, took_us[TRIALS - 1], TRIALS);
