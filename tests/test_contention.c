@@ -15,6 +15,7 @@
 #include <criterion/criterion.h>
 
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,6 +160,79 @@ Test(contention, a_reentry_and_a_try_without_wait_never_queue)
     crd_metrics m;
     crd_client_metrics(f.a, &m, sizeof m);
     cr_assert_eq(m.local_queued, 0);
+    crdt_fixture_close(&f);
+}
+
+/* ---- the same queue for event-loop operations ------------------------------------------ */
+
+typedef struct loop_order {
+    crd_lock *lock;
+    uint64_t owners[3];
+    int order[4]; /* which op was served, in order */
+    int n, failures, released;
+} loop_order;
+
+static void loop_released(void *user, crd_op *op, crd_status st)
+{
+    (void)op;
+    loop_order *o = user;
+    o->failures += st != CRD_OK;
+    o->released++;
+}
+
+static void loop_acquired(void *user, crd_op *op, crd_status st)
+{
+    loop_order *o = user;
+    if (st != CRD_OK) {
+        o->failures++;
+        return;
+    }
+    uint64_t owner = crd_op_owner(op);
+    for (int i = 0; i < 3; i++)
+        if (o->owners[i] == owner && o->n < 4)
+            o->order[o->n++] = i;
+    /* release at once, from the callback: the next queued operation is served next */
+    if (crd_lock_release_async(o->lock, owner, loop_released, o, NULL) != CRD_OK)
+        o->failures++;
+}
+
+Test(contention, event_loop_acquires_of_one_lock_are_served_in_arrival_order, .timeout = 60)
+{
+    crdt_fixture f;
+    crdt_fixture_open(&f, 1, "loopfifo", crdt_lock);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    loop_order o = {.lock = f.la};
+    for (int i = 0; i < 3; i++) {
+        o.owners[i] = crd_owner_new();
+        cr_assert_eq(crd_lock_acquire_async(f.la, o.owners[i], 20000, 30000, loop_acquired, &o,
+                                            NULL), CRD_OK);
+    }
+    int fd = crd_loop_fd(f.a);
+    cr_assert_geq(fd, 0);
+    /* step until the first is subscribed and the other two wait behind it */
+    int64_t deadline = crdt_now_ms() + 5000;
+    crd_metrics m = {0};
+    while (crdt_now_ms() < deadline) {
+        crd_loop_dispatch(f.a);
+        crd_client_metrics(f.a, &m, sizeof m);
+        if (m.local_queued >= 2 && crdt_numsub(f.r, f.channel) >= 1)
+            break;
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, 10);
+    }
+    cr_assert_eq(m.local_queued, 2, "the second and third operations queued");
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    deadline = crdt_now_ms() + 10000;
+    while (o.released < 3 && o.failures == 0 && crdt_now_ms() < deadline) {
+        int64_t t = crd_loop_timeout_ms(f.a);
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, t < 0 || t > 100 ? 100 : (int)t);
+        crd_loop_dispatch(f.a);
+    }
+    cr_assert_eq(o.failures, 0);
+    cr_assert_eq(o.released, 3);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(o.order[i], i, "acquisition %d went to operation %d", i + 1, o.order[i]);
     crdt_fixture_close(&f);
 }
 
