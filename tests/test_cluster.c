@@ -174,6 +174,8 @@ static void on_event(void *ud, const crd_event *ev)
         atomic_fetch_add(&tw->failing, 1);
 }
 
+static bool lost_reported(void *arg) { return atomic_load(&((topo_watch *)arg)->lost) > 0; }
+
 typedef struct renewed_pred {
     crd_client *c;
     uint64_t after;
@@ -220,6 +222,7 @@ typedef struct scenario {
     char held[300], renewed[300], channel[400];
     crd_lock *lh, *lr, *lw;
     crdt_waiter w;
+    int64_t watchdog_ms; /* client a's watchdog_timeout_ms (0: 3000) */
 } scenario;
 
 /* Client a holds `held` (30 s lease) and `renewed` (watchdog, 3 s); client b waits on
@@ -231,7 +234,9 @@ static void scenario_start(scenario *sc, int replicas)
     sc->tlb = crdt_tracelog_new();
     crd_options o;
     crdt_cluster_options(&sc->cl, &o);
-    o.watchdog_timeout_ms = 3000;
+    if (sc->watchdog_ms == 0)
+        sc->watchdog_ms = 3000;
+    o.watchdog_timeout_ms = sc->watchdog_ms;
     o.on_event = on_event;
     o.event_user_data = &sc->tw;
     crdt_tracelog_attach(sc->tla, &o);
@@ -263,8 +268,9 @@ static void scenario_finish(scenario *sc, int new_owner, const char *what)
     redisContext *owner = crdt_cluster_redis(&sc->cl, new_owner);
     renewed_pred rp = {sc->a, m.renewals, owner, sc->renewed};
     int64_t t_renew = crdt_now_ms();
-    cr_assert(crdt_wait_until(renewed_fn, &rp, 5000), "%s: renewals did not reach the new owner",
-              what);
+    /* two renewal periods, and the retries of a failed round */
+    cr_assert(crdt_wait_until(renewed_fn, &rp, sc->watchdog_ms / 3 * 2 + 3000),
+              "%s: renewals did not reach the new owner", what);
     t_renew = crdt_now_ms() - t_renew;
     cr_expect_eq(crdt_exists(owner, sc->held), 1, "%s: the held lock is not at the new owner",
                  what);
@@ -336,6 +342,74 @@ Test(cluster, a_failover_while_locked_keeps_renewals_and_wake_ups, .timeout = 90
     say("failover: replica %d took over from primary 0 in %lld ms", promoted,
                 (long long)(crdt_now_ms() - t0));
     scenario_finish(&sc, promoted, "failover");
+}
+
+Test(cluster, a_killed_primary_is_replaced_by_its_replica_and_renewals_and_wake_ups_follow,
+     .timeout = 120)
+{
+    scenario sc;
+    memset(&sc, 0, sizeof sc);
+    /* The cluster's own failover takes the node timeout (2 s) and an election: the
+     * watchdog lease must outlast it, as it must in production (30 s by default). */
+    sc.watchdog_ms = 15000;
+    scenario_start(&sc, 1);
+    redisContext *p0 = crdt_cluster_redis(&sc.cl, 0);
+    cr_expect_eq(crdt_cmd_int(p0, "WAIT 1 2000"), 1);
+    redisFree(p0);
+    int64_t t0 = crdt_now_ms();
+    int promoted = crdt_cluster_kill_primary(&sc.cl, 0);
+    say("killed primary: replica %d promoted by the cluster %lld ms after SIGKILL", promoted,
+        (long long)(crdt_now_ms() - t0));
+    scenario_finish(&sc, promoted, "killed primary");
+}
+
+Test(cluster, an_acquire_the_replica_never_got_is_reported_lost_after_the_failover,
+     .timeout = 120)
+{
+    crdt_cluster cl;
+    crdt_cluster_start(&cl, 3, 1);
+    topo_watch tw;
+    atomic_init(&tw.lost, 0);
+    atomic_init(&tw.failing, 0);
+    crd_options o;
+    crdt_cluster_options(&cl, &o);
+    o.watchdog_timeout_ms = 15000;
+    o.on_event = on_event;
+    o.event_user_data = &tw;
+    crd_client *a = crdt_client_opts(&o);
+    crdt_cluster_options(&cl, &o);
+    crd_client *b = crdt_client_opts(&o);
+    const char *name = crdt_cluster_name_on(&cl, 0, "unsynced");
+    crd_lock *la = crdt_lock(a, name), *lb = crdt_lock(b, name);
+    int replica = crdt_cluster_replica_of(&cl, 0);
+    crdt_cluster_cut_replication(&cl, replica);
+    cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    /* the acquire is on the primary only */
+    redisContext *rr = crdt_cluster_redis(&cl, replica);
+    freeReplyObject(redisCommand(rr, "READONLY"));
+    cr_assert_eq(crdt_exists(rr, name), 0, "the replica got the acquire after all");
+    redisFree(rr);
+    int64_t t0 = crdt_now_ms();
+    int promoted = crdt_cluster_kill_primary(&cl, 0);
+    cr_assert_eq(promoted, replica);
+    int64_t t_promoted = crdt_now_ms() - t0;
+    /* The next renewal, at the new primary, finds no hold: reported lost, never kept. */
+    cr_assert(crdt_wait_until(lost_reported, &tw, 15000), "the lost hold was not reported");
+    int64_t t_lost = crdt_now_ms() - t0;
+    cr_assert_eq(atomic_load(&tw.lost), 1);
+    int64_t valid = -1;
+    cr_assert_eq(crd_lock_validity_ms(la, &valid), CRD_LOCK_LOST);
+    cr_assert_eq(valid, 0);
+    cr_assert_eq(crd_lock_acquire(lb, 0, 30000), CRD_OK, "someone else holds it silently");
+    cr_assert_eq(crd_lock_release(la), CRD_LOCK_LOST);
+    cr_assert_eq(crd_lock_release(lb), CRD_OK);
+    say("unsynced acquire: replica %d promoted %lld ms after SIGKILL, the hold reported lost "
+        "%lld ms after SIGKILL", promoted, (long long)t_promoted, (long long)t_lost);
+    crd_lock_free(la);
+    crd_lock_free(lb);
+    crd_client_free(a);
+    crd_client_free(b);
+    crdt_cluster_stop(&cl);
 }
 
 /* ---- mutual exclusion across processes ---------------------------------------------------------- */

@@ -408,7 +408,7 @@ void crdt_cluster_move_slot(crdt_cluster *cl, int slot, int to, void (*midway)(v
     cr_assert_eq(crdt_cluster_owner(cl, slot), to, "slot %d did not move", slot);
 }
 
-int crdt_cluster_failover(crdt_cluster *cl, int primary)
+int crdt_cluster_replica_of(crdt_cluster *cl, int primary)
 {
     int replica = -1;
     for (int i = 0; i < cl->nnodes && replica < 0; i++) {
@@ -427,9 +427,14 @@ int crdt_cluster_failover(crdt_cluster *cl, int primary)
         redisFree(r);
     }
     cr_assert(replica >= 0, "primary %d has no replica", primary);
-    redisContext *r = crdt_cluster_redis(cl, replica);
-    freeReplyObject(must(r, "CLUSTER FAILOVER", redisCommand(r, "CLUSTER FAILOVER")));
-    int64_t deadline = crdt_now_ms() + 20000;
+    return replica;
+}
+
+/* Waits (deadline timeout_ms) until node i says role:master, then for a stable map. */
+static void await_promoted(crdt_cluster *cl, int i, int64_t timeout_ms)
+{
+    redisContext *r = crdt_cluster_redis(cl, i);
+    int64_t deadline = crdt_now_ms() + timeout_ms;
     bool promoted = false;
     while (!promoted && crdt_now_ms() < deadline) {
         promoted = info_has(r, "INFO replication", "role:master");
@@ -437,7 +442,47 @@ int crdt_cluster_failover(crdt_cluster *cl, int primary)
             crdt_sleep_ms(10);
     }
     redisFree(r);
-    cr_assert(promoted, "replica %d was not promoted", replica);
-    cr_assert(crdt_cluster_wait_stable(cl, 20000), "the cluster did not settle after failover");
+    cr_assert(promoted, "replica %d was not promoted", i);
+    cr_assert(crdt_cluster_wait_stable(cl, timeout_ms), "the cluster did not settle after failover");
+}
+
+int crdt_cluster_failover(crdt_cluster *cl, int primary)
+{
+    int replica = crdt_cluster_replica_of(cl, primary);
+    redisContext *r = crdt_cluster_redis(cl, replica);
+    freeReplyObject(must(r, "CLUSTER FAILOVER", redisCommand(r, "CLUSTER FAILOVER")));
+    redisFree(r);
+    await_promoted(cl, replica, 20000);
     return replica;
+}
+
+int crdt_cluster_kill_primary(crdt_cluster *cl, int primary)
+{
+    int replica = crdt_cluster_replica_of(cl, primary);
+    cr_assert_eq(kill(cl->node[primary].pid, SIGKILL), 0);
+    waitpid(cl->node[primary].pid, NULL, 0);
+    cl->node[primary].pid = 0; /* its directory goes with crdt_cluster_stop */
+    await_promoted(cl, replica, 30000);
+    return replica;
+}
+
+void crdt_cluster_cut_replication(crdt_cluster *cl, int replica)
+{
+    redisContext *r = crdt_cluster_redis(cl, replica);
+    /* A user the primary does not know: every reconnection fails its AUTH. */
+    freeReplyObject(must(r, "CONFIG SET masteruser",
+                         redisCommand(r, "CONFIG SET masteruser crdt-no-such-user")));
+    freeReplyObject(must(r, "CONFIG SET masterauth",
+                         redisCommand(r, "CONFIG SET masterauth crdt-wrong")));
+    freeReplyObject(must(r, "CLIENT KILL TYPE master",
+                         redisCommand(r, "CLIENT KILL TYPE master")));
+    int64_t deadline = crdt_now_ms() + 10000;
+    bool down = false;
+    while (!down && crdt_now_ms() < deadline) {
+        down = info_has(r, "INFO replication", "master_link_status:down");
+        if (!down)
+            crdt_sleep_ms(10);
+    }
+    redisFree(r);
+    cr_assert(down, "replica %d still replicates", replica);
 }

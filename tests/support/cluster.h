@@ -61,6 +61,16 @@ void crdt_cluster_move_slot(crdt_cluster *cl, int slot, int to, void (*midway)(v
 /* CLUSTER FAILOVER on a replica of primary `primary`; waits (deadline 20 s) until the
  * replica is primary and every node agrees. Returns the new primary's index. */
 int crdt_cluster_failover(crdt_cluster *cl, int primary);
+/* Index of a running replica of primary `primary` (asserts there is one). */
+int crdt_cluster_replica_of(crdt_cluster *cl, int primary);
+/* SIGKILLs primary `primary` and waits (deadline 30 s) until its replica has been
+ * promoted by the cluster itself (node timeout 2 s) and the running nodes agree. Returns
+ * the new primary's index; the killed node stays down. */
+int crdt_cluster_kill_primary(crdt_cluster *cl, int primary);
+/* Cuts a replica off its primary: its link is killed and every reconnection fails its
+ * AUTH (masteruser/masterauth of a user the primary does not know), so writes made on
+ * the primary from now on never reach it. Waits until the link is down. */
+void crdt_cluster_cut_replication(crdt_cluster *cl, int replica);
 /* Waits until every running node says cluster_state:ok and all agree on which node
  * serves each slot's primary. Returns whether that happened within timeout_ms. */
 bool crdt_cluster_wait_stable(crdt_cluster *cl, int64_t timeout_ms);
