@@ -138,6 +138,9 @@ typedef struct cli_rconn {
  * chooses the node on a cluster: the primary serving its slot. */
 int cli_connect(const char *cmd, const global_opts *g, const char *name, cli_rconn *out);
 void cli_close(cli_rconn *c);
+/* Closes c's connection and opens one to node (a cluster node: the client's credentials
+ * and TLS). 0, or prints one line and returns the exit code. */
+int cli_reconnect_to(const char *cmd, cli_rconn *c, const crd__endpoint *node);
 /* One command and its reply (error replies included), or NULL on a connection failure
  * (cli_rconn_err says why). */
 redisReply *cli_cmd(cli_rconn *c, int argc, const char **argv, const size_t *lens);

@@ -24,6 +24,31 @@ int cli_name_and_endpoint(const char *cmd, const global_opts *g, const char *nam
     return cli_endpoint(cmd, g, ep);
 }
 
+/* A cluster node's address with the client's credentials, database and TLS. */
+static crd__endpoint node_ep(const crd_client *c, const crd__endpoint *node)
+{
+    crd__endpoint ep = *node;
+    ep.username = c->ep.username;
+    ep.password = c->ep.password;
+    ep.db = c->ep.db;
+    ep.tls = c->ep.tls;
+    return ep;
+}
+
+int cli_reconnect_to(const char *cmd, cli_rconn *c, const crd__endpoint *node)
+{
+    crd__conn_close(&c->conn);
+    crd__endpoint ep = node_ep(c->client, node);
+    crd_status st = crd__conn_open(c->client, &ep, &c->conn);
+    if (st != CRD_OK) {
+        char what[300];
+        snprintf(what, sizeof what, "cannot connect to %s:%d", node->host, node->port);
+        cli_report(cmd, what, st, c->client);
+        return cli_exit_for_status(st);
+    }
+    return 0;
+}
+
 int cli_connect(const char *cmd, const global_opts *g, const char *name, cli_rconn *out)
 {
     memset(out, 0, sizeof *out);
@@ -35,13 +60,8 @@ int cli_connect(const char *cmd, const global_opts *g, const char *name, cli_rco
     crd__endpoint ep = out->client->ep;
     crd__conn *routed = NULL;
     if (name != NULL && out->client->cluster != NULL &&
-        crd__pool_get(out->client, name, strlen(name), &routed) == CRD_OK) {
-        ep = *crd__pool_ep(routed->pool);
-        ep.username = out->client->ep.username;
-        ep.password = out->client->ep.password;
-        ep.db = out->client->ep.db;
-        ep.tls = out->client->ep.tls;
-    }
+        crd__pool_get(out->client, name, strlen(name), &routed) == CRD_OK)
+        ep = node_ep(out->client, crd__pool_ep(routed->pool));
     /* Standalone or Sentinel: the primary (resolved through the sentinels in Sentinel
      * mode); a cluster: the node routed to above. */
     crd_status st = routed != NULL ? crd__conn_open(out->client, &ep, &out->conn)

@@ -269,7 +269,20 @@ int cmd_list(const global_opts *g, int argc, char **argv)
     if (l.json)
         fputs("{\"locks\":[", stdout);
     bool complete = false;
-    rc = scan_all(&l, &complete);
+    /* A cluster: every primary holds its own slots' keys, so each primary of the map is
+     * scanned in turn (the first connection went to a seed, which may be a replica). */
+    crd__node *primaries[64];
+    int np = l.c.client->cluster != NULL ? crd__cluster_primaries(l.c.client, primaries, 64) : 0;
+    if (np == 0)
+        rc = scan_all(&l, &complete);
+    for (int i = 0; i < np && rc == 0; i++) {
+        bool part = false;
+        if ((rc = cli_reconnect_to("list", &l.c, &primaries[i]->ep)) == 0)
+            rc = scan_all(&l, &part);
+        complete = part && (i == 0 || complete);
+        if (!part)
+            break; /* out of time */
+    }
     if (rc == 0 && l.json)
         printf("],\"scanned\":%lld,\"complete\":%s}\n", l.scanned, complete ? "true" : "false");
     if (rc == 0 && !complete)

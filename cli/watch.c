@@ -255,6 +255,9 @@ static char *glob_escaped_children(const char *s)
  * at once. Returns 0 or the exit code (a line printed). */
 static int subscribe(watcher *w, int db)
 {
+    bool sharded = w->sub.client != NULL && w->sub.client->cluster != NULL &&
+                   w->sub.client->sharded;
+    int replies = sharded ? 7 : 5; /* SUBSCRIBE 4, PSUBSCRIBE 1, SSUBSCRIBE 2 */
     crd__buf lock_ch = {0}, rw_ch = {0};
     crd__derived_name(CRD__LOCK_CHANNEL, w->name, w->nlen, &lock_ch);
     crd__derived_name(CRD__RW_CHANNEL, w->name, w->nlen, &rw_ch);
@@ -275,12 +278,20 @@ static int subscribe(watcher *w, int db)
         const char *pargv[2] = {"PSUBSCRIBE", waiters};
         size_t plens[2] = {10, strlen(waiters)};
         cli_append(&w->sub, 2, pargv, plens);
+        if (sharded) {
+            /* Sharded pub/sub on a cluster: unlocks SPUBLISH on the node serving the
+             * name's slot, which this connection is (classic messages still come from
+             * clients in classic mode). */
+            const char *ssargv[3] = {"SSUBSCRIBE", lock_ch.p, rw_ch.p};
+            size_t sslens[3] = {10, lock_ch.len, rw_ch.len};
+            cli_append(&w->sub, 3, ssargv, sslens);
+        }
     }
     free(lock_ch.p);
     free(rw_ch.p);
     free(waiters);
     free(ks_ch);
-    for (int i = 0; i < 5 && rc == 0; i++) { /* four subscribe and one psubscribe replies */
+    for (int i = 0; i < replies && rc == 0; i++) {
         redisReply *r = NULL;
         if (cli_get_reply(&w->sub, &r) != REDIS_OK) {
             cli_error("watch", "subscribing failed: %s", cli_rconn_err(&w->sub));

@@ -94,6 +94,25 @@ void crd__cluster_foreach_pool(crd_client *c, void (*fn)(crd_client *, crd__pool
         pthread_mutex_unlock(&cl->mu);
 }
 
+int crd__cluster_primaries(crd_client *c, crd__node **out, int max)
+{
+    crd__cluster *cl = c->cluster;
+    if (cl == NULL)
+        return 0;
+    int n = 0;
+    pthread_mutex_lock(&cl->mu);
+    for (int s = 0; s < CRD__NSLOTS; s++) {
+        crd__node *node = cl->slots[s];
+        int k = 0;
+        while (k < n && out[k] != node)
+            k++;
+        if (node != NULL && k == n && n < max)
+            out[n++] = node;
+    }
+    pthread_mutex_unlock(&cl->mu);
+    return n;
+}
+
 /* ---- redirects ------------------------------------------------------------------------------ */
 
 bool crd__cluster_parse_redirect(const redisReply *r, int *slot, const char **host,

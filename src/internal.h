@@ -488,6 +488,9 @@ crd_status crd__cluster_refresh(crd_client *c);
  * mutex around the walk unless held says the caller (the fork handler) holds it. */
 void crd__cluster_foreach_pool(crd_client *c, void (*fn)(crd_client *, crd__pool *, void *),
                                void *arg, bool held);
+/* The nodes serving slots now (the primaries), at most max, in slot order; nodes are
+ * never freed before the client. */
+int crd__cluster_primaries(crd_client *c, crd__node **out, int max);
 void crd__cluster_lock_for_fork(crd_client *c, bool lock);
 void crd__cluster_after_fork_child(crd_client *c);
 /* Fork handlers (lifecycle.c): hold the pool's mutex across fork(); in the child, free

@@ -174,6 +174,23 @@ static void on_event(void *ud, const crd_event *ev)
         atomic_fetch_add(&tw->failing, 1);
 }
 
+typedef struct shard_pred {
+    redisContext *r;
+    const char *channel;
+} shard_pred;
+
+/* Someone SSUBSCRIBEd channel at node r (PUBSUB SHARDNUMSUB). */
+static bool shard_subscribed(void *arg)
+{
+    shard_pred *p = arg;
+    redisReply *rep = redisCommand(p->r, "PUBSUB SHARDNUMSUB %s", p->channel);
+    bool yes = rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+               rep->element[1]->type == REDIS_REPLY_INTEGER && rep->element[1]->integer >= 1;
+    if (rep != NULL)
+        freeReplyObject(rep);
+    return yes;
+}
+
 static bool lost_reported(void *arg) { return atomic_load(&((topo_watch *)arg)->lost) > 0; }
 
 typedef struct renewed_pred {
@@ -566,6 +583,49 @@ Test(cluster, four_processes_of_four_threads_never_overlap_on_thirty_names_over_
     out[got] = '\0';
     cr_expect_eq(pclose(f), 0, "%s: %s", line, out);
     cr_expect(strstr(out, crd_client_id(c)) != NULL, "status does not show the holder: %s", out);
+    /* watch on a sharded cluster: SSUBSCRIBEd at the slot's primary, it sees the
+     * SPUBLISHed unlock as an unlock (cause=unlock), then the next acquire. */
+    snprintf(line, sizeof line, "%s --url '%s' watch --count 2 --timeout 20000 '%s'",
+             CRD_CLI_PATH, cl.url, name);
+    FILE *wf = popen(line, "r");
+    cr_assert_not_null(wf);
+    char wch[400];
+    snprintf(wch, sizeof wch, "redisson_lock__channel:{%s}", name);
+    redisContext *slot_owner = crdt_cluster_redis_for_key(&cl, name);
+    cr_assert(crdt_wait_until(shard_subscribed, &(shard_pred){slot_owner, wch}, 10000),
+              "watch did not SSUBSCRIBE at the slot's primary");
+    redisFree(slot_owner);
+    char held[1024] = "", rel[1024] = "", acq[1024] = "";
+    cr_assert_not_null(fgets(held, sizeof held, wf), "watch printed nothing");
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    cr_assert_not_null(fgets(rel, sizeof rel, wf), "watch did not see the release");
+    cr_assert_eq(crd_lock_acquire(l, 0, 30000), CRD_OK);
+    cr_assert_not_null(fgets(acq, sizeof acq, wf), "watch did not see the acquire");
+    cr_expect_eq(pclose(wf), 0, "%s", line);
+    cr_expect(strstr(held, " held ") != NULL, "%s", held);
+    cr_expect(strstr(rel, " release ") != NULL && strstr(rel, "cause=unlock") != NULL,
+              "watch did not see the sharded unlock as one: %s", rel);
+    cr_expect(strstr(acq, " acquire ") != NULL, "%s", acq);
+    /* list scans every primary, not just the first seed: one held lock per primary. */
+    crd_lock *listed[3];
+    for (int i = 0; i < 3; i++) {
+        listed[i] = crdt_lock(c, crdt_cluster_name_on(&cl, i, "listed"));
+        cr_assert_eq(crd_lock_acquire(listed[i], 0, 30000), CRD_OK);
+    }
+    snprintf(line, sizeof line, "%s --url '%s' list '%s*listed*'", CRD_CLI_PATH, cl.url,
+             crdt_key_prefix());
+    FILE *lf = popen(line, "r");
+    cr_assert_not_null(lf);
+    char lout[8192] = "";
+    size_t lgot = fread(lout, 1, sizeof lout - 1, lf);
+    lout[lgot] = '\0';
+    cr_expect_eq(pclose(lf), 0, "%s: %s", line, lout);
+    for (int i = 0; i < 3; i++) {
+        cr_expect(strstr(lout, crd_lock_name(listed[i], NULL)) != NULL,
+                  "list misses the lock on primary %d: %s", i, lout);
+        cr_assert_eq(crd_lock_release(listed[i]), CRD_OK);
+        crd_lock_free(listed[i]);
+    }
     snprintf(line, sizeof line, "%s --url '%s' unlock --force '%s' >/dev/null", CRD_CLI_PATH,
              cl.url, name);
     cr_expect_eq(system(line), 0, "%s", line);
