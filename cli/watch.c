@@ -51,6 +51,10 @@ static void usage_watch(FILE *f)
             "       release), \"mode\": string (rwlock only), \"cause\": string (release\n"
             "       only)}\n"
             "\n"
+            "With a redis-sentinel:// URL, a lost connection (a failover) is followed: watch\n"
+            "asks the sentinels again, attaches to the new primary (saying so on stderr) and\n"
+            "re-reads the lock; it gives up after --timeout, or 60 s without one.\n"
+            "\n"
             "Exit codes: 0 after --count events or --timeout, 64 usage error, 69 Redis\n"
             "unreachable, refusing, or the connection was lost.\n");
 }
@@ -169,6 +173,8 @@ typedef struct watcher {
     cli_rconn sub, rd;      /* subscribed; reading */
     char ks_prefix[48];     /* "__keyspace@DB__:" */
     int64_t deadline;       /* monotonic ms, INT64_MAX without --timeout */
+    const global_opts *g;
+    int db;
 } watcher;
 
 /* Prints one event line: text "HH:MM:SS.mmm EVENT NAME owner=O ..." or one JSON object. */
@@ -468,6 +474,59 @@ static const char *release_cause(const news *n, const wsnap *old, const wsnap *c
     return "removed";
 }
 
+/* Two connections to the primary (the slot's primary on a cluster): one subscribed to
+ * the lock's channels, with client tracking redirected to it, one to read the lock's
+ * state. Returns 0 or the exit code (a line printed); nothing stays open on failure. */
+static int attach(watcher *w)
+{
+    int rc = cli_connect("watch", w->g, w->name, &w->sub);
+    if (rc == 0 && (rc = cli_connect("watch", w->g, w->name, &w->rd)) != 0)
+        cli_close(&w->sub);
+    if (rc != 0)
+        return rc;
+    redisReply *id = NULL;
+    const char *idv[2] = {"CLIENT", "ID"};
+    size_t idl[2] = {6, 2};
+    if ((id = cli_cmd(&w->sub, 2, idv, idl)) == NULL) {
+        cli_error("watch", "connection error: %s", cli_rconn_err(&w->sub));
+        rc = EXIT_UNAVAILABLE;
+    }
+    if (rc == 0)
+        rc = subscribe(w, w->db);
+    if (rc == 0)
+        track_changes(w, id);
+    freeReplyObject(id);
+    if (rc != 0) {
+        cli_close(&w->sub);
+        cli_close(&w->rd);
+    }
+    return rc;
+}
+
+/* Sentinel mode: the primary went away (a failover). Connects again to whatever
+ * primary the sentinels name now, retrying every 250 ms until --timeout (or 60 s
+ * without one). True when attached again (the caller then re-reads the lock: the
+ * difference shows as events, a hold the failover lost as "release cause=removed"). */
+static bool follow_primary(watcher *w)
+{
+    if (!crd__topology_sentinel(w->sub.client))
+        return false;
+    cli_error("watch", "the connection to the primary was lost; following the sentinels to "
+              "the new primary");
+    cli_close(&w->sub);
+    cli_close(&w->rd);
+    int64_t until = w->deadline != INT64_MAX ? w->deadline : cli_now_ms() + 60000;
+    while (cli_now_ms() < until) {
+        if (attach(w) == 0) {
+            cli_error("watch", "watching again on the new primary");
+            return true;
+        }
+        struct timespec ts = {0, 250 * 1000000L}; /* a failover takes seconds */
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
 /* Prints the holders found at start, then the events until --count, --timeout or an
  * error. Returns the exit code. */
 static int watch_loop(watcher *w)
@@ -490,11 +549,20 @@ static int watch_loop(watcher *w)
         news n = {.message = again};
         again = false;
         rc = wait_for_news(w, next, &n);
+        if (rc == EXIT_UNAVAILABLE && follow_primary(w)) {
+            rc = 0;
+            again = true; /* read the lock at the new primary at once */
+            continue;
+        }
         if (rc != 0 || (!n.message && cli_now_ms() >= w->deadline))
             break;
         wsnap old = cur;
         if (!watch_read(&w->rd, w->name, w->nlen, &cur)) {
             cur = old;
+            if (follow_primary(w)) {
+                again = true;
+                continue;
+            }
             rc = EXIT_UNAVAILABLE;
             break;
         }
@@ -565,26 +633,10 @@ int cmd_watch(const global_opts *g, int argc, char **argv)
         return rc;
     w.nlen = strlen(w.name);
     w.deadline = w.timeout_ms >= 0 ? cli_now_ms() + w.timeout_ms : INT64_MAX;
-    /* Two connections: one subscribed to the lock's channels, one to read its state. */
-    int db = ep.db;
+    w.db = ep.db;
+    w.g = g;
     crd__endpoint_clear(&ep);
-    rc = cli_connect("watch", g, w.name, &w.sub);
-    if (rc == 0 && (rc = cli_connect("watch", g, w.name, &w.rd)) != 0)
-        cli_close(&w.sub);
-    if (rc != 0)
-        return rc;
-    redisReply *id = NULL;
-    const char *idv[2] = {"CLIENT", "ID"};
-    size_t idl[2] = {6, 2};
-    if ((id = cli_cmd(&w.sub, 2, idv, idl)) == NULL) {
-        cli_error("watch", "connection error: %s", cli_rconn_err(&w.sub));
-        rc = EXIT_UNAVAILABLE;
-    }
-    if (rc == 0)
-        rc = subscribe(&w, db);
-    if (rc == 0)
-        track_changes(&w, id);
-    freeReplyObject(id);
+    rc = attach(&w);
     if (rc == 0)
         rc = watch_loop(&w);
     cli_close(&w.sub);

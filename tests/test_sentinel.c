@@ -451,4 +451,58 @@ Test(sentinel, the_cli_runs_and_shows_locks_through_the_sentinels, .init = topo_
     cr_assert(strstr(out, "no primary") && strstr(out, "Connection refused"), "%s",
               out);
 }
+
+static bool file_says(void *arg)
+{
+    const char **p = arg; /* {path, text} */
+    FILE *f = fopen(p[0], "r");
+    if (f == NULL)
+        return false;
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return strstr(buf, p[1]) != NULL;
+}
+
+Test(sentinel, watch_follows_the_primary_through_a_failover, .init = topo_up, .fini = topo_down,
+     .timeout = 120)
+{
+    char url[256];
+    crd_options o;
+    url_options(&o, url, sizeof url);
+    crd_client *a = sentinel_client(&o);
+    const char *name = crdt_key("watched");
+    crd_lock *l = crdt_lock(a, name);
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK, "%s", crd_client_errmsg(a));
+    char errpath[300], line[1400];
+    snprintf(errpath, sizeof errpath, "%s/watch.err", topo.nodes[0].dir);
+    snprintf(line, sizeof line, "%s --url '%s' watch --count 1 --timeout 60000 '%s' 2>'%s'",
+             CRD_CLI_PATH, url, name, errpath);
+    FILE *wf = popen(line, "r");
+    cr_assert_not_null(wf);
+    char held[1024] = "", rel[1024] = "";
+    cr_assert_not_null(fgets(held, sizeof held, wf), "watch printed nothing");
+    cr_assert(strstr(held, " held ") != NULL, "%s", held);
+    int next = crdt_topo_failover(&topo, 30000);
+    cr_assert(next > 0, "%s", topo.err);
+    /* watch notices, asks the sentinels and attaches to the new primary */
+    const char *again[2] = {errpath, "watching again on the new primary"};
+    cr_assert(crdt_wait_until(file_says, again, 30000), "watch did not follow the failover");
+    /* Once the sentinels have reconfigured every node (a node they reconfigure drops its
+     * clients), the watch is subscribed at the new primary. */
+    cr_assert(crdt_topo_settle(&topo, 20000), "%s", topo.err);
+    char ch[400];
+    snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", name);
+    redisContext *np = crdt_topo_connect(&topo, next, 1000);
+    cr_assert(crdt_await_subscribed(np, ch, 30000), "watch is not subscribed at the new primary");
+    redisFree(np);
+    cr_assert_eq(crd_lock_release(l), CRD_OK, "%s", crd_client_errmsg(a));
+    cr_assert_not_null(fgets(rel, sizeof rel, wf), "watch did not see the release");
+    cr_expect_eq(pclose(wf), 0, "%s", line);
+    cr_expect(strstr(rel, " release ") != NULL && strstr(rel, "cause=unlock") != NULL,
+              "the release on the new primary: %s", rel);
+    crd_lock_free(l);
+    crd_client_free(a);
+}
 #endif
