@@ -215,6 +215,8 @@ typedef struct crd_options {
      *   rediss://[[user]:password@]host[:port][/db]     (TLS: see tls below)
      *   redis-cluster://[[user]:password@]host[:port][,host[:port]...]   (seed nodes;
      *       sets deployment to CRD_DEPLOYMENT_CLUSTER; a cluster has only db 0)
+     *   rediss-cluster://...   (the same over TLS to every node: give the nodes' TLS
+     *       ports; with tls-cluster the nodes announce those in CLUSTER SLOTS and MOVED)
      *   unix://[[user]:password@]/path/to.sock[?db=N]
      * Percent-escapes (%40 for '@') are decoded in user, password and the socket path.
      * In the unix form the credentials end at the first "@/": write an '@' of the

@@ -65,6 +65,7 @@ crd__node *crd__cluster_node_at(crd_client *c, const char *host, size_t hostlen,
             /* Password and ACL user apply to every node; a cluster has only db 0. */
             n->ep.username = c->ep.username;
             n->ep.password = c->ep.password;
+            n->ep.tls = c->ep.tls; /* rediss-cluster://: every node over TLS */
             n->pool = crd__pool_new(c, &n->ep);
         }
         if (n->ep.host == NULL || n->pool == NULL) {
@@ -196,6 +197,7 @@ static crd_status read_slots(crd_client *c, const char *host, int port, crd__nod
     ep.port = port;
     ep.username = c->ep.username;
     ep.password = c->ep.password;
+    ep.tls = c->ep.tls;
     crd__conn conn = {0};
     crd_status st = crd__conn_open(c, &ep, &conn);
     if (st != CRD_OK) {

@@ -3,6 +3,7 @@
  *   redis://[[user]:password@]host[:port][/db]     (host may be [v6-address])
  *   rediss://...                                   (the same, over TLS)
  *   redis-cluster://[[user]:password@]host[:port][,host[:port]...]   (seed nodes)
+ *   rediss-cluster://...                           (the same, over TLS)
  *   unix://[[user]:password@]/path/to.sock[?db=N]  (credentials end at the first "@/")
  * and, for sentinel mode, into a list of sentinels and a master name:
  *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...][/db]#MASTER
@@ -251,13 +252,17 @@ crd_status crd__url_parse(const char *url, crd__endpoint *out, char *err, size_t
     } else if (strncmp(url, "redis-cluster://", 16) == 0) {
         s = url + 16;
         cluster = true;
+    } else if (strncmp(url, "rediss-cluster://", 17) == 0) {
+        s = url + 17;
+        cluster = true;
+        out->tls = true;
     } else {
         /* never echoed: it may hold a password */
         if (crd__url_is_sentinel(url))
             return BAD("a redis-sentinel:// URL names sentinels, not a server: it sets up "
                        "sentinel mode (crd_options.url), not a single endpoint");
-        return BAD("URL must start with redis://, rediss://, redis-cluster://, unix:// or "
-                   "redis-sentinel://");
+        return BAD("URL must start with redis://, rediss://, redis-cluster://, "
+                   "rediss-cluster://, unix://, redis-sentinel:// or rediss-sentinel://");
     }
     const char *end = s + strlen(s);
     const char *slash = memchr(s, '/', (size_t)(end - s));

@@ -638,6 +638,50 @@ Test(cluster, four_processes_of_four_threads_never_overlap_on_thirty_names_over_
     crdt_cluster_stop(&cl);
 }
 
+/* ---- rediss-cluster:// ---------------------------------------------------------------------- */
+
+Test(cluster, rediss_cluster_locks_wake_ups_and_refusals_work_over_tls, .timeout = 120)
+{
+    crdt_cluster cl;
+    crdt_cluster_start_tls(&cl, 3, 0, crdt_tls_certs());
+    crd_options o;
+    crdt_options(&o);
+    o.url = cl.tls_url;
+    o.tls_ca_file = crdt_tls_file("ca.crt");
+    crd_client *a = crdt_client_opts(&o), *b = crdt_client_opts(&o);
+    for (int i = 0; i < 3; i++) {
+        const char *name = crdt_cluster_name_on(&cl, i, "tls");
+        crd_lock *la = crdt_lock(a, name), *lb = crdt_lock(b, name);
+        cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK, "%s",
+                     crd_client_errmsg(a));
+        crdt_waiter w = {.lock = lb, .wait_ms = 20000, .lease_ms = 30000};
+        crdt_waiter_start(&w);
+        char ch[400];
+        snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", name);
+        redisContext *owner = crdt_cluster_redis(&cl, i);
+        cr_assert(crdt_wait_until(shard_subscribed, &(shard_pred){owner, ch}, 10000),
+                  "primary %d: the waiter never subscribed", i);
+        redisFree(owner);
+        int64_t t0 = crdt_now_ms();
+        cr_assert_eq(crd_lock_release(la), CRD_OK);
+        crdt_waiter_join(&w, 10000, "tls waiter");
+        cr_assert_eq(w.acquire_st, CRD_OK);
+        cr_assert_lt(w.t_acq_ms - t0, 1500, "primary %d: woken by the TTL, not the message", i);
+        crd_lock_free(la);
+        crd_lock_free(lb);
+    }
+    crd_client_free(a);
+    crd_client_free(b);
+    /* A CA that did not sign the nodes' certificates: refused, with the reason. */
+    o.tls_ca_file = crdt_tls_file("other-ca.crt");
+    crd_client *bad = NULL;
+    cr_expect_neq(crd_client_new(&o, &bad), CRD_OK);
+    cr_expect(strstr(crd_client_errmsg(bad), "certificate") != NULL, "%s",
+              crd_client_errmsg(bad));
+    crd_client_free(bad);
+    crdt_cluster_stop(&cl);
+}
+
 /* ---- bad seeds ------------------------------------------------------------------------------------ */
 
 Test(cluster, seeds_that_answer_nothing_or_are_not_cluster_nodes_are_refused_clearly)

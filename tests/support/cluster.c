@@ -133,17 +133,26 @@ static void my_id(crdt_cluster *cl, int i)
 }
 
 /* Runs redis-cli --cluster create; its output goes to a log in node 0's directory. */
-static void cli_create(crdt_cluster *cl, int replicas_per)
+static void cli_create(crdt_cluster *cl, int replicas_per, const char *certs_dir)
 {
-    const char *args[CRDT_CLUSTER_MAX + 8];
+    const char *args[CRDT_CLUSTER_MAX + 12];
+    char ca[300];
     char addr[CRDT_CLUSTER_MAX][32];
     char reps[8];
     int n = 0;
     args[n++] = crdt_redis_cli_path();
+    if (certs_dir != NULL) {
+        /* tls-cluster: the nodes announce their TLS ports, and meet over them */
+        snprintf(ca, sizeof ca, "%s/ca.crt", certs_dir);
+        args[n++] = "--tls";
+        args[n++] = "--cacert";
+        args[n++] = ca;
+    }
     args[n++] = "--cluster";
     args[n++] = "create";
     for (int i = 0; i < cl->nnodes; i++) {
-        snprintf(addr[i], sizeof addr[i], "127.0.0.1:%d", cl->node[i].port);
+        snprintf(addr[i], sizeof addr[i], "127.0.0.1:%d",
+                 certs_dir != NULL ? cl->node[i].tls_port : cl->node[i].port);
         args[n++] = addr[i];
     }
     snprintf(reps, sizeof reps, "%d", replicas_per);
@@ -210,27 +219,56 @@ static void single_create(crdt_cluster *cl)
 
 void crdt_cluster_start(crdt_cluster *cl, int primaries, int replicas_per)
 {
+    crdt_cluster_start_tls(cl, primaries, replicas_per, NULL);
+}
+
+void crdt_cluster_start_tls(crdt_cluster *cl, int primaries, int replicas_per,
+                            const char *certs_dir)
+{
     memset(cl, 0, sizeof *cl);
     cl->nprimaries = primaries;
     cl->nnodes = primaries * (1 + replicas_per);
     cr_assert(primaries >= 1 && cl->nnodes <= CRDT_CLUSTER_MAX);
     cr_assert(primaries == 1 || primaries >= 3, "redis-cli creates clusters of 3+ primaries");
+    /* With certificates: every node also serves TLS, and the cluster bus and replication
+     * run over TLS; the tests' own connections keep the plain ports. */
     static const char *const extra[] = {"--cluster-enabled", "yes",
                                         "--cluster-config-file", "nodes.conf",
                                         "--cluster-node-timeout", "2000",
+                                        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                                         NULL};
-    size_t o = 0;
+    const char *args[sizeof extra / sizeof *extra];
+    memcpy(args, extra, sizeof extra);
+    char ccert[300], ckey[300];
+    if (certs_dir != NULL) {
+        /* The cluster bus checks the connecting node's certificate as a client's. */
+        snprintf(ccert, sizeof ccert, "%s/client.crt", certs_dir);
+        snprintf(ckey, sizeof ckey, "%s/client.key", certs_dir);
+        const char *tls[] = {"--tls-cluster", "yes", "--tls-replication", "yes",
+                             "--tls-client-cert-file", ccert, "--tls-client-key-file", ckey};
+        memcpy(args + 6, tls, sizeof tls);
+    }
+    size_t o = 0, t = 0;
     for (int i = 0; i < cl->nnodes; i++) {
-        crdt_server_start(&cl->node[i], false, extra, NULL, NULL);
+        if (certs_dir != NULL)
+            crdt_server_start_tls(&cl->node[i], certs_dir, args, NULL, NULL);
+        else
+            crdt_server_start(&cl->node[i], false, args, NULL, NULL);
         o += (size_t)snprintf(cl->seeds + o, sizeof cl->seeds - o, "%s127.0.0.1:%d",
                               i ? "," : "", cl->node[i].port);
+        if (certs_dir != NULL)
+            t += (size_t)snprintf(cl->tls_seeds + t, sizeof cl->tls_seeds - t,
+                                  "%s127.0.0.1:%d", i ? "," : "", cl->node[i].tls_port);
         my_id(cl, i);
     }
     snprintf(cl->url, sizeof cl->url, "redis-cluster://%s", cl->seeds);
+    if (certs_dir != NULL)
+        snprintf(cl->tls_url, sizeof cl->tls_url, "rediss-cluster://%s", cl->tls_seeds);
+    cr_assert(primaries >= 3 || certs_dir == NULL, "a TLS cluster is made by redis-cli: 3+ primaries");
     if (primaries == 1)
         single_create(cl);
     else
-        cli_create(cl, replicas_per);
+        cli_create(cl, replicas_per, certs_dir);
     cr_assert(crdt_cluster_wait_stable(cl, 30000), "the cluster did not become stable");
     /* Replicas: wait for their link so that a failover test starts from synced data. */
     int64_t deadline = crdt_now_ms() + 20000;

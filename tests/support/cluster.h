@@ -32,12 +32,19 @@ typedef struct crdt_cluster {
     char id[CRDT_CLUSTER_MAX][41];       /* CLUSTER MYID of each node */
     char seeds[CRDT_CLUSTER_MAX * 24];   /* "127.0.0.1:p1,127.0.0.1:p2,..." (every node) */
     char url[CRDT_CLUSTER_MAX * 24 + 32]; /* "redis-cluster://" + seeds */
+    char tls_seeds[CRDT_CLUSTER_MAX * 24];  /* the nodes' TLS ports (TLS clusters only) */
+    char tls_url[CRDT_CLUSTER_MAX * 24 + 32]; /* "rediss-cluster://" + tls_seeds */
 } crdt_cluster;
 
 /* Starts primaries (1..3+) and replicas_per replicas per primary, creates the cluster
  * and waits (deadline 30 s) until every node reports cluster_state:ok, agrees on the
  * slot map, and every replica's link to its primary is up. Asserts on failure. */
 void crdt_cluster_start(crdt_cluster *cl, int primaries, int replicas_per);
+/* The same with every node also serving TLS with the certificates of certs_dir
+ * (crdt_tls_certs()), the cluster bus and replication over TLS (tls-cluster,
+ * tls-replication); cl->tls_url names the TLS ports. certs_dir NULL: crdt_cluster_start. */
+void crdt_cluster_start_tls(crdt_cluster *cl, int primaries, int replicas_per,
+                            const char *certs_dir);
 /* Stops every node and removes their directories. Accepts a zeroed struct. */
 void crdt_cluster_stop(crdt_cluster *cl);
 

@@ -527,6 +527,10 @@ Test(units, cluster_urls_carry_credentials_and_every_seed)
     crd__endpoint_clear(&ep);
     cr_assert_eq(crd__url_parse("redis-cluster://h:1", &ep, err, sizeof err), CRD_OK);
     cr_expect_eq(ep.nseeds, 1);
+    cr_expect(!ep.tls);
+    crd__endpoint_clear(&ep);
+    cr_assert_eq(crd__url_parse("rediss-cluster://:pw@h:1,h2:2", &ep, err, sizeof err), CRD_OK);
+    cr_expect(ep.nseeds == 2 && ep.tls && ep.cluster && strcmp(ep.password, "pw") == 0);
     crd__endpoint_clear(&ep);
     const char *bad[] = {"redis-cluster://", "redis-cluster://h:1,", "redis-cluster://h:1,,h:2",
                          "redis-cluster://h:0", "redis-cluster://h:1/3", "redis-cluster://[::1",
