@@ -56,7 +56,8 @@
 
 static const char *const ALL_SCENARIOS[] = {
     "floor",    "uncontended", "uncontended-tls", "threads-4",    "threads-16",    "loop-64",
-    "procs-4",  "procs-16",    "handoff",         "fair-8",       "watchdog-10k",  "watchdog-100k"};
+    "procs-4",  "procs-16",    "handoff",         "fair-8",       "cluster-3",     "watchdog-10k",
+    "watchdog-100k"};
 #define NSCEN (sizeof ALL_SCENARIOS / sizeof ALL_SCENARIOS[0])
 
 typedef struct params {
@@ -1141,12 +1142,12 @@ static void *blocking_main(void *p)
     return NULL;
 }
 
-/* n threads (one pool connection each) on the same LOOP_NAMES names: acquisitions/s. */
-static double blocking_rate(const char *base, int n, long *errors)
+/* n threads of client c on nnames names (thread k on name k % nnames), for the
+ * scenario's duration: acquisitions/s. */
+static double blocking_rate_on(crd_client *c, const char *base, int n, int nnames, long *errors)
 {
-    crd_client *c = new_client(n);
-    crd_lock *locks[LOOP_NAMES];
-    for (int i = 0; i < LOOP_NAMES; i++) {
+    crd_lock **locks = calloc((size_t)nnames, sizeof *locks);
+    for (int i = 0; i < nnames; i++) {
         char name[200];
         snprintf(name, sizeof name, "%s:%d", base, i);
         crd_lock_new(c, name, &locks[i]);
@@ -1155,7 +1156,7 @@ static double blocking_rate(const char *base, int n, long *errors)
     pthread_t *th = calloc((size_t)n, sizeof *th);
     int64_t t0 = bn_now_us();
     for (int k = 0; k < n; k++) {
-        b[k].l = locks[k % LOOP_NAMES];
+        b[k].l = locks[k % nnames];
         b[k].deadline = t0 + P.duration_ms * 1000;
         pthread_create(&th[k], NULL, blocking_main, &b[k]);
     }
@@ -1169,10 +1170,19 @@ static double blocking_rate(const char *base, int n, long *errors)
     double secs = (double)(bn_now_us() - t0) / 1e6;
     free(b);
     free(th);
-    for (int i = 0; i < LOOP_NAMES; i++)
+    for (int i = 0; i < nnames; i++)
         crd_lock_free(locks[i]);
-    crd_client_free(c);
+    free(locks);
     return (double)acq / secs;
+}
+
+/* n threads (one pool connection each) on the same LOOP_NAMES names: acquisitions/s. */
+static double blocking_rate(const char *base, int n, long *errors)
+{
+    crd_client *c = new_client(n);
+    double rate = blocking_rate_on(c, base, n, LOOP_NAMES, errors);
+    crd_client_free(c);
+    return rate;
 }
 
 /* The event-loop API with n acquisitions in flight from one thread, against the blocking
@@ -1199,6 +1209,83 @@ static void sc_loop(int rep, const char *scenario, int n)
     put(r, "blocking_threads_used", n);
     if (le + be > 0)
         fail_check(r, "errors", (double)(le + be));
+}
+
+/* ---- cluster-3 ------------------------------------------------------------------------------- */
+
+#define CLUSTER_THREADS 24
+#define CLUSTER_NAMES 48
+
+static bn_cluster CL3, CL1;
+static int cluster_state; /* 0 not tried, 1 running, -1 could not start */
+
+static void stop_clusters(void)
+{
+    bn_cluster_stop(&CL3);
+    bn_cluster_stop(&CL1);
+}
+
+static crd_client *cluster_client(const char *url, int pool)
+{
+    crd_options o;
+    crd_options_init(&o);
+    o.url = url;
+    o.pool_size = pool;
+    crd_client *c = NULL;
+    if (crd_client_new(&o, &c) != CRD_OK) {
+        fprintf(stderr, "credisson-bench: cluster-3: %s: %s\n", url, crd_client_errmsg(c));
+        crd_client_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* The same load (CLUSTER_THREADS threads, each on its own of CLUSTER_NAMES names, so
+ * the names spread over every slot owner) on a 3-primary cluster and on a 1-primary
+ * cluster (every slot on one node, the same cluster code path), in turn, order
+ * alternating: does sharding scale? */
+static void sc_cluster(int rep, const char *scenario)
+{
+    if (cluster_state == 0) {
+        atexit(stop_clusters);
+        bool ok = bn_cluster_start(&CL3, 3, CRD_BENCH_REDIS_SERVER, CRD_BENCH_REDIS_CLI) &&
+                  bn_cluster_start(&CL1, 1, CRD_BENCH_REDIS_SERVER, CRD_BENCH_REDIS_CLI);
+        cluster_state = ok ? 1 : -1;
+        if (!ok) {
+            stop_clusters();
+            fprintf(stderr, "NOTE: cluster-3 skipped: the private clusters could not be started "
+                            "(%s, %s)\n", CRD_BENCH_REDIS_SERVER, CRD_BENCH_REDIS_CLI);
+        }
+    }
+    if (cluster_state < 0)
+        return;
+    crd_client *c3 = cluster_client(CL3.url, CLUSTER_THREADS);
+    crd_client *c1 = cluster_client(CL1.url, CLUSTER_THREADS);
+    result *r = res(scenario, "credisson");
+    if (c3 == NULL || c1 == NULL) {
+        fail_check(r, "cluster clients", 1);
+    } else {
+        char b3[128], b1[128];
+        mkname(b3, sizeof b3, scenario, rep, "three");
+        mkname(b1, sizeof b1, scenario, rep, "one");
+        long e3 = 0, e1 = 0;
+        double r3, r1;
+        if (rep % 2 == 0) {
+            r3 = blocking_rate_on(c3, b3, CLUSTER_THREADS, CLUSTER_NAMES, &e3);
+            r1 = blocking_rate_on(c1, b1, CLUSTER_THREADS, CLUSTER_NAMES, &e1);
+        } else {
+            r1 = blocking_rate_on(c1, b1, CLUSTER_THREADS, CLUSTER_NAMES, &e1);
+            r3 = blocking_rate_on(c3, b3, CLUSTER_THREADS, CLUSTER_NAMES, &e3);
+        }
+        put(r, "three_primaries_acq_per_s", r3);
+        put(r, "one_primary_acq_per_s", r1);
+        put(r, "three_over_one", r3 / r1);
+        put(r, "client_threads", CLUSTER_THREADS);
+        if (e3 + e1 > 0)
+            fail_check(r, "errors", (double)(e3 + e1));
+    }
+    crd_client_free(c3);
+    crd_client_free(c1);
 }
 
 /* ---- procs-N -------------------------------------------------------------------------------- */
@@ -1625,7 +1712,7 @@ static void usage(void)
             "                       [--url redis://HOST:PORT] [--no-node]\n"
             "scenarios: floor uncontended uncontended-tls threads-4 threads-16 loop-64 procs-4\n"
             "           procs-16\n"
-            "           handoff fair-8 watchdog-10k watchdog-100k\n");
+            "           handoff fair-8 cluster-3 watchdog-10k watchdog-100k\n");
 }
 
 static bool parse_url(const char *url)
@@ -1791,6 +1878,8 @@ int main(int argc, char **argv)
                 sc_handoff(rep);
             else if (strcmp(s, "fair-8") == 0)
                 sc_fair(rep, 8);
+            else if (strcmp(s, "cluster-3") == 0)
+                sc_cluster(rep, s);
             else if (P.quick && rep > 0 && strncmp(s, "watchdog", 8) == 0)
                 continue; /* --quick: the watchdog scenarios (~10 s each) run once */
             else if (strcmp(s, "watchdog-10k") == 0)

@@ -4,6 +4,7 @@
  *   bench.c    the driver: options, the private redis-server, repetitions, scenarios,
  *              summaries (text table or one JSON object per line)
  *   util.c     clocks, statistics, INFO commandstats, process spawning, line I/O
+ *   cluster.c  private Redis Clusters for the cluster-3 scenario
  *   worker.c   the C worker processes (procs-N, handoff, fair-8, watchdog-N): the same
  *              binary started with --worker KIND
  *
@@ -73,6 +74,25 @@ bool bn_spawn(bn_child *ch, char *const argv[], char *const env_add[]);
 char *bn_readline(FILE *f);
 /* Closes the pipes and waits; returns the exit status (or -1). */
 int bn_reap(bn_child *ch);
+
+/* ---- cluster.c --------------------------------------------------------------------- */
+
+#define BN_CLUSTER_MAX 8
+
+/* A private Redis Cluster of primaries only (cluster-3 scenario). */
+typedef struct bn_cluster {
+    int n;
+    pid_t pid[BN_CLUSTER_MAX];
+    int port[BN_CLUSTER_MAX];
+    char dir[64];
+    char url[BN_CLUSTER_MAX * 24 + 32]; /* redis-cluster://127.0.0.1:p1,... */
+} bn_cluster;
+
+/* Starts primaries (1 or 3+) redis-servers in cluster mode (server: the redis-server
+ * program, cli: redis-cli) and waits until the cluster is ok. False on failure (what
+ * was started stays in cl for bn_cluster_stop). */
+bool bn_cluster_start(bn_cluster *cl, int primaries, const char *server, const char *cli);
+void bn_cluster_stop(bn_cluster *cl);
 
 /* ---- worker.c ---------------------------------------------------------------------- */
 
