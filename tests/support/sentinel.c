@@ -277,8 +277,19 @@ static bool start_node(crdt_topo *t, crdt_proc *p, int primary_port)
 }
 
 /* One sentinel with its own config file (Sentinel rewrites it, so it must be ours). */
+static bool start_sentinel_on(crdt_topo *t, crdt_proc *p, const char *name, int primary_port,
+                              int quorum, const char *password, const char *certs);
+
 static bool start_sentinel(crdt_topo *t, crdt_proc *p, const char *name, int primary_port,
                            int quorum, const char *password)
+{
+    return start_sentinel_on(t, p, name, primary_port, quorum, password, NULL);
+}
+
+/* certs (may be NULL): the sentinel also serves TLS on p->tls_port with the certificates
+ * of that directory and talks TLS to the data nodes (tls-replication). */
+static bool start_sentinel_on(crdt_topo *t, crdt_proc *p, const char *name, int primary_port,
+                              int quorum, const char *password, const char *certs)
 {
     for (int attempt = 0; attempt < 8; attempt++) {
         p->port = free_port();
@@ -304,6 +315,13 @@ static bool start_sentinel(crdt_topo *t, crdt_proc *p, const char *name, int pri
             fprintf(f, "sentinel auth-pass %s %s\n", name, t->data_password);
         if (password != NULL && password[0] != '\0')
             fprintf(f, "requirepass %s\nsentinel sentinel-pass %s\n", password, password);
+        if (certs != NULL) {
+            p->tls_port = free_port();
+            fprintf(f, "tls-port %d\ntls-cert-file %s/server.crt\ntls-key-file %s/server.key\n"
+                       "tls-client-cert-file %s/client.crt\ntls-client-key-file %s/client.key\n"
+                       "tls-ca-cert-file %s/ca.crt\ntls-auth-clients no\ntls-replication yes\n",
+                    p->tls_port, certs, certs, certs, certs, certs);
+        }
         fclose(f);
         const char *argv[] = {"redis-sentinel", conf, NULL, NULL};
         /* Debian's redis-sentinel package; without it, redis-server in sentinel mode. */
@@ -615,4 +633,16 @@ bool crdt_topo_extra_sentinel(crdt_topo *t, const char *name, int port, const ch
 {
     memset(out, 0, sizeof *out);
     return start_sentinel(t, out, name, port, 1, password);
+}
+
+bool crdt_tls_sentinel_start(const char *certs, const char *name, int primary_tls_port,
+                             crdt_proc *out, char *err, size_t errlen)
+{
+    crdt_topo t;
+    memset(&t, 0, sizeof t);
+    memset(out, 0, sizeof *out);
+    bool ok = start_sentinel_on(&t, out, name, primary_tls_port, 1, NULL, certs);
+    if (!ok)
+        snprintf(err, errlen, "%s", t.err);
+    return ok;
 }

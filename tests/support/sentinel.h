@@ -28,6 +28,7 @@
 typedef struct crdt_proc {
     pid_t pid;       /* 0 when not running */
     int port;
+    int tls_port;    /* a TLS sentinel's TLS port (crdt_tls_sentinel_start), else 0 */
     char dir[256];   /* its temporary directory (config, log) */
 } crdt_proc;
 
@@ -86,6 +87,11 @@ bool crdt_topo_settle(crdt_topo *t, int64_t timeout_ms);
  * sentinel that names a replica as the primary, or one that wants a password. */
 bool crdt_topo_extra_sentinel(crdt_topo *t, const char *name, int port, const char *password,
                               crdt_proc *out);
+/* One sentinel serving TLS too (out->tls_port, certificates of certs: crdt_tls_certs())
+ * and talking TLS to the data nodes, monitoring 127.0.0.1:primary_tls_port as name with
+ * quorum 1; waits until it answers on its plain port. For rediss-sentinel:// tests. */
+bool crdt_tls_sentinel_start(const char *certs, const char *name, int primary_tls_port,
+                             crdt_proc *out, char *err, size_t errlen);
 void crdt_proc_stop(crdt_proc *p);
 
 #endif /* CRDT_SENTINEL_H */
