@@ -387,10 +387,15 @@ typedef struct crd_options {
      * old primary accepted and one replica acknowledged can still be lost, and a replica
      * that acknowledged may not be the one promoted. See the README's Sentinel section
      * for the losses measured with and without it. */
-    int replica_sync;              /* CRD_REPLICA_SYNC_AUTO (default: on in sentinel mode,
-                                      off otherwise, as in Java), _ON or _OFF (some
-                                      providers forbid WAIT; it adds a round trip's
-                                      latency to every lock operation) */
+    int replica_sync;              /* CRD_REPLICA_SYNC_AUTO (default: on in sentinel and
+                                      cluster mode, off otherwise, as in Java), _ON or
+                                      _OFF (some providers forbid WAIT; it adds a round
+                                      trip's latency to every lock operation). On a
+                                      cluster WAIT goes to the node that ran the script,
+                                      for that node's replicas; renewals there go
+                                      without WAIT (a renewal only extends a hold that
+                                      exists; right after a failover every WAIT would
+                                      fail while the replicas resync). */
     int64_t replica_sync_timeout_ms; /* WAIT's timeout; default 1000 (Redisson's
                                         slavesSyncTimeout) */
 

@@ -52,6 +52,7 @@ static void reset(crd__conn *conn)
     conn->replied = false;
     conn->refused = false;
     conn->why[0] = '\0';
+    conn->replicas_at = 0;
 }
 
 void crd__conn_close(crd__conn *conn)

@@ -240,6 +240,8 @@ typedef struct crd__conn {
     unsigned epoch; /* pool connections: the pool epoch when it was opened */
     struct crd__pool *pool; /* pool connections: the pool it belongs to */
     uint64_t topo_gen; /* the primary's generation it was opened under (sentinel.c) */
+    int replicas;      /* cluster replica sync: its node's replicas (ROLE), read at */
+    int64_t replicas_at; /* replicas_at (monotonic ms; 0: never) */
 } crd__conn;
 
 /* Opens a connection to ep with the client's timeouts, AUTH and SELECT. The endpoint is

@@ -361,10 +361,10 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
             return st;
         }
         const crd__endpoint *from = crd__pool_ep(conn->pool);
-        /* Replica sync (Sentinel mode, or asked for): the script and WAIT in one pipeline.
-         * Not on a cluster yet: its nodes' replica counts are not tracked. */
+        /* Replica sync (Sentinel, Cluster, or asked for): the script and WAIT in one
+         * pipeline, to the node that runs it. A command sent after ASKING goes alone. */
         int64_t wait_timeout = 0;
-        int replicas = cmd->sync && !cluster ? crd__sync_replicas(c, conn, &wait_timeout) : 0;
+        int replicas = cmd->sync && !ask_now ? crd__sync_replicas(c, conn, &wait_timeout) : 0;
         if (sent_ms != NULL)
             *sent_ms = crd__now_ms();
         int64_t acks = 0;

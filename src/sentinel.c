@@ -79,8 +79,9 @@ crd_status crd__topology_init(crd_client *c, crd__sentinel_cfg *cfg, const crd_o
         memset(cfg, 0, sizeof *cfg);
         t->sentinel = true;
     }
+    /* AUTO: on where Java does it (a primary with replicas: Sentinel, Cluster). */
     t->sync = o->replica_sync == CRD_REPLICA_SYNC_ON ||
-              (o->replica_sync == CRD_REPLICA_SYNC_AUTO && t->sentinel);
+              (o->replica_sync == CRD_REPLICA_SYNC_AUTO && (t->sentinel || c->ep.cluster));
     t->sync_timeout_ms = o->replica_sync_timeout_ms;
     pthread_mutex_init(&t->mu, NULL);
     crd__cond_init(&t->cv);
@@ -395,6 +396,19 @@ int crd__sync_replicas(crd_client *c, crd__conn *conn, int64_t *timeout_ms)
         return 0;
     *timeout_ms = t->sync_timeout_ms;
     int64_t now = crd__now_ms();
+    char role[32], why[200];
+    if (c->cluster != NULL) {
+        /* Each node has its own replicas: the count is kept per connection (a node's
+         * pool connections each ask ROLE once per REPLICAS_MAX_AGE_MS). */
+        if (conn->replicas_at == 0 || now - conn->replicas_at >= REPLICAS_MAX_AGE_MS) {
+            int n = 0;
+            if (role_of(c, conn, &n, role, sizeof role, why, sizeof why) != 1)
+                n = 0;
+            conn->replicas = n;
+            conn->replicas_at = now;
+        }
+        return conn->replicas;
+    }
     pthread_mutex_lock(&t->mu);
     bool fresh = t->replicas_at != 0 && now - t->replicas_at < REPLICAS_MAX_AGE_MS &&
                  t->replicas_gen == conn->topo_gen;
@@ -404,7 +418,6 @@ int crd__sync_replicas(crd_client *c, crd__conn *conn, int64_t *timeout_ms)
         return n;
     /* The count is old, or was read from another primary: ask this one (the connection
      * is the primary's). A refused ROLE (an ACL without it) means no WAIT. */
-    char role[32], why[200];
     n = 0;
     if (role_of(c, conn, &n, role, sizeof role, why, sizeof why) != 1)
         n = 0;

@@ -507,6 +507,10 @@ static bool renew_list_cluster(crd_client *c, item_list *list)
             from[ncmd] = i;
             cnt[ncmd] = j - i;
             build_batch(c, list, i, j - i, &cmds[ncmd]);
+            /* Renewals on a cluster go without WAIT: a renewal only extends a hold that
+             * exists, and after a failover the new primary's replicas take a full sync
+             * during which every WAIT would fail and shorten the leases for nothing. */
+            cmds[ncmd].sync = false;
             ncmd++;
             i = j;
         }

@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <strings.h>
 #include <stdio.h>
@@ -393,13 +394,31 @@ Test(cluster, an_acquire_the_replica_never_got_is_reported_lost_after_the_failov
     o.watchdog_timeout_ms = 15000;
     o.on_event = on_event;
     o.event_user_data = &tw;
+    o.replica_sync = CRD_REPLICA_SYNC_OFF; /* the loss WAIT would have prevented */
     crd_client *a = crdt_client_opts(&o);
     crdt_cluster_options(&cl, &o);
     crd_client *b = crdt_client_opts(&o);
     const char *name = crdt_cluster_name_on(&cl, 0, "unsynced");
     crd_lock *la = crdt_lock(a, name), *lb = crdt_lock(b, name);
     int replica = crdt_cluster_replica_of(&cl, 0);
+    /* With replica sync (the default on a cluster, as in Java), an acquire no connected
+     * replica acknowledges (the replica is stopped) is undone and refused, never held. */
+    crdt_cluster_options(&cl, &o);
+    o.replica_sync_timeout_ms = 300;
+    crd_client *s = crdt_client_opts(&o);
+    crd_lock *ls = crdt_lock(s, name);
+    cr_assert_eq(kill(cl.node[replica].pid, SIGSTOP), 0);
+    crd_status sst = crd_lock_acquire(ls, 0, CRD_LEASE_WATCHDOG);
+    cr_assert_eq(kill(cl.node[replica].pid, SIGCONT), 0);
+    cr_assert_eq(sst, CRD_NOT_SYNCED, "%s", crd_client_errmsg(s));
+    bool locked = true;
+    cr_assert_eq(crd_lock_is_locked(ls, &locked), CRD_OK);
+    cr_assert(!locked, "the unacknowledged acquire was not undone");
+    /* Cut off for good (its link down, so not counted by WAIT any more), the replica
+     * misses the next acquire, taken without replica sync. */
     crdt_cluster_cut_replication(&cl, replica);
+    crd_lock_free(ls);
+    crd_client_free(s);
     cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     /* the acquire is on the primary only */
     redisContext *rr = crdt_cluster_redis(&cl, replica);
