@@ -303,7 +303,9 @@ static void finish(crd__acquire *a, crd_status st)
         freeReplyObject(a->pre_reply);
     a->pre_reply = NULL;
     a->have_pre = false;
-    bool waited = a->sub != NULL;
+    /* Only the head of a local queue watches its subscription on a loop (and a queued
+     * acquire's a->sub may be written by the head that hands it down until it has left
+     * the queue: it is read only after crd__gate_leave). */
     if (a->watching)
         crd__sub_loop_watch(c, a->sub, false);
     a->watching = false;
@@ -311,8 +313,9 @@ static void finish(crd__acquire *a, crd_status st)
         /* Leave the queue while still holding the subscription reference: a client being
          * freed waits for that reference, so the pool is still there for the cleanup. */
         give_up(a);
-    /* First: the next local waiter inherits the subscription (no UNSUBSCRIBE). */
+    /* The next local waiter inherits the subscription (no UNSUBSCRIBE). */
     crd__gate_leave(a);
+    bool waited = a->sub != NULL || a->sub_handed;
     if (a->has_cv)
         pthread_cond_destroy(&a->gate_cv);
     a->has_cv = false;

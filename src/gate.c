@@ -180,6 +180,7 @@ void crd__gate_leave(crd__acquire *a)
             next->sub = a->sub;
             next->confirmed = a->confirmed;
             a->sub = NULL;
+            a->sub_handed = true;
         }
         if (!next->nonblocking)
             pthread_cond_signal(&next->gate_cv);

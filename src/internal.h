@@ -5,10 +5,12 @@
  *
  * Units and their locks (a thread never takes them in another order than this):
  *   lifecycle.c (registry_mu) the client registry, fork and thread-exit handling
+ *   pubsub.c  (ps->mu)    subscriber thread, channel entries, waiter wake-ups (it reads
+ *                         the cluster's slot map, cl->mu, while holding it)
+ *   cluster.c (cl->mu)    a cluster's slot map and nodes
  *   pool.c    (pool->mu)  the connection pool's free slots
  *   holds.c   (holds->mu) what this client believes it holds: count, lease, validity
  *   gate.c    (gates->mu) local waiter queues and release deferrals (a leaf)
- *   pubsub.c  (ps->mu)    subscriber thread, channel entries, waiter wake-ups
  *   watchdog.c (wd->mu)   renewal thread's schedule
  * holds->mu and ps->mu are never held together outside the fork handler; pool->mu is a
  * leaf; no Redis traffic happens under any of them. Files call only files below them:
@@ -872,6 +874,7 @@ typedef struct crd__acquire {
     uint64_t seen_events; /* crd__sub_events(sub) when the loop last looked */
     bool gated;           /* in its lock's local queue (gate.c) */
     bool deferrable;      /* waits out this client's release deferrals (gate.c) */
+    bool sub_handed;      /* its subscription went to the next local waiter (gate.c) */
     bool has_cv;          /* gate_cv is initialised */
     bool was_deferred;    /* the next attempt follows a deferral (gate.c learns its use) */
     bool have_pre;        /* the hand-off sent the next attempt: its outcome below */

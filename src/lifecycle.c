@@ -3,8 +3,8 @@
  * fork handlers, the thread-exit hook, and what happens to holds when a thread exits
  * or a client closes.
  *
- * fork(): the prepare handler takes registry_mu and then every client's mutexes (pool,
- * holds, subscriber, watchdog), so the child starts with all of them unlocked and
+ * fork(): the prepare handler takes registry_mu and then every client's mutexes
+ * (subscriber, cluster map and pools, holds, gates, watchdog, topology), so the child starts with all of them unlocked and
  * consistent. The child has none of the parent's threads and must never write on the
  * parent's sockets: each client gets a new identity, an empty pool (sockets closed,
  * never written), no holds, and subscriber and watchdog threads that start on first use.
@@ -107,20 +107,22 @@ static void on_thread_exit(uint64_t owner)
 
 static void lock_client(crd_client *c, bool lock)
 {
+    /* ps->mu first: the subscriber thread reads the cluster's slot map (cl->mu) while
+     * holding it, so the map's and the pools' mutexes come after it here too. */
     if (lock) {
+        crd__pubsub_lock_for_fork(c, true);
         crd__pool_lock_for_fork(c, true);
         pthread_mutex_lock(&c->holds->mu);
         crd__gates_lock_for_fork(c, true);
-        crd__pubsub_lock_for_fork(c, true);
         crd__watchdog_lock_for_fork(c, true);
         crd__topology_lock_for_fork(c, true);
     } else {
         crd__topology_lock_for_fork(c, false);
         crd__watchdog_lock_for_fork(c, false);
-        crd__pubsub_lock_for_fork(c, false);
         crd__gates_lock_for_fork(c, false);
         pthread_mutex_unlock(&c->holds->mu);
         crd__pool_lock_for_fork(c, false);
+        crd__pubsub_lock_for_fork(c, false);
     }
 }
 

@@ -410,7 +410,7 @@ Test(cluster, an_acquire_the_replica_never_got_is_reported_lost_after_the_failov
     cr_assert_eq(kill(cl.node[replica].pid, SIGSTOP), 0);
     crd_status sst = crd_lock_acquire(ls, 0, CRD_LEASE_WATCHDOG);
     cr_assert_eq(kill(cl.node[replica].pid, SIGCONT), 0);
-    cr_assert_eq(sst, CRD_NOT_SYNCED, "%s", crd_client_errmsg(s));
+    cr_assert_eq(sst, CRD_NOT_SYNCED, "%s: %s", crd_strerror(sst), crd_client_errmsg(s));
     bool locked = true;
     cr_assert_eq(crd_lock_is_locked(ls, &locked), CRD_OK);
     cr_assert(!locked, "the unacknowledged acquire was not undone");
