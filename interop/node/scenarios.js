@@ -254,8 +254,12 @@ scenario('wire', 'node-redisson on the wire: key, field, TTL, message, latch, re
   const name = 'it:wire';
   const nd = await nodeDriver(ctx, 'node', ['--watchdog-ms', '1500']);
   const sub = new Redis({ port: PORT, lazyConnect: true });
-  const mon = await new Redis({ port: PORT }).monitor();
-  ctx.closers.push(() => sub.disconnect(), () => mon.disconnect());
+  // monitor() opens its own connection; the client it is called on stays unconnected
+  // (lazyConnect), so no ready-check INFO of it can reach the MONITOR feed before ioredis
+  // has read MONITOR's +OK (ioredis: "Command queue state error").
+  const base = new Redis({ port: PORT, lazyConnect: true });
+  const mon = await base.monitor();
+  ctx.closers.push(() => sub.disconnect(), () => mon.disconnect(), () => base.disconnect());
   const seen = [];
   mon.on('monitor', (time, args) => seen.push(args.map(String)));
   await sub.connect();
