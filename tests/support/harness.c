@@ -1533,3 +1533,12 @@ bool crdt_mon_parse(const char *line, size_t len, crdt_mon_cmd *out)
     }
     return out->argc > 0;
 }
+
+void crdt_expect_untrusted_ca_refused(crd_options *o)
+{
+    o->tls_ca_file = crdt_tls_file("other-ca.crt");
+    crd_client *bad = NULL;
+    cr_expect_neq(crd_client_new(o, &bad), CRD_OK);
+    cr_expect(strstr(crd_client_errmsg(bad), "certificate") != NULL, "%s", crd_client_errmsg(bad));
+    crd_client_free(bad);
+}

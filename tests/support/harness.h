@@ -92,6 +92,9 @@ bool crdt_tls(void);
 const char *crdt_tls_certs(void);
 /* "<crdt_tls_certs()>/<name>", kept for the process's life. */
 const char *crdt_tls_file(const char *name);
+/* With o's TLS options but a CA that signed nothing of the run (other-ca.crt), a client
+ * must not start, and its message must name the certificate (asserted). */
+void crdt_expect_untrusted_ca_refused(crd_options *o);
 /* Point o at the server whose plain port is port: its TLS port (tls, CA) when the run is
  * CRDT_TLS=1 and that server serves TLS, else the plain port without TLS. */
 void crdt_options_port(crd_options *o, int port);

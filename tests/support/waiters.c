@@ -125,3 +125,15 @@ void crdt_waiter_join(crdt_waiter *w, int64_t timeout_ms, const char *what)
     pthread_join(w->th, NULL);
     crdt_gate_destroy(&w->state);
 }
+
+int64_t crdt_release_wakes(crd_lock *held, crdt_waiter *w, const char *what)
+{
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_release(held), CRD_OK, "%s: release", what);
+    crdt_waiter_join(w, 10000, what);
+    cr_assert_eq(w->acquire_st, CRD_OK, "%s: the waiter got %s", what, crd_strerror(w->acquire_st));
+    int64_t took = w->t_acq_ms - t0;
+    cr_assert_lt(took, 1500, "%s: woken %lld ms after the release (by the TTL, not the message)",
+                 what, (long long)took);
+    return took;
+}

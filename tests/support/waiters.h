@@ -88,5 +88,9 @@ bool crdt_waiter_wait(crdt_waiter *w, int state, int64_t timeout_ms);
 /* Assert the thread finishes within timeout_ms ("<what>: the waiter thread did not
  * finish"), join it and destroy its gate. what may be NULL. */
 void crdt_waiter_join(crdt_waiter *w, int64_t timeout_ms, const char *what);
+/* Releases held (the waiter w waits on it), joins w and asserts it acquired within
+ * 1.5 s of the release: woken by the unlock message, not by the lease running out.
+ * Returns release -> acquired in ms. */
+int64_t crdt_release_wakes(crd_lock *held, crdt_waiter *w, const char *what);
 
 #endif /* CRDT_WAITERS_H */
