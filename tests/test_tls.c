@@ -13,13 +13,11 @@
 #include <criterion/criterion.h>
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -378,10 +376,13 @@ struct child_arg {
 static int child_main(void *arg)
 {
     struct child_arg *a = arg;
-#ifdef __SANITIZE_THREAD__
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
     /* TSan cannot start a thread in the child of a multi-threaded process ("dup thread
-     * with used id"), and a new client starts its threads: that half runs in the other
-     * builds; the parent's half (its sessions untouched) runs here too. */
+     * with used id"), and a new client starts its threads. gcc 12's ASan has no fork
+     * handler for its allocator: a child forked while another thread allocates can
+     * inherit a locked allocator and hang in its first malloc (seen in CI, inside
+     * OpenSSL's handshake). That half runs in the plain build and under memcheck; the
+     * parent's half (its sessions untouched) runs here too. */
     (void)a;
     return 0;
 #endif
@@ -401,37 +402,6 @@ static int child_main(void *arg)
     return rc;
 }
 
-/* Every other thread of this process sleeps in the kernel (state S): none is inside
- * malloc. Under ASan (gcc 12's libasan has no fork handler for its allocator) a fork
- * while another thread allocates leaves the child a locked allocator: the watchdog
- * thread the first watchdog acquire starts may still be setting itself up. */
-static bool other_threads_asleep(void *arg)
-{
-    (void)arg;
-    DIR *d = opendir("/proc/self/task");
-    if (d == NULL)
-        return true;
-    bool asleep = true;
-    struct dirent *e;
-    pid_t self = (pid_t)syscall(SYS_gettid);
-    while (asleep && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.' || atoi(e->d_name) == self)
-            continue;
-        char path[300], buf[512];
-        snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (f == NULL)
-            continue;
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        const char *close = strrchr(buf, ')');
-        asleep = close != NULL && close[1] == ' ' && close[2] == 'S';
-    }
-    closedir(d);
-    return asleep;
-}
-
 Test(tls, a_forked_child_never_writes_on_the_parents_tls_sessions)
 {
     crdt_server srv;
@@ -445,7 +415,6 @@ Test(tls, a_forked_child_never_writes_on_the_parents_tls_sessions)
     /* Every connection of the parent is open and has talked: pool, subscriber, watchdog. */
     cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     struct child_arg a = {url, crdt_tls_file("ca.crt"), crdt_key("child")};
-    cr_assert(crdt_wait_until(other_threads_asleep, NULL, 5000), "the client's threads never settled");
     pid_t pid = crdt_fork(child_main, &a);
     cr_assert_eq(crdt_wait_child(pid, crdt_scaled_ms(20000)), 0, "the child failed");
     /* A close_notify or any byte from the child would have broken these sessions. */
