@@ -37,8 +37,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if (ep.db < 0)
             abort();
-        if (ep.tls != (strncmp(url, "rediss://", 9) == 0) || (ep.tls && ep.unix_path != NULL))
-            abort(); /* TLS exactly for rediss://, and never over a unix socket */
+        bool tls_url = strncmp(url, "rediss://", 9) == 0 || strncmp(url, "rediss-cluster://", 17) == 0;
+        if (ep.tls != tls_url || (ep.tls && ep.unix_path != NULL))
+            abort(); /* TLS exactly for rediss:// and rediss-cluster://, never over a unix socket */
         if (ep.username != NULL && ep.password == NULL)
             abort(); /* a user name comes with a password */
         if (ep.unix_path != NULL && ep.unix_path[0] != '/')
