@@ -480,6 +480,11 @@ int cmd_run(const global_opts *g, int argc, char **argv)
     }
     st = acquire(&o, client, &set, &rc);
     if (st == CRD_OK) {
+        /* The lock is watched (prompt loss detection) before CMD starts: a force-unlock
+         * right away is heard, and no subscriber connect is in flight at the fork. */
+        const crd__buf *ch = &set.handles[0]->names.channel;
+        crd__sub_await_live(client, ch->p, ch->len,
+                            crd__now_ms() + 2000);
         atomic_store(&run_phase, RUN_STARTING);
         bool lost = false, spawned = false;
         int exit_code = supervise(&o, set.handles[0], &lost, &spawned);

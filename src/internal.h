@@ -617,6 +617,8 @@ bool crd__sub_arm(crd_client *c, crd__sub *s, crd__handoff *h);
 void crd__sub_disarm(crd_client *c, crd__sub *s);
 /* Entries marked since the last call (at most max), unmarked. */
 int crd__sub_take_checks(crd_client *c, crd__sub **out, int max);
+/* Waits (until deadline_ms) for channel's subscription to be confirmed; whether it is. */
+bool crd__sub_await_live(crd_client *c, const char *channel, size_t len, int64_t deadline_ms);
 /* Whether this client's subscriber has channel subscribed now. */
 bool crd__sub_is_live(crd_client *c, const char *channel, size_t len);
 /* Waits for one wake-up permit, or for the caller's lent attempt (mine, or NULL) to be

@@ -778,6 +778,21 @@ int crd__sub_take_checks(crd_client *c, crd__sub **out, int max)
     return n;
 }
 
+bool crd__sub_await_live(crd_client *c, const char *channel, size_t len, int64_t deadline_ms)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    crd__sub *s = find(ps, channel, len);
+    while (s != NULL && !live(s) && !atomic_load(&c->closed) && crd__now_ms() < deadline_ms) {
+        struct timespec ts = crd__abstime(deadline_ms);
+        pthread_cond_timedwait(&s->cv, &ps->mu, &ts);
+        s = find(ps, channel, len);
+    }
+    bool yes = s != NULL && live(s);
+    pthread_mutex_unlock(&ps->mu);
+    return yes;
+}
+
 bool crd__sub_is_live(crd_client *c, const char *channel, size_t len)
 {
     crd__pubsub *ps = c->ps;
