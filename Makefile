@@ -7,7 +7,8 @@ ifeq ($(CI),true)
 CMAKE_FLAGS += -DCREDISSON_WERROR=ON
 endif
 
-.PHONY: all deps build test test-valkey test-tls test-sanitize test-fuzz test-valgrind soak-sentinel demo clean
+.PHONY: all deps build test test-valkey test-tls test-sanitize test-fuzz test-valgrind soak-sentinel soak-partition demo clean \
+	test-clang analyze test-hiredis1
 
 all: build
 
@@ -47,8 +48,12 @@ test: build
 # harness starts CRD_REDIS_SERVER; CRDT_EXPECT_SERVER=valkey makes test_server fail if
 # Redis answered instead. valkey-bin/ puts valkey-cli on PATH under the name redis-cli
 # for the tests that run it as a shell command (test_cli), and valkey-server under the
-# name redis-server for anything that starts the server by name.
-VALKEY_SUITES ?= server golden lock exclusion pubsub watchdog fair rwlock cli stress
+# name redis-server for anything that starts the server by name. The Cluster and
+# Sentinel suites run on Valkey too: cluster nodes are CRD_REDIS_SERVER, made a cluster
+# by CRD_REDIS_CLI (valkey-cli --cluster create); the sentinels are CRD_REDIS_SENTINEL
+# (valkey-server --sentinel; Debian's valkey-sentinel package is not needed). With
+# CRDT_EXPECT_SERVER the harness checks every node and sentinel it starts is Valkey.
+VALKEY_SUITES ?= server golden lock exclusion pubsub watchdog fair rwlock cli stress cluster sentinel
 empty :=
 space := $(empty) $(empty)
 test-valkey: build
@@ -59,15 +64,18 @@ test-valkey: build
 	@echo "test-valkey: $$(valkey-server --version | cut -d' ' -f1-3): $(VALKEY_SUITES)"
 	cd $(BUILD) && PATH="$(abspath $(BUILD))/valkey-bin:$$PATH" \
 	    CRD_REDIS_SERVER="$$(command -v valkey-server)" CRD_REDIS_CLI="$$(command -v valkey-cli)" \
+	    CRD_REDIS_SENTINEL="$$(command -v valkey-server)" \
 	    CRDT_EXPECT_SERVER=valkey \
 	    ctest --output-on-failure --timeout 600 -R '^($(subst $(space),|,$(strip $(VALKEY_SUITES))))$$'
 
-# The lock, exclusion, pub/sub and watchdog suites again over TLS: with CRDT_TLS=1 the
-# harness's servers also serve TLS (certificates made for the run by
-# tests/support/tls_certs.sh) and the suites' clients use it, verified. About a minute;
+# The lock, exclusion, pub/sub, watchdog, contention, semaphore and latch suites again
+# over TLS (the synchronizers' lost-reply tests stay plain: the fault proxy reads the
+# commands): with CRDT_TLS=1 the harness's servers also serve TLS (certificates made for
+# the run by tests/support/tls_certs.sh) and the suites' clients use it, verified. About a
+# minute;
 # tests/test_tls.c (in `make test`) covers what only TLS has.
 test-tls: build
-	cd $(BUILD) && CRDT_TLS=1 ctest --output-on-failure --timeout 600 -R '^(lock|exclusion|pubsub|watchdog|contention)$$'
+	cd $(BUILD) && CRDT_TLS=1 ctest --output-on-failure --timeout 600 -R '^(lock|exclusion|pubsub|watchdog|contention|semaphore|latch)$$'
 
 # The whole suite again under ASan+UBSan and under TSan (CI runs this too); the TSan
 # build runs the Criterion files with tests/support/crlite (Criterion cannot run under
@@ -81,6 +89,52 @@ test-sanitize: deps
 	        CRDT_CHAOS_SECONDS=30 ctest --output-on-failure --timeout 900 \
 	        -E '^(interop|install|bench_quick)$$') || exit 1; \
 	done
+
+# credisson against hiredis 1.x, as most users build it (Debian 13, Ubuntu 24.04, Fedora,
+# Homebrew and vcpkg ship 1.x; this machine's own libhiredis-dev is 0.14):
+# scripts/hiredis1.sh fetches Debian trixie's hiredis source package through a private
+# apt state (a deb-src line used for that `apt-get source` only; nothing is installed)
+# and builds it into $(BUILD)-hiredis1/hiredis/prefix; credisson is built against it with
+# -Werror, found through hiredis's CMake package (the check below fails the target if
+# the build took the system's 0.14 instead), and the server-facing suites run.
+HIREDIS1_SUITES ?= server golden lock pubsub watchdog tls cli
+test-hiredis1: deps
+	@scripts/hiredis1.sh $(BUILD)-hiredis1/hiredis >/dev/null
+	@cmake -S . -B $(BUILD)-hiredis1 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCREDISSON_WERROR=ON \
+	    -DCMAKE_PREFIX_PATH="$(abspath $(BUILD)-hiredis1/hiredis/prefix)" $(CMAKE_FLAGS) >/dev/null
+	@grep -q '^hiredis_DIR:PATH=$(abspath $(BUILD)-hiredis1/hiredis/prefix)/' $(BUILD)-hiredis1/CMakeCache.txt || \
+	    { echo "test-hiredis1: CMake did not find the private hiredis 1.x" >&2; exit 1; }
+	cmake --build $(BUILD)-hiredis1 -j$(JOBS)
+	@ldd $(BUILD)-hiredis1/libcredisson.so | grep -q '$(abspath $(BUILD)-hiredis1/hiredis/prefix)/lib/libhiredis.so.1' || \
+	    { echo "test-hiredis1: libcredisson.so is not linked to the private hiredis 1.x" >&2; exit 1; }
+	@echo "test-hiredis1: $$(basename $$(ls -d $(BUILD)-hiredis1/hiredis/src/hiredis-1.*/)): $(HIREDIS1_SUITES)"
+	cd $(BUILD)-hiredis1 && ctest --output-on-failure --timeout 600 \
+	    -R '^($(subst $(space),|,$(strip $(HIREDIS1_SUITES))))$$'
+
+# The whole tree (library, CLI, examples, tests, bench) built with clang and -Werror in
+# $(BUILD)-clang, then the suites that need no server and two that do. Clang's
+# warnings differ from gcc's (-Wformat-nonliteral under -Wformat=2, -Wfor-loop-analysis).
+CLANG_SUITES ?= units names lock cli openmetrics
+test-clang:
+	@DEPS_EXTRA="clang" scripts/deps.sh
+	@CC=clang cmake -S . -B $(BUILD)-clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCREDISSON_WERROR=ON \
+	    $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD)-clang -j$(JOBS)
+	cd $(BUILD)-clang && ctest --output-on-failure --timeout 600 \
+	    -R '^($(subst $(space),|,$(strip $(CLANG_SUITES))))$$'
+
+# Clang's static analyzer (scan-build, package clang-tools) over src/ and cli/: the
+# library and the CLI only, configured afresh so that every file is compiled (and
+# analyzed) under scan-build. Any finding fails the target (--status-bugs); the HTML
+# report stays in $(BUILD)-analyze/report. Where the analyzer is wrong, the code says so
+# in a comment next to the line that answers it (search for "clang's analyzer").
+analyze:
+	@DEPS_EXTRA="clang clang-tools" scripts/deps.sh
+	@rm -rf $(BUILD)-analyze
+	@scan-build -o $(BUILD)-analyze/report cmake -S . -B $(BUILD)-analyze -DCMAKE_BUILD_TYPE=Debug \
+	    -DCREDISSON_BUILD_TESTS=OFF -DCREDISSON_BUILD_EXAMPLES=OFF >/dev/null
+	scan-build --status-bugs -o $(BUILD)-analyze/report \
+	    cmake --build $(BUILD)-analyze -j$(JOBS) --target credisson_obj credisson_cli
 
 # libFuzzer targets (clang, ASan+UBSan), 60 s each on top of the committed corpus.
 test-fuzz:
@@ -113,7 +167,7 @@ test-valgrind: build
 	    a=$$(sed -n "s|^add_test(.*/$$t\"\(.*\))\$$|\1|p" CTestTestfile.cmake | tr -d '"'); \
 	    s=$$(date +%s); \
 	    CRD_REDIS_SERVER=$$(command -v redis-server) CRDT_TIME_SCALE=$(VALGRIND_TIME_SCALE) \
-	        valgrind --trace-children=yes \
+	        valgrind --trace-children=yes --num-callers=40 \
 	        --trace-children-skip='*redis-server*,/bin/*,/usr/bin/*' \
 	        --leak-check=full --errors-for-leak-kinds=definite \
 	        --suppressions=$(CURDIR)/tests/valgrind.supp --error-exitcode=99 \
@@ -130,6 +184,28 @@ test-valgrind: build
 SOAK_SECONDS ?= 300
 soak-sentinel: build
 	$(BUILD)/tests/soak_sentinel $(SOAK_SECONDS) both
+
+# The partition suite (issue 26 part 3) as a soak: tests/test_partition.c's scenarios
+# (a holder cut off past its lease, a client cut off from one sentinel or one cluster
+# node, a Sentinel split brain with replica sync on and off) repeated for SOAK_MINUTES
+# in all, shared among its PARTITION_TESTS tests, then its figures summed per
+# replica-sync mode. An overlap with sync on fails the run (the suite asserts it); with
+# sync off the overlaps are counted. The whole output is in $(BUILD)/soak-partition.log.
+SOAK_MINUTES ?= 5
+PARTITION_TESTS = 5
+soak-partition: build
+	@secs=$$(( $(SOAK_MINUTES) * 60 / $(PARTITION_TESTS) )); log=$(BUILD)/soak-partition.log; \
+	echo "soak-partition: $(SOAK_MINUTES) min, $$secs s per test (log in $$log)"; \
+	CRDT_PARTITION_SOAK_SECONDS=$$secs $(BUILD)/tests/test_partition --jobs 1 >$$log 2>&1; rc=$$?; \
+	grep -E '^\[partition\] scenario=|Synthesis|FAIL|Assertion' $$log; \
+	awk '/^\[partition\] scenario=/ { \
+	        for (i = 2; i <= NF; i++) { split($$i, kv, "="); v[kv[1]] = kv[2] } \
+	        s = v["sync"]; p[s] += v["partitions"]; h[s] += v["holds"]; l[s] += v["losses"]; \
+	        n[s] += v["not_synced"]; o[s] += v["overlaps"] } \
+	    END { for (s in p) printf "soak-partition: replica sync %-3s: partitions %d, holds %d, " \
+	        "losses reported %d, acquires refused not synced %d, overlaps %d\n", \
+	        s, p[s], h[s], l[s], n[s], o[s] }' $$log; \
+	exit $$rc
 
 demo: build
 	@scripts/demo.sh $(BUILD)

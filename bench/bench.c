@@ -14,7 +14,8 @@
  *
  * Method, metrics and the last full run: bench/README.md.
  * Threads: the main thread drives everything; threads-N starts N locker threads, the
- * floor a subscriber thread. Workers are separate processes (worker.c, node/worker.js).
+ * floor a subscriber thread; stall starts 64 blocking threads and a loop thread while the
+ * main thread stops and resumes the server (SIGSTOP/SIGCONT). Workers are separate processes (worker.c, node/worker.js).
  */
 #include "bench.h"
 
@@ -48,6 +49,9 @@
 #ifndef CRD_BENCH_REDIS_SERVER
 #define CRD_BENCH_REDIS_SERVER "redis-server"
 #endif
+#ifndef CRD_BENCH_REDIS_BENCHMARK
+#define CRD_BENCH_REDIS_BENCHMARK "redis-benchmark"
+#endif
 #ifndef CRD_BENCH_BUILD_TYPE
 #define CRD_BENCH_BUILD_TYPE ""
 #endif
@@ -55,9 +59,10 @@
 /* ---- options and parameters ------------------------------------------------------------- */
 
 static const char *const ALL_SCENARIOS[] = {
-    "floor",    "uncontended", "uncontended-tls", "threads-4",    "threads-16",    "loop-64",
-    "procs-4",  "procs-16",    "handoff",         "fair-8",       "cluster-3",     "watchdog-10k",
-    "watchdog-100k"};
+    "floor",   "uncontended", "uncontended-tls", "threads-4",    "threads-16",
+    "loop-64", "many-names",  "stall",           "procs-4",      "procs-16",
+    "handoff", "fair-8",      "cluster-3",       "watchdog-10k", "watchdog-100k",
+    "semaphore-8"};
 #define NSCEN (sizeof ALL_SCENARIOS / sizeof ALL_SCENARIOS[0])
 
 typedef struct params {
@@ -68,6 +73,8 @@ typedef struct params {
     int64_t duration_ms;    /* threads-N, procs-N, fair-8 */
     int handoff_rounds;
     int wd_rounds;
+    long cap_acq_n, cap_rel_n; /* many-names: redis-benchmark requests per script */
+    int64_t stall_ms;          /* stall: how long the server is stopped */
     bool selected[NSCEN];
 } params;
 
@@ -90,6 +97,7 @@ static void stop_redis(void)
 {
     if (redis_pid > 0) {
         kill(redis_pid, SIGTERM);
+        kill(redis_pid, SIGCONT); /* the stall scenario may have left it stopped */
         waitpid(redis_pid, NULL, 0);
         redis_pid = 0;
     }
@@ -104,8 +112,10 @@ static void stop_redis(void)
 
 static void on_signal(int sig)
 {
-    if (redis_pid > 0)
+    if (redis_pid > 0) {
         kill(redis_pid, SIGTERM);
+        kill(redis_pid, SIGCONT);
+    }
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -1060,7 +1070,7 @@ static void sc_threads(int rep, const char *scenario, int n)
 #define LOOP_NAMES 16
 
 typedef struct loop_run {
-    crd_lock *locks[LOOP_NAMES];
+    crd_lock **locks;
     int64_t deadline;
     long acq, errors;
     int in_flight;
@@ -1092,13 +1102,16 @@ static void loop_released(void *user, crd_op *op, crd_status st)
     r->in_flight--;
 }
 
-/* One loop thread with n operations in flight on LOOP_NAMES names: acquisitions/s. */
-static double loop_rate(const char *base, int n, long *errors)
+/* One loop thread (this one) of client c with n acquire-release chains in flight on
+ * nnames names (chain k on name k % nnames, its own crd_owner_new() owner), each
+ * acquire(-1, lease 10 s) followed by its release, for the scenario's duration:
+ * acquisitions/s (each counted one's release is inside the time). */
+static double loop_rate_on(crd_client *c, const char *base, int n, int nnames, long *errors)
 {
-    crd_client *c = new_client(0);
     loop_run r;
     memset(&r, 0, sizeof r);
-    for (int i = 0; i < LOOP_NAMES; i++) {
+    r.locks = calloc((size_t)nnames, sizeof *r.locks);
+    for (int i = 0; i < nnames; i++) {
         char name[200];
         snprintf(name, sizeof name, "%s:%d", base, i);
         crd_lock_new(c, name, &r.locks[i]);
@@ -1107,7 +1120,7 @@ static double loop_rate(const char *base, int n, long *errors)
     int64_t t0 = bn_now_us();
     r.deadline = t0 + P.duration_ms * 1000;
     for (int k = 0; k < n; k++)
-        if (crd_lock_acquire_async(r.locks[k % LOOP_NAMES], crd_owner_new(), -1, 10000,
+        if (crd_lock_acquire_async(r.locks[k % nnames], crd_owner_new(), -1, 10000,
                                    loop_acquired, &r, NULL) == CRD_OK)
             r.in_flight++;
     while (r.in_flight > 0) {
@@ -1118,10 +1131,19 @@ static double loop_rate(const char *base, int n, long *errors)
     }
     double secs = (double)(bn_now_us() - t0) / 1e6;
     *errors = r.errors;
-    for (int i = 0; i < LOOP_NAMES; i++)
+    for (int i = 0; i < nnames; i++)
         crd_lock_free(r.locks[i]);
-    crd_client_free(c);
+    free(r.locks);
     return (double)r.acq / secs;
+}
+
+/* One loop thread with n operations in flight on LOOP_NAMES names: acquisitions/s. */
+static double loop_rate(const char *base, int n, long *errors)
+{
+    crd_client *c = new_client(0);
+    double rate = loop_rate_on(c, base, n, LOOP_NAMES, errors);
+    crd_client_free(c);
+    return rate;
 }
 
 typedef struct blocking_locker {
@@ -1211,6 +1233,485 @@ static void sc_loop(int rep, const char *scenario, int n)
         fail_check(r, "errors", (double)(le + be));
 }
 
+/* ---- many-names: distinct names against the server's capacity ------------------------------- */
+
+#define MANY_NAMES 64
+#define CAP_OWNER "00000000-0000-4000-8000-000000000000:1"
+#define CAP_CHUNK 20000
+
+static char REL_SHA[64];
+static bool cap_noted;
+
+/* Connections the server has open now (CLIENT LIST lines), the bench's own included. */
+static long server_conns(void)
+{
+    const char *argv[2] = {"CLIENT", "LIST"};
+    redisReply *r = bn_cmd(ADMIN, 2, argv);
+    long n = 0;
+    for (size_t i = 0; r->type == REDIS_REPLY_STRING && i < r->len; i++)
+        n += r->str[i] == '\n';
+    freeReplyObject(r);
+    return n;
+}
+
+/* Waits (up to 2 s) until the server has closed what a freed client held. */
+static void conns_settle(long base)
+{
+    int64_t until = bn_now_us() + 2000000;
+    while (server_conns() > base && bn_now_us() < until)
+        bn_sleep_us(10000);
+}
+
+/* redis-benchmark -P 16 -c 16 running one command n times, every __rand_int__ in it
+ * replaced by a number in [0, keyspace) written as 12 digits: requests/s, or NAN. */
+static double rb_rps(long n, long keyspace, int argc, const char **cmd)
+{
+    char port[16], ns[24], ks[24];
+    snprintf(port, sizeof port, "%d", EP.port);
+    snprintf(ns, sizeof ns, "%ld", n);
+    snprintf(ks, sizeof ks, "%ld", keyspace);
+    const char *head[] = {CRD_BENCH_REDIS_BENCHMARK, "-h", EP.host, "-p", port, "-P", "16",
+                          "-c", "16", "-n", ns, "-r", ks, "--csv"};
+    const int nh = (int)(sizeof head / sizeof head[0]);
+    char *argv[40];
+    for (int i = 0; i < nh; i++)
+        argv[i] = (char *)head[i];
+    for (int i = 0; i < argc; i++)
+        argv[nh + i] = (char *)cmd[i];
+    argv[nh + argc] = NULL;
+    bn_child ch;
+    if (!bn_spawn(&ch, argv, NULL))
+        return NAN;
+    /* --csv: a header line, then "<command>","<requests/s>",<latencies>... */
+    double rps = NAN;
+    char *l;
+    while ((l = bn_readline(ch.out)) != NULL) {
+        const char *q = strstr(l, "\",\"");
+        if (strncmp(l, "\"EVALSHA", 8) == 0 && q != NULL)
+            rps = strtod(q + 3, NULL);
+        free(l);
+    }
+    if (bn_reap(&ch) != 0)
+        rps = NAN;
+    return rps;
+}
+
+/* Keys prefix + 12-digit i for i in [from, to), held by CAP_OWNER with a count of 1 (the
+ * state the acquire script leaves), or counted. Bench-only scripts: the keys are built
+ * from ARGV, which only a standalone server allows. */
+static long cap_keys(const char *prefix, long from, long to, bool count)
+{
+    static const char fill[] =
+        "for i = tonumber(ARGV[2]), tonumber(ARGV[3]) - 1 do\n"
+        "  local k = ARGV[1] .. string.format('%012d', i)\n"
+        "  redis.call('hset', k, ARGV[4], 1)\n"
+        "  redis.call('pexpire', k, 60000)\n"
+        "end\nreturn 0\n";
+    static const char cnt[] =
+        "local n = 0\n"
+        "for i = tonumber(ARGV[2]), tonumber(ARGV[3]) - 1 do\n"
+        "  n = n + redis.call('exists', ARGV[1] .. string.format('%012d', i))\n"
+        "end\nreturn n\n";
+    long n = 0;
+    for (long a = from; a < to; a += CAP_CHUNK) {
+        char as[24], bs[24];
+        snprintf(as, sizeof as, "%ld", a);
+        snprintf(bs, sizeof bs, "%ld", a + CAP_CHUNK < to ? a + CAP_CHUNK : to);
+        const char *argv[7] = {"EVAL", count ? cnt : fill, "0", prefix, as, bs, CAP_OWNER};
+        n += bn_cmd_int(ADMIN, 7, argv);
+    }
+    return n;
+}
+
+typedef struct capacity {
+    double acq_rps, rel_rps, pairs_per_s, rel_full_fraction;
+} capacity;
+
+/* The server's capacity for credisson's own two scripts, from redis-benchmark -P 16 on
+ * distinct keys (bench/README.md, many-names). Acquires: fresh keys out of 10^8, lease
+ * 10 s. Releases: P.cap_rel_n of them on 8 x that many keys held by one owner (filled
+ * first), the latch key random out of 10^16 as the library's per-call request id is;
+ * the share of releases that found their key still held is reported. */
+static capacity measure_capacity(int rep)
+{
+    capacity cp = {NAN, NAN, NAN, NAN};
+    if (REL_SHA[0] == '\0') {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/rlock_unlock.lua", CRD_BENCH_LUA_DIR);
+        char *text = read_file(path);
+        if (text != NULL)
+            load_script(text, REL_SHA);
+        free(text);
+    }
+    char akey[128], rprefix[128], rkey[160], chan[128], latch[160];
+    snprintf(akey, sizeof akey, "crdbench:%s:cap:%d:a:__rand_int__", RUN_ID, rep);
+    snprintf(rprefix, sizeof rprefix, "crdbench:%s:cap:%d:r:", RUN_ID, rep);
+    snprintf(rkey, sizeof rkey, "%s__rand_int__", rprefix);
+    snprintf(chan, sizeof chan, "redisson_lock__channel:{crdbench:%s:cap}", RUN_ID);
+    snprintf(latch, sizeof latch,
+             "redisson_unlock_latch:{crdbench:%s:cap}:__rand_int____rand_int__", RUN_ID);
+    const char *acq[6] = {"EVALSHA", ACQ_SHA, "1", akey, "10000", CAP_OWNER};
+    const char *rel[11] = {"EVALSHA", REL_SHA, "3", rkey, chan, latch,
+                           "0",       "10000", CAP_OWNER, "PUBLISH", "7000"};
+    cp.acq_rps = rb_rps(P.cap_acq_n, 100000000, 6, acq);
+    if (isnan(cp.acq_rps) || REL_SHA[0] == '\0') {
+        if (!cap_noted)
+            fprintf(stderr, "credisson-bench: NOTE: many-names: no capacity figure (%s or "
+                            "%s/rlock_unlock.lua missing or failing)\n",
+                    CRD_BENCH_REDIS_BENCHMARK, CRD_BENCH_LUA_DIR);
+        cap_noted = true;
+        return cp;
+    }
+    long held = 8 * P.cap_rel_n;
+    cap_keys(rprefix, 0, held, false);
+    cp.rel_rps = rb_rps(P.cap_rel_n, held, 11, rel);
+    long left = cap_keys(rprefix, 0, held, true);
+    cp.rel_full_fraction = (double)(held - left) / (double)P.cap_rel_n;
+    cp.pairs_per_s = 1.0 / (1.0 / cp.acq_rps + 1.0 / cp.rel_rps);
+    return cp;
+}
+
+/* 64 threads of one client, each on its own name, then one loop thread with 64 chains on
+ * 64 names (a fresh client each), against the server's capacity measured around them
+ * (before them in even repetitions, after them in odd ones). */
+static void sc_many_names(int rep, const char *scenario)
+{
+    char tname[128], lname[128];
+    mkname(tname, sizeof tname, scenario, rep, "threads");
+    mkname(lname, sizeof lname, scenario, rep, "loop");
+    capacity cp = {NAN, NAN, NAN, NAN};
+    if (rep % 2 == 0)
+        cp = measure_capacity(rep);
+    long base = server_conns(), te = 0, le = 0;
+    crd_metrics mt, ml;
+    crd_client *c = new_client(0);
+    double tr = blocking_rate_on(c, tname, MANY_NAMES, MANY_NAMES, &te);
+    long tconns = server_conns() - base;
+    crd_client_metrics(c, &mt, sizeof mt);
+    crd_client_free(c);
+    conns_settle(base);
+    c = new_client(0);
+    double lr = loop_rate_on(c, lname, MANY_NAMES, MANY_NAMES, &le);
+    long lconns = server_conns() - base;
+    crd_client_metrics(c, &ml, sizeof ml);
+    crd_client_free(c);
+    conns_settle(base);
+    if (rep % 2 != 0)
+        cp = measure_capacity(rep);
+    result *r = res(scenario, "credisson");
+    put(r, "threads_pairs_per_s", tr);
+    put(r, "loop_pairs_per_s", lr);
+    put(r, "capacity_pairs_per_s", cp.pairs_per_s);
+    put(r, "threads_ratio_to_capacity", tr / cp.pairs_per_s);
+    put(r, "loop_ratio_to_capacity", lr / cp.pairs_per_s);
+    put(r, "cap_acquire_rps", cp.acq_rps);
+    put(r, "cap_release_rps", cp.rel_rps);
+    put(r, "cap_release_hit_held_share", cp.rel_full_fraction);
+    put(r, "threads_connections", (double)tconns);
+    put(r, "threads_connects", (double)mt.connects);
+    put(r, "loop_connections", (double)lconns);
+    put(r, "loop_connects", (double)ml.connects);
+    if (te + le > 0)
+        fail_check(r, "errors", (double)(te + le));
+}
+
+/* ---- stall: the server stopped (SIGSTOP) under blocking and loop acquires ------------------- */
+
+#define STALL_NAMES 64
+#define STALL_WAIT_MS 100
+
+typedef struct stall_run {
+    int64_t stall_end; /* the planned SIGCONT: no attempt starts after it */
+    pthread_barrier_t ready, go;
+} stall_run;
+
+typedef struct stall_thread {
+    stall_run *s;
+    crd_lock *l;
+    int64_t worst_over_us;
+    long ok, failed, timed_out; /* timed_out: of failed, CRD_TIMEOUT */
+    bool holds; /* told CRD_OK, and its release did not say released */
+} stall_thread;
+
+static void *stall_thread_main(void *p)
+{
+    stall_thread *t = p;
+    if (crd_lock_acquire(t->l, 2000, CRD_LEASE_WATCHDOG) == CRD_OK) /* connected and warm */
+        crd_lock_release(t->l);
+    pthread_barrier_wait(&t->s->ready);
+    pthread_barrier_wait(&t->s->go);
+    t->worst_over_us = INT64_MIN;
+    while (bn_now_us() < t->s->stall_end) {
+        int64_t t0 = bn_now_us();
+        crd_status st = crd_lock_acquire(t->l, STALL_WAIT_MS, CRD_LEASE_WATCHDOG);
+        int64_t over = bn_now_us() - (t0 + STALL_WAIT_MS * 1000);
+        if (over > t->worst_over_us)
+            t->worst_over_us = over;
+        if (st != CRD_OK) {
+            t->failed++;
+            t->timed_out += st == CRD_TIMEOUT;
+            continue;
+        }
+        t->ok++;
+        t->holds = crd_lock_release(t->l) != CRD_OK;
+    }
+    return NULL;
+}
+
+struct stall_loop;
+
+typedef struct stall_chain {
+    struct stall_loop *lp;
+    crd_lock *l;
+    uint64_t owner;
+    int64_t t0;
+    bool holds;
+} stall_chain;
+
+typedef struct stall_loop {
+    stall_run *s;
+    crd_client *c;
+    stall_chain ch[STALL_NAMES];
+    int64_t until; /* chains start no acquire after this */
+    int in_flight;
+    long ok, failed, timed_out;
+    int64_t worst_over_us, worst_dispatch_us;
+} stall_loop;
+
+static void stall_acquired(void *user, crd_op *op, crd_status st);
+static void stall_released(void *user, crd_op *op, crd_status st);
+
+static void stall_next(stall_chain *k)
+{
+    stall_loop *lp = k->lp;
+    k->t0 = bn_now_us();
+    if (k->t0 < lp->until && crd_lock_acquire_async(k->l, k->owner, STALL_WAIT_MS,
+                                                    CRD_LEASE_WATCHDOG, stall_acquired, k,
+                                                    NULL) == CRD_OK)
+        return;
+    lp->in_flight--;
+}
+
+static void stall_acquired(void *user, crd_op *op, crd_status st)
+{
+    stall_chain *k = user;
+    int64_t over = bn_now_us() - (k->t0 + STALL_WAIT_MS * 1000);
+    if (over > k->lp->worst_over_us)
+        k->lp->worst_over_us = over;
+    if (st != CRD_OK) {
+        k->lp->failed++;
+        k->lp->timed_out += st == CRD_TIMEOUT;
+        stall_next(k);
+        return;
+    }
+    k->lp->ok++;
+    k->holds = true;
+    if (crd_lock_release_async(crd_op_lock(op), k->owner, stall_released, k, NULL) != CRD_OK)
+        k->lp->in_flight--;
+}
+
+static void stall_released(void *user, crd_op *op, crd_status st)
+{
+    (void)op;
+    stall_chain *k = user;
+    k->holds = st != CRD_OK;
+    stall_next(k);
+}
+
+/* Runs every chain once from now until it passes lp->until; gives up at hard (then
+ * in_flight says how many never completed). Times each dispatch that starts before
+ * lp->s->stall_end. */
+static void stall_loop_run(stall_loop *lp, int64_t hard)
+{
+    int fd = crd_loop_fd(lp->c);
+    lp->in_flight = STALL_NAMES;
+    for (int i = 0; i < STALL_NAMES; i++) {
+        lp->ch[i].t0 = bn_now_us();
+        if (crd_lock_acquire_async(lp->ch[i].l, lp->ch[i].owner, STALL_WAIT_MS, CRD_LEASE_WATCHDOG,
+                                   stall_acquired, &lp->ch[i], NULL) != CRD_OK)
+            lp->in_flight--;
+    }
+    while (lp->in_flight > 0 && bn_now_us() < hard) {
+        int64_t t0 = bn_now_us();
+        crd_loop_dispatch(lp->c);
+        int64_t d = bn_now_us() - t0;
+        if (t0 < lp->s->stall_end && d > lp->worst_dispatch_us)
+            lp->worst_dispatch_us = d;
+        int64_t ms = crd_loop_timeout_ms(lp->c);
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, ms < 0 || ms > 100 ? 100 : (int)ms);
+    }
+}
+
+static void *stall_loop_main(void *p)
+{
+    stall_loop *lp = p;
+    lp->until = 0; /* warm-up: one acquire and release per chain, wait 100 ms */
+    stall_loop_run(lp, bn_now_us() + 5000000);
+    for (int i = 0; i < STALL_NAMES; i++)
+        lp->ch[i].holds = false;
+    lp->ok = lp->failed = lp->timed_out = 0;
+    lp->worst_dispatch_us = 0;
+    pthread_barrier_wait(&lp->s->ready);
+    pthread_barrier_wait(&lp->s->go);
+    lp->worst_over_us = INT64_MIN;
+    lp->until = lp->s->stall_end;
+    stall_loop_run(lp, lp->s->stall_end + 10000000);
+    return NULL;
+}
+
+/* Waits until the kernel shows pid stopped (state T), up to 1 s. */
+static bool wait_stopped(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    for (int i = 0; i < 1000; i++) {
+        char buf[512] = "";
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = '\0';
+        const char *q = strrchr(buf, ')');
+        if (q != NULL && q[1] == ' ' && q[2] == 'T')
+            return true;
+        bn_sleep_us(1000);
+    }
+    return false;
+}
+
+static void sc_stall(int rep, const char *scenario)
+{
+    if (!OWN_SERVER) {
+        if (rep == 0)
+            fprintf(stderr, "credisson-bench: NOTE: stall skipped: it stops the server, which "
+                            "it only does to its own (not with --url)\n");
+        return;
+    }
+    char base[128];
+    mkname(base, sizeof base, scenario, rep, "c");
+    crd_client *c = new_client(0);
+    stall_run s;
+    memset(&s, 0, sizeof s);
+    s.stall_end = INT64_MAX;
+    pthread_barrier_init(&s.ready, NULL, STALL_NAMES + 2);
+    pthread_barrier_init(&s.go, NULL, STALL_NAMES + 2);
+    stall_thread *t = calloc(STALL_NAMES, sizeof *t);
+    stall_loop *lp = calloc(1, sizeof *lp);
+    pthread_t th[STALL_NAMES], lth;
+    const char *names[2 * STALL_NAMES];
+    char nbuf[2 * STALL_NAMES][160];
+    lp->s = &s;
+    lp->c = c;
+    for (int i = 0; i < STALL_NAMES; i++) {
+        snprintf(nbuf[i], sizeof nbuf[i], "%s:t:%d", base, i);
+        snprintf(nbuf[STALL_NAMES + i], sizeof nbuf[0], "%s:l:%d", base, i);
+        names[i] = nbuf[i];
+        names[STALL_NAMES + i] = nbuf[STALL_NAMES + i];
+        t[i].s = &s;
+        crd_lock_new(c, names[i], &t[i].l);
+        lp->ch[i].lp = lp;
+        lp->ch[i].owner = crd_owner_new();
+        crd_lock_new(c, names[STALL_NAMES + i], &lp->ch[i].l);
+        pthread_create(&th[i], NULL, stall_thread_main, &t[i]);
+    }
+    pthread_create(&lth, NULL, stall_loop_main, lp);
+    pthread_barrier_wait(&s.ready);
+    crd_metrics m0, m1;
+    crd_client_metrics(c, &m0, sizeof m0);
+
+    /* From here to SIGCONT: no early return, and nothing of the bench's own talks to the
+     * server (ADMIN would block). stop_redis() and on_signal() resume it too. */
+    kill(redis_pid, SIGSTOP);
+    bool stopped = wait_stopped(redis_pid);
+    int64_t t_stop = bn_now_us();
+    s.stall_end = t_stop + P.stall_ms * 1000;
+    pthread_barrier_wait(&s.go);
+    while (bn_now_us() < s.stall_end)
+        bn_sleep_us(s.stall_end - bn_now_us());
+    kill(redis_pid, SIGCONT);
+    int64_t t_cont = bn_now_us();
+
+    /* Every caller must be back soon after the resume; a hung one ends the run. */
+    long hung = 0;
+    struct timespec jd;
+    clock_gettime(CLOCK_REALTIME, &jd);
+    jd.tv_sec += 10;
+    for (int i = 0; i < STALL_NAMES; i++)
+        hung += pthread_timedjoin_np(th[i], NULL, &jd) != 0;
+    hung += pthread_timedjoin_np(lth, NULL, &jd) != 0;
+    int64_t t_back = bn_now_us();
+    result *r = res(scenario, "credisson");
+    if (hung > 0 || lp->in_flight > 0) {
+        fail_check(r, "callers (threads, or the loop thread) not back 10 s after the resume",
+                   (double)(hung + lp->in_flight));
+        fprintf(stderr, "credisson-bench: stall: cannot free a client still in use; stopping\n");
+        exit(1);
+    }
+
+    /* Every name's key must go: a late hold is given back once the server answers. A key
+     * that stays while nobody was told it is held is a silent hold. */
+    const char *argv[1 + 2 * STALL_NAMES];
+    int64_t gone_at = -1, hard = bn_now_us() + 5000000;
+    long left = 0;
+    do {
+        int n = 0;
+        argv[n++] = "EXISTS";
+        for (int i = 0; i < STALL_NAMES; i++) {
+            if (!t[i].holds)
+                argv[n++] = names[i];
+            if (!lp->ch[i].holds)
+                argv[n++] = names[STALL_NAMES + i];
+        }
+        left = n > 1 ? bn_cmd_int(ADMIN, n, argv) : 0;
+        if (left == 0)
+            gone_at = bn_now_us();
+        else
+            bn_sleep_us(10000);
+    } while (left > 0 && bn_now_us() < hard);
+    crd_client_metrics(c, &m1, sizeof m1);
+
+    int64_t t_over = INT64_MIN;
+    long t_ok = 0, t_failed = 0, t_timed_out = 0, known = 0;
+    for (int i = 0; i < STALL_NAMES; i++) {
+        t_over = t[i].worst_over_us > t_over ? t[i].worst_over_us : t_over;
+        t_ok += t[i].ok;
+        t_failed += t[i].failed;
+        t_timed_out += t[i].timed_out;
+        known += t[i].holds + lp->ch[i].holds;
+    }
+    put(r, "stall_ms", (double)(t_cont - t_stop) / 1000.0);
+    put(r, "threads_deadline_overrun_ms_max", (double)t_over / 1000.0);
+    put(r, "loop_deadline_overrun_ms_max", (double)lp->worst_over_us / 1000.0);
+    put(r, "loop_dispatch_ms_max", (double)lp->worst_dispatch_us / 1000.0);
+    put(r, "threads_acquires_failed", (double)t_failed);
+    put(r, "threads_acquires_timed_out", (double)t_timed_out);
+    put(r, "threads_acquires_ok", (double)t_ok);
+    put(r, "loop_acquires_failed", (double)lp->failed);
+    put(r, "loop_acquires_timed_out", (double)lp->timed_out);
+    put(r, "loop_acquires_ok", (double)lp->ok);
+    put(r, "late_holds_released", (double)(m1.late_holds_released - m0.late_holds_released));
+    put(r, "outcomes_unknown", (double)(m1.outcomes_unknown - m0.outcomes_unknown));
+    put(r, "callers_back_ms_after_resume", (double)(t_back - t_cont) / 1000.0);
+    put(r, "keys_gone_ms_after_resume", gone_at < 0 ? NAN : (double)(gone_at - t_cont) / 1000.0);
+    put(r, "holds_known_to_callers", (double)known);
+    put(r, "silent_holds", (double)left);
+    if (!stopped)
+        fprintf(stderr, "credisson-bench: stall: the server was not seen stopped within 1 s\n");
+    if (left > 0)
+        fail_check(r, "silent holds (a key still held 5 s after the resume, its caller told the "
+                      "acquire failed)", (double)left);
+    for (int i = 0; i < STALL_NAMES; i++) {
+        crd_lock_free(t[i].l);
+        crd_lock_free(lp->ch[i].l);
+    }
+    crd_client_free(c);
+    pthread_barrier_destroy(&s.ready);
+    pthread_barrier_destroy(&s.go);
+    free(t);
+    free(lp);
+}
+
 /* ---- cluster-3 ------------------------------------------------------------------------------- */
 
 #define CLUSTER_THREADS 24
@@ -1290,17 +1791,22 @@ static void sc_cluster(int rep, const char *scenario)
 
 /* ---- procs-N -------------------------------------------------------------------------------- */
 
-/* Runs n worker processes of one implementation; false when they could not run. */
-static bool procs_run(int rep, const char *scenario, int n, bool node, contended *x)
+/* Runs n worker processes of one implementation; false when they could not run. kind
+ * "procs", or "semaphore" (C only: permits, and its "H" line of acquire and release
+ * times into *times). */
+static bool procs_run(int rep, const char *scenario, int n, bool node, contended *x,
+                      const char *kind, int permits, bn_vec *times)
 {
-    char name[128], prefix[200], dur[24];
+    char name[128], prefix[200], dur[24], perm[16];
     mkname(name, sizeof name, scenario, rep, node ? "node" : "c");
     snprintf(prefix, sizeof prefix, "%s:k", name);
     snprintf(dur, sizeof dur, "%" PRId64, P.duration_ms);
+    snprintf(perm, sizeof perm, "%d", permits);
     bn_child *ch = calloc((size_t)n, sizeof *ch);
     bool ok = true;
     for (int i = 0; i < n && ok; i++)
-        ok = spawn_worker(&ch[i], node, "procs", name, prefix, "--duration-ms", dur, NULL, NULL);
+        ok = spawn_worker(&ch[i], node, kind, name, prefix, "--duration-ms", dur,
+                          times != NULL ? "--permits" : NULL, times != NULL ? perm : NULL);
     if (!ok || !all_ready(ch, n)) {
         fprintf(stderr, "credisson-bench: %s: %s workers did not start\n", scenario,
                 node ? "node" : "C");
@@ -1323,6 +1829,10 @@ static bool procs_run(int rep, const char *scenario, int n, bool node, contended
         } else {
             parse_lat(l2, &x->lat);
         }
+        char *l3 = times != NULL ? bn_readline(ch[i].out) : NULL;
+        if (l3 != NULL && l3[0] == 'H')
+            parse_lat(l3, times);
+        free(l3);
         x->acq += acq;
         x->viol += viol;
         x->timeouts += to;
@@ -1350,12 +1860,12 @@ static void sc_procs(int rep, const char *scenario, int n)
     bool have_c = false, have_node = false;
     bool node_first = rep % 2 == 1;
     if (node_first && node_usable())
-        have_node = procs_run(rep, scenario, n, true, &nd);
+        have_node = procs_run(rep, scenario, n, true, &nd, "procs", 0, NULL);
     clean_server();
-    have_c = procs_run(rep, scenario, n, false, &c);
+    have_c = procs_run(rep, scenario, n, false, &c, "procs", 0, NULL);
     clean_server();
     if (!node_first && node_usable())
-        have_node = procs_run(rep, scenario, n, true, &nd);
+        have_node = procs_run(rep, scenario, n, true, &nd, "procs", 0, NULL);
     if (have_c) {
         result *r = res(scenario, "credisson");
         put_contended(r, &c, n);
@@ -1367,6 +1877,59 @@ static void sc_procs(int rep, const char *scenario, int n)
         put_contended(res(scenario, "node-redisson"), &nd, n);
         bn_vec_free(&nd.lat);
     }
+}
+
+/* ---- semaphore-8 ---------------------------------------------------------------------------- */
+
+static int by_time(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* 8 processes share a semaphore of 2 permits (Redisson's RSemaphore): permits handed on
+ * per second, the acquire wait, the hand-off time (an acquire's return minus the latest
+ * release before it: the permit it got was freed at the latest then), exclusion (the
+ * guard never above 2) and the least-served share. */
+static void sc_semaphore(int rep, const char *scenario, int n, int permits)
+{
+    contended c;
+    bn_vec times = {0};
+    clean_server();
+    if (!procs_run(rep, scenario, n, false, &c, "semaphore", permits, &times)) {
+        bn_vec_free(&times);
+        return;
+    }
+    result *r = res(scenario, "credisson");
+    put_contended(r, &c, n);
+    put(r, "permits", permits);
+    /* times holds (acquired, release) pairs per worker, one worker after another. */
+    size_t np = times.n / 2;
+    double *rel = malloc(np * sizeof *rel);
+    bn_vec ho = {0};
+    for (size_t i = 0; rel != NULL && i < np; i++)
+        rel[i] = times.v[2 * i + 1];
+    if (rel != NULL)
+        qsort(rel, np, sizeof *rel, by_time);
+    for (size_t i = 0; rel != NULL && i < np; i++) {
+        double a = times.v[2 * i];
+        size_t lo = 0, hi = np; /* the first release at or after a */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (rel[mid] < a)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo > 0)
+            bn_vec_push(&ho, a - rel[lo - 1]);
+    }
+    put(r, "handoff_us_p50", bn_quantile(&ho, 0.5));
+    put(r, "handoff_us_p99", bn_quantile(&ho, 0.99));
+    free(rel);
+    bn_vec_free(&ho);
+    bn_vec_free(&times);
+    bn_vec_free(&c.lat);
 }
 
 /* ---- handoff -------------------------------------------------------------------------------- */
@@ -1710,9 +2273,9 @@ static void usage(void)
     fprintf(stderr,
             "usage: credisson-bench [--quick] [--json] [--scenario NAME]... [--reps N]\n"
             "                       [--url redis://HOST:PORT] [--no-node]\n"
-            "scenarios: floor uncontended uncontended-tls threads-4 threads-16 loop-64 procs-4\n"
-            "           procs-16\n"
-            "           handoff fair-8 cluster-3 watchdog-10k watchdog-100k\n");
+            "scenarios: floor uncontended uncontended-tls threads-4 threads-16 loop-64\n"
+            "           many-names stall procs-4 procs-16\n"
+            "           handoff fair-8 cluster-3 watchdog-10k watchdog-100k semaphore-8\n");
 }
 
 static bool parse_url(const char *url)
@@ -1803,6 +2366,9 @@ int main(int argc, char **argv)
     P.duration_ms = P.quick ? 500 : 3000;
     P.handoff_rounds = P.quick ? 40 : 200;
     P.wd_rounds = P.quick ? 1 : 3;
+    P.cap_acq_n = P.quick ? 30000 : 200000;
+    P.cap_rel_n = P.quick ? 10000 : 50000;
+    P.stall_ms = P.quick ? 1000 : 2000;
 
     ssize_t len = readlink("/proc/self/exe", SELF_EXE, sizeof SELF_EXE - 1);
     if (len <= 0) {
@@ -1870,6 +2436,10 @@ int main(int argc, char **argv)
                 sc_threads(rep, s, 16);
             else if (strcmp(s, "loop-64") == 0)
                 sc_loop(rep, s, 64);
+            else if (strcmp(s, "many-names") == 0)
+                sc_many_names(rep, s);
+            else if (strcmp(s, "stall") == 0)
+                sc_stall(rep, s);
             else if (strcmp(s, "procs-4") == 0)
                 sc_procs(rep, s, 4);
             else if (strcmp(s, "procs-16") == 0)
@@ -1878,6 +2448,8 @@ int main(int argc, char **argv)
                 sc_handoff(rep);
             else if (strcmp(s, "fair-8") == 0)
                 sc_fair(rep, 8);
+            else if (strcmp(s, "semaphore-8") == 0)
+                sc_semaphore(rep, s, 8, 2);
             else if (strcmp(s, "cluster-3") == 0)
                 sc_cluster(rep, s);
             else if (P.quick && rep > 0 && strncmp(s, "watchdog", 8) == 0)

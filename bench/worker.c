@@ -13,6 +13,10 @@
  *   fair      procs on a fair lock, plus a FIFO check inside the critical section (see
  *             FAIR_CHECK); prints "F acq viol fifo timeouts errors late" and
  *             "A <seq> <t_acq> <t_rel> <had_waiter> <counted>" per acquisition.
+ *   semaphore procs on a semaphore of --permits permits (Redisson's RSemaphore): acquire one
+ *             permit, INCR guard (a value above the permits is an exclusion violation),
+ *             DECR guard, release. Prints procs' two lines and "H <acquired us> <release
+ *             us>..." (monotonic, comparable across processes) for the hand-off times.
  *   watchdog  one client holding N locks under the watchdog (timeout shortened); measures
  *             its own heap, its watchdog thread's CPU and write syscalls per renewal round;
  *             prints one "W key=value..." line.
@@ -44,6 +48,7 @@ typedef struct wopts {
     long locks;
     int64_t wd_timeout_ms;
     int threads;
+    int permits;
 } wopts;
 
 static void die(const char *what, crd_client *c, crd_status st)
@@ -113,18 +118,35 @@ static void warm_up(crd_client *c, const wopts *o)
     crd_lock_free(w);
 }
 
-static int run_procs(const wopts *o)
+/* What the contention loop takes and gives back: a lock, or permits of a semaphore. */
+typedef struct contender {
+    crd_status (*acquire)(void *obj, int64_t wait_ms);
+    crd_status (*release)(void *obj);
+    void *obj;
+    long limit; /* holders allowed at once: a guard above it is a violation */
+} contender;
+
+static crd_status lock_acquire(void *l, int64_t wait_ms)
 {
-    crd_client *c = new_client(o, 0, NULL, NULL);
-    crd_lock *l = NULL;
-    crd_status st = crd_lock_new(c, o->name, &l);
-    if (st != CRD_OK)
-        die("crd_lock_new", c, st);
+    return crd_lock_acquire(l, wait_ms, CRD_LEASE_WATCHDOG);
+}
+static crd_status lock_release(void *l) { return crd_lock_release(l); }
+static crd_status permit_acquire(void *s, int64_t wait_ms)
+{
+    return crd_semaphore_acquire(s, 1, wait_ms);
+}
+static crd_status permit_release(void *s) { return crd_semaphore_release(s, 1); }
+
+/* procs and semaphore: acquire, INCR guard, DECR guard, release, until the duration
+ * ends; prints the "R" and "L" lines, and with times the "H" line (acquire returns and
+ * release starts). */
+static void contend(const wopts *o, crd_client *c, const contender *k, bool times)
+{
     redisContext *g = bn_connect(&o->ep);
     char *guard = key(o, "guard");
     warm_up(c, o);
     ready_go();
-    bn_vec lat = {0};
+    bn_vec lat = {0}, stamps = {0};
     long acq = 0, viol = 0, timeouts = 0, errors = 0, late = 0;
     int64_t cpu0 = bn_cpu_us();
     int64_t deadline = bn_now_us() + o->duration_ms * 1000;
@@ -132,28 +154,29 @@ static int run_procs(const wopts *o)
         int64_t t0 = bn_now_us();
         if (t0 >= deadline)
             break;
-        int64_t wait_ms = (deadline - t0) / 1000 + 2000;
-        st = crd_lock_acquire(l, wait_ms, CRD_LEASE_WATCHDOG);
+        crd_status st = k->acquire(k->obj, (deadline - t0) / 1000 + 2000);
         int64_t t1 = bn_now_us();
         bn_vec_push(&lat, (double)(t1 - t0));
-        if (st == CRD_TIMEOUT) {
-            timeouts++;
-            break;
-        }
         if (st != CRD_OK) {
-            fprintf(stderr, "worker: acquire: %s (%s)\n", crd_strerror(st), crd_client_errmsg(c));
-            errors++;
+            timeouts += st == CRD_TIMEOUT;
+            errors += st != CRD_TIMEOUT;
+            if (st != CRD_TIMEOUT)
+                fprintf(stderr, "worker: acquire: %s (%s)\n", crd_strerror(st),
+                        crd_client_errmsg(c));
             break;
         }
         if (t1 <= deadline)
             acq++;
         else
             late++;
-        if (incr(g, "INCR", guard) != 1)
+        if (incr(g, "INCR", guard) > k->limit)
             viol++;
         incr(g, "DECR", guard);
-        st = crd_lock_release(l);
-        if (st != CRD_OK) {
+        if (times) {
+            bn_vec_push(&stamps, (double)t1);
+            bn_vec_push(&stamps, (double)bn_now_us());
+        }
+        if ((st = k->release(k->obj)) != CRD_OK) {
             fprintf(stderr, "worker: release: %s (%s)\n", crd_strerror(st), crd_client_errmsg(c));
             errors++;
             break;
@@ -164,10 +187,49 @@ static int run_procs(const wopts *o)
     for (size_t i = 0; i < lat.n; i++)
         printf(" %.0f", lat.v[i]);
     printf("\n");
+    if (times) {
+        printf("H");
+        for (size_t i = 0; i < stamps.n; i++)
+            printf(" %.0f", stamps.v[i]);
+        printf("\n");
+    }
     fflush(stdout);
+    bn_vec_free(&lat);
+    bn_vec_free(&stamps);
+    free(guard);
+    redisFree(g);
+}
+
+static int run_procs(const wopts *o)
+{
+    crd_client *c = new_client(o, 0, NULL, NULL);
+    crd_lock *l = NULL;
+    crd_status st = crd_lock_new(c, o->name, &l);
+    if (st != CRD_OK)
+        die("crd_lock_new", c, st);
+    contender k = {lock_acquire, lock_release, l, 1};
+    contend(o, c, &k, false);
     crd_lock_free(l);
     crd_client_free(c);
-    redisFree(g);
+    return 0;
+}
+
+/* ---- semaphore --------------------------------------------------------------------------- */
+
+static int run_semaphore(const wopts *o)
+{
+    crd_client *c = new_client(o, 0, NULL, NULL);
+    crd_semaphore *sem = NULL;
+    crd_status st = crd_semaphore_new(c, o->name, &sem);
+    bool set = false;
+    if (st == CRD_OK)
+        st = crd_semaphore_try_set_permits(sem, o->permits, 0, &set); /* the first one sets */
+    if (st != CRD_OK)
+        die("semaphore set-up", c, st);
+    contender k = {permit_acquire, permit_release, sem, o->permits};
+    contend(o, c, &k, true);
+    crd_semaphore_free(sem);
+    crd_client_free(c);
     return 0;
 }
 
@@ -600,7 +662,9 @@ int bn_worker_main(int argc, char **argv)
     o.locks = 10000;
     o.wd_timeout_ms = 3000;
     o.threads = 4;
-    for (int i = 1; i < argc; i++) {
+    o.permits = 2;
+    /* Every argument is a "--flag value" pair. */
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (strcmp(a, "--worker") == 0)
             o.kind = v;
@@ -624,11 +688,12 @@ int bn_worker_main(int argc, char **argv)
             o.wd_timeout_ms = atoll(v);
         else if (strcmp(a, "--threads") == 0)
             o.threads = atoi(v);
+        else if (strcmp(a, "--permits") == 0)
+            o.permits = atoi(v);
         else {
             fprintf(stderr, "credisson-bench worker: unknown argument %s\n", a);
             return 64;
         }
-        i++;
     }
     snprintf(o.ep.url, sizeof o.ep.url, "redis://%s:%d", o.ep.host, o.ep.port);
     if (o.kind == NULL || o.prefix == NULL || (o.name == NULL && strcmp(o.kind, "watchdog") != 0)) {
@@ -639,6 +704,8 @@ int bn_worker_main(int argc, char **argv)
         return run_procs(&o);
     if (strcmp(o.kind, "handoff") == 0)
         return run_handoff(&o);
+    if (strcmp(o.kind, "semaphore") == 0)
+        return run_semaphore(&o);
     if (strcmp(o.kind, "fair") == 0)
         return run_fair(&o);
     if (strcmp(o.kind, "watchdog") == 0) {

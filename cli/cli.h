@@ -63,6 +63,8 @@ int cmd_status(const global_opts *g, int argc, char **argv);
 int cmd_unlock(const global_opts *g, int argc, char **argv);
 int cmd_watch(const global_opts *g, int argc, char **argv);
 int cmd_list(const global_opts *g, int argc, char **argv);
+int cmd_semaphore(const global_opts *g, int argc, char **argv); /* sync.c */
+int cmd_latch(const global_opts *g, int argc, char **argv);     /* sync.c */
 
 /* ---- common.c: errors ---------------------------------------------------------------- */
 

@@ -13,6 +13,7 @@
 /* ---- errors ------------------------------------------------------------------------- */
 
 /* "credisson: CMD: msg" (or "credisson: msg" with no command) plus tail. */
+static void emit(const char *cmd, const char *fmt, va_list ap, const char *tail) CLI_PRINTF(2, 0);
 static void emit(const char *cmd, const char *fmt, va_list ap, const char *tail)
 {
     char msg[1024];
@@ -86,6 +87,7 @@ int cli_exit_for_status(crd_status st)
     case CRD_AUTH:
     case CRD_DEADLOCK:
     case CRD_NOT_SYNCED: /* no replica acknowledged: the acquire was undone */
+    case CRD_OUTCOME_UNKNOWN: /* a lost reply: the state must be read before acting */
         return EXIT_UNAVAILABLE;
     case CRD_SKIPPED:
     case CRD_DEGRADED:

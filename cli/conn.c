@@ -58,16 +58,14 @@ int cli_connect(const char *cmd, const global_opts *g, const char *name, cli_rco
     /* The node that serves name: on a cluster the primary of its slot (the library's
      * own slot map chooses it), else the one server. */
     crd__endpoint ep = out->client->ep;
-    crd__conn *routed = NULL;
+    crd__pool *routed = NULL;
     if (name != NULL && out->client->cluster != NULL &&
-        crd__pool_get(out->client, name, strlen(name), &routed) == CRD_OK)
-        ep = node_ep(out->client, crd__pool_ep(routed->pool));
+        (routed = crd__pool_for(out->client, name, strlen(name))) != NULL)
+        ep = node_ep(out->client, crd__pool_ep(routed));
     /* Standalone or Sentinel: the primary (resolved through the sentinels in Sentinel
      * mode); a cluster: the node routed to above. */
     crd_status st = routed != NULL ? crd__conn_open(out->client, &ep, &out->conn)
                                    : crd__conn_open_primary(out->client, &out->conn);
-    if (routed != NULL)
-        crd__pool_put(out->client, routed);
     if (st != CRD_OK) {
         char what[600], shown[512];
         snprintf(what, sizeof what, "cannot connect to %s",

@@ -48,7 +48,7 @@ _credisson()
     fi
     case $prev in
     --url | --watchdog-ms | --wait | --lease | --grace | -E | --conflict-exit-code | --sni | \
-        --count | --timeout | --interval)
+        --permits | --count | --timeout | --interval)
         return
         ;;
     --cacert | --cert | --key)
@@ -79,8 +79,8 @@ _credisson()
             opts="run status unlock watch list"
         fi
         ;;
-    run) opts="--wait -n --nonblock --lease --fair --read --write --fenced --on-lost= --on-unavailable= --grace -E
-               --conflict-exit-code --verbose --help" ;;
+    run) opts="--wait -n --nonblock --lease --fair --read --write --fenced --permits --on-lost=
+               --on-unavailable= --grace -E --conflict-exit-code --verbose --help" ;;
     status) opts="--json --help" ;;
     unlock) opts="--force --fair --read --write --fenced --delete-non-lock --help" ;;
     watch) opts="--json --count --timeout --interval --help" ;;

@@ -6,6 +6,8 @@
  * (redisson_lock_queue:{N}) is a fair lock and shows the queue's length. Safe on a large
  * keyspace: SCAN steps, a time bound (--timeout) after which the list is marked
  * incomplete, and a progress line on stderr every second once it takes longer than one.
+ * A string key N with permits out in {N}:timeout is a permit-expirable semaphore
+ * (run --permits) and is listed with its permits and their remaining leases.
  */
 #include "cli.h"
 
@@ -30,14 +32,22 @@ static void usage_list(FILE *f)
                "Kinds: rlock (a reentrant lock), fair (a reentrant lock with waiters queued in\n"
                "its fair queue; the queue's length is shown), rwlock (a read-write lock; its mode\n"
                "is shown). A fair lock without waiters looks like, and is listed as, rlock.\n"
+               "permit_semaphore: a permit-expirable semaphore (Redisson\n"
+               "RPermitExpirableSemaphore, credisson run --permits) with permits out, each with\n"
+               "its remaining lease; PATTERN matches the semaphore's NAME. A semaphore or latch\n"
+               "has no holders: see 'credisson status NAME'.\n"
                "\n"
                "Text output, one line per lock:\n"
                "  NAME kind=KIND ttl_ms=T [mode=read|write] [queue=Q] holders=K\n"
                "       holder=OWNER count=C ...   (K times, on the same line)\n"
+               "  NAME kind=permit_semaphore available=A permits_out=K\n"
+               "       permit=ID remaining_ms=R|none ...   (K times, on the same line)\n"
                "JSON output:\n"
                "  {\"locks\": [{\"name\": string, \"kind\": string, \"ttl_ms\": integer,\n"
                "              \"mode\": string (rwlock), \"queue\": integer (fair),\n"
-               "              \"holders\": [{\"owner\": string, \"count\": integer}]}],\n"
+               "              \"holders\": [{\"owner\": string, \"count\": integer}]}\n"
+               "            | {\"name\", \"kind\": \"permit_semaphore\", \"available\": integer,\n"
+               "               \"permits\": [{\"id\": string, \"remaining_ms\": integer|null}]}],\n"
                "   \"scanned\": integer (keys looked at), \"complete\": boolean}\n"
                "After more than a second, a progress line goes to stderr every second.\n"
                "\n"
@@ -98,6 +108,39 @@ static void print_lock(lister *l, const found_lock *f)
     l->found++;
 }
 
+/* A permit-expirable semaphore with permits out: its name, the GET reply holding the
+ * available count, and ZRANGE {N}:timeout WITHSCORES. */
+static void print_permit_semaphore(lister *l, const redisReply *key, long long available,
+                                   const redisReply *z)
+{
+    long long now = cli_epoch_ms();
+    if (l->json) {
+        fputs(l->found ? ",{\"name\":" : "{\"name\":", stdout);
+        cli_json_string(key->str, key->len);
+        printf(",\"kind\":\"permit_semaphore\",\"available\":%lld,\"permits\":[", available);
+    } else {
+        printf("%.*s kind=permit_semaphore available=%lld permits_out=%zu", (int)key->len,
+               key->str, available, z->elements / 2);
+    }
+    for (size_t i = 0; i + 1 < z->elements; i += 2) {
+        char id[33] = "";
+        for (size_t k = 0; k < 16 && k < z->element[i]->len; k++)
+            snprintf(id + 2 * k, 3, "%02x", (unsigned char)z->element[i]->str[k]);
+        long long dl = strtoll(z->element[i + 1]->str, NULL, 10);
+        bool lease = dl != CRD__PERMIT_NO_LEASE_MS;
+        if (l->json && lease)
+            printf("%s{\"id\":\"%s\",\"remaining_ms\":%lld}", i ? "," : "", id, dl - now);
+        else if (l->json)
+            printf("%s{\"id\":\"%s\",\"remaining_ms\":null}", i ? "," : "", id);
+        else if (lease)
+            printf(" permit=%s remaining_ms=%lld", id, dl - now);
+        else
+            printf(" permit=%s remaining_ms=none", id);
+    }
+    fputs(l->json ? "]}" : "\n", stdout);
+    l->found++;
+}
+
 /* Reads n pipelined replies into r[]. Returns false with a line printed on an I/O error. */
 static bool get_replies(lister *l, redisReply **r, size_t n)
 {
@@ -128,36 +171,73 @@ static bool read_lock(const redisReply *hash, cli_lockhash *h)
     return ok;
 }
 
-/* For every key of one SCAN step: TYPE, PTTL, and the fair queue's LLEN, pipelined;
- * then HGETALL of the hashes. Prints the locks among them. Returns 0 or the exit code. */
+/* A string key with permits out in {N}:timeout: GET N, and if it holds a number, print
+ * the permit semaphore. Returns 0 or the exit code. */
+static int look_at_permits(lister *l, const redisReply *k, const redisReply *z)
+{
+    const char *a[2] = {"GET", k->str};
+    size_t lens[2] = {3, k->len};
+    redisReply *v = cli_cmd(&l->c, 2, a, lens);
+    if (v == NULL) {
+        cli_error("list", "reading failed: %s", cli_rconn_err(&l->c));
+        return EXIT_UNAVAILABLE;
+    }
+    long long available = 0;
+    if (v->type == REDIS_REPLY_STRING && cli_parse_count(v->str, v->len, &available))
+        print_permit_semaphore(l, k, available, z);
+    freeReplyObject(v);
+    return 0;
+}
+
+/* Commands sent per key of a SCAN step. */
+#define PER_KEY 4
+
+/* For every key of one SCAN step: TYPE, PTTL, the fair queue's LLEN and the permits out
+ * of a permit semaphore of that name (ZRANGE {N}:timeout), pipelined; then HGETALL of
+ * the hashes (GET of the strings with permits out). Prints the locks and permit
+ * semaphores among them. Returns 0 or the exit code. */
 static int look_at_keys(lister *l, const redisReply *keys)
 {
     size_t n = keys->elements;
-    redisReply **r = calloc(3 * n + 1, sizeof *r);
+    redisReply **r = calloc(PER_KEY * n + 1, sizeof *r);
     if (r == NULL) {
         cli_error("list", "out of memory");
         return EXIT_OSERR;
     }
     for (size_t i = 0; i < n; i++) {
         const redisReply *k = keys->element[i];
-        crd__buf queue = {0};
+        crd__buf queue = {0}, z = {0};
         crd__derived_name(CRD__FAIR_QUEUE, k->str, k->len, &queue);
-        const char *a[3][2] = {{"TYPE", k->str}, {"PTTL", k->str}, {"LLEN", queue.p}};
-        for (int j = 0; j < 3; j++) {
-            size_t lens[2] = {4, j < 2 ? k->len : queue.len};
-            cli_append(&l->c, a[j][1] ? 2 : 1, a[j], lens);
+        crd__timeouts_name(k->str, k->len, &z);
+        const char *a[PER_KEY][5] = {{"TYPE", k->str},
+                                     {"PTTL", k->str},
+                                     {"LLEN", queue.p},
+                                     {"ZRANGE", z.p, "0", "-1", "WITHSCORES"}};
+        int argc[PER_KEY] = {2, 2, 2, 5};
+        for (int j = 0; j < PER_KEY; j++) {
+            size_t lens[5] = {strlen(a[j][0]), j < 2 ? k->len : j == 2 ? queue.len : z.len, 1, 2,
+                              10};
+            /* A name too long to derive from (out of memory) is looked at as is. */
+            cli_append(&l->c, a[j][1] ? argc[j] : 1, a[j], lens);
         }
         free(queue.p);
+        free(z.p);
     }
-    if (!get_replies(l, r, 3 * n)) {
+    if (!get_replies(l, r, PER_KEY * n)) {
         free(r);
         return EXIT_UNAVAILABLE;
     }
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
-        if (r[3 * i]->type != REDIS_REPLY_STATUS || strcmp(r[3 * i]->str, "hash") != 0)
-            continue;
+        const redisReply *type = r[PER_KEY * i], *perm = r[PER_KEY * i + 3];
         const redisReply *k = keys->element[i];
+        if (type->type == REDIS_REPLY_STATUS && strcmp(type->str, "string") == 0 &&
+            perm->type == REDIS_REPLY_ARRAY && perm->elements > 0) {
+            rc = look_at_permits(l, k, perm);
+            continue;
+        }
+        if (type->type != REDIS_REPLY_STATUS || strcmp(type->str, "hash") != 0)
+            continue;
         const char *a[2] = {"HGETALL", k->str};
         size_t lens[2] = {7, k->len};
         redisReply *hash = cli_cmd(&l->c, 2, a, lens);
@@ -167,16 +247,17 @@ static int look_at_keys(lister *l, const redisReply *keys)
             break;
         }
         found_lock f = {.key = k,
-                        .ttl = r[3 * i + 1]->integer,
-                        .queue =
-                            r[3 * i + 2]->type == REDIS_REPLY_INTEGER ? r[3 * i + 2]->integer : 0};
+                        .ttl = r[PER_KEY * i + 1]->integer,
+                        .queue = r[PER_KEY * i + 2]->type == REDIS_REPLY_INTEGER
+                                     ? r[PER_KEY * i + 2]->integer
+                                     : 0};
         if (read_lock(hash, &f.hash)) {
             print_lock(l, &f);
             cli_lockhash_free(&f.hash);
         }
         freeReplyObject(hash);
     }
-    for (size_t i = 0; i < 3 * n; i++)
+    for (size_t i = 0; i < PER_KEY * n; i++)
         freeReplyObject(r[i]);
     free(r);
     return rc;

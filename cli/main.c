@@ -16,16 +16,19 @@ const char cli_exit_codes_text[] =
     "  0      success (run: CMD exited with 0)\n"
     "  N      run: CMD's own exit status N\n"
     "  3      run --on-unavailable=degrade: CMD succeeded, WITHOUT the lock\n"
-    "  64     usage error (unknown option, missing NAME or '--', bad number or URL)\n"
+    "  64     usage error (unknown option, missing NAME or '--', bad number or URL);\n"
+    "         run --permits N: semaphore NAME exists with another number of permits\n"
     "  65     unlock --force: NAME is not a lock (nothing deleted)\n"
     "  69     Redis cannot be reached, or it refused the connection (AUTH, SELECT, TLS:\n"
     "         the message names the problem) or a command (e.g. NAME holds a value that is\n"
     "         not a lock)\n"
-    "  70     run: the lock was lost while CMD ran (force-unlocked, expired, or renewal\n"
-    "         failed for longer than the lease); CMD was stopped as --on-lost says (default:\n"
-    "         SIGTERM, SIGKILL after --grace) or, with --on-lost=ignore, ran to its end\n"
+    "  70     run: the lock (or permit) was lost while CMD ran (force-unlocked, expired,\n"
+    "         or renewal failed for longer than the lease); CMD was stopped as --on-lost\n"
+    "         says (default: SIGTERM, SIGKILL after --grace) or, with --on-lost=ignore, ran\n"
+    "         to its end\n"
     "  71     operating-system error (fork, pipe, out of memory)\n"
-    "  75     run: the lock was not acquired within --wait (-E N changes this code)\n"
+    "  75     run: the lock (or a permit) was not acquired within --wait (-E N changes this\n"
+    "         code)\n"
     "  126    run: CMD could not be executed; 127: CMD was not found\n"
     "  128+S  run: CMD was killed by signal S\n"
     "status, unlock, watch and list exit 0 whatever the lock's state (watch: after --count\n"
@@ -43,6 +46,9 @@ static void usage_main(FILE *f)
             "  run [--wait MS] [--lease MS] [--fair|--read|--write|--fenced]\n"
             "      [--on-lost=term|kill|ignore] [--grace MS] NAME -- CMD [ARG...]\n"
             "                   run CMD while holding lock NAME\n"
+            "  run --permits N [--wait MS] [--lease MS] NAME -- CMD [ARG...]\n"
+            "                   run CMD while holding one of N permits of semaphore NAME\n"
+            "                   (at most N at once, fleet-wide); CMD gets CREDISSON_PERMIT\n"
             "  status [--json] NAME\n"
             "                   show the kind, holders, TTL and queue of lock NAME\n"
             "  unlock --force [--fair|--read|--write] NAME\n"
@@ -51,6 +57,10 @@ static void usage_main(FILE *f)
             "                   print hold and release events of lock NAME as they happen\n"
             "  list [--json] [--timeout MS] [--count N] [PATTERN]\n"
             "                   the locks held right now (SCAN), with holders and TTL\n"
+            "  semaphore status [--json] NAME | set NAME N | add NAME N\n"
+            "                   Redisson's RSemaphore / RPermitExpirableSemaphore NAME\n"
+            "  latch set NAME N | count-down NAME | wait [--wait MS] NAME | status [--json] NAME\n"
+            "                   Redisson's RCountDownLatch NAME\n"
             "\n"
             "Global options (before COMMAND):\n"
             "  --url URL        redis://[[user]:password@]host[:port][/db],\n"
@@ -142,5 +152,10 @@ int main(int argc, char **argv)
         return cmd_watch(&g, argc - i, argv + i);
     if (strcmp(cmd, "list") == 0)
         return cmd_list(&g, argc - i, argv + i);
-    return cli_usage_error(NULL, "unknown command '%s' (run, status, unlock, watch or list)", cmd);
+    if (strcmp(cmd, "semaphore") == 0)
+        return cmd_semaphore(&g, argc - i, argv + i);
+    if (strcmp(cmd, "latch") == 0)
+        return cmd_latch(&g, argc - i, argv + i);
+    return cli_usage_error(NULL, "unknown command '%s' (run, status, unlock, watch, list, "
+                           "semaphore or latch)", cmd);
 }

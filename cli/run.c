@@ -10,6 +10,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -20,6 +21,8 @@ static void usage_run(FILE *f)
             "[--fair|--read|--write|--fenced]\n"
             "                 [--on-lost=term|kill|ignore] [--grace MS] [-E N] [--verbose]\n"
             "                 [--on-unavailable=fail|skip|degrade] NAME [NAME...] -- CMD [ARG...]\n"
+            "       credisson [GLOBAL OPTIONS] run --permits N [--wait MS|-n] [--lease MS] [-E N]\n"
+            "                 [--on-lost=...] [--grace MS] [--verbose] NAME -- CMD [ARG...]\n"
             "\n"
             "Acquire lock NAME, run CMD as a child process, release the lock when CMD exits.\n"
             "With several NAMEs, all of them are taken (all or nothing, one --wait for all, in\n"
@@ -65,7 +68,21 @@ static void usage_run(FILE *f)
             "  --fenced     take the fenced lock of NAME (Redisson getFencedLock): every\n"
             "               acquire draws a fencing token, a number larger than any earlier\n"
             "               one; CMD finds it in CREDISSON_TOKEN and should hand it to the\n"
-            "               storage it writes, which refuses tokens older than one it saw\n"
+            "               storage it writes, which refuses tokens older than one it saw\n");
+    /* In pieces: C99 promises string literals of 4095 bytes only. */
+    fputs("  --permits N  instead of a lock, hold one permit of the permit-expirable\n"
+            "               semaphore NAME (Redisson getPermitExpirableSemaphore) while CMD\n"
+            "               runs: at most N processes of a fleet run at once, like flock(1)\n"
+            "               on one host. A missing NAME is created with N permits (atomically,\n"
+            "               trySetPermits); if NAME has another number of permits, the exit\n"
+            "               status is 64 and nothing changes. The permit's lease is --lease,\n"
+            "               not renewed, or else --watchdog-ms, renewed every third of it\n"
+            "               while CMD runs (a killed run frees its permit when that lease\n"
+            "               ends; a renewal that finds the permit gone is a loss: --on-lost,\n"
+            "               exit 70). A waiter waits on the semaphore's channel and wakes\n"
+            "               when a permit is released or a lease ends. CMD finds the permit's\n"
+            "               id in CREDISSON_PERMIT\n", f);
+    fprintf(f,
             "  -h, --help   this help\n"
             "\n"
             "If releasing the lock fails for a network reason after CMD exited, a warning is\n"
@@ -93,12 +110,17 @@ typedef struct run_opts {
     int conflict_exit; /* exit code when not acquired within --wait */
     crd_unavailable_policy on_unavailable;
     bool verbose;
+    int64_t permits;  /* --permits N: a permit of semaphore NAME instead of a lock; 0: a lock */
+    const char *noun; /* for messages: "lock" or "the permit of semaphore" */
     const char *name; /* for messages: the NAME, or all NAMEs joined by spaces */
     const char *names[MAX_NAMES];
     int nnames;
     char joined[1024];
     char **cmd;
 } run_opts;
+
+/* The most permits --permits creates a semaphore with (a typo guard, not Redis' limit). */
+#define MAX_PERMITS 1000000
 
 /* One value option of `run`: "--wait MS", "--lease MS", "--grace MS". Returns 0, or the
  * usage error's exit code. */
@@ -162,6 +184,11 @@ static int parse_run_args(int argc, char **argv, run_opts *o)
                 o->on_unavailable = CRD_UNAVAILABLE_DEGRADE;
             else
                 return cli_usage_error("run", "--on-unavailable must be fail, skip or degrade");
+        } else if (cli_take_opt(argc, argv, &i, "--permits", &v)) {
+            if (v == NULL || !cli_parse_ms(v, &o->permits) || o->permits < 1 ||
+                o->permits > MAX_PERMITS)
+                return cli_usage_error("run", "--permits needs a number of permits from 1 to %d",
+                                       MAX_PERMITS);
         } else if (cli_take_kind(a, &o->kind, &kinds_seen)) {
             if (kinds_seen > 1)
                 return cli_usage_error("run", "--fair, --read, --write and --fenced exclude each other");
@@ -181,6 +208,12 @@ static int parse_run_args(int argc, char **argv, run_opts *o)
         return cli_usage_error("run", "missing '--' and CMD after NAME");
     if (o->nnames > 1 && o->kind == CRD__FENCED)
         return cli_usage_error("run", "--fenced takes one NAME (its token goes to CMD)");
+    if (o->permits > 0 && kinds_seen > 0)
+        return cli_usage_error("run", "--permits holds a semaphore's permit, not a lock: no "
+                               "--fair, --read, --write or --fenced");
+    if (o->permits > 0 && o->nnames > 1)
+        return cli_usage_error("run", "--permits takes one semaphore NAME");
+    o->noun = o->permits > 0 ? "the permit of semaphore" : "lock";
     size_t off = 0;
     for (int i = 0; i < o->nnames && off < sizeof o->joined; i++)
         off += (size_t)snprintf(o->joined + off, sizeof o->joined - off, "%s%s", i ? " " : "",
@@ -201,6 +234,18 @@ static void print_event_warnings(const char *name, crd_lock *lock)
     if (atomic_exchange(&run_recovered, 0))
         cli_error("run", "lock '%s' is renewed again", name);
 }
+
+/* The permit of `run --permits`: the library has no watchdog for permits, so the main
+ * loop renews it (update_lease every third of the lease) between its other duties. */
+typedef struct permit_hold {
+    crd_permit_semaphore *ps;
+    char id[CRD_PERMIT_ID_SIZE];
+    int64_t lease_ms;    /* the permit's lease */
+    bool renew;          /* no --lease: renewed while CMD runs */
+    bool failing;        /* the last renewal got no answer (a warning was printed) */
+    int64_t valid_until; /* CLOCK_MONOTONIC: the lease's end as last confirmed */
+    int64_t next_renew;  /* CLOCK_MONOTONIC: when the next update_lease is due */
+} permit_hold;
 
 /* While CMD runs: what is known about the lock and what was done about losing it. */
 typedef struct supervision {
@@ -224,13 +269,13 @@ static void check_lost(const run_opts *o, crd_lock *lock, supervision *s)
     print_event_warnings(o->name, lock);
     if (!s->lost && atomic_load(&run_lost)) {
         s->lost = true;
-        cli_error("run", "lock '%s' lost while CMD ran (%s); %s", o->name,
+        cli_error("run", "%s '%s' lost while CMD ran (%s); %s", o->noun, o->name,
                   crd_strerror((crd_status)atomic_load(&run_lost_status)), action_text[o->on_lost]);
     }
     if (!s->lost && s->lease_deadline >= 0 && cli_now_ms() >= s->lease_deadline) {
         s->lost = true;
-        cli_error("run", "the %lld ms lease of lock '%s' ran out while CMD ran; %s",
-                  (long long)o->lease_ms, o->name, action_text[o->on_lost]);
+        cli_error("run", "the %lld ms lease of %s '%s' ran out while CMD ran; %s",
+                  (long long)o->lease_ms, o->noun, o->name, action_text[o->on_lost]);
     }
     if (s->lost && !s->acted) {
         s->acted = true;
@@ -250,14 +295,61 @@ static void check_lost(const run_opts *o, crd_lock *lock, supervision *s)
     }
 }
 
-/* Sleeps until a wake-up or the next deadline (SIGKILL after the grace, the lease). */
-static void wait_for_news(const supervision *s)
+/* Renews a permit whose renewal is due: update_lease sets its lease to lease_ms from
+ * now. The permit found gone (expired and reclaimed, or removed) is a loss at once;
+ * renewals without an answer are a loss when the last confirmed lease has run out, as
+ * for a lock's watchdog. */
+static void renew_permit(const run_opts *o, permit_hold *h, supervision *s)
+{
+    if (h == NULL || !h->renew || s->lost)
+        return;
+    int64_t now = cli_now_ms();
+    if (now < h->next_renew)
+        return;
+    crd_status st = crd_permit_semaphore_update_lease(h->ps, h->id, h->lease_ms);
+    if (st == CRD_OK) {
+        h->valid_until = now + h->lease_ms; /* now: taken before the script ran */
+        h->next_renew = now + h->lease_ms / 3;
+        if (h->failing)
+            cli_error("run", "permit of semaphore '%s' is renewed again", o->name);
+        h->failing = false;
+        return;
+    }
+    if (st == CRD_NOT_OWNER) {
+        s->lost = true;
+        cli_error("run", "permit %s of semaphore '%s' lost while CMD ran (it is not a permit "
+                  "out any more: its lease ran out, or it was removed); %s", h->id, o->name,
+                  action_text[o->on_lost]);
+        return;
+    }
+    now = cli_now_ms();
+    if (now >= h->valid_until) {
+        s->lost = true;
+        cli_error("run", "renewing the permit of semaphore '%s' failed until its lease ran "
+                  "out (%s); %s", o->name, crd_strerror(st), action_text[o->on_lost]);
+        return;
+    }
+    if (!h->failing)
+        cli_error("run", "warning: renewing the permit of semaphore '%s' fails (%s); still "
+                  "valid for %lld ms", o->name, crd_strerror(st),
+                  (long long)(h->valid_until - now));
+    h->failing = true;
+    /* Retry soon, but never past the lease's end. */
+    int64_t retry = h->lease_ms / 10 < 50 ? 50 : (h->lease_ms / 10 > 1000 ? 1000 : h->lease_ms / 10);
+    h->next_renew = now + retry < h->valid_until ? now + retry : h->valid_until;
+}
+
+/* Sleeps until a wake-up or the next deadline (SIGKILL after the grace, the lease, a
+ * permit's renewal). */
+static void wait_for_news(const supervision *s, const permit_hold *h)
 {
     int64_t until = -1;
     if (s->term_sent && s->kill_deadline != INT64_MAX)
         until = s->kill_deadline;
     else if (!s->lost && s->lease_deadline >= 0)
         until = s->lease_deadline;
+    else if (!s->lost && h != NULL && h->renew)
+        until = h->next_renew;
     int timeout = -1;
     if (until >= 0) {
         int64_t left = until - cli_now_ms();
@@ -268,18 +360,21 @@ static void wait_for_news(const supervision *s)
         run_drain_wakes();
 }
 
-/* Runs CMD under the held lock until it exits. Returns the exit code; *lost says whether
- * the lock was lost meanwhile, *spawned whether CMD started at all. */
-static int supervise(const run_opts *o, crd_lock *lock, bool *lost, bool *spawned)
+/* Runs CMD under the held lock (or permit) until it exits. Returns the exit code; *lost
+ * says whether the lock was lost meanwhile, *spawned whether CMD started at all. */
+static int supervise(const run_opts *o, crd_lock *lock, permit_hold *permit, bool *lost,
+                     bool *spawned)
 {
     supervision s = {.lease_deadline = -1, .kill_deadline = -1};
-    /* With a fixed lease, CMD may only run while the lease is trusted (lock is NULL when
-     * CMD runs without the lock). */
+    /* With a fixed lease, CMD may only run while the lease is trusted (lock and permit
+     * are NULL when CMD runs without the lock). */
     if (o->lease_ms > 0 && lock != NULL) {
         int64_t valid = 0;
         if (crd_lock_validity_ms(lock, &valid) != CRD_OK)
             valid = o->lease_ms;
         s.lease_deadline = cli_now_ms() + valid;
+    } else if (permit != NULL && !permit->renew) {
+        s.lease_deadline = permit->valid_until;
     }
     run_cloexec_library_fds();
     int exit_code = 0;
@@ -297,8 +392,9 @@ static int supervise(const run_opts *o, crd_lock *lock, bool *lost, bool *spawne
             run_signal_cmd(s.pid, sig);
         if (run_child_exited(s.pid, &wstatus))
             break;
+        renew_permit(o, permit, &s);
         check_lost(o, lock, &s);
-        wait_for_news(&s);
+        wait_for_news(&s, permit);
     }
     *lost = s.lost;
     if (WIFEXITED(wstatus))
@@ -410,12 +506,12 @@ static int without_the_lock(const run_opts *o)
         cli_error("run", "warning: Redis unavailable: CMD skipped (--on-unavailable=skip)");
         return 0;
     }
-    cli_error("run", "warning: Redis unavailable: running CMD WITHOUT lock '%.200s' "
+    cli_error("run", "warning: Redis unavailable: running CMD WITHOUT %s '%.200s' "
               "(--on-unavailable=degrade); other processes may run it at the same time",
-              o->name);
+              o->noun, o->name);
     atomic_store(&run_phase, RUN_STARTING);
     bool lost = false, spawned = false;
-    int exit_code = supervise(o, NULL, &lost, &spawned);
+    int exit_code = supervise(o, NULL, NULL, &lost, &spawned);
     atomic_store(&run_phase, RUN_DONE);
     return spawned && exit_code == 0 ? EXIT_DEGRADED : exit_code;
 }
@@ -434,6 +530,10 @@ static void close_set(held_set *set)
 static crd_status open_set(const run_opts *o, crd_client *client, held_set *set)
 {
     memset(set, 0, sizeof *set);
+    /* parse_run_args refuses a run without a NAME; said again for clang's analyzer, which
+     * does not carry that to cmd_run's set.handles[0]. */
+    if (o->nnames < 1)
+        return CRD_INVALID_ARGUMENT;
     crd_status st = CRD_OK;
     for (int i = 0; i < o->nnames && st == CRD_OK; i++) {
         st = cli_open_lock(client, o->kind, o->names[i], &set->locks[i]);
@@ -447,6 +547,134 @@ static crd_status open_set(const run_opts *o, crd_client *client, held_set *set)
         close_set(set);
     }
     return st;
+}
+
+/* ---- run --permits N NAME: one permit of a permit-expirable semaphore ------------------ */
+
+/* The default lease of a permit without --lease: the library's lock watchdog default. */
+#define DEFAULT_PERMIT_LEASE_MS 30000
+
+/* Opens semaphore NAME, creates it with o->permits permits when missing (trySetPermits:
+ * one script, so two runs starting together create it once), refuses it when it has
+ * another total, and takes one permit. Returns CRD_OK with h filled and
+ * CREDISSON_PERMIT set, or the failure with the exit code in *rc (a line printed). */
+static crd_status acquire_permit(const run_opts *o, const global_opts *g, crd_client *client,
+                                 permit_hold *h, int *rc)
+{
+    crd_status st = crd_permit_semaphore_new(client, o->name, &h->ps);
+    if (st != CRD_OK) {
+        cli_report("run", "bad semaphore name", st, client);
+        *rc = cli_exit_for_status(st);
+        return st;
+    }
+    bool created = false;
+    int64_t total = 0;
+    st = crd_permit_semaphore_try_set_permits(h->ps, o->permits, &created);
+    if (st == CRD_OK && !created)
+        st = crd_permit_semaphore_permits(h->ps, &total);
+    if (st != CRD_OK) {
+        char what[300];
+        snprintf(what, sizeof what, "cannot set up semaphore '%.200s'", o->name);
+        cli_report("run", what, st, client);
+        *rc = cli_exit_for_status(st);
+        return st;
+    }
+    if (!created && total != o->permits) {
+        cli_error("run", "semaphore '%.200s' exists with %lld permits, not %lld (--permits); "
+                  "nothing was changed (see 'credisson semaphore status %.200s')", o->name,
+                  (long long)total, (long long)o->permits, o->name);
+        *rc = EXIT_USAGE;
+        return CRD_INVALID_ARGUMENT;
+    }
+    h->renew = o->lease_ms <= 0;
+    h->lease_ms = !h->renew ? o->lease_ms
+                  : g->watchdog_ms > 0 ? g->watchdog_ms
+                                       : DEFAULT_PERMIT_LEASE_MS;
+    int64_t t0 = cli_now_ms();
+    st = crd_permit_semaphore_acquire(h->ps, o->wait_ms, h->lease_ms, h->id);
+    if (st == CRD_BUSY || st == CRD_TIMEOUT) {
+        cli_error("run", "no permit of semaphore '%.200s' free within %lld ms (all %lld held)",
+                  o->name, (long long)o->wait_ms, (long long)o->permits);
+        *rc = o->conflict_exit;
+        return st;
+    }
+    if (st != CRD_OK) {
+        char what[300];
+        snprintf(what, sizeof what, "cannot acquire a permit of semaphore '%.200s'", o->name);
+        cli_report("run", what, st, client);
+        *rc = cli_exit_for_status(st);
+        return st;
+    }
+    /* The lease ends lease_ms after the try that took it, which may be long after t0:
+     * ask how much is left (measured from before the question, so never late). */
+    int64_t t1 = cli_now_ms(), left = 0;
+    if (crd_permit_semaphore_lease_left(h->ps, h->id, &left) != CRD_OK || left <= 0)
+        left = h->lease_ms - (cli_now_ms() - t1);
+    h->valid_until = t1 + left;
+    h->next_renew = t1 + h->lease_ms / 3;
+    setenv("CREDISSON_PERMIT", h->id, 1);
+    if (o->verbose)
+        cli_error("run", "permit %s of semaphore '%.200s' acquired after %lld ms (%s lease "
+                  "%lld ms)", h->id, o->name, (long long)(t1 - t0),
+                  h->renew ? "renewed" : "fixed", (long long)h->lease_ms);
+    return CRD_OK;
+}
+
+/* Gives the permit back after CMD exited; returns the final exit code. A release is not
+ * resent blindly: one that was not sent (CRD_IO) is sent again; one whose reply was lost
+ * is sent again too, because a release by id is safe to repeat (a second one finds no
+ * such permit and changes nothing: CRD_NOT_OWNER then means the first went through). */
+static int release_permit(const run_opts *o, crd_client *client, permit_hold *h, bool lost,
+                          int exit_code)
+{
+    crd_status st = crd_permit_semaphore_release(h->ps, h->id);
+    if (st == CRD_IO)
+        st = crd_permit_semaphore_release(h->ps, h->id);
+    if (st == CRD_OUTCOME_UNKNOWN) {
+        st = crd_permit_semaphore_release(h->ps, h->id);
+        if (st == CRD_NOT_OWNER)
+            st = CRD_OK;
+    }
+    if (lost)
+        return EXIT_LOST;
+    if (st == CRD_LOCK_LOST || st == CRD_NOT_OWNER) {
+        cli_error("run", "permit %s of semaphore '%s' was lost while CMD ran (%s)", h->id,
+                  o->name, crd_strerror(st));
+        return EXIT_LOST;
+    }
+    if (st != CRD_OK) {
+        char what[300];
+        snprintf(what, sizeof what,
+                 "warning: cannot release the permit of semaphore '%.200s', it expires "
+                 "after its lease", o->name);
+        cli_report("run", what, st, client);
+    }
+    return exit_code;
+}
+
+/* run --permits: acquire, supervise, release. Returns the exit code; *st says how the
+ * acquire went (for --on-unavailable). */
+static int run_with_permit(const run_opts *o, const global_opts *g, crd_client *client,
+                           crd_status *st)
+{
+    permit_hold h;
+    memset(&h, 0, sizeof h);
+    int rc = 0;
+    *st = acquire_permit(o, g, client, &h, &rc);
+    if (*st == CRD_OK) {
+        atomic_store(&run_phase, RUN_STARTING);
+        bool lost = false, spawned = false;
+        int exit_code = supervise(o, NULL, &h, &lost, &spawned);
+        atomic_store(&run_phase, RUN_DONE);
+        if (spawned) {
+            rc = release_permit(o, client, &h, lost, exit_code);
+        } else {
+            release_permit(o, client, &h, false, 0); /* CMD never ran: its failure is the news */
+            rc = exit_code;
+        }
+    }
+    crd_permit_semaphore_free(h.ps);
+    return rc;
 }
 
 int cmd_run(const global_opts *g, int argc, char **argv)
@@ -472,6 +700,14 @@ int cmd_run(const global_opts *g, int argc, char **argv)
         return without_the_lock(&o);
     if (rc != 0)
         return rc;
+    if (o.permits > 0) {
+        crd_status pst = CRD_OK;
+        rc = run_with_permit(&o, g, client, &pst);
+        crd_client_free(client);
+        if (pst != CRD_OK && unavailable(pst) && o.on_unavailable != CRD_UNAVAILABLE_FAIL)
+            return without_the_lock(&o);
+        return rc;
+    }
     held_set set;
     crd_status st = open_set(&o, client, &set);
     if (st != CRD_OK) {
@@ -487,7 +723,7 @@ int cmd_run(const global_opts *g, int argc, char **argv)
                             crd__now_ms() + 2000);
         atomic_store(&run_phase, RUN_STARTING);
         bool lost = false, spawned = false;
-        int exit_code = supervise(&o, set.handles[0], &lost, &spawned);
+        int exit_code = supervise(&o, set.handles[0], NULL, &lost, &spawned);
         atomic_store(&run_phase, RUN_DONE);
         if (spawned) {
             rc = release(&o, client, &set, lost, exit_code);

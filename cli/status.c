@@ -25,13 +25,21 @@ static void usage_status(FILE *f)
             "          and also a fair lock's hash)\n"
             "  rwlock  a hash with a \"mode\" field (RReadWriteLock); write holders' fields end\n"
             "          in \":write\"\n"
+            "  semaphore         a string holding a number: RSemaphore's available permits\n"
+            "                    (a latch looks the same: see latch below)\n"
+            "  permit_semaphore  the same string with the sorted set {NAME}:timeout of its\n"
+            "                    permits out (RPermitExpirableSemaphore, run --permits)\n"
+            "  latch             a string holding a count >= 1 with a waiter subscribed to\n"
+            "                    redisson_countdownlatch__channel__{NAME} (RCountDownLatch);\n"
+            "                    without waiters a latch shows as a semaphore with\n"
+            "                    maybe_latch: yes\n"
             "  none    the key does not exist\n"
             "  other   anything else (see \"type\"; a hash whose values are not counts is\n"
             "          \"other\" with type \"hash\")\n"
             "\n"
             "Text output, one fact per line:\n"
             "  name: NAME\n"
-            "  kind: rlock|rwlock|none|other\n"
+            "  kind: rlock|rwlock|semaphore|permit_semaphore|latch|none|other\n"
             "  type: TYPE                  (other only: the Redis type)\n"
             "  mode: read|write            (rwlock only)\n"
             "  ttl_ms: N                   (PTTL: -2 absent, -1 no TTL)\n"
@@ -42,11 +50,17 @@ static void usage_status(FILE *f)
             "  queue: Q                    (fair lock waiters, if any)\n"
             "  token: T                    (a fenced lock's newest token, if it has one)\n"
             "  waiter: OWNER deadline_ms=D remaining_ms=R   (Q lines, head first)\n"
+            "  available: A                (semaphores: the string's value)\n"
+            "  maybe_latch: yes            (semaphore: the value could be a latch's count)\n"
+            "  permits_out: K              (permit_semaphore)\n"
+            "  permit: ID remaining_ms=R|none   (permit_semaphore: K lines)\n"
+            "  count: C                    (latch)\n"
             "\n"
             "JSON output (schema; fields may be added later, never removed):\n"
             "  {\n"
             "    \"name\":    string,\n"
-            "    \"kind\":    \"rlock\" | \"rwlock\" | \"none\" | \"other\",\n"
+            "    \"kind\":    \"rlock\" | \"rwlock\" | \"semaphore\" | \"permit_semaphore\" |\n"
+            "             \"latch\" | \"none\" | \"other\",\n"
             "    \"type\":    string     Redis type: \"hash\", \"string\", \"none\", ...,\n"
             "    \"mode\":    string     rwlock only: \"read\" or \"write\",\n"
             "    \"token\":   integer    fenced lock only: the newest token,\n"
@@ -58,6 +72,11 @@ static void usage_status(FILE *f)
             "    \"queue\":   [ { \"owner\": string, \"deadline_ms\": integer|null,\n"
             "                  \"remaining_ms\": integer|null }, ... ]   fair-lock waiters,\n"
             "                 head first; deadlines are epoch ms (the waiters' clocks)\n"
+            "    \"available\": integer  semaphore, permit_semaphore: the available permits,\n"
+            "    \"maybe_latch\": bool   semaphore: the value could be a latch's count,\n"
+            "    \"permits\": [ { \"id\": string, \"remaining_ms\": integer|null }, ... ]\n"
+            "                 permit_semaphore: the permits out (null: no lease),\n"
+            "    \"count\":   integer    latch: the count,\n"
             "    \"client\":  {           this CLI's own library client (crd_client_metrics):\n"
             "      \"id\": string (its UUID), \"version\": string (library version),\n"
             "      \"acquisitions\", \"contended\", \"acquire_busy\", \"releases\",\n"
@@ -143,6 +162,11 @@ typedef struct status_view {
     read_hold *rholds;
     size_t nrholds;
     long long now; /* epoch ms */
+    /* A string key: a semaphore or a latch (read_sync). */
+    long long value;    /* the string's number */
+    bool maybe_latch;   /* a semaphore whose value could be a latch's count */
+    redisReply *sync;   /* replies of read_sync: GET, ZRANGE, NUMSUB, SHARDNUMSUB */
+    redisReply *permits; /* ZRANGE {N}:timeout WITHSCORES (in sync) */
 } status_view;
 
 /* Sends the snapshot (MULTI, TYPE, HGETALL, PTTL, the fair queue and its deadlines,
@@ -228,6 +252,131 @@ static int classify(status_view *v)
         v->kind = "other";
     }
     return 0;
+}
+
+/* Subscribers of the two channels in a PUBSUB NUMSUB / SHARDNUMSUB reply (an error
+ * reply, e.g. SHARDNUMSUB before Redis 7, counts none). */
+static void add_numsub(const redisReply *r, long long *latch, long long *sem)
+{
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 4)
+        return;
+    if (r->element[1]->type == REDIS_REPLY_INTEGER)
+        *latch += r->element[1]->integer;
+    if (r->element[3]->type == REDIS_REPLY_INTEGER)
+        *sem += r->element[3]->integer;
+}
+
+/* A string key: is it Redisson's semaphore, permit-expirable semaphore or count-down
+ * latch? Reads (pipelined, after the snapshot) its value, the permit set {N}:timeout, and
+ * how many subscribe to the latch's and the semaphores' channels, classic and sharded.
+ * The keys alone cannot tell a latch from a semaphore: a latch is a number >= 1 that
+ * someone awaits on the latch channel; without waiters it is shown as a semaphore that
+ * may be a latch. Returns 0 or the exit code. */
+static int read_sync(cli_rconn *c, status_view *v)
+{
+    crd__buf z = {0}, lch = {0}, sch = {0};
+    if (crd__timeouts_name(v->name, v->nlen, &z) != CRD_OK ||
+        crd__latch_channel_name(v->name, v->nlen, &lch) != CRD_OK ||
+        crd__derived_name(CRD__SEMAPHORE_CHANNEL, v->name, v->nlen, &sch) != CRD_OK) {
+        free(z.p);
+        free(lch.p);
+        free(sch.p);
+        cli_error("status", "out of memory");
+        return EXIT_OSERR;
+    }
+    const char *cmds[4][5] = {{"GET", v->name},
+                              {"ZRANGE", z.p, "0", "-1", "WITHSCORES"},
+                              {"PUBSUB", "NUMSUB", lch.p, sch.p},
+                              {"PUBSUB", "SHARDNUMSUB", lch.p, sch.p}};
+    int argcs[4] = {2, 5, 4, 4};
+    for (int i = 0; i < 4; i++) {
+        size_t lens[5];
+        for (int j = 0; j < argcs[i]; j++)
+            lens[j] = cmds[i][j] == v->name ? v->nlen : strlen(cmds[i][j]);
+        cli_append(c, argcs[i], cmds[i], lens);
+    }
+    free(z.p);
+    free(lch.p);
+    free(sch.p);
+    redisReply *r[4] = {NULL};
+    int rc = 0;
+    for (int i = 0; i < 4; i++)
+        if (cli_get_reply(c, &r[i]) != REDIS_OK) {
+            cli_error("status", "reading '%s' failed: %s", v->name, cli_rconn_err(c));
+            rc = EXIT_UNAVAILABLE;
+            break;
+        }
+    if (rc == 0 && r[0]->type == REDIS_REPLY_STRING &&
+        cli_parse_count(r[0]->str, r[0]->len, &v->value)) {
+        long long latch_subs = 0, sem_subs = 0;
+        add_numsub(r[2], &latch_subs, &sem_subs);
+        add_numsub(r[3], &latch_subs, &sem_subs);
+        bool has_permits = r[1]->type == REDIS_REPLY_ARRAY && r[1]->elements > 0;
+        if (has_permits) {
+            v->kind = "permit_semaphore";
+            v->permits = r[1];
+        } else if (v->value >= 1 && latch_subs > 0 && sem_subs == 0) {
+            v->kind = "latch";
+        } else {
+            v->kind = "semaphore";
+            v->maybe_latch = v->value >= 1 && sem_subs == 0;
+        }
+    }
+    for (int i = 0; i < 4; i++)
+        if (r[i] != v->permits)
+            freeReplyObject(r[i]);
+    return rc;
+}
+
+/* The permits out of a permit semaphore, as text or JSON members. */
+static void print_permits(const status_view *v, bool json)
+{
+    const redisReply *p = v->permits;
+    if (json)
+        fputs(",\"permits\":[", stdout);
+    for (size_t i = 0; p != NULL && i + 1 < p->elements; i += 2) {
+        char id[33] = "";
+        for (size_t k = 0; k < 16 && k < p->element[i]->len; k++)
+            snprintf(id + 2 * k, 3, "%02x", (unsigned char)p->element[i]->str[k]);
+        long long dl = strtoll(p->element[i + 1]->str, NULL, 10);
+        bool lease = dl != CRD__PERMIT_NO_LEASE_MS;
+        if (json && lease)
+            printf("%s{\"id\":\"%s\",\"remaining_ms\":%lld}", i ? "," : "", id, dl - v->now);
+        else if (json)
+            printf("%s{\"id\":\"%s\",\"remaining_ms\":null}", i ? "," : "", id);
+        else if (lease)
+            printf("permit: %s remaining_ms=%lld\n", id, dl - v->now);
+        else
+            printf("permit: %s remaining_ms=none\n", id);
+    }
+    if (json)
+        fputs("]", stdout);
+}
+
+/* The lines or JSON members of a semaphore or latch. */
+static void print_sync(const status_view *v, bool json)
+{
+    bool latch = strcmp(v->kind, "latch") == 0;
+    if (json) {
+        printf(latch ? ",\"count\":%lld" : ",\"available\":%lld", v->value);
+        if (strcmp(v->kind, "semaphore") == 0)
+            printf(",\"maybe_latch\":%s", v->maybe_latch ? "true" : "false");
+    } else {
+        printf(latch ? "count: %lld\n" : "available: %lld\n", v->value);
+        if (v->maybe_latch)
+            printf("maybe_latch: yes\n");
+    }
+    if (v->permits != NULL) {
+        if (!json)
+            printf("permits_out: %zu\n", v->permits->elements / 2);
+        print_permits(v, json);
+    }
+}
+
+static bool is_sync_kind(const status_view *v)
+{
+    return strcmp(v->kind, "semaphore") == 0 || strcmp(v->kind, "permit_semaphore") == 0 ||
+           strcmp(v->kind, "latch") == 0;
 }
 
 /* A read hold's count, if it is one this view lists one line per hold for. */
@@ -338,6 +487,8 @@ static void print_json(const status_view *v, crd_client *client)
             fputs(",\"deadline_ms\":null,\"remaining_ms\":null}", stdout);
     }
     fputs("]", stdout);
+    if (is_sync_kind(v))
+        print_sync(v, true);
     print_client_json(client);
     fputs("}\n", stdout);
 }
@@ -367,6 +518,8 @@ static void print_text(const status_view *v)
         printf("waiter: %.*s deadline_ms=%lld remaining_ms=%lld\n", (int)m->len, m->str, dl,
                dl >= 0 ? dl - v->now : -1);
     }
+    if (is_sync_kind(v))
+        print_sync(v, false);
 }
 
 /* Parses argv: --json and NAME. Returns 0, -1 after --help, or the usage error's code. */
@@ -398,8 +551,10 @@ int cmd_status(const global_opts *g, int argc, char **argv)
     crd__endpoint ep;
     rc = cli_name_and_endpoint("status", g, v.name, &ep);
     crd__endpoint_clear(&ep);
-    if (rc != 0)
-        return rc;
+    /* It refuses a missing NAME; "v.name == NULL" is for clang's analyzer (the check is in
+     * cli/conn.c, out of its sight). */
+    if (rc != 0 || v.name == NULL)
+        return rc != 0 ? rc : EXIT_USAGE;
     cli_rconn conn;
     rc = cli_connect("status", g, v.name, &conn);
     if (rc != 0)
@@ -412,6 +567,8 @@ int cmd_status(const global_opts *g, int argc, char **argv)
         rc = read_snapshot(c, &v);
     if (rc == 0)
         rc = classify(&v);
+    if (rc == 0 && strcmp(v.type, "string") == 0)
+        rc = read_sync(c, &v);
     if (rc == 0) {
         if (v.hash.mode != NULL && v.hash.nholders > 0)
             read_read_holds(c, &v);
@@ -424,6 +581,7 @@ int cmd_status(const global_opts *g, int argc, char **argv)
     free(v.rholds);
     cli_lockhash_free(&v.hash);
     freeReplyObject(v.exec);
+    freeReplyObject(v.permits);
     cli_close(c);
     return rc;
 }

@@ -5,53 +5,16 @@
  * they queue up on one shared subscription and are served one after the other as each
  * holder gives the lock back, with no thread per waiter. Prints how long the N took.
  *
- * The adapter is a persistent read event on crd_loop_fd() and a timer for
- * crd_loop_timeout_ms(), both calling crd_loop_dispatch(). */
+ * The adapter is <credisson/libevent.h> (installed with the library): a persistent read
+ * event on crd_loop_fd() and a timer for crd_loop_timeout_ms(), both calling
+ * crd_loop_dispatch(), which never waits on the network. */
 #define _DEFAULT_SOURCE /* POSIX 2008 for the loop libraries' headers, clock_gettime */
 #include <credisson.h>
+#include <credisson/libevent.h> /* the adapter: one call attaches the client */
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-
-/* ---- the adapter: credisson driven by a libevent base ------------------------------ */
-
-typedef struct crd_ev {
-    crd_client *client;
-    struct event *readable, *timer;
-} crd_ev;
-
-static void crd_ev_dispatch(crd_ev *a)
-{
-    crd_loop_dispatch(a->client);
-    int64_t ms = crd_loop_timeout_ms(a->client);
-    if (ms < 0) {
-        event_del(a->timer);
-    } else {
-        struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-        event_add(a->timer, &tv);
-    }
-}
-
-static void on_crd_event(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    crd_ev_dispatch(arg);
-}
-
-static int crd_ev_init(crd_ev *a, struct event_base *base, crd_client *client)
-{
-    a->client = client;
-    int fd = crd_loop_fd(client);
-    if (fd < 0)
-        return -1;
-    a->readable = event_new(base, fd, EV_READ | EV_PERSIST, on_crd_event, a);
-    a->timer = evtimer_new(base, on_crd_event, a);
-    return a->readable && a->timer ? event_add(a->readable, NULL) : -1;
-}
-
-/* ---- the program -------------------------------------------------------------------- */
 
 static crd_ev ADAPTER;
 static struct event_base *BASE;
@@ -95,7 +58,7 @@ int main(int argc, char **argv)
     }
     BASE = event_base_new();
     crd_lock *lock;
-    if (BASE == NULL || crd_ev_init(&ADAPTER, BASE, client) != 0 ||
+    if (BASE == NULL || crd_ev_attach(&ADAPTER, BASE, client) != 0 ||
         crd_lock_new(client, "loop-event-example", &lock) != CRD_OK) {
         fprintf(stderr, "setup failed: %s\n", crd_client_errmsg(client));
         return 1;
@@ -115,8 +78,7 @@ int main(int argc, char **argv)
     double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
     printf("%d acquisitions of one lock from one libevent loop in %.1f ms, %d failed\n", n, ms,
            FAILED);
-    event_free(ADAPTER.readable);
-    event_free(ADAPTER.timer);
+    crd_ev_detach(&ADAPTER);
     event_base_free(BASE);
     crd_lock_free(lock);
     crd_client_free(client);

@@ -8,56 +8,16 @@
  * holds, the loop goes on serving the others: the waiting is the library's, on the
  * loop's thread, with no thread per request.
  *
- * The adapter is the first part: credisson's fd in a uv_poll_t, its timeout in a
- * uv_timer_t, and crd_loop_dispatch() whenever either fires. */
+ * The adapter is <credisson/libuv.h> (installed with the library): credisson's fd in a
+ * uv_poll_t, its timeout in a uv_timer_t, and crd_loop_dispatch() whenever either fires;
+ * crd_loop_dispatch() never waits on the network (the client's I/O thread does). */
 #define _DEFAULT_SOURCE /* POSIX 2008 for the loop libraries' headers, clock_gettime */
 #include <credisson.h>
+#include <credisson/libuv.h> /* the adapter: one call attaches the client to the loop */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
-
-/* ---- the adapter: credisson driven by a libuv loop ------------------------------------ */
-
-typedef struct crd_uv {
-    crd_client *client;
-    uv_poll_t poll;
-    uv_timer_t timer;
-} crd_uv;
-
-static void crd_uv_dispatch(crd_uv *a);
-
-static void on_crd_fd(uv_poll_t *h, int status, int events)
-{
-    (void)status;
-    (void)events;
-    crd_uv_dispatch(h->data);
-}
-
-static void on_crd_timer(uv_timer_t *t) { crd_uv_dispatch(t->data); }
-
-/* Runs what can progress, then re-arms the timer for the next slice or deadline. */
-static void crd_uv_dispatch(crd_uv *a)
-{
-    crd_loop_dispatch(a->client);
-    int64_t ms = crd_loop_timeout_ms(a->client);
-    if (ms < 0)
-        uv_timer_stop(&a->timer);
-    else
-        uv_timer_start(&a->timer, on_crd_timer, (uint64_t)ms, 0);
-}
-
-static int crd_uv_init(crd_uv *a, uv_loop_t *loop, crd_client *client)
-{
-    a->client = client;
-    int fd = crd_loop_fd(client);
-    if (fd < 0)
-        return -1;
-    uv_poll_init(loop, &a->poll, fd);
-    uv_timer_init(loop, &a->timer);
-    a->poll.data = a->timer.data = a;
-    return uv_poll_start(&a->poll, UV_READABLE, on_crd_fd);
-}
 
 /* ---- the server ----------------------------------------------------------------------- */
 
@@ -199,7 +159,7 @@ int main(int argc, char **argv)
         return 1;
     }
     uv_loop_t *loop = uv_default_loop();
-    if (crd_uv_init(&ADAPTER, loop, client) != 0) {
+    if (crd_uv_attach(&ADAPTER, loop, client) != 0) {
         fprintf(stderr, "credisson's loop fd: %s\n", crd_client_errmsg(client));
         return 1;
     }

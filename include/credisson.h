@@ -106,8 +106,14 @@ typedef enum crd_status {
     CRD_DEGRADED = 15,        /* the work ran WITHOUT the lock (CRD_UNAVAILABLE_DEGRADE) */
     CRD_CANCELLED = 16,       /* an event-loop acquire was cancelled (crd_op_cancel) */
     /* Replica sync (added with Sentinel mode): */
-    CRD_NOT_SYNCED = 17       /* the primary ran the script but no replica acknowledged it
+    CRD_NOT_SYNCED = 17,      /* the primary ran the script but no replica acknowledged it
                                  within replica_sync_timeout_ms (see replica_sync) */
+    /* Semaphores and latches (added with them): */
+    CRD_OUTCOME_UNKNOWN = 18  /* a command that must not run twice (a release, an add, a
+                                 count-down, an anonymous acquire) was sent but its reply
+                                 was lost: it may or may not have run, and it was not
+                                 resent. Read the state (available permits, the count)
+                                 before deciding what to do */
 } crd_status;
 
 /* Fixed English text for a status ("lock not held by this owner", ...). Never NULL;
@@ -133,6 +139,9 @@ CRD_API const char *crd_strerror(crd_status status);
 
 typedef struct crd_client crd_client;
 typedef struct crd_lock crd_lock;
+typedef struct crd_semaphore crd_semaphore;
+typedef struct crd_permit_semaphore crd_permit_semaphore;
+typedef struct crd_latch crd_latch;
 
 /* What a crd_event_fn is told about. */
 typedef enum crd_event_kind {
@@ -230,8 +239,18 @@ typedef struct crd_options {
     int db;                /* default 0 (no SELECT) */
 
     int64_t connect_timeout_ms; /* default 2000 */
-    int64_t command_timeout_ms; /* default 3000; a reply later than this is an I/O error */
-    int pool_size;              /* command connections shared by all threads, default 8 */
+    /* A connection that owes replies and has read nothing for command_timeout_ms is
+     * given up (its callers get CRD_IO; with replica sync, the timeouts of the WAITs it
+     * carries are added: a WAIT that blocks is not a dead server); each call is bounded
+     * by its own deadline too: an acquire's wait_ms (a try with wait_ms 0, and each
+     * attempt of an unbounded wait, get one command_timeout_ms, plus
+     * replica_sync_timeout_ms with replica sync), every other call command_timeout_ms.
+     * A replica-sync WAIT is shortened to end by the call's deadline. Default 3000. */
+    int64_t command_timeout_ms;
+    /* Command connections per server (per cluster node), shared by all threads and the
+     * event loop and pipelined by the client's I/O thread. Default 2 (before 0.4: 8
+     * connections that each carried one command at a time). */
+    int pool_size;
 
     /* Lease of locks taken with CRD_LEASE_WATCHDOG; renewed every third of it.
      * Default 30000, the same meaning as Redisson's lockWatchdogTimeout. */
@@ -341,12 +360,17 @@ typedef struct crd_options {
      * Without a URL, host, port and unix_path are ignored in sentinel mode; username,
      * password and db are the data nodes', sentinel_* the sentinels'. Write '#', '/',
      * '@' and ',' of a password as %23, %2F, %40, %2C.
-     * How the primary is found: the sentinels are asked in turn (starting with the last
-     * one that answered) for SENTINEL get-master-addr-by-name; the node named must say
-     * ROLE master, else the next sentinel is asked. The client re-resolves on a
-     * +switch-master message (a thread of the client keeps one sentinel connection
-     * subscribed to it), on a READONLY reply (the script did not run: it is sent again
-     * to the new primary), and when a connection to the primary fails. Pooled, watchdog
+     * How the primary is found: every sentinel is asked (SENTINEL MASTER; a sentinel
+     * that refuses it, SENTINEL get-master-addr-by-name); the address named with the
+     * newest configuration epoch is taken if that node says ROLE master, else the next
+     * newest. The client re-resolves on a +switch-master message (a thread of the
+     * client keeps every sentinel's connection subscribed to it), every
+     * sentinel_scan_interval_ms, on a READONLY reply (the script did not run: it is sent
+     * again to the new primary), and when a connection to the primary fails. A script
+     * whose reply raced the switch (sent to the old primary, answered after the client
+     * learned of the new one) is re-checked at the new primary: an acquire reads its
+     * hold back there (and sends again if it is not there), a release is sent again
+     * with the same request id, a renewal round is run again. Pooled, watchdog
      * and subscriber connections then reopen to the new primary; every waiter re-checks
      * once its subscription is back, so no wake-up is lost across a failover.
      * Failures: no sentinel reachable, a master name no sentinel knows, or a node that
@@ -422,6 +446,16 @@ typedef struct crd_options {
      * (CRD_EVENT_LOCK_LOST, crd_lock_validity_ms 0) within a round trip instead of at
      * the next renewal. Holds with an explicit lease are not watched. Default false. */
     bool prompt_loss_detection;
+    /* Sentinel mode: how often a thread of the client asks every sentinel where the
+     * primary is (SENTINEL MASTER), besides listening for +switch-master on every
+     * sentinel. When the sentinels disagree the one with the newest configuration epoch
+     * is followed (a failover's leader raises the epoch; a sentinel that has not heard of
+     * the failover yet still names the old primary). A primary the sentinels no longer
+     * name takes no new command once that is known. Default 1000 (Redisson's
+     * scanInterval); 0 turns the periodic check off (+switch-master messages, READONLY
+     * replies and failed connections still move the client). Ignored outside sentinel
+     * mode. */
+    int64_t sentinel_scan_interval_ms;
 } crd_options;
 
 /* Values of crd_options.replica_sync. */
@@ -500,6 +534,29 @@ typedef struct crd_metrics {
     uint64_t local_queued;  /* acquires that queued behind local waiters (local_fifo) */
     uint64_t deferred;      /* attempts deferred after this client's own release
                                (release_defer_ms) */
+    /* Added in 0.4: */
+    uint64_t late_holds_released; /* acquires whose reply came after their caller was told
+                                     they failed, and that had taken the lock: given back */
+    uint64_t outcomes_unknown;    /* such acquires whose connection died first: their field
+                                     was read back (and a hold given back when it ran) */
+    /* Added in 0.5 (the synchronizers; none of them moves a counter above): */
+    uint64_t permits_acquired;  /* permits taken by crd_semaphore_acquire and
+                                   crd_permit_semaphore_acquire(_n) calls that returned
+                                   CRD_OK (an acquire of 3 permits adds 3) */
+    uint64_t permits_released;  /* permits given back by crd_semaphore_release and
+                                   crd_permit_semaphore_release(_n): all of a CRD_OK, the
+                                   ids still out of a partial CRD_LOCK_LOST (add_permits,
+                                   set and drain count in neither) */
+    uint64_t permit_acquires_contended; /* of the acquires counted in permits_acquired, the
+                                   calls that had to wait (the first try found too few) */
+    uint64_t permit_acquire_busy; /* semaphore and permit-semaphore acquires that returned
+                                   CRD_BUSY (no wait) or CRD_TIMEOUT (the wait ran out) */
+    uint64_t latch_count_downs; /* crd_latch_count_down calls that returned CRD_OK */
+    uint64_t latch_awaits_woken; /* crd_latch_await calls that found the count above zero,
+                                   waited, and returned CRD_OK (count down to zero, or the
+                                   latch deleted) */
+    uint64_t latch_await_timeouts; /* crd_latch_await calls that returned CRD_BUSY (no
+                                   wait) or CRD_TIMEOUT */
 } crd_metrics;
 
 /* Fill *out with a snapshot of the client's counters. Pass sizeof(crd_metrics): fields
@@ -508,6 +565,45 @@ typedef struct crd_metrics {
  * Returns CRD_OK, or CRD_INVALID_ARGUMENT for a NULL client or out, or a size smaller
  * than the first version of the struct (up to hold_ms_max). Thread-safe; no Redis traffic. */
 CRD_API crd_status crd_client_metrics(crd_client *client, crd_metrics *out, size_t size);
+
+/* Write the client's metrics into buf in the Prometheus text exposition format (version
+ * 0.0.4, served as "text/plain; version=0.0.4"), ready to be the body of a /metrics
+ * response: snprintf-style, so a call with size 0 measures.
+ *
+ * What it writes, each metric with its "# HELP" and "# TYPE" lines, names in Prometheus'
+ * conventions (prefix credisson_, base units, _total on counters), no labels but le:
+ *   counters   credisson_<field>_total for every counter of crd_metrics (acquisitions,
+ *              acquisitions_contended, acquire_busy, releases, renewals,
+ *              renewal_failures, locks_lost, connects, connection_failures, subscribes,
+ *              watchdog_round_trips, runs_skipped, runs_degraded, local_queued, deferred,
+ *              late_holds_released, outcomes_unknown, permits_acquired, permits_released,
+ *              permit_acquires_contended, permit_acquire_busy, latch_count_downs,
+ *              latch_awaits_woken, latch_await_timeouts)
+ *   gauge      credisson_holds (crd_metrics.holds_now)
+ *   histograms credisson_acquire_wait_seconds (acquires that had to wait) and
+ *              credisson_lock_hold_seconds (first acquire to final release), each as
+ *              _bucket{le="0.001"} ... {le="4194.304"} (powers of two milliseconds,
+ *              cumulative, always the same 23 bounds) and {le="+Inf"}, then _sum (whole
+ *              milliseconds added up, in seconds) and _count (equal to the +Inf bucket).
+ * Numbers are written without printf's %f, so the locale never changes them. Several
+ * clients in one process write the same names: serve each on its own path or let the
+ * scrape configuration add a label.
+ *
+ * Returns the length of the whole text, not counting the terminating NUL, whatever size
+ * is; when size > 0, writes at most size bytes, the last of them a NUL (the text is cut
+ * short when the return value is >= size: call again with a larger buffer). The length
+ * can change between two calls as counters grow (a 0-size call to measure, then a
+ * second to write, should allow some headroom, or loop); about 5.5 KiB is typical.
+ * Errors: returns 0 (a real text is never empty) for a NULL client, or a NULL buf with a
+ * size > 0; crd_client_errmsg() then says which (CRD_INVALID_ARGUMENT). A closed or failed
+ * client still reports what it counted.
+ * Ownership: buf is the caller's; nothing is kept.
+ * Thread safety: any thread, concurrently with every other call; no Redis traffic, no
+ * lock but the one crd_client_metrics() takes. Counters are read one by one, so a line may
+ * already include an operation another line does not; within one histogram the buckets
+ * and _count come from one reading (cumulative, _count equal to +Inf), _sum from a read
+ * just after. */
+CRD_API size_t crd_client_metrics_openmetrics(crd_client *client, char *buf, size_t size);
 
 /* ---------------------------------------------------------------------------------- */
 /* Owner ids                                                                           */
@@ -559,9 +655,17 @@ CRD_API const char *crd_lock_name(const crd_lock *lock, size_t *len);
  * Returns CRD_OK (acquired); CRD_BUSY (wait_ms 0 and held by another owner);
  * CRD_TIMEOUT (the wait ran out); CRD_INVALID_ARGUMENT (NULL lock, times out of range);
  * CRD_SERVER (e.g. WRONGTYPE: the name holds a non-hash value; never reported as
- * acquired); CRD_IO (the server could not be reached; if the acquire may have been
- * executed, the library reads its own field back instead of resending, so a hold is
- * never counted twice); CRD_CLOSED (client shutting down).
+ * acquired); CRD_IO (the server could not be reached, or a try got no answer within
+ * command_timeout_ms; if the connection broke after the acquire was sent, the library
+ * reads its own field back instead of resending, so a hold is never counted twice);
+ * a wait that runs out before Redis answers is CRD_TIMEOUT; whenever the answer comes
+ * after the caller was told the acquire failed, a hold it took is given back at once;
+ * CRD_CLOSED (client shutting down).
+ * Deadline: the call returns by wait_ms plus a few milliseconds even when the server or
+ * the network stalls (measured: 1-7 ms over; tests/test_engine.c); a try with wait_ms 0,
+ * and each attempt of an unbounded wait, get command_timeout_ms for the answer (plus
+ * replica_sync_timeout_ms with replica sync). With replica sync the WAIT is shortened
+ * to end by the deadline (Redis times it out up to 100 ms late, in its cron).
  * Thread safety: any thread; blocks only the calling thread. */
 CRD_API crd_status crd_lock_acquire(crd_lock *lock, int64_t wait_ms, int64_t lease_ms);
 
@@ -806,13 +910,22 @@ CRD_API crd_status crd_lock_token(crd_lock *lock, int64_t *token);
  * The loop thread: every crd_loop_* call, every *_async call and crd_op_cancel for one
  * client must come from one thread at a time (the loop's); callbacks run on that thread,
  * inside crd_loop_dispatch(). The blocking API may be used on the same client from other
- * threads meanwhile. What a dispatch does is bounded: it sends the scripts of the
- * operations that can progress, each one round trip on a pool connection (bounded by
- * command_timeout_ms); it never waits for a lock.
+ * threads meanwhile. A dispatch never waits on the network: an acquire's attempt, a
+ * release and an extend are handed to the client's I/O thread, and their completion
+ * makes crd_loop_fd() readable. (On a cluster, with Sentinel, or with replica sync on,
+ * those steps still run inside the dispatch, each bounded by its deadline: the
+ * operation's wait_ms, or command_timeout_ms.)
  *
- * Driving it: watch crd_loop_fd() for reading, and call crd_loop_dispatch() when it is
- * readable, after crd_loop_timeout_ms() has passed, and after starting operations.
- * examples/loop_uv.c (libuv) and examples/loop_event.c (libevent) do exactly that. */
+ * Deadlines: an acquire with a wait that gets no answer from Redis by its deadline ends
+ * with CRD_TIMEOUT (the wait ran out; the detail says Redis did not answer); a try
+ * (wait_ms 0) that gets none within command_timeout_ms ends with CRD_IO. If Redis ran
+ * that acquire after all, the client gives the hold back
+ * (crd_metrics.late_holds_released).
+ *
+ * Driving it: <credisson/libuv.h> and <credisson/libevent.h> attach a client to a loop in
+ * one call (header-only adapters installed with the library; examples/loop_uv.c and
+ * examples/loop_event.c use them). Otherwise: watch crd_loop_fd() for reading, and call
+ * crd_loop_dispatch() when it is readable and after crd_loop_timeout_ms() has passed. */
 
 typedef struct crd_op crd_op;
 
@@ -852,7 +965,8 @@ CRD_API crd_status crd_lock_release_async(crd_lock *lock, uint64_t owner, crd_op
 CRD_API crd_status crd_lock_extend_async(crd_lock *lock, uint64_t owner, int64_t lease_ms,
                                          crd_op_done_fn done, void *user_data, crd_op **op);
 
-/* Cancel a pending acquire: it leaves its subscription (and a fair lock's queue) and its
+/* Cancel a pending acquire (of a lock, or a semaphore's acquire or a latch's await
+ * started on the loop): it leaves its subscription (and a fair lock's queue) and its
  * callback reports CRD_CANCELLED from the next dispatch. A cancel that comes after the
  * acquire has succeeded has no effect: the callback reports CRD_OK and the caller owns
  * the hold. Returns CRD_OK, or CRD_INVALID_ARGUMENT for NULL or an operation that is not
@@ -863,6 +977,288 @@ CRD_API crd_status crd_op_cancel(crd_op *op);
 CRD_API crd_lock *crd_op_lock(const crd_op *op);
 CRD_API uint64_t crd_op_owner(const crd_op *op);
 CRD_API int64_t crd_op_token(const crd_op *op);
+
+/* ---------------------------------------------------------------------------------- */
+/* Semaphore (Redisson RSemaphore)                                                     */
+/* ---------------------------------------------------------------------------------- */
+
+/* A counting semaphore on the same key as Redisson's getSemaphore(name): a string N
+ * holding the available permits (it may go below zero, see add_permits), and the channel
+ * redisson_sc:{N} (redisson_sc:N when the name has a '{') on which every release, add
+ * and successful try-set publishes the new count (try-set: the permits set). Permits
+ * have no owner: any thread, process or language may release what another acquired,
+ * and a holder that dies without releasing keeps its permits out for ever (use the
+ * permit-expirable semaphore when that matters).
+ * Waiting: an acquire that must wait subscribes to the channel (one subscription per
+ * client and name, shared by its waiting threads), tries again, then sleeps until a
+ * message: a new count k > 0 lets up to k local waiters re-try, a count of 0 or below
+ * none. Every wait ends at its deadline, and a waiter whose subscription is not live
+ * re-tries every poll_interval_ms (Redisson's acquire() trusts a message that may never
+ * come). Nothing polls while the subscription is live.
+ * Create a handle: no Redis traffic. Name rules and errors as crd_lock_new(); in cluster
+ * mode the name's key and channel must share a slot (CRD_INVALID_ARGUMENT otherwise).
+ * Ownership: free with crd_semaphore_free() before the client. Thread safety: any
+ * thread; one handle may be shared by threads. */
+CRD_API crd_status crd_semaphore_new(crd_client *client, const char *name, crd_semaphore **out);
+CRD_API crd_status crd_semaphore_new_n(crd_client *client, const char *name, size_t name_len,
+                                       crd_semaphore **out);
+/* Free a handle (permits acquired through it stay acquired). Accepts NULL. */
+CRD_API void crd_semaphore_free(crd_semaphore *sem);
+/* The name and its length. Library-owned, valid until crd_semaphore_free(). */
+CRD_API const char *crd_semaphore_name(const crd_semaphore *sem, size_t *len);
+
+/* Set the permits if the semaphore does not exist yet (Redisson's trySetPermits; with
+ * ttl_ms > 0, trySetPermits(permits, ttl): the key then expires after ttl_ms, and
+ * acquires and releases keep that TTL). *set (may be NULL) says whether it was set.
+ * Returns CRD_OK (set or not); CRD_INVALID_ARGUMENT (NULL handle, permits < 0, ttl_ms < 0
+ * or over CRD_DURATION_MAX_MS); CRD_SERVER (e.g. WRONGTYPE: nothing changed); CRD_IO
+ * (the semaphore may have been set: read it); CRD_CLOSED. Thread-safe. */
+CRD_API crd_status crd_semaphore_try_set_permits(crd_semaphore *sem, int64_t permits,
+                                                 int64_t ttl_ms, bool *set);
+
+/* Take permits (>= 1) at once: all of them or none.
+ *   wait_ms  CRD_WAIT_FOREVER (-1): wait until they can be taken; 0: try once; > 0:
+ *            wait at most this long (see the waiting rules above).
+ * Returns CRD_OK (taken); CRD_BUSY (wait_ms 0 and not enough available); CRD_TIMEOUT;
+ * CRD_INVALID_ARGUMENT (NULL handle, permits < 1, wait_ms out of range); CRD_SERVER
+ * (WRONGTYPE, or N holds text that is not a number: nothing taken); CRD_OUTCOME_UNKNOWN
+ * (the acquire was sent and its reply lost: this caller may now hold the permits, and
+ * nobody can tell: the permits have no owner); CRD_IO (nothing was sent, the wait ran
+ * out retrying); CRD_CLOSED (client shutting down). Thread-safe; blocks only the
+ * calling thread. */
+CRD_API crd_status crd_semaphore_acquire(crd_semaphore *sem, int64_t permits, int64_t wait_ms);
+
+/* Start crd_semaphore_acquire() on the event loop (see "Event-loop API"): done(user_data,
+ * op, status) is called from a later crd_loop_dispatch(), never from this call, with the
+ * status crd_semaphore_acquire() would return, or CRD_CANCELLED after crd_op_cancel(op).
+ * The wait blocks no thread: it is on the channel's subscription (the fd turns readable
+ * on a message) and on crd_loop_timeout_ms(). Each attempt, one script call, goes to the
+ * client's I/O thread and its answer makes the fd readable, so no dispatch waits for
+ * Redis; on a cluster, with Sentinel or with replica sync on it runs inside a dispatch
+ * instead, one round trip bounded by command_timeout_ms (as a lock's steps do there).
+ * Returns CRD_OK (started; *op, when op is not NULL, identifies it until done returns),
+ * or without starting (done is never called): CRD_INVALID_ARGUMENT (NULL handle or done,
+ * permits < 1, wait_ms out of range), CRD_CLOSED, CRD_FORKED, CRD_NO_MEMORY.
+ * Ownership: the handle must outlive the operation. crd_op_lock(op) is NULL.
+ * Thread safety: the loop thread only, as every *_async call. */
+CRD_API crd_status crd_semaphore_acquire_async(crd_semaphore *sem, int64_t permits,
+                                               int64_t wait_ms, crd_op_done_fn done,
+                                               void *user_data, crd_op **op);
+
+/* Give permits (>= 1) back: the count rises (the key is created when missing, as in
+ * Redisson) and the new count is published. No owner check: Redisson has none.
+ * Returns CRD_OK; CRD_INVALID_ARGUMENT; CRD_SERVER; CRD_OUTCOME_UNKNOWN (sent, reply
+ * lost: never resent, since a second release would add permits twice); CRD_IO (not
+ * sent); CRD_CLOSED. Thread-safe. */
+CRD_API crd_status crd_semaphore_release(crd_semaphore *sem, int64_t permits);
+
+/* Add delta permits; a negative delta removes them and may leave the count below zero
+ * (acquires then wait until enough are added or released). The new count is published,
+ * also when it is 0 or negative (Redisson's own waiters throw on a negative one;
+ * credisson's ignore it). Returns as crd_semaphore_release(). */
+CRD_API crd_status crd_semaphore_add_permits(crd_semaphore *sem, int64_t delta);
+
+/* The available permits (GET; 0 when the semaphore does not exist; may be negative).
+ * Returns CRD_OK, CRD_INVALID_ARGUMENT, CRD_SERVER, CRD_PROTOCOL (N holds something
+ * else than a number), CRD_IO, CRD_CLOSED. Thread-safe. */
+CRD_API crd_status crd_semaphore_available(crd_semaphore *sem, int64_t *available);
+
+/* Take every available permit: *drained (may be NULL) gets how many (0 when none or
+ * the semaphore does not exist; nothing is created then). Nothing is published.
+ * Returns as crd_semaphore_acquire() without the waiting statuses; a lost reply is
+ * CRD_OUTCOME_UNKNOWN. */
+CRD_API crd_status crd_semaphore_drain(crd_semaphore *sem, int64_t *drained);
+
+/* ---------------------------------------------------------------------------------- */
+/* Permit-expirable semaphore (Redisson RPermitExpirableSemaphore)                     */
+/* ---------------------------------------------------------------------------------- */
+
+/* Size of a permit id buffer: 32 lowercase hex characters (16 random bytes from the
+ * OS, as Java prints them) and a NUL. */
+#define CRD_PERMIT_ID_SIZE 33
+/* lease_ms of a permit that never expires (Redisson's leaseTime -1). */
+#define CRD_PERMIT_NO_LEASE INT64_C(-1)
+
+/* A semaphore whose permits have ids and leases, on the same keys as Redisson's
+ * getPermitExpirableSemaphore(name): the string N (available count), the sorted set
+ * {N}:timeout (N:timeout when the name has a '{') with one member per permit out, its
+ * 16-byte id, scored by its deadline, and the channel redisson_sc:{N}.
+ * Expiry is lazy, as in Redisson: a permit whose lease has run out stays out until an
+ * acquire or a count (available, permits, acquired, update_lease, lease_left) runs;
+ * that call reclaims it and publishes the new count. Deadlines are the caller's
+ * wall clock (CLOCK_REALTIME, epoch ms) plus the lease, and "now" in every script is
+ * the caller's wall clock: hosts whose clocks disagree by d ms shorten or lengthen each
+ * other's leases by d ms, so hosts sharing such a semaphore need NTP (like the fair
+ * lock's queue).
+ * Waiting is the semaphore's (above), and a waiter also re-tries, still subscribed, at
+ * the earliest deadline of the permits out, when it can reclaim one: a holder that died
+ * frees its permit at the end of its lease without any message.
+ * Create: no Redis traffic; rules, errors, ownership and thread safety as
+ * crd_semaphore_new(). Free with crd_permit_semaphore_free(). */
+CRD_API crd_status crd_permit_semaphore_new(crd_client *client, const char *name,
+                                            crd_permit_semaphore **out);
+CRD_API crd_status crd_permit_semaphore_new_n(crd_client *client, const char *name,
+                                              size_t name_len, crd_permit_semaphore **out);
+/* Free a handle (its permits stay out until released or expired). Accepts NULL. */
+CRD_API void crd_permit_semaphore_free(crd_permit_semaphore *ps);
+/* The name and its length. Library-owned, valid until crd_permit_semaphore_free(). */
+CRD_API const char *crd_permit_semaphore_name(const crd_permit_semaphore *ps, size_t *len);
+
+/* Set the available permits if the semaphore does not exist (trySetPermits). *set (may
+ * be NULL) says whether it was set. Returns as crd_semaphore_try_set_permits(). */
+CRD_API crd_status crd_permit_semaphore_try_set_permits(crd_permit_semaphore *ps,
+                                                        int64_t permits, bool *set);
+/* Make the total (available + out) equal permits (>= 0), creating the semaphore when
+ * missing (setPermits): the available count moves by the difference, possibly below
+ * zero while permits are out. permits is published when anything changed.
+ * Returns CRD_OK, CRD_INVALID_ARGUMENT, CRD_SERVER, CRD_OUTCOME_UNKNOWN, CRD_IO,
+ * CRD_CLOSED. */
+CRD_API crd_status crd_permit_semaphore_set_permits(crd_permit_semaphore *ps, int64_t permits);
+/* Add delta available permits (negative: remove; the count may go below zero). A
+ * positive delta is published (the amount, as Redisson does). Returns as
+ * crd_permit_semaphore_set_permits(). */
+CRD_API crd_status crd_permit_semaphore_add_permits(crd_permit_semaphore *ps, int64_t delta);
+
+/* Take one permit and write its id into id (CRD_PERMIT_ID_SIZE bytes, NUL-terminated).
+ *   wait_ms  -1 forever, 0 try once, > 0 at most this long.
+ *   lease_ms > 0: the permit expires lease_ms after the call (the caller's wall clock)
+ *            unless released or its lease updated; CRD_PERMIT_NO_LEASE: never.
+ * Returns CRD_OK (id set); CRD_BUSY (wait_ms 0); CRD_TIMEOUT; CRD_INVALID_ARGUMENT
+ * (NULL argument, lease_ms 0 or out of range); CRD_SERVER (WRONGTYPE: nothing taken);
+ * CRD_IO (nothing was sent, or a lost reply whose read-back failed as well: if the
+ * ids went in they expire at their lease); CRD_CLOSED. A lost reply is resolved by
+ * reading back whether the ids sent are permits (they are random: nobody else has
+ * them), never by sending the acquire again. Thread-safe. */
+CRD_API crd_status crd_permit_semaphore_acquire(crd_permit_semaphore *ps, int64_t wait_ms,
+                                                int64_t lease_ms, char id[CRD_PERMIT_ID_SIZE]);
+/* The same for permits (>= 1, at most 1024) permits at once, all or none: ids[i] gets
+ * the i-th id. A waiter for several permits is woken whenever a release makes enough
+ * available (Redisson #6664/#6687). */
+CRD_API crd_status crd_permit_semaphore_acquire_n(crd_permit_semaphore *ps, int64_t permits,
+                                                  int64_t wait_ms, int64_t lease_ms,
+                                                  char (*ids)[CRD_PERMIT_ID_SIZE]);
+
+/* Start crd_permit_semaphore_acquire_n() on the event loop: done is called from a later
+ * crd_loop_dispatch() with the status it would return (CRD_CANCELLED after
+ * crd_op_cancel(op)); ids[0..permits-1] are written, in that dispatch, only when it is
+ * CRD_OK. The wait blocks no thread; each attempt (one script call) goes to the I/O
+ * thread as crd_semaphore_acquire_async()'s do, but the read-back of a lost reply (a
+ * ZSCORE per id) runs inside a dispatch, bounded by command_timeout_ms, as everything
+ * does on a cluster, with Sentinel or with replica sync on.
+ * Returns CRD_OK (started), or without starting (done never called) as
+ * crd_permit_semaphore_acquire_n() refuses arguments, or CRD_CLOSED, CRD_FORKED,
+ * CRD_NO_MEMORY.
+ * Ownership: ids is the caller's and, like the handle, must stay valid until done runs.
+ * Thread safety: the loop thread only. */
+CRD_API crd_status crd_permit_semaphore_acquire_async(crd_permit_semaphore *ps, int64_t permits,
+                                                      int64_t wait_ms, int64_t lease_ms,
+                                                      char (*ids)[CRD_PERMIT_ID_SIZE],
+                                                      crd_op_done_fn done, void *user_data,
+                                                      crd_op **op);
+
+/* Give back the permit id (32 hex characters, either case).
+ * Returns CRD_OK (released, its count published); CRD_LOCK_LOST (released by this call
+ * all the same, but its lease had already run out: no other holder had it, yet the
+ * caller worked past its lease; Redisson's release throws there); CRD_NOT_OWNER (not a permit out: never issued, already released, or reclaimed after
+ * its lease: nothing changed); CRD_INVALID_ARGUMENT (NULL, not 32 hex characters);
+ * CRD_SERVER; CRD_OUTCOME_UNKNOWN (sent, reply lost); CRD_IO (not sent); CRD_CLOSED. */
+CRD_API crd_status crd_permit_semaphore_release(crd_permit_semaphore *ps, const char *id);
+/* Give back n (1..1024, all different) permits, all or nothing (Redisson 3.44+): if any
+ * id is not a permit out, nothing changes.
+ * Returns CRD_OK (all released, n published); CRD_NOT_OWNER (nothing changed);
+ * CRD_LOCK_LOST (some had expired: those were reclaimed, the others released);
+ * CRD_INVALID_ARGUMENT (NULL, n 0 or over 1024, a malformed or repeated id), and the
+ * failures of crd_permit_semaphore_release(). */
+CRD_API crd_status crd_permit_semaphore_release_n(crd_permit_semaphore *ps,
+                                                  const char *const *ids, size_t n);
+
+/* Set the lease of permit id to lease_ms from now (or CRD_PERMIT_NO_LEASE): what a
+ * holder calls to keep its permit while it works (the CLI's run does, every third of
+ * the lease). Returns CRD_OK; CRD_NOT_OWNER (not a permit out, e.g. it expired and was
+ * reclaimed: the holder lost it); CRD_INVALID_ARGUMENT; CRD_SERVER; CRD_IO; CRD_CLOSED.
+ * Idempotent: a lost reply is retried once. */
+CRD_API crd_status crd_permit_semaphore_update_lease(crd_permit_semaphore *ps, const char *id,
+                                                     int64_t lease_ms);
+/* How long permit id has left: *left_ms > 0, or -1 for a permit without lease.
+ * Returns CRD_OK; CRD_NOT_OWNER (not a permit out; *left_ms 0); and the failures above. */
+CRD_API crd_status crd_permit_semaphore_lease_left(crd_permit_semaphore *ps, const char *id,
+                                                   int64_t *left_ms);
+
+/* Counts, each after reclaiming expired permits (which publishes): the available
+ * permits (0 when the semaphore does not exist), the total (available + out), and the
+ * permits out. Returns CRD_OK, CRD_INVALID_ARGUMENT, CRD_SERVER, CRD_PROTOCOL, CRD_IO,
+ * CRD_CLOSED. Thread-safe. */
+CRD_API crd_status crd_permit_semaphore_available(crd_permit_semaphore *ps, int64_t *available);
+CRD_API crd_status crd_permit_semaphore_permits(crd_permit_semaphore *ps, int64_t *total);
+CRD_API crd_status crd_permit_semaphore_acquired(crd_permit_semaphore *ps, int64_t *acquired);
+
+/* ---------------------------------------------------------------------------------- */
+/* Count-down latch (Redisson RCountDownLatch)                                         */
+/* ---------------------------------------------------------------------------------- */
+
+/* A count-down latch on the same key as Redisson's getCountDownLatch(name): a string N
+ * holding the count, deleted when it reaches zero (so a latch at zero and a missing
+ * latch are the same), and the channel redisson_countdownlatch__channel__{N} (braces
+ * always added). A count-down to exactly zero publishes "0"; a try-set and a delete
+ * publish "1".
+ * Waiting: crd_latch_await() reads the count (GET), subscribes, reads it again, and
+ * sleeps until a message. Every message makes this client's waiters read the count
+ * again, so a delete while they wait ends their wait at once (Redisson's waiters ignore
+ * the "1" of a delete and sleep on: its untimed await() hangs there).
+ * Cluster: the channel's hash tag is the whole name, so a name with its own "{...}" tag
+ * puts channel and key in different slots; Redis Cluster refuses such a latch's
+ * scripts (CROSSSLOT, and so does Redisson). crd_latch_new refuses such a name in
+ * cluster mode with CRD_INVALID_ARGUMENT and a message saying so.
+ * Create: no Redis traffic; otherwise as crd_semaphore_new(). */
+CRD_API crd_status crd_latch_new(crd_client *client, const char *name, crd_latch **out);
+CRD_API crd_status crd_latch_new_n(crd_client *client, const char *name, size_t name_len,
+                                   crd_latch **out);
+/* Free a handle. Accepts NULL. */
+CRD_API void crd_latch_free(crd_latch *latch);
+/* The name and its length. Library-owned, valid until crd_latch_free(). */
+CRD_API const char *crd_latch_name(const crd_latch *latch, size_t *len);
+
+/* Set the count (>= 1) if the latch does not exist, i.e. is at zero (trySetCount).
+ * *set (may be NULL) says whether it was set; an existing latch is left alone.
+ * Returns CRD_OK; CRD_INVALID_ARGUMENT (NULL handle, count < 1); CRD_SERVER; CRD_IO (the
+ * count may have been set: read it); CRD_CLOSED. Thread-safe. */
+CRD_API crd_status crd_latch_try_set_count(crd_latch *latch, int64_t count, bool *set);
+
+/* Lower the count by one; at zero the latch is deleted and every waiter, of any client
+ * and language, is woken. On a missing latch nothing happens.
+ * Returns CRD_OK; CRD_INVALID_ARGUMENT; CRD_SERVER (WRONGTYPE or a value that is not a
+ * number: nothing changed); CRD_OUTCOME_UNKNOWN (sent, reply lost: it may have counted;
+ * never resent); CRD_IO (not sent); CRD_CLOSED. Thread-safe. */
+CRD_API crd_status crd_latch_count_down(crd_latch *latch);
+
+/* Wait until the count is zero (or the latch deleted).
+ *   wait_ms  -1 forever, 0 check once, > 0 at most this long (the count is read once
+ *            more when it runs out, as Redisson does).
+ * Returns CRD_OK (zero); CRD_BUSY (wait_ms 0, not zero); CRD_TIMEOUT; CRD_INVALID_ARGUMENT;
+ * CRD_SERVER; CRD_PROTOCOL; CRD_IO (the wait ran out while Redis could not be reached);
+ * CRD_CLOSED. Thread-safe; blocks only the calling thread. */
+CRD_API crd_status crd_latch_await(crd_latch *latch, int64_t wait_ms);
+
+/* Start crd_latch_await() on the event loop: done is called from a later
+ * crd_loop_dispatch() with the status crd_latch_await() would return, or CRD_CANCELLED
+ * after crd_op_cancel(op). The wait blocks no thread; each check of the count (a GET)
+ * goes to the I/O thread as crd_semaphore_acquire_async()'s attempts do (inside a
+ * dispatch on a cluster, with Sentinel or with replica sync on).
+ * Returns CRD_OK (started), or without starting: CRD_INVALID_ARGUMENT (NULL handle or
+ * done, wait_ms out of range), CRD_CLOSED, CRD_FORKED, CRD_NO_MEMORY.
+ * Ownership: the handle must outlive the operation. crd_op_lock(op) is NULL.
+ * Thread safety: the loop thread only. */
+CRD_API crd_status crd_latch_await_async(crd_latch *latch, int64_t wait_ms, crd_op_done_fn done,
+                                         void *user_data, crd_op **op);
+
+/* The count (GET; 0 when the latch does not exist). Returns CRD_OK, CRD_INVALID_ARGUMENT,
+ * CRD_SERVER, CRD_PROTOCOL, CRD_IO, CRD_CLOSED. Thread-safe. */
+CRD_API crd_status crd_latch_count(crd_latch *latch, int64_t *count);
+
+/* Delete the latch whatever its count, and publish "1" (its waiters here re-check and
+ * return CRD_OK). *deleted (may be NULL) says whether there was one. Returns as
+ * crd_latch_count(). Idempotent. */
+CRD_API crd_status crd_latch_delete(crd_latch *latch, bool *deleted);
 
 #ifdef __cplusplus
 }

@@ -24,7 +24,7 @@
  * Threads: any caller thread. Locks: holds->mu around bookkeeping only (never during
  * Redis traffic); the waits are pubsub.c's.
  */
-#include "internal.h"
+#include "engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +130,16 @@ static crd_status record_acquire(crd__acquire *a, int64_t sent_ms)
     return CRD_OK;
 }
 
+/* Reads the script's reply r to an attempt sent at sent_ms into a->outcome, recording
+ * the hold when it was taken. */
+static crd_status read_outcome(crd__acquire *a, const redisReply *r, int64_t sent_ms)
+{
+    a->outcome = crd__kinds[a->l->kind].acquire_reply(r, a->nowait, &a->hint_ms, &a->token);
+    if (a->outcome == CRD__ACQ_BAD)
+        return crd__reply_fail(a->c, r, "acquire");
+    return a->outcome == CRD__ACQ_TAKEN ? record_acquire(a, sent_ms) : CRD_OK;
+}
+
 /* Reads the owner's field back to learn whether an acquire whose reply was lost ran. */
 static crd_status resolve_lost_reply(crd__acquire *a, bool *happened)
 {
@@ -176,17 +186,51 @@ static crd_status read_token(crd__acquire *a)
     return st;
 }
 
-/* Sends the kind's acquire script once. */
-static crd_status send_acquire(crd__acquire *a, redisReply **r, int64_t *sent)
+/* The deadline of one acquire command: the caller's (wait_ms), except that a try
+ * without a wait gets one command timeout for its round trip, and an unbounded wait one
+ * command timeout per attempt (the attempt after it follows the usual backoff). With
+ * replica sync the WAIT's timeout is added to the command timeout: a WAIT that blocks
+ * is not a server that stopped answering. */
+static int64_t call_deadline(const crd__acquire *a)
+{
+    int64_t per = a->c->opts.command_timeout_ms +
+                  crd__sync_budget_ms(a->c, a->l->name, a->l->name_len);
+    int64_t budget = crd__now_ms() + per;
+    if (a->wait_ms == 0)
+        return a->start + per;
+    return a->deadline == INT64_MAX || a->deadline > budget ? budget : a->deadline;
+}
+
+/* An acquire command: replica sync (WAIT in the same pipeline), the caller's deadline, and
+ * what the engine gives back if the reply comes after the caller was told it failed. */
+static void arm(crd__acquire *a, crd__cmd *cmd, crd__undo *u)
+{
+    cmd->sync = true;
+    cmd->deadline_ms = call_deadline(a);
+    *u = (crd__undo){a->c, a->l->kind, a->l->name, a->l->name_len, a->owner, a->field, a->flen,
+                     a->lease, a->nowait};
+    cmd->undo = u;
+}
+
+/* The kind's acquire command for this attempt, armed (u lives as long as cmd). */
+static void build_acquire(crd__acquire *a, crd__cmd *cmd, crd__undo *u)
 {
     const crd__kind_ops *ops = &crd__kinds[a->l->kind];
     crd__acq_args args = {a->field, a->flen, a->lease, a->nowait, a->fair_wait, a->want_token};
-    crd__cmd cmd;
-    ops->acquire(a->l, &args, &cmd);
+    ops->acquire(a->l, &args, cmd);
     if (ops->queued && !a->nowait)
         a->queued = true;
-    cmd.sync = true; /* replica sync: WAIT in the same pipeline */
+    arm(a, cmd, u);
+}
+
+/* Sends the kind's acquire script once. */
+static crd_status send_acquire(crd__acquire *a, redisReply **r, int64_t *sent)
+{
+    crd__cmd cmd;
+    crd__undo u;
+    build_acquire(a, &cmd, &u);
     crd_status st = crd__call(a->c, &cmd, "acquire", r, sent);
+    a->unanswered = st == CRD_IO && cmd.handed;
     crd__cmd_free(&cmd);
     return st;
 }
@@ -216,7 +260,7 @@ static crd_status settle_pending(crd__acquire *a, bool *happened)
  * outcome becomes "not taken" so the machine ends there. */
 static crd_status undo_unsynced(crd__acquire *a, const char *why)
 {
-    crd_status rs = crd__release(a->l, a->owner);
+    crd_status rs = crd__release_undo(a->l, a->owner);
     a->outcome = CRD__ACQ_REFUSED;
     return crd__fail(a->c, CRD_NOT_SYNCED, "%s; the acquire was undone (%s)", why,
                      rs == CRD_OK ? "released again" : crd_strerror(rs));
@@ -227,6 +271,7 @@ static crd_status undo_unsynced(crd__acquire *a, const char *why)
  * sent again. */
 static crd_status attempt(crd__acquire *a)
 {
+    a->unanswered = false;
     a->outcome = CRD__ACQ_BAD;
     a->hint_ms = 0;
     bool happened = false;
@@ -267,11 +312,7 @@ static crd_status attempt(crd__acquire *a)
     }
     if (st != CRD_OK)
         return st;
-    a->outcome = crd__kinds[a->l->kind].acquire_reply(r, a->nowait, &a->hint_ms, &a->token);
-    if (a->outcome == CRD__ACQ_BAD)
-        st = crd__reply_fail(a->c, r, "acquire");
-    else if (a->outcome == CRD__ACQ_TAKEN)
-        st = record_acquire(a, sent);
+    st = read_outcome(a, r, sent);
     freeReplyObject(r);
     if (st == CRD_OK && unsynced && a->outcome == CRD__ACQ_TAKEN)
         st = undo_unsynced(a, why);
@@ -296,9 +337,12 @@ static void give_up(crd__acquire *a)
 
 /* ---- the machine ------------------------------------------------------------------------- */
 
+static void drop_aio(crd__acquire *a);
+
 static void finish(crd__acquire *a, crd_status st)
 {
     crd_client *c = a->c;
+    drop_aio(a);
     if (a->pre_reply != NULL)
         freeReplyObject(a->pre_reply);
     a->pre_reply = NULL;
@@ -456,23 +500,25 @@ static void step_queue(crd__acquire *a, crd_status w)
 }
 
 /* TRY: one attempt, then what follows from it. */
-static void step_try(crd__acquire *a)
+/* What follows an attempt whose status is st (a->outcome set when st is CRD_OK). */
+static void after_attempt(crd__acquire *a, crd_status st)
 {
-    /* An attempt the subscriber thread already sent is settled first, whatever else
-     * happened: it may have taken the lock. */
-    if (!a->have_pre && a->sub != NULL && atomic_load(&a->c->closed)) {
-        finish(a, crd__fail(a->c, CRD_CLOSED, "client closed while waiting"));
-        return;
-    }
-    if (!a->have_pre && a->deferrable && deferred(a))
-        return;
-    crd_status st = attempt(a);
     if (a->was_deferred && st == CRD_OK) {
         a->was_deferred = false;
         crd__gate_deferral_used(a, a->outcome != CRD__ACQ_TAKEN);
     }
     if (st == CRD_OK && a->outcome == CRD__ACQ_TAKEN) {
         finish(a, CRD_OK);
+        return;
+    }
+    if (st == CRD_IO && a->unanswered && a->wait_ms > 0 && crd__now_ms() >= a->deadline) {
+        /* The wait ran out before Redis answered (a slow or stalled server): the lock
+         * was not taken within wait_ms, as the caller asked; if the acquire ran after
+         * all, the engine gives that hold back (undo.c). */
+        char why[300];
+        snprintf(why, sizeof why, "%s", crd_client_errmsg(a->c));
+        finish(a, crd__fail(a->c, CRD_TIMEOUT, "the wait of %lld ms ran out before Redis "
+                            "answered (%s)", (long long)a->wait_ms, why));
         return;
     }
     /* A failed connection is worth waiting out; anything else ends the acquire. */
@@ -503,6 +549,103 @@ static void step_try(crd__acquire *a)
     int64_t slice = crd__wait_slice(&in, &a->backoff);
     a->wake_at = now + slice + 1 < a->deadline ? now + slice + 1 : a->deadline;
     a->state = CRD__AS_WAIT;
+}
+
+/* ---- the event loop's attempt: in flight on the engine, never waited for ---------------- */
+
+/* Whether an event-loop attempt can go out without waiting: a standalone client without
+ * replica sync, nothing to resolve first (a cluster's redirects, replica sync's ROLE and a
+ * lost reply's read-back still run inside the step, bounded by the deadline). */
+static bool async_ok(const crd__acquire *a)
+{
+    return a->nonblocking && !a->pending && !a->have_pre && crd__call_async_ok(a->c);
+}
+
+/* Sends the attempt (EVAL after a NOSCRIPT); state CRD__AS_IO until its completion. */
+static void start_async(crd__acquire *a, bool eval)
+{
+    crd__cmd cmd;
+    crd__undo u;
+    build_acquire(a, &cmd, &u);
+    crd__req *rq = crd__call_request(a->c, &cmd, eval);
+    crd__cmd_free(&cmd);
+    if (rq == NULL) {
+        after_attempt(a, crd__fail(a->c, CRD_NO_MEMORY, "cannot build the acquire"));
+        return;
+    }
+    a->aio = crd__aio_submit(a->c, rq, eval);
+    if (a->aio == NULL) {
+        after_attempt(a, crd__fail(a->c, CRD_CLOSED, "client is closed"));
+        return;
+    }
+    a->state = CRD__AS_IO;
+}
+
+/* The attempt in flight answered: its outcome, as attempt() would give it. */
+static void step_io(crd__acquire *a)
+{
+    if (!crd__aio_ready(a->aio))
+        return;
+    redisReply *r = NULL;
+    int64_t sent = 0;
+    bool eval = false;
+    a->unanswered = crd__aio_unanswered(a->aio);
+    crd_status st = crd__aio_take(a->c, a->aio, &r, &sent, &eval);
+    a->aio = NULL;
+    a->state = CRD__AS_TRY;
+    a->outcome = CRD__ACQ_BAD;
+    a->hint_ms = 0;
+    if (st == CRD_OK) {
+        crd__reply_class cls = crd__reply_classify(r);
+        if (cls == CRD__REPLY_NOSCRIPT && !eval) {
+            freeReplyObject(r);
+            start_async(a, true); /* nothing ran */
+            return;
+        }
+        st = cls != CRD__REPLY_OK ? crd__reply_fail(a->c, r, "acquire") : read_outcome(a, r, sent);
+        freeReplyObject(r);
+    }
+    after_attempt(a, st);
+}
+
+/* The acquire ends while its attempt is in flight (cancel, close): whoever comes second
+ * gives back what the attempt took. */
+static void drop_aio(crd__acquire *a)
+{
+    if (a->aio == NULL)
+        return;
+    redisReply *r = crd__aio_drop(a->aio); /* NULL: still in flight (undo.c takes it) */
+    a->aio = NULL;
+    if (r == NULL)
+        return;
+    int64_t hint = 0, token = 0;
+    if (crd__reply_classify(r) == CRD__REPLY_OK &&
+        crd__kinds[a->l->kind].acquire_reply(r, a->nowait, &hint, &token) == CRD__ACQ_TAKEN) {
+        crd__undo u = {a->c, a->l->kind, a->l->name, a->l->name_len, a->owner, a->field,
+                       a->flen, a->lease, a->nowait};
+        crd__undo_give_back(&u);
+    }
+    freeReplyObject(r);
+}
+
+static void step_try(crd__acquire *a)
+{
+    /* An attempt the subscriber thread already sent is settled first, whatever else
+     * happened: it may have taken the lock. */
+    if (!a->have_pre && a->sub != NULL && atomic_load(&a->c->closed)) {
+        finish(a, crd__fail(a->c, CRD_CLOSED, "client closed while waiting"));
+        return;
+    }
+    if (!a->have_pre && a->deferrable && deferred(a))
+        return;
+    if (async_ok(a)) {
+        if (a->wait_ms != 0 && crd__now_ms() >= a->deadline)
+            finish(a, ran_out(a)); /* no attempt after the deadline */
+        else
+            start_async(a, false);
+        return;
+    }
+    after_attempt(a, attempt(a));
 }
 
 /* SUBSCRIBE: the lock's channel, or the fair waiter's own, so a release wakes only the
@@ -550,6 +693,7 @@ void crd__acquire_step(crd__acquire *a)
     case CRD__AS_TRY: step_try(a); break;
     case CRD__AS_DEFER: step_defer(a, CRD_OK); break;
     case CRD__AS_SUBSCRIBE: step_subscribe(a); break;
+    case CRD__AS_IO: step_io(a); break;
     case CRD__AS_WAIT: /* the driver's turn: crd__acquire_woken() */
     case CRD__AS_DONE: break;
     }
@@ -590,7 +734,9 @@ static bool lend_attempt(crd__acquire *a, crd__handoff *h)
     const crd__kind_ops *ops = &crd__kinds[a->l->kind];
     crd__acq_args args = {a->field, a->flen, a->lease, a->nowait, a->fair_wait, a->want_token};
     ops->acquire(a->l, &args, &h->cmd);
-    h->cmd.sync = true;
+    crd__undo u;
+    arm(a, &h->cmd, &u);
+    h->until = a->deadline;
     if (crd__handoff_prepare(a->c, h)) {
         if (crd__sub_arm(a->c, a->sub, h))
             return true;

@@ -7,7 +7,7 @@
  *
  * Threads: any. Locks: none of its own.
  */
-#include "internal.h"
+#include "engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +25,7 @@ crd_status crd_options_init(crd_options *o)
     o->port = 6379;
     o->connect_timeout_ms = 2000;
     o->command_timeout_ms = 3000;
-    o->pool_size = 8;
+    o->pool_size = 2;
     o->watchdog_timeout_ms = 30000;
     o->subscription_timeout_ms = 7500;
     o->poll_interval_ms = 1000;
@@ -34,6 +34,7 @@ crd_status crd_options_init(crd_options *o)
     o->replica_sync_timeout_ms = 1000;
     o->release_defer_ms = 5;
     o->local_fifo = true;
+    o->sentinel_scan_interval_ms = 1000;
     return CRD_OK;
 }
 
@@ -57,6 +58,7 @@ static crd_status validate(crd_client *c, const crd_options *o)
     RANGE(fair_wait_timeout_ms, 1)
     RANGE(replica_sync_timeout_ms, 1)
     RANGE(release_defer_ms, 0)
+    RANGE(sentinel_scan_interval_ms, 0)
 #undef RANGE
     if (o->deployment != CRD_DEPLOYMENT_STANDALONE && o->deployment != CRD_DEPLOYMENT_CLUSTER)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "deployment must be CRD_DEPLOYMENT_STANDALONE "
@@ -284,7 +286,12 @@ static crd_status start(crd_client *c, const crd_options *opts)
         st = crd__topology_start(c); /* sentinel mode: find the primary */
     if (st != CRD_OK)
         return st;
-    if ((st = crd__pool_init(c)) != CRD_OK)
+    if (crd__topology_sentinel(c)) {
+        c->primary_at = crd__endpoint_peek;
+        c->primary_gen = crd__topology_gen;
+    }
+    c->wake_loop = crd__pubsub_loop_notify;
+    if ((st = crd__engine_start(c)) != CRD_OK || (st = crd__pool_init(c)) != CRD_OK)
         return st;
 
     /* Prove the server is there and accepts us (AUTH, SELECT, then PING for servers that
@@ -368,9 +375,10 @@ void crd_client_free(crd_client *c)
     atomic_store(&c->closed, true);
     crd__gates_wake_all(c);
     crd__topology_stop(c);
-    crd__pool_wake(c);
     crd__pubsub_stop(c);
+    crd__engine_stop(c); /* what is still queued or waited for ends with CRD_CLOSED */
     crd__pool_free(c);
+    crd__engine_free(c);
     crd__watchdog_free(c);
     crd__holds_free(c);
     crd__gates_free(c);

@@ -6,25 +6,30 @@
  * pool.c asks here which node serves a key (crd__cluster_node_for); script.c's crd__call
  * reports what the servers said: a MOVED updates one slot at once (crd__cluster_moved),
  * an ASK does not touch the map, and a connection failure, READONLY or a pushed
- * SUNSUBSCRIBE marks the map stale. A stale map is refreshed by the next caller that
- * needs a node, at most one refresh at a time (the others keep using the current map)
- * and at most one attempt per 100 ms; a fresh map is also re-read every 5 s so a
- * failover nobody ran into yet is seen. A refresh asks the primaries of the current map
- * first, then the seeds, and installs the whole map at once.
+ * SUNSUBSCRIBE marks the map stale. A stale map is refreshed when a node is next needed,
+ * at most one refresh at a time (the others keep using the current map) and at most one
+ * attempt per 100 ms; a fresh map is also re-read every 5 s so a failover nobody ran into
+ * yet is seen. A caller's thread that has a node for its key never reads the map itself:
+ * it hands the refresh to the refresher thread and goes on (its deadline is not spent
+ * on CLUSTER SLOTS from a node that stalls); the subscriber and watchdog threads, and a
+ * caller without a node, read it themselves. A refresh asks the node that gave the last
+ * map first, then the primaries of the current map, then the seeds, and installs the
+ * whole map at once.
  *
  * Nodes are never freed before the client: a pointer handed out (a pool, a pubsub link)
  * stays valid however the topology changes, and a node that comes back is reused.
  *
- * Threads: any caller, the subscriber and watchdog threads. Lock: cl->mu guards the
- * map, the node list and the refresh flags; it is a leaf (nothing else is taken under
- * it, except by the fork handler, which then takes every pool's mutex), and no I/O
- * happens under it.
+ * Threads: any caller, the subscriber, watchdog and refresher threads. Lock: cl->mu
+ * guards the map, the node list and the refresh flags; it is a leaf (nothing else is
+ * taken under it, except by the fork handler, which then takes every pool's mutex), and
+ * no I/O happens under it.
  */
 #include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define REFRESH_PERIOD_MS 5000
 #define REFRESH_MIN_GAP_MS 100
@@ -37,6 +42,16 @@ struct crd__cluster {
     bool refreshing;       /* a refresh is in flight */
     int64_t refreshed_at;  /* last successful refresh (monotonic ms) */
     int64_t attempted_at;  /* last refresh attempt */
+    /* The refresher thread, started at the first refresh a caller's thread would have
+     * run: it runs it instead (wanted), so that no caller waits for CLUSTER SLOTS from a
+     * node that stalls. */
+    pthread_t thread;
+    pthread_cond_t cv;
+    bool started, stop, wanted;
+    /* The node that gave the last map: asked first next time (a primary that stalls
+     * costs each refresh that asks it first a whole command timeout). */
+    char *good_host;
+    int good_port;
 };
 
 /* ---- nodes ---------------------------------------------------------------------------------- */
@@ -283,14 +298,24 @@ crd_status crd__cluster_refresh(crd_client *c)
     for (int k = 0; cand != NULL && k < c->ep.nseeds; k++)
         if ((cand[ncand].host = strdup(c->ep.seeds[k].host)) != NULL)
             cand[ncand++].port = c->ep.seeds[k].port;
+    for (int k = 1; cl->good_host != NULL && k < ncand; k++) {
+        if (cand[k].port == cl->good_port && strcmp(cand[k].host, cl->good_host) == 0) {
+            candidate first = cand[0];
+            cand[0] = cand[k];
+            cand[k] = first;
+            break;
+        }
+    }
     pthread_mutex_unlock(&cl->mu);
 
     crd__node **slots = calloc(CRD__NSLOTS, sizeof *slots);
     crd_status st = CRD_IO, first_st = CRD_OK;
     char tried[600] = "", why[300] = "";
     size_t o = 0;
+    int good = -1;
     for (int k = 0; slots != NULL && cand != NULL && k < ncand && st != CRD_OK; k++) {
         st = read_slots(c, cand[k].host, cand[k].port, slots, why, sizeof why);
+        good = k;
         if (st != CRD_OK) {
             if (first_st == CRD_OK || st == CRD_INVALID_ARGUMENT)
                 first_st = st;
@@ -303,6 +328,12 @@ crd_status crd__cluster_refresh(crd_client *c)
         memcpy(cl->slots, slots, sizeof cl->slots);
         cl->stale = false;
         cl->refreshed_at = crd__now_ms();
+        if (cand != NULL && good >= 0) {
+            free(cl->good_host);
+            cl->good_host = cand[good].host; /* taken from the list */
+            cl->good_port = cand[good].port;
+            cand[good].host = NULL;
+        }
     }
     cl->refreshing = false;
     pthread_mutex_unlock(&cl->mu);
@@ -320,6 +351,43 @@ crd_status crd__cluster_refresh(crd_client *c)
     return CRD_OK;
 }
 
+/* The refresher thread: a refresh whenever one is wanted. */
+static void *refresher_main(void *arg)
+{
+    crd_client *c = arg;
+    crd__cluster *cl = c->cluster;
+    crd__block_sigpipe();
+    pthread_mutex_lock(&cl->mu);
+    while (!cl->stop) {
+        if (!cl->wanted) {
+            pthread_cond_wait(&cl->cv, &cl->mu);
+            continue;
+        }
+        cl->wanted = false;
+        pthread_mutex_unlock(&cl->mu);
+        (void)crd__cluster_refresh(c); /* on failure the current map is the best guess */
+        pthread_mutex_lock(&cl->mu);
+    }
+    pthread_mutex_unlock(&cl->mu);
+    return NULL;
+}
+
+/* Hands a due refresh to the refresher thread (started on first use); false when there
+ * is no thread to take it. Caller holds cl->mu. */
+static bool hand_refresh(crd_client *c)
+{
+    crd__cluster *cl = c->cluster;
+    if (cl->stop)
+        return false;
+    if (!cl->started)
+        cl->started = pthread_create(&cl->thread, NULL, refresher_main, c) == 0;
+    if (cl->started) {
+        cl->wanted = true;
+        pthread_cond_signal(&cl->cv);
+    }
+    return cl->started;
+}
+
 crd__node *crd__cluster_node_for(crd_client *c, const char *key, size_t len)
 {
     crd__cluster *cl = c->cluster;
@@ -327,6 +395,12 @@ crd__node *crd__cluster_node_for(crd_client *c, const char *key, size_t len)
     pthread_mutex_lock(&cl->mu);
     bool due = !cl->refreshing && now - cl->attempted_at >= REFRESH_MIN_GAP_MS &&
                (cl->stale || now - cl->refreshed_at >= REFRESH_PERIOD_MS);
+    /* A caller with a node for its key keeps its deadline: the refresher thread reads
+     * the map, the caller goes to the node it knows (a MOVED or a timeout tells it
+     * more). Without a node, and for the client's own threads (no key: the subscriber
+     * and the watchdog want the new map before they go on), the caller reads it. */
+    if (due && key != NULL && cl->slots[crd__key_slot(key, len)] != NULL && hand_refresh(c))
+        due = false;
     pthread_mutex_unlock(&cl->mu);
     if (due)
         crd__cluster_refresh(c); /* on failure the current map is the best guess */
@@ -357,6 +431,7 @@ crd_status crd__cluster_init(crd_client *c)
     if (cl == NULL)
         return crd__fail(c, CRD_NO_MEMORY, "cannot allocate the cluster slot map");
     pthread_mutex_init(&cl->mu, NULL);
+    crd__cond_init(&cl->cv);
     c->cluster = cl;
     return crd__cluster_refresh(c);
 }
@@ -366,6 +441,13 @@ void crd__cluster_free(crd_client *c)
     crd__cluster *cl = c->cluster;
     if (cl == NULL)
         return;
+    pthread_mutex_lock(&cl->mu);
+    cl->stop = true;
+    bool started = cl->started;
+    pthread_cond_signal(&cl->cv);
+    pthread_mutex_unlock(&cl->mu);
+    if (started && c->pid == getpid())
+        pthread_join(cl->thread, NULL);
     while (cl->nodes != NULL) {
         crd__node *n = cl->nodes;
         cl->nodes = n->next;
@@ -373,6 +455,8 @@ void crd__cluster_free(crd_client *c)
         free(n->ep.host);
         free(n);
     }
+    free(cl->good_host);
+    pthread_cond_destroy(&cl->cv);
     pthread_mutex_destroy(&cl->mu);
     free(cl);
     c->cluster = NULL;
@@ -386,10 +470,14 @@ void crd__cluster_lock_for_fork(crd_client *c, bool lock)
         pthread_mutex_unlock(&c->cluster->mu);
 }
 
-/* In a forked child, with cl->mu held: a refresh a parent thread had in flight does not
- * exist here. */
+/* In a forked child, with cl->mu held: a refresh a parent thread had in flight, and the
+ * refresher thread, do not exist here (it starts again when wanted). */
 void crd__cluster_after_fork_child(crd_client *c)
 {
-    c->cluster->refreshing = false;
-    c->cluster->stale = true;
+    crd__cluster *cl = c->cluster;
+    cl->refreshing = false;
+    cl->stale = true;
+    cl->started = false;
+    cl->wanted = false;
+    crd__cond_init(&cl->cv); /* a parent thread may have been waiting on it */
 }

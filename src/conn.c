@@ -16,6 +16,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,7 +169,9 @@ static crd_status setup_cmd(crd_client *c, crd__conn *conn, int argc, const char
         lens[i] = strlen(argv[i]);
     redisReply *r = NULL;
     crd_status st = crd__conn_command(c, conn, argc, argv, lens, &r);
-    if (st != CRD_OK)
+    /* CRD_OK always comes with a reply; "r == NULL" is for clang's analyzer, which loses
+     * that on crd__conn_reply's io_fail path and reports a NULL dereference below. */
+    if (st != CRD_OK || r == NULL)
         return st;
     if (r->type == REDIS_REPLY_ERROR) {
         /* Credentials refused -> CRD_AUTH; anything else (a full server answering every
@@ -442,4 +445,12 @@ crd_status crd__conn_pipeline(crd_client *c, crd__conn *conn, int ncmd, const in
         crd__trace(c, argcs[i], argvs[i], lens[i], r, NULL, false);
     }
     return CRD_OK;
+}
+
+void crd__block_sigpipe(void)
+{
+    sigset_t pipe_set;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
 }

@@ -168,6 +168,7 @@ void crd__gate_leave(crd__acquire *a)
     crd_client *c = a->c;
     crd__gates *g = c->gates;
     crd__acquire *next = NULL;
+    bool notify_loop = false;
     pthread_mutex_lock(&g->mu);
     /* Found by name, never through a kept pointer: a fork child drops every gate. */
     crd__gate *e = find(g, a->l->name, a->l->name_len, false, 0);
@@ -182,13 +183,16 @@ void crd__gate_leave(crd__acquire *a)
             a->sub = NULL;
             a->sub_handed = true;
         }
-        if (!next->nonblocking)
+        /* Read under the mutex: once it is released, a blocking next may return and
+         * reuse its memory (TSan saw the read race a new acquire's memset in chaos). */
+        notify_loop = next->nonblocking;
+        if (!notify_loop)
             pthread_cond_signal(&next->gate_cv);
     }
     a->gated = false;
     a->gate_head = false;
     pthread_mutex_unlock(&g->mu);
-    if (next != NULL && next->nonblocking)
+    if (notify_loop)
         crd__pubsub_loop_notify(c);
 }
 

@@ -8,7 +8,7 @@
  *   pubsub.c  (ps->mu)    subscriber thread, channel entries, waiter wake-ups (it reads
  *                         the cluster's slot map, cl->mu, while holding it)
  *   cluster.c (cl->mu)    a cluster's slot map and nodes
- *   pool.c    (pool->mu)  the connection pool's free slots
+ *   engine.c  (e->mu)     the I/O thread's peers, links and requests (engine.h)
  *   holds.c   (holds->mu) what this client believes it holds: count, lease, validity
  *   gate.c    (gates->mu) local waiter queues and release deferrals (a leaf)
  *   watchdog.c (wd->mu)   renewal thread's schedule
@@ -37,6 +37,13 @@
  * format is for human text only; commands are never built with it. */
 crd_status crd__fail(const crd_client *c, crd_status status, const char *fmt, ...)
     CRD__PRINTF(3, 4);
+#ifdef __clang_analyzer__
+/* The analyzer reads one file at a time and cannot see that crd__fail returns its status
+ * argument (never CRD_OK on a failure path): it then follows "st == CRD_OK" with no reply
+ * into callers (conn.c setup_cmd, release.c, script.c final_status). Spelled out for it
+ * only; status.c defines the function as (crd__fail). */
+#define crd__fail(c, status, ...) (crd__fail((c), (status), __VA_ARGS__), (crd_status)(status))
+#endif
 /* Clears the calling thread's detail for c (a successful call). */
 void crd__ok(const crd_client *c);
 /* Validates a handle for use: NULL, failed, closed, forked. */
@@ -205,6 +212,17 @@ void crd__tls_ctx_free(SSL_CTX *ctx);
  * trusted or the server refused ours; CRD_IO for a transport failure (timeout, a
  * server that does not speak TLS); err says which in words. The socket is left
  * blocking, as it was. */
+/* The engine's non-blocking TLS (link.c): a session over fd, not yet handshaken... */
+crd_status crd__tls_session(SSL_CTX *ctx, int fd, const char *server_name, bool verify,
+                            SSL **out, char *err, size_t errlen);
+/* ...one handshake step: 0 done, POLLIN or POLLOUT wanted, -1 failed (*st, err). */
+int crd__tls_handshake(SSL *ssl, bool verify, const char *server_name, crd_status *st,
+                       char *err, size_t errlen);
+/* Non-blocking read: bytes, 0 (a record without data: read again), -2 would block, -1
+ * failed (why, *refused). */
+int crd__tls_recv(SSL *ssl, char *buf, size_t cap, char *why, size_t whylen, bool *refused);
+/* Non-blocking write: bytes written, 0 would block, -1 failed (*why). */
+long crd__tls_send(SSL *ssl, const char *buf, size_t len, const char **why);
 crd_status crd__tls_connect(SSL_CTX *ctx, int fd, const char *server_name, bool verify,
                             int64_t deadline_ms, SSL **out, char *err, size_t errlen);
 /* One read: > 0 bytes; 0 when a record without data arrived (read again); -1 on failure
@@ -321,17 +339,23 @@ bool crd__reply_int(const redisReply *r, int64_t *out);
 typedef struct crd__hist {
     atomic_uint_fast64_t bucket[CRD__HIST_BUCKETS]; /* bucket i: values < 2^i ms */
     atomic_int_fast64_t max;
+    atomic_uint_fast64_t sum_ms; /* of every value added (the Prometheus _sum) */
 } crd__hist;
 
 typedef struct crd__metrics {
     atomic_uint_fast64_t acquisitions, contended, acquire_busy, releases, renewals,
         renewal_failures, locks_lost, connects, connection_failures, subscribes,
-        watchdog_round_trips, runs_skipped, runs_degraded, local_queued, deferred;
+        watchdog_round_trips, runs_skipped, runs_degraded, local_queued, deferred,
+        late_holds_released, outcomes_unknown, permits_acquired, permits_released,
+        permit_acquires_contended, permit_acquire_busy, latch_count_downs, latch_awaits_woken,
+        latch_await_timeouts;
     crd__hist wait, hold;
 } crd__metrics;
 
 void crd__hist_add(crd__hist *h, int64_t ms);
 #define CRD__COUNT(c, field) atomic_fetch_add_explicit(&(c)->metrics.field, 1, memory_order_relaxed)
+#define CRD__COUNT_N(c, field, n)                                                            \
+    atomic_fetch_add_explicit(&(c)->metrics.field, (uint_fast64_t)(n), memory_order_relaxed)
 /* Sends one line to on_log, if set. */
 void crd__log(crd_client *c, crd_log_level level, const char *fmt, ...) CRD__PRINTF(3, 4);
 
@@ -358,7 +382,8 @@ struct crd_client {
     atomic_bool closed;
     pid_t pid;            /* process that created the client (fork detection) */
 
-    crd__pool *pool;      /* standalone: the endpoint's pool; cluster: NULL (per node) */
+    crd__pool *pool;      /* standalone: the endpoint's peer; cluster: NULL (per node) */
+    struct crd__engine *engine; /* engine.c: the I/O thread, its peers and requests */
     struct crd__cluster *cluster; /* cluster mode: the slot map and the nodes (cluster.c) */
     bool sharded;         /* SSUBSCRIBE / SPUBLISH instead of SUBSCRIBE / PUBLISH */
     const char *publish;  /* "SPUBLISH" or "PUBLISH": what unlock scripts are told */
@@ -371,12 +396,27 @@ struct crd_client {
     /* The subscriber thread's hook into the watchdog (set by watchdog.c; pubsub.c does
      * not call watchdog.c directly): a message came on a watched hold's channel. */
     void (*on_watched_message)(crd_client *c);
+    /* Set by watchdog.c: the primary moved (sentinel.c, no lock held); every hold is
+     * renewed there now instead of at the next period. */
+    void (*on_primary_moved)(crd_client *c);
+    /* The engine's hooks into the layers above it (set by client.c, so that engine.c
+     * calls none of them): where the primary is now and its generation (Sentinel mode;
+     * NULL otherwise), and the event loop's wake-up. */
+    crd_status (*primary_at)(crd_client *c, crd__endpoint *out, uint64_t *gen, char *why,
+                             size_t whylen);
+    uint64_t (*primary_gen)(crd_client *c);
+    void (*wake_loop)(crd_client *c);
 
     struct crd_client *next_client; /* registry (lifecycle.c) */
     crd__metrics metrics;
 };
 
 /* ---- sentinel.c: where the primary is, and replica sync ------------------------------------- */
+
+/* Replica sync's WAIT timeout when a script on key may be followed by a WAIT (replica
+ * sync on, and its node not known to have no replica), else 0: what its round trip may
+ * take beyond the command timeout (acquire.c's attempt budget). */
+int64_t crd__sync_budget_ms(crd_client *c, const char *key, size_t keylen);
 
 /* Sets up the topology: sentinel mode when cfg is non-NULL (taken over, cleared), and
  * replica sync from the options. No I/O. */
@@ -394,6 +434,10 @@ uint64_t crd__topology_gen(crd_client *c);
  * primary with the data nodes' credentials, resolving first when needed) and its
  * generation. The caller frees *out with crd__endpoint_clear. */
 crd_status crd__endpoint_for_connect(crd_client *c, crd__endpoint *out, uint64_t *gen);
+/* The same without ever asking the sentinels (the I/O thread): CRD_IO with why when the
+ * primary is not known yet. */
+crd_status crd__endpoint_peek(crd_client *c, crd__endpoint *out, uint64_t *gen, char *why,
+                              size_t whylen);
 /* crd__conn_open to the current primary, setting conn->topo_gen; in sentinel mode a
  * failed connect re-resolves and, when the primary moved, tries the new one once. */
 crd_status crd__conn_open_primary(crd_client *c, crd__conn *conn);
@@ -401,52 +445,46 @@ crd_status crd__conn_open_primary(crd_client *c, crd__conn *conn);
  * seen on a connection of generation gen_seen (0: whatever the current one). Sentinel
  * mode re-resolves (unless another thread already moved past gen_seen) and returns the
  * resolution's status; standalone returns CRD_OK at once. */
+/* Blocks SIGPIPE in the calling thread: the client's own threads (subscriber, sentinel
+ * listener, cluster refresher) write sockets; nothing they do may raise it (conn.c). */
+void crd__block_sigpipe(void);
 crd_status crd__topology_changed(crd_client *c, uint64_t gen_seen);
-/* Replica sync's one rule: how many replicas WAIT waits for after a lock script sent on
- * conn (a connection to the primary), 0 for no WAIT (sync off, or no replicas), and
- * its timeout in *timeout_ms. May send ROLE on conn to refresh the count. */
-int crd__sync_replicas(crd_client *c, crd__conn *conn, int64_t *timeout_ms);
+/* The same hook for a caller's thread, which must not outlive its deadline: sentinel
+ * mode asks the listener thread to ask the sentinels now and returns at once (without
+ * the thread, a fork child's before its next connect, it re-resolves itself). */
+void crd__topology_suspect(crd_client *c);
+/* Replica sync's one rule: how many replicas WAIT waits for after a lock script sent to
+ * peer p (a primary), 0 for no WAIT (sync off, or no replicas), and its timeout in
+ * *timeout_ms. May send ROLE to p (through the engine, bounded by deadline_ms) to refresh
+ * the count. */
+int crd__sync_replicas(crd_client *c, crd__pool *p, int64_t *timeout_ms, int64_t deadline_ms);
 void crd__topology_lock_for_fork(crd_client *c, bool lock);
 void crd__topology_after_fork_child(crd_client *c);
 
-/* ---- pool.c: a pool of connections to one endpoint ------------------------------------------ */
+/* ---- engine.c: peers (one server or cluster node each; engine.h has the rest) ---------- */
 
-/* One pool of connections to ep (borrowed; must outlive the pool). NULL when out of
- * memory. */
+/* The peer for ep (borrowed; must outlive the client): up to opts.pool_size pipelined
+ * links, opened on demand by the I/O thread. NULL when out of memory. */
 crd__pool *crd__pool_new(crd_client *c, const crd__endpoint *ep);
-/* Waits (bounded by the command timeouts of what is in flight) until every connection
- * of p is back, closes them, frees p. Accepts NULL. */
+/* Peers live as long as the client's engine: a no-op kept for cluster.c. */
 void crd__pool_destroy(crd__pool *p);
-/* A connection of pool p (connecting it if needed); bounded by the timeouts. */
-crd_status crd__pool_take(crd_client *c, crd__pool *p, crd__conn **out);
-/* A connection only when two or more are free (never waits for one): for a waiter that
- * lends it to the subscriber thread while it sleeps (script.c, crd__handoff). */
-bool crd__pool_take_spare(crd_client *c, crd__pool *p, crd__conn **out);
-/* Where a pool's connections go. */
+/* Where a peer's links go (&c->ep: the primary, which the sentinels name). */
 const crd__endpoint *crd__pool_ep(const crd__pool *p);
-/* Returns a connection to its pool; a broken one is closed and its slot reconnects on
- * next use. */
-void crd__pool_put(crd_client *c, crd__conn *conn);
-/* One pool's part of the client-wide steps of route.c: wake its waiters, lock or unlock
- * it around fork(), and (fork child, mutex held) free its idle connections and abandon
- * the ones parent threads had. */
-void crd__pool_wake1(crd__pool *p);
-void crd__pool_lock1(crd__pool *p, bool lock);
-void crd__pool_child1(crd__pool *p);
+/* Replica sync on a cluster: the node's replica count as last read, whether it is
+ * younger than max_age; and setting it. */
+int crd__pool_replicas(crd__pool *p, int64_t now, int64_t max_age, bool *fresh);
+void crd__pool_set_replicas(crd__pool *p, int n, int64_t now);
 
-/* ---- route.c: which connection serves a key ----------------------------------------------- */
+/* ---- route.c: which peer serves a key ---------------------------------------------------- */
 
-/* Standalone: the endpoint's pool. Cluster: reads the topology from the seeds and opens
- * one pool per primary (cluster.c). */
+/* Standalone: the endpoint's peer. Cluster: reads the topology from the seeds and makes
+ * one peer per primary (cluster.c). */
 crd_status crd__pool_init(crd_client *c);
-/* The connection for a command on key (connecting it if needed); bounded by the
- * timeouts. Standalone: the one endpoint's pool. Cluster: the pool of the primary
- * serving the key's slot (cluster.c keeps the map); a keyless command (key NULL) goes
- * to any primary. The one place a connection is chosen for a key. */
-crd_status crd__pool_get(crd_client *c, const char *key, size_t keylen, crd__conn **out);
-/* Wakes callers waiting for a free connection (the client is closing). */
-void crd__pool_wake(crd_client *c);
-/* Frees every pool (crd__pool_destroy) and the cluster's nodes. */
+/* The peer for a command on key: standalone, the one endpoint's; cluster, the primary's
+ * serving the key's slot (NULL, with the detail set, when the map has none). The one
+ * place a peer is chosen for a key. No I/O. */
+crd__pool *crd__pool_for(crd_client *c, const char *key, size_t keylen);
+/* Forgets the peers (the engine frees them) and frees the cluster's nodes. */
 void crd__pool_free(crd_client *c);
 
 /* ---- cluster.c: the slot map and the nodes of a Redis Cluster ------------------------- */
@@ -527,7 +565,36 @@ typedef struct crd__cmd {
     bool oom;
     bool sync;  /* a lock script replica sync follows with WAIT (acquire, release,
                    renewal); crd__call may then return CRD_NOT_SYNCED */
+    int64_t deadline_ms; /* monotonic; 0: the command timeout from the call */
+    const struct crd__undo *undo; /* an acquire: what to give back if its reply comes
+                                     after the caller gave up (undo.c); borrowed */
+    bool handed; /* out (crd__call): sent, unanswered by the deadline, and its outcome
+                    handed to undo.c (the caller must not read it back) */
 } crd__cmd;
+
+/* ---- undo.c: acquires whose callers were told they failed --------------------------- */
+
+/* What an acquire command took, if it ran (borrowed strings, valid during the call). */
+typedef struct crd__undo {
+    crd_client *c;
+    crd__kind kind;
+    const char *name;
+    size_t name_len;
+    uint64_t owner;
+    const char *field;
+    size_t flen;
+    int64_t lease_ms;
+    bool nowait;
+} crd__undo;
+struct crd__req;
+/* A copy for one request (freed with free()); at: the index of the acquire's reply. */
+void *crd__undo_new(const crd__undo *u, int at);
+/* The engine's on_late for an acquire: a late reply that says "taken" is given back
+ * (the kind's unlock, one hold); a lost link reads the field back once the node answers
+ * and gives back a hold this client does not record. I/O thread. */
+void crd__undo_late(crd_client *c, struct crd__req *rq);
+/* Gives one hold of u's owner back (the acquire ran, and its caller went away). */
+void crd__undo_give_back(const crd__undo *u);
 
 /* Starts a command; cap > CRD__CMD_INLINE words allocate (the watchdog's batches). */
 void crd__cmd_init(crd__cmd *cmd, int script, int cap);
@@ -538,6 +605,11 @@ void crd__cmd_arg_str(crd__cmd *cmd, const char *s);
 void crd__cmd_arg_i64(crd__cmd *cmd, int64_t v);
 /* Room for n bytes that live as long as the command (NULL when out of memory). */
 char *crd__cmd_space(crd__cmd *cmd, size_t n);
+/* Fills the three leading slots (EVALSHA sha numkeys, or EVAL text numkeys when eval) and
+ * returns the index of the command's first word (3 for a plain command); argc from
+ * there. (cmd.c) */
+int crd__cmd_head(crd__cmd *cmd, bool eval);
+int crd__cmd_argc(const crd__cmd *cmd, int first);
 
 /* Runs cmd on a connection from the pool chosen by its first key (a plain command by its
  * second word, which is the key of every plain command this library sends): a script
@@ -556,14 +628,11 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
  * sync goes out in one pipeline with WAIT (crd__sync_replicas); when no replica
  * acknowledged, the status is CRD_NOT_SYNCED and *reply still holds the script's reply
  * (the caller frees it and decides: acquire.c undoes, release.c accepts). */
-/* Runs a script on the given connection, EVALSHA then EVAL on NOSCRIPT; the reply is
- * returned unclassified (callers of crd__call do not need this). */
-crd_status crd__script_run(crd_client *c, crd__conn *conn, crd__cmd *cmd, redisReply **reply);
 /* Pipelined form for the watchdog: every command of cmds (scripts) in one round trip on
  * conn; on NOSCRIPT the script is loaded once (SCRIPT LOAD) and the round resent,
  * which is safe for renewals (idempotent in effect). *sent_ms: when the round that
  * produced the replies was sent. */
-crd_status crd__script_pipeline(crd_client *c, crd__conn *conn, crd__cmd *cmds, int ncmd,
+crd_status crd__script_pipeline(crd_client *c, crd__pool *p, crd__cmd *cmds, int ncmd,
                                 redisReply **replies, int64_t *sent_ms);
 /* (pipeline, continued) When cmds[0].sync, one WAIT ends the round; no replica
  * acknowledging gives CRD_NOT_SYNCED with every reply in place. */
@@ -575,18 +644,15 @@ crd_status crd__script_pipeline(crd_client *c, crd__conn *conn, crd__cmd *cmds, 
  * preceding it. Standalone and Sentinel without replica sync only. */
 typedef struct crd__handoff {
     crd__cmd cmd;        /* the acquire, built in place by the caller */
-    crd__conn *conn;     /* the lent connection */
-    char *buf;           /* the EVALSHA's bytes */
-    size_t len, cap;
-    int first;
-    int sent;            /* 0 not sent, 1 sent, -1 the send failed (subscriber, ps->mu) */
-    const char *why;
+    struct crd__req *rq; /* its request, awaited by the waiter (engine.h) */
+    int sent;            /* 0 not sent, 1 submitted, -1 refused (subscriber, ps->mu) */
     int64_t sent_ms;
+    int64_t until;       /* the waiter's own deadline (monotonic ms) */
 } crd__handoff;
-/* Takes a spare connection and encodes h->cmd; false: no hand-off (nothing taken). */
+/* Encodes h->cmd into a request the waiter will await; false: no hand-off. */
 bool crd__handoff_prepare(crd_client *c, crd__handoff *h);
-/* The subscriber thread: sends the prepared bytes. */
-void crd__handoff_send(crd__handoff *h);
+/* The subscriber thread: submits the prepared request (never blocks). */
+void crd__handoff_send(crd_client *c, crd__handoff *h);
 /* The waiter, once the subscriber can no longer send: whether the acquire went out, with
  * its outcome as crd__call gives it (*st, *reply, *sent_ms); gives the connection back.
  * A NOSCRIPT or READONLY reply counts as not sent (nothing ran). */
@@ -821,6 +887,8 @@ typedef enum crd__acq_state {
     CRD__AS_WAIT,      /* wait for a wake-up or the end of the slice (the driver waits) */
     CRD__AS_DEFER,     /* this client just released to waiters elsewhere: the driver waits
                           until wake_at before the next TRY (gate.c) */
+    CRD__AS_IO,        /* event loop: the acquire is in flight on the engine; its completion
+                          notifies the loop fd (acquire.c, crd__aio) */
     CRD__AS_DONE       /* result holds the outcome */
 } crd__acq_state;
 
@@ -866,6 +934,7 @@ typedef struct crd__acquire {
     bool confirmed;
     char *own_channel;    /* fair: "<channel>:<field>", allocated */
     bool last_failed;     /* the last try failed on the connection */
+    bool unanswered;      /* the last try was sent and got no answer by its deadline */
     crd__acq_outcome outcome;
     int64_t hint_ms;
     crd__backoff backoff;
@@ -886,6 +955,7 @@ typedef struct crd__acquire {
     bool gate_head;       /* first in that queue: the one that talks to Redis (gates->mu) */
     struct crd__acquire *gate_next; /* the next in the queue (gates->mu) */
     pthread_cond_t gate_cv; /* blocking driver: signalled when it becomes the head */
+    struct crd__aio *aio;   /* CRD__AS_IO: the in-flight acquire (acquire.c) */
 } crd__acquire;
 
 /* ---- gate.c: the local queue of an exclusive lock's waiters, and release deferral ------ */
@@ -942,6 +1012,40 @@ void crd__loop_free(crd_client *c);
 /* ---- release.c ---------------------------------------------------------------------------- */
 
 /* Owner-checked release of one hold of l. */
+/* The undo of an acquire no replica acknowledged: the same release without replica
+ * sync's WAIT (its answer would change nothing, and it would hold the caller up to
+ * replica_sync_timeout_ms more). */
+crd_status crd__release_undo(crd_lock *l, uint64_t owner);
+/* A release in three steps, for the event loop (loop.c) as for the blocking call: begin
+ * (bookkeeping: a lost hold ends here with its status; the request id), the command (the
+ * same request id on every try), end (the reply's outcome applied, the status). */
+typedef struct crd__rel {
+    crd_lock *l;
+    uint64_t owner;
+    char field[CRD__FIELD_MAX];
+    size_t flen;
+    int64_t rearm;
+    bool known;
+    char *latch;
+    size_t latch_len;
+    char latch_inline[256];
+    bool nosync; /* no WAIT after it (an unsynced acquire's undo: crd__release_undo) */
+} crd__rel;
+crd_status crd__release_begin(crd__rel *r, crd_lock *l, uint64_t owner);
+void crd__release_cmd(crd__rel *r, crd__cmd *cmd);
+/* The blocking send: the command, and once more with the same request id after CRD_IO. */
+crd_status crd__release_send(crd__rel *r, struct redisReply **reply);
+/* st and reply as crd__call gave them (reply freed here); frees what begin took. */
+crd_status crd__release_end(crd__rel *r, crd_status st, struct redisReply *reply);
+void crd__release_clear(crd__rel *r);
+/* An extend in two steps (lock.c), for the event loop as for the blocking call: begin
+ * (checks; builds *cmd over the caller's field buffer when it returns CRD_OK, the caller
+ * frees it), end (the reply
+ * applied: crd__call's st, reply (freed here) and send time). */
+crd_status crd__extend_begin(crd_lock *l, uint64_t owner, int64_t lease_ms,
+                             char field[CRD__FIELD_MAX], crd__cmd *cmd);
+crd_status crd__extend_end(crd_lock *l, uint64_t owner, int64_t lease_ms, crd_status st,
+                           struct redisReply *r, int64_t sent);
 crd_status crd__release(crd_lock *l, uint64_t owner);
 /* The same without a lock handle (shutdown and thread exit). */
 crd_status crd__release_by_name(crd_client *c, const char *name, size_t len, uint64_t owner,
@@ -954,5 +1058,152 @@ void crd__lifecycle_register(crd_client *c);
 void crd__lifecycle_unregister(crd_client *c);
 /* Releases every hold of the client (release_on_close) or stops tracking it. */
 void crd__lifecycle_release_all(crd_client *c);
+
+/* ==== Synchronizers (issue 27): semaphores, permit-expirable semaphores, latches ==== */
+/* Kept together at the end of this header. sync.c holds what the three share (handles'
+ * names, the waiter loop, the call path's reading of a lost reply); semaphore.c,
+ * permits.c and latch.c one object each. PROTOCOL.md 14 and the golden sem_*, pes_*,
+ * cdl_* recordings are the wire. */
+
+/* pubsub.c: what a message on a channel tells its local waiters (crd__sub_acquire_rule;
+ * crd__sub_acquire is CRD__WAKE_LOCK). */
+#define CRD__WAKE_LOCK 0  /* locks: "1" wakes every waiter, any other payload one */
+#define CRD__WAKE_COUNT 1 /* semaphores: a payload k > 0 lets up to k waiters re-check,
+                             k <= 0 none, a payload that is not a number every one */
+#define CRD__WAKE_ALL 2   /* latch: every message wakes every waiter to re-check */
+/* crd__sub_acquire with the entry's wake rule set first (one channel carries one kind of
+ * object, so every reference agrees on it). */
+crd_status crd__sub_acquire_rule(crd_client *c, const char *channel, size_t len, int rule,
+                                 int64_t deadline_ms, crd__sub **out, bool *confirmed);
+
+/* names.c */
+#define CRD__SEMAPHORE_CHANNEL "redisson_sc"       /* both semaphores: redisson_sc:{N} */
+#define CRD__LATCH_CHANNEL "redisson_countdownlatch__channel__" /* + "{N}", always braced */
+#define CRD__PERMIT_TIMEOUTS ":timeout"            /* permits: ZSET {N}:timeout */
+#define CRD__PERMIT_NO_LEASE "922337203685477"     /* a permit's deadline without a lease */
+#define CRD__PERMIT_NO_LEASE_MS INT64_C(922337203685477)
+/* The permit zset "{N}:timeout" ("N:timeout" when N has a '{'), allocated into *out. */
+crd_status crd__timeouts_name(const char *name, size_t len, crd__buf *out);
+/* The latch channel "redisson_countdownlatch__channel__{N}", allocated into *out. */
+crd_status crd__latch_channel_name(const char *name, size_t len, crd__buf *out);
+
+/* sync.c */
+typedef enum crd__sync_kind {
+    CRD__SYNC_SEMAPHORE = 0, /* RSemaphore: string N */
+    CRD__SYNC_PERMITS = 1,   /* RPermitExpirableSemaphore: string N + zset {N}:timeout */
+    CRD__SYNC_LATCH = 2      /* RCountDownLatch: string N */
+} crd__sync_kind;
+
+/* What the three handles share: the client, the name, and the keys and channel of its
+ * kind. Immutable after crd__sync_init: any thread may use it. */
+typedef struct crd__sync {
+    crd_client *client;
+    crd__sync_kind kind;
+    char *name;
+    size_t name_len;
+    crd__buf channel;    /* redisson_sc:{N}, or the latch channel */
+    crd__buf timeouts;   /* permits: {N}:timeout */
+    const char *publish; /* PUBLISH or SPUBLISH, as the client's locks */
+    const char *label;   /* "semaphore", "permit semaphore", "latch" (messages) */
+} crd__sync;
+
+/* Checks out, the client and the name (as a lock's, plus: in cluster mode the key,
+ * channel and zset must share one slot, else CRD_INVALID_ARGUMENT saying why), then
+ * fills s. */
+crd_status crd__sync_init(crd__sync *s, crd_client *c, crd__sync_kind kind, const void *out,
+                          const char *name, size_t len);
+void crd__sync_clear(crd__sync *s);
+/* A handle of `size` bytes, a struct whose first (only) member is its crd__sync: calloc,
+ * then crd__sync_init. *s gets it, or NULL on failure (the client's error says why). */
+crd_status crd__sync_new(crd_client *c, crd__sync_kind kind, const void *out, const char *name,
+                         size_t len, size_t size, crd__sync **s);
+/* Clears and frees a handle made by crd__sync_new; NULL is accepted. */
+void crd__sync_free(crd__sync *s);
+/* The handle's name and its length (NULL and 0 for a NULL handle): the *_name functions. */
+const char *crd__sync_name(const crd__sync *s, size_t *len);
+/* A NULL handle, or a client that cannot be used now. */
+crd_status crd__sync_check(const crd__sync *s);
+/* crd__sync_check, then "<p_name> is NULL" (CRD_INVALID_ARGUMENT) when p is NULL. */
+crd_status crd__sync_check_ptr(const crd__sync *s, const void *p, const char *p_name);
+#ifdef __clang_analyzer__
+/* The analyzer reads one file at a time and cannot see that a NULL handle (or output)
+ * never passes these checks: spelled out for it only; sync.c defines the functions in
+ * parentheses. */
+#define crd__sync_check(s) ((s) == NULL ? CRD_INVALID_ARGUMENT : (crd__sync_check)(s))
+#define crd__sync_check_ptr(s, p, n)                                                         \
+    ((s) == NULL || (p) == NULL ? CRD_INVALID_ARGUMENT : (crd__sync_check_ptr)((s), (p), (n)))
+#endif
+/* The name (at most 60 bytes of it) for messages. */
+#define CRD__SYNC_NAME_FMT(s) (int)((s)->name_len > 60 ? 60 : (s)->name_len), (s)->name
+
+/* Runs cmd (freed here) through crd__call. A reply lost after the command was sent is
+ * CRD_OUTCOME_UNKNOWN when !idempotent (it is never resent), CRD_IO otherwise; *sent
+ * (may be NULL) says whether it may have run. CRD_OK leaves the reply in *reply. */
+crd_status crd__sync_call(crd__sync *s, crd__cmd *cmd, const char *what, bool idempotent,
+                          redisReply **reply, bool *sent);
+/* The integer of an integer reply, or of a bulk string holding one (GET); nil is 0. */
+crd_status crd__sync_int(crd__sync *s, const redisReply *r, const char *what, int64_t *out);
+/* crd__sync_call, then crd__sync_int into *out (may be NULL); the reply is freed here. */
+crd_status crd__sync_run_int(crd__sync *s, crd__cmd *cmd, const char *what, bool idempotent,
+                             int64_t *out);
+/* GET of the handle's name as an integer (missing: 0), idempotent. */
+crd_status crd__sync_get(crd__sync *s, const char *what, int64_t *out);
+
+/* One attempt of a waiting operation (acquire, await). Returns CRD_OK when it is done,
+ * CRD_BUSY when it must wait (*retry_epoch_ms: the wall-clock time at which to retry
+ * even without a message, or 0), CRD_IO when nothing was sent (it is retried within
+ * the wait), anything else to end the wait with that status. */
+typedef crd_status (*crd__sync_try_fn)(void *arg, int64_t *retry_epoch_ms);
+/* The waiter: try; unless wait_ms is 0, take the channel with rule (shared by this
+ * client's waiters), try again, then sleep until a message, the retry time, the
+ * deadline, or (subscription not live) the poll interval, and try after each. When the
+ * wait runs out: CRD_TIMEOUT, after one last try when last_try (the latch reads its
+ * count once more, as Redisson does). wait_ms 0 and busy: CRD_BUSY. *waited (may be NULL)
+ * says whether the first try was busy and the call went on to wait (the metrics). */
+crd_status crd__sync_wait(crd__sync *s, int64_t wait_ms, int rule, bool last_try,
+                          crd__sync_try_fn fn, void *arg, bool *waited);
+/* A lost reply (st CRD_IO after the command was sent) of a command that is not
+ * idempotent is CRD_OUTCOME_UNKNOWN, with a message; any other st is returned as is. */
+crd_status crd__sync_lost(crd__sync *s, crd_status st, bool sent, bool idempotent,
+                          const char *what);
+
+/* An attempt that the event loop can put on the engine instead of running it inside
+ * dispatch: build writes its command into cmd (initialised by build; CRD_OK, or a
+ * status that ends the operation), read turns the outcome into what the try function
+ * would have returned: st as crd__call gives it (CRD_OK with a reply r that is not an
+ * error, which read frees; else r is NULL), sent whether the command went out. */
+typedef struct crd__sync_attempt {
+    crd_status (*build)(void *arg, crd__cmd *cmd);
+    crd_status (*read)(void *arg, crd_status st, redisReply *r, bool sent,
+                       int64_t *retry_epoch_ms);
+    /* May be NULL; true when the next attempt must be the try function, inside
+     * dispatch (a lost reply to read back first). */
+    bool (*run_inline)(void *arg);
+} crd__sync_attempt;
+
+/* loop.c: a synchronizer's wait as an event-loop operation. arg (malloc'd, may be NULL)
+ * is fn's and is freed by the loop, after end(s, arg, status, waited) ran (may be NULL):
+ * the object's last word on the outcome (a lost reply's read-back) and its metrics; what
+ * it returns is the operation's status. On failure to start, arg is freed and the
+ * status returned. */
+typedef crd_status (*crd__loop_sync_end_fn)(crd__sync *s, void *arg, crd_status st,
+                                            bool waited);
+crd_status crd__loop_sync_start(crd__sync *s, int64_t wait_ms, int rule, bool last_try,
+                                crd__sync_try_fn fn, const crd__sync_attempt *at, void *arg,
+                                crd__loop_sync_end_fn end, crd_op_done_fn done, void *user,
+                                crd_op **out);
+/* The metrics of a semaphore or permit-semaphore acquire of permits that ended with st
+ * (waited: from crd__sync_wait). */
+void crd__sync_count_acquire(crd__sync *s, crd_status st, int64_t permits, bool waited);
+
+struct crd_semaphore {
+    crd__sync s;
+};
+struct crd_permit_semaphore {
+    crd__sync s;
+};
+struct crd_latch {
+    crd__sync s;
+};
 
 #endif /* CRD_INTERNAL_H */

@@ -392,7 +392,8 @@ static void settle_extend(crd_lock *l, uint64_t owner, bool ok, int64_t sent, in
     pthread_mutex_unlock(&h->mu);
 }
 
-crd_status crd_lock_extend_owner(crd_lock *l, uint64_t owner, int64_t lease_ms)
+crd_status crd__extend_begin(crd_lock *l, uint64_t owner, int64_t lease_ms,
+                             char field[CRD__FIELD_MAX], crd__cmd *cmd)
 {
     crd_status st = crd__lock_check(l);
     if (st != CRD_OK)
@@ -411,18 +412,20 @@ crd_status crd_lock_extend_owner(crd_lock *l, uint64_t owner, int64_t lease_ms)
                          (unsigned long long)owner);
     if (lost)
         return crd__fail(c, CRD_LOCK_LOST, "the hold was lost");
-    char field[CRD__FIELD_MAX];
+    /* The command points into field: the caller keeps it until the command is freed. */
     size_t flen = crd__field(c->uuid, owner, crd__kinds[l->kind].write_field, field);
-    crd__cmd cmd;
-    crd__kinds[l->kind].extend(l, field, flen, lease_ms, &cmd);
-    int64_t sent = 0;
-    redisReply *r = NULL;
-    st = crd__call(c, &cmd, "extend", &r, &sent);
-    crd__cmd_free(&cmd);
+    crd__kinds[l->kind].extend(l, field, flen, lease_ms, cmd);
+    return CRD_OK;
+}
+
+crd_status crd__extend_end(crd_lock *l, uint64_t owner, int64_t lease_ms, crd_status st,
+                           redisReply *r, int64_t sent)
+{
+    crd_client *c = l->client;
     if (st != CRD_OK)
         return st;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
-        r->element[0]->type == REDIS_REPLY_INTEGER) {
+    if (crd__reply_classify(r) == CRD__REPLY_OK && r->type == REDIS_REPLY_ARRAY &&
+        r->elements == 1 && r->element[0]->type == REDIS_REPLY_INTEGER) {
         bool ok = r->element[0]->integer == 1;
         settle_extend(l, owner, ok, sent, lease_ms);
         st = ok ? CRD_OK : crd__fail(c, CRD_LOCK_LOST, "the hold expired or was force-unlocked");
@@ -433,6 +436,20 @@ crd_status crd_lock_extend_owner(crd_lock *l, uint64_t owner, int64_t lease_ms)
     }
     freeReplyObject(r);
     return st;
+}
+
+crd_status crd_lock_extend_owner(crd_lock *l, uint64_t owner, int64_t lease_ms)
+{
+    crd__cmd cmd;
+    char field[CRD__FIELD_MAX];
+    crd_status st = crd__extend_begin(l, owner, lease_ms, field, &cmd);
+    if (st != CRD_OK)
+        return st;
+    int64_t sent = 0;
+    redisReply *r = NULL;
+    st = crd__call(l->client, &cmd, "extend", &r, &sent);
+    crd__cmd_free(&cmd);
+    return crd__extend_end(l, owner, lease_ms, st, r, sent);
 }
 
 crd_status crd_lock_extend(crd_lock *l, int64_t lease_ms)

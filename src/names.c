@@ -144,3 +144,34 @@ bool crd__name_is_unsafe(const char *name, size_t len)
         return true; /* unclosed '{' */
     return close == open + 1; /* empty first tag "{}" */
 }
+
+/* ---- synchronizers (issue 27): semaphores and the count-down latch ---------------------- */
+
+crd_status crd__timeouts_name(const char *name, size_t len, crd__buf *out)
+{
+    /* Redisson's suffixName(N, "timeout"): "{N}:timeout", or "N:timeout" with a '{'. */
+    size_t plen = crd__rw_prefix_len(name, len);
+    out->p = malloc(plen + sizeof CRD__PERMIT_TIMEOUTS);
+    if (out->p == NULL)
+        return CRD_NO_MEMORY;
+    size_t o = crd__rw_prefix_put(name, len, out->p);
+    memcpy(out->p + o, CRD__PERMIT_TIMEOUTS, sizeof CRD__PERMIT_TIMEOUTS);
+    out->len = o + sizeof CRD__PERMIT_TIMEOUTS - 1;
+    return CRD_OK;
+}
+
+crd_status crd__latch_channel_name(const char *name, size_t len, crd__buf *out)
+{
+    /* Braces always added, even around a name with its own (golden cdl_d). */
+    size_t plen = sizeof CRD__LATCH_CHANNEL - 1;
+    out->p = malloc(plen + len + 3);
+    if (out->p == NULL)
+        return CRD_NO_MEMORY;
+    memcpy(out->p, CRD__LATCH_CHANNEL, plen);
+    out->p[plen] = '{';
+    memcpy(out->p + plen + 1, name, len);
+    out->p[plen + 1 + len] = '}';
+    out->p[plen + 2 + len] = '\0';
+    out->len = plen + 2 + len;
+    return CRD_OK;
+}

@@ -12,7 +12,8 @@
  * the first reference makes the thread send SUBSCRIBE, the last one UNSUBSCRIBE, so all
  * local waiters of a lock share one subscription. Each entry has a permit counter and a
  * condition variable: a "0" message adds one permit and wakes one waiter, a "1" adds a
- * permit per waiter and wakes all (Redisson's semaphore semantics). After a reconnect,
+ * permit per waiter and wakes all (the lock rule; semaphore and latch channels have
+ * their own, chosen by crd__sub_acquire_rule: CRD__WAKE_COUNT, CRD__WAKE_ALL). After a reconnect,
  * every entry is resubscribed and, once confirmed, every waiter is woken to re-check,
  * because messages published while disconnected are lost.
  *
@@ -46,6 +47,7 @@ struct crd__sub {
     atomic_uint_fast64_t events; /* wake-ups and confirmations so far: a loop operation
                                     skips the mutex while this has not moved */
     int64_t permits;   /* wake-ups not yet consumed */
+    int wake_rule;     /* what a message means for its waiters: CRD__WAKE_* (internal.h) */
     bool subscribed;   /* confirmed on its link's current connection */
     bool inflight;     /* (S)SUBSCRIBE or (S)UNSUBSCRIBE sent, confirmation pending */
     bool unsubscribing; /* the one in flight is an UNSUBSCRIBE: not live any more */
@@ -71,6 +73,8 @@ typedef struct sublink {
     char *out;        /* (UN)SUBSCRIBEs encoded under ps->mu, sent after it is released
                          through the connection's transport (plain or TLS) */
     size_t out_len, out_cap;
+    int64_t owed_since; /* a confirmation is owed since (0: none): a link that owes one
+                           for command_timeout_ms is given up (health_check) */
     struct sublink *next;
 } sublink;
 
@@ -135,6 +139,39 @@ static void wake(crd__pubsub *ps, crd__sub *s, bool all)
             s->permits++;
         pthread_cond_signal(&s->cv);
     }
+    notify_loop(ps, s);
+}
+
+/* The counting rule (semaphores): a payload k > 0 lets up to k waiters re-check, one that
+ * is 0 or negative none (no permit can be free then, and the message that frees one is
+ * still to come); a payload that is not an integer wakes everyone to re-check. */
+static void wake_counted(crd__pubsub *ps, crd__sub *s, const char *p, size_t len)
+{
+    char buf[24];
+    char *end = NULL;
+    long long k = 0;
+    bool number = len > 0 && len < sizeof buf;
+    if (number) {
+        memcpy(buf, p, len);
+        buf[len] = '\0';
+        errno = 0;
+        k = strtoll(buf, &end, 10);
+        number = errno == 0 && end == buf + len;
+    }
+    if (!number) {
+        wake(ps, s, true);
+        return;
+    }
+    if (k <= 0)
+        return;
+    int64_t room = (s->refs > 0 ? s->refs : 1) - s->permits;
+    if (room <= 0)
+        return;
+    s->permits += k < room ? k : room;
+    if (k > 1)
+        pthread_cond_broadcast(&s->cv);
+    else
+        pthread_cond_signal(&s->cv);
     notify_loop(ps, s);
 }
 
@@ -286,10 +323,15 @@ static void handle_reply(crd_client *c, sublink *l, redisReply *r)
             if (live(s) && s->handoff != NULL && s->handoff->sent == 0) {
                 /* The lone waiter's acquire goes out now; its wake-up overlaps the round
                  * trip. It is the waiter this message wakes: no permit for another. */
-                crd__handoff_send(s->handoff);
+                crd__handoff_send(c, s->handoff);
                 handed = true;
             }
-            if (live(s) && (!handed || all)) {
+            if (live(s) && !handed && s->wake_rule == CRD__WAKE_COUNT) {
+                wake_counted(ps, s, p->type == REDIS_REPLY_STRING ? p->str : "",
+                             p->type == REDIS_REPLY_STRING ? p->len : 0);
+            } else if (live(s) && !handed && s->wake_rule == CRD__WAKE_ALL) {
+                wake(ps, s, true);
+            } else if (live(s) && (!handed || all)) {
                 wake(ps, s, all);
             } else if (handed) {
                 pthread_cond_broadcast(&s->cv);
@@ -359,8 +401,21 @@ static bool flush_out(sublink *l)
 {
     const char *why = NULL;
     bool ok = l->out_len == 0 || crd__conn_send(&l->conn, l->out, l->out_len, &why);
+    if (l->out_len > 0 && l->owed_since == 0)
+        l->owed_since = crd__now_ms();
     l->out_len = 0;
     return ok;
+}
+
+/* Whether an entry still waits for a confirmation on link l. */
+static bool owes(crd__pubsub *ps, const sublink *l)
+{
+    bool any = false;
+    pthread_mutex_lock(&ps->mu);
+    for (crd__sub *s = ps->subs; s != NULL && !any; s = s->next)
+        any = s->link == l && s->inflight;
+    pthread_mutex_unlock(&ps->mu);
+    return any;
 }
 
 static bool stopping(crd__pubsub *ps)
@@ -404,7 +459,36 @@ static void close_link(crd_client *c, sublink *l)
 {
     crd__conn_close(&l->conn);
     l->out_len = 0; /* for the old connection: the entries are resubscribed */
+    l->owed_since = 0;
     lost_link(c->ps, l);
+}
+
+/* A link that has owed a confirmation for command_timeout_ms is given up (a server that
+ * stalls, or a node the cluster replaced while stopped): its channels are subscribed
+ * again where the map, or the Sentinel primary, now says, and their waiters re-check.
+ * Without this a waiter's subscription stayed unconfirmed for as long as the node
+ * stalled. Returns when the next check is due (INT64_MAX: none). */
+static int64_t health_check(crd_client *c, int64_t now)
+{
+    int64_t next = INT64_MAX;
+    int64_t limit = c->opts.command_timeout_ms;
+    for (sublink *l = c->ps->links; l != NULL; l = l->next) {
+        if (l->conn.ctx == NULL || l->owed_since == 0)
+            continue;
+        if (now - l->owed_since < limit) {
+            next = l->owed_since + limit < next ? l->owed_since + limit : next;
+            continue;
+        }
+        crd__log(c, CRD_LOG_WARN, "subscriber: no confirmation from %s:%d within %lld ms "
+                 "(command_timeout_ms): the connection is given up, its channels are "
+                 "subscribed again", l->node != NULL ? l->node->ep.host : "the server",
+                 l->node != NULL ? l->node->ep.port : 0, (long long)limit);
+        close_link(c, l);
+        crd__cluster_stale(c);
+        if (crd__topology_sentinel(c))
+            crd__topology_suspect(c);
+    }
+    return next;
 }
 
 /* Connects the links entries wait for and that are due (the list only grows, under ps->mu,
@@ -453,11 +537,15 @@ static void read_link(crd_client *c, sublink *l, bool sentinel)
     redisContext *ctx = l->conn.ctx;
     bool alive = crd__conn_fill(&l->conn) == REDIS_OK;
     void *reply = NULL;
+    bool heard = false;
     while (alive && redisGetReplyFromReader(ctx, &reply) == REDIS_OK && reply != NULL) {
         handle_reply(c, l, reply);
         freeReplyObject(reply);
         reply = NULL;
+        heard = true;
     }
+    if (heard) /* it answers: what it still owes gets a window of its own */
+        l->owed_since = owes(c->ps, l) ? crd__now_ms() : 0;
     if (!alive || ctx->err) {
         uint64_t gen = l->conn.topo_gen;
         close_link(c, l);
@@ -472,10 +560,7 @@ static void *subscriber_main(void *arg)
     crd_client *c = arg;
     /* (UN)SUBSCRIBEs go out with send(MSG_NOSIGNAL) or through TLS; SIGPIPE is blocked
      * all the same, so that nothing this thread does can raise it. */
-    sigset_t pipe_set;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
+    crd__block_sigpipe();
     crd__pubsub *ps = c->ps;
     while (!stopping(ps)) {
         /* The slot map, when due for a refresh, is refreshed here, outside ps->mu. */
@@ -485,6 +570,8 @@ static void *subscriber_main(void *arg)
         pthread_mutex_lock(&ps->mu);
         int64_t wake_at = sync_entries(c, now);
         pthread_mutex_unlock(&ps->mu);
+        int64_t health_at = health_check(c, now);
+        wake_at = health_at < wake_at ? health_at : wake_at;
         int nlinks = 0;
         if (connect_wanted(c, now, &wake_at, &nlinks))
             continue; /* queue the subscriptions on the new connections first */
@@ -677,6 +764,12 @@ static crd__sub *entry_for(crd__pubsub *ps, const char *channel, size_t len)
 crd_status crd__sub_acquire(crd_client *c, const char *channel, size_t len,
                             int64_t deadline_ms, crd__sub **out, bool *confirmed)
 {
+    return crd__sub_acquire_rule(c, channel, len, CRD__WAKE_LOCK, deadline_ms, out, confirmed);
+}
+
+crd_status crd__sub_acquire_rule(crd_client *c, const char *channel, size_t len, int rule,
+                                 int64_t deadline_ms, crd__sub **out, bool *confirmed)
+{
     crd__pubsub *ps = c->ps;
     pthread_mutex_lock(&ps->mu);
     crd_status st = start_thread(c);
@@ -689,6 +782,7 @@ crd_status crd__sub_acquire(crd_client *c, const char *channel, size_t len,
         pthread_mutex_unlock(&ps->mu);
         return crd__fail(c, CRD_NO_MEMORY, "cannot allocate a subscription");
     }
+    s->wake_rule = rule; /* one channel, one kind of object: every waiter agrees */
     s->refs++;
     ps->total_refs++;
     if (!live(s))

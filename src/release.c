@@ -15,30 +15,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The unlock command of r (its latch: the same request id on every try). */
+void crd__release_cmd(crd__rel *r, crd__cmd *cmd)
+{
+    crd_client *c = r->l->client;
+    /* The latch must outlive every retry of this call: two command timeouts plus slack. */
+    crd__rel_args args = {r->field, r->flen, r->rearm, r->latch, r->latch_len,
+                          2 * c->opts.command_timeout_ms + 1000};
+    crd__kinds[r->l->kind].release(r->l, &args, cmd);
+    cmd->sync = !r->nosync; /* replica sync: WAIT in the same pipeline */
+}
+
 /* Sends the kind's unlock script, with one retry on a fresh connection and the same
  * request id. */
-static crd_status send_unlock(crd_lock *l, const char *field, size_t flen, int64_t rearm,
-                              redisReply **reply)
+crd_status crd__release_send(crd__rel *r, redisReply **reply)
 {
-    crd_client *c = l->client;
-    char rid[33];
-    if (crd__random_hex32(rid) != CRD_OK)
-        return crd__fail(c, CRD_IO, "cannot read random bytes for the request id");
-    /* Latches of ordinary names live on the stack: no allocation on the release path. */
-    const crd__buf *lp = &l->names.latch_prefix;
-    size_t latch_len = lp->len + 32;
-    char stack[256];
-    char *latch = latch_len < sizeof stack ? stack : malloc(latch_len + 1);
-    if (latch == NULL)
-        return crd__fail(c, CRD_NO_MEMORY, "cannot allocate the unlock latch");
-    memcpy(latch, lp->p, lp->len);
-    memcpy(latch + lp->len, rid, sizeof rid);
-    /* The latch must outlive every retry of this call: two command timeouts plus slack. */
-    crd__rel_args args = {field, flen, rearm, latch, latch_len,
-                          2 * c->opts.command_timeout_ms + 1000};
+    crd_client *c = r->l->client;
     crd__cmd cmd;
-    crd__kinds[l->kind].release(l, &args, &cmd);
-    cmd.sync = true; /* replica sync: WAIT in the same pipeline */
+    crd__release_cmd(r, &cmd);
     crd_status st = CRD_IO;
     for (int try_no = 0; try_no < 2 && st == CRD_IO; try_no++)
         st = crd__call(c, &cmd, "release", reply, NULL);
@@ -46,13 +40,11 @@ static crd_status send_unlock(crd_lock *l, const char *field, size_t flen, int64
         /* The lock was given back on the primary; a failover now could bring the hold
          * back until its lease ends (nothing renews it any more). Accepted, and said. */
         crd__log(c, CRD_LOG_WARN, "release of \"%.*s\": %s; accepted (a failover could "
-                 "bring the hold back until its lease ends)", CRD__NAME_FMT(l),
+                 "bring the hold back until its lease ends)", CRD__NAME_FMT(r->l),
                  crd_client_errmsg(c));
         st = CRD_OK;
     }
     crd__cmd_free(&cmd);
-    if (latch != stack)
-        free(latch);
     return st;
 }
 
@@ -122,20 +114,22 @@ static void settle(crd_client *c, crd__holds *h, crd__hold *hold, const crd_lock
     }
 }
 
-crd_status crd__release(crd_lock *l, uint64_t owner)
+crd_status crd__release_begin(crd__rel *r, crd_lock *l, uint64_t owner)
 {
     crd_client *c = l->client;
-    char field[CRD__FIELD_MAX];
-    size_t flen = crd__field(c->uuid, owner, crd__kinds[l->kind].write_field, field);
+    memset(r, 0, sizeof *r);
+    r->l = l;
+    r->owner = owner;
+    r->flen = crd__field(c->uuid, owner, crd__kinds[l->kind].write_field, r->field);
+    r->rearm = c->opts.watchdog_timeout_ms;
     crd__holds *h = c->holds;
-    int64_t rearm = c->opts.watchdog_timeout_ms;
-    bool known = false, was_lost = false;
+    bool was_lost = false;
     pthread_mutex_lock(&h->mu);
     crd__hold *hold = crd__holds_find(h, l->name, l->name_len, owner, l->kind);
     if (hold != NULL) {
-        known = true;
+        r->known = true;
         was_lost = hold->lost;
-        rearm = hold->lease_ms;
+        r->rearm = hold->lease_ms;
         if (was_lost)
             crd__holds_remove(h, hold);
         else if (hold->count <= 1)
@@ -144,35 +138,60 @@ crd_status crd__release(crd_lock *l, uint64_t owner)
     pthread_mutex_unlock(&h->mu);
     if (was_lost)
         return lost_status(c, l); /* counted when the watchdog found it lost */
-    redisReply *r = NULL;
-    crd_status st = send_unlock(l, field, flen, rearm, &r);
-    crd__rel_outcome o = st == CRD_OK ? crd__kinds[l->kind].release_reply(r) : CRD__REL_BAD;
+    char rid[33];
+    if (crd__random_hex32(rid) != CRD_OK)
+        return crd__fail(c, CRD_IO, "cannot read random bytes for the request id");
+    /* Latches of ordinary names live inside r: no allocation on the release path. */
+    const crd__buf *lp = &l->names.latch_prefix;
+    r->latch_len = lp->len + 32;
+    r->latch = r->latch_len < sizeof r->latch_inline ? r->latch_inline : malloc(r->latch_len + 1);
+    if (r->latch == NULL)
+        return crd__fail(c, CRD_NO_MEMORY, "cannot allocate the unlock latch");
+    memcpy(r->latch, lp->p, lp->len);
+    memcpy(r->latch + lp->len, rid, sizeof rid);
+    return CRD_OK;
+}
+
+void crd__release_clear(crd__rel *r)
+{
+    if (r->latch != r->latch_inline)
+        free(r->latch);
+    r->latch = NULL;
+}
+
+crd_status crd__release_end(crd__rel *r, crd_status st, redisReply *reply)
+{
+    crd_lock *l = r->l;
+    crd_client *c = l->client;
+    crd__holds *h = c->holds;
+    crd__rel_outcome o = st == CRD_OK ? crd__kinds[l->kind].release_reply(reply) : CRD__REL_BAD;
     pthread_mutex_lock(&h->mu);
-    hold = crd__holds_find(h, l->name, l->name_len, owner, l->kind);
+    crd__hold *hold = crd__holds_find(h, l->name, l->name_len, r->owner, l->kind);
     if (hold != NULL)
         settle(c, h, hold, l, o); /* CRD__REL_BAD, or no reply: keep renewing */
     pthread_mutex_unlock(&h->mu);
+    crd__release_clear(r);
     if (c->opts.prompt_loss_detection)
         crd__watch_flush(c);
     if (st != CRD_OK)
         return st;
     if (o == CRD__REL_BAD) {
-        st = crd__reply_fail(c, r, "release");
-        freeReplyObject(r);
+        st = crd__reply_fail(c, reply, "release");
+        freeReplyObject(reply);
         return st;
     }
-    if (o == CRD__REL_RELEASED && crd__kinds[l->kind].counts_receivers && r->integer > 1)
-        defer_after_release(l, r->integer - 1);
-    freeReplyObject(r);
+    if (o == CRD__REL_RELEASED && crd__kinds[l->kind].counts_receivers && reply->integer > 1)
+        defer_after_release(l, reply->integer - 1);
+    freeReplyObject(reply);
     switch (o) {
     case CRD__REL_GONE: /* fair: the hash was gone (Redisson reports success here) */
-        if (!known)
-            return not_owner(c, l, owner);
+        if (!r->known)
+            return not_owner(c, l, r->owner);
         CRD__COUNT(c, locks_lost);
         return lost_status(c, l);
     case CRD__REL_NOT_HELD:
-        if (!known)
-            return not_owner(c, l, owner);
+        if (!r->known)
+            return not_owner(c, l, r->owner);
         CRD__COUNT(c, locks_lost);
         crd__log(c, CRD_LOG_ERROR, "lock \"%.*s\" was lost before its release (expired or "
                  "force-unlocked)", CRD__NAME_FMT(l));
@@ -187,6 +206,24 @@ crd_status crd__release(crd_lock *l, uint64_t owner)
     crd__ok(c);
     return CRD_OK;
 }
+
+static crd_status release_with(crd_lock *l, uint64_t owner, bool nosync)
+{
+    crd__rel r;
+    crd_status st = crd__release_begin(&r, l, owner);
+    if (st != CRD_OK) {
+        crd__release_clear(&r);
+        return st;
+    }
+    r.nosync = nosync;
+    redisReply *reply = NULL;
+    st = crd__release_send(&r, &reply);
+    return crd__release_end(&r, st, reply);
+}
+
+crd_status crd__release(crd_lock *l, uint64_t owner) { return release_with(l, owner, false); }
+
+crd_status crd__release_undo(crd_lock *l, uint64_t owner) { return release_with(l, owner, true); }
 
 crd_status crd_lock_release_owner(crd_lock *l, uint64_t owner)
 {

@@ -3,9 +3,9 @@
  * in with the SHA1 of its exact bytes by cmake/embed_lua.cmake) reaches Redis, and what
  * its reply becomes.
  *
- * A crd__cmd is built in place (keys, then arguments) with the three EVALSHA slots kept
- * free, so nothing is copied on the way out. crd__call takes the connection for the
- * command's first key from the pool, sends EVALSHA, and on NOSCRIPT (Redis did not run
+ * Commands are built with cmd.c. crd__call picks the peer for the command's first key
+ * (route.c) and runs each hop on the engine (engine.c) within the call's deadline: EVALSHA,
+ * and on NOSCRIPT (Redis did not run
  * the script: its cache was flushed, or this is a fresh replica) sends it once more as
  * EVAL: nothing runs twice. Every reply is classified here (reply.c); a redirect
  * (MOVED, ASK), a not-primary (READONLY) or a busy reply proves the script did not run,
@@ -13,188 +13,20 @@
  * updates the slot map, ASK resends once with ASKING, READONLY and TRYAGAIN/CLUSTERDOWN/
  * LOADING are retried with a backoff bounded by the command timeout, and a connection
  * that could not be opened (nothing sent) is retried at the slot's owner after a map
- * refresh. A command whose reply was lost after sending is never resent here. The watchdog's
- * pipelined renewals use the same builder and the same NOSCRIPT rule.
+ * refresh. A command whose reply was lost after sending is never resent here; an
+ * acquire's requests carry undo.c's on_late. The watchdog's pipelined renewals use the
+ * same builder and the same NOSCRIPT rule.
  *
- * Runs on the caller's thread with the caller's connection; no lock.
+ * Runs on the caller's thread, waiting on the engine; no lock of its own.
  */
-#include "internal.h"
+#include "engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-void crd__cmd_init(crd__cmd *cmd, int script, int cap)
-{
-    cmd->script = script;
-    cmd->nkeys = cmd->nargs = 0;
-    cmd->used = 0;
-    cmd->oom = false;
-    cmd->sync = false;
-    memset(cmd->heap, 0, sizeof cmd->heap);
-    cmd->heap_used = cmd->heap_cap = 0;
-    cmd->cap = CRD__CMD_INLINE;
-    cmd->v = cmd->v_inline;
-    cmd->len = cmd->len_inline;
-    if (cap > CRD__CMD_INLINE) {
-        cmd->v = malloc(sizeof *cmd->v * (size_t)(cap + 3));
-        cmd->len = malloc(sizeof *cmd->len * (size_t)(cap + 3));
-        cmd->cap = cap;
-        if (cmd->v == NULL || cmd->len == NULL) {
-            free(cmd->v);
-            free(cmd->len);
-            cmd->v = cmd->v_inline;
-            cmd->len = cmd->len_inline;
-            cmd->cap = CRD__CMD_INLINE;
-            cmd->oom = true;
-        }
-    }
-}
 
-void crd__cmd_free(crd__cmd *cmd)
-{
-    if (cmd->v != cmd->v_inline) {
-        free(cmd->v);
-        free(cmd->len);
-    }
-    for (size_t i = 0; i < sizeof cmd->heap / sizeof cmd->heap[0]; i++)
-        free(cmd->heap[i]);
-    cmd->v = cmd->v_inline;
-    cmd->len = cmd->len_inline;
-    memset(cmd->heap, 0, sizeof cmd->heap);
-}
-
-static void put(crd__cmd *cmd, const char *p, size_t len)
-{
-    int i = cmd->nkeys + cmd->nargs;
-    if (i >= cmd->cap) {
-        cmd->oom = true;
-        return;
-    }
-    cmd->v[3 + i] = p;
-    cmd->len[3 + i] = len;
-}
-
-void crd__cmd_key(crd__cmd *cmd, const char *p, size_t len)
-{
-    put(cmd, p, len);
-    cmd->nkeys++;
-}
-
-void crd__cmd_arg(crd__cmd *cmd, const char *p, size_t len)
-{
-    put(cmd, p, len);
-    cmd->nargs++;
-}
-
-void crd__cmd_arg_str(crd__cmd *cmd, const char *s) { crd__cmd_arg(cmd, s, strlen(s)); }
-
-char *crd__cmd_space(crd__cmd *cmd, size_t n)
-{
-    if (cmd->used + n <= sizeof cmd->scratch) {
-        char *p = cmd->scratch + cmd->used;
-        cmd->used += n;
-        return p;
-    }
-    size_t last = 0;
-    while (last < sizeof cmd->heap / sizeof cmd->heap[0] && cmd->heap[last] != NULL)
-        last++;
-    if (last > 0 && cmd->heap_used + n <= cmd->heap_cap) {
-        char *p = cmd->heap[last - 1] + cmd->heap_used;
-        cmd->heap_used += n;
-        return p;
-    }
-    size_t cap = n > 4096 ? n : 4096;
-    if (last == sizeof cmd->heap / sizeof cmd->heap[0] || (cmd->heap[last] = malloc(cap)) == NULL) {
-        cmd->oom = true;
-        return NULL;
-    }
-    cmd->heap_used = n;
-    cmd->heap_cap = cap;
-    return cmd->heap[last];
-}
-
-void crd__cmd_arg_i64(crd__cmd *cmd, int64_t v)
-{
-    char *p = crd__cmd_space(cmd, 21);
-    if (p == NULL) {
-        crd__cmd_arg(cmd, "", 0);
-        return;
-    }
-    char *end = p;
-    if (v < 0)
-        *end++ = '-';
-    end = crd__put_u64(end, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
-    crd__cmd_arg(cmd, p, (size_t)(end - p));
-}
-
-/* Fills the three leading slots: EVALSHA sha numkeys. Returns the first word's index. */
-static int head(crd__cmd *cmd, bool eval)
-{
-    if (cmd->script == CRD__PLAIN)
-        return 3;
-    const crd__script_src *src = &crd__scripts[cmd->script];
-    snprintf(cmd->numkeys, sizeof cmd->numkeys, "%d", cmd->nkeys);
-    cmd->v[0] = eval ? "EVAL" : "EVALSHA";
-    cmd->len[0] = eval ? 4 : 7;
-    cmd->v[1] = eval ? src->text : src->sha1;
-    cmd->len[1] = eval ? src->len : 40;
-    cmd->v[2] = cmd->numkeys;
-    cmd->len[2] = strlen(cmd->numkeys);
-    return 0;
-}
-
-static int argc_of(const crd__cmd *cmd, int first) { return 3 - first + cmd->nkeys + cmd->nargs; }
-
-crd_status crd__script_run(crd_client *c, crd__conn *conn, crd__cmd *cmd, redisReply **reply)
-{
-    *reply = NULL;
-    if (cmd->oom)
-        return crd__fail(c, CRD_NO_MEMORY, "cannot build a command");
-    int first = head(cmd, false);
-    crd_status st = crd__conn_command(c, conn, argc_of(cmd, first), cmd->v + first,
-                                      cmd->len + first, reply);
-    if (st == CRD_OK && cmd->script != CRD__PLAIN &&
-        crd__reply_classify(*reply) == CRD__REPLY_NOSCRIPT) {
-        freeReplyObject(*reply);
-        *reply = NULL;
-        head(cmd, true);
-        st = crd__conn_command(c, conn, argc_of(cmd, 0), cmd->v, cmd->len, reply);
-    }
-    return st;
-}
-
-/* Sends cmd on conn, with ASKING before it when asked to: ASKING covers the one command
- * after it, so it goes again before the EVAL that follows a NOSCRIPT. */
-static crd_status run_on(crd_client *c, crd__conn *conn, crd__cmd *cmd, bool asking,
-                         redisReply **reply)
-{
-    if (!asking)
-        return crd__script_run(c, conn, cmd, reply);
-    *reply = NULL;
-    if (cmd->oom)
-        return crd__fail(c, CRD_NO_MEMORY, "cannot build a command");
-    static const char *const ask[1] = {"ASKING"};
-    static const size_t asklen[1] = {6};
-    for (int round = 0; round < 2; round++) {
-        redisReply *ok = NULL;
-        crd_status st = crd__conn_command(c, conn, 1, (const char **)ask, asklen, &ok);
-        if (ok != NULL)
-            freeReplyObject(ok);
-        if (st != CRD_OK)
-            return st;
-        int first = head(cmd, round == 1);
-        st = crd__conn_command(c, conn, argc_of(cmd, first), cmd->v + first, cmd->len + first,
-                               reply);
-        if (st != CRD_OK || round == 1 || cmd->script == CRD__PLAIN ||
-            crd__reply_classify(*reply) != CRD__REPLY_NOSCRIPT)
-            return st;
-        freeReplyObject(*reply);
-        *reply = NULL;
-    }
-    return CRD_OK;
-}
 
 /* Waits ms before a retry (a cluster redirect loop, a failover in progress); false when
  * the deadline would pass first or the client is closing. */
@@ -208,46 +40,95 @@ static bool pause_before_retry(crd_client *c, int64_t *backoff_ms, int64_t deadl
     return true;
 }
 
-#define MAX_HOPS 16 /* redirects followed for one command before giving up */
-
-/* A script and WAIT in one pipeline on conn: EVALSHA + WAIT, and on NOSCRIPT (the
- * script did not run) EVAL + WAIT. *acks: the replicas that acknowledged. */
-static crd_status run_synced(crd_client *c, crd__conn *conn, crd__cmd *cmd, int replicas,
-                             int64_t timeout_ms, redisReply **reply, int64_t *acks)
+/* Appends WAIT replicas timeout_ms to rq; false when out of memory. */
+static bool add_wait(crd__req *rq, int replicas, int64_t timeout_ms)
 {
-    *reply = NULL;
-    *acks = 0;
-    if (cmd->oom)
-        return crd__fail(c, CRD_NO_MEMORY, "cannot build a command");
     char nbuf[24], tbuf[24];
     *crd__put_u64(nbuf, (uint64_t)replicas) = '\0';
     *crd__put_u64(tbuf, (uint64_t)timeout_ms) = '\0';
     const char *wait_v[3] = {"WAIT", nbuf, tbuf};
     size_t wait_l[3] = {4, strlen(nbuf), strlen(tbuf)};
+    return crd__req_add(rq, 3, wait_v, wait_l);
+}
+
+#define MAX_HOPS 16 /* redirects followed for one command before giving up */
+
+/* The request for one hop of cmd to peer p: [ASKING] + the script (EVALSHA, or EVAL
+ * after a NOSCRIPT) or plain command [+ WAIT replicas timeout]. *at: the index of the
+ * command's own reply. NULL when out of memory. */
+static crd__req *hop_request(crd__pool *p, crd__cmd *cmd, bool eval, bool asking, int replicas,
+                             int64_t wait_timeout, int64_t deadline, int *at)
+{
+    crd__req *rq = crd__req_new(p, 1 + asking + (replicas > 0));
+    if (rq == NULL)
+        return NULL;
+    rq->deadline_ms = deadline;
+    static const char *const ask[1] = {"ASKING"};
+    static const size_t asklen[1] = {6};
+    bool ok = !asking || crd__req_add(rq, 1, ask, asklen);
+    int first = crd__cmd_head(cmd, eval);
+    ok = ok && crd__req_add(rq, crd__cmd_argc(cmd, first), cmd->v + first, cmd->len + first);
+    if (ok && replicas > 0)
+        ok = add_wait(rq, replicas, wait_timeout);
+    if (!ok) {
+        crd__req_free(rq);
+        return NULL;
+    }
+    *at = asking ? 1 : 0;
+    rq->blocks_ms = replicas > 0 ? wait_timeout : 0;
+    if (cmd->undo != NULL && (rq->arg = crd__undo_new(cmd->undo, *at)) != NULL) {
+        rq->on_late = crd__undo_late;
+        rq->arg_free = free;
+    }
+    return rq;
+}
+
+/* The acks of the WAIT reply w (a refused WAIT counts as none, and is said). */
+static int64_t wait_acks(crd_client *c, const redisReply *w)
+{
+    if (w->type == REDIS_REPLY_INTEGER)
+        return w->integer;
+    crd__log(c, CRD_LOG_WARN, "replica sync: WAIT was refused (%.*s); set replica_sync to "
+             "CRD_REPLICA_SYNC_OFF where WAIT is not allowed",
+             w->type == REDIS_REPLY_ERROR ? (int)(w->len > 100 ? 100 : w->len) : 0,
+             w->type == REDIS_REPLY_ERROR ? w->str : "");
+    return 0;
+}
+
+/* One hop: cmd to peer p through the engine, EVALSHA then EVAL on NOSCRIPT (nothing ran),
+ * with ASKING before it and WAIT after it when asked. CRD_OK: the command's reply in *r
+ * and the WAIT's acks in *acks. *sent_ms as crd__call's. */
+static crd_status run_hop(crd_client *c, crd__pool *p, crd__cmd *cmd, bool asking, int replicas,
+                          int64_t wait_timeout, int64_t deadline, redisReply **r, int64_t *acks,
+                          int64_t *sent_ms, int *handed)
+{
+    *r = NULL;
+    *acks = 0;
+    if (cmd->oom)
+        return crd__fail(c, CRD_NO_MEMORY, "cannot build a command");
     for (int round = 0; round < 2; round++) {
-        int first = head(cmd, round == 1);
-        int argcs[2] = {argc_of(cmd, first), 3};
-        const char *const *argvs[2] = {cmd->v + first, wait_v};
-        const size_t *lens[2] = {cmd->len + first, wait_l};
-        redisReply *r[2] = {NULL, NULL};
-        crd_status st = crd__conn_pipeline(c, conn, 2, argcs, argvs, lens, r);
+        int at = 0;
+        crd__req *rq = hop_request(p, cmd, round == 1, asking, replicas, wait_timeout, deadline,
+                                   &at);
+        if (rq == NULL)
+            return crd__fail(c, CRD_NO_MEMORY, "cannot build a command");
+        int n = rq->nreply;
+        redisReply *all[3] = {NULL, NULL, NULL};
+        crd_status st = crd__engine_call(c, rq, all, sent_ms, handed);
         if (st != CRD_OK)
             return st;
+        *r = all[at];
+        if (replicas > 0)
+            *acks = wait_acks(c, all[n - 1]);
+        for (int i = 0; i < n; i++)
+            if (i != at)
+                freeReplyObject(all[i]);
         if (round == 0 && cmd->script != CRD__PLAIN &&
-            crd__reply_classify(r[0]) == CRD__REPLY_NOSCRIPT) {
-            freeReplyObject(r[0]);
-            freeReplyObject(r[1]);
+            crd__reply_classify(*r) == CRD__REPLY_NOSCRIPT) {
+            freeReplyObject(*r);
+            *r = NULL;
             continue;
         }
-        *reply = r[0];
-        if (r[1]->type == REDIS_REPLY_INTEGER)
-            *acks = r[1]->integer;
-        else /* WAIT refused (a provider that forbids it): say so, count it as none */
-            crd__log(c, CRD_LOG_WARN, "replica sync: WAIT was refused (%.*s); set "
-                     "replica_sync to CRD_REPLICA_SYNC_OFF where WAIT is not allowed",
-                     r[1]->type == REDIS_REPLY_ERROR ? (int)(r[1]->len > 100 ? 100 : r[1]->len) : 0,
-                     r[1]->type == REDIS_REPLY_ERROR ? r[1]->str : "");
-        freeReplyObject(r[1]);
         return CRD_OK;
     }
     return crd__fail(c, CRD_PROTOCOL, "the server answered NOSCRIPT to EVAL");
@@ -328,55 +209,98 @@ static crd_status final_status(crd_client *c, redisReply *r, const char *what, r
     return st;
 }
 
+/* Sentinel mode: a failed connection to the primary may mean a failover. The listener
+ * thread asks the sentinels; this caller returns by its deadline (asking here, ROLE at a
+ * stalled primary held a 100 ms acquire for command_timeout_ms). */
+static void primary_failed(crd_client *c, crd__pool *p)
+{
+    if (p != c->pool || !crd__topology_sentinel(c))
+        return;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", crd_client_errmsg(c));
+    crd__topology_suspect(c);
+    crd__fail(c, CRD_IO, "%s", msg); /* the caller's detail, whatever the asking said */
+}
+
 crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply **reply,
                      int64_t *sent_ms)
 {
     *reply = NULL;
-    if (sent_ms != NULL)
-        *sent_ms = 0;
+    int64_t sent_dummy = 0;
+    if (sent_ms == NULL)
+        sent_ms = &sent_dummy;
+    *sent_ms = 0;
     size_t keylen = 0;
     const char *key = routing_key(cmd, &keylen);
     bool cluster = c->cluster != NULL;
-    int64_t deadline = crd__now_ms() + c->opts.command_timeout_ms;
+    int64_t deadline = cmd->deadline_ms != 0 ? cmd->deadline_ms
+                                             : crd__now_ms() + c->opts.command_timeout_ms;
     int64_t backoff = 10;
     crd__node *target = NULL; /* the node a redirect named */
     bool asking = false;
     redisReply *r = NULL;
     crd_status st;
     for (int hop = 0;; hop++) {
-        crd__conn *conn;
-        st = target != NULL ? crd__pool_take(c, target->pool, &conn)
-                            : crd__pool_get(c, key, keylen, &conn);
+        crd__pool *p = target != NULL ? target->pool : crd__pool_for(c, key, keylen);
         bool ask_now = asking;
         target = NULL;
         asking = false;
-        if (st != CRD_OK) {
-            /* Nothing was sent: a node that went away (failover) may be retried at the
-             * slot's new owner once the map is refreshed. */
-            if (cluster && st == CRD_IO)
-                crd__cluster_stale(c);
-            if (cluster && st == CRD_IO && hop < MAX_HOPS &&
-                pause_before_retry(c, &backoff, deadline))
+        if (p == NULL) {
+            /* The map has no node for the slot: nothing was sent; ask again. */
+            crd__cluster_stale(c);
+            if (hop < MAX_HOPS && pause_before_retry(c, &backoff, deadline))
                 continue;
-            return st;
+            return CRD_IO;
         }
-        const crd__endpoint *from = crd__pool_ep(conn->pool);
+        const crd__endpoint *from = crd__pool_ep(p);
         /* Replica sync (Sentinel, Cluster, or asked for): the script and WAIT in one
          * pipeline, to the node that runs it. A command sent after ASKING goes alone. */
         int64_t wait_timeout = 0;
-        int replicas = cmd->sync && !ask_now ? crd__sync_replicas(c, conn, &wait_timeout) : 0;
-        if (sent_ms != NULL)
-            *sent_ms = crd__now_ms();
+        int replicas = cmd->sync && !ask_now ? crd__sync_replicas(c, p, &wait_timeout, deadline) : 0;
+        /* The WAIT ends by the caller's deadline (its reply then comes in time: no
+         * replica acknowledging by then is CRD_NOT_SYNCED, and the acquire is undone).
+         * Redis times a blocked WAIT out in its cron, every 1000/hz ms (100 by default),
+         * so a WAIT of T answers up to about 100 ms after T: it gets the time left less
+         * 200 ms (less half of it when under 400 ms). */
+        int64_t left = deadline - crd__now_ms();
+        left -= left / 2 < 200 ? left / 2 : 200;
+        if (replicas > 0 && wait_timeout > left)
+            wait_timeout = left > 1 ? left : 1;
         int64_t acks = 0;
-        if (replicas > 0)
-            st = run_synced(c, conn, cmd, replicas, wait_timeout, &r, &acks);
-        else
-            st = run_on(c, conn, cmd, ask_now, &r);
-        uint64_t gen = conn->topo_gen;
-        crd__pool_put(c, conn);
+        int handed = 0;
+        /* Sentinel mode: the primary's generation when this was sent. */
+        uint64_t gen = p == c->pool && crd__topology_sentinel(c) ? crd__topology_gen(c) : 0;
+        st = run_hop(c, p, cmd, ask_now, replicas, wait_timeout, deadline, &r, &acks, sent_ms,
+                     &handed);
+        if (st == CRD_OK && gen != 0 && crd__topology_gen(c) != gen) {
+            /* The sentinels named a new primary while this was in flight: the reply may be
+             * the old primary's, whose writes the new one may never see. A read is asked
+             * again there; a script's caller re-checks there (an acquire reads its hold
+             * back, a release is sent again with its request id). */
+            freeReplyObject(r);
+            r = NULL;
+            if (cmd->script == CRD__PLAIN && hop < MAX_HOPS) {
+                *sent_ms = 0;
+                continue;
+            }
+            return crd__fail(c, CRD_IO, "%s: the sentinels named a new primary while it was in "
+                             "flight; its outcome is re-checked there", what);
+        }
         if (st != CRD_OK) {
             if (cluster && st == CRD_IO)
-                crd__cluster_stale(c); /* the outcome is unknown: never resent here */
+                crd__cluster_stale(c);
+            /* Nothing was sent (a connection that could not be opened): a node that went
+             * away (failover) may be retried at the slot's new owner. */
+            if (cluster && st == CRD_IO && *sent_ms == 0 && !handed && hop < MAX_HOPS &&
+                pause_before_retry(c, &backoff, deadline))
+                continue;
+            if (st == CRD_IO)
+                primary_failed(c, p);
+            /* Handed over: the engine resolves what it did (undo.c); the caller must not
+             * read it back, so it is told nothing was sent. */
+            cmd->handed = handed == 1; /* a connection that had answered went quiet */
+            if (handed)
+                *sent_ms = 0;
             return st;
         }
         crd__reply_class cls = crd__reply_classify(r);
@@ -385,9 +309,8 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
              * sent again, to the new primary (Sentinel mode; at most twice). */
             freeReplyObject(r);
             r = NULL;
-            if (sent_ms != NULL)
-                *sent_ms = 0;
-            if ((st = crd__topology_changed(c, gen)) != CRD_OK)
+            *sent_ms = 0;
+            if ((st = crd__topology_changed(c, 0)) != CRD_OK)
                 return st;
             continue;
         }
@@ -435,69 +358,74 @@ static crd_status synced(crd_client *c, redisReply **all, int n, int replicas, i
                      "replicas acknowledged it within %lld ms", replicas, (long long)timeout);
 }
 
-crd_status crd__script_pipeline(crd_client *c, crd__conn *conn, crd__cmd *cmds, int ncmd,
+/* One round of the pipeline: every command of cmds (+ WAIT) in one request to p. */
+static crd_status round_trip(crd_client *c, crd__pool *p, crd__cmd *cmds, int ncmd, int replicas,
+                             int64_t wait_timeout, redisReply **all, int64_t *sent_ms)
+{
+    int total = ncmd + (replicas > 0);
+    crd__req *rq = crd__req_new(p, total);
+    if (rq == NULL)
+        return crd__fail(c, CRD_NO_MEMORY, "cannot build a pipeline");
+    bool ok = true;
+    for (int k = 0; k < ncmd && ok; k++) {
+        crd__cmd_head(&cmds[k], false);
+        ok = crd__req_add(rq, crd__cmd_argc(&cmds[k], 0), cmds[k].v, cmds[k].len);
+    }
+    if (ok && replicas > 0)
+        ok = add_wait(rq, replicas, wait_timeout);
+    if (!ok) {
+        crd__req_free(rq);
+        return crd__fail(c, CRD_NO_MEMORY, "cannot build a pipeline");
+    }
+    CRD__COUNT(c, watchdog_round_trips);
+    int handed;
+    return crd__engine_call(c, rq, all, sent_ms, &handed);
+}
+
+#define PIPELINE_MAX 64 /* the watchdog's round: 64 script calls */
+
+crd_status crd__script_pipeline(crd_client *c, crd__pool *p, crd__cmd *cmds, int ncmd,
                                 redisReply **replies, int64_t *sent_ms)
 {
-    /* One slot more for the WAIT of replica sync. */
-    int argcs[ncmd + 1];
-    const char *const *argvs[ncmd + 1];
-    const size_t *lens[ncmd + 1];
-    redisReply *all[ncmd + 1];
-    int64_t wait_timeout = 0;
-    int replicas = ncmd > 0 && cmds[0].sync ? crd__sync_replicas(c, conn, &wait_timeout) : 0;
-    char nbuf[24], tbuf[24];
-    *crd__put_u64(nbuf, (uint64_t)replicas) = '\0';
-    *crd__put_u64(tbuf, (uint64_t)wait_timeout) = '\0';
-    const char *wait_v[3] = {"WAIT", nbuf, tbuf};
-    size_t wait_l[3] = {4, strlen(nbuf), strlen(tbuf)};
-    int total = ncmd + (replicas > 0);
-    if (replicas > 0) {
-        argcs[ncmd] = 3;
-        argvs[ncmd] = wait_v;
-        lens[ncmd] = wait_l;
-    }
-    for (int k = 0; k < ncmd; k++) {
+    if (ncmd < 1 || ncmd > PIPELINE_MAX)
+        return crd__fail(c, CRD_INVALID_ARGUMENT, "a pipeline of %d commands", ncmd);
+    for (int k = 0; k < ncmd; k++)
         if (cmds[k].oom)
             return crd__fail(c, CRD_NO_MEMORY, "cannot build a pipeline");
-        head(&cmds[k], false);
-        argcs[k] = argc_of(&cmds[k], 0);
-        argvs[k] = cmds[k].v;
-        lens[k] = cmds[k].len;
-    }
-    *sent_ms = crd__now_ms();
-    CRD__COUNT(c, watchdog_round_trips);
-    crd_status st = crd__conn_pipeline(c, conn, total, argcs, argvs, lens, all);
+    int64_t deadline = crd__now_ms() + c->opts.command_timeout_ms;
+    int64_t wait_timeout = 0;
+    int replicas = ncmd > 0 && cmds[0].sync ? crd__sync_replicas(c, p, &wait_timeout, deadline) : 0;
+    int total = ncmd + (replicas > 0);
+    redisReply *all[PIPELINE_MAX + 1];
+    crd_status st = round_trip(c, p, cmds, ncmd, replicas, wait_timeout, all, sent_ms);
     if (st != CRD_OK)
         return st;
-    for (int k = 0; k < ncmd; k++)
-        replies[k] = all[k];
     int script = -1;
     for (int k = 0; k < ncmd; k++)
-        if (crd__reply_classify(replies[k]) == CRD__REPLY_NOSCRIPT)
+        if (crd__reply_classify(all[k]) == CRD__REPLY_NOSCRIPT)
             script = cmds[k].script;
-    if (script < 0)
-        return synced(c, all, ncmd, replicas, wait_timeout);
-    /* The cache was flushed: load the script once and resend the round (64 EVALs would
-     * carry its text 64 times). */
-    for (int k = 0; k < total; k++) {
-        freeReplyObject(all[k]);
-        all[k] = NULL;
-    }
-    for (int k = 0; k < ncmd; k++)
-        replies[k] = NULL;
-    const crd__script_src *src = &crd__scripts[script];
-    const char *la[3] = {"SCRIPT", "LOAD", src->text};
-    size_t ll[3] = {6, 4, src->len};
-    redisReply *lr = NULL;
-    st = crd__conn_command(c, conn, 3, la, ll, &lr);
-    if (lr != NULL)
+    if (script >= 0) {
+        /* The cache was flushed: load the script once and resend the round (64 EVALs
+         * would carry its text 64 times). */
+        for (int k = 0; k < total; k++)
+            freeReplyObject(all[k]);
+        const crd__script_src *src = &crd__scripts[script];
+        const char *la[3] = {"SCRIPT", "LOAD", src->text};
+        size_t ll[3] = {6, 4, src->len};
+        crd__req *rq = crd__req_new(p, 1);
+        if (rq == NULL || !crd__req_add(rq, 3, la, ll)) {
+            crd__req_free(rq);
+            return crd__fail(c, CRD_NO_MEMORY, "cannot build a pipeline");
+        }
+        redisReply *lr = NULL;
+        int64_t lsent;
+        int handed;
+        if ((st = crd__engine_call(c, rq, &lr, &lsent, &handed)) != CRD_OK)
+            return st;
         freeReplyObject(lr);
-    if (st != CRD_OK)
-        return st;
-    *sent_ms = crd__now_ms();
-    CRD__COUNT(c, watchdog_round_trips);
-    if ((st = crd__conn_pipeline(c, conn, total, argcs, argvs, lens, all)) != CRD_OK)
-        return st;
+        if ((st = round_trip(c, p, cmds, ncmd, replicas, wait_timeout, all, sent_ms)) != CRD_OK)
+            return st;
+    }
     for (int k = 0; k < ncmd; k++)
         replies[k] = all[k];
     return synced(c, all, ncmd, replicas, wait_timeout);
@@ -507,59 +435,76 @@ crd_status crd__script_pipeline(crd_client *c, crd__conn *conn, crd__cmd *cmds, 
 
 bool crd__handoff_prepare(crd_client *c, crd__handoff *h)
 {
-    h->conn = NULL;
-    h->buf = NULL;
-    h->len = h->cap = 0;
+    h->rq = NULL;
     h->sent = 0;
-    h->why = NULL;
     h->sent_ms = 0;
     /* A cluster routes and redirects per node; replica sync pipelines WAIT: both keep the
      * usual path. */
-    if (c->cluster != NULL || h->cmd.oom || h->cmd.script == CRD__PLAIN ||
-        !crd__pool_take_spare(c, c->pool, &h->conn))
+    if (c->cluster != NULL || h->cmd.oom || h->cmd.script == CRD__PLAIN)
         return false;
+    int64_t deadline = h->cmd.deadline_ms != 0 ? h->cmd.deadline_ms
+                                               : crd__now_ms() + c->opts.command_timeout_ms;
     int64_t wait_timeout = 0;
-    h->first = head(&h->cmd, false);
-    if ((h->cmd.sync && crd__sync_replicas(c, h->conn, &wait_timeout) > 0) ||
-        !crd__resp_append(&h->buf, &h->len, &h->cap, argc_of(&h->cmd, h->first),
-                          h->cmd.v + h->first, h->cmd.len + h->first)) {
-        crd__pool_put(c, h->conn);
-        free(h->buf);
+    if (h->cmd.sync && crd__sync_replicas(c, c->pool, &wait_timeout, deadline) > 0)
         return false;
-    }
+    int at = 0;
+    h->rq = hop_request(c->pool, &h->cmd, false, false, 0, 0, deadline, &at);
+    if (h->rq == NULL)
+        return false;
+    crd__engine_prepare_wait(h->rq);
     return true;
 }
 
-void crd__handoff_send(crd__handoff *h)
+void crd__handoff_send(crd_client *c, crd__handoff *h)
 {
-    const char *why = NULL;
     h->sent_ms = crd__now_ms();
-    h->sent = crd__conn_send(h->conn, h->buf, h->len, &why) ? 1 : -1;
-    h->why = why;
+    /* The command's own budget starts now, within the waiter's deadline. */
+    int64_t budget = h->sent_ms + c->opts.command_timeout_ms;
+    h->rq->deadline_ms = h->until < budget ? h->until : budget;
+    h->sent = crd__engine_submit(c, h->rq) == CRD_OK ? 1 : -1;
 }
 
 bool crd__handoff_finish(crd_client *c, crd__handoff *h, crd_status *st, redisReply **reply,
                          int64_t *sent_ms)
 {
-    bool used = false;
     *reply = NULL;
     *st = CRD_OK;
-    if (h->sent == 1) {
-        used = true;
-        *sent_ms = h->sent_ms;
-        *st = crd__conn_reply(c, h->conn, argc_of(&h->cmd, h->first), h->cmd.v + h->first,
-                              h->cmd.len + h->first, true, NULL, reply);
-        crd__reply_class cls = *st == CRD_OK ? crd__reply_classify(*reply) : CRD__REPLY_OK;
-        if (cls == CRD__REPLY_NOSCRIPT || cls == CRD__REPLY_READONLY) {
-            /* Nothing ran: the usual path follows (EVAL, or a re-resolution). */
-            freeReplyObject(*reply);
-            *reply = NULL;
-            used = false;
-        }
-    } else if (h->sent == -1) {
-        h->conn->broken = true; /* a part may have gone out: it never runs once closed */
+    if (h->sent == 0) {
+        crd__req_free(h->rq); /* never submitted */
+        return false;
     }
-    crd__pool_put(c, h->conn);
-    free(h->buf);
-    return used;
+    if (h->sent == -1)
+        return false; /* refused (the client is closing): freed by the engine, never sent */
+    int handed = 0;
+    *st = crd__engine_await(c, h->rq, reply, sent_ms, &handed);
+    if (handed)
+        *sent_ms = 0;
+    crd__reply_class cls = *st == CRD_OK ? crd__reply_classify(*reply) : CRD__REPLY_OK;
+    if (cls == CRD__REPLY_NOSCRIPT || cls == CRD__REPLY_READONLY) {
+        /* Nothing ran: the usual path follows (EVAL, or a re-resolution). */
+        freeReplyObject(*reply);
+        *reply = NULL;
+        return false;
+    }
+    return true;
+}
+
+
+crd__req *crd__call_request(crd_client *c, crd__cmd *cmd, bool eval)
+{
+    size_t keylen = 0;
+    const char *key = routing_key(cmd, &keylen);
+    crd__pool *p = crd__pool_for(c, key, keylen);
+    if (p == NULL || cmd->oom)
+        return NULL;
+    int at = 0;
+    int64_t deadline = cmd->deadline_ms != 0 ? cmd->deadline_ms
+                                             : crd__now_ms() + c->opts.command_timeout_ms;
+    return hop_request(p, cmd, eval, false, 0, 0, deadline, &at);
+}
+
+bool crd__call_async_ok(crd_client *c)
+{
+    return c->cluster == NULL && !crd__topology_sentinel(c) &&
+           c->opts.replica_sync != CRD_REPLICA_SYNC_ON;
 }

@@ -34,6 +34,7 @@ const char *crd_strerror(crd_status status)
     case CRD_DEGRADED: return "Redis unavailable: the work ran without the lock";
     case CRD_CANCELLED: return "operation cancelled";
     case CRD_NOT_SYNCED: return "no replica acknowledged the write in time (replica sync)";
+    case CRD_OUTCOME_UNKNOWN: return "the reply was lost: the operation may or may not have run";
     }
     return "unknown status";
 }
@@ -43,7 +44,8 @@ static _Thread_local struct {
     char msg[512];
 } tls_err;
 
-crd_status crd__fail(const crd_client *c, crd_status status, const char *fmt, ...)
+/* In parentheses: internal.h may define a crd__fail macro for the static analyzer. */
+crd_status (crd__fail)(const crd_client *c, crd_status status, const char *fmt, ...)
 {
     /* Format into a temporary: callers may pass the current message as an argument. */
     char msg[sizeof tls_err.msg];

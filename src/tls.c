@@ -306,8 +306,8 @@ static crd_status handshake_failure(SSL *ssl, int e, bool verify, const char *se
     return st;
 }
 
-crd_status crd__tls_connect(SSL_CTX *ctx, int fd, const char *server_name, bool verify,
-                            int64_t deadline_ms, SSL **out, char *err, size_t errlen)
+crd_status crd__tls_session(SSL_CTX *ctx, int fd, const char *server_name, bool verify,
+                            SSL **out, char *err, size_t errlen)
 {
     *out = NULL;
     ERR_clear_error();
@@ -320,6 +320,9 @@ crd_status crd__tls_connect(SSL_CTX *ctx, int fd, const char *server_name, bool 
     }
     BIO_set_data(bio, (void *)(intptr_t)fd);
     SSL_set_bio(ssl, bio, bio);
+    /* A non-blocking write that would block is retried later from another buffer
+     * position (the engine's write buffer grows and moves). */
+    SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     bool ip = server_name != NULL && is_ip_literal(server_name);
     /* SNI carries host names only (RFC 6066); an address is checked against the
      * certificate's IP subjectAltNames instead of its DNS names. */
@@ -337,38 +340,59 @@ crd_status crd__tls_connect(SSL_CTX *ctx, int fd, const char *server_name, bool 
         }
         X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
     }
+    *out = ssl;
+    return CRD_OK;
+}
+
+int crd__tls_handshake(SSL *ssl, bool verify, const char *server_name, crd_status *st,
+                       char *err, size_t errlen)
+{
+    errno = 0;
+    ERR_clear_error();
+    int r = SSL_connect(ssl);
+    if (r == 1)
+        return 0;
+    int e = SSL_get_error(ssl, r);
+    if (e == SSL_ERROR_WANT_READ)
+        return POLLIN;
+    if (e == SSL_ERROR_WANT_WRITE)
+        return POLLOUT;
+    *st = handshake_failure(ssl, e, verify, server_name, err, errlen);
+    ERR_clear_error();
+    return -1;
+}
+
+crd_status crd__tls_connect(SSL_CTX *ctx, int fd, const char *server_name, bool verify,
+                            int64_t deadline_ms, SSL **out, char *err, size_t errlen)
+{
+    SSL *ssl;
+    crd_status st = crd__tls_session(ctx, fd, server_name, verify, &ssl, err, errlen);
+    if (st != CRD_OK)
+        return st;
     int flags = fcntl(fd, F_GETFL, 0);
     if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
         SSL_free(ssl);
         snprintf(err, errlen, "TLS: cannot set up the socket: %s", strerror(errno));
         return CRD_IO;
     }
-    crd_status st = CRD_OK;
     for (;;) {
-        errno = 0;
-        int r = SSL_connect(ssl);
-        if (r == 1)
+        int want = crd__tls_handshake(ssl, verify, server_name, &st, err, errlen);
+        if (want <= 0)
             break;
-        int e = SSL_get_error(ssl, r);
-        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-            int64_t left = deadline_ms - crd__now_ms();
-            if (left <= 0) {
-                snprintf(err, errlen, "TLS handshake timed out (does the server speak TLS on "
-                         "this port?)");
-                st = CRD_IO;
-                break;
-            }
-            struct pollfd p = {fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, 0};
-            int n = poll(&p, 1, left > 60000 ? 60000 : (int)left);
-            if (n < 0 && errno != EINTR) {
-                snprintf(err, errlen, "TLS handshake failed: poll: %s", strerror(errno));
-                st = CRD_IO;
-                break;
-            }
-            continue;
+        int64_t left = deadline_ms - crd__now_ms();
+        if (left <= 0) {
+            snprintf(err, errlen, "TLS handshake timed out (does the server speak TLS on "
+                     "this port?)");
+            st = CRD_IO;
+            break;
         }
-        st = handshake_failure(ssl, e, verify, server_name, err, errlen);
-        break;
+        struct pollfd p = {fd, (short)want, 0};
+        int n = poll(&p, 1, left > 60000 ? 60000 : (int)left);
+        if (n < 0 && errno != EINTR) {
+            snprintf(err, errlen, "TLS handshake failed: poll: %s", strerror(errno));
+            st = CRD_IO;
+            break;
+        }
     }
     if (st == CRD_OK && fcntl(fd, F_SETFL, flags) < 0) {
         snprintf(err, errlen, "TLS: cannot set up the socket: %s", strerror(errno));
@@ -450,6 +474,33 @@ bool crd__tls_write(SSL *ssl, const char *buf, size_t len, const char **why)
         return false;
     }
     return true;
+}
+
+int crd__tls_recv(SSL *ssl, char *buf, size_t cap, char *why, size_t whylen, bool *refused)
+{
+    int n = crd__tls_read(ssl, buf, cap, why, whylen, refused);
+    if (n < 0 && !*refused && strcmp(why, "command timed out") == 0)
+        return -2; /* would block */
+    return n;
+}
+
+long crd__tls_send(SSL *ssl, const char *buf, size_t len, const char **why)
+{
+    errno = 0;
+    ERR_clear_error();
+    int n = SSL_write(ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
+    if (n > 0)
+        return n;
+    int e = SSL_get_error(ssl, n);
+    int saved = errno;
+    ERR_clear_error();
+    if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ)
+        return 0;
+    if (saved == EPIPE || saved == ECONNRESET || e == SSL_ERROR_ZERO_RETURN)
+        *why = "connection closed by the server";
+    else
+        *why = "sending failed (TLS)";
+    return -1;
 }
 
 bool crd__tls_pending(SSL *ssl)

@@ -52,7 +52,7 @@ struct crd__watchdog {
     bool stop;
     bool kicked;
     bool urgent;  /* a watched hold's channel had a message: check those holds now */
-    crd__conn conn;
+    bool now;     /* the primary moved (sentinel mode): renew every hold there now */
     pthread_mutex_t ev_mu; /* a leaf: the loop events below */
     loop_event *ev_head, **ev_tail;
     /* The round in progress (the watchdog thread's own), kept here rather than on that
@@ -390,7 +390,7 @@ static void build_batch(crd_client *c, item_list *list, size_t from, size_t cnt,
 
 /* Renews one list (all holds renewed by one script), BATCH holds per script call and
  * PIPELINE calls per round trip. Returns false when any renewal got no definite answer. */
-static bool renew_list(crd_client *c, crd__watchdog *wd, item_list *list)
+static bool renew_list(crd_client *c, item_list *list)
 {
     events ev = {0};
     bool ok = true;
@@ -405,33 +405,32 @@ static bool renew_list(crd_client *c, crd__watchdog *wd, item_list *list)
             size_t from = base + (size_t)k * BATCH;
             build_batch(c, list, from, end - from < BATCH ? end - from : BATCH, &cmds[k]);
         }
-        crd_status st = CRD_OK;
-        /* A connection to a primary that is no more (sentinel mode) is reopened. */
-        if (wd->conn.ctx != NULL && wd->conn.topo_gen != crd__topology_gen(c))
-            crd__conn_close(&wd->conn);
-        if (wd->conn.ctx == NULL)
-            st = crd__conn_open_primary(c, &wd->conn);
+        /* The primary's peer (sentinel mode: the engine follows the primary's moves). */
         int64_t sent = crd__now_ms();
-        if (st == CRD_OK)
-            st = crd__script_pipeline(c, &wd->conn, cmds, ncmd, replies, &sent);
+        uint64_t gen = crd__topology_gen(c);
+        crd_status st = crd__script_pipeline(c, c->pool, cmds, ncmd, replies, &sent);
         bool answered = st == CRD_OK || st == CRD_NOT_SYNCED;
+        if (answered && crd__topology_gen(c) != gen) {
+            /* Sentinel mode: a new primary was named while this round was in flight; the
+             * old one may have run it. Renewing is idempotent: the round runs again,
+             * where the primary is now. */
+            for (int k = 0; k < ncmd; k++)
+                freeReplyObject(replies[k]);
+            sent = crd__now_ms();
+            gen = crd__topology_gen(c);
+            st = crd__script_pipeline(c, c->pool, cmds, ncmd, replies, &sent);
+            answered = st == CRD_OK || st == CRD_NOT_SYNCED;
+        }
         bool readonly = false;
         for (int k = 0; answered && k < ncmd; k++)
             readonly = readonly || crd__reply_classify(replies[k]) == CRD__REPLY_READONLY;
         if (st != CRD_OK) {
             snprintf(detail, sizeof detail, "%s", crd_client_errmsg(c));
-            uint64_t gen = wd->conn.topo_gen;
-            bool broken = wd->conn.broken;
-            if (broken)
-                crd__conn_close(&wd->conn);
-            if (broken || st != CRD_NOT_SYNCED)
+            if (st != CRD_NOT_SYNCED)
                 crd__topology_changed(c, gen); /* sentinel mode: the primary may have moved */
         }
-        if (readonly) {
-            /* The old primary was demoted: find the new one; the next round goes there. */
-            crd__topology_changed(c, wd->conn.topo_gen);
-            crd__conn_close(&wd->conn);
-        }
+        if (readonly) /* the old primary was demoted: find the new one; the next round goes there */
+            crd__topology_changed(c, gen);
         pthread_mutex_lock(&c->holds->mu);
         for (int k = 0; k < ncmd; k++) {
             size_t from = base + (size_t)k * BATCH;
@@ -516,15 +515,10 @@ static bool renew_list_cluster(crd_client *c, item_list *list)
         }
         crd_status st = CRD_IO;
         int64_t sent = crd__now_ms();
-        crd__conn *conn = NULL;
         if (node == NULL)
             st = crd__fail(c, CRD_IO, "no cluster node serves these locks' slots");
-        else if ((st = crd__pool_take(c, node->pool, &conn)) == CRD_OK) {
-            st = crd__script_pipeline(c, conn, cmds, ncmd, replies, &sent);
-            crd__pool_put(c, conn);
-        } else if (st == CRD_IO) {
+        else if ((st = crd__script_pipeline(c, node->pool, cmds, ncmd, replies, &sent)) == CRD_IO)
             crd__cluster_stale(c); /* the node may have failed over */
-        }
         if (st == CRD_OK)
             for (int k = 0; k < ncmd; k++)
                 follow(c, &cmds[k], &replies[k]);
@@ -594,7 +588,7 @@ static bool renew_round(crd_client *c, crd__watchdog *wd, crd__sub **only, int n
         if (c->cluster != NULL)
             ok = renew_list_cluster(c, &col->lists[i]) && ok;
         else
-            ok = renew_list(c, wd, &col->lists[i]) && ok;
+            ok = renew_list(c, &col->lists[i]) && ok;
         free_list(&col->lists[i]);
     }
     ok = ok && !col->oom;
@@ -614,7 +608,7 @@ static void *watchdog_main(void *arg)
     int64_t next = crd__now_ms() + period;
     pthread_mutex_lock(&wd->mu);
     for (;;) {
-        while (!wd->stop && !wd->urgent && crd__now_ms() < next) {
+        while (!wd->stop && !wd->urgent && !wd->now && crd__now_ms() < next) {
             struct timespec ts = crd__abstime(next);
             pthread_cond_timedwait(&wd->cv, &wd->mu, &ts);
         }
@@ -634,6 +628,7 @@ static void *watchdog_main(void *arg)
             pthread_mutex_lock(&wd->mu);
             continue;
         }
+        wd->now = false;
         pthread_mutex_unlock(&wd->mu);
         crd__watch_flush(c);
         /* The next round is timed from this round's start, so the time a large round
@@ -670,6 +665,8 @@ void crd__watch_flush(crd_client *c)
     free(subs);
 }
 
+static void renew_now(crd_client *c);
+
 /* The subscriber thread's hook (c->on_watched_message). */
 static void watched_message(crd_client *c)
 {
@@ -693,6 +690,7 @@ crd_status crd__watchdog_start(crd_client *c)
     wd->ev_tail = &wd->ev_head;
     c->wd = wd;
     c->on_watched_message = watched_message;
+    c->on_primary_moved = renew_now;
     /* The thread starts with the first watchdog hold (crd__watchdog_kick). */
     return CRD_OK;
 }
@@ -705,6 +703,20 @@ void crd__watchdog_kick(crd_client *c)
     pthread_mutex_lock(&wd->mu);
     if (!wd->started && !wd->stop)
         start_thread(c);
+    pthread_mutex_unlock(&wd->mu);
+}
+
+/* c->on_primary_moved. */
+static void renew_now(crd_client *c)
+{
+    crd__watchdog *wd = c->wd;
+    if (wd == NULL)
+        return;
+    pthread_mutex_lock(&wd->mu);
+    if (wd->started) {
+        wd->now = true;
+        pthread_cond_signal(&wd->cv);
+    }
     pthread_mutex_unlock(&wd->mu);
 }
 
@@ -723,7 +735,6 @@ void crd__watchdog_stop(crd_client *c)
     pthread_mutex_lock(&wd->mu);
     wd->started = false;
     pthread_mutex_unlock(&wd->mu);
-    crd__conn_close(&wd->conn);
 }
 
 void crd__watchdog_free(crd_client *c)
@@ -767,7 +778,6 @@ void crd__watchdog_after_fork_child(crd_client *c)
     if (round != NULL && nabandoned_rounds < sizeof abandoned_rounds / sizeof *abandoned_rounds)
         abandoned_rounds[nabandoned_rounds++] = round;
     /* The parent's watchdog thread may have been inside hiredis on this context. */
-    crd__conn_abandon(&wd->conn);
     wd->started = false;
     wd->stop = false;
     wd->urgent = false;

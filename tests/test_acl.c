@@ -51,7 +51,8 @@
                   "+client|id", "+client|tracking", "+config|get", "+psubscribe",            \
                   "~redisson_lock_queue:{crdt:*", "~redisson_lock_timeout:{crdt:*",           \
                   "~redisson_lock_token:{crdt:*", "&redisson_rwlock:{crdt:*",                 \
-                  "&__keyspace@0__:crdt:*", "&__redis__:invalidate"
+                  "&__keyspace@0__:crdt:*", "&__redis__:invalidate",                         \
+                  "&redisson_sc:{crdt:*", "&redisson_countdownlatch__channel__{crdt:*"
 
 static crdt_server g_srv;
 

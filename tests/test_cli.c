@@ -8,6 +8,7 @@
  * process exits), never a fixed sleep.
  */
 #include "harness.h"
+#include "syncs.h"
 
 #include <criterion/criterion.h>
 
@@ -1102,15 +1103,21 @@ static void force_unlock(const char *name)
  * scratch file "got-term") and carries on: only SIGKILL ends it. Then force-unlock name
  * and wait for the CLI, which must exit 70 (lost); *t0 is when the lock was lost, *err
  * the CLI's stderr (freed by the caller). Returns CMD's pid. */
+static bool file_exists(void *arg) { return access((const char *)arg, F_OK) == 0; }
+
 static long run_term_noter_until_lost(const char *name, const char *const *run_opts,
                                       char *marker, size_t cap, int64_t *t0, char **err)
 {
-    char body[1024];
+    char body[1024], ready[300];
     spath(marker, cap, "got-term");
-    snprintf(body, sizeof body, "trap 'echo term >> %s' TERM; while :; do sleep 0.05; done",
-             marker);
+    spath(ready, sizeof ready, "term-trapped");
+    /* The loss comes only once CMD's trap is set: a SIGTERM before it would end the shell
+     * at once (seen once under load: "SIGKILL came before the grace ran out (2 ms)"). */
+    snprintf(body, sizeof body, "trap 'echo term >> %s' TERM; : > %s; while :; do sleep 0.05; done",
+             marker, ready);
     cli_proc p;
     long cmd_pid = start_script(&p, name, ARGS("--watchdog-ms", "600"), run_opts, body);
+    cr_assert(crdt_wait_until(file_exists, ready, 5000), "CMD never set its trap");
     force_unlock(name);
     *t0 = crdt_now_ms();
     *err = NULL;
@@ -2135,5 +2142,512 @@ Test(cli, unlock_force_refuses_a_key_that_is_not_a_lock_unless_told)
     cr_expect_eq(crdt_exists(r, str), 0);
     free(out);
     free(err);
+    redisFree(r);
+}
+
+/* ---- semaphore and latch (issue 27) ------------------------------------------------------ */
+
+Test(cli, semaphore_set_add_and_status_keep_redissons_key_and_refuse_a_second_set)
+{
+    const char *name = crdt_key("clisem");
+    redisContext *r = crdt_redis();
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(cli(&out, &err, (const char *const[]){"--url", test_url(), "semaphore", "set",
+                                                       name, "3", NULL}), 0, "%s", err);
+    free(out);
+    free(err);
+    cr_assert_eq(cli(&out, &err, (const char *const[]){"--url", test_url(), "semaphore", "set",
+                                                       name, "5", NULL}), 1);
+    cr_assert(strstr(err, "exists (3 available); nothing was changed") != NULL, "%s", err);
+    free(out);
+    free(err);
+    cr_assert_eq(cli(&out, &err, (const char *const[]){"--url", test_url(), "semaphore", "add",
+                                                       name, "-4", NULL}), 0, "%s", err);
+    cr_assert_str_eq(out, "available: -1\n");
+    free(out);
+    free(err);
+    cr_assert_eq(crdt_reply_int(crdt_cmd(r, "GET %s", name)), -1);
+    cr_assert_eq(cli(&out, &err, (const char *const[]){"--url", test_url(), "semaphore",
+                                                       "status", "--json", name, NULL}), 0);
+    cr_assert(strstr(out, "\"available\":-1") != NULL && strstr(out, "\"expirable\":false"),
+              "%s", out);
+    free(out);
+    free(err);
+    /* an expirable semaphore's permits, with their leases */
+    crd_client *c = crdt_client();
+    const char *pname = crdt_key("clipes");
+    crd_permit_semaphore *ps = NULL;
+    cr_assert_eq(crd_permit_semaphore_new(c, pname, &ps), CRD_OK);
+    cr_assert_eq(crd_permit_semaphore_try_set_permits(ps, 2, NULL), CRD_OK);
+    char id[CRD_PERMIT_ID_SIZE];
+    cr_assert_eq(crd_permit_semaphore_acquire(ps, 0, 60000, id), CRD_OK);
+    cr_assert_eq(cli(&out, &err, (const char *const[]){"--url", test_url(), "semaphore",
+                                                       "status", pname, NULL}), 0);
+    char line[100];
+    snprintf(line, sizeof line, "permit: %s remaining_ms=", id);
+    cr_assert(strstr(out, "available: 1\n") != NULL && strstr(out, line) != NULL, "%s", out);
+    free(out);
+    free(err);
+    crd_permit_semaphore_free(ps);
+    crd_client_free(c);
+    cr_assert_eq(cli(&out, &err, (const char *const[]){"--url", test_url(), "semaphore", "add",
+                                                       name, "x", NULL}), 64);
+    free(out);
+    free(err);
+    redisFree(r);
+}
+
+Test(cli, latch_wait_exits_0_at_zero_and_75_on_timeout)
+{
+    const char *name = crdt_key("clilatch");
+    char channel[400];
+    snprintf(channel, sizeof channel, "redisson_countdownlatch__channel__{%s}", name);
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(cli(&out, &err, (const char *const[]){"--url", test_url(), "latch", "set", name,
+                                                       "2", NULL}), 0, "%s", err);
+    free(out);
+    free(err);
+    cr_assert_eq(cli(&out, &err, (const char *const[]){"--url", test_url(), "latch", "set", name,
+                                                       "9", NULL}), 1);
+    free(out);
+    free(err);
+    cr_assert_eq(cli(&out, &err, (const char *const[]){"--url", test_url(), "latch", "wait",
+                                                       "--wait", "200", name, NULL}), 75);
+    cr_assert(strstr(err, "did not reach zero within 200 ms") != NULL, "%s", err);
+    free(out);
+    free(err);
+    cr_assert_eq(cli(&out, &err, (const char *const[]){"--url", test_url(), "latch",
+                                                       "count-down", name, NULL}), 0);
+    cr_assert_str_eq(out, "count: 1\n");
+    free(out);
+    free(err);
+    cli_proc w;
+    cli_start(&w, (const char *const[]){"--url", test_url(), "latch", "wait", "--wait", "20000",
+                                         name, NULL});
+    redisContext *r = crdt_redis();
+    cr_assert(crdt_await_subscribed(r, channel, 10000), "the waiter subscribes");
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(cli(&out, &err, (const char *const[]){"--url", test_url(), "latch",
+                                                       "count-down", name, NULL}), 0);
+    free(out);
+    free(err);
+    cr_assert_eq(cli_finish(&w, 10000, NULL, NULL), 0, "wait exits 0 at zero");
+    cr_assert_lt(crdt_now_ms() - t0, 5000);
+    cr_assert_eq(cli(&out, &err, (const char *const[]){"--url", test_url(), "latch", "status",
+                                                       "--json", name, NULL}), 0);
+    cr_assert(strstr(out, "\"count\":0") != NULL, "%s", out);
+    free(out);
+    free(err);
+    redisFree(r);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* run --permits: a fleet-wide concurrency limit                                      */
+/* ---------------------------------------------------------------------------------- */
+
+/* The zset of permit-expirable semaphore name's permits out: "{name}:timeout". */
+static const char *permits_zset(char *buf, size_t cap, const char *name)
+{
+    snprintf(buf, cap, "{%s}:timeout", name);
+    return buf;
+}
+
+/* The permits out (ids as 32 hex characters, deadlines in epoch ms); returns how many
+ * (at most max). */
+static int permits_out(redisContext *r, const char *name, char (*ids)[33], long long *deadlines,
+                       int max)
+{
+    char z[400];
+    redisReply *rep = crdt_cmd(r, "ZRANGE %s 0 -1 WITHSCORES", permits_zset(z, sizeof z, name));
+    cr_assert_eq(rep->type, REDIS_REPLY_ARRAY);
+    int n = 0;
+    for (size_t i = 0; i + 1 < rep->elements && n < max; i += 2, n++) {
+        cr_assert_eq(rep->element[i]->len, 16, "a permit id is 16 bytes");
+        for (int k = 0; k < 16; k++)
+            snprintf(ids[n] + 2 * k, 3, "%02x", (unsigned char)rep->element[i]->str[k]);
+        deadlines[n] = strtoll(rep->element[i + 1]->str, NULL, 10);
+    }
+    freeReplyObject(rep);
+    return n;
+}
+
+Test(cli, run_permits_lets_at_most_two_of_six_processes_run_at_once)
+{
+    const char *name = crdt_key("fleet");
+    const char *inside = crdt_key("inside");
+    char port[16], log[300];
+    snprintf(port, sizeof port, "%d", crdt_port());
+    spath(log, sizeof log, "ran");
+    /* CMD: INCR a counter on entry (the value is how many are inside, itself included),
+     * note it with the permit id, stay a while, DECR on the way out. */
+    const char *body = "n=$(\"$0\" -p \"$1\" INCR \"$2\") || exit 9; "
+                       "echo \"$n $CREDISSON_PERMIT\" >> \"$3\"; sleep 0.2; "
+                       "\"$0\" -p \"$1\" DECR \"$2\" > /dev/null";
+    cli_proc p[6];
+    for (int i = 0; i < 6; i++)
+        cli_start(&p[i], ARGS("--url", test_url(), "run", "--permits", "2", name, "--", "sh",
+                              "-c", body, crdt_redis_cli_path(), port, inside, log));
+    for (int i = 0; i < 6; i++) {
+        char *err = NULL;
+        cr_assert_eq(cli_finish(&p[i], 30000, NULL, &err), 0, "run %d: %s", i, err);
+        free(err);
+    }
+    char *ran = slurp(log);
+    cr_assert_eq(count_lines(ran), 6, "all six ran: %s", ran);
+    int max = 0;
+    for (char *line = ran; *line;) {
+        char id[64] = "";
+        int n = 0;
+        cr_assert_eq(sscanf(line, "%d %63s", &n, id), 2, "%s", line);
+        cr_assert(n >= 1 && n <= 2, "%d inside at once under --permits 2: %s", n, ran);
+        cr_assert_eq(strlen(id), 32, "CREDISSON_PERMIT is a permit id: %s", id);
+        max = n > max ? n : max;
+        line = strchr(line, '\n') + 1;
+    }
+    fprintf(stderr, "[cli] run --permits 2: at most %d of 6 inside at once\n", max);
+    free(ran);
+    /* Every permit came back; the semaphore is Redisson's string of 2. */
+    redisContext *r = crdt_redis();
+    char buf[32];
+    cr_assert_str_eq(crdt_cmd_str(r, buf, sizeof buf, "GET %s", inside), "0");
+    cr_assert_str_eq(crdt_cmd_str(r, buf, sizeof buf, "GET %s", name), "2");
+    char z[400];
+    cr_assert_eq(crdt_cmd_int(r, "ZCARD %s", permits_zset(z, sizeof z, name)), 0);
+    redisFree(r);
+}
+
+Test(cli, run_permits_killed_holder_frees_its_permit_when_its_lease_ends)
+{
+    const char *name = crdt_key("fleet");
+    char idfile[300], body[600];
+    spath(idfile, sizeof idfile, "permit-id");
+    snprintf(body, sizeof body, "printf %%s \"$CREDISSON_PERMIT\" > '%s'; exec sleep 30", idfile);
+    cli_proc holder;
+    long cmd_pid = start_script(&holder, name, ARGS("--watchdog-ms", "1500"),
+                                ARGS("--permits", "1"), body);
+    cr_assert(crdt_wait_until(file_has_content, idfile, 5000), "CMD has no CREDISSON_PERMIT");
+    kill(holder.pid, SIGKILL);
+    int64_t t_kill = crdt_now_ms();
+    cr_assert_eq(crdt_wait_child(holder.pid, 5000), 128 + SIGKILL);
+    kill((pid_t)cmd_pid, SIGKILL); /* CMD's group outlives a killed run */
+
+    /* The dead holder's permit is still out, under the id CMD was given. */
+    redisContext *r = crdt_redis();
+    char ids[4][33];
+    long long deadlines[4];
+    cr_assert_eq(permits_out(r, name, ids, deadlines, 4), 1);
+    char *given = slurp(idfile);
+    cr_assert_str_eq(given, ids[0], "CREDISSON_PERMIT is the permit's id");
+    free(given);
+
+    /* A waiter gets it when the lease ends: the last renewal was at most 500 ms before
+     * the kill, so not before ~1000 ms, and not much after 1500 ms. */
+    cli_proc w;
+    cli_start(&w, ARGS("--url", test_url(), "run", "--permits", "1", "--wait", "10000", name,
+                       "--", "true"));
+    char *err = NULL;
+    cr_assert_eq(cli_finish(&w, 15000, NULL, &err), 0, "%s", err);
+    free(err);
+    int64_t took = crdt_now_ms() - t_kill;
+    fprintf(stderr, "[cli] a SIGKILLed holder's permit (lease 1500 ms) passed on after %" PRId64
+                    " ms\n", took);
+    cr_assert_geq(took, 700, "the permit was free before its lease ended (%" PRId64 " ms)", took);
+    cr_assert_lt(took, 1500 + crdt_scaled_ms(2000), "passed on only after %" PRId64 " ms", took);
+    char buf[32];
+    cr_assert_str_eq(crdt_cmd_str(r, buf, sizeof buf, "GET %s", name), "1");
+    redisFree(r);
+}
+
+typedef struct renewed_probe {
+    redisContext *r;
+    const char *name;
+    long long past; /* epoch ms the renewed deadline must exceed */
+} renewed_probe;
+
+/* The one permit out has a deadline beyond probe->past. */
+static bool permit_renewed_past(void *arg)
+{
+    renewed_probe *p = arg;
+    char ids[2][33];
+    long long d[2];
+    return permits_out(p->r, p->name, ids, d, 2) == 1 && d[0] > p->past;
+}
+
+Test(cli, run_permits_renews_the_lease_while_cmd_runs_and_exits_70_when_the_permit_is_gone)
+{
+    const char *name = crdt_key("fleet");
+    redisContext *r = crdt_redis();
+    cli_proc holder;
+    long cmd_pid = start_sleeper(&holder, name, ARGS("--watchdog-ms", "600"),
+                                 ARGS("--permits", "1"));
+    char ids[2][33];
+    long long d0[2];
+    cr_assert_eq(permits_out(r, name, ids, d0, 2), 1);
+    /* Renewed after its first lease had ended (a deadline past d0 + 600 was set after
+     * d0), and still held then. */
+    renewed_probe probe = {r, name, d0[0] + 600};
+    cr_assert(crdt_wait_until(permit_renewed_past, &probe, 5000), "the lease is not renewed");
+    char *err = NULL;
+    cr_assert_eq(cli(NULL, &err, ARGS("--url", test_url(), "run", "--permits", "1", "-n", name,
+                                      "--", "true")),
+                 75, "the held permit is not free: %s", err);
+    cr_assert(strstr(err, "no permit of semaphore") != NULL, "%s", err);
+    free(err);
+
+    /* The permit removed behind the holder's back: the next renewal finds it gone. */
+    char z[400];
+    cr_assert_eq(crdt_cmd_int(r, "DEL %s", permits_zset(z, sizeof z, name)), 1);
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(cli_finish(&holder, 5000, NULL, &err), 70, "%s", err);
+    cr_assert_lt(crdt_now_ms() - t0, 2000);
+    cr_assert(strstr(err, "lost while CMD ran") != NULL, "%s", err);
+    free(err);
+    cr_assert(crdt_wait_until(process_gone, &cmd_pid, 2000), "CMD %ld still runs", cmd_pid);
+    redisFree(r);
+}
+
+Test(cli, run_permits_refuses_a_semaphore_with_another_number_of_permits)
+{
+    const char *name = crdt_key("fleet");
+    redisContext *r = crdt_redis();
+    char marker[300];
+    spath(marker, sizeof marker, "ran");
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", test_url(), "run", "--permits", "3", name, "--",
+                                      "true")), 0);
+    char buf[32];
+    cr_assert_str_eq(crdt_cmd_str(r, buf, sizeof buf, "GET %s", name), "3", "created with 3");
+    char *err = NULL;
+    cr_assert_eq(cli(NULL, &err, ARGS("--url", test_url(), "run", "--permits", "2", name, "--",
+                                      "touch", marker)), 64);
+    cr_assert(strstr(err, "exists with 3 permits, not 2") != NULL, "%s", err);
+    cr_assert_eq(count_lines(err), 1, "%s", err);
+    free(err);
+    cr_assert(access(marker, F_OK) != 0, "CMD ran");
+    cr_assert_str_eq(crdt_cmd_str(r, buf, sizeof buf, "GET %s", name), "3", "nothing changed");
+    /* The same count is accepted; bad --permits values and lock flags are usage errors. */
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", test_url(), "run", "--permits", "3", name, "--",
+                                      "touch", marker)), 0);
+    cr_assert(access(marker, F_OK) == 0);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", test_url(), "run", "--permits", "0", name, "--",
+                                      "true")), 64);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", test_url(), "run", "--permits", "2", "--fair",
+                                      name, "--", "true")), 64);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", test_url(), "run", "--permits", "2", name,
+                                      "other", "--", "true")), 64);
+    /* A key of another type: the server's words, exit 69, nothing changed. */
+    const char *h = crdt_key("hash");
+    cr_assert_eq(crdt_cmd_int(r, "HSET %s a 1", h), 1);
+    cr_assert_eq(cli(NULL, &err, ARGS("--url", test_url(), "run", "--permits", "2", h, "--",
+                                      "true")), 69);
+    cr_assert(strstr(err, "WRONGTYPE") != NULL, "%s", err);
+    free(err);
+    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", h), 1);
+    redisFree(r);
+}
+
+Test(cli, status_recognises_semaphores_permit_semaphores_and_latches)
+{
+    redisContext *r = crdt_redis();
+    crd_client *c = crdt_client();
+    /* A permit-expirable semaphore with one permit out. */
+    const char *pname = crdt_key("pes");
+    crd_permit_semaphore *ps = NULL;
+    cr_assert_eq(crd_permit_semaphore_new(c, pname, &ps), CRD_OK);
+    cr_assert_eq(crd_permit_semaphore_try_set_permits(ps, 3, NULL), CRD_OK);
+    char id[CRD_PERMIT_ID_SIZE];
+    cr_assert_eq(crd_permit_semaphore_acquire(ps, 0, 60000, id), CRD_OK);
+    json_t *j = status_json(pname);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "kind")), "permit_semaphore");
+    cr_assert_eq(json_integer_value(json_object_get(j, "available")), 2);
+    json_t *permits = json_object_get(j, "permits");
+    cr_assert_eq(json_array_size(permits), 1);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(permits, 0), "id")), id);
+    json_int_t left = json_integer_value(json_object_get(json_array_get(permits, 0), "remaining_ms"));
+    cr_assert(left > 0 && left <= 60000, "remaining_ms %lld", (long long)left);
+    json_decref(j);
+    char *out = NULL;
+    cr_assert_eq(cli(&out, NULL, ARGS("--url", test_url(), "status", pname)), 0);
+    cr_assert(strstr(out, "kind: permit_semaphore\n") && strstr(out, "permits_out: 1\n") &&
+                  strstr(out, id),
+              "%s", out);
+    free(out);
+    /* A plain semaphore (RSemaphore): its number, which could be a latch's count. */
+    const char *sname = crdt_key("sem");
+    crd_semaphore *sem = NULL;
+    cr_assert_eq(crd_semaphore_new(c, sname, &sem), CRD_OK);
+    cr_assert_eq(crd_semaphore_try_set_permits(sem, 4, 0, NULL), CRD_OK);
+    j = status_json(sname);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "kind")), "semaphore");
+    cr_assert_eq(json_integer_value(json_object_get(j, "available")), 4);
+    cr_assert(json_is_true(json_object_get(j, "maybe_latch")));
+    json_decref(j);
+    /* A latch someone awaits. */
+    const char *lname = crdt_key("latch");
+    char channel[400];
+    snprintf(channel, sizeof channel, "redisson_countdownlatch__channel__{%s}", lname);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", test_url(), "latch", "set", lname, "2")), 0);
+    cli_proc w;
+    cli_start(&w, ARGS("--url", test_url(), "latch", "wait", "--wait", "20000", lname));
+    cr_assert(crdt_await_subscribed(r, channel, 10000), "the waiter subscribes");
+    j = status_json(lname);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "kind")), "latch");
+    cr_assert_eq(json_integer_value(json_object_get(j, "count")), 2);
+    json_decref(j);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", test_url(), "latch", "count-down", lname)), 0);
+    cr_assert_eq(cli(NULL, NULL, ARGS("--url", test_url(), "latch", "count-down", lname)), 0);
+    cr_assert_eq(cli_finish(&w, 10000, NULL, NULL), 0);
+    /* A string that is not a number stays "other". */
+    const char *oname = crdt_key("text");
+    freeReplyObject(crdt_cmd(r, "SET %s hello", oname));
+    j = status_json(oname);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "kind")), "other");
+    json_decref(j);
+    crd_semaphore_free(sem);
+    crd_permit_semaphore_free(ps);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(cli, list_shows_permit_semaphores_with_permits_out)
+{
+    crd_client *c = crdt_client();
+    const char *pname = crdt_key("listedpes");
+    crd_permit_semaphore *ps = NULL;
+    cr_assert_eq(crd_permit_semaphore_new(c, pname, &ps), CRD_OK);
+    cr_assert_eq(crd_permit_semaphore_try_set_permits(ps, 2, NULL), CRD_OK);
+    char pattern[300];
+    snprintf(pattern, sizeof pattern, "%s*", crdt_key_prefix());
+    /* No permit out: nothing held, nothing listed. */
+    char *out = NULL;
+    cr_assert_eq(cli(&out, NULL, ARGS("--url", test_url(), "list", pattern)), 0);
+    cr_assert_str_eq(out, "");
+    free(out);
+    char id[CRD_PERMIT_ID_SIZE];
+    cr_assert_eq(crd_permit_semaphore_acquire(ps, 0, 60000, id), CRD_OK);
+    cr_assert_eq(cli(&out, NULL, ARGS("--url", test_url(), "list", "--json", pattern)), 0);
+    json_error_t jerr;
+    json_t *j = json_loads(out, 0, &jerr);
+    cr_assert_not_null(j, "%s", out);
+    json_t *locks = json_object_get(j, "locks");
+    cr_assert_eq(json_array_size(locks), 1, "%s", out);
+    json_t *p = json_array_get(locks, 0);
+    cr_assert_str_eq(json_string_value(json_object_get(p, "name")), pname);
+    cr_assert_str_eq(json_string_value(json_object_get(p, "kind")), "permit_semaphore");
+    cr_assert_eq(json_integer_value(json_object_get(p, "available")), 1);
+    json_t *permit = json_array_get(json_object_get(p, "permits"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(permit, "id")), id);
+    json_decref(j);
+    free(out);
+    cr_assert_eq(cli(&out, NULL, ARGS("--url", test_url(), "list", pattern)), 0);
+    cr_assert(strstr(out, " kind=permit_semaphore available=1 permits_out=1 permit=") != NULL,
+              "%s", out);
+    cr_assert_eq(count_lines(out), 1, "%s", out);
+    free(out);
+    crd_permit_semaphore_free(ps);
+    crd_client_free(c);
+}
+
+/* ---- watch on a semaphore and a latch (issue 27) ----------------------------------------- */
+
+static void expect_sync_event(const char *path, int line, const char *event, const char *name,
+                              const char *kind, const char *field, long long value)
+{
+    json_t *ev = json_line(path, line);
+    cr_assert_str_eq(json_string_value(json_object_get(ev, "event")), event, "line %d", line);
+    cr_assert_str_eq(json_string_value(json_object_get(ev, "name")), name);
+    cr_assert_str_eq(json_string_value(json_object_get(ev, "kind")), kind, "line %d", line);
+    cr_assert(json_is_integer(json_object_get(ev, "time_ms")));
+    json_t *v = json_object_get(ev, field);
+    cr_assert(json_is_integer(v), "line %d has no %s", line, field);
+    cr_assert_eq(json_integer_value(v), value, "line %d: %s %lld, not %lld", line, field,
+                 (long long)json_integer_value(v), value);
+    json_decref(ev);
+}
+
+/* Each change waits for its line before the next: one change, one read, one event. */
+static void wait_lines(const char *path, int want, const char *what)
+{
+    lines_probe lp = {.path = path, .want = want};
+    cr_assert(crdt_wait_until(file_has_lines, &lp, 5000), "no %s event", what);
+}
+
+Test(cli, watch_prints_a_semaphores_available_permits_as_they_change)
+{
+    const char *name = crdt_key("wsem");
+    redisContext *r = crdt_redis();
+    crd_client *c = crdt_client();
+    crd_semaphore *s = crdt_sem_of(c, name);
+    CRDT_OK(c, crd_semaphore_try_set_permits(s, 2, 0, NULL));
+    char channel[400];
+    snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+    cli_proc w;
+    start_watch(&w, r, name, channel, ARGS("--count", "3", "--timeout", "20000"), 1);
+    expect_sync_event(w.out, 0, "found", name, "semaphore", "available", 2);
+
+    CRDT_OK(c, crd_semaphore_acquire(s, 1, 0)); /* publishes nothing: client tracking */
+    wait_lines(w.out, 2, "acquire");
+    CRDT_OK(c, crd_semaphore_release(s, 1));    /* publishes on redisson_sc:{N} */
+    wait_lines(w.out, 3, "release");
+    CRDT_OK(c, crd_semaphore_add_permits(s, -2));
+    char *err = NULL;
+    cr_assert_eq(cli_finish(&w, 5000, NULL, &err), 0, "stderr: %s", err);
+    cr_assert_str_empty(err);
+    free(err);
+    expect_sync_event(w.out, 1, "permits", name, "semaphore", "available", 1);
+    expect_sync_event(w.out, 2, "permits", name, "semaphore", "available", 2);
+    expect_sync_event(w.out, 3, "permits", name, "semaphore", "available", 0);
+    crd_semaphore_free(s);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(cli, watch_prints_a_latchs_count_down_to_its_opening_in_text_and_json)
+{
+    const char *name = crdt_key("wlatch");
+    redisContext *r = crdt_redis();
+    crd_client *c = crdt_client();
+    crd_latch *l = crdt_latch_of(c, name);
+    CRDT_OK(c, crd_latch_try_set_count(l, 3, NULL));
+    char channel[400];
+    snprintf(channel, sizeof channel, "redisson_countdownlatch__channel__{%s}", name);
+    /* A waiter on the latch: what tells watch, at start, that the number is a count. */
+    crdt_sync_waiter aw = {.l = l, .wait_ms = 30000};
+    crdt_sync_waiter_start(&aw);
+    channel_probe ch = {.r = r};
+    snprintf(ch.channel, sizeof ch.channel, "%s", channel);
+    cr_assert(crdt_wait_until(channel_has_subscriber, &ch, 10000), "the waiter never subscribed");
+
+    cli_proc w, t;
+    start_watch(&w, r, name, channel, ARGS("--count", "3", "--timeout", "20000"), 1);
+    expect_sync_event(w.out, 0, "found", name, "latch", "count", 3);
+    cli_start(&t, ARGS("--url", test_url(), "watch", "--count", "3", "--timeout", "20000", name));
+    lines_probe lp = {.path = t.out, .want = 1};
+    cr_assert(crdt_wait_until(file_has_lines, &lp, 10000), "the text watch printed nothing");
+
+    CRDT_OK(c, crd_latch_count_down(l)); /* 3 -> 2: publishes nothing */
+    wait_lines(w.out, 2, "first count-down");
+    wait_lines(t.out, 2, "first count-down (text)");
+    CRDT_OK(c, crd_latch_count_down(l));
+    wait_lines(w.out, 3, "second count-down");
+    wait_lines(t.out, 3, "second count-down (text)");
+    int64_t opened = crdt_now_ms();
+    CRDT_OK(c, crd_latch_count_down(l)); /* 1 -> 0: deleted, "0" published */
+    crdt_sync_waiter_woken(&aw, opened, 2000, "the await");
+    char *err = NULL, *out = NULL;
+    cr_assert_eq(cli_finish(&w, 5000, NULL, &err), 0, "stderr: %s", err);
+    cr_assert_str_empty(err);
+    free(err);
+    cr_assert_eq(cli_finish(&t, 5000, &out, NULL), 0);
+    expect_sync_event(w.out, 1, "latch", name, "latch", "count", 2);
+    expect_sync_event(w.out, 2, "latch", name, "latch", "count", 1);
+    expect_sync_event(w.out, 3, "latch", name, "latch", "count", 0);
+    char want[512];
+    snprintf(want, sizeof want, " found %s kind=latch count=3\n", name);
+    cr_assert(strstr(out, want) != NULL, "%s", out);
+    snprintf(want, sizeof want, " latch %s count=0\n", name);
+    cr_assert(strstr(out, want) != NULL, "%s", out);
+    free(out);
+    crd_latch_free(l);
+    crd_client_free(c);
     redisFree(r);
 }

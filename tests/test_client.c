@@ -86,7 +86,7 @@ Test(client, options_init_fills_the_documented_defaults)
     cr_assert_eq(o.db, 0);
     cr_assert_eq(o.connect_timeout_ms, 2000);
     cr_assert_eq(o.command_timeout_ms, 3000);
-    cr_assert_eq(o.pool_size, 8);
+    cr_assert_eq(o.pool_size, 2);
     cr_assert_eq(o.watchdog_timeout_ms, 30000);
     cr_assert_eq(o.subscription_timeout_ms, 7500);
     cr_assert_eq(o.poll_interval_ms, 1000);

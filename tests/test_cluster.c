@@ -13,12 +13,15 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <strings.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cluster.h"
 #include "harness.h"
+#include "syncs.h"
 #include "waiters.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -307,6 +310,11 @@ static void scenario_finish(scenario *sc, int new_owner, const char *what)
     while ((st = crd_lock_release(sc->lh)) == CRD_OK) {
     } /* every hold, the re-entry made during a move included */
     cr_expect_eq(st, CRD_NOT_OWNER);
+    if (!crdt_waiter_wait(&sc->w, CRDT_WAITER_DONE, 10000)) {
+        /* What both clients sent and heard, for the one who reads the failure. */
+        crdt_tracelog_dump(sc->tla, "holder (client a)");
+        crdt_tracelog_dump(sc->tlb, "waiter (client b)");
+    }
     crdt_waiter_join(&sc->w, 10000, what);
     cr_assert_eq(sc->w.acquire_st, CRD_OK, "%s: the waiter did not get the lock", what);
     int64_t lat = sc->w.t_acq_ms - t0;
@@ -367,9 +375,10 @@ Test(cluster, a_killed_primary_is_replaced_by_its_replica_and_renewals_and_wake_
 {
     scenario sc;
     memset(&sc, 0, sizeof sc);
-    /* The cluster's own failover takes the node timeout (2 s) and an election: the
-     * watchdog lease must outlast it, as it must in production (30 s by default). */
-    sc.watchdog_ms = 15000;
+    /* The cluster's own failover takes the node timeout (2 s) and an election (3.7 s in
+     * all in CI): a 10 s lease (renewed every 3.3 s) must outlast it, as 30 s does by
+     * default in production. */
+    sc.watchdog_ms = crdt_scaled_ms(10000);
     scenario_start(&sc, 1);
     redisContext *p0 = crdt_cluster_redis(&sc.cl, 0);
     cr_expect_eq(crdt_cmd_int(p0, "WAIT 1 2000"), 1);
@@ -379,6 +388,103 @@ Test(cluster, a_killed_primary_is_replaced_by_its_replica_and_renewals_and_wake_
     say("killed primary: replica %d promoted by the cluster %lld ms after SIGKILL", promoted,
         (long long)(crdt_now_ms() - t0));
     scenario_finish(&sc, promoted, "killed primary");
+}
+
+typedef struct demoted_pred {
+    crdt_cluster *cl;
+    int node;
+    const char *key;
+} demoted_pred;
+
+/* Node d->node is a replica with its link up and has no copy of d->key. */
+static bool demoted_and_clean(void *arg)
+{
+    demoted_pred *d = arg;
+    redisContext *r = crdt_cluster_redis(d->cl, d->node);
+    redisReply *info = redisCommand(r, "INFO replication");
+    bool ok = info != NULL && info->type == REDIS_REPLY_STRING &&
+              strstr(info->str, "role:slave") != NULL &&
+              strstr(info->str, "master_link_status:up") != NULL;
+    freeReplyObject(info);
+    redisReply *ro = ok ? redisCommand(r, "READONLY") : NULL; /* read the replica's own data */
+    freeReplyObject(ro);
+    ok = ok && crdt_exists(r, d->key) == 0;
+    redisFree(r);
+    return ok;
+}
+
+/* A primary stops (SIGSTOP) and stays stopped until the cluster has promoted its replica.
+ * Acquires made during the stall return by their 100 ms deadline (with a map refresh
+ * due, which the refresher thread runs); the next one after the promotion follows
+ * the slot to the new primary; when the old one resumes and runs what was left in its
+ * socket buffers, the cluster turns it into a replica and the hold it took there is
+ * gone with its data: nothing of an owner whose caller was told "failed" stays held. */
+Test(cluster, a_primary_stalled_until_its_replica_takes_over_keeps_every_deadline_and_no_hold,
+     .timeout = 120)
+{
+    crdt_cluster cl;
+    crdt_cluster_start(&cl, 3, 1);
+    crd_options o;
+    crdt_cluster_options(&cl, &o);
+    o.command_timeout_ms = 5000; /* the health limit: longer than the stall's first part */
+    crd_client *a = crdt_client_opts(&o);
+    const char *name = crdt_cluster_name_on(&cl, 0, "stalled");
+    crd_lock *l = crdt_lock(a, name);
+    cr_assert_eq(crd_lock_acquire(l, 0, 30000), CRD_OK); /* warm the cache and the map */
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    const int64_t slack = crdt_scaled_ms(50);
+    /* A slot moved behind the client's back: its MOVED leaves the map stale, so the next
+     * call finds a refresh due, and a refresh asks node 0 (the first slots') first. The
+     * call must not be the one that waits for it (before: 5 s, command_timeout_ms). */
+    const char *other = crdt_cluster_name_on(&cl, 1, "moved");
+    crdt_cluster_move_slot(&cl, crdt_cluster_keyslot(&cl, other), 2, NULL, NULL);
+    crd_lock *lo = crdt_lock(a, other);
+    cr_assert_eq(crd_lock_acquire(lo, 0, 30000), CRD_OK, "%s", crd_client_errmsg(a));
+
+    cr_assert_eq(kill(cl.node[0].pid, SIGSTOP), 0);
+    int64_t t0 = crdt_now_ms(), took = 0;
+    crd_status st;
+    /* Three in a row: the second comes after the 100 ms between two refresh attempts. */
+    for (int i = 0; i < 3; i++) {
+        int64_t t1 = crdt_now_ms();
+        st = crd_lock_acquire(l, 100, 30000);
+        int64_t this_one = crdt_now_ms() - t1;
+        took = this_one > took ? this_one : took;
+        cr_assert(st == CRD_TIMEOUT || st == CRD_IO, "acquire %d during the stall: %s (%s)", i,
+                  crd_strerror(st), crd_client_errmsg(a));
+        cr_assert(this_one <= 100 + slack, "acquire %d: a 100 ms wait returned after %lld ms: "
+                  "%s (%s)", i, (long long)this_one, crd_strerror(st), crd_client_errmsg(a));
+    }
+    int promoted = crdt_cluster_await_takeover(&cl, 0);
+    int64_t promoted_ms = crdt_now_ms() - t0;
+    t0 = crdt_now_ms();
+    /* Its first attempt may still go to the stopped node (the map read before the
+     * takeover) and take one attempt's budget (command timeout + replica sync timeout:
+     * 6 s); the wait covers that under memcheck too. */
+    st = crd_lock_acquire(l, 30000, 30000);
+    int64_t found = crdt_now_ms() - t0;
+    cr_assert_eq(st, CRD_OK, "acquire after the promotion: %s (%s)", crd_strerror(st),
+                 crd_client_errmsg(a));
+    cr_assert_eq(crd_lock_release(l), CRD_OK, "%s", crd_client_errmsg(a));
+
+    cr_assert_eq(kill(cl.node[0].pid, SIGCONT), 0);
+    demoted_pred dp = {&cl, 0, name};
+    cr_assert(crdt_wait_until(demoted_and_clean, &dp, 30000),
+              "the old primary was not demoted, or still has the lock");
+    redisContext *r = crdt_cluster_redis(&cl, promoted);
+    cr_assert_eq(crdt_exists(r, name), 0, "the new primary has a hold nobody owns");
+    redisFree(r);
+    crd_metrics m;
+    cr_assert_eq(crd_client_metrics(a, &m, sizeof m), CRD_OK);
+    say("stalled primary: three 100 ms acquires, the slowest back after %lld ms; replica %d promoted %lld ms after "
+        "the stop; the next acquire took %lld ms; late holds given back %llu, outcomes unknown "
+        "%llu", (long long)took, promoted, (long long)promoted_ms, (long long)found,
+        (unsigned long long)m.late_holds_released, (unsigned long long)m.outcomes_unknown);
+    cr_assert_eq(crd_lock_release(lo), CRD_OK, "%s", crd_client_errmsg(a));
+    crd_lock_free(lo);
+    crd_lock_free(l);
+    crd_client_free(a);
+    crdt_cluster_stop(&cl);
 }
 
 Test(cluster, an_acquire_the_replica_never_got_is_reported_lost_after_the_failover,
@@ -653,6 +759,36 @@ Test(cluster, four_processes_of_four_threads_never_overlap_on_thirty_names_over_
     cr_expect(!locked, "the CLI's force-unlock did not reach the slot's primary");
     crd_lock_free(l);
     crd_client_free(c);
+
+    /* run --permits on the cluster: four runs, one permit, never two inside at once (an
+     * atomic mkdir is the overlap detector); the semaphore lives at its slot's primary. */
+    const char *sem = crdt_cluster_name_on(&cl, 1, "permits");
+    char dir[] = "/tmp/crdt-cluster-permits-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(line, sizeof line,
+             "for i in 1 2 3 4; do ('%s' --url '%s' run --permits 1 '%s' -- sh -c "
+             "'mkdir \"$0/in\" || echo overlap >> \"$0/bad\"; echo $CREDISSON_PERMIT >> "
+             "\"$0/ran\"; sleep 0.1; rmdir \"$0/in\"' '%s' || echo fail >> '%s/bad') & done; wait",
+             CRD_CLI_PATH, cl.url, sem, dir, dir);
+    cr_expect_eq(system(line), 0, "%s", line);
+    char bad[300], ran[300];
+    snprintf(bad, sizeof bad, "%s/bad", dir);
+    snprintf(ran, sizeof ran, "%s/ran", dir);
+    cr_expect(access(bad, F_OK) != 0, "a run failed or two overlapped");
+    FILE *rf = fopen(ran, "r");
+    cr_assert_not_null(rf, "no run ran");
+    int runs = 0;
+    char id[64];
+    while (fgets(id, sizeof id, rf) != NULL)
+        runs += strlen(id) == 33; /* 32 hex characters and the newline */
+    fclose(rf);
+    cr_expect_eq(runs, 4, "four runs with a permit id each");
+    redisContext *sem_owner = crdt_cluster_redis_for_key(&cl, sem);
+    char v[32];
+    cr_expect_str_eq(crdt_cmd_str(sem_owner, v, sizeof v, "GET %s", sem), "1");
+    redisFree(sem_owner);
+    snprintf(line, sizeof line, "rm -rf '%s'", dir);
+    cr_expect_eq(system(line), 0);
 #endif
     crdt_cluster_stop(&cl);
 }
@@ -902,3 +1038,218 @@ Test(cluster, golden_x_cluster_contention_and_fair_rw_keys_channels_and_messages
     redisFree(watch);
     crdt_cluster_stop(&cl);
 }
+
+#ifdef CRD_CLI_PATH
+/* One line of a watch started with popen (the test's timeout bounds the read). */
+static void watch_line(FILE *wf, const char *what, const char *want1, const char *want2)
+{
+    char line[1024] = "";
+    cr_assert_not_null(fgets(line, sizeof line, wf), "watch printed no %s line", what);
+    cr_expect(strstr(line, want1) != NULL && strstr(line, want2) != NULL, "%s: %s", what, line);
+}
+
+/* watch on a sharded cluster follows a semaphore's permits and a latch's count (issue
+ * #27): SSUBSCRIBEd at the slot's primary with the locks' channels, it sees the
+ * SPUBLISHed release and the count-down to zero, and a sharded waiter marks the latch. */
+Test(cluster, watch_follows_a_semaphore_and_a_latch_through_sharded_messages, .timeout = 90)
+{
+    crdt_cluster cl;
+    crdt_cluster_start(&cl, 3, 0);
+    crd_options o;
+    crdt_cluster_options(&cl, &o);
+    crd_client *c = crdt_client_opts(&o);
+    char sname[200], lname[200], ch[400], line[1200];
+    snprintf(sname, sizeof sname, "%s", crdt_cluster_name_on(&cl, 1, "wsem"));
+    snprintf(lname, sizeof lname, "%s", crdt_cluster_name_on(&cl, 2, "wlatch"));
+
+    crd_semaphore *s = crdt_sem_of(c, sname);
+    CRDT_OK(c, crd_semaphore_try_set_permits(s, 2, 0, NULL));
+    snprintf(line, sizeof line, "%s --url '%s' watch --count 2 --timeout 20000 '%s'",
+             CRD_CLI_PATH, cl.url, sname);
+    FILE *wf = popen(line, "r");
+    cr_assert_not_null(wf);
+    snprintf(ch, sizeof ch, "redisson_sc:{%s}", sname);
+    redisContext *owner = crdt_cluster_redis_for_key(&cl, sname);
+    cr_assert(crdt_wait_until(shard_subscribed, &(shard_pred){owner, ch}, 10000),
+              "watch did not SSUBSCRIBE the semaphore's channel at the slot's primary");
+    redisFree(owner);
+    watch_line(wf, "found", " found ", "kind=semaphore available=2");
+    CRDT_OK(c, crd_semaphore_acquire(s, 1, 0));
+    watch_line(wf, "acquire", " permits ", "available=1");
+    CRDT_OK(c, crd_semaphore_release(s, 1));
+    watch_line(wf, "release", " permits ", "available=2");
+    cr_expect_eq(pclose(wf), 0, "%s", line);
+
+    crd_latch *l = crdt_latch_of(c, lname);
+    CRDT_OK(c, crd_latch_try_set_count(l, 2, NULL));
+    crdt_sync_waiter w = {.l = l, .wait_ms = 30000};
+    crdt_sync_waiter_start(&w);
+    snprintf(ch, sizeof ch, "redisson_countdownlatch__channel__{%s}", lname);
+    owner = crdt_cluster_redis_for_key(&cl, lname);
+    cr_assert(crdt_wait_until(shard_subscribed, &(shard_pred){owner, ch}, 10000),
+              "the latch waiter did not SSUBSCRIBE");
+    redisFree(owner);
+    snprintf(line, sizeof line, "%s --url '%s' watch --count 2 --timeout 20000 '%s'",
+             CRD_CLI_PATH, cl.url, lname);
+    wf = popen(line, "r");
+    cr_assert_not_null(wf);
+    watch_line(wf, "found", " found ", "kind=latch count=2");
+    CRDT_OK(c, crd_latch_count_down(l));
+    watch_line(wf, "count-down", " latch ", "count=1");
+    int64_t opened = crdt_now_ms();
+    CRDT_OK(c, crd_latch_count_down(l));
+    watch_line(wf, "opening", " latch ", "count=0");
+    cr_expect_eq(pclose(wf), 0, "%s", line);
+    crdt_sync_waiter_woken(&w, opened, 2000, "the sharded await");
+    crd_latch_free(l);
+    crd_semaphore_free(s);
+    crd_client_free(c);
+    crdt_cluster_stop(&cl);
+}
+#endif
+
+/* ---- the synchronizers across processes on the cluster (issue #27) ------------------------ */
+
+#ifdef CRD_CLI_PATH
+typedef struct latch_proc_arg {
+    const char *url, *name;
+} latch_proc_arg;
+
+/* A child: `credisson latch wait` on the cluster (exec: no thread of the test's copied). */
+static int latch_wait_proc(void *arg)
+{
+    const latch_proc_arg *a = arg;
+    execl(CRD_CLI_PATH, CRD_CLI_PATH, "--url", a->url, "latch", "wait", "--wait", "30000",
+          a->name, (char *)NULL);
+    return 127;
+}
+
+typedef struct shard_count_pred {
+    redisContext *r;
+    const char *channel;
+    long long want;
+} shard_count_pred;
+
+static bool shard_count_reached(void *arg)
+{
+    shard_count_pred *p = arg;
+    redisReply *rep = redisCommand(p->r, "PUBSUB SHARDNUMSUB %s", p->channel);
+    bool yes = rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+               rep->element[1]->type == REDIS_REPLY_INTEGER && rep->element[1]->integer >= p->want;
+    if (rep != NULL)
+        freeReplyObject(rep);
+    return yes;
+}
+
+static bool file_exists(void *arg) { return access((const char *)arg, F_OK) == 0; }
+
+/* The issue's exclusion tests on the 3-primary cluster: six `run --permits 2` never more
+ * than two inside at once; a SIGKILLed holder's permit passes on when its lease ends; a
+ * latch awaited by 8 processes is opened by the last count-down and not before. */
+Test(cluster, permits_and_a_latch_hold_across_processes_on_the_cluster, .timeout = 120)
+{
+    crdt_cluster cl;
+    crdt_cluster_start(&cl, 3, 0);
+    char line[2400], dir[] = "/tmp/crdt-cluster-sync-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+
+    /* Six runs, two permits: "a" and "b" are the two places inside (atomic mkdir); a
+     * third at once finds both taken. */
+    char sem[300];
+    snprintf(sem, sizeof sem, "%s", crdt_cluster_name_on(&cl, 0, "permits2"));
+    snprintf(line, sizeof line,
+             "for i in 1 2 3 4 5 6; do ('%s' --url '%s' run --permits 2 '%s' -- sh -c "
+             "'if mkdir \"$0/a\" 2>/dev/null; then s=a; elif mkdir \"$0/b\" 2>/dev/null; then "
+             "s=b; else echo overlap >> \"$0/bad\"; s=; fi; echo $CREDISSON_PERMIT >> "
+             "\"$0/ran\"; sleep 0.1; [ -z \"$s\" ] || rmdir \"$0/$s\"' '%s' "
+             "|| echo fail >> '%s/bad') & done; wait",
+             CRD_CLI_PATH, cl.url, sem, dir, dir);
+    cr_assert_eq(system(line), 0, "%s", line);
+    char path[400];
+    snprintf(path, sizeof path, "%s/bad", dir);
+    cr_assert(access(path, F_OK) != 0, "a run failed or a third one got in");
+    snprintf(path, sizeof path, "%s/ran", dir);
+    FILE *rf = fopen(path, "r");
+    cr_assert_not_null(rf, "no run ran");
+    int runs = 0;
+    char id[64];
+    while (fgets(id, sizeof id, rf) != NULL)
+        runs += strlen(id) == 33;
+    fclose(rf);
+    cr_assert_eq(runs, 6, "six runs with a permit id each");
+    redisContext *owner = crdt_cluster_redis_for_key(&cl, sem);
+    char v[32];
+    cr_assert_str_eq(crdt_cmd_str(owner, v, sizeof v, "GET %s", sem), "2");
+    redisFree(owner);
+
+    /* A holder killed with SIGKILL: its permit passes on when its 1.5 s lease ends. */
+    char sem1[300], pidf[400], cmdpidf[400];
+    snprintf(sem1, sizeof sem1, "%s", crdt_cluster_name_on(&cl, 1, "killed"));
+    snprintf(pidf, sizeof pidf, "%s/run.pid", dir);
+    snprintf(cmdpidf, sizeof cmdpidf, "%s/cmd.pid", dir);
+    snprintf(line, sizeof line,
+             "'%s' --url '%s' --watchdog-ms 1500 run --permits 1 '%s' -- sh -c "
+             "'echo $$ > \"$0.tmp\" && mv \"$0.tmp\" \"$0\"; exec sleep 30' '%s' "
+             ">/dev/null 2>&1 & echo $! > '%s'",
+             CRD_CLI_PATH, cl.url, sem1, cmdpidf, pidf);
+    cr_assert_eq(system(line), 0, "%s", line);
+    cr_assert(crdt_wait_until(file_exists, cmdpidf, 10000), "the holder's CMD never started");
+    FILE *pf = fopen(pidf, "r");
+    cr_assert_not_null(pf);
+    long run_pid = 0, cmd_pid = 0;
+    cr_assert_eq(fscanf(pf, "%ld", &run_pid), 1);
+    fclose(pf);
+    pf = fopen(cmdpidf, "r");
+    cr_assert_not_null(pf);
+    cr_assert_eq(fscanf(pf, "%ld", &cmd_pid), 1);
+    fclose(pf);
+    cr_assert_eq(kill((pid_t)run_pid, SIGKILL), 0);
+    int64_t t_kill = crdt_now_ms();
+    kill((pid_t)cmd_pid, SIGKILL);
+    snprintf(line, sizeof line, "'%s' --url '%s' run --permits 1 --wait 10000 '%s' -- true",
+             CRD_CLI_PATH, cl.url, sem1);
+    cr_assert_eq(system(line), 0, "%s", line);
+    int64_t took = crdt_now_ms() - t_kill;
+    cr_assert_geq(took, 700, "the permit was free before its lease ended (%lld ms)",
+                  (long long)took);
+    cr_assert_lt(took, 1500 + crdt_scaled_ms(2000), "passed on only after %lld ms",
+                 (long long)took);
+
+    /* Eight processes await a latch of 3; two count-downs leave them waiting, the third
+     * opens it for all. */
+    char latch[300], channel[400];
+    snprintf(latch, sizeof latch, "%s", crdt_cluster_name_on(&cl, 2, "latch8"));
+    snprintf(channel, sizeof channel, "redisson_countdownlatch__channel__{%s}", latch);
+    snprintf(line, sizeof line, "'%s' --url '%s' latch set '%s' 3", CRD_CLI_PATH, cl.url, latch);
+    cr_assert_eq(system(line), 0, "%s", line);
+    latch_proc_arg la = {cl.url, latch};
+    pid_t kids[8];
+    for (int i = 0; i < 8; i++)
+        kids[i] = crdt_fork(latch_wait_proc, &la);
+    redisContext *lr = crdt_cluster_redis_for_key(&cl, latch);
+    shard_count_pred sp = {lr, channel, 8};
+    cr_assert(crdt_wait_until(shard_count_reached, &sp, 20000),
+              "the 8 waiting processes never all SSUBSCRIBEd at the latch's primary");
+    snprintf(line, sizeof line, "'%s' --url '%s' latch count-down '%s' >/dev/null", CRD_CLI_PATH,
+             cl.url, latch);
+    cr_assert_eq(system(line), 0, "%s", line);
+    cr_assert_eq(system(line), 0, "%s", line);
+    crdt_sleep_ms(200); /* an observation window: no waiter may leave at count 1 */
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(waitpid(kids[i], NULL, WNOHANG), 0, "a waiter left at count 1");
+    int64_t t_open = crdt_now_ms();
+    cr_assert_eq(system(line), 0, "%s", line);
+    int ok = 0;
+    for (int i = 0; i < 8; i++)
+        ok += crdt_wait_child(kids[i], 10000) == 0;
+    int64_t opened = crdt_now_ms() - t_open;
+    cr_assert_eq(ok, 8, "%d of 8 waiting processes saw the latch open", ok);
+    fprintf(stderr, "[cluster] synchronizers: 6 runs under --permits 2, a killed holder's permit "
+            "passed on after %lld ms (lease 1500), 8 latch waiters out %lld ms after the last "
+            "count-down\n", (long long)took, (long long)opened);
+    redisFree(lr);
+    snprintf(line, sizeof line, "rm -rf '%s'", dir);
+    cr_expect_eq(system(line), 0);
+    crdt_cluster_stop(&cl);
+}
+#endif

@@ -2313,6 +2313,53 @@ static bool step_has_noscript(json_t *step)
     return false;
 }
 
+/* How many of s's lock channels g has unsubscribed from so far (its subscriber's trace). */
+static size_t unsubscribed(scenario *s, gclient *g)
+{
+    size_t n = cl_count(g), unsub = 0;
+    for (size_t i = 0; i < n; i++) {
+        crdt_trace_entry e;
+        cl_get(g, i, &e);
+        if (e.subscriber && strcasecmp(e.argv[0], "UNSUBSCRIBE") == 0 &&
+            mentions(e.argc, e.argv, e.argvlen, s->name))
+            unsub += (size_t)e.argc - 1;
+        crdt_trace_entry_free(&e);
+    }
+    return unsub;
+}
+
+struct unsub_wait {
+    scenario *s;
+    gclient *g;
+    size_t want;
+};
+
+static bool unsubscribed_enough(void *arg)
+{
+    struct unsub_wait *w = arg;
+    return unsubscribed(w->s, w->g) >= w->want;
+}
+
+/* The subscriber thread sends an UNSUBSCRIBE after the last waiter returned, so it may
+ * trail the step that recorded it; a waiter of the next step arriving first would share
+ * the old subscription and send no SUBSCRIBE (correct, and cheaper, but not the recorded
+ * traffic). Before a step where a client subscribes, wait (an event in its trace, with a
+ * deadline) until it has unsubscribed as often as the recording before that step; if it
+ * never does, the SUBSCRIBE count of the step says so. */
+static void await_recorded_unsubscribes(scenario *s, json_t *steps, size_t upto)
+{
+    json_t *step = json_array_get(steps, upto);
+    for (int c = 0; c < s->nclients; c++) {
+        gclient *g = &s->clients[c];
+        if (g->remote || golden_count_cmd(step, g->label, "SUBSCRIBE") == 0)
+            continue;
+        struct unsub_wait w = {s, g, 0};
+        for (size_t i = 0; i < upto; i++)
+            w.want += golden_count_cmd(json_array_get(steps, i), g->label, "UNSUBSCRIBE");
+        crdt_wait_until(unsubscribed_enough, &w, 5000);
+    }
+}
+
 static void replay_steps(scenario *s)
 {
     json_t *steps = json_object_get(s->root, "steps");
@@ -2329,6 +2376,7 @@ static void replay_steps(scenario *s)
                  jstr(step, "thread") ? jstr(step, "thread") : "", call);
         if (s->paced && strcmp(call, "sleep") != 0)
             pace_until(s, json_integer_value(json_object_get(step, "t_ms")));
+        await_recorded_unsubscribes(s, steps, i);
         s->step_wall = wall_ms();
         for (int c = 0; c < s->nclients; c++)
             cl_set_tag(&s->clients[c], stepno);
@@ -2356,33 +2404,6 @@ static void replay_steps(scenario *s)
         effects_free(&published);
         effects_free(&exp_pub);
     }
-}
-
-/* How many of s's lock channels g has unsubscribed from so far (its subscriber's trace). */
-static size_t unsubscribed(scenario *s, gclient *g)
-{
-    size_t n = cl_count(g), unsub = 0;
-    for (size_t i = 0; i < n; i++) {
-        crdt_trace_entry e;
-        cl_get(g, i, &e);
-        if (e.subscriber && strcasecmp(e.argv[0], "UNSUBSCRIBE") == 0 &&
-            mentions(e.argc, e.argv, e.argvlen, s->name))
-            unsub += (size_t)e.argc - 1;
-        crdt_trace_entry_free(&e);
-    }
-    return unsub;
-}
-
-struct unsub_wait {
-    scenario *s;
-    gclient *g;
-    size_t want;
-};
-
-static bool unsubscribed_enough(void *arg)
-{
-    struct unsub_wait *w = arg;
-    return unsubscribed(w->s, w->g) >= w->want;
 }
 
 /* Checks over the whole replay. */

@@ -184,7 +184,8 @@ step "cmake --install into $prefix"
 quiet cmake --install "$build" --prefix "$prefix"
 libdir=$(dirname "$(find "$prefix" -name 'libcredisson.so.*.*.*' | head -1)")
 [[ -d $libdir ]] || fail "no libcredisson.so.X.Y.Z installed"
-for f in include/credisson.h bin/credisson share/man/man1/credisson.1; do
+for f in include/credisson.h include/credisson/libuv.h include/credisson/libevent.h \
+    bin/credisson share/man/man1/credisson.1; do
     [[ -f $prefix/$f ]] || fail "missing $f"
 done
 for f in libcredisson.so libcredisson.so.0 libcredisson.a pkgconfig/credisson.pc \

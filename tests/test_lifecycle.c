@@ -219,19 +219,26 @@ static int fork_child(void *arg)
         return 10;
     if (strcmp(id, x->parent_id) == 0)
         return 11; /* the child kept the parent's identity */
+    int64_t v = 0;
+    if (crd_lock_validity_ms(x->held, &v) != CRD_NOT_OWNER)
+        return 14; /* the child inherited the parent's hold records */
+#ifdef __SANITIZE_THREAD__
+    {
+        /* TSan cannot start a thread in the child of a multi-threaded process, and the
+         * child's first command starts its client's I/O thread: the child's traffic runs
+         * in the other builds; the parent's half (renewals through the fork) runs here. */
+        char go = 1, ok = 'k';
+        return write(x->ready_fd, &go, 1) == 1 && write(x->ready_fd, &ok, 1) == 1 ? 0 : 19;
+    }
+#endif
     if (crd_lock_release(x->held) != CRD_NOT_OWNER)
         return 12;
     bool b = true;
     if (crd_lock_is_held(x->held, &b) != CRD_OK || b)
         return 13;
-    int64_t v = 0;
-    if (crd_lock_validity_ms(x->held, &v) != CRD_NOT_OWNER)
-        return 14; /* the child inherited the parent's hold records */
     crd_lock *m = NULL;
     if (crd_lock_new(x->c, x->other, &m) != CRD_OK)
         return 15;
-    /* An explicit lease: a watchdog would start a thread in a forked child of a
-     * multi-threaded process, which TSan cannot follow. */
     if (crd_lock_acquire(m, 0, 5000) != CRD_OK)
         return 16;
     if (crd_lock_is_held(m, &b) != CRD_OK || !b)
@@ -479,6 +486,13 @@ Test(lifecycle, a_thread_blocked_in_acquire_returns_closed_promptly_when_the_cli
 static int fork_waiter_child(void *arg)
 {
     crd_lock *l = arg;
+#ifdef __SANITIZE_THREAD__
+    /* TSan cannot start a thread in the child of a multi-threaded process, and the
+     * child's first command starts its client's I/O thread: this runs in the other
+     * builds. */
+    (void)l;
+    return 0;
+#endif
     bool locked = false;
     if (crd_lock_is_locked(l, &locked) != CRD_OK || !locked)
         return 3;

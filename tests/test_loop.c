@@ -9,7 +9,9 @@
  * client's own two. Cancelling a random 1 000 of 2 000 pending acquisitions (fair locks
  * among them) leaves no subscription and no fair-queue entry behind. Waiting is by
  * pub/sub: a waiter behind a 30 s lease is served at the release. Every kind works, and
- * bad arguments start nothing.
+ * bad arguments start nothing. A semaphore's acquire and a latch's await (issue #27) wait
+ * on the loop, are woken by their messages, time out, cancel (leaving their channels)
+ * and end CRD_CLOSED when the client is freed.
  */
 #include <criterion/criterion.h>
 
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "syncs.h"
 
 /* CRDT_SERIAL_TEST: it counts the process's threads and the server's channels. */
 
@@ -539,3 +542,303 @@ Test(loop, the_libevent_example_serves_its_waiters_one_after_the_other, .timeout
     cr_expect_eq(system(cmd), 0);
 }
 #endif
+
+/* ---- the synchronizers on the loop (issue #27) ------------------------------------------ */
+
+static crd_metrics metrics_of(crd_client *c)
+{
+    crd_metrics m;
+    cr_assert_eq(crd_client_metrics(c, &m, sizeof m), CRD_OK);
+    return m;
+}
+
+Test(loop, a_semaphore_acquire_and_a_latch_await_wait_on_the_loop_woken_by_their_messages)
+{
+    crd_client *c = crdt_client(), *other = crdt_client();
+    const char *sname = crdt_key("sem"), *lname = crdt_key("latch");
+    crd_semaphore *s = NULL, *os = NULL;
+    crd_latch *l = NULL, *ol = NULL;
+    cr_assert_eq(crd_semaphore_new(c, sname, &s), CRD_OK);
+    cr_assert_eq(crd_semaphore_new(other, sname, &os), CRD_OK);
+    cr_assert_eq(crd_latch_new(c, lname, &l), CRD_OK);
+    cr_assert_eq(crd_latch_new(other, lname, &ol), CRD_OK);
+    cr_assert_eq(crd_semaphore_try_set_permits(os, 1, 0, NULL), CRD_OK);
+    cr_assert_eq(crd_semaphore_acquire(os, 1, 0), CRD_OK); /* the other client holds it */
+
+    /* The semaphore: pending on the loop behind the other client's permit. */
+    rec a = {0};
+    crd_op *op = NULL;
+    cr_assert_eq(crd_semaphore_acquire_async(s, 1, 20000, done_rec, &a, &op), CRD_OK,
+                 "%s", crd_client_errmsg(c));
+    cr_assert_not_null(op);
+    cr_expect_null(crd_op_lock(op));
+    cr_expect_eq(a.calls, 0, "a callback never runs inside the start call");
+    cr_expect(!run_loop(c, calls_1, &a, 300), "still waiting after 300 ms");
+    cr_expect_geq(crd_loop_timeout_ms(c), 0, "a wait is pending");
+    int64_t released = crdt_now_ms();
+    cr_assert_eq(crd_semaphore_release(os, 1), CRD_OK);
+    cr_assert(run_loop(c, calls_1, &a, 5000), "the acquire was not served");
+    cr_assert_eq(a.calls, 1);
+    cr_assert_eq(a.st[0], CRD_OK);
+    cr_expect_lt(a.at[0] - released, 1000, "served by the release's message, not its deadline");
+    int64_t avail = -1;
+    cr_assert_eq(crd_semaphore_available(s, &avail), CRD_OK);
+    cr_assert_eq(avail, 0, "the loop's acquire took the permit");
+    crd_metrics m = metrics_of(c);
+    cr_assert_eq(m.permits_acquired, 1);
+    cr_assert_eq(m.permit_acquire_busy, 0);
+
+    /* A try (wait 0) is CRD_BUSY; a short wait runs out: CRD_TIMEOUT. */
+    rec b = {0}, t = {0};
+    cr_assert_eq(crd_semaphore_acquire_async(s, 1, 0, done_rec, &b, NULL), CRD_OK);
+    cr_assert_eq(crd_semaphore_acquire_async(s, 1, 100, done_rec, &t, NULL), CRD_OK);
+    cr_assert(run_loop(c, calls_1, &b, 5000) && run_loop(c, calls_1, &t, 5000));
+    cr_assert_eq(b.st[0], CRD_BUSY);
+    cr_assert_eq(t.st[0], CRD_TIMEOUT);
+    cr_assert_geq(t.at[0] - a.at[0], 100);
+    cr_assert_eq(metrics_of(c).permit_acquire_busy, 2);
+
+    /* The latch: an await pending on the loop, opened by the other client's count-down. */
+    cr_assert_eq(crd_latch_try_set_count(ol, 1, NULL), CRD_OK);
+    rec w = {0};
+    cr_assert_eq(crd_latch_await_async(l, 20000, done_rec, &w, NULL), CRD_OK);
+    cr_expect(!run_loop(c, calls_1, &w, 300), "the latch is still closed");
+    int64_t opened = crdt_now_ms();
+    cr_assert_eq(crd_latch_count_down(ol), CRD_OK);
+    cr_assert(run_loop(c, calls_1, &w, 5000), "the await was not woken");
+    cr_assert_eq(w.st[0], CRD_OK);
+    cr_expect_lt(w.at[0] - opened, 1000, "woken by the count-down's message");
+    cr_assert_eq(metrics_of(c).latch_awaits_woken, 1);
+    /* Open: an await on the loop completes at the first dispatch's check. */
+    rec z = {0};
+    cr_assert_eq(crd_latch_await_async(l, 0, done_rec, &z, NULL), CRD_OK);
+    cr_assert(run_loop(c, calls_1, &z, 5000));
+    cr_assert_eq(z.st[0], CRD_OK);
+
+    cr_expect_eq(crd_loop_timeout_ms(c), -1, "nothing pending");
+    crd_latch_free(l);
+    crd_latch_free(ol);
+    crd_semaphore_free(s);
+    crd_semaphore_free(os);
+    crd_client_free(other);
+    crd_client_free(c);
+}
+
+Test(loop, a_cancelled_semaphore_or_latch_wait_reports_cancelled_and_leaves_its_channel)
+{
+    crd_client *c = crdt_client();
+    const char *sname = crdt_key("csem"), *lname = crdt_key("clatch");
+    crd_semaphore *s = NULL;
+    crd_latch *l = NULL;
+    cr_assert_eq(crd_semaphore_new(c, sname, &s), CRD_OK);
+    cr_assert_eq(crd_latch_new(c, lname, &l), CRD_OK);
+    cr_assert_eq(crd_latch_try_set_count(l, 1, NULL), CRD_OK);
+    char sch[400], lch[400];
+    snprintf(sch, sizeof sch, "redisson_sc:{%s}", sname);
+    snprintf(lch, sizeof lch, "redisson_countdownlatch__channel__{%s}", lname);
+    rec a = {0}, b = {0};
+    crd_op *sop = NULL, *lop = NULL;
+    cr_assert_eq(crd_semaphore_acquire_async(s, 1, CRD_WAIT_FOREVER, done_rec, &a, &sop), CRD_OK);
+    cr_assert_eq(crd_latch_await_async(l, CRD_WAIT_FOREVER, done_rec, &b, &lop), CRD_OK);
+    redisContext *r = crdt_redis();
+    int64_t deadline = crdt_now_ms() + 5000;
+    /* Dispatch until both have subscribed (the loop drives them; the server tells). */
+    while (!(crdt_numsub(r, sch) > 0 && crdt_numsub(r, lch) > 0) &&
+           crdt_now_ms() < deadline)
+        run_loop(c, calls_1, &a, 20);
+    cr_assert(crdt_numsub(r, sch) > 0 && crdt_numsub(r, lch) > 0,
+              "the waits never subscribed");
+    cr_assert_eq(crd_op_cancel(sop), CRD_OK);
+    cr_assert_eq(crd_op_cancel(lop), CRD_OK);
+    cr_assert(run_loop(c, calls_1, &a, 5000) && run_loop(c, calls_1, &b, 5000));
+    cr_assert_eq(a.st[0], CRD_CANCELLED);
+    cr_assert_eq(b.st[0], CRD_CANCELLED);
+    cr_assert(crdt_pubsub_channels_empty(sch), "the semaphore's channel is still subscribed");
+    cr_assert(crdt_pubsub_channels_empty(lch), "the latch's channel is still subscribed");
+    crd_metrics m;
+    cr_assert_eq(crd_client_metrics(c, &m, sizeof m), CRD_OK);
+    cr_assert_eq(m.permit_acquire_busy + m.latch_await_timeouts + m.permits_acquired, 0,
+                 "a cancel is neither a timeout nor an acquire");
+
+    /* Bad arguments start nothing. */
+    rec x = {0};
+    cr_expect_eq(crd_semaphore_acquire_async(NULL, 1, 0, done_rec, &x, NULL),
+                 CRD_INVALID_ARGUMENT);
+    cr_expect_eq(crd_semaphore_acquire_async(s, 0, 0, done_rec, &x, NULL), CRD_INVALID_ARGUMENT);
+    cr_expect_eq(crd_semaphore_acquire_async(s, 1, -5, done_rec, &x, NULL), CRD_INVALID_ARGUMENT);
+    cr_expect_eq(crd_semaphore_acquire_async(s, 1, 0, NULL, &x, NULL), CRD_INVALID_ARGUMENT);
+    cr_expect_eq(crd_latch_await_async(NULL, 0, done_rec, &x, NULL), CRD_INVALID_ARGUMENT);
+    cr_expect_eq(crd_latch_await_async(l, -2, done_rec, &x, NULL), CRD_INVALID_ARGUMENT);
+    cr_expect_eq(crd_latch_await_async(l, 0, NULL, &x, NULL), CRD_INVALID_ARGUMENT);
+    crd_loop_dispatch(c);
+    cr_expect_eq(x.calls, 0);
+    cr_expect_eq(crd_loop_timeout_ms(c), -1, "nothing pending");
+    redisFree(r);
+    crd_latch_free(l);
+    crd_semaphore_free(s);
+    crd_client_free(c);
+}
+
+Test(loop, a_wait_pending_when_the_client_is_freed_reports_closed)
+{
+    crd_client *c = crdt_client();
+    crd_latch *l = NULL;
+    cr_assert_eq(crd_latch_new(c, crdt_key("closed"), &l), CRD_OK);
+    cr_assert_eq(crd_latch_try_set_count(l, 1, NULL), CRD_OK);
+    rec a = {0};
+    cr_assert_eq(crd_latch_await_async(l, CRD_WAIT_FOREVER, done_rec, &a, NULL), CRD_OK);
+    cr_expect(!run_loop(c, calls_1, &a, 100));
+    crd_client_free(c);
+    cr_assert_eq(a.calls, 1);
+    cr_assert_eq(a.st[0], CRD_CLOSED);
+    crd_latch_free(l);
+}
+
+Test(loop, a_permit_semaphore_acquire_on_the_loop_gets_its_ids_when_a_permit_is_released)
+{
+    crd_client *c = crdt_client(), *other = crdt_client();
+    const char *name = crdt_key("pes");
+    crd_permit_semaphore *ps = NULL, *ops = NULL;
+    cr_assert_eq(crd_permit_semaphore_new(c, name, &ps), CRD_OK);
+    cr_assert_eq(crd_permit_semaphore_new(other, name, &ops), CRD_OK);
+    cr_assert_eq(crd_permit_semaphore_try_set_permits(ops, 2, NULL), CRD_OK);
+    char held[2][CRD_PERMIT_ID_SIZE];
+    cr_assert_eq(crd_permit_semaphore_acquire_n(ops, 2, 0, 30000, held), CRD_OK);
+
+    /* Two permits wanted, both out elsewhere: pending until both come back. */
+    char ids[2][CRD_PERMIT_ID_SIZE];
+    memset(ids, 0, sizeof ids);
+    rec a = {0};
+    cr_assert_eq(crd_permit_semaphore_acquire_async(ps, 2, 20000, 10000, ids, done_rec, &a,
+                                                    NULL), CRD_OK, "%s", crd_client_errmsg(c));
+    cr_expect(!run_loop(c, calls_1, &a, 300), "still waiting after 300 ms");
+    cr_assert_eq(crd_permit_semaphore_release(ops, held[0]), CRD_OK);
+    cr_expect(!run_loop(c, calls_1, &a, 300), "one permit is not enough");
+    int64_t released = crdt_now_ms();
+    cr_assert_eq(crd_permit_semaphore_release(ops, held[1]), CRD_OK);
+    cr_assert(run_loop(c, calls_1, &a, 5000), "the acquire was not served");
+    cr_assert_eq(a.st[0], CRD_OK, "%s", crd_strerror(a.st[0]));
+    cr_expect_lt(a.at[0] - released, 1000, "served by the release's message");
+    cr_assert_eq(strlen(ids[0]), 32);
+    cr_assert_eq(strlen(ids[1]), 32);
+    cr_assert_str_neq(ids[0], ids[1]);
+    int64_t left = 0;
+    cr_assert_eq(crd_permit_semaphore_lease_left(ps, ids[0], &left), CRD_OK);
+    cr_assert(left > 8000 && left <= 10000, "lease left %lld", (long long)left);
+    crd_metrics m;
+    cr_assert_eq(crd_client_metrics(c, &m, sizeof m), CRD_OK);
+    cr_assert_eq(m.permits_acquired, 2);
+    cr_assert_eq(m.permit_acquires_contended, 1);
+
+    /* None left: a try is CRD_BUSY and writes no id. */
+    char none[1][CRD_PERMIT_ID_SIZE] = {"untouched"};
+    rec b = {0};
+    cr_assert_eq(crd_permit_semaphore_acquire_async(ps, 1, 0, 10000, none, done_rec, &b, NULL),
+                 CRD_OK);
+    cr_assert(run_loop(c, calls_1, &b, 5000));
+    cr_assert_eq(b.st[0], CRD_BUSY);
+    cr_assert_str_eq(none[0], "untouched");
+    cr_expect_eq(crd_permit_semaphore_acquire_async(ps, 0, 0, 10000, none, done_rec, &b, NULL),
+                 CRD_INVALID_ARGUMENT);
+    cr_expect_eq(crd_permit_semaphore_acquire_async(ps, 1, 0, 10000, NULL, done_rec, &b, NULL),
+                 CRD_INVALID_ARGUMENT);
+    const char *both[2] = {ids[0], ids[1]};
+    cr_assert_eq(crd_permit_semaphore_release_n(ps, both, 2), CRD_OK);
+    cr_expect_eq(crd_loop_timeout_ms(c), -1, "nothing pending");
+    crd_permit_semaphore_free(ps);
+    crd_permit_semaphore_free(ops);
+    crd_client_free(other);
+    crd_client_free(c);
+}
+
+/* A lost reply on the loop: the proxy lets Redis run the acquire and drops its reply;
+ * the next attempt reads the ids back (ZSCORE) instead of sending the acquire again. */
+Test(loop, a_permit_acquire_on_the_loop_whose_reply_is_lost_is_read_back_not_resent)
+{
+    crdt_proxy *p;
+    crd_client *c = crdt_client_via_proxy(&p);
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("readback");
+    char zset[400];
+    snprintf(zset, sizeof zset, "{%s}:timeout", name);
+    crd_permit_semaphore *ps = crdt_pes_of(c, name);
+    CRDT_OK(c, crd_permit_semaphore_try_set_permits(ps, 3, NULL));
+    char first[CRD_PERMIT_ID_SIZE];
+    CRDT_OK(c, crd_permit_semaphore_acquire(ps, 0, 60000, first)); /* the script is cached */
+    int rule = crdt_proxy_arm(p, name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
+    char id[1][CRD_PERMIT_ID_SIZE];
+    rec a = {0};
+    CRDT_OK(c, crd_permit_semaphore_acquire_async(ps, 1, 5000, 60000, id, done_rec, &a, NULL));
+    cr_assert(run_loop(c, calls_1, &a, 10000), "the acquire never completed");
+    cr_assert(crdt_proxy_fired(p, rule));
+    cr_assert_eq(a.st[0], CRD_OK, "%s: %s", crd_strerror(a.st[0]), crd_client_errmsg(c));
+    cr_assert_eq(crdt_reply_int(crdt_cmd(r, "GET %s", name)), 1, "one permit taken, once");
+    cr_assert_eq(crdt_cmd_int(r, "ZCARD %s", zset), 2);
+    unsigned char b[16];
+    for (int i = 0; i < 16; i++) {
+        unsigned v = 0;
+        sscanf(id[0] + 2 * i, "%2x", &v);
+        b[i] = (unsigned char)v;
+    }
+    redisReply *z = redisCommand(r, "ZSCORE %s %b", zset, b, (size_t)16);
+    cr_assert(z != NULL && z->type != REDIS_REPLY_NIL, "the id read back is the permit");
+    freeReplyObject(z);
+    crd_permit_semaphore_free(ps);
+    crd_client_free(c);
+    crdt_proxy_stop(p);
+    redisFree(r);
+}
+
+/* The engine carries the semaphores' and the latch's attempts: with every reply held
+ * 300 ms by a proxy, no dispatch waits for one (the blocking attempt would take 300 ms
+ * inside the dispatch), and all three complete once their replies come. */
+Test(loop, semaphore_and_latch_attempts_on_the_loop_never_make_a_dispatch_wait_for_redis)
+{
+    crdt_proxy *p;
+    crd_client *c = crdt_client_via_proxy(&p);
+    crd_semaphore *s = crdt_sem_of(c, crdt_key("slow"));
+    crd_latch *l = crdt_latch_of(c, crdt_key("slowlatch"));
+    crd_permit_semaphore *ps = crdt_pes_of(c, crdt_key("slowpes"));
+    CRDT_OK(c, crd_permit_semaphore_try_set_permits(ps, 1, NULL));
+    char pid[1][CRD_PERMIT_ID_SIZE];
+    CRDT_OK(c, crd_permit_semaphore_acquire(ps, 0, 10000, pid[0])); /* its script cached */
+    CRDT_OK(c, crd_permit_semaphore_release(ps, pid[0]));
+    CRDT_OK(c, crd_semaphore_try_set_permits(s, 1, 0, NULL));
+    CRDT_OK(c, crd_semaphore_acquire(s, 1, 0)); /* the scripts cached */
+    CRDT_OK(c, crd_semaphore_release(s, 1));
+    crdt_proxy_set_delay(p, CRDT_PROXY_DOWN, 300);
+    rec a = {0}, b = {0}, e = {0};
+    int64_t t0 = crdt_now_ms();
+    CRDT_OK(c, crd_semaphore_acquire_async(s, 1, 5000, done_rec, &a, NULL));
+    CRDT_OK(c, crd_latch_await_async(l, 5000, done_rec, &b, NULL));
+    CRDT_OK(c, crd_permit_semaphore_acquire_async(ps, 1, 5000, 10000, pid, done_rec, &e,
+                                                  NULL));
+    int fd = crd_loop_fd(c);
+    int64_t worst = 0;
+    while ((a.calls == 0 || b.calls == 0 || e.calls == 0) && crdt_now_ms() - t0 < 10000) {
+        int64_t t = crd_loop_timeout_ms(c);
+        struct pollfd pf = {fd, POLLIN, 0};
+        poll(&pf, 1, t < 0 || t > 100 ? 100 : (int)t);
+        int64_t d0 = crdt_now_ms();
+        crd_loop_dispatch(c);
+        int64_t took = crdt_now_ms() - d0;
+        worst = took > worst ? took : worst;
+    }
+    cr_assert_eq(a.calls, 1);
+    cr_assert_eq(b.calls, 1);
+    cr_assert_eq(a.st[0], CRD_OK, "%s", crd_strerror(a.st[0]));
+    cr_assert_eq(b.st[0], CRD_OK, "%s", crd_strerror(b.st[0]));
+    cr_assert_eq(e.calls, 1);
+    cr_assert_eq(e.st[0], CRD_OK, "%s", crd_strerror(e.st[0]));
+    cr_assert_eq(strlen(pid[0]), 32);
+    cr_assert_geq(a.at[0] - t0, 300, "the acquire's reply was held 300 ms");
+    cr_assert_lt(worst, 100 * crdt_time_scale(), "a dispatch took %lld ms: it waited for Redis",
+                 (long long)worst);
+    crdt_proxy_set_delay(p, CRDT_PROXY_DOWN, 0);
+    CRDT_OK(c, crd_permit_semaphore_release(ps, pid[0]));
+    crd_permit_semaphore_free(ps);
+    crd_latch_free(l);
+    crd_semaphore_free(s);
+    crd_client_free(c);
+    crdt_proxy_stop(p);
+}

@@ -1,7 +1,8 @@
 /*
  * test_metrics.c -- the metrics snapshot and the log callback (issue #8): known
  * operations move the counters by known amounts, and the log callback hears about
- * renewal failures and lost locks.
+ * renewal failures and lost locks; the synchronizers' counters (issue #27) move by exact
+ * amounts and leave the lock counters alone.
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "syncs.h"
 
 static crd_metrics snapshot(crd_client *c)
 {
@@ -186,4 +188,140 @@ Test(metrics, the_log_callback_hears_renewal_failures_and_lost_locks)
     crd_client_free(c);
     redisFree(r);
     crdt_server_stop(&srv);
+}
+
+/* ---- the synchronizers (issue #27) ------------------------------------------------------- */
+
+/* The counters a lock moves: none of the synchronizers' calls may touch them. */
+static void assert_lock_counters_untouched(const crd_metrics *m)
+{
+    cr_assert_eq(m->acquisitions, 0);
+    cr_assert_eq(m->contended, 0);
+    cr_assert_eq(m->acquire_busy, 0);
+    cr_assert_eq(m->releases, 0);
+    cr_assert_eq(m->holds_now, 0);
+}
+
+Test(metrics, semaphore_acquires_and_releases_count_permits_waits_and_busy_exactly)
+{
+    crd_client *c = crdt_client(), *other = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("msem");
+    char channel[400];
+    snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+    crd_semaphore *s = crdt_sem_of(c, name), *os = crdt_sem_of(other, name);
+    crd_metrics m0 = snapshot(c);
+    cr_assert_eq(m0.permits_acquired + m0.permits_released + m0.permit_acquire_busy, 0);
+
+    CRDT_OK(c, crd_semaphore_try_set_permits(s, 3, 0, NULL));
+    CRDT_OK(c, crd_semaphore_acquire(s, 2, 0));        /* 2 permits, no wait */
+    CRDT_OK(c, crd_semaphore_acquire(s, 1, 1000));     /* 1 more, free at once */
+    cr_assert_eq(crd_semaphore_acquire(s, 1, 0), CRD_BUSY);
+    cr_assert_eq(crd_semaphore_acquire(s, 1, 50), CRD_TIMEOUT);
+    CRDT_OK(c, crd_semaphore_release(s, 3));
+    CRDT_OK(c, crd_semaphore_add_permits(s, 2));       /* counts in neither */
+    int64_t drained = 0;
+    CRDT_OK(c, crd_semaphore_drain(s, &drained));      /* nor does a drain */
+    cr_assert_eq(drained, 5);
+    crd_metrics m1 = snapshot(c);
+    cr_assert_eq(m1.permits_acquired, 3);
+    cr_assert_eq(m1.permits_released, 3);
+    cr_assert_eq(m1.permit_acquires_contended, 0, "nothing had to wait for its permits");
+    cr_assert_eq(m1.permit_acquire_busy, 2);
+
+    /* A waiter that gets its 2 permits once the other client releases them. */
+    crdt_sync_waiter w = {.s = s, .permits = 2, .wait_ms = 20000};
+    crdt_sync_waiter_start(&w);
+    cr_assert(crdt_await_subscribed(r, channel, 5000), "the waiter subscribes");
+    int64_t released = crdt_now_ms();
+    CRDT_OK(other, crd_semaphore_release(os, 2));
+    crdt_sync_waiter_woken(&w, released, 2000, "the waiting acquire");
+    crd_metrics m2 = snapshot(c);
+    cr_assert_eq(m2.permits_acquired, 5);
+    cr_assert_eq(m2.permit_acquires_contended, 1);
+    cr_assert_eq(m2.permit_acquire_busy, 2);
+    cr_assert_eq(m2.permits_released, 3, "the other client's release is not ours");
+    crd_metrics o = snapshot(other);
+    cr_assert_eq(o.permits_released, 2);
+    cr_assert_eq(o.permits_acquired, 0);
+    assert_lock_counters_untouched(&m2);
+    assert_lock_counters_untouched(&o);
+    /* A refused release counts nothing. */
+    cr_assert_eq(crd_semaphore_release(s, 0), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(snapshot(c).permits_released, 3);
+    crd_semaphore_free(s);
+    crd_semaphore_free(os);
+    crd_client_free(other);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(metrics, permit_semaphore_ids_count_as_permits_and_unknown_ids_count_nothing)
+{
+    crd_client *c = crdt_client();
+    const char *name = crdt_key("mpes");
+    crd_permit_semaphore *ps = crdt_pes_of(c, name);
+    CRDT_OK(c, crd_permit_semaphore_try_set_permits(ps, 3, NULL));
+    char ids[3][CRD_PERMIT_ID_SIZE], one[CRD_PERMIT_ID_SIZE];
+    CRDT_OK(c, crd_permit_semaphore_acquire_n(ps, 2, 0, 10000, ids));
+    CRDT_OK(c, crd_permit_semaphore_acquire(ps, 0, 10000, one));
+    cr_assert_eq(crd_permit_semaphore_acquire(ps, 0, 10000, ids[2]), CRD_BUSY);
+    cr_assert_eq(crd_permit_semaphore_acquire(ps, 50, 10000, ids[2]), CRD_TIMEOUT);
+    crd_metrics m1 = snapshot(c);
+    cr_assert_eq(m1.permits_acquired, 3);
+    cr_assert_eq(m1.permit_acquire_busy, 2);
+    cr_assert_eq(m1.permit_acquires_contended, 0);
+
+    const char *both[2] = {ids[0], ids[1]};
+    CRDT_OK(c, crd_permit_semaphore_release_n(ps, both, 2));
+    CRDT_OK(c, crd_permit_semaphore_release(ps, one));
+    cr_assert_eq(crd_permit_semaphore_release(ps, one), CRD_NOT_OWNER, "released twice");
+    crd_metrics m2 = snapshot(c);
+    cr_assert_eq(m2.permits_released, 3, "the refused release counts nothing");
+    assert_lock_counters_untouched(&m2);
+    crd_permit_semaphore_free(ps);
+    crd_client_free(c);
+}
+
+Test(metrics, latch_count_downs_woken_awaits_and_timed_out_awaits_are_counted)
+{
+    crd_client *c = crdt_client(), *other = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("mlatch");
+    char channel[400];
+    snprintf(channel, sizeof channel, "redisson_countdownlatch__channel__{%s}", name);
+    crd_latch *l = crdt_latch_of(c, name), *ol = crdt_latch_of(other, name);
+    CRDT_OK(c, crd_latch_try_set_count(l, 2, NULL));
+    cr_assert_eq(crd_latch_await(l, 0), CRD_BUSY);
+    cr_assert_eq(crd_latch_await(l, 50), CRD_TIMEOUT);
+    CRDT_OK(c, crd_latch_count_down(l));
+    crd_metrics m1 = snapshot(c);
+    cr_assert_eq(m1.latch_count_downs, 1);
+    cr_assert_eq(m1.latch_await_timeouts, 2);
+    cr_assert_eq(m1.latch_awaits_woken, 0);
+
+    /* A waiter woken by the other client's last count-down. One waiter only: it
+     * subscribes after its first check found the count above zero, so once the channel
+     * is subscribed it is known to wait (a second waiter could still be at its first
+     * check and see zero). */
+    crdt_sync_waiter w = {.l = l, .wait_ms = 20000};
+    crdt_sync_waiter_start(&w);
+    cr_assert(crdt_await_subscribed(r, channel, 5000), "the waiter subscribes");
+    int64_t down = crdt_now_ms();
+    CRDT_OK(other, crd_latch_count_down(ol));
+    crdt_sync_waiter_woken(&w, down, 2000, "the await");
+    /* An await on a latch already at zero returns at once: not a woken wait. */
+    CRDT_OK(c, crd_latch_await(l, 1000));
+    crd_metrics m2 = snapshot(c);
+    cr_assert_eq(m2.latch_awaits_woken, 1);
+    cr_assert_eq(m2.latch_count_downs, 1, "the other client's count-down is not ours");
+    cr_assert_eq(m2.latch_await_timeouts, 2);
+    cr_assert_eq(snapshot(other).latch_count_downs, 1);
+    cr_assert_eq(m2.permits_acquired + m2.permits_released, 0);
+    assert_lock_counters_untouched(&m2);
+    crd_latch_free(l);
+    crd_latch_free(ol);
+    crd_client_free(other);
+    crd_client_free(c);
+    redisFree(r);
 }

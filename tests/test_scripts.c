@@ -15,21 +15,6 @@
 
 // CRDT_SERIAL_TEST: it flushes the script cache.
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
-
 /* SCRIPT LOADs every .lua file of lua/; returns how many, fills shas. */
 static int load_all(redisContext *r, char shas[][41], int max)
 {
@@ -44,7 +29,7 @@ static int load_all(redisContext *r, char shas[][41], int max)
         char path[512];
         snprintf(path, sizeof path, "%s/%s", CRD_LUA_DIR, e->d_name);
         size_t len;
-        char *text = slurp(path, &len);
+        char *text = crdt_slurp(path, &len);
         cr_assert(strncmp(text, "-- ", 3) == 0 && strstr(text, "KEYS[") != NULL &&
                       strstr(text, "ARGV[") != NULL && strstr(text, "Returns") != NULL,
                   "%s lacks its KEYS/ARGV/Returns header", e->d_name);

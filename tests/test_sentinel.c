@@ -7,9 +7,14 @@
 #include <criterion/criterion.h>
 
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <errno.h>
+#include <time.h>
+#include <unistd.h>
 #include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +22,7 @@
 
 #include "harness.h"
 #include "sentinel.h"
+#include "syncs.h"
 #include "waiters.h"
 
 static crdt_topo topo;
@@ -230,6 +236,221 @@ Test(sentinel, a_hold_is_renewed_on_the_new_primary_after_the_primary_is_killed,
     hold_through(true);
 }
 
+/* ---- a short lease through a planned failover, a waiter in another process ----------- */
+
+/* The MONITOR feed of the old primary, in a thread: the latest wall-clock time (the
+ * server's, seconds) at which it ran a script carrying the holder's id. */
+typedef struct old_feed {
+    redisContext *r;
+    const char *id; /* the holder's client id: in every field its scripts carry */
+    atomic_bool stop;
+    double last_script; /* 0: none */
+    int scripts;
+} old_feed;
+
+static void *old_feed_main(void *arg)
+{
+    old_feed *f = arg;
+    struct timeval tv = {0, 100000};
+    redisSetTimeout(f->r, tv);
+    while (!atomic_load(&f->stop)) {
+        redisReply *rep = NULL;
+        if (redisGetReply(f->r, (void **)&rep) != REDIS_OK) {
+            if (f->r->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                f->r->err = 0; /* a read timeout: nothing ran */
+                continue;
+            }
+            break; /* the server closed it (demoted): it runs nothing of ours any more */
+        }
+        if (rep->type == REDIS_REPLY_STATUS && strstr(rep->str, f->id) != NULL &&
+            (strstr(rep->str, "\"EVALSHA\"") || strstr(rep->str, "\"EVAL\""))) {
+            f->last_script = strtod(rep->str, NULL);
+            f->scripts++;
+        }
+        freeReplyObject(rep);
+    }
+    return NULL;
+}
+
+/* The holder's log: when it named each node the primary (the last time, per port). */
+typedef struct primary_log {
+    pthread_mutex_t mu;
+    int n;
+    int port[16];
+    int64_t mono[16]; /* monotonic ms */
+    double wall[16];  /* the same moment, wall clock (seconds) */
+} primary_log;
+
+static void on_primary_log(void *ud, crd_log_level level, const char *msg)
+{
+    (void)level;
+    primary_log *pl = ud;
+    const char *at = strstr(msg, "the primary of");
+    at = at != NULL ? strstr(at, "' is ") : NULL;
+    const char *colon = at != NULL ? strchr(at + 5, ':') : NULL;
+    if (colon == NULL)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    pthread_mutex_lock(&pl->mu);
+    if (pl->n < 16) {
+        pl->port[pl->n] = atoi(colon + 1);
+        pl->mono[pl->n] = crdt_now_ms();
+        pl->wall[pl->n] = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+        pl->n++;
+    }
+    pthread_mutex_unlock(&pl->mu);
+}
+
+/* The entry of the last time port was named, or -1. */
+static int named_at(primary_log *pl, int port)
+{
+    pthread_mutex_lock(&pl->mu);
+    int k = pl->n - 1;
+    while (k >= 0 && pl->port[k] != port)
+        k--;
+    pthread_mutex_unlock(&pl->mu);
+    return k;
+}
+
+typedef struct named_arg {
+    primary_log *pl;
+    int port;
+} named_arg;
+
+static bool primary_learned(void *arg)
+{
+    named_arg *na = arg;
+    return named_at(na->pl, na->port) >= 0;
+}
+
+/* The waiter process: on a byte from go, a client of its own waits for the lock; it
+ * writes the monotonic time its acquire returned (or a negative status) to out. */
+static void waiter_process(const char *url, const char *name, int go, int out)
+{
+    char b;
+    if (read(go, &b, 1) != 1)
+        _exit(2);
+    crd_options o;
+    crd_options_init(&o);
+    o.url = url;
+    o.connect_timeout_ms = 500;
+    o.command_timeout_ms = 2000;
+    o.poll_interval_ms = 60000; /* woken by the release's message, not by polling */
+    crd_client *c = NULL;
+    int64_t res = -1000;
+    crd_lock *l = NULL;
+    if (crd_client_new(&o, &c) == CRD_OK && crd_lock_new(c, name, &l) == CRD_OK) {
+        crd_status st = crd_lock_acquire(l, 120000, 30000);
+        res = st == CRD_OK ? crdt_now_ms() : -(int64_t)st;
+        if (st == CRD_OK)
+            crd_lock_release(l);
+    }
+    ssize_t w = write(out, &res, sizeof res);
+    crd_lock_free(l);
+    crd_client_free(c);
+    _exit(w == (ssize_t)sizeof res ? 0 : 3);
+}
+
+Test(sentinel, a_3_s_watchdog_hold_survives_sentinel_failover_and_the_old_primary_gets_nothing,
+     .init = topo_up, .fini = topo_down, .timeout = 120)
+{
+    char url[256];
+    crdt_topo_url(&topo, url, sizeof url);
+    const char *name = crdt_key("short");
+    int go[2], res[2];
+    cr_assert_eq(pipe(go), 0);
+    cr_assert_eq(pipe(res), 0);
+    pid_t child = fork(); /* before this process has threads of its own */
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        close(go[1]);
+        close(res[0]);
+        waiter_process(url, name, go[0], res[1]);
+    }
+    close(go[0]);
+    close(res[1]);
+
+    crd_options o;
+    url_options(&o, url, sizeof url);
+    o.watchdog_timeout_ms = crdt_scaled_ms(3000); /* renewals every second */
+    events ev = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0};
+    o.on_event = on_event;
+    o.event_user_data = &ev;
+    primary_log pl;
+    memset(&pl, 0, sizeof pl);
+    pthread_mutex_init(&pl.mu, NULL);
+    o.on_log = on_primary_log;
+    o.log_user_data = &pl;
+    crd_client *a = sentinel_client(&o);
+    crd_lock *l = crdt_lock(a, name);
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK, "%s", crd_client_errmsg(a));
+    int old = crdt_topo_primary_port(&topo);
+    cr_assert_eq(write(go[1], "g", 1), 1);
+    char ch[300];
+    snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", name);
+    redisContext *p = crdt_topo_connect(&topo, old, 1000);
+    cr_assert(crdt_await_subscribed(p, ch, 10000), "the waiter process never subscribed");
+    redisFree(p);
+
+    old_feed feed = {crdt_topo_connect(&topo, old, 1000), crd_client_id(a), false, 0, 0};
+    cr_assert_not_null(feed.r);
+    redisReply *m = redisCommand(feed.r, "MONITOR");
+    cr_assert(m != NULL && m->type == REDIS_REPLY_STATUS);
+    freeReplyObject(m);
+    pthread_t ft;
+    pthread_create(&ft, NULL, old_feed_main, &feed);
+
+    int64_t t0 = crdt_now_ms();
+    int next = crdt_topo_failover(&topo, 30000);
+    cr_assert(next > 0, "%s", topo.err);
+    named_arg na = {&pl, next};
+    cr_assert(crdt_wait_until(primary_learned, &na, crdt_scaled_ms(5000)),
+              "the client never named the new primary");
+    int k = named_at(&pl, next);
+    int64_t moved_ms = pl.mono[k] - t0;
+    double known_wall = pl.wall[k];
+    /* Two leases pass on the new primary: the hold must be renewed there all along. */
+    crdt_sleep_ms(2 * o.watchdog_timeout_ms); /* time passing is the scenario */
+    pthread_mutex_lock(&ev.mu);
+    int lost = ev.lost;
+    pthread_mutex_unlock(&ev.mu);
+    cr_assert_eq(lost, 0, "the hold was reported lost after a planned failover");
+    int64_t validity = 0;
+    cr_assert_eq(crd_lock_validity_ms(l, &validity), CRD_OK);
+    cr_assert_gt(validity, 0);
+    long long ttl = pttl_on(next, name);
+    cr_assert_gt(ttl, 0, "the new primary has no hold (pttl %lld)", ttl);
+    int64_t released = crdt_now_ms();
+    cr_assert_eq(crd_lock_release(l), CRD_OK, "%s", crd_client_errmsg(a));
+    int64_t got = 0;
+    cr_assert_eq(read(res[0], &got, sizeof got), (ssize_t)sizeof got);
+    int wst = 0;
+    cr_assert_eq(waitpid(child, &wst, 0), child);
+    cr_assert(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "waiter process status %d", wst);
+    cr_assert_gt(got, 0, "the waiter process did not get the lock: %s",
+                 crd_strerror((crd_status)-got));
+    cr_assert_geq(got, released, "the waiter got the lock %lld ms before the release",
+                  (long long)(released - got));
+
+    atomic_store(&feed.stop, true);
+    pthread_join(ft, NULL);
+    redisFree(feed.r);
+    /* Nothing of the holder's ran on the old primary once the switch was known (a
+     * script written just before may run just after: 100 ms of slack). */
+    double late = feed.last_script - known_wall;
+    cr_assert(feed.last_script == 0 || late < crdt_scaled_ms(100) / 1000.0,
+              "the old primary ran a script of the holder %.0f ms after the client knew the "
+              "new primary", late * 1000);
+    fprintf(stderr, "[sentinel] 3 s lease through SENTINEL FAILOVER: the client named the new "
+            "primary %lld ms after SENTINEL FAILOVER was sent; %d scripts of the holder ran on the "
+            "old primary, the last %.0f ms before the switch was known; the waiter process "
+            "got the lock %lld ms after the release\n", (long long)moved_ms, feed.scripts,
+            feed.last_script == 0 ? 0.0 : -late * 1000, (long long)(got - released));
+    crd_lock_free(l);
+    crd_client_free(a);
+}
+
 /* ---- failover during a wait ------------------------------------------------------------ */
 
 Test(sentinel, a_waiter_is_woken_by_the_release_on_the_new_primary, .init = topo_up,
@@ -268,6 +489,139 @@ Test(sentinel, a_waiter_is_woken_by_the_release_on_the_new_primary, .init = topo
     crd_lock_free(lb);
     crd_client_free(a);
     crd_client_free(b);
+}
+
+/* ---- a primary that stalls until the sentinels replace it ------------------------------- */
+
+typedef struct loop_tally {
+    int done;
+    int failed; /* CRD_TIMEOUT or CRD_IO: the wait ran out on the stalled primary */
+    crd_status last;
+} loop_tally;
+
+static void on_stalled_done(void *user, crd_op *op, crd_status st)
+{
+    (void)op;
+    loop_tally *t = user;
+    t->done++;
+    t->failed += st == CRD_TIMEOUT || st == CRD_IO;
+    t->last = st;
+}
+
+typedef struct role_pred {
+    int port;
+    const char *key;
+} role_pred;
+
+/* The node at port is a replica with its link up and has no copy of key. */
+static bool demoted_and_clean(void *arg)
+{
+    role_pred *rp = arg;
+    redisContext *r = crdt_topo_connect(&topo, rp->port, 500);
+    if (r == NULL)
+        return false;
+    redisReply *info = redisCommand(r, "INFO replication");
+    bool ok = info != NULL && info->type == REDIS_REPLY_STRING &&
+              strstr(info->str, "role:slave") != NULL &&
+              strstr(info->str, "master_link_status:up") != NULL;
+    freeReplyObject(info);
+    ok = ok && crdt_cmd_int(r, "EXISTS %s", rp->key) == 0;
+    redisFree(r);
+    return ok;
+}
+
+/* The primary stops (SIGSTOP: a fork stall, a blip) and stays stopped until the sentinels
+ * have promoted a replica. Calls made during the stall return by their own deadline (a
+ * blocking acquire of 100 ms, ten loop acquires of 500 ms), the next acquire finds the
+ * new primary, and when the old one resumes and runs the scripts left in its socket
+ * buffers, the holds they take there die with its demotion: nothing of an owner whose
+ * caller was told "failed" is held anywhere. Found with it: the failed call itself asked
+ * the sentinels and sent ROLE to the stalled primary, so a 100 ms acquire returned after
+ * command_timeout_ms (5.2 s); the listener thread asks now. */
+Test(sentinel, a_primary_stalled_until_the_sentinels_replace_it_keeps_every_deadline_and_no_hold,
+     .init = topo_up, .fini = topo_down, .timeout = 120)
+{
+    char url[256];
+    crd_options o;
+    url_options(&o, url, sizeof url);
+    o.command_timeout_ms = 5000; /* the health limit: longer than the stall's first part */
+    crd_client *c = sentinel_client(&o);
+    enum { N = 10 };
+    const char *key = crdt_key("stall");
+    crd_lock *l = crdt_lock(c, key);
+    cr_assert_eq(crd_lock_acquire(l, 0, 30000), CRD_OK); /* warm the script cache */
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    int old = crdt_topo_primary_port(&topo);
+    int idx = crdt_topo_node_index(&topo, old);
+    cr_assert(idx >= 0);
+    int fd = crd_loop_fd(c);
+    cr_assert(fd >= 0);
+    const int64_t slack = crdt_scaled_ms(50);
+
+    cr_assert_eq(kill(topo.nodes[idx].pid, SIGSTOP), 0);
+    int64_t t0 = crdt_now_ms();
+    crd_status st = crd_lock_acquire(l, 100, 30000);
+    int64_t took = crdt_now_ms() - t0;
+    cr_assert(st == CRD_TIMEOUT || st == CRD_IO, "acquire during the stall: %s (%s)",
+              crd_strerror(st), crd_client_errmsg(c));
+    cr_assert(took <= 100 + slack, "a 100 ms wait returned after %lld ms: %s (%s)",
+              (long long)took, crd_strerror(st), crd_client_errmsg(c));
+
+    loop_tally lt = {0, 0, CRD_OK};
+    t0 = crdt_now_ms();
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(crd_lock_acquire_async(l, crd_owner_new(), 500, 30000, on_stalled_done, &lt,
+                                            NULL), CRD_OK);
+    int64_t worst_us = 0;
+    while (lt.done < N && crdt_now_ms() - t0 < 10000) {
+        int64_t wait = crd_loop_timeout_ms(c);
+        struct pollfd pf = {fd, POLLIN, 0};
+        poll(&pf, 1, wait < 0 || wait > 100 ? 100 : (int)wait);
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        crd_loop_dispatch(c);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        int64_t us = (b.tv_sec - a.tv_sec) * 1000000 + (b.tv_nsec - a.tv_nsec) / 1000;
+        worst_us = us > worst_us ? us : worst_us;
+    }
+    int64_t all = crdt_now_ms() - t0;
+    cr_assert_eq(lt.done, N, "%d of %d loop acquires completed", lt.done, N);
+    cr_assert_eq(lt.failed, N, "every loop acquire ran out of its wait (last %s)",
+                 crd_strerror(lt.last));
+    cr_assert(all <= 500 + slack, "the 500 ms loop acquires completed after %lld ms",
+              (long long)all);
+    /* Not asserted: in Sentinel mode a loop attempt still runs inside crd_loop_dispatch,
+     * bounded by its own deadline (measured: about the 500 ms wait; #25 leaves it open). */
+
+    /* Still stopped: the sentinels see it down and promote a replica. */
+    int next = crdt_topo_await_switch(&topo, old, 30000);
+    cr_assert(next > 0, "%s", topo.err);
+    t0 = crdt_now_ms();
+    st = crd_lock_acquire(l, 30000, 30000);
+    int64_t found = crdt_now_ms() - t0;
+    cr_assert_eq(st, CRD_OK, "acquire after the switch: %s (%s)", crd_strerror(st),
+                 crd_client_errmsg(c));
+    cr_assert_eq(crd_lock_release(l), CRD_OK, "%s", crd_client_errmsg(c));
+
+    /* The old primary resumes: it runs the acquires left in its socket buffers, then the
+     * sentinels make it a replica of the new one and its data is replaced. */
+    cr_assert_eq(kill(topo.nodes[idx].pid, SIGCONT), 0);
+    role_pred rp = {old, key};
+    cr_assert(crdt_wait_until(demoted_and_clean, &rp, 30000),
+              "the old primary was not demoted, or still has the lock");
+    redisContext *r = crdt_topo_connect(&topo, next, 1000);
+    cr_assert_not_null(r);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0, "the new primary has a hold nobody owns");
+    redisFree(r);
+    crd_metrics m;
+    cr_assert_eq(crd_client_metrics(c, &m, sizeof m), CRD_OK);
+    fprintf(stderr, "[sentinel] stalled primary: 100 ms acquire back after %lld ms; %d loop "
+            "acquires of 500 ms done after %lld ms, worst dispatch %lld us; first acquire after "
+            "the switch took %lld ms; late holds given back %llu, outcomes unknown %llu\n",
+            (long long)took, N, (long long)all, (long long)worst_us, (long long)found,
+            (unsigned long long)m.late_holds_released, (unsigned long long)m.outcomes_unknown);
+    crd_lock_free(l);
+    crd_client_free(c);
 }
 
 /* ---- bad input ------------------------------------------------------------------------- */
@@ -489,6 +843,7 @@ Test(sentinel, rediss_sentinel_discovers_the_primary_and_locks_over_tls, .timeou
 
 #ifdef CRD_CLI_PATH
 /* Runs the CLI through the shell; its stdout (first line) into out; returns the exit code. */
+static int cli(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int cli(char *out, size_t cap, const char *fmt, ...)
 {
     char args[1024], cmd[1400];
@@ -534,6 +889,88 @@ static bool file_says(void *arg)
     return strstr(buf, p[1]) != NULL;
 }
 
+static bool file_exists(void *arg) { return access((const char *)arg, F_OK) == 0; }
+
+typedef struct channel_subs {
+    redisContext *r;
+    const char *channel;
+    long long want;
+} channel_subs;
+
+/* At least want connections are subscribed to the channel. */
+static bool subscribed_n(void *arg)
+{
+    channel_subs *cs = arg;
+    return crdt_numsub(cs->r, cs->channel) >= cs->want;
+}
+
+/* The issue's own scenario: `credisson run` holds through SENTINEL FAILOVER with a 3 s
+ * watchdog, or through a SIGKILLed primary with a 10 s one (exit 0, not 70 "lost"), and
+ * a second `run` waiting for the same name starts its command only after the first
+ * one's command ended (its marker file gone). */
+static void run_through(bool kill_primary, int64_t watchdog_ms)
+{
+    char url[256], line[2000], up[300], go[300], seen[300];
+    crdt_topo_url(&topo, url, sizeof url);
+    const char *name = crdt_key("run");
+    snprintf(up, sizeof up, "%s/holder.up", topo.nodes[0].dir);
+    snprintf(go, sizeof go, "%s/holder.go", topo.nodes[0].dir);
+    snprintf(seen, sizeof seen, "%s/waiter.seen", topo.nodes[0].dir);
+    /* The holder's command: marks itself running, waits for the go file, unmarks. */
+    snprintf(line, sizeof line, "%s --url '%s' --watchdog-ms %lld run '%s' -- sh -c "
+             "'echo up > %s; while [ ! -e %s ]; do sleep 0.05; done; rm %s' 2>&1",
+             CRD_CLI_PATH, url, (long long)watchdog_ms, name, up, go, up);
+    FILE *holder = popen(line, "r");
+    cr_assert_not_null(holder);
+    cr_assert(crdt_wait_until(file_exists, up, 20000), "the holder's command never started");
+    /* The waiter: its command records whether the holder's command was still running. */
+    /* It waits through the failover and two leases (70 s under memcheck's time scale). */
+    snprintf(line, sizeof line, "%s --url '%s' run --wait %lld '%s' -- sh -c "
+             "'if [ -e %s ]; then echo overlap > %s; else echo after > %s; fi' 2>&1",
+             CRD_CLI_PATH, url, (long long)(4 * watchdog_ms + 60000), name, up, seen, seen);
+    FILE *wproc = popen(line, "r");
+    cr_assert_not_null(wproc);
+    char ch[300];
+    snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", name);
+    /* Two subscribers: the holder's (run watches its own lock: prompt loss detection)
+     * and the waiting run's. */
+    channel_subs cs = {crdt_topo_connect(&topo, crdt_topo_primary_port(&topo), 1000), ch, 2};
+    cr_assert(crdt_wait_until(subscribed_n, &cs, 20000), "the waiting run never subscribed");
+    redisFree(cs.r);
+    int next = kill_primary ? crdt_topo_kill_primary(&topo, 30000) : crdt_topo_failover(&topo, 30000);
+    cr_assert(next > 0, "%s", topo.err);
+    crdt_sleep_ms(2 * watchdog_ms); /* two leases on the new primary: the scenario */
+    cr_expect_gt(pttl_on(next, name), 0, "the new primary has no hold");
+    FILE *g = fopen(go, "w");
+    cr_assert_not_null(g);
+    fclose(g);
+    char out[4096];
+    size_t n = fread(out, 1, sizeof out - 1, holder);
+    out[n] = '\0';
+    int rc = pclose(holder);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "the holding run exited %d: %s",
+              WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out);
+    n = fread(out, 1, sizeof out - 1, wproc);
+    out[n] = '\0';
+    rc = pclose(wproc);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "the waiting run exited %d: %s",
+              WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out);
+    const char *after[2] = {seen, "after"};
+    cr_assert(file_says(after), "the waiting run's command started while the holder's ran");
+}
+
+Test(sentinel, credisson_run_with_a_3_s_watchdog_keeps_its_lock_through_sentinel_failover,
+     .init = topo_up, .fini = topo_down, .timeout = 120)
+{
+    run_through(false, crdt_scaled_ms(3000));
+}
+
+Test(sentinel, credisson_run_with_a_10_s_watchdog_keeps_its_lock_when_the_primary_is_killed,
+     .init = topo_up, .fini = topo_down, .timeout = 180)
+{
+    run_through(true, crdt_scaled_ms(10000));
+}
+
 Test(sentinel, watch_follows_the_primary_through_a_failover, .init = topo_up, .fini = topo_down,
      .timeout = 120)
 {
@@ -575,3 +1012,149 @@ Test(sentinel, watch_follows_the_primary_through_a_failover, .init = topo_up, .f
     crd_client_free(a);
 }
 #endif
+
+/* ---- the synchronizers (issue #27) ------------------------------------------------------ */
+
+static long long get_on(int port, const char *key)
+{
+    redisContext *r = crdt_topo_connect(&topo, port, 1000);
+    cr_assert_not_null(r);
+    redisReply *rep = redisCommand(r, "GET %s", key);
+    cr_assert_not_null(rep);
+    long long v = rep->type == REDIS_REPLY_NIL ? -1 : strtoll(rep->str, NULL, 10);
+    freeReplyObject(rep);
+    redisFree(r);
+    return v;
+}
+
+Test(sentinel, semaphores_and_a_latch_work_through_discovery, .init = topo_up, .fini = topo_down)
+{
+    char url[256];
+    crd_options o;
+    url_options(&o, url, sizeof url);
+    crd_client *a = sentinel_client(&o), *b = sentinel_client(&o);
+    int primary = topo.nodes[0].port;
+    redisContext *p = crdt_topo_connect(&topo, primary, 1000);
+
+    /* RSemaphore: a waiter on b woken by a's release, through the primary's channel. */
+    const char *sname = crdt_key("sem");
+    crd_semaphore *sa = crdt_sem_of(a, sname), *sb = crdt_sem_of(b, sname);
+    CRDT_OK(a, crd_semaphore_try_set_permits(sa, 2, 0, NULL));
+    CRDT_OK(a, crd_semaphore_acquire(sa, 2, 0));
+    cr_assert_eq(crd_semaphore_acquire(sb, 1, 0), CRD_BUSY);
+    crdt_sync_waiter sw = {.s = sb, .permits = 1, .wait_ms = 20000};
+    crdt_sync_waiter_start(&sw);
+    char ch[300];
+    snprintf(ch, sizeof ch, "redisson_sc:{%s}", sname);
+    cr_assert(crdt_await_subscribed(p, ch, 5000), "the semaphore waiter never subscribed");
+    int64_t t0 = crdt_now_ms();
+    CRDT_OK(a, crd_semaphore_release(sa, 1));
+    crdt_sync_waiter_woken(&sw, t0, 2000, "the semaphore acquire");
+    cr_assert_eq(get_on(primary, sname), 0, "the primary holds the count");
+
+    /* RPermitExpirableSemaphore: an id issued through b, released through a. */
+    const char *pname = crdt_key("pes");
+    crd_permit_semaphore *pa = crdt_pes_of(a, pname), *pb = crdt_pes_of(b, pname);
+    CRDT_OK(b, crd_permit_semaphore_try_set_permits(pb, 1, NULL));
+    char id[CRD_PERMIT_ID_SIZE], other[CRD_PERMIT_ID_SIZE];
+    CRDT_OK(b, crd_permit_semaphore_acquire(pb, 0, 10000, id));
+    cr_assert_eq(crd_permit_semaphore_acquire(pa, 0, 10000, other), CRD_BUSY);
+    CRDT_OK(a, crd_permit_semaphore_release(pa, id));
+    cr_assert_eq(get_on(primary, pname), 1);
+
+    /* RCountDownLatch: an await on b opened by a's last count-down. */
+    const char *lname = crdt_key("latch");
+    crd_latch *la = crdt_latch_of(a, lname), *lb = crdt_latch_of(b, lname);
+    CRDT_OK(a, crd_latch_try_set_count(la, 2, NULL));
+    crdt_sync_waiter lw = {.l = lb, .wait_ms = 20000};
+    crdt_sync_waiter_start(&lw);
+    snprintf(ch, sizeof ch, "redisson_countdownlatch__channel__{%s}", lname);
+    cr_assert(crdt_await_subscribed(p, ch, 5000), "the latch waiter never subscribed");
+    CRDT_OK(a, crd_latch_count_down(la));
+    int64_t count = 0;
+    CRDT_OK(b, crd_latch_count(lb, &count));
+    cr_assert_eq(count, 1);
+    t0 = crdt_now_ms();
+    CRDT_OK(a, crd_latch_count_down(la));
+    crdt_sync_waiter_woken(&lw, t0, 2000, "the latch await");
+    cr_assert_eq(get_on(primary, lname), -1, "the latch key is gone at zero");
+
+    redisFree(p);
+    crd_latch_free(la);
+    crd_latch_free(lb);
+    crd_permit_semaphore_free(pa);
+    crd_permit_semaphore_free(pb);
+    crd_semaphore_free(sa);
+    crd_semaphore_free(sb);
+    crd_client_free(a);
+    crd_client_free(b);
+}
+
+/* A semaphore waiter and a latch waiter, subscribed on the first primary, follow a
+ * SENTINEL FAILOVER to the new one and are woken there by a release and a count-down:
+ * the state moved with the failover and so did the channels. The client has replica sync
+ * on (the default), though the synchronizers' writes send no WAIT (nor do Redisson's):
+ * their state reaches the replicas by ordinary replication, seconds before the failover
+ * here. */
+Test(sentinel, semaphore_and_latch_waiters_are_woken_on_the_new_primary_after_failover,
+     .init = topo_up, .fini = topo_down, .timeout = 120)
+{
+    char url[256];
+    crd_options o;
+    url_options(&o, url, sizeof url);
+    o.poll_interval_ms = 60000; /* only a message (or a resubscribe) wakes a waiter */
+    cr_assert_neq(o.replica_sync, CRD_REPLICA_SYNC_OFF, "replica sync is on by default");
+    crd_client *a = sentinel_client(&o), *b = sentinel_client(&o);
+    const char *sname = crdt_key("fsem"), *lname = crdt_key("flatch");
+    crd_semaphore *sa = crdt_sem_of(a, sname), *sb = crdt_sem_of(b, sname);
+    crd_latch *la = crdt_latch_of(a, lname), *lb = crdt_latch_of(b, lname);
+    CRDT_OK(a, crd_semaphore_try_set_permits(sa, 1, 0, NULL));
+    CRDT_OK(a, crd_semaphore_acquire(sa, 1, 0));
+    CRDT_OK(a, crd_latch_try_set_count(la, 1, NULL));
+
+    crdt_sync_waiter sw = {.s = sb, .permits = 1, .wait_ms = 60000};
+    crdt_sync_waiter lw = {.l = lb, .wait_ms = 60000};
+    crdt_sync_waiter_start(&sw);
+    crdt_sync_waiter_start(&lw);
+    char sch[300], lch[300];
+    snprintf(sch, sizeof sch, "redisson_sc:{%s}", sname);
+    snprintf(lch, sizeof lch, "redisson_countdownlatch__channel__{%s}", lname);
+    redisContext *p = crdt_topo_connect(&topo, topo.nodes[0].port, 1000);
+    cr_assert(crdt_await_subscribed(p, sch, 5000), "the semaphore waiter never subscribed");
+    cr_assert(crdt_await_subscribed(p, lch, 5000), "the latch waiter never subscribed");
+    redisFree(p);
+
+    int next = crdt_topo_failover(&topo, 30000);
+    cr_assert(next > 0, "%s", topo.err);
+    p = crdt_topo_connect(&topo, next, 1000);
+    cr_assert(crdt_await_subscribed(p, sch, 10000), "the semaphore waiter did not resubscribe "
+              "on the new primary");
+    cr_assert(crdt_await_subscribed(p, lch, 10000), "the latch waiter did not resubscribe on "
+              "the new primary");
+    redisFree(p);
+    cr_assert_not(crdt_gate_wait(&sw.done, 1, 0), "the semaphore waiter returned: %s",
+                  crd_strerror(sw.st));
+    cr_assert_not(crdt_gate_wait(&lw.done, 1, 0), "the latch waiter returned: %s",
+                  crd_strerror(lw.st));
+    cr_assert_eq(get_on(next, sname), 0, "the count moved with the failover");
+    cr_assert_eq(get_on(next, lname), 1, "the latch moved with the failover");
+
+    int64_t t0 = crdt_now_ms();
+    CRDT_OK(a, crd_semaphore_release(sa, 1));
+    /* Woken by the message, not by its 60 s deadline or poll interval. (Before the client
+     * followed the sentinels' newest configuration epoch, the woken waiter's first
+     * acquire went to the old primary in about half the runs, got no answer and reached
+     * the new one only after command_timeout_ms.) */
+    crdt_sync_waiter_woken(&sw, t0, 2000, "the semaphore acquire");
+    t0 = crdt_now_ms();
+    CRDT_OK(a, crd_latch_count_down(la));
+    crdt_sync_waiter_woken(&lw, t0, 2000, "the latch await");
+    cr_assert_eq(get_on(next, sname), 0, "the waiter took the released permit");
+    cr_assert_eq(get_on(next, lname), -1);
+    crd_latch_free(la);
+    crd_latch_free(lb);
+    crd_semaphore_free(sa);
+    crd_semaphore_free(sb);
+    crd_client_free(a);
+    crd_client_free(b);
+}

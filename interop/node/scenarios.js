@@ -22,6 +22,7 @@ const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const readline = require('node:readline');
+const net = require('node:net');
 const Redis = require('ioredis');
 
 const PORT = Number(process.env.CRD_INTEROP_PORT || 6379);
@@ -39,6 +40,40 @@ const WAKE_LIMIT_MS = 50; // a wake-up by message must come within this of the u
 // ---------------------------------------------------------------------------------- //
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// MONITOR on a plain socket. ioredis' monitor() marks its connection "monitoring" only in
+// a promise callback after MONITOR's +OK: a feed line that arrives in the same read as
+// the +OK (any other client's command at that moment) is taken for a command reply and
+// fails with "Command queue state error" (seen in CI twice). Here the first line is the
+// +OK and every line after it is the feed, whatever the reads' boundaries.
+function monitorRaw(port, onCommand) {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let buf = '';
+    let ready = false;
+    sock.setEncoding('utf8');
+    sock.once('error', reject);
+    sock.on('connect', () => sock.write('MONITOR\r\n'));
+    sock.on('data', (chunk) => {
+      buf += chunk;
+      let nl;
+      while ((nl = buf.indexOf('\r\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 2);
+        if (!ready) {
+          if (line !== '+OK') { reject(new Error(`MONITOR answered ${line}`)); return; }
+          ready = true;
+          resolve({ disconnect: () => sock.destroy() });
+          continue;
+        }
+        const q = line.indexOf('"');
+        if (line[0] !== '+' || q < 0) continue;
+        const args = line.slice(q + 1, -1).split('" "').map((e) => e.replace(/\\"/g, '"'));
+        onCommand(args);
+      }
+    });
+  });
+}
 const nowUs = () => Number(process.hrtime.bigint() / 1000n);
 const ms = (us) => Math.round(us / 100) / 10; // µs -> ms with one decimal
 const hex = (s) => 'hex:' + Buffer.from(s, 'utf8').toString('hex');
@@ -254,14 +289,9 @@ scenario('wire', 'node-redisson on the wire: key, field, TTL, message, latch, re
   const name = 'it:wire';
   const nd = await nodeDriver(ctx, 'node', ['--watchdog-ms', '1500']);
   const sub = new Redis({ port: PORT, lazyConnect: true });
-  // monitor() opens its own connection; the client it is called on stays unconnected
-  // (lazyConnect), so no ready-check INFO of it can reach the MONITOR feed before ioredis
-  // has read MONITOR's +OK (ioredis: "Command queue state error").
-  const base = new Redis({ port: PORT, lazyConnect: true });
-  const mon = await base.monitor();
-  ctx.closers.push(() => sub.disconnect(), () => mon.disconnect(), () => base.disconnect());
   const seen = [];
-  mon.on('monitor', (time, args) => seen.push(args.map(String)));
+  const mon = await monitorRaw(PORT, (args) => seen.push(args));
+  ctx.closers.push(() => sub.disconnect(), () => mon.disconnect());
   await sub.connect();
   const msgs = [];
   sub.on('message', (ch, m) => msgs.push([ch, m]));

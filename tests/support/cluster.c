@@ -261,6 +261,16 @@ void crdt_cluster_start_tls(crdt_cluster *cl, int primaries, int replicas_per,
                                   "%s127.0.0.1:%d", i ? "," : "", cl->node[i].tls_port);
         my_id(cl, i);
     }
+    /* make test-valkey (CRDT_EXPECT_SERVER=valkey): the nodes are the server the run
+     * meant to test (Valkey's INFO server says server_name:valkey; Redis's has none). */
+    const char *want = getenv("CRDT_EXPECT_SERVER");
+    if (want != NULL && want[0] != '\0') {
+        redisContext *r = crdt_cluster_redis(cl, 0);
+        bool valkey = info_has(r, "INFO server", "server_name:valkey");
+        redisFree(r);
+        cr_assert_str_eq(valkey ? "valkey" : "redis", want, "the cluster's nodes (%s) are not %s",
+                         crdt_redis_server_path(), want);
+    }
     snprintf(cl->url, sizeof cl->url, "redis-cluster://%s", cl->seeds);
     if (certs_dir != NULL)
         snprintf(cl->tls_url, sizeof cl->tls_url, "rediss-cluster://%s", cl->tls_seeds);
@@ -283,6 +293,28 @@ void crdt_cluster_start_tls(crdt_cluster *cl, int primaries, int replicas_per,
                 crdt_sleep_ms(20);
         }
         cr_assert(up, "replica %d never linked to its primary", i);
+    }
+    /* ...and for the primaries to count them: a replica's link is up when it has loaded
+     * the primary's data, but the primary puts it online (lists it in ROLE, counts it for
+     * replica sync and WAIT) only at its first REPLCONF ACK, up to a second later. A test
+     * that stops the replica before that sees a primary with no replicas. */
+    for (int i = 0; i < primaries && replicas_per > 0; i++) {
+        int listed = -1;
+        while (listed != replicas_per && crdt_now_ms() < deadline) {
+            redisContext *r = node_conn(cl, i, 1000);
+            redisReply *rep = r != NULL ? redisCommand(r, "ROLE") : NULL;
+            if (rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 3 &&
+                rep->element[2]->type == REDIS_REPLY_ARRAY)
+                listed = (int)rep->element[2]->elements;
+            if (rep != NULL)
+                freeReplyObject(rep);
+            if (r != NULL)
+                redisFree(r);
+            if (listed != replicas_per)
+                crdt_sleep_ms(20);
+        }
+        cr_assert_eq(listed, replicas_per, "primary %d lists %d of its %d replicas", i, listed,
+                     replicas_per);
     }
 }
 
@@ -468,8 +500,8 @@ int crdt_cluster_replica_of(crdt_cluster *cl, int primary)
     return replica;
 }
 
-/* Waits (deadline timeout_ms) until node i says role:master, then for a stable map. */
-static void await_promoted(crdt_cluster *cl, int i, int64_t timeout_ms)
+/* Waits (deadline timeout_ms) until node i says role:master. */
+static void await_promoted_only(crdt_cluster *cl, int i, int64_t timeout_ms)
 {
     redisContext *r = crdt_cluster_redis(cl, i);
     int64_t deadline = crdt_now_ms() + timeout_ms;
@@ -481,6 +513,12 @@ static void await_promoted(crdt_cluster *cl, int i, int64_t timeout_ms)
     }
     redisFree(r);
     cr_assert(promoted, "replica %d was not promoted", i);
+}
+
+/* Waits (deadline timeout_ms) until node i says role:master, then for a stable map. */
+static void await_promoted(crdt_cluster *cl, int i, int64_t timeout_ms)
+{
+    await_promoted_only(cl, i, timeout_ms);
     cr_assert(crdt_cluster_wait_stable(cl, timeout_ms), "the cluster did not settle after failover");
 }
 
@@ -501,6 +539,13 @@ int crdt_cluster_kill_primary(crdt_cluster *cl, int primary)
     waitpid(cl->node[primary].pid, NULL, 0);
     cl->node[primary].pid = 0; /* its directory goes with crdt_cluster_stop */
     await_promoted(cl, replica, 30000);
+    return replica;
+}
+
+int crdt_cluster_await_takeover(crdt_cluster *cl, int primary)
+{
+    int replica = crdt_cluster_replica_of(cl, primary);
+    await_promoted_only(cl, replica, 30000);
     return replica;
 }
 

@@ -74,6 +74,10 @@ int crdt_cluster_replica_of(crdt_cluster *cl, int primary);
  * promoted by the cluster itself (node timeout 2 s) and the running nodes agree. Returns
  * the new primary's index; the killed node stays down. */
 int crdt_cluster_kill_primary(crdt_cluster *cl, int primary);
+/* For a primary the caller stopped (SIGSTOP of cl->node[primary].pid): waits (deadline
+ * 30 s) until the cluster has promoted its replica (node timeout 2 s) and returns the
+ * new primary's index. The map is not waited for (the stopped node answers nothing). */
+int crdt_cluster_await_takeover(crdt_cluster *cl, int primary);
 /* Cuts a replica off its primary: its link is killed and every reconnection fails its
  * AUTH (masteruser/masterauth of a user the primary does not know), so writes made on
  * the primary from now on never reach it. Waits until the link is down. */

@@ -84,7 +84,7 @@ void crdt_server_stop(crdt_server *srv);
  * nothing secret is committed), and crdt_options() / crdt_options_port() /
  * crdt_plain_client() clients connect there with verification on. Raw hiredis probes
  * (crdt_redis, crdt_raw_connect) keep the plain port. `make test-tls` runs the lock,
- * exclusion, pubsub and watchdog suites so. */
+ * exclusion, pubsub, watchdog, contention, semaphore and latch suites so. */
 bool crdt_tls(void);
 /* The directory of this run's certificates (made on first use in this process when the
  * environment has none): ca.crt ca.key server.crt server.key expired.crt client.crt
@@ -135,6 +135,14 @@ double crdt_time_scale(void);
 int64_t crdt_scaled_ms(int64_t ms);
 /* n divided by crdt_time_scale() (rounded down), at least min. */
 int crdt_scaled_count(int n, int min);
+
+/* ---------------------------------------------------------------------------------- */
+/* Files                                                                              */
+/* ---------------------------------------------------------------------------------- */
+
+/* The whole file at path, NUL-terminated, in malloc'd memory (free it); *len gets its
+ * length. Asserts it can be opened. */
+char *crdt_slurp(const char *path, size_t *len);
 
 /* ---------------------------------------------------------------------------------- */
 /* Clients and connections                                                            */

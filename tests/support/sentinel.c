@@ -38,6 +38,7 @@ static void nap(void)
     nanosleep(&ts, NULL);
 }
 
+static void fail(crdt_topo *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail(crdt_topo *t, const char *fmt, ...)
 {
     va_list ap;
@@ -67,6 +68,19 @@ static const char *server_program(void)
 {
     const char *e = getenv("CRD_REDIS_SERVER");
     return e != NULL && e[0] != '\0' ? e : "redis-server";
+}
+
+/* The sentinels' program, started as "PROG CONF --sentinel" (redis-server, redis-sentinel,
+ * valkey-server and valkey-sentinel all take that): CRD_REDIS_SENTINEL, else the data
+ * nodes' CRD_REDIS_SERVER (make test-valkey: Valkey sentinels for Valkey nodes, never
+ * Redis's redis-sentinel watching them), else NULL: Debian's redis-sentinel. */
+static const char *sentinel_program(void)
+{
+    const char *e = getenv("CRD_REDIS_SENTINEL");
+    if (e != NULL && e[0] != '\0')
+        return e;
+    e = getenv("CRD_REDIS_SERVER");
+    return e != NULL && e[0] != '\0' ? e : NULL;
 }
 
 /* fork + exec argv (or alt when argv[0] cannot be run) in dir with its output in dir/log;
@@ -205,6 +219,30 @@ static bool answers(int port, const char *password)
     return ok;
 }
 
+/* With CRDT_EXPECT_SERVER=redis|valkey (make test-valkey), whether the process on
+ * p->port is that server (INFO server's server_name says valkey; Redis has none); the
+ * reason in t->err when not. */
+static bool expected_server(crdt_topo *t, const crdt_proc *p, const char *password,
+                            const char *what)
+{
+    const char *want = getenv("CRDT_EXPECT_SERVER");
+    if (want == NULL || want[0] == '\0')
+        return true;
+    redisContext *c = connect_port(p->port, password, 1000);
+    redisReply *r = c != NULL ? redisCommand(c, "INFO server") : NULL;
+    bool valkey = r != NULL && r->type == REDIS_REPLY_STRING &&
+                  strstr(r->str, "server_name:valkey") != NULL;
+    bool answered = r != NULL && r->type == REDIS_REPLY_STRING;
+    freeReplyObject(r);
+    redisFree(c);
+    const char *is = valkey ? "valkey" : "redis";
+    if (answered && strcmp(is, want) == 0)
+        return true;
+    fail(t, "the %s on port %d is %s, the run meant to test %s", what, p->port,
+         answered ? is : "silent", want);
+    return false;
+}
+
 /* Waits for a new process to answer; false when it exited (a port race) or the
  * deadline passed. */
 static bool await_start(crdt_proc *p, const char *password, int64_t timeout_ms)
@@ -265,7 +303,7 @@ static bool start_node(crdt_topo *t, crdt_proc *p, int primary_port)
             return false;
         }
         if (await_start(p, t->data_password, 10000))
-            return true;
+            return expected_server(t, p, t->data_password, "data node");
         if (p->pid > 0) {
             kill(p->pid, SIGKILL);
             waitpid(p->pid, NULL, 0);
@@ -323,25 +361,26 @@ static bool start_sentinel_on(crdt_topo *t, crdt_proc *p, const char *name, int 
                     p->tls_port, certs, certs, certs, certs, certs);
         }
         fclose(f);
+        const char *chosen[] = {sentinel_program(), conf, "--sentinel", NULL};
         const char *argv[] = {"redis-sentinel", conf, NULL, NULL};
         /* Debian's redis-sentinel package; without it, redis-server in sentinel mode. */
         const char *fallback[] = {server_program(), conf, "--sentinel", NULL};
-        p->pid = spawn(p->dir, argv, fallback);
+        p->pid = chosen[0] != NULL ? spawn(p->dir, chosen, NULL) : spawn(p->dir, argv, fallback);
         if (p->pid < 0) {
             p->pid = 0;
             fail(t, "fork: %s", strerror(errno));
             return false;
         }
         if (await_start(p, password, 10000))
-            return true;
+            return expected_server(t, p, password, "sentinel");
         if (p->pid > 0) {
             kill(p->pid, SIGKILL);
             waitpid(p->pid, NULL, 0);
             p->pid = 0;
         }
     }
-    fail(t, "redis-sentinel did not start (is the redis-sentinel package installed? log in "
-         "%s)", p->dir);
+    fail(t, "%s did not start (is the redis-sentinel package installed? log in %s)",
+         sentinel_program() != NULL ? sentinel_program() : "redis-sentinel", p->dir);
     return false;
 }
 
@@ -428,8 +467,11 @@ static bool replica_online(const char *info, int port)
 /* Why the last settled() check failed, for the error message. */
 static char g_unsettled[200];
 
-static bool settled(crdt_topo *t, int primary)
+static bool settled(crdt_topo *t, int named)
 {
+    /* The sentinels name nodes[0] by its front port when it has one; its replicas are
+     * every other node. */
+    int primary = t->front_port > 0 && named == t->front_port ? t->nodes[0].port : named;
     snprintf(g_unsettled, sizeof g_unsettled, "primary %d: replicas not online", primary);
     redisContext *c = crdt_topo_connect(t, primary, 500);
     if (c == NULL)
@@ -445,7 +487,7 @@ static bool settled(crdt_topo *t, int primary)
         if (t->sentinels[s].pid <= 0)
             continue;
         snprintf(g_unsettled, sizeof g_unsettled, "sentinel %d: names another primary", s);
-        if (named_port(t, s) != primary)
+        if (named_port(t, s) != named)
             return false;
         redisContext *sc = connect_sentinel(t, s);
         if (sc == NULL)
@@ -511,11 +553,18 @@ bool crdt_topo_start(crdt_topo *t, const crdt_topo_opts *o)
     if (o != NULL && o->sentinel_password != NULL)
         snprintf(t->sentinel_password, sizeof t->sentinel_password, "%s", o->sentinel_password);
     bool ok = start_node(t, &t->nodes[0], 0);
+    int reach = t->nodes[0].port;
+    if (ok && o != NULL && o->front != NULL) {
+        reach = t->front_port = o->front(o->front_arg, t->nodes[0].port);
+        if (reach <= 0) {
+            fail(t, "no front port for the primary %d", t->nodes[0].port);
+            ok = false;
+        }
+    }
     for (int i = 1; ok && i < CRDT_TOPO_NODES; i++)
-        ok = start_node(t, &t->nodes[i], t->nodes[0].port);
+        ok = start_node(t, &t->nodes[i], reach);
     for (int i = 0; ok && i < CRDT_TOPO_SENTINELS; i++)
-        ok = start_sentinel(t, &t->sentinels[i], t->name, t->nodes[0].port, 2,
-                            t->sentinel_password);
+        ok = start_sentinel(t, &t->sentinels[i], t->name, reach, 2, t->sentinel_password);
     if (ok)
         ok = crdt_topo_settle(t, 20000);
     if (!ok) {
@@ -566,6 +615,11 @@ static int await_switch(crdt_topo *t, int old, int64_t deadline)
     }
     fail(t, "no switch away from primary %d before the deadline", old);
     return -1;
+}
+
+int crdt_topo_await_switch(crdt_topo *t, int old, int64_t timeout_ms)
+{
+    return await_switch(t, old, now_ms() + timeout_ms);
 }
 
 int crdt_topo_failover(crdt_topo *t, int64_t timeout_ms)

@@ -36,6 +36,12 @@ typedef struct crdt_topo_opts {
     const char *name;              /* master name; default "crdtmaster" */
     const char *data_password;     /* requirepass/masterauth of the data nodes, or NULL */
     const char *sentinel_password; /* requirepass of the sentinels, or NULL */
+    /* Where the replicas and the sentinels reach nodes[0]: front(front_arg, its port)
+     * returns the port they use instead (a fault proxy in front of it, so that a test can
+     * cut the first primary off from its replicas and sentinels: a split brain), or -1
+     * on failure. NULL: its own port. */
+    int (*front)(void *front_arg, int primary_port);
+    void *front_arg;
 } crdt_topo_opts;
 
 typedef struct crdt_topo {
@@ -45,6 +51,7 @@ typedef struct crdt_topo {
     crdt_proc nodes[CRDT_TOPO_NODES];         /* nodes[0] starts as the primary */
     crdt_proc sentinels[CRDT_TOPO_SENTINELS];
     char err[512];
+    int front_port; /* the port front() gave for nodes[0] (sentinels name it), or 0 */
 } crdt_topo;
 
 /* Starts the whole topology and waits (deadline 20 s) until it is ready as described
@@ -71,6 +78,10 @@ struct redisContext *crdt_topo_connect(const crdt_topo *t, int port, int64_t tim
  * within timeout_ms, until every sentinel names a new primary that says ROLE master.
  * Returns the new primary's port, or -1 with err set. */
 int crdt_topo_failover(crdt_topo *t, int64_t timeout_ms);
+/* Waits, within timeout_ms, until every sentinel names a primary other than port `old`
+ * that says ROLE master (a failover the sentinels started themselves, e.g. after the
+ * primary was cut off). Returns its port, or -1 with err set. */
+int crdt_topo_await_switch(crdt_topo *t, int old, int64_t timeout_ms);
 /* SIGKILLs the current primary and waits, within timeout_ms, until every sentinel names
  * another node that says ROLE master. Returns the new primary's port, or -1. The killed
  * node stays down until crdt_topo_restart(). */

@@ -1,0 +1,298 @@
+/*
+ * sync.c -- `credisson semaphore status|set|add` and `credisson latch
+ * set|count-down|wait|status`: Redisson's RSemaphore / RPermitExpirableSemaphore and
+ * RCountDownLatch from the shell, through the library's synchronizer API. The permits
+ * of an expirable semaphore (ids and leases) are read over a raw connection: the public
+ * API has no listing.
+ */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void usage_semaphore(FILE *f)
+{
+    fprintf(f,
+            "usage: credisson [GLOBAL OPTIONS] semaphore status [--json] NAME\n"
+            "       credisson [GLOBAL OPTIONS] semaphore set NAME N\n"
+            "       credisson [GLOBAL OPTIONS] semaphore add NAME N\n"
+            "\n"
+            "Redisson's semaphores: the string NAME holds the available permits; a\n"
+            "permit-expirable semaphore (credisson run --permits) also keeps its permits out\n"
+            "in the sorted set {NAME}:timeout, by id and lease deadline.\n"
+            "\n"
+            "  status  available permits and, for the expirable kind, each permit out with\n"
+            "          its remaining lease (--json: {\"name\", \"available\", \"expirable\",\n"
+            "          \"permits\": [{\"id\", \"remaining_ms\" (null: no lease)}]})\n"
+            "  set     set the permits if NAME does not exist (trySetPermits); exit 1 and\n"
+            "          a message when it exists (nothing changed)\n"
+            "  add     add N permits (negative: remove; the count may go below zero); the new\n"
+            "          count is published as Redisson does\n"
+            "\n"
+            "Exit codes: 0 done, 1 set: NAME exists, 64 usage error, 69 Redis unreachable or\n"
+            "refusing (also: a lost reply, the outcome unknown).\n");
+}
+
+static void usage_latch(FILE *f)
+{
+    fprintf(f,
+            "usage: credisson [GLOBAL OPTIONS] latch set NAME N\n"
+            "       credisson [GLOBAL OPTIONS] latch count-down NAME\n"
+            "       credisson [GLOBAL OPTIONS] latch wait [--wait MS] NAME\n"
+            "       credisson [GLOBAL OPTIONS] latch status [--json] NAME\n"
+            "\n"
+            "Redisson's count-down latch: the string NAME holds the count and is deleted at\n"
+            "zero; waiters are woken on redisson_countdownlatch__channel__{NAME}.\n"
+            "\n"
+            "  set         set the count if the latch is not set; exit 1 when it is\n"
+            "  count-down  lower the count by one (at zero every waiter is woken)\n"
+            "  wait        wait until the count is zero: exit 0, or 75 after --wait MS\n"
+            "              (default: forever); waits on the channel, no polling\n"
+            "  status      the count (--json: {\"name\", \"count\"})\n"
+            "\n"
+            "Exit codes: 0 done, 1 set: already set, 64 usage error, 69 Redis unreachable,\n"
+            "75 wait: not zero within --wait.\n");
+}
+
+/* NAME and an optional integer N (may be negative) after the verb. */
+static int take_args(const char *cmd, int argc, char **argv, int i, bool *json, int64_t *wait,
+                     const char **name, const char **n)
+{
+    *name = *n = NULL;
+    for (; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (json != NULL && strcmp(a, "--json") == 0) {
+            *json = true;
+        } else if (wait != NULL && cli_take_opt(argc, argv, &i, "--wait", &v)) {
+            if (!cli_parse_ms(v, wait))
+                return cli_usage_error(cmd, "--wait needs a duration in milliseconds");
+        } else if (*name == NULL && (a[0] != '-' || a[1] == '\0')) {
+            *name = a;
+        } else if (*name != NULL && *n == NULL) {
+            *n = a;
+        } else {
+            return cli_usage_error(cmd, "unexpected argument '%s'", a);
+        }
+    }
+    if (*name == NULL || **name == '\0')
+        return cli_usage_error(cmd, "missing NAME");
+    return 0;
+}
+
+static bool parse_i64(const char *s, int64_t *out)
+{
+    if (s == NULL || *s == '\0')
+        return false;
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (*end != '\0' || v > INT64_MAX / 4 || v < INT64_MIN / 4)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* The permits out of an expirable semaphore, printed as text or JSON; false when the
+ * zset could not be read. */
+static bool print_permits(const global_opts *g, const char *name, bool json, bool *expirable)
+{
+    crd__buf z = {0};
+    if (crd__timeouts_name(name, strlen(name), &z) != CRD_OK)
+        return false;
+    cli_rconn rc;
+    if (cli_connect("semaphore", g, name, &rc) != 0) {
+        free(z.p);
+        return false;
+    }
+    const char *argv[5] = {"ZRANGE", z.p, "0", "-1", "WITHSCORES"};
+    size_t lens[5] = {6, z.len, 1, 2, 10};
+    redisReply *r = cli_cmd(&rc, 5, argv, lens);
+    bool ok = r != NULL && r->type == REDIS_REPLY_ARRAY;
+    *expirable = ok && r->elements > 0;
+    long long now = cli_epoch_ms();
+    if (json)
+        printf(",\"permits\":[");
+    for (size_t i = 0; ok && i + 1 < r->elements; i += 2) {
+        char id[33] = {0};
+        for (size_t k = 0; k < 16 && k < r->element[i]->len; k++)
+            snprintf(id + 2 * k, 3, "%02x", (unsigned char)r->element[i]->str[k]);
+        long long deadline = strtoll(r->element[i + 1]->str, NULL, 10);
+        bool lease = deadline != CRD__PERMIT_NO_LEASE_MS;
+        if (json) {
+            printf("%s{\"id\":\"%s\",\"remaining_ms\":", i ? "," : "", id);
+            if (lease)
+                printf("%lld}", deadline - now);
+            else
+                printf("null}");
+        } else if (lease) {
+            printf("permit: %s remaining_ms=%lld\n", id, deadline - now);
+        } else {
+            printf("permit: %s remaining_ms=none\n", id);
+        }
+    }
+    if (json)
+        printf("]");
+    if (r != NULL)
+        freeReplyObject(r);
+    cli_close(&rc);
+    free(z.p);
+    return ok;
+}
+
+/* No subcommand: usage on stderr and EXIT_USAGE; help: usage on stdout and 0; else -1. */
+static int usage_if_asked(int argc, char **argv, void (*usage)(FILE *))
+{
+    if (argc >= 2 && !cli_is_help(argv[1]))
+        return -1;
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? EXIT_USAGE : 0;
+}
+
+/* Reports a failed call (what: the step) and gives the exit code its status maps to. */
+static int failed(const char *cmd, const char *what, crd_status st, const crd_client *c)
+{
+    cli_report(cmd, what, st, c);
+    return cli_exit_for_status(st);
+}
+
+int cmd_semaphore(const global_opts *g, int argc, char **argv)
+{
+    const char *cmd = "semaphore";
+    int rc = usage_if_asked(argc, argv, usage_semaphore);
+    if (rc >= 0)
+        return rc;
+    const char *verb = argv[1], *name, *n;
+    bool json = false;
+    bool status = strcmp(verb, "status") == 0;
+    if (!status && strcmp(verb, "set") != 0 && strcmp(verb, "add") != 0)
+        return cli_usage_error(cmd, "unknown subcommand '%s' (status, set or add)", verb);
+    rc = take_args(cmd, argc, argv, 2, status ? &json : NULL, NULL, &name, &n);
+    if (rc != 0)
+        return rc;
+    int64_t v = 0;
+    if (status ? n != NULL : !parse_i64(n, &v))
+        return cli_usage_error(cmd, status ? "status takes only NAME"
+                                           : "%s needs NAME and a number of permits", verb);
+    crd_client *c = NULL;
+    if ((rc = cli_make_client(g, cmd, NULL, &c)) != 0)
+        return rc;
+    crd_semaphore *s = NULL;
+    crd_status st = crd_semaphore_new(c, name, &s);
+    rc = 0;
+    if (st != CRD_OK) {
+        rc = failed(cmd, "NAME", st, c);
+    } else if (status) {
+        int64_t avail = 0;
+        st = crd_semaphore_available(s, &avail);
+        if (st != CRD_OK) {
+            rc = failed(cmd, "reading the permits", st, c);
+        } else {
+            bool expirable = false;
+            if (json) {
+                printf("{\"name\":");
+                cli_json_string(name, strlen(name));
+                printf(",\"available\":%lld", (long long)avail);
+                if (!print_permits(g, name, true, &expirable))
+                    rc = EXIT_UNAVAILABLE;
+                printf(",\"expirable\":%s}\n", expirable ? "true" : "false");
+            } else {
+                printf("name: %s\navailable: %lld\n", name, (long long)avail);
+                if (!print_permits(g, name, false, &expirable))
+                    rc = EXIT_UNAVAILABLE;
+            }
+        }
+    } else if (strcmp(verb, "set") == 0) {
+        bool set = false;
+        st = crd_semaphore_try_set_permits(s, v, 0, &set);
+        if (st != CRD_OK) {
+            rc = failed(cmd, "set", st, c);
+        } else if (!set) {
+            int64_t avail = 0;
+            crd_semaphore_available(s, &avail);
+            cli_error(cmd, "semaphore %s exists (%lld available); nothing was changed", name,
+                      (long long)avail);
+            rc = 1;
+        }
+    } else {
+        st = crd_semaphore_add_permits(s, v);
+        int64_t avail = 0;
+        if (st == CRD_OK)
+            st = crd_semaphore_available(s, &avail);
+        if (st != CRD_OK) {
+            rc = failed(cmd, "add", st, c);
+        } else {
+            printf("available: %lld\n", (long long)avail);
+        }
+    }
+    crd_semaphore_free(s);
+    crd_client_free(c);
+    return rc;
+}
+
+int cmd_latch(const global_opts *g, int argc, char **argv)
+{
+    const char *cmd = "latch";
+    int rc = usage_if_asked(argc, argv, usage_latch);
+    if (rc >= 0)
+        return rc;
+    const char *verb = argv[1], *name, *n;
+    bool json = false;
+    int64_t wait = -1;
+    bool set = strcmp(verb, "set") == 0, down = strcmp(verb, "count-down") == 0,
+         wait_v = strcmp(verb, "wait") == 0, status = strcmp(verb, "status") == 0;
+    if (!set && !down && !wait_v && !status)
+        return cli_usage_error(cmd, "unknown subcommand '%s' (set, count-down, wait or status)",
+                               verb);
+    rc = take_args(cmd, argc, argv, 2, status ? &json : NULL, wait_v ? &wait : NULL, &name, &n);
+    if (rc != 0)
+        return rc;
+    if (name == NULL) /* take_args refuses a missing NAME; clang's analyzer cannot see it */
+        return cli_usage_error(cmd, "NAME is missing");
+    int64_t count = 0;
+    if (set ? !parse_i64(n, &count) || count < 1 : n != NULL)
+        return cli_usage_error(cmd, set ? "set needs NAME and a count >= 1"
+                                        : "%s takes only NAME", verb);
+    crd_client *c = NULL;
+    if ((rc = cli_make_client(g, cmd, NULL, &c)) != 0)
+        return rc;
+    crd_latch *l = NULL;
+    crd_status st = crd_latch_new(c, name, &l);
+    if (st != CRD_OK) {
+        rc = failed(cmd, "NAME", st, c);
+    } else if (set) {
+        bool was_set = false;
+        st = crd_latch_try_set_count(l, count, &was_set);
+        if (st == CRD_OK && !was_set) {
+            int64_t now = 0;
+            crd_latch_count(l, &now);
+            cli_error(cmd, "latch %s is set (count %lld); nothing was changed", name,
+                      (long long)now);
+            rc = 1;
+        }
+    } else if (down) {
+        st = crd_latch_count_down(l);
+        if (st == CRD_OK && crd_latch_count(l, &count) == CRD_OK)
+            printf("count: %lld\n", (long long)count);
+    } else if (wait_v) {
+        st = crd_latch_await(l, wait);
+        if (st == CRD_TIMEOUT) {
+            cli_error(cmd, "latch %s did not reach zero within %lld ms", name, (long long)wait);
+            rc = EXIT_NOT_ACQUIRED;
+            st = CRD_OK;
+        }
+    } else {
+        st = crd_latch_count(l, &count);
+        if (st == CRD_OK && json) {
+            printf("{\"name\":");
+            cli_json_string(name, strlen(name));
+            printf(",\"count\":%lld}\n", (long long)count);
+        } else if (st == CRD_OK) {
+            printf("name: %s\ncount: %lld\n", name, (long long)count);
+        }
+    }
+    if (st != CRD_OK && rc == 0) {
+        rc = failed(cmd, verb, st, c);
+    }
+    crd_latch_free(l);
+    crd_client_free(c);
+    return rc;
+}

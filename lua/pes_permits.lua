@@ -1,0 +1,22 @@
+-- pes_permits: the total permits of a permit-expirable semaphore (available + out),
+-- after reclaiming expired permits (Redisson's getPermits).
+-- KEYS[1]  N, a string holding the available count
+-- KEYS[2]  zset {N}:timeout
+-- KEYS[3]  channel redisson_sc:{N}
+-- ARGV[1]  now: the caller's wall clock, epoch ms
+-- ARGV[2]  publish command, PUBLISH or SPUBLISH
+-- Returns  available + permits out (an integer); 0 when N is missing. A reclaim
+--          publishes the new available count when above 0.
+local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1], 'limit', 0, -1)
+if #expired > 0 then
+    redis.call('zrem', KEYS[2], unpack(expired))
+    local count = redis.call('incrby', KEYS[1], #expired)
+    if count > 0 then
+        redis.call(ARGV[2], KEYS[3], count)
+    end
+end
+local value = redis.call('get', KEYS[1])
+if value == false then
+    return 0
+end
+return tonumber(value) + redis.call('zcount', KEYS[2], 0, '+inf')

@@ -1,0 +1,135 @@
+/*
+ * engine.h -- the engine layer: every command connection of a client, pipelined on
+ * non-blocking sockets driven by one I/O thread per client. Seen by script.c (the call
+ * path), route.c and the watchdog; the layers below it (link.c, tls.c) are private to
+ * engine.c. docs/ARCHITECTURE.md ("The engine") draws it.
+ *
+ * A request is one or more commands in RESP form for one peer (a server, or a cluster
+ * node: crd__pool), with the caller's deadline. It is queued on its peer, written with
+ * whatever else is queued there in one write on one of the peer's links (at most
+ * opts.links_per_node, default 2), and its replies are matched in order. The caller either
+ * waits for it (crd__engine_call: a blocking thread, bounded by the deadline) or gives a
+ * completion (crd__engine_submit with on_done: runs on the I/O thread, never under the
+ * engine's mutex).
+ *
+ * What a late reply becomes: a request whose caller stopped waiting (its deadline passed)
+ * after it was written stays in its link's reply queue, "abandoned"; when its reply comes
+ * the engine calls its on_late (an acquire's: give the hold back if it was taken,
+ * undo.c); when its link dies first, on_late runs with CRD_IO (outcome unknown: undo.c
+ * reads the field back once the node answers). A link that has had no reply for
+ * command_timeout_ms is declared unhealthy: it takes no new request, and it stays open
+ * only while an abandoned request on it still waits for its reply (a stalled server runs
+ * what is in its socket buffer when it resumes: that reply must be seen).
+ */
+#ifndef CRD_ENGINE_H
+#define CRD_ENGINE_H
+
+#include "internal.h"
+
+typedef struct crd__req crd__req;
+typedef void (*crd__req_fn)(crd_client *c, crd__req *rq);
+
+struct crd__req {
+    crd__pool *peer;
+    char *buf; /* the commands, RESP */
+    size_t len, cap;
+    int nreply, got;
+    redisReply **replies; /* nreply entries; the inline array when nreply <= 2 */
+    redisReply *inline_replies[2];
+    int64_t deadline_ms; /* monotonic; 0: the command timeout from submission */
+    int64_t sent_ms;     /* when its bytes went to a link (0: never) */
+    crd_status st;       /* CRD_OK (replies in place), CRD_TIMEOUT, CRD_IO, CRD_AUTH */
+    char why[240];       /* what failed, in words */
+    uint64_t topo_gen;   /* the primary generation of the link that carried it */
+    int64_t blocks_ms;   /* a WAIT in it may keep the server quiet this long (replica
+                            sync): its link's health limit grows by as much */
+    bool asked_replicas; /* engine use */
+    /* Completion on the I/O thread (NULL: a waiting thread, crd__engine_call). The engine
+     * frees the request after it returns; a callback that keeps a reply sets its slot
+     * to NULL. */
+    crd__req_fn on_done;
+    /* A late reply (st CRD_OK) or the loss of its link (st CRD_IO) after the caller gave
+     * up; runs on the I/O thread. */
+    crd__req_fn on_late;
+    void *arg;                 /* for on_late (and on_done when done_arg is NULL) */
+    void *done_arg;            /* for on_done, when it needs its own */
+    void (*arg_free)(void *);  /* frees arg with the request (NULL: not owned) */
+    /* engine state, under the engine's mutex */
+    int state;
+    bool abandoned;
+    bool retry;                /* async: wait through reconnects until the deadline */
+    pthread_cond_t *cv;        /* the waiting thread's */
+    bool notified;             /* its caller was told early (deadline, unhealthy link) */
+    bool link_answered;        /* when told early: its link had answered before (a known-good
+                                  connection that went quiet, not one that never worked) */
+    crd__req *next;            /* the peer's queue, or the link's reply queue */
+    crd__req *done_next;       /* the completions list */
+    struct crd__link *link;
+};
+
+/* A request for peer with room for nreply replies; NULL when out of memory. */
+crd__req *crd__req_new(crd__pool *peer, int nreply);
+/* Appends one command (argv with lengths) in RESP; false when out of memory. */
+bool crd__req_add(crd__req *rq, int argc, const char *const *argv, const size_t *lens);
+void crd__req_free(crd__req *rq);
+
+/* script.c: whether the event loop's commands can go out as single requests (a standalone
+ * client without replica sync); otherwise they step through crd__call, bounded by their
+ * deadlines. */
+bool crd__call_async_ok(crd_client *c);
+/* script.c: the request of one plain attempt of cmd (EVALSHA, or EVAL when eval) to the
+ * peer of its key, with cmd's deadline and undo; NULL when out of memory or no peer. */
+crd__req *crd__call_request(crd_client *c, crd__cmd *cmd, bool eval);
+/* Marks rq as one a thread will wait for (crd__engine_await) once another submits it. */
+void crd__engine_prepare_wait(crd__req *rq);
+
+/* Starts the client's I/O thread (crd_client_new). */
+crd_status crd__engine_start(crd_client *c);
+/* Stops and joins it; every request still queued or waited for completes with
+ * CRD_CLOSED. The peers stay allocated (crd__pool_free frees them). */
+void crd__engine_stop(crd_client *c);
+void crd__engine_free(crd_client *c);
+
+/* Queues rq (its completion is on_done on the I/O thread). CRD_CLOSED when the client
+ * is closing (rq is then freed). Any thread; never blocks on the network. */
+crd_status crd__engine_submit(crd_client *c, crd__req *rq);
+/* Queues rq and waits for it until its deadline. On CRD_OK the replies are moved to
+ * out[0..nreply-1] (the caller frees them). On CRD_TIMEOUT or CRD_IO *sent_ms says
+ * whether it was written (0: not: it never runs); *handed_over is nonzero when the engine
+ * now owns its outcome (rq->on_late will see the late reply): the caller must not read
+ * it back; 1 when its connection had answered before (Redis went quiet), 2 when it never
+ * had. rq is always consumed. */
+crd_status crd__engine_call(crd_client *c, crd__req *rq, redisReply **out, int64_t *sent_ms,
+                            int *handed_over);
+/* The same for a request some other thread submitted (the hand-off). */
+crd_status crd__engine_await(crd_client *c, crd__req *rq, redisReply **out, int64_t *sent_ms,
+                             int *handed_over);
+
+/* The event loop's requests (acquire.c, loop.c): submitted without a waiting thread; the
+ * completion writes the loop fd, and dispatch takes the answer. */
+typedef struct crd__aio crd__aio;
+/* Submits rq (its on_done is the engine's); NULL when refused (rq freed). tag is handed
+ * back by crd__aio_take (e.g. "this was the EVAL"). */
+crd__aio *crd__aio_submit(crd_client *c, crd__req *rq, bool tag);
+/* Whether the answer came. */
+bool crd__aio_ready(crd__aio *io);
+/* (After crd__aio_ready) whether it was sent on a connection that had answered before and
+ * got no answer by its deadline. */
+bool crd__aio_unanswered(const crd__aio *io);
+/* The answer (after crd__aio_ready); frees io. CRD_OK: *reply (the caller frees it);
+ * otherwise CRD_IO with the detail set (a lost link's outcome went to rq->on_late). */
+crd_status crd__aio_take(crd_client *c, crd__aio *io, redisReply **reply, int64_t *sent_ms,
+                         bool *tag);
+/* The operation went away first: returns the reply if it had come (the caller frees it),
+ * else NULL (the completion then gives the reply to rq->on_late, or drops it). */
+redisReply *crd__aio_drop(crd__aio *io);
+
+/* Fork: the prepare handler holds the engine's mutex; the child forgets the parent's
+ * thread, sockets and requests (kept reachable, never touched) and starts afresh. */
+void crd__engine_lock_for_fork(crd_client *c, bool lock);
+void crd__engine_after_fork_child(crd_client *c);
+
+/* Metrics the engine keeps (connections per peer). */
+int crd__engine_links(crd_client *c);
+
+#endif

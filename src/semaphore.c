@@ -1,0 +1,245 @@
+/*
+ * semaphore.c -- Redisson's RSemaphore: a string N holding the available permits and the
+ * channel redisson_sc:{N} (PROTOCOL.md 14; golden sem_*). Each operation is one script
+ * (lua/semaphore_*.lua) or a GET; waiting is sync.c's loop with the counting wake rule.
+ *
+ * Permits have no owner, so a lost reply cannot be read back: a release, an add, a drain
+ * or an acquire whose reply was lost is CRD_OUTCOME_UNKNOWN, never resent.
+ *
+ * Threads: any caller thread. Locks: none of its own.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+crd_status crd_semaphore_new_n(crd_client *c, const char *name, size_t len, crd_semaphore **out)
+{
+    crd__sync *s = NULL;
+    crd_status st = crd__sync_new(c, CRD__SYNC_SEMAPHORE, out, name, len, sizeof(crd_semaphore),
+                                  &s);
+    if (out != NULL)
+        *out = (crd_semaphore *)s; /* s is its first member */
+    return st;
+}
+
+crd_status crd_semaphore_new(crd_client *c, const char *name, crd_semaphore **out)
+{
+    return crd_semaphore_new_n(c, name, name != NULL ? strlen(name) : 0, out);
+}
+
+void crd_semaphore_free(crd_semaphore *sem)
+{
+    crd__sync_free(sem != NULL ? &sem->s : NULL);
+}
+
+const char *crd_semaphore_name(const crd_semaphore *sem, size_t *len)
+{
+    return crd__sync_name(sem != NULL ? &sem->s : NULL, len);
+}
+
+/* KEYS N [, channel] for a semaphore script. */
+static void keys(crd__cmd *cmd, int script, const crd__sync *s, bool channel)
+{
+    crd__cmd_init(cmd, script, 6);
+    crd__cmd_key(cmd, s->name, s->name_len);
+    if (channel)
+        crd__cmd_key(cmd, s->channel.p, s->channel.len);
+}
+
+/* A script whose reply is nil or an integer (the writes); *out gets the integer. */
+static crd_status run(crd__sync *s, crd__cmd *cmd, const char *what, bool idempotent,
+                      int64_t *out)
+{
+    crd_status st = crd__sync_run_int(s, cmd, what, idempotent, out);
+    if (st == CRD_OK)
+        crd__ok(s->client);
+    return st;
+}
+
+crd_status crd_semaphore_try_set_permits(crd_semaphore *sem, int64_t permits, int64_t ttl_ms,
+                                         bool *set)
+{
+    if (set != NULL)
+        *set = false;
+    crd_status st = crd__sync_check(sem != NULL ? &sem->s : NULL);
+    if (st != CRD_OK)
+        return st;
+    crd__sync *s = &sem->s;
+    if (permits < 0 || ttl_ms < 0 || ttl_ms > CRD_DURATION_MAX_MS)
+        return crd__fail(s->client, CRD_INVALID_ARGUMENT,
+                         "semaphore \"%.*s\": permits must be >= 0 and ttl_ms 0 (none) or up "
+                         "to %lld ms (got %lld and %lld); nothing was changed",
+                         CRD__SYNC_NAME_FMT(s), (long long)CRD_DURATION_MAX_MS,
+                         (long long)permits, (long long)ttl_ms);
+    crd__cmd cmd;
+    keys(&cmd, ttl_ms > 0 ? CRD__SCRIPT_SEMAPHORE_TRY_SET_TTL : CRD__SCRIPT_SEMAPHORE_TRY_SET, s,
+         true);
+    crd__cmd_arg_i64(&cmd, permits);
+    crd__cmd_arg_str(&cmd, s->publish);
+    if (ttl_ms > 0)
+        crd__cmd_arg_i64(&cmd, ttl_ms);
+    int64_t v = 0;
+    st = run(s, &cmd, "semaphore try-set", true, &v);
+    if (st == CRD_OK && set != NULL)
+        *set = v == 1;
+    return st;
+}
+
+typedef struct sem_try {
+    crd__sync *s;
+    int64_t permits;
+} sem_try;
+
+/* One acquire attempt, in two halves the event loop can run apart: the command, then
+ * its reading (semaphore_acquire replies 1, taken, or 0). */
+static crd_status sem_build(void *arg, crd__cmd *cmd)
+{
+    sem_try *t = arg;
+    keys(cmd, CRD__SCRIPT_SEMAPHORE_ACQUIRE, t->s, false);
+    crd__cmd_arg_i64(cmd, t->permits);
+    return CRD_OK;
+}
+
+static crd_status sem_read(void *arg, crd_status st, redisReply *r, bool sent,
+                           int64_t *retry_epoch_ms)
+{
+    sem_try *t = arg;
+    (void)retry_epoch_ms;
+    st = crd__sync_lost(t->s, st, sent, false, "semaphore acquire");
+    int64_t v = 0;
+    if (st == CRD_OK)
+        st = crd__sync_int(t->s, r, "semaphore acquire", &v);
+    freeReplyObject(r);
+    if (st != CRD_OK)
+        return st;
+    if (v == 1)
+        return CRD_OK;
+    if (v == 0)
+        return CRD_BUSY;
+    return crd__fail(t->s->client, CRD_PROTOCOL, "semaphore acquire: reply %lld", (long long)v);
+}
+
+static const crd__sync_attempt sem_attempt = {sem_build, sem_read, NULL};
+
+static crd_status sem_try_once(void *arg, int64_t *retry_epoch_ms)
+{
+    sem_try *t = arg;
+    crd__cmd cmd;
+    sem_build(arg, &cmd);
+    redisReply *r = NULL;
+    bool sent = false;
+    crd_status st = crd__sync_call(t->s, &cmd, "semaphore acquire", true, &r, &sent);
+    return sem_read(arg, st, st == CRD_OK ? r : NULL, sent, retry_epoch_ms);
+}
+
+/* The handle and the arguments of an acquire, blocking or on the loop. */
+static crd_status check_acquire(crd_semaphore *sem, int64_t permits, int64_t wait_ms)
+{
+    crd_status st = crd__sync_check(sem != NULL ? &sem->s : NULL);
+    if (st != CRD_OK)
+        return st;
+    crd__sync *s = &sem->s;
+    if (permits < 1 || wait_ms < -1 || wait_ms > CRD_DURATION_MAX_MS)
+        return crd__fail(s->client, CRD_INVALID_ARGUMENT,
+                         "semaphore \"%.*s\": permits must be >= 1 and wait_ms -1, 0 or up to "
+                         "%lld (got %lld and %lld)", CRD__SYNC_NAME_FMT(s),
+                         (long long)CRD_DURATION_MAX_MS, (long long)permits, (long long)wait_ms);
+    return CRD_OK;
+}
+
+crd_status crd_semaphore_acquire(crd_semaphore *sem, int64_t permits, int64_t wait_ms)
+{
+    crd_status st = check_acquire(sem, permits, wait_ms);
+    if (st != CRD_OK)
+        return st;
+    crd__sync *s = &sem->s;
+    sem_try t = {s, permits};
+    bool waited = false;
+    st = crd__sync_wait(s, wait_ms, CRD__WAKE_COUNT, false, sem_try_once, &t, &waited);
+    crd__sync_count_acquire(s, st, permits, waited);
+    if (st == CRD_OK)
+        crd__ok(s->client);
+    return st;
+}
+
+static crd_status sem_end(crd__sync *s, void *arg, crd_status st, bool waited)
+{
+    crd__sync_count_acquire(s, st, ((sem_try *)arg)->permits, waited);
+    return st;
+}
+
+crd_status crd_semaphore_acquire_async(crd_semaphore *sem, int64_t permits, int64_t wait_ms,
+                                       crd_op_done_fn done, void *user, crd_op **op)
+{
+    if (op != NULL)
+        *op = NULL;
+    crd_status st = check_acquire(sem, permits, wait_ms);
+    if (st != CRD_OK)
+        return st;
+    crd__sync *s = &sem->s;
+    sem_try *t = malloc(sizeof *t);
+    if (t == NULL)
+        return crd__fail(s->client, CRD_NO_MEMORY, "cannot allocate an operation");
+    t->s = s;
+    t->permits = permits;
+    return crd__loop_sync_start(s, wait_ms, CRD__WAKE_COUNT, false, sem_try_once, &sem_attempt,
+                                t, sem_end, done, user, op);
+}
+
+/* release and add: one script each, KEYS N, channel; ARGV amount, publish. */
+static crd_status change(crd_semaphore *sem, int script, int64_t amount, bool positive,
+                         const char *what)
+{
+    crd_status st = crd__sync_check(sem != NULL ? &sem->s : NULL);
+    if (st != CRD_OK)
+        return st;
+    crd__sync *s = &sem->s;
+    if ((positive && amount < 1) || amount > INT64_MAX / 2 || amount < INT64_MIN / 2)
+        return crd__fail(s->client, CRD_INVALID_ARGUMENT,
+                         "semaphore \"%.*s\": %s of %lld permits; nothing was changed",
+                         CRD__SYNC_NAME_FMT(s), what, (long long)amount);
+    crd__cmd cmd;
+    keys(&cmd, script, s, true);
+    crd__cmd_arg_i64(&cmd, amount);
+    crd__cmd_arg_str(&cmd, s->publish);
+    return run(s, &cmd, what, false, NULL);
+}
+
+crd_status crd_semaphore_release(crd_semaphore *sem, int64_t permits)
+{
+    crd_status st = change(sem, CRD__SCRIPT_SEMAPHORE_RELEASE, permits, true,
+                           "semaphore release");
+    if (st == CRD_OK)
+        CRD__COUNT_N(sem->s.client, permits_released, permits);
+    return st;
+}
+
+crd_status crd_semaphore_add_permits(crd_semaphore *sem, int64_t delta)
+{
+    return change(sem, CRD__SCRIPT_SEMAPHORE_ADD, delta, false, "semaphore add");
+}
+
+crd_status crd_semaphore_available(crd_semaphore *sem, int64_t *available)
+{
+    crd_status st = crd__sync_check_ptr(sem != NULL ? &sem->s : NULL, available, "available");
+    if (st != CRD_OK)
+        return st;
+    *available = 0;
+    st = crd__sync_get(&sem->s, "semaphore available", available);
+    if (st == CRD_OK)
+        crd__ok(sem->s.client);
+    return st;
+}
+
+crd_status crd_semaphore_drain(crd_semaphore *sem, int64_t *drained)
+{
+    if (drained != NULL)
+        *drained = 0;
+    crd_status st = crd__sync_check(sem != NULL ? &sem->s : NULL);
+    if (st != CRD_OK)
+        return st;
+    crd__cmd cmd;
+    keys(&cmd, CRD__SCRIPT_SEMAPHORE_DRAIN, &sem->s, false);
+    return run(&sem->s, &cmd, "semaphore drain", false, drained);
+}

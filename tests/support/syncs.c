@@ -1,0 +1,81 @@
+/*
+ * syncs.c -- the handle makers and the waiter thread of syncs.h.
+ */
+#include "syncs.h"
+
+crd_semaphore *crdt_sem_of(crd_client *c, const char *name)
+{
+    crd_semaphore *s = NULL;
+    CRDT_OK(c, crd_semaphore_new(c, name, &s));
+    return s;
+}
+
+crd_permit_semaphore *crdt_pes_of(crd_client *c, const char *name)
+{
+    crd_permit_semaphore *ps = NULL;
+    CRDT_OK(c, crd_permit_semaphore_new(c, name, &ps));
+    return ps;
+}
+
+crd_latch *crdt_latch_of(crd_client *c, const char *name)
+{
+    crd_latch *l = NULL;
+    CRDT_OK(c, crd_latch_new(c, name, &l));
+    return l;
+}
+
+crd_client *crdt_client_via_proxy(crdt_proxy **p)
+{
+    *p = crdt_proxy_start(crdt_port(), NULL);
+    cr_assert_not_null(*p);
+    crd_options o;
+    crdt_options(&o);
+    /* Plain even in a CRDT_TLS=1 run: the proxy's rules match command bytes, which TLS
+     * hides; what a lost reply means does not depend on the transport. */
+    o.port = crdt_proxy_port(*p);
+    o.tls = false;
+    o.tls_ca_file = NULL;
+    o.command_timeout_ms = 1000;
+    return crdt_client_opts(&o);
+}
+
+static void *sync_waiter_main(void *arg)
+{
+    crdt_sync_waiter *w = arg;
+    w->t_start = crdt_now_ms();
+    if (w->s != NULL)
+        w->st = crd_semaphore_acquire(w->s, w->permits, w->wait_ms);
+    else if (w->ps != NULL)
+        w->st = crd_permit_semaphore_acquire_n(w->ps, w->permits, w->wait_ms, w->lease_ms,
+                                               w->ids);
+    else
+        w->st = crd_latch_await(w->l, w->wait_ms);
+    w->t_end = crdt_now_ms();
+    crdt_gate_set(&w->done, 1);
+    return NULL;
+}
+
+void crdt_sync_waiter_start(crdt_sync_waiter *w)
+{
+    cr_assert(w->ps == NULL || (w->permits >= 1 && w->permits <= 4),
+              "a permit semaphore waiter takes 1 to 4 permits");
+    crdt_gate_init(&w->done);
+    cr_assert_eq(pthread_create(&w->th, NULL, sync_waiter_main, w), 0);
+}
+
+void crdt_sync_waiter_join(crdt_sync_waiter *w, int64_t timeout_ms, const char *what)
+{
+    cr_assert(crdt_gate_wait(&w->done, 1, timeout_ms), "%s", what);
+    pthread_join(w->th, NULL);
+    crdt_gate_destroy(&w->done);
+}
+
+void crdt_sync_waiter_woken(crdt_sync_waiter *w, int64_t since_ms, int64_t within_ms,
+                            const char *what)
+{
+    crdt_sync_waiter_join(w, 30000, what);
+    cr_assert_eq(w->st, CRD_OK, "%s: %s", what, crd_strerror(w->st));
+    cr_assert_lt(w->t_end - since_ms, within_ms, "%s: returned %lld ms after the wake-up "
+                 "(%lld allowed): not woken by the message", what,
+                 (long long)(w->t_end - since_ms), (long long)within_ms);
+}

@@ -1,0 +1,75 @@
+/*
+ * syncs.h -- helpers of the synchronizer suites (test_semaphore.c, test_latch.c).
+ *
+ * What it provides
+ *   - CRDT_OK(client, expr): asserts expr is CRD_OK, showing the expression, the status
+ *     and the client's detail string.
+ *   - crdt_sem_of, crdt_pes_of (permit-expirable), crdt_latch_of: a handle on name,
+ *     asserted to be made.
+ *   - crdt_client_via_proxy: a fault proxy in front of the test server and a client
+ *     through it with a 1 s command timeout (the lost-reply tests), plain TCP even in a
+ *     CRDT_TLS=1 run (the proxy reads the commands).
+ *   - crdt_sync_waiter: one thread blocked in one synchronizer call (a semaphore's or a
+ *     permit semaphore's acquire, or a latch's await), recording what it got and when
+ *     it returned; its done gate opens when the call returns.
+ *
+ * The start and join assert with Criterion, so they run in a test; the thread itself
+ * asserts nothing.
+ */
+#ifndef CRDT_SYNCS_H
+#define CRDT_SYNCS_H
+
+#include <criterion/criterion.h>
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "faultproxy.h"
+#include "harness.h"
+#include "waiters.h"
+
+#define CRDT_OK(c, expr)                                                                     \
+    do {                                                                                     \
+        crd_status st_ = (expr);                                                             \
+        cr_assert_eq(st_, CRD_OK, "%s: %s: %s", #expr, crd_strerror(st_),                   \
+                     crd_client_errmsg(c));                                                  \
+    } while (0)
+
+crd_semaphore *crdt_sem_of(crd_client *c, const char *name);
+crd_permit_semaphore *crdt_pes_of(crd_client *c, const char *name);
+crd_latch *crdt_latch_of(crd_client *c, const char *name);
+
+/* Starts *p (asserted) in front of the test server and returns a client through it:
+ * crdt_options() with the proxy's port and command_timeout_ms 1000. Stop *p after
+ * freeing the client. */
+crd_client *crdt_client_via_proxy(crdt_proxy **p);
+
+typedef struct crdt_sync_waiter {
+    /* Set by the test before crdt_sync_waiter_start; exactly one handle. The call is
+     * crd_semaphore_acquire(s, permits, wait_ms), crd_permit_semaphore_acquire_n(ps,
+     * permits, wait_ms, lease_ms, ids) or crd_latch_await(l, wait_ms). */
+    crd_semaphore *s;
+    crd_permit_semaphore *ps;
+    crd_latch *l;
+    int64_t permits, wait_ms, lease_ms;
+    /* Filled by the thread; read them once done is 1. */
+    crd_status st;
+    int64_t t_start, t_end; /* crdt_now_ms() before the call and after it returned */
+    char ids[4][CRD_PERMIT_ID_SIZE]; /* the permit semaphore's ids (permits <= 4) */
+    crdt_gate done;
+    pthread_t th;
+} crdt_sync_waiter;
+
+/* Starts the thread (asserted). */
+void crdt_sync_waiter_start(crdt_sync_waiter *w);
+/* Asserts the call returns within timeout_ms ("<what>"), joins the thread and destroys
+ * its gate. */
+void crdt_sync_waiter_join(crdt_sync_waiter *w, int64_t timeout_ms, const char *what);
+
+/* Joins w (deadline 30 s) and asserts its call returned CRD_OK less than within_ms after
+ * since_ms (crdt_now_ms() just before the release, count-down or delete that should
+ * wake it): woken by the message, not by its own deadline. what names it in messages. */
+void crdt_sync_waiter_woken(crdt_sync_waiter *w, int64_t since_ms, int64_t within_ms,
+                            const char *what);
+
+#endif /* CRDT_SYNCS_H */

@@ -1,0 +1,355 @@
+/*
+ * test_latch.c -- RCountDownLatch (issue 27) against a real redis-server: the key and
+ * messages Redisson keeps, waiters across threads and processes released by the last
+ * count-down, deadlines, a delete while waiting (credisson's waiters re-check and
+ * return; Redisson's sleep on), lost replies and bad input. The last test runs the three
+ * synchronizers on a 3-primary cluster: sharded wake-ups on every primary, and the
+ * refusal of a latch name whose channel hashes to another slot than its key.
+ */
+#include <criterion/criterion.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "faultproxy.h"
+#include "harness.h"
+#include "syncs.h"
+#include "waiters.h"
+
+static void latch_channel(const char *name, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "redisson_countdownlatch__channel__{%s}", name);
+}
+
+Test(latch, try_set_count_and_count_down_keep_redissons_key_and_messages)
+{
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("cdl");
+    char channel[400];
+    latch_channel(name, channel, sizeof channel);
+    crdt_watch w;
+    crdt_watch_open(&w, channel, false);
+    crd_latch *l = crdt_latch_of(c, name);
+    int64_t n = -1;
+    CRDT_OK(c, crd_latch_count(l, &n));
+    cr_assert_eq(n, 0);
+    CRDT_OK(c, crd_latch_await(l, 0));
+    bool set = false;
+    CRDT_OK(c, crd_latch_try_set_count(l, 2, &set));
+    cr_assert(set);
+    CRDT_OK(c, crd_latch_try_set_count(l, 5, &set));
+    cr_assert_not(set, "an existing latch keeps its count");
+    cr_assert_eq(crdt_reply_int(crdt_cmd(r, "GET %s", name)), 2, "nothing changed");
+    cr_assert_eq(crd_latch_await(l, 0), CRD_BUSY);
+    CRDT_OK(c, crd_latch_count_down(l));
+    CRDT_OK(c, crd_latch_count(l, &n));
+    cr_assert_eq(n, 1);
+    CRDT_OK(c, crd_latch_count_down(l));
+    cr_assert_eq(crdt_exists(r, name), 0, "deleted at zero");
+    CRDT_OK(c, crd_latch_await(l, 0));
+    CRDT_OK(c, crd_latch_count_down(l)); /* on a missing latch: nothing */
+    cr_assert_eq(crdt_exists(r, name), 0);
+    bool deleted = true;
+    CRDT_OK(c, crd_latch_delete(l, &deleted));
+    cr_assert_not(deleted);
+    crdt_msg m[8];
+    int k = crdt_watch_collect(&w, m, 8);
+    cr_assert_eq(k, 2, "try-set publishes 1, the count-down to zero 0; got %d", k);
+    cr_assert_str_eq(m[0].payload, "1");
+    cr_assert_str_eq(m[1].payload, "0");
+    crdt_watch_close(&w);
+    crd_latch_free(l);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(latch, an_await_times_out_at_its_deadline_after_one_last_read)
+{
+    crdt_tracelog *tl = crdt_tracelog_new();
+    crd_options o;
+    crdt_options(&o);
+    crdt_tracelog_attach(tl, &o);
+    crd_client *c = crdt_client_opts(&o);
+    const char *name = crdt_key("timeout");
+    crd_latch *l = crdt_latch_of(c, name);
+    CRDT_OK(c, crd_latch_try_set_count(l, 1, NULL));
+    size_t from = crdt_tracelog_count(tl);
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(crd_latch_await(l, 300), CRD_TIMEOUT);
+    int64_t took = crdt_now_ms() - t0;
+    cr_assert(took >= 300 && took < 2000, "took %lld ms", (long long)took);
+    cr_assert_eq(crdt_tracelog_count_cmd(tl, from, "GET", 0), 3,
+                 "GET, SUBSCRIBE, GET, (the wait), GET: as Redisson");
+    crd_latch_free(l);
+    crd_client_free(c);
+    crdt_tracelog_free(tl);
+}
+
+Test(latch, a_delete_while_waiting_ends_the_wait_at_once)
+{
+    crd_client *a = crdt_client(), *b = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("delete");
+    char channel[400];
+    latch_channel(name, channel, sizeof channel);
+    crd_latch *la = crdt_latch_of(a, name), *lb = crdt_latch_of(b, name);
+    CRDT_OK(a, crd_latch_try_set_count(la, 3, NULL));
+    crdt_sync_waiter w = {.l = lb, .wait_ms = 20000};
+    crdt_sync_waiter_start(&w);
+    cr_assert(crdt_await_subscribed(r, channel, 5000));
+    cr_assert_not(crdt_gate_wait(&w.done, 1, 200));
+    int64_t t0 = crdt_now_ms();
+    bool deleted = false;
+    CRDT_OK(a, crd_latch_delete(la, &deleted));
+    cr_assert(deleted);
+    crdt_sync_waiter_woken(&w, t0, 2000, "the await, re-checked on the delete's message");
+    crd_latch_free(la);
+    crd_latch_free(lb);
+    crd_client_free(a);
+    crd_client_free(b);
+    redisFree(r);
+}
+
+/* 8 waiters (4 threads of one client, 4 processes) released by the last count-down. */
+typedef struct fleet {
+    const char *name, *ready, *go;
+    int port;
+} fleet;
+
+/* A child process: forked before the test's process starts a thread (ThreadSanitizer
+ * cannot follow a fork of a threaded process); it starts when the go list says so (the
+ * count is set by then). */
+static int fleet_child(void *arg)
+{
+    const fleet *f = arg;
+    redisContext *r = crdt_raw_connect(f->port, 10000);
+    if (r == NULL)
+        return 5;
+    redisReply *go = redisCommand(r, "BLPOP %s 60", f->go);
+    bool started = go != NULL && go->type == REDIS_REPLY_ARRAY;
+    if (go != NULL)
+        freeReplyObject(go);
+    if (!started)
+        return 7;
+    crd_client *c = crdt_plain_client(f->port);
+    crd_latch *l = NULL;
+    if (c == NULL || crd_latch_new(c, f->name, &l) != CRD_OK)
+        return 2;
+    crdt_reply_int(redisCommand(r, "INCR %s", f->ready));
+    crd_status st = crd_latch_await(l, 30000);
+    crd_latch_free(l);
+    crd_client_free(c);
+    redisFree(r);
+    return st == CRD_OK ? 0 : 3;
+}
+
+typedef struct fleet_ready {
+    redisContext *r;
+    const fleet *f;
+    const char *channel;
+} fleet_ready;
+
+/* Every process has announced itself and 5 clients (4 children + b) are subscribed. */
+static bool fleet_is_ready(void *arg)
+{
+    fleet_ready *fr = arg;
+    return crdt_reply_int(crdt_cmd(fr->r, "GET %s", fr->f->ready)) >= 4 &&
+           crdt_numsub(fr->r, fr->channel) >= 5;
+}
+
+Test(latch, eight_waiters_across_processes_are_released_by_the_last_count_down, .timeout = 90)
+{
+    fleet f = {crdt_key("fleet"), crdt_key("ready"), crdt_key("go"), crdt_port()};
+    pid_t kids[4];
+    for (int i = 0; i < 4; i++)
+        kids[i] = crdt_fork(fleet_child, &f);
+    crd_client *a = crdt_client(), *b = crdt_client();
+    redisContext *r = crdt_redis();
+    char channel[400];
+    latch_channel(f.name, channel, sizeof channel);
+    crd_latch *la = crdt_latch_of(a, f.name), *lb = crdt_latch_of(b, f.name);
+    CRDT_OK(a, crd_latch_try_set_count(la, 3, NULL));
+    freeReplyObject(crdt_cmd(r, "RPUSH %s 1 1 1 1", f.go));
+    crdt_sync_waiter w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (crdt_sync_waiter){.l = lb, .wait_ms = 30000};
+        crdt_sync_waiter_start(&w[i]);
+    }
+    fleet_ready ready = {r, &f, channel};
+    cr_assert(crdt_wait_until(fleet_is_ready, &ready, 20000), "the processes never got ready");
+    cr_assert_eq(crdt_numsub(r, channel), 5, "4 processes and one shared subscription");
+    CRDT_OK(a, crd_latch_count_down(la));
+    CRDT_OK(a, crd_latch_count_down(la));
+    for (int i = 0; i < 4; i++)
+        cr_assert_not(crdt_gate_wait(&w[i].done, 1, i == 0 ? 200 : 0), "count 1: still waiting");
+    int64_t t0 = crdt_now_ms();
+    CRDT_OK(a, crd_latch_count_down(la));
+    for (int i = 0; i < 4; i++)
+        crdt_sync_waiter_woken(&w[i], t0, 3000, "a local await");
+    int codes[4], ok = 0;
+    for (int i = 0; i < 4; i++)
+        ok += (codes[i] = crdt_wait_child(kids[i], 60000)) == 0;
+    cr_assert_eq(ok, 4, "children: %d %d %d %d", codes[0], codes[1], codes[2], codes[3]);
+    crd_latch_free(la);
+    crd_latch_free(lb);
+    crd_client_free(a);
+    crd_client_free(b);
+    redisFree(r);
+}
+
+Test(latch, bad_input_is_refused_with_a_status_and_changes_nothing)
+{
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("hash");
+    freeReplyObject(crdt_cmd(r, "HSET %s f v", name));
+    crd_latch *l = crdt_latch_of(c, name);
+    crd_status st = crd_latch_count_down(l);
+    cr_assert_eq(st, CRD_SERVER, "%s", crd_strerror(st));
+    cr_assert(strstr(crd_client_errmsg(c), "WRONGTYPE") != NULL, "%s", crd_client_errmsg(c));
+    cr_assert_eq(crd_latch_await(l, 0), CRD_SERVER);
+    int64_t n;
+    cr_assert_eq(crd_latch_count(l, &n), CRD_SERVER);
+    bool set = true;
+    CRDT_OK(c, crd_latch_try_set_count(l, 2, &set));
+    cr_assert_not(set, "the name exists: not set");
+    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", name), 1, "the hash is untouched");
+    cr_assert_eq(crd_latch_try_set_count(l, 0, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_latch_try_set_count(l, -3, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_latch_await(l, -2), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_latch_count_down(NULL), CRD_INVALID_ARGUMENT);
+    crd_latch *x = NULL;
+    cr_assert_eq(crd_latch_new(c, NULL, &x), CRD_INVALID_ARGUMENT);
+    cr_assert_null(x);
+    /* A braced name works on a single server (golden cdl_d). */
+    crd_latch *braced = crdt_latch_of(c, "crdt-latch{1}");
+    CRDT_OK(c, crd_latch_try_set_count(braced, 1, NULL));
+    CRDT_OK(c, crd_latch_count_down(braced));
+    crd_latch_free(braced);
+    crd_latch_free(l);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(latch, a_count_down_whose_reply_is_lost_is_an_unknown_outcome_and_is_not_resent)
+{
+    crdt_proxy *p;
+    crd_client *c = crdt_client_via_proxy(&p);
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("lost");
+    crd_latch *l = crdt_latch_of(c, name);
+    CRDT_OK(c, crd_latch_try_set_count(l, 6, NULL));
+    CRDT_OK(c, crd_latch_count_down(l)); /* the script is cached: the lost one runs at once */
+    int rule = crdt_proxy_arm(p, name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
+    crd_status st = crd_latch_count_down(l);
+    cr_assert(crdt_proxy_fired(p, rule));
+    cr_assert_eq(st, CRD_OUTCOME_UNKNOWN, "%s: %s", crd_strerror(st), crd_client_errmsg(c));
+    cr_assert_eq(crdt_reply_int(crdt_cmd(r, "GET %s", name)), 4, "counted once");
+    crd_latch_free(l);
+    crd_client_free(c);
+    crdt_proxy_stop(p);
+    redisFree(r);
+}
+
+/* ---- cluster --------------------------------------------------------------------------- */
+
+static void wait_for(crdt_sync_waiter *w, redisContext *owner, const char *channel)
+{
+    crdt_sync_waiter_start(w);
+    int64_t until = crdt_now_ms() + 10000;
+    long long subs = 0;
+    while (crdt_now_ms() < until) {
+        redisReply *rep = crdt_cmd(owner, "PUBSUB SHARDNUMSUB %s", channel);
+        subs = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 ? rep->element[1]->integer : 0;
+        freeReplyObject(rep);
+        if (subs > 0)
+            break;
+        crdt_sleep_ms(5);
+    }
+    cr_assert_eq(subs, 1, "SSUBSCRIBEd at the slot's primary: %s", channel);
+}
+
+static void woken(crdt_sync_waiter *w)
+{
+    crdt_sync_waiter_join(w, 5000, "woken by the smessage");
+    cr_assert_eq(w->st, CRD_OK, "%s", crd_strerror(w->st));
+}
+
+Test(latch, on_a_cluster_all_three_wake_by_sharded_messages_and_a_cross_slot_latch_is_refused,
+     .timeout = 120)
+{
+    crdt_cluster cl;
+    crdt_cluster_start(&cl, 3, 0);
+    crd_options o;
+    crdt_cluster_options(&cl, &o);
+    crdt_tracelog *tl = crdt_tracelog_new();
+    crdt_tracelog_attach(tl, &o);
+    crd_client *a = crdt_client_opts(&o), *b = crdt_client_opts(&o);
+    for (int p = 0; p < 3; p++) {
+        redisContext *owner = crdt_cluster_redis(&cl, p);
+        char channel[400];
+        const char *sname = crdt_cluster_name_on(&cl, p, "sem");
+        crd_semaphore *sa, *sb;
+        CRDT_OK(a, crd_semaphore_new(a, sname, &sa));
+        CRDT_OK(b, crd_semaphore_new(b, sname, &sb));
+        CRDT_OK(a, crd_semaphore_try_set_permits(sa, 0, 0, NULL));
+        snprintf(channel, sizeof channel, "redisson_sc:{%s}", sname);
+        crdt_sync_waiter w = {.s = sb, .permits = 1, .wait_ms = 20000};
+        wait_for(&w, owner, channel);
+        CRDT_OK(a, crd_semaphore_release(sa, 1));
+        woken(&w);
+        crd_semaphore_free(sa);
+        crd_semaphore_free(sb);
+
+        const char *pname = crdt_cluster_name_on(&cl, p, "pes");
+        crd_permit_semaphore *pa, *pb;
+        CRDT_OK(a, crd_permit_semaphore_new(a, pname, &pa));
+        CRDT_OK(b, crd_permit_semaphore_new(b, pname, &pb));
+        CRDT_OK(a, crd_permit_semaphore_try_set_permits(pa, 1, NULL));
+        char id[CRD_PERMIT_ID_SIZE];
+        CRDT_OK(a, crd_permit_semaphore_acquire(pa, 0, 60000, id));
+        snprintf(channel, sizeof channel, "redisson_sc:{%s}", pname);
+        crdt_sync_waiter pw = {.ps = pb, .permits = 1, .wait_ms = 20000, .lease_ms = 5000};
+        wait_for(&pw, owner, channel);
+        CRDT_OK(a, crd_permit_semaphore_release(pa, id));
+        woken(&pw);
+        crd_permit_semaphore_free(pa);
+        crd_permit_semaphore_free(pb);
+
+        const char *lname = crdt_cluster_name_on(&cl, p, "cdl");
+        crd_latch *la, *lb;
+        CRDT_OK(a, crd_latch_new(a, lname, &la));
+        CRDT_OK(b, crd_latch_new(b, lname, &lb));
+        CRDT_OK(a, crd_latch_try_set_count(la, 1, NULL));
+        latch_channel(lname, channel, sizeof channel);
+        crdt_sync_waiter lw = {.l = lb, .wait_ms = 20000};
+        wait_for(&lw, owner, channel);
+        CRDT_OK(a, crd_latch_count_down(la));
+        woken(&lw);
+        crd_latch_free(la);
+        crd_latch_free(lb);
+        redisFree(owner);
+    }
+    cr_assert_not(crdt_tracelog_has(tl, 0, "SUBSCRIBE", NULL), "sharded only");
+    cr_assert(crdt_tracelog_has(tl, 0, "EVALSHA", "SPUBLISH"));
+
+    /* cdl{2}: key tag "2", channel tag "cdl{2": Redis would say CROSSSLOT. */
+    crd_latch *bad = NULL;
+    crd_status st = crd_latch_new(a, "cdl{2}", &bad);
+    cr_assert_eq(st, CRD_INVALID_ARGUMENT, "%s", crd_strerror(st));
+    cr_assert_null(bad);
+    cr_assert(strstr(crd_client_errmsg(a), "CROSSSLOT") != NULL, "%s", crd_client_errmsg(a));
+    crd_semaphore *braced = NULL;
+    CRDT_OK(a, crd_semaphore_new(a, "sem{2}", &braced)); /* key and channel share the tag */
+    CRDT_OK(a, crd_semaphore_try_set_permits(braced, 1, 0, NULL));
+    CRDT_OK(a, crd_semaphore_acquire(braced, 1, 0));
+    crd_semaphore_free(braced);
+    crd_client_free(a);
+    crd_client_free(b);
+    crdt_tracelog_free(tl);
+    crdt_cluster_stop(&cl);
+}

@@ -1,0 +1,584 @@
+/*
+ * test_partition.c -- network partitions, the fault Jepsen tests locks with (issue #26,
+ * part 3). Loopback fault proxies (support/faultproxy.h) black-hole traffic between real
+ * servers and clients: bytes are dropped, connections stay open, as when a switch dies.
+ *
+ *   1. A holder cut off from Redis for longer than its lease: it knows its hold is gone
+ *      (validity 0, a lock-lost event) before anyone else can take the lock, and its
+ *      release after the partition heals leaves the next holder's lock alone.
+ *   2. A client cut off from one sentinel carries on through the other two, across a
+ *      failover; a cluster client cut off from one node keeps working on the other
+ *      primaries and fails fast, with a clear status, on the cut one.
+ *   3. Split brain: the Sentinel primary cut off from its replicas and sentinels while a
+ *      client stays on its side. The sentinels promote a replica; a client on the
+ *      majority side locks there. With replica sync on, the isolated side's acquires
+ *      get no replica acknowledgement (CRD_NOT_SYNCED) and no two holds overlap
+ *      (asserted); with it off the overlaps are counted and printed.
+ *
+ * Every hold is recorded by its client (support/holds.h) as [acquire returned,
+ * min(release sent, validity deadline)] on CLOCK_MONOTONIC, and the checker counts
+ * overlapping holds of one name.
+ *
+ * Soak: with CRDT_PARTITION_SOAK_SECONDS=n each test repeats its scenario for n seconds
+ * (at least once) and prints its figures on stderr as one "[partition]" line; `make
+ * soak-partition SOAK_MINUTES=m` runs the suite so and sums them. Without it each test
+ * runs its scenario once (the ctest run, well under a minute).
+ *
+ * Runs its tests one at a time (CRDT_SERIAL_TEST): topologies and failovers load both
+ * cores, and the lease arithmetic of scenario 1 wants a quiet machine.
+ */
+#include <criterion/criterion.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "faultproxy.h"
+#include "harness.h"
+#include "holds.h"
+#include "sentinel.h"
+
+/* ---------------------------------------------------------------------------------- */
+/* Helpers                                                                            */
+/* ---------------------------------------------------------------------------------- */
+
+#define NS_PER_MS INT64_C(1000000)
+
+/* What one test reports: partitions made, holds recorded, losses the clients were told
+ * about (lock-lost events, CRD_LOCK_LOST), overlapping holds the checker found. */
+typedef struct figures {
+    const char *scenario;
+    const char *sync; /* "on", "off", "n/a" (a standalone server has no replicas) */
+    long rounds, partitions, holds, losses, overlaps, refused;
+} figures;
+
+static void print_figures(const figures *f)
+{
+    fprintf(stderr,
+            "[partition] scenario=%s sync=%s rounds=%ld partitions=%ld holds=%ld losses=%ld "
+            "not_synced=%ld overlaps=%ld\n",
+            f->scenario, f->sync, f->rounds, f->partitions, f->holds, f->losses, f->refused,
+            f->overlaps);
+}
+
+/* The soak budget of one test in ms (CRDT_PARTITION_SOAK_SECONDS), 0 outside a soak. */
+static int64_t soak_ms(void)
+{
+    const char *s = getenv("CRDT_PARTITION_SOAK_SECONDS");
+    return s != NULL ? atoll(s) * 1000 : 0;
+}
+
+/* Whether another round fits: always the first, then until the budget is spent. */
+static bool another_round(int64_t started_ms, long rounds)
+{
+    return rounds == 0 || crdt_now_ms() - started_ms < soak_ms();
+}
+
+static crdt_proxy *proxy_to(int port)
+{
+    const char *why = NULL;
+    crdt_proxy *p = crdt_proxy_start(port, &why);
+    cr_assert_not_null(p, "cannot start the fault proxy: %s", why ? why : "?");
+    return p;
+}
+
+/* on_event: counts lock-lost events (the watchdog thread calls it). */
+static void count_lost(void *user_data, const crd_event *e)
+{
+    if (e->kind == CRD_EVENT_LOCK_LOST)
+        atomic_fetch_add((atomic_int *)user_data, 1);
+}
+
+static bool positive(void *arg) { return atomic_load((atomic_int *)arg) > 0; }
+
+/* The end of a hold's trust as its holder sees it now: now + crd_lock_validity_ms. */
+static int64_t trusted_until_ns(crd_lock *l)
+{
+    int64_t v = 0;
+    crd_lock_validity_ms(l, &v);
+    return crdt_now_ns() + v * NS_PER_MS;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* 1. A holder cut off from Redis past its lease                                      */
+/* ---------------------------------------------------------------------------------- */
+
+/* One round; adds to f. */
+static void cut_holder_round(figures *f, crdt_holds *holds)
+{
+    const int64_t lease = crdt_scaled_ms(1500);
+    crdt_proxy *px = proxy_to(crdt_port());
+    atomic_int lost = 0;
+    crd_options oa;
+    crdt_options(&oa);
+    oa.port = crdt_proxy_port(px);
+    oa.connect_timeout_ms = 500;
+    oa.command_timeout_ms = 500;
+    oa.watchdog_timeout_ms = lease;
+    oa.on_event = count_lost;
+    oa.event_user_data = &lost;
+    crd_client *a = crdt_client_opts(&oa);
+    crd_client *b = crdt_client(); /* direct: on the server's side of the partition */
+    const char *name = crdt_key("cut");
+    crd_lock *la = crdt_lock(a, name), *lb = crdt_lock(b, name);
+    redisContext *r = crdt_redis();
+
+    cr_assert_eq(crd_lock_acquire(la, 2000, CRD_LEASE_WATCHDOG), CRD_OK);
+    int64_t a_start = crdt_now_ns();
+    int64_t a_end = trusted_until_ns(la);
+
+    crdt_proxy_set_blackhole(px, CRDT_PROXY_BOTH, true);
+    f->partitions++;
+    /* A renewal may have landed between the acquire and the cut: the trust now. */
+    int64_t cut_end = trusted_until_ns(la);
+    if (cut_end > a_end)
+        a_end = cut_end;
+
+    cr_assert_eq(crd_lock_acquire(lb, crdt_scaled_ms(10000), crdt_scaled_ms(20000)), CRD_OK,
+                 "the direct client never got the lock the cut holder could not renew");
+    int64_t b_start = crdt_now_ns();
+    int64_t b_end = trusted_until_ns(lb);
+    int64_t va = -1;
+    crd_status vst = crd_lock_validity_ms(la, &va);
+    cr_assert_eq(va, 0, "the cut holder still trusts its hold for %lld ms (status %s) when the "
+                 "other client has the lock", (long long)va, crd_strerror(vst));
+    cr_assert(a_end <= b_start, "the cut holder trusted its hold %.1f ms into the next hold",
+              (double)(a_end - b_start) / NS_PER_MS);
+    cr_assert(crdt_wait_until(positive, &lost, crdt_scaled_ms(5000)),
+              "the cut holder was never told it lost the lock");
+
+    crdt_proxy_set_blackhole(px, CRDT_PROXY_BOTH, false);
+    int64_t a_release = crdt_now_ns();
+    crd_status st = crd_lock_release(la);
+    cr_assert(st == CRD_LOCK_LOST || st == CRD_NOT_OWNER,
+              "the healed holder's release: %s", crd_strerror(st));
+    f->losses += atomic_load(&lost); /* one event per lost hold */
+    char field[200];
+    crdt_owner_field(b, crd_owner_current(), field, sizeof field);
+    cr_assert_eq(crdt_hget_int(r, name, field), 1,
+                 "the healed holder's release touched the next holder's lock");
+
+    crdt_holds_add(holds, 1, name, a_start, a_release < a_end ? a_release : a_end);
+    int64_t b_release = crdt_now_ns();
+    cr_assert_eq(crd_lock_release(lb), CRD_OK);
+    crdt_holds_add(holds, 2, name, b_start, b_release < b_end ? b_release : b_end);
+    f->holds += 2;
+
+    crd_lock_free(la);
+    crd_lock_free(lb);
+    crd_client_free(a);
+    crd_client_free(b);
+    redisFree(r);
+    crdt_proxy_stop(px);
+}
+
+Test(partition, a_holder_cut_off_past_its_lease_knows_it_lost_the_lock_before_another_takes_it)
+{
+    figures f = {.scenario = "cut-holder", .sync = "n/a"};
+    crdt_holds *holds = crdt_holds_new();
+    for (int64_t t0 = crdt_now_ms(); another_round(t0, f.rounds); f.rounds++)
+        cut_holder_round(&f, holds);
+    crdt_hold pair[2];
+    f.overlaps = crdt_holds_overlaps(holds, pair);
+    print_figures(&f);
+    cr_assert_eq(f.overlaps, 0, "%s held from %lld to %lld ns overlaps %lld..%lld", pair[0].name,
+                 (long long)pair[0].start_ns, (long long)pair[0].end_ns,
+                 (long long)pair[1].start_ns, (long long)pair[1].end_ns);
+    crdt_holds_free(holds);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* 3. Split brain: the Sentinel primary cut off from its replicas and sentinels        */
+/* ---------------------------------------------------------------------------------- */
+
+/* crdt_topo_opts.front: a fault proxy in front of the first primary (kept in *arg). */
+static int front_proxy(void *arg, int primary_port)
+{
+    crdt_proxy **out = arg;
+    *out = crdt_proxy_start(primary_port, NULL);
+    return *out != NULL ? crdt_proxy_port(*out) : -1;
+}
+
+/* One client of a split-brain round, run by its own thread: acquire (bounded wait),
+ * hold a little, release, record; until told to stop. */
+typedef struct side {
+    int id;
+    crd_lock *lock;
+    crdt_holds *holds;
+    atomic_bool *stop;
+    atomic_bool cut;          /* set once the partition is made */
+    atomic_int holds_before;  /* holds that began before the cut */
+    atomic_int holds_after;   /* ... and after it */
+    atomic_int not_synced;    /* acquires refused for want of a replica's ack */
+    atomic_int lost;          /* releases that found the hold gone */
+    atomic_int failed;        /* acquires after the cut that failed otherwise (CRD_IO...) */
+    _Atomic crd_status last_failure;
+} side;
+
+static void *side_run(void *arg)
+{
+    side *s = arg;
+    char name[256];
+    size_t len = 0;
+    const char *n = crd_lock_name(s->lock, &len);
+    snprintf(name, sizeof name, "%.*s", (int)len, n);
+    while (!atomic_load(s->stop)) {
+        bool after = atomic_load(&s->cut);
+        /* The wait outlasts WAIT's timeout (replica_sync_timeout_ms, 1000): a shorter one
+         * would end as CRD_TIMEOUT before the primary said no replica acknowledged. */
+        crd_status st = crd_lock_acquire(s->lock, 1500, crdt_scaled_ms(2000));
+        if (st == CRD_NOT_SYNCED)
+            atomic_fetch_add(&s->not_synced, 1);
+        else if (st != CRD_OK && st != CRD_TIMEOUT && after) {
+            atomic_fetch_add(&s->failed, 1);
+            atomic_store(&s->last_failure, st);
+        }
+        if (st != CRD_OK)
+            continue;
+        int64_t start = crdt_now_ns();
+        int64_t end = trusted_until_ns(s->lock);
+        /* The critical section: time inside the lock is what a split brain shares. */
+        crdt_sleep_ms(50);
+        int64_t release = crdt_now_ns();
+        if (crd_lock_release(s->lock) == CRD_LOCK_LOST)
+            atomic_fetch_add(&s->lost, 1);
+        crdt_holds_add(s->holds, s->id, name, start, release < end ? release : end);
+        atomic_fetch_add(after ? &s->holds_after : &s->holds_before, 1);
+    }
+    return NULL;
+}
+
+typedef struct both_sides {
+    side *iso, *maj;
+    int need_after;
+    bool need_refusal; /* replica sync on: the isolated side's answer must be a refusal */
+} both_sides;
+
+static bool both_held_before(void *arg)
+{
+    both_sides *b = arg;
+    return atomic_load(&b->iso->holds_before) > 0 && atomic_load(&b->maj->holds_before) > 0;
+}
+
+/* The round has shown what it is for: the majority side locked on the new primary,
+ * and the isolated side got an answer from the old one (a hold, or a refusal for want
+ * of a replica's acknowledgement), however the failover's timing fell. */
+static bool both_sides_answered(void *arg)
+{
+    both_sides *b = arg;
+    int refused = atomic_load(&b->iso->not_synced);
+    return atomic_load(&b->maj->holds_after) >= b->need_after &&
+           (b->need_refusal ? refused > 0 : refused + atomic_load(&b->iso->holds_after) > 0);
+}
+
+/* One round: a fresh topology whose replicas and sentinels reach the first primary
+ * through a proxy; an isolated client connected straight to that primary, a majority
+ * client through the sentinels; both lock one name in a loop while the proxy is
+ * black-holed and the sentinels fail over. */
+static void split_brain_round(figures *f, crdt_holds *holds, int sync)
+{
+    crdt_proxy *front = NULL;
+    crdt_topo topo;
+    crdt_topo_opts to = {.front = front_proxy, .front_arg = &front};
+    bool up = crdt_topo_start(&topo, &to);
+    if (!up)
+        crdt_proxy_stop(front);
+    cr_assert(up, "topology: %s", topo.err);
+
+    crd_options oi;
+    crd_options_init(&oi);
+    oi.host = "127.0.0.1";
+    oi.port = topo.nodes[0].port; /* no proxy: it stays with the old primary */
+    oi.connect_timeout_ms = 500;
+    oi.command_timeout_ms = 2000;
+    oi.replica_sync = sync;
+    crd_client *ci = crdt_client_opts(&oi);
+
+    char url[256];
+    crd_options om;
+    crd_options_init(&om);
+    om.url = crdt_topo_url(&topo, url, sizeof url);
+    om.connect_timeout_ms = 500;
+    om.command_timeout_ms = 2000;
+    om.replica_sync = sync;
+    crd_client *cm = crdt_client_opts(&om);
+
+    const char *name = crdt_key("split");
+    atomic_bool stop = false;
+    side iso = {.id = 1, .lock = crdt_lock(ci, name), .holds = holds, .stop = &stop};
+    side maj = {.id = 2, .lock = crdt_lock(cm, name), .holds = holds, .stop = &stop};
+    pthread_t ti, tm;
+    cr_assert_eq(pthread_create(&ti, NULL, side_run, &iso), 0);
+    cr_assert_eq(pthread_create(&tm, NULL, side_run, &maj), 0);
+    both_sides b = {.iso = &iso, .maj = &maj, .need_after = 5,
+                    .need_refusal = sync == CRD_REPLICA_SYNC_ON};
+    bool warm = crdt_wait_until(both_held_before, &b, crdt_scaled_ms(15000));
+
+    /* The cut: the old primary keeps its clients but hears nothing from its replicas
+     * and sentinels, and they nothing from it. */
+    if (warm) {
+        atomic_store(&iso.cut, true);
+        atomic_store(&maj.cut, true);
+        crdt_proxy_set_blackhole(front, CRDT_PROXY_BOTH, true);
+        f->partitions++;
+    }
+    int promoted = warm ? crdt_topo_await_switch(&topo, topo.front_port, 30000) : -1;
+    bool answered = promoted > 0 &&
+                    crdt_wait_until(both_sides_answered, &b, crdt_scaled_ms(20000));
+    atomic_store(&stop, true);
+    pthread_join(ti, NULL);
+    pthread_join(tm, NULL);
+
+    f->holds += atomic_load(&iso.holds_before) + atomic_load(&iso.holds_after) +
+                atomic_load(&maj.holds_before) + atomic_load(&maj.holds_after);
+    f->losses += atomic_load(&iso.lost) + atomic_load(&maj.lost);
+    f->refused += atomic_load(&iso.not_synced) + atomic_load(&maj.not_synced);
+    fprintf(stderr, "[partition] split-brain round sync=%s: isolated holds %d before, %d after "
+            "the cut, %d not synced, %d failed (last: %s); majority holds %d before, %d after\n",
+            sync == CRD_REPLICA_SYNC_ON ? "on" : "off", atomic_load(&iso.holds_before),
+            atomic_load(&iso.holds_after), atomic_load(&iso.not_synced),
+            atomic_load(&iso.failed), crd_strerror(atomic_load(&iso.last_failure)),
+            atomic_load(&maj.holds_before), atomic_load(&maj.holds_after));
+
+    crd_lock_free(iso.lock);
+    crd_lock_free(maj.lock);
+    crd_client_free(ci);
+    crd_client_free(cm);
+    char why[512];
+    snprintf(why, sizeof why, "%s", topo.err);
+    crdt_topo_stop(&topo);
+    crdt_proxy_stop(front);
+    cr_assert(warm, "both sides never held the lock before the cut");
+    cr_assert(promoted > 0, "the sentinels did not fail over: %s", why);
+    cr_assert(answered, "after the cut the majority client held the lock %d times, the "
+              "isolated one %d times, refused %d times", atomic_load(&maj.holds_after),
+              atomic_load(&iso.holds_after), atomic_load(&iso.not_synced));
+    if (sync == CRD_REPLICA_SYNC_ON)
+        cr_assert(atomic_load(&iso.not_synced) > 0,
+                  "no acquire on the isolated side was refused for want of a replica");
+}
+
+static void split_brain(const char *sync_name, int sync)
+{
+    figures f = {.scenario = "split-brain-sentinel", .sync = sync_name};
+    crdt_holds *holds = crdt_holds_new();
+    for (int64_t t0 = crdt_now_ms(); another_round(t0, f.rounds); f.rounds++)
+        split_brain_round(&f, holds, sync);
+    crdt_hold pair[2];
+    f.overlaps = crdt_holds_overlaps(holds, pair);
+    print_figures(&f);
+    if (sync == CRD_REPLICA_SYNC_ON)
+        cr_assert_eq(f.overlaps, 0, "with replica sync on, client %d held %s from %lld to %lld "
+                     "ns while client %d held it from %lld to %lld ns", pair[0].client,
+                     pair[0].name, (long long)pair[0].start_ns, (long long)pair[0].end_ns,
+                     pair[1].client, (long long)pair[1].start_ns, (long long)pair[1].end_ns);
+    crdt_holds_free(holds);
+}
+
+Test(partition, with_replica_sync_a_primary_cut_off_from_replicas_and_sentinels_grants_no_overlapping_hold)
+{
+    split_brain("on", CRD_REPLICA_SYNC_ON);
+}
+
+/* Without replica sync the isolated primary keeps granting holds: counted, not asserted. */
+Test(partition, without_replica_sync_the_overlaps_of_a_split_brain_are_counted)
+{
+    split_brain("off", CRD_REPLICA_SYNC_OFF);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* 2. A client cut off from one sentinel, or from one cluster node                    */
+/* ---------------------------------------------------------------------------------- */
+
+/* Acquire and release name on c once, recording the hold as client id. Returns the
+ * acquire's status. */
+static crd_status hold_once(crd_client *c, int id, const char *name, int64_t wait_ms,
+                            crdt_holds *holds, figures *f)
+{
+    crd_lock *l = crdt_lock(c, name);
+    crd_status st = crd_lock_acquire(l, wait_ms, crdt_scaled_ms(3000));
+    if (st == CRD_OK) {
+        int64_t start = crdt_now_ns(), end = trusted_until_ns(l);
+        int64_t release = crdt_now_ns();
+        crd_status rs = crd_lock_release(l);
+        cr_assert_eq(rs, CRD_OK, "release of %s: %s", name, crd_strerror(rs));
+        crdt_holds_add(holds, id, name, start, release < end ? release : end);
+        f->holds++;
+    }
+    crd_lock_free(l);
+    return st;
+}
+
+static void sentinel_cut_round(figures *f, crdt_holds *holds)
+{
+    crdt_topo topo;
+    cr_assert(crdt_topo_start(&topo, NULL), "topology: %s", topo.err);
+    crdt_proxy *px = proxy_to(topo.sentinels[0].port);
+    /* The cut sentinel comes first: the client asks it first. */
+    char addrs[128];
+    snprintf(addrs, sizeof addrs, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", crdt_proxy_port(px),
+             topo.sentinels[1].port, topo.sentinels[2].port);
+    crd_options o;
+    crd_options_init(&o);
+    o.sentinel_addrs = addrs;
+    o.sentinel_master = topo.name;
+    o.connect_timeout_ms = 500;
+    o.command_timeout_ms = 500;
+    crd_client *c = crdt_client_opts(&o);
+    const char *name = crdt_key("sentinel-cut");
+    cr_assert_eq(hold_once(c, 1, name, 2000, holds, f), CRD_OK);
+
+    crdt_proxy_set_blackhole(px, CRDT_PROXY_BOTH, true);
+    f->partitions++;
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(hold_once(c, 1, name, 2000, holds, f), CRD_OK, "hold %d after the cut", i);
+    /* A client started during the cut finds the primary through the other two. */
+    int64_t t0 = crdt_now_ms();
+    crd_client *late = crdt_client_opts(&o);
+    cr_assert_lt(crdt_now_ms() - t0, 3000, "a client took %lld ms to start",
+                 (long long)(crdt_now_ms() - t0));
+    cr_assert_eq(hold_once(late, 2, name, 2000, holds, f), CRD_OK);
+
+    /* And both follow a failover the cut sentinel never hears of. */
+    int old = crdt_topo_primary_port(&topo);
+    int promoted = crdt_topo_failover(&topo, 30000);
+    cr_assert(promoted > 0 && promoted != old, "failover: %s", topo.err);
+    cr_assert_eq(hold_once(c, 1, name, crdt_scaled_ms(10000), holds, f), CRD_OK);
+    cr_assert_eq(hold_once(late, 2, name, crdt_scaled_ms(10000), holds, f), CRD_OK);
+
+    crd_client_free(late);
+    crd_client_free(c);
+    crdt_proxy_stop(px);
+    crdt_topo_stop(&topo);
+}
+
+Test(partition, a_client_cut_off_from_one_sentinel_carries_on_through_the_other_two)
+{
+    figures f = {.scenario = "sentinel-cut", .sync = "on"};
+    crdt_holds *holds = crdt_holds_new();
+    for (int64_t t0 = crdt_now_ms(); another_round(t0, f.rounds); f.rounds++)
+        sentinel_cut_round(&f, holds);
+    f.overlaps = crdt_holds_overlaps(holds, NULL);
+    print_figures(&f);
+    cr_assert_eq(f.overlaps, 0);
+    crdt_holds_free(holds);
+}
+
+/* Whether every node's CLUSTER SLOTS names the primaries by their proxies' ports. */
+typedef struct announced {
+    crdt_cluster *cl;
+    int ports[3];
+} announced;
+
+static bool is_proxy_port(const announced *a, long long port)
+{
+    for (int i = 0; i < 3; i++)
+        if (a->ports[i] == port)
+            return true;
+    return false;
+}
+
+static bool announced_through_proxies(void *arg)
+{
+    announced *a = arg;
+    for (int n = 0; n < a->cl->nnodes; n++) {
+        redisContext *r = crdt_raw_connect(a->cl->node[n].port, 500);
+        if (r == NULL)
+            return false;
+        redisReply *s = redisCommand(r, "CLUSTER SLOTS");
+        bool ok = s != NULL && s->type == REDIS_REPLY_ARRAY && s->elements > 0;
+        for (size_t k = 0; ok && k < s->elements; k++) {
+            redisReply *e = s->element[k];
+            ok = e->type == REDIS_REPLY_ARRAY && e->elements >= 3 &&
+                 e->element[2]->type == REDIS_REPLY_ARRAY && e->element[2]->elements >= 2 &&
+                 e->element[2]->element[1]->type == REDIS_REPLY_INTEGER &&
+                 is_proxy_port(a, e->element[2]->element[1]->integer);
+        }
+        freeReplyObject(s);
+        redisFree(r);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static void cluster_cut_round(figures *f, crdt_holds *holds)
+{
+    /* No replicas: a replica reaches its primary at the address the primary announces,
+     * so its replication stream would cross the proxy too, and a black hole drops bytes
+     * of that stream (TCP would have resent them): after the heal the replica never
+     * acknowledges again and every WAIT of replica sync runs out. */
+    crdt_cluster cl;
+    crdt_cluster_start(&cl, 3, 0);
+    /* Names first: crdt_cluster_name_on maps the ports CLUSTER SLOTS gives to nodes. */
+    const char *names[3];
+    for (int i = 0; i < 3; i++)
+        names[i] = crdt_cluster_name_on(&cl, i, "cluster-cut");
+    /* Each primary announces its proxy's port to clients (CLUSTER SLOTS, MOVED), while
+     * the cluster bus keeps the direct ports: the cut separates the client from one
+     * node, not the node from the cluster (no failover follows). */
+    crdt_proxy *px[3];
+    announced a = {.cl = &cl};
+    for (int i = 0; i < 3; i++) {
+        px[i] = proxy_to(cl.node[i].port);
+        a.ports[i] = crdt_proxy_port(px[i]);
+        redisContext *r = crdt_cluster_redis(&cl, i);
+        char reply[64];
+        crdt_cmd_str(r, reply, sizeof reply, "CONFIG SET cluster-announce-port %d", a.ports[i]);
+        cr_assert_str_eq(reply, "OK");
+        redisFree(r);
+    }
+    cr_assert(crdt_wait_until(announced_through_proxies, &a, 15000),
+              "the nodes never announced the proxies' ports");
+
+    crd_options o;
+    crdt_cluster_options(&cl, &o);
+    o.connect_timeout_ms = 500;
+    o.command_timeout_ms = 500;
+    crd_client *c = crdt_client_opts(&o);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(hold_once(c, 1, names[i], 2000, holds, f), CRD_OK, "node %d", i);
+
+    crdt_proxy_set_blackhole(px[0], CRDT_PROXY_BOTH, true);
+    f->partitions++;
+    for (int round = 0; round < 2; round++) {
+        for (int i = 1; i < 3; i++)
+            cr_assert_eq(hold_once(c, 1, names[i], 2000, holds, f), CRD_OK,
+                         "a lock on node %d, not cut", i);
+        const int64_t wait = round == 0 ? 1000 : 0;
+        int64_t t0 = crdt_now_ms();
+        crd_status st = hold_once(c, 1, names[0], wait, holds, f);
+        int64_t took = crdt_now_ms() - t0;
+        fprintf(stderr, "[partition] cluster: an acquire on the cut node, wait %lld ms: %s "
+                "after %lld ms\n", (long long)wait, crd_strerror(st), (long long)took);
+        cr_assert(st == CRD_IO || st == CRD_TIMEOUT, "an acquire on the cut node: %s",
+                  crd_strerror(st));
+        /* A try (wait 0) gets command_timeout_ms for its answer. */
+        int64_t bound = (wait > 0 ? wait : o.command_timeout_ms) + 250;
+        cr_assert_leq(took, bound, "an acquire on the cut node (wait %lld ms) took %lld ms",
+                      (long long)wait, (long long)took);
+    }
+
+    crdt_proxy_set_blackhole(px[0], CRDT_PROXY_BOTH, false);
+    cr_assert_eq(hold_once(c, 1, names[0], crdt_scaled_ms(5000), holds, f), CRD_OK,
+                 "a lock on the healed node");
+    crd_client_free(c);
+    for (int i = 0; i < 3; i++)
+        crdt_proxy_stop(px[i]);
+    crdt_cluster_stop(&cl);
+}
+
+Test(partition, a_cluster_client_cut_off_from_one_node_keeps_the_others_and_fails_fast_on_it)
+{
+    figures f = {.scenario = "cluster-node-cut", .sync = "n/a"};
+    crdt_holds *holds = crdt_holds_new();
+    for (int64_t t0 = crdt_now_ms(); another_round(t0, f.rounds); f.rounds++)
+        cluster_cut_round(&f, holds);
+    f.overlaps = crdt_holds_overlaps(holds, NULL);
+    print_figures(&f);
+    cr_assert_eq(f.overlaps, 0);
+    crdt_holds_free(holds);
+}

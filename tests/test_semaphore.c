@@ -1,0 +1,588 @@
+/*
+ * test_semaphore.c -- RSemaphore and RPermitExpirableSemaphore (issue 27) against a real
+ * redis-server: the keys and messages Redisson keeps (checked with a raw connection and
+ * a channel watcher), exclusion across threads and processes, wake-ups by the channel
+ * (a waiter returns long before its deadline once a release publishes), deadlines,
+ * the lease of a permit ending without a message, lost replies (a fault proxy executes
+ * the command and drops its reply), and bad input (status, message, nothing changed).
+ * Golden parity with the Redisson recordings is test_golden_sync.c.
+ */
+#include <criterion/criterion.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "faultproxy.h"
+#include "harness.h"
+#include "syncs.h"
+#include "waiters.h"
+
+static long long get_int(redisContext *r, const char *key)
+{
+    return crdt_reply_int(crdt_cmd(r, "GET %s", key));
+}
+
+/* ---- RSemaphore ------------------------------------------------------------------------- */
+
+Test(semaphore, try_set_acquire_release_drain_keep_the_count_in_the_string_and_publish_it)
+{
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("sem");
+    char channel[400];
+    snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+    crdt_watch w;
+    crdt_watch_open(&w, channel, false);
+    crd_semaphore *s = crdt_sem_of(c, name);
+
+    cr_assert_eq(crd_semaphore_acquire(s, 1, 0), CRD_BUSY, "no semaphore: nothing to take");
+    int64_t n = -7;
+    CRDT_OK(c, crd_semaphore_available(s, &n));
+    cr_assert_eq(n, 0);
+    bool set = false;
+    CRDT_OK(c, crd_semaphore_try_set_permits(s, 3, 0, &set));
+    cr_assert(set);
+    CRDT_OK(c, crd_semaphore_try_set_permits(s, 5, 0, &set));
+    cr_assert_not(set, "a second try-set must not set");
+    cr_assert_eq(get_int(r, name), 3);
+    CRDT_OK(c, crd_semaphore_acquire(s, 2, 0));
+    cr_assert_eq(crd_semaphore_acquire(s, 2, 0), CRD_BUSY);
+    CRDT_OK(c, crd_semaphore_acquire(s, 1, 0));
+    cr_assert_eq(get_int(r, name), 0);
+    CRDT_OK(c, crd_semaphore_release(s, 3));
+    cr_assert_eq(get_int(r, name), 3);
+    CRDT_OK(c, crd_semaphore_drain(s, &n));
+    cr_assert_eq(n, 3);
+    cr_assert_eq(get_int(r, name), 0);
+    CRDT_OK(c, crd_semaphore_add_permits(s, -2));
+    CRDT_OK(c, crd_semaphore_available(s, &n));
+    cr_assert_eq(n, -2, "add with a negative amount goes below zero");
+
+    crdt_msg m[8];
+    int k = crdt_watch_collect(&w, m, 8);
+    cr_assert_eq(k, 3, "try-set, release and add publish; got %d", k);
+    cr_assert_str_eq(m[0].payload, "3");
+    cr_assert_str_eq(m[1].payload, "3");
+    cr_assert_str_eq(m[2].payload, "-2");
+    crdt_watch_close(&w);
+    crd_semaphore_free(s);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(semaphore, try_set_with_a_ttl_sets_px_and_acquire_keeps_it)
+{
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("ttl");
+    crd_semaphore *s = crdt_sem_of(c, name);
+    CRDT_OK(c, crd_semaphore_try_set_permits(s, 2, 60000, NULL));
+    long long ttl = crdt_pttl(r, name);
+    cr_assert(ttl > 50000 && ttl <= 60000, "pttl %lld", ttl);
+    CRDT_OK(c, crd_semaphore_acquire(s, 1, 0));
+    CRDT_OK(c, crd_semaphore_release(s, 1));
+    ttl = crdt_pttl(r, name);
+    cr_assert(ttl > 50000 && ttl <= 60000, "acquire and release keep the TTL: pttl %lld", ttl);
+    crd_semaphore_free(s);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(semaphore, a_blocked_acquire_is_woken_by_the_release_message_not_by_its_deadline)
+{
+    crd_client *a = crdt_client(), *b = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("wake");
+    char channel[400];
+    snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+    crd_semaphore *sa = crdt_sem_of(a, name), *sb = crdt_sem_of(b, name);
+    CRDT_OK(a, crd_semaphore_try_set_permits(sa, 1, 0, NULL));
+    CRDT_OK(a, crd_semaphore_acquire(sa, 1, 0));
+
+    crdt_sync_waiter t = {.s = sb, .permits = 1, .wait_ms = 20000};
+    crdt_sync_waiter_start(&t);
+    cr_assert(crdt_await_subscribed(r, channel, 5000), "the waiter subscribes");
+    cr_assert_not(crdt_gate_wait(&t.done, 1, 200), "nothing to take yet");
+    int64_t released = crdt_now_ms();
+    CRDT_OK(a, crd_semaphore_release(sa, 1));
+    crdt_sync_waiter_woken(&t, released, 2000, "the acquire");
+    cr_assert_eq(get_int(r, name), 0);
+    cr_assert(crdt_pubsub_channels_empty(channel), "the waiter unsubscribed");
+    crd_semaphore_free(sa);
+    crd_semaphore_free(sb);
+    crd_client_free(a);
+    crd_client_free(b);
+    redisFree(r);
+}
+
+Test(semaphore, try_acquire_with_a_wait_times_out_at_its_deadline_and_takes_nothing)
+{
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("timeout");
+    crd_semaphore *s = crdt_sem_of(c, name);
+    CRDT_OK(c, crd_semaphore_try_set_permits(s, 1, 0, NULL));
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(crd_semaphore_acquire(s, 2, 300), CRD_TIMEOUT);
+    int64_t took = crdt_now_ms() - t0;
+    cr_assert(took >= 300 && took < 2000, "timed out after %lld ms", (long long)took);
+    cr_assert_eq(get_int(r, name), 1, "nothing taken");
+    crd_semaphore_free(s);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(semaphore, a_release_of_two_wakes_both_local_waiters_and_negative_counts_wake_none)
+{
+    crd_client *a = crdt_client(), *b = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("two");
+    char channel[400];
+    snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+    crd_semaphore *sa = crdt_sem_of(a, name), *sb = crdt_sem_of(b, name);
+    CRDT_OK(a, crd_semaphore_try_set_permits(sa, 0, 0, NULL));
+    crdt_sync_waiter t1 = {.s = sb, .permits = 1, .wait_ms = 20000};
+    crdt_sync_waiter t2 = {.s = sb, .permits = 1, .wait_ms = 20000};
+    crdt_sync_waiter_start(&t1);
+    crdt_sync_waiter_start(&t2);
+    cr_assert(crdt_await_subscribed(r, channel, 5000));
+    cr_assert_eq(crdt_numsub(r, channel), 1, "two local waiters share one subscription");
+    CRDT_OK(a, crd_semaphore_add_permits(sa, -1)); /* publishes -1: wakes nobody */
+    cr_assert_not(crdt_gate_wait(&t1.done, 1, 200));
+    cr_assert_eq(crdt_gate_value(&t2.done), 0);
+    int64_t released = crdt_now_ms();
+    CRDT_OK(a, crd_semaphore_release(sa, 3)); /* count 2: both may take one */
+    crdt_sync_waiter_woken(&t1, released, 2000, "the first acquire");
+    crdt_sync_waiter_woken(&t2, released, 2000, "the second acquire");
+    cr_assert_eq(get_int(r, name), 0);
+    crd_semaphore_free(sa);
+    crd_semaphore_free(sb);
+    crd_client_free(a);
+    crd_client_free(b);
+    redisFree(r);
+}
+
+/* Exclusion: workers take one of 2 permits and check that no more than 2 are inside. */
+typedef struct excl {
+    const char *name, *inside, *over, *go;
+    int port, rounds;
+    bool expirable;
+} excl;
+
+static int excl_worker(const excl *e, crd_client *c)
+{
+    redisContext *r = crdt_raw_connect(e->port, 10000);
+    if (r == NULL)
+        return 2;
+    crd_semaphore *s = NULL;
+    crd_permit_semaphore *ps = NULL;
+    int bad = 0;
+    if ((e->expirable ? crd_permit_semaphore_new(c, e->name, &ps)
+                      : crd_semaphore_new(c, e->name, &s)) != CRD_OK)
+        bad = 3;
+    for (int i = 0; i < e->rounds && bad == 0; i++) {
+        char id[CRD_PERMIT_ID_SIZE];
+        crd_status st = ps != NULL ? crd_permit_semaphore_acquire(ps, 20000, 20000, id)
+                                   : crd_semaphore_acquire(s, 1, 20000);
+        if (st != CRD_OK) {
+            bad = 4;
+            break;
+        }
+        long long in = crdt_reply_int(redisCommand(r, "INCR %s", e->inside));
+        if (in > 2 || in < 1)
+            crdt_reply_int(redisCommand(r, "INCR %s", e->over));
+        crdt_reply_int(redisCommand(r, "DECR %s", e->inside));
+        st = ps != NULL ? crd_permit_semaphore_release(ps, id) : crd_semaphore_release(s, 1);
+        if (st != CRD_OK)
+            bad = 5;
+    }
+    crd_semaphore_free(s);
+    crd_permit_semaphore_free(ps);
+    redisFree(r);
+    return bad;
+}
+
+typedef struct excl_thread {
+    const excl *e;
+    crd_client *c;
+    int result;
+    pthread_t th;
+} excl_thread;
+
+static void *excl_thread_body(void *arg)
+{
+    excl_thread *t = arg;
+    t->result = excl_worker(t->e, t->c);
+    return NULL;
+}
+
+/* A child process: forked before the test's process starts a thread (ThreadSanitizer
+ * cannot follow a fork of a threaded process); it starts when the go list says so. */
+static int excl_child(void *arg)
+{
+    const excl *e = arg;
+    redisContext *r = crdt_raw_connect(e->port, 10000);
+    if (r == NULL)
+        return 5;
+    redisReply *go = redisCommand(r, "BLPOP %s 60", e->go);
+    bool started = go != NULL && go->type == REDIS_REPLY_ARRAY;
+    if (go != NULL)
+        freeReplyObject(go);
+    redisFree(r);
+    if (!started)
+        return 7;
+    crd_client *c = crdt_plain_client(e->port);
+    if (c == NULL)
+        return 6;
+    int rc = excl_worker(e, c);
+    crd_client_free(c);
+    return rc;
+}
+
+static void exclusion(bool expirable)
+{
+    excl e = {crdt_key("excl"), crdt_key("inside"), crdt_key("over"), crdt_key("go"), crdt_port(),
+              crdt_scaled_count(150, 20), expirable};
+    pid_t kids[3];
+    for (int i = 0; i < 3; i++)
+        kids[i] = crdt_fork(excl_child, &e);
+    redisContext *r = crdt_redis();
+    crd_client *c = crdt_client();
+    bool set = false;
+    if (expirable) {
+        crd_permit_semaphore *ps = crdt_pes_of(c, e.name);
+        CRDT_OK(c, crd_permit_semaphore_try_set_permits(ps, 2, &set));
+        crd_permit_semaphore_free(ps);
+    } else {
+        crd_semaphore *s = crdt_sem_of(c, e.name);
+        CRDT_OK(c, crd_semaphore_try_set_permits(s, 2, 0, &set));
+        crd_semaphore_free(s);
+    }
+    cr_assert(set);
+    excl_thread th[4];
+    for (int i = 0; i < 4; i++) {
+        th[i] = (excl_thread){&e, c, -1, 0};
+        cr_assert_eq(pthread_create(&th[i].th, NULL, excl_thread_body, &th[i]), 0);
+    }
+    freeReplyObject(crdt_cmd(r, "RPUSH %s 1 1 1", e.go));
+    int codes[3], ok = 0;
+    for (int i = 0; i < 3; i++)
+        ok += (codes[i] = crdt_wait_child(kids[i], 120000)) == 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i].th, NULL);
+        cr_assert_eq(th[i].result, 0, "thread %d failed (%d)", i, th[i].result);
+    }
+    cr_assert_eq(ok, 3, "children: %d %d %d", codes[0], codes[1], codes[2]);
+    cr_assert_eq(get_int(r, e.over), 0, "more than 2 holders were inside at once");
+    cr_assert_eq(get_int(r, e.name), 2, "every permit came back");
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(semaphore, two_permits_are_never_held_by_more_than_two_threads_and_processes, .timeout = 180)
+{
+    exclusion(false);
+}
+
+Test(semaphore, expirable_two_permits_are_never_held_by_more_than_two_holders, .timeout = 180)
+{
+    exclusion(true);
+}
+
+Test(semaphore, bad_input_is_refused_with_a_status_and_changes_nothing)
+{
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("hash");
+    freeReplyObject(crdt_cmd(r, "HSET %s f v", name));
+    crd_semaphore *s = crdt_sem_of(c, name);
+    crd_status st = crd_semaphore_acquire(s, 1, 0);
+    cr_assert_eq(st, CRD_SERVER, "%s", crd_strerror(st));
+    cr_assert(strstr(crd_client_errmsg(c), "WRONGTYPE") != NULL, "%s", crd_client_errmsg(c));
+    cr_assert_eq(crd_semaphore_release(s, 1), CRD_SERVER);
+    cr_assert_eq(crd_semaphore_add_permits(s, 1), CRD_SERVER);
+    cr_assert_eq(crd_semaphore_try_set_permits(s, 1, 0, NULL), CRD_SERVER);
+    char type[32];
+    cr_assert_str_eq(crdt_cmd_str(r, type, sizeof type, "TYPE %s", name), "hash");
+    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", name), 1, "the hash is untouched");
+
+    const char *good = crdt_key("good");
+    crd_semaphore *g = crdt_sem_of(c, good);
+    CRDT_OK(c, crd_semaphore_try_set_permits(g, 2, 0, NULL));
+    cr_assert_eq(crd_semaphore_acquire(g, 0, 0), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_semaphore_acquire(g, -1, 0), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_semaphore_release(g, -2), CRD_INVALID_ARGUMENT);
+    cr_assert(strstr(crd_client_errmsg(c), "-2") != NULL, "%s", crd_client_errmsg(c));
+    cr_assert_eq(crd_semaphore_try_set_permits(g, -1, 0, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_semaphore_acquire(g, 1, -5), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(get_int(r, good), 2, "nothing changed");
+    freeReplyObject(crdt_cmd(r, "SET %s abc", good));
+    cr_assert_eq(crd_semaphore_acquire(g, 1, 0), CRD_SERVER, "a value that is not a number");
+    int64_t n = 0;
+    cr_assert_eq(crd_semaphore_available(g, &n), CRD_PROTOCOL);
+    char v[16];
+    cr_assert_str_eq(crdt_cmd_str(r, v, sizeof v, "GET %s", good), "abc");
+
+    crd_semaphore *x = NULL;
+    cr_assert_eq(crd_semaphore_new(c, "", &x), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_semaphore_new(c, "a}b", &x), CRD_INVALID_ARGUMENT);
+    cr_assert_null(x);
+    cr_assert_eq(crd_semaphore_acquire(NULL, 1, 0), CRD_INVALID_ARGUMENT);
+    crd_semaphore_free(NULL);
+    crd_semaphore_free(s);
+    crd_semaphore_free(g);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+/* A release whose reply is lost after Redis ran it: CRD_OUTCOME_UNKNOWN, never resent. */
+Test(semaphore, a_release_whose_reply_is_lost_is_an_unknown_outcome_and_is_not_resent)
+{
+    crdt_proxy *p;
+    crd_client *c = crdt_client_via_proxy(&p);
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("lost");
+    crd_semaphore *s = crdt_sem_of(c, name);
+    CRDT_OK(c, crd_semaphore_try_set_permits(s, 1, 0, NULL));
+    /* Each script once, so that the lost ones run at once (not NOSCRIPT, then EVAL). */
+    CRDT_OK(c, crd_semaphore_acquire(s, 1, 0));
+    CRDT_OK(c, crd_semaphore_release(s, 1));
+    CRDT_OK(c, crd_semaphore_add_permits(s, 0));
+    CRDT_OK(c, crd_semaphore_acquire(s, 1, 0));
+    int rule = crdt_proxy_arm(p, name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
+    crd_status st = crd_semaphore_release(s, 1);
+    cr_assert(crdt_proxy_fired(p, rule));
+    cr_assert_eq(st, CRD_OUTCOME_UNKNOWN, "%s: %s", crd_strerror(st), crd_client_errmsg(c));
+    cr_assert(strstr(crd_client_errmsg(c), "not resent") != NULL, "%s", crd_client_errmsg(c));
+    cr_assert_eq(get_int(r, name), 1, "it ran exactly once");
+    rule = crdt_proxy_arm(p, name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
+    cr_assert_eq(crd_semaphore_add_permits(s, 5), CRD_OUTCOME_UNKNOWN);
+    cr_assert_eq(get_int(r, name), 6);
+    crd_semaphore_free(s);
+    crd_client_free(c);
+    crdt_proxy_stop(p);
+    redisFree(r);
+}
+
+/* ---- RPermitExpirableSemaphore -------------------------------------------------------------- */
+
+static bool is_hex32(const char *id)
+{
+    if (strlen(id) != 32)
+        return false;
+    for (int i = 0; i < 32; i++)
+        if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+            return false;
+    return true;
+}
+
+/* ZSCORE of a permit (its hex id decoded to the 16 bytes Redis keeps); -1 when absent. */
+static long long zscore_of(redisContext *r, const char *zset, const char *id)
+{
+    unsigned char b[16];
+    for (int i = 0; i < 16; i++) {
+        unsigned v = 0;
+        sscanf(id + 2 * i, "%2x", &v);
+        b[i] = (unsigned char)v;
+    }
+    redisReply *rep = redisCommand(r, "ZSCORE %s %b", zset, b, (size_t)16);
+    cr_assert_not_null(rep);
+    long long v = rep->type == REDIS_REPLY_NIL ? -1 : strtoll(rep->str, NULL, 10);
+    freeReplyObject(rep);
+    return v;
+}
+
+Test(semaphore, expirable_acquire_returns_an_id_kept_with_its_deadline_and_release_by_id)
+{
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("pes");
+    char zset[400];
+    snprintf(zset, sizeof zset, "{%s}:timeout", name);
+    crd_permit_semaphore *ps = crdt_pes_of(c, name);
+    CRDT_OK(c, crd_permit_semaphore_try_set_permits(ps, 2, NULL));
+    char a[CRD_PERMIT_ID_SIZE], b[CRD_PERMIT_ID_SIZE], x[CRD_PERMIT_ID_SIZE];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long before = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    CRDT_OK(c, crd_permit_semaphore_acquire(ps, 0, 10000, a));
+    CRDT_OK(c, crd_permit_semaphore_acquire(ps, 0, CRD_PERMIT_NO_LEASE, b));
+    cr_assert(is_hex32(a) && is_hex32(b) && strcmp(a, b) != 0, "%s %s", a, b);
+    long long sa = zscore_of(r, zset, a);
+    cr_assert(sa >= before + 10000 && sa < before + 12000, "deadline %lld", sa);
+    cr_assert_eq(zscore_of(r, zset, b), 922337203685477LL);
+    cr_assert_eq(crd_permit_semaphore_acquire(ps, 0, 1000, x), CRD_BUSY);
+    int64_t n = -1;
+    CRDT_OK(c, crd_permit_semaphore_available(ps, &n));
+    cr_assert_eq(n, 0);
+    CRDT_OK(c, crd_permit_semaphore_permits(ps, &n));
+    cr_assert_eq(n, 2);
+    CRDT_OK(c, crd_permit_semaphore_acquired(ps, &n));
+    cr_assert_eq(n, 2);
+    int64_t left = 0;
+    CRDT_OK(c, crd_permit_semaphore_lease_left(ps, a, &left));
+    cr_assert(left > 8000 && left <= 10000, "left %lld", (long long)left);
+    CRDT_OK(c, crd_permit_semaphore_lease_left(ps, b, &left));
+    cr_assert_eq(left, -1);
+    CRDT_OK(c, crd_permit_semaphore_update_lease(ps, a, 20000));
+    CRDT_OK(c, crd_permit_semaphore_lease_left(ps, a, &left));
+    cr_assert(left > 18000 && left <= 20000, "left %lld", (long long)left);
+    CRDT_OK(c, crd_permit_semaphore_release(ps, a));
+    cr_assert_eq(zscore_of(r, zset, a), -1);
+    cr_assert_eq(get_int(r, name), 1);
+    cr_assert_eq(crd_permit_semaphore_release(ps, a), CRD_NOT_OWNER, "released twice");
+    cr_assert_eq(get_int(r, name), 1, "nothing changed");
+    CRDT_OK(c, crd_permit_semaphore_release(ps, b));
+    cr_assert_eq(crdt_exists(r, zset), 0);
+    cr_assert_eq(get_int(r, name), 2);
+    crd_permit_semaphore_free(ps);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(semaphore, expirable_unknown_and_malformed_ids_are_refused_and_change_nothing)
+{
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("ids");
+    char zset[400];
+    snprintf(zset, sizeof zset, "{%s}:timeout", name);
+    crd_permit_semaphore *ps = crdt_pes_of(c, name);
+    CRDT_OK(c, crd_permit_semaphore_try_set_permits(ps, 3, NULL));
+    char ids[2][CRD_PERMIT_ID_SIZE];
+    CRDT_OK(c, crd_permit_semaphore_acquire_n(ps, 2, 0, 60000, ids));
+    const char *unknown = "00112233445566778899aabbccddeeff";
+    cr_assert_eq(crd_permit_semaphore_release(ps, unknown), CRD_NOT_OWNER);
+    cr_assert(strstr(crd_client_errmsg(c), "not a permit") != NULL, "%s", crd_client_errmsg(c));
+    cr_assert_eq(crd_permit_semaphore_release(ps, "xyz"), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_permit_semaphore_update_lease(ps, unknown, 1000), CRD_NOT_OWNER);
+    int64_t left = 5;
+    cr_assert_eq(crd_permit_semaphore_lease_left(ps, unknown, &left), CRD_NOT_OWNER);
+    const char *mixed[2] = {ids[0], unknown};
+    cr_assert_eq(crd_permit_semaphore_release_n(ps, mixed, 2), CRD_NOT_OWNER,
+                 "all or nothing");
+    cr_assert_neq(zscore_of(r, zset, ids[0]), -1, "the good id was not released");
+    const char *twice[2] = {ids[0], ids[0]};
+    cr_assert_eq(crd_permit_semaphore_release_n(ps, twice, 2), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(get_int(r, name), 1, "nothing changed");
+    cr_assert_eq(crd_permit_semaphore_acquire(ps, 0, 0, ids[0]), CRD_INVALID_ARGUMENT,
+                 "a lease of 0");
+    cr_assert_eq(crd_permit_semaphore_set_permits(ps, -1), CRD_INVALID_ARGUMENT);
+    const char *both[2] = {ids[0], ids[1]};
+    CRDT_OK(c, crd_permit_semaphore_release_n(ps, both, 2));
+    cr_assert_eq(get_int(r, name), 3);
+    /* setPermits moves the total; addPermits the available count. */
+    CRDT_OK(c, crd_permit_semaphore_set_permits(ps, 5));
+    cr_assert_eq(get_int(r, name), 5);
+    CRDT_OK(c, crd_permit_semaphore_add_permits(ps, -6));
+    cr_assert_eq(get_int(r, name), -1);
+    crd_permit_semaphore_free(ps);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(semaphore, expirable_a_dead_holders_permit_is_reclaimed_at_its_lease_without_a_message)
+{
+    crd_client *a = crdt_client(), *b = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("reclaim");
+    crd_permit_semaphore *pa = crdt_pes_of(a, name), *pb = crdt_pes_of(b, name);
+    CRDT_OK(a, crd_permit_semaphore_try_set_permits(pa, 1, NULL));
+    char dead[CRD_PERMIT_ID_SIZE];
+    int64_t lease = crdt_scaled_ms(600);
+    int64_t t0 = crdt_now_ms();
+    CRDT_OK(a, crd_permit_semaphore_acquire(pa, 0, lease, dead)); /* never released */
+    crdt_sync_waiter t = {.ps = pb, .permits = 1, .wait_ms = 20000, .lease_ms = 30000};
+    crdt_sync_waiter_start(&t);
+    crdt_sync_waiter_join(&t, 30000, "the acquire never returned");
+    cr_assert_eq(t.st, CRD_OK, "%s", crd_strerror(t.st));
+    int64_t at = t.t_end - t0;
+    cr_assert(at >= lease - 50 && at < lease + 1500, "taken %lld ms after the dead holder's "
+              "acquire (lease %lld)", (long long)at, (long long)lease);
+    cr_assert_eq(crd_permit_semaphore_release(pa, dead), CRD_NOT_OWNER,
+                 "the reclaimed permit is gone");
+    CRDT_OK(b, crd_permit_semaphore_release(pb, t.ids[0]));
+    cr_assert_eq(get_int(r, name), 1);
+    crd_permit_semaphore_free(pa);
+    crd_permit_semaphore_free(pb);
+    crd_client_free(a);
+    crd_client_free(b);
+    redisFree(r);
+}
+
+Test(semaphore, expirable_a_release_after_the_lease_gives_it_back_and_reports_lock_lost)
+{
+    crd_client *c = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("late");
+    crd_permit_semaphore *ps = crdt_pes_of(c, name);
+    CRDT_OK(c, crd_permit_semaphore_try_set_permits(ps, 1, NULL));
+    char id[CRD_PERMIT_ID_SIZE];
+    CRDT_OK(c, crd_permit_semaphore_acquire(ps, 0, 100, id));
+    crdt_sleep_ms(250); /* the lease running out is what is tested */
+    cr_assert_eq(crd_permit_semaphore_release(ps, id), CRD_LOCK_LOST);
+    cr_assert_eq(get_int(r, name), 1, "given back all the same");
+    crd_permit_semaphore_free(ps);
+    crd_client_free(c);
+    redisFree(r);
+}
+
+Test(semaphore, expirable_a_waiter_for_two_permits_is_woken_when_a_release_makes_two)
+{
+    crd_client *a = crdt_client(), *b = crdt_client();
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("multi");
+    char channel[400];
+    snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+    crd_permit_semaphore *pa = crdt_pes_of(a, name), *pb = crdt_pes_of(b, name);
+    CRDT_OK(a, crd_permit_semaphore_try_set_permits(pa, 3, NULL));
+    char h1[CRD_PERMIT_ID_SIZE], h2[CRD_PERMIT_ID_SIZE];
+    CRDT_OK(a, crd_permit_semaphore_acquire(pa, 0, 60000, h1));
+    CRDT_OK(a, crd_permit_semaphore_acquire(pa, 0, 60000, h2));
+    crdt_sync_waiter t = {.ps = pb, .permits = 2, .wait_ms = 20000, .lease_ms = 10000};
+    crdt_sync_waiter_start(&t);
+    cr_assert(crdt_await_subscribed(r, channel, 5000));
+    cr_assert_not(crdt_gate_wait(&t.done, 1, 200));
+    int64_t released = crdt_now_ms();
+    CRDT_OK(a, crd_permit_semaphore_release(pa, h1));
+    crdt_sync_waiter_woken(&t, released, 2000, "the acquire of two");
+    cr_assert(is_hex32(t.ids[0]) && is_hex32(t.ids[1]) && strcmp(t.ids[0], t.ids[1]) != 0);
+    const char *both[2] = {t.ids[0], t.ids[1]};
+    CRDT_OK(b, crd_permit_semaphore_release_n(pb, both, 2));
+    CRDT_OK(a, crd_permit_semaphore_release(pa, h2));
+    cr_assert_eq(get_int(r, name), 3);
+    crd_permit_semaphore_free(pa);
+    crd_permit_semaphore_free(pb);
+    crd_client_free(a);
+    crd_client_free(b);
+    redisFree(r);
+}
+
+Test(semaphore, expirable_an_acquire_whose_reply_is_lost_is_read_back_not_resent)
+{
+    crdt_proxy *p;
+    crd_client *c = crdt_client_via_proxy(&p);
+    redisContext *r = crdt_redis();
+    const char *name = crdt_key("readback");
+    char zset[400];
+    snprintf(zset, sizeof zset, "{%s}:timeout", name);
+    crd_permit_semaphore *ps = crdt_pes_of(c, name);
+    CRDT_OK(c, crd_permit_semaphore_try_set_permits(ps, 3, NULL));
+    char first[CRD_PERMIT_ID_SIZE];
+    CRDT_OK(c, crd_permit_semaphore_acquire(ps, 0, 60000, first)); /* the script is cached */
+    int rule = crdt_proxy_arm(p, name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
+    char id[CRD_PERMIT_ID_SIZE];
+    crd_status st = crd_permit_semaphore_acquire(ps, 5000, 60000, id);
+    cr_assert(crdt_proxy_fired(p, rule));
+    cr_assert_eq(st, CRD_OK, "%s: %s", crd_strerror(st), crd_client_errmsg(c));
+    cr_assert_eq(get_int(r, name), 1, "one permit taken, once");
+    cr_assert_eq(crdt_cmd_int(r, "ZCARD %s", zset), 2);
+    cr_assert_neq(zscore_of(r, zset, id), -1, "the id read back is the permit");
+    crd_permit_semaphore_free(ps);
+    crd_client_free(c);
+    crdt_proxy_stop(p);
+    redisFree(r);
+}
