@@ -380,6 +380,10 @@ static void finish(crd__acquire *a, crd_status st)
     }
     a->result = st;
     a->state = CRD__AS_DONE;
+    if (a->entered) {
+        a->entered = false;
+        crd__settle_leave(c, a->l->name, a->l->name_len, a->owner, a->l->kind);
+    }
 }
 
 static crd_status ran_out(crd__acquire *a)
@@ -433,6 +437,24 @@ void crd__acquire_begin(crd__acquire *a, crd_lock *l, uint64_t owner, int64_t wa
     a->deadline = wait_ms < 0 ? INT64_MAX : a->start + wait_ms + 1;
     crd__backoff_init(&a->backoff);
     a->state = CRD__AS_TRY;
+}
+
+void crd__acquire_enter(crd__acquire *a, bool park)
+{
+    if (a->state == CRD__AS_DONE)
+        return;
+    crd_lock *l = a->l;
+    /* A try waits for a read-back no longer than one command timeout. */
+    int64_t until = !park ? 0 : a->wait_ms == 0 ? a->start + a->c->opts.command_timeout_ms
+                                                : a->deadline;
+    if (crd__settle_enter(a->c, l->name, l->name_len, a->owner, l->kind, until, &a->entered) ==
+        CRD_OK)
+        return;
+    a->result = crd__fail(a->c, a->wait_ms == 0 ? CRD_BUSY : CRD_TIMEOUT,
+                          "lock \"%.*s\": an earlier acquire of this owner whose reply was lost "
+                          "is still being read back (%lld ms)", CRD__NAME_FMT(l),
+                          (long long)(crd__now_ms() - a->start));
+    a->state = CRD__AS_DONE;
 }
 
 void crd__acquire_enqueue(crd__acquire *a)
@@ -786,6 +808,7 @@ crd_status crd_lock_acquire_owner(crd_lock *l, uint64_t owner, int64_t wait_ms, 
 {
     crd__acquire a;
     crd__acquire_begin(&a, l, owner, wait_ms, lease_ms);
+    crd__acquire_enter(&a, true);
     crd__acquire_enqueue(&a);
     drive(&a);
     return a.result;
@@ -804,6 +827,7 @@ crd_status crd_lock_acquire_token_owner(crd_lock *l, uint64_t owner, int64_t wai
         return st;
     crd__acquire a;
     crd__acquire_begin(&a, l, owner, wait_ms, lease_ms);
+    crd__acquire_enter(&a, true);
     crd__acquire_enqueue(&a);
     a.want_token = true;
     drive(&a);

@@ -1108,7 +1108,9 @@ static void aio_done(crd_client *c, crd__req *rq)
     if (rq->st == CRD_OK) {
         io->reply = rq->replies[0];
         rq->replies[0] = NULL;
-    } else if (rq->st == CRD_IO && rq->on_late != NULL) {
+    } else if (rq->st == CRD_IO && rq->on_late != NULL && rq->state == RQ_DONE) {
+        /* The link died under it (an early notice instead leaves it in line: its reply or
+         * the link's end reaches on_late later, once). */
         rq->on_late(c, rq);
     }
     if (atomic_exchange(&io->state, 1) == 2) {

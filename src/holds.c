@@ -33,6 +33,12 @@ crd_status crd__holds_init(crd_client *c)
         return CRD_NO_MEMORY;
     }
     pthread_mutex_init(&h->mu, NULL);
+    if (crd__cond_init(&h->settled) != 0) {
+        pthread_mutex_destroy(&h->mu);
+        free(h->buckets);
+        free(h);
+        return CRD_NO_MEMORY;
+    }
     c->holds = h;
     return CRD_OK;
 }
@@ -52,6 +58,8 @@ void crd__holds_free(crd_client *c)
     }
     free(h->buckets);
     free(h->unwatch);
+    crd__settle_forget(h);
+    pthread_cond_destroy(&h->settled);
     pthread_mutex_destroy(&h->mu);
     free(h);
     c->holds = NULL;
@@ -155,5 +163,64 @@ void crd__holds_foreach(crd__holds *h, void (*fn)(crd__hold *, void *), void *ar
             fn(e, arg);
             e = next;
         }
+    }
+}
+
+/* ---- undo.c's registry of acquires under way and lost ones to read back ----------------- */
+
+static crd__settle **settle_slot(crd__holds *h, const char *name, size_t len, uint64_t owner,
+                                 int kind)
+{
+    crd__settle **pp = &h->settle[hash(name, len, owner, kind) % CRD__SETTLE_BUCKETS];
+    while (*pp != NULL && ((*pp)->owner != owner || (*pp)->kind != kind ||
+                           (*pp)->name_len != len || memcmp((*pp)->name, name, len) != 0))
+        pp = &(*pp)->next;
+    return pp;
+}
+
+crd__settle *crd__settle_find(crd__holds *h, const char *name, size_t len, uint64_t owner,
+                              int kind)
+{
+    return *settle_slot(h, name, len, owner, kind);
+}
+
+crd__settle *crd__settle_get(crd__holds *h, const char *name, size_t len, uint64_t owner,
+                             int kind)
+{
+    crd__settle **pp = settle_slot(h, name, len, owner, kind);
+    if (*pp != NULL)
+        return *pp;
+    crd__settle *e = calloc(1, sizeof *e + len + 1);
+    if (e == NULL)
+        return NULL;
+    e->owner = owner;
+    e->kind = kind;
+    e->name_len = len;
+    memcpy(e->name, name, len);
+    *pp = e;
+    return e;
+}
+
+void crd__settle_drop(crd__holds *h, crd__settle *s)
+{
+    if (s->busy > 0 || s->unknown > 0 || s->turn)
+        return;
+    crd__settle **pp = settle_slot(h, s->name, s->name_len, s->owner, s->kind);
+    *pp = s->next;
+    free(s->job);
+    free(s);
+}
+
+void crd__settle_forget(crd__holds *h)
+{
+    for (size_t i = 0; i < CRD__SETTLE_BUCKETS; i++) {
+        crd__settle *e = h->settle[i];
+        while (e != NULL) {
+            crd__settle *next = e->next;
+            free(e->job);
+            free(e);
+            e = next;
+        }
+        h->settle[i] = NULL;
     }
 }

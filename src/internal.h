@@ -587,14 +587,29 @@ typedef struct crd__undo {
     bool nowait;
 } crd__undo;
 struct crd__req;
-/* A copy for one request (freed with free()); at: the index of the acquire's reply. */
+/* A copy for one request (freed with crd__undo_free); at: the index of the acquire's reply.
+ * The job counts as an acquire of its (name, owner, kind) under way until its request ends
+ * (see crd__settle_enter). */
 void *crd__undo_new(const crd__undo *u, int at);
+void crd__undo_free(void *job);
 /* The engine's on_late for an acquire: a late reply that says "taken" is given back
  * (the kind's unlock, one hold); a lost link reads the field back once the node answers
  * and gives back a hold this client does not record. I/O thread. */
 void crd__undo_late(crd_client *c, struct crd__req *rq);
 /* Gives one hold of u's owner back (the acquire ran, and its caller went away). */
 void crd__undo_give_back(const crd__undo *u);
+
+/* Read-backs of lost acquires are settled one at a time per (name, owner, kind), and only
+ * while no acquire of that owner on that name is under way: Redis's count is compared with
+ * this client's record only when every acquire that may have run is either recorded or
+ * known lost. An acquire machine enters before its first command and leaves when it ends
+ * (*entered: it was counted; false only when out of memory, and then it must not leave);
+ * park_until > 0 first waits (until then, monotonic ms) for a read-back under way to end:
+ * CRD_TIMEOUT when it did not end in time (nothing entered). Any thread but the engine's
+ * under its mutex; takes holds->mu. */
+crd_status crd__settle_enter(crd_client *c, const char *name, size_t len, uint64_t owner,
+                             int kind, int64_t park_until, bool *entered);
+void crd__settle_leave(crd_client *c, const char *name, size_t len, uint64_t owner, int kind);
 
 /* Starts a command; cap > CRD__CMD_INLINE words allocate (the watchdog's batches). */
 void crd__cmd_init(crd__cmd *cmd, int script, int cap);
@@ -729,8 +744,31 @@ typedef struct crd__hold {
     char name_buf[];      /* the name, NUL-terminated */
 } crd__hold;
 
+/* undo.c's bookkeeping for one (name, owner, kind) while an acquire of it is under way or a
+ * lost acquire of it is still to be read back (crd__settle_enter); under holds->mu. */
+typedef struct crd__settle {
+    struct crd__settle *next;
+    uint64_t owner;
+    int kind;
+    int busy;          /* acquire machines under way, and commands of theirs still in flight */
+    uint64_t epoch;    /* bumped whenever busy changes */
+    int unknown;       /* lost acquires still to read back */
+    int64_t until;     /* monotonic ms: the leases of those end; no read-back after it */
+    bool turn;         /* a read-back (and the give-backs it decided) is under way */
+    int giving;        /* give-backs of that turn not answered yet */
+    int64_t forgotten; /* holds no longer recorded but legitimately taken (their thread
+                          ended: lifecycle.c stops renewing them, the lease ends them) */
+    void *job;         /* undo.c's copy of the latest lost acquire (field, lease, kind) */
+    size_t name_len;
+    char name[];       /* NUL-terminated */
+} crd__settle;
+
+#define CRD__SETTLE_BUCKETS 256
+
 struct crd__holds {
     pthread_mutex_t mu;
+    pthread_cond_t settled; /* a read-back turn ended (crd__settle_enter parks on it) */
+    crd__settle *settle[CRD__SETTLE_BUCKETS];
     crd__hold **buckets;
     size_t nbuckets;
     size_t count;
@@ -755,6 +793,15 @@ void crd__holds_foreach(crd__holds *h, void (*fn)(crd__hold *, void *), void *ar
 /* Hands over the watch references of removed holds (*out: the caller frees it). Caller
  * holds h->mu. */
 size_t crd__holds_take_unwatch(crd__holds *h, struct crd__sub ***out);
+/* The registry entry of (name, owner, kind), NULL when none; _get makes one (NULL: out of
+ * memory); _drop frees it when nothing is left to do. Caller holds h->mu. */
+crd__settle *crd__settle_find(crd__holds *h, const char *name, size_t len, uint64_t owner,
+                              int kind);
+crd__settle *crd__settle_get(crd__holds *h, const char *name, size_t len, uint64_t owner,
+                             int kind);
+void crd__settle_drop(crd__holds *h, crd__settle *s);
+/* Frees every entry (a fork child: the parent's owners are not its own; the client's end). */
+void crd__settle_forget(crd__holds *h);
 
 /* ---- watchdog.c ---------------------------------------------------------------------- */
 
@@ -949,6 +996,7 @@ typedef struct crd__acquire {
     bool has_cv;          /* gate_cv is initialised */
     bool was_deferred;    /* the next attempt follows a deferral (gate.c learns its use) */
     bool have_pre;        /* the hand-off sent the next attempt: its outcome below */
+    bool entered;         /* counted under way in undo.c's registry (crd__settle_enter) */
     crd_status pre_st;
     struct redisReply *pre_reply;
     int64_t pre_sent;
@@ -990,6 +1038,9 @@ void crd__gates_after_fork_child(crd_client *c);
  * are refused. */
 void crd__acquire_begin(crd__acquire *a, crd_lock *l, uint64_t owner, int64_t wait_ms,
                         int64_t lease_ms);
+/* Counts a begun acquire as under way for undo.c (crd__settle_enter); park: a blocking
+ * acquire first waits out a read-back of this owner's lost acquire of the same lock. */
+void crd__acquire_enter(crd__acquire *a, bool park);
 /* Joins the lock's local queue (gate.c) when the acquire may wait on an exclusive kind
  * and is not a re-entry; state CRD__AS_QUEUE when others are ahead. After begin (and
  * after nonblocking is set). */

@@ -58,7 +58,11 @@ static void scan_owner(crd__hold *h, void *arg)
             return; /* released below; the release removes the record */
         }
     }
-    /* Stop renewal: the lock expires within its lease. */
+    /* Stop renewal: the lock expires within its lease. A read-back of this owner's lost
+     * acquire still to come must not take this hold for a lost one. */
+    crd__settle *e = crd__settle_find(s->hs, h->name, h->name_len, h->owner, h->kind);
+    if (e != NULL && !h->lost)
+        e->forgotten += h->count;
     crd__holds_remove(s->hs, h);
 }
 
@@ -151,6 +155,7 @@ static void fork_child(void)
         c->pid = getpid();
         crd__pool_after_fork_child(c);
         crd__holds_foreach(c->holds, drop_hold, c->holds);
+        crd__settle_forget(c->holds);
         crd__sub **unwatch;
         crd__holds_take_unwatch(c->holds, &unwatch);
         free(unwatch); /* the child's subscriber entries are dropped with them below */

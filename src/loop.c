@@ -149,6 +149,7 @@ crd_status crd_lock_acquire_async(crd_lock *l, uint64_t owner, int64_t wait_ms, 
     }
     op->a.nonblocking = true;
     op->a.want_token = crd__kinds[l->kind].fenced;
+    crd__acquire_enter(&op->a, false);
     crd__acquire_enqueue(&op->a);
     enqueue(op);
     if (out != NULL)

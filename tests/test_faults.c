@@ -309,6 +309,68 @@ Test(faults, a_lost_acquire_reply_is_read_back_never_resent_and_one_release_free
     proxied_close(&x);
 }
 
+/* A lost acquire is read back while the same owner's next acquire of the lock has run in
+ * Redis but its reply is still on the way. The read-back must not take that hold for the
+ * lost one (it waits until the new acquire is recorded): the owner's hold stays intact in
+ * Redis. Before the registry of undo.c, the read-back compared Redis's count (1: the new
+ * acquire) with the client's record (0: its reply not in yet) and gave the new hold back
+ * under its caller (the chaos checker saw the overlap that followed). */
+Test(faults, a_read_back_of_a_lost_acquire_never_gives_back_the_same_owners_next_hold,
+     .timeout = 60)
+{
+    crdt_proxy *p = proxy_to(crdt_port());
+    crd_options o;
+    opts_at(&o, crdt_proxy_port(p), 1000, 1000);
+    crd_client *c = crdt_client_opts(&o);
+    redisContext *r = crdt_redis();
+    char field[96];
+    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
+    crd_lock *warm = crdt_lock(c, crdt_key("warm"));
+    cr_assert_eq(crd_lock_acquire(warm, 0, 20000), CRD_OK);
+    cr_assert_eq(crd_lock_release(warm), CRD_OK);
+    crd_lock_free(warm);
+    const char *key = crdt_key("R");
+    crd_lock *l = crdt_lock(c, key);
+    crd_metrics m0, m1;
+    cr_assert_eq(crd_client_metrics(c, &m0, sizeof m0), CRD_OK);
+
+    /* A: black-holed on its way to Redis, so it never runs; its caller is told CRD_IO after
+     * the command timeout (1 s), and the engine drops its link one timeout later (~2 s),
+     * the outcome unknown to it. */
+    crdt_proxy_set_blackhole(p, CRDT_PROXY_UP, true);
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_acquire(l, 0, 20000), CRD_IO, "%s", crd_client_errmsg(c));
+    crdt_proxy_set_blackhole(p, CRDT_PROXY_UP, false);
+    /* B, the same owner: sent at ~1.4 s, it runs at once and its reply is held 800 ms, so
+     * it is in flight (run, not recorded) when A's link is dropped and A is read back. */
+    crdt_sleep_ms(t0 + 1400 - crdt_now_ms());
+    int id = crdt_proxy_arm(p, key, "redisson_unlock_latch", CRDT_PROXY_DELAY_REPLY, 800);
+    cr_assert_eq(crd_lock_acquire(l, 5000, 20000), CRD_OK, "%s", crd_client_errmsg(c));
+    int64_t t_b = crdt_now_ms() - t0;
+    cr_assert(crdt_proxy_fired(p, id));
+    cr_assert_eq(crd_client_metrics(c, &m1, sizeof m1), CRD_OK);
+    cr_assert_eq(m1.outcomes_unknown - m0.outcomes_unknown, 1,
+                 "A's link was dropped (outcome unknown) while B was in flight (B back after "
+                 "%lld ms)", (long long)t_b);
+    /* A re-entry waits for the read-back to end (it parks on it): afterwards nothing moves. */
+    cr_assert_eq(crd_lock_acquire(l, 5000, 20000), CRD_OK, "%s", crd_client_errmsg(c));
+    cr_assert_eq(crdt_hget_int(r, key, field), 2, "B's hold and the re-entry are in Redis");
+    int64_t n = 0;
+    cr_assert_eq(crd_lock_hold_count(l, &n), CRD_OK);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(crd_client_metrics(c, &m1, sizeof m1), CRD_OK);
+    cr_assert_eq(m1.late_holds_released - m0.late_holds_released, 0, "nothing was given back");
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0, "two releases free it");
+    fprintf(stderr, "[faults] lost acquire read back while the next one was in flight: B back "
+            "after %lld ms, nothing given back\n", (long long)t_b);
+    crd_lock_free(l);
+    crd_client_free(c);
+    redisFree(r);
+    crdt_proxy_stop(p);
+}
+
 Test(faults, a_lost_release_reply_is_retried_with_the_same_request_id_and_releases_once,
      .timeout = 60)
 {
