@@ -231,6 +231,7 @@ static crd_status send_acquire(crd__acquire *a, redisReply **r, int64_t *sent)
     build_acquire(a, &cmd, &u);
     crd_status st = crd__call(a->c, &cmd, "acquire", r, sent);
     a->unanswered = st == CRD_IO && cmd.handed;
+    a->unsent = st == CRD_IO && cmd.unsent;
     crd__cmd_free(&cmd);
     return st;
 }
@@ -272,6 +273,7 @@ static crd_status undo_unsynced(crd__acquire *a, const char *why)
 static crd_status attempt(crd__acquire *a)
 {
     a->unanswered = false;
+    a->unsent = false;
     a->outcome = CRD__ACQ_BAD;
     a->hint_ms = 0;
     bool happened = false;
@@ -541,6 +543,14 @@ static void after_attempt(crd__acquire *a, crd_status st)
         snprintf(why, sizeof why, "%s", crd_client_errmsg(a->c));
         finish(a, crd__fail(a->c, CRD_TIMEOUT, "the wait of %lld ms ran out before Redis "
                             "answered (%s)", (long long)a->wait_ms, why));
+        return;
+    }
+    if (st == CRD_IO && a->unsent && a->wait_ms > 0 && crd__now_ms() >= a->deadline) {
+        /* The wait ran out while the attempt waited for a connection being set up (a
+         * slow connect or TLS handshake): not taken within wait_ms, nothing failed. */
+        finish(a, crd__fail(a->c, CRD_TIMEOUT, "the wait of %lld ms ran out before the "
+                            "acquire could be sent (no connection was ready yet)",
+                            (long long)a->wait_ms));
         return;
     }
     /* A failed connection is worth waiting out; anything else ends the acquire. */

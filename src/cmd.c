@@ -23,6 +23,7 @@ void crd__cmd_init(crd__cmd *cmd, int script, int cap)
     cmd->deadline_ms = 0;
     cmd->undo = NULL;
     cmd->handed = false;
+    cmd->unsent = false;
     memset(cmd->heap, 0, sizeof cmd->heap);
     cmd->heap_used = cmd->heap_cap = 0;
     cmd->cap = CRD__CMD_INLINE;

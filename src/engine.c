@@ -1021,8 +1021,10 @@ static crd_status wait_for(crd_client *c, crd__engine *e, crd__req *rq, redisRep
             }
         } else {
             /* CRD_TIMEOUT here: never written, its deadline passed in the queue. */
-            if (st == CRD_TIMEOUT)
+            if (st == CRD_TIMEOUT) {
                 st = CRD_IO;
+                *handed_over = -1;
+            }
             crd__fail(c, st, "%s", rq->why);
         }
         pthread_mutex_unlock(&e->mu);
@@ -1034,6 +1036,7 @@ static crd_status wait_for(crd_client *c, crd__engine *e, crd__req *rq, redisRep
         pthread_mutex_unlock(&e->mu);
         crd__req_free(rq);
         *sent_ms = 0;
+        *handed_over = -1;
         return crd__fail(c, CRD_IO, "the deadline passed before the command could be sent "
                          "(no connection was ready)");
     }

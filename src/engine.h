@@ -98,7 +98,8 @@ crd_status crd__engine_submit(crd_client *c, crd__req *rq);
  * whether it was written (0: not: it never runs); *handed_over is nonzero when the engine
  * now owns its outcome (rq->on_late will see the late reply): the caller must not read
  * it back; 1 when its connection had answered before (Redis went quiet), 2 when it never
- * had. rq is always consumed. */
+ * had; -1 when it was never written because its deadline passed while it waited in the
+ * queue (no connection was ready in time). rq is always consumed. */
 crd_status crd__engine_call(crd_client *c, crd__req *rq, redisReply **out, int64_t *sent_ms,
                             int *handed_over);
 /* The same for a request some other thread submitted (the hand-off). */

@@ -570,6 +570,8 @@ typedef struct crd__cmd {
                                      after the caller gave up (undo.c); borrowed */
     bool handed; /* out (crd__call): sent, unanswered by the deadline, and its outcome
                     handed to undo.c (the caller must not read it back) */
+    bool unsent; /* out (crd__call): never written, its deadline passed while it waited for
+                    a connection (CRD_IO) */
 } crd__cmd;
 
 /* ---- undo.c: acquires whose callers were told they failed --------------------------- */
@@ -982,6 +984,7 @@ typedef struct crd__acquire {
     char *own_channel;    /* fair: "<channel>:<field>", allocated */
     bool last_failed;     /* the last try failed on the connection */
     bool unanswered;      /* the last try was sent and got no answer by its deadline */
+    bool unsent;          /* the last try's deadline passed before it could be sent */
     crd__acq_outcome outcome;
     int64_t hint_ms;
     crd__backoff backoff;

@@ -272,6 +272,9 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
         uint64_t gen = p == c->pool && crd__topology_sentinel(c) ? crd__topology_gen(c) : 0;
         st = run_hop(c, p, cmd, ask_now, replicas, wait_timeout, deadline, &r, &acks, sent_ms,
                      &handed);
+        cmd->unsent = handed < 0;
+        if (handed < 0)
+            handed = 0;
         if (st == CRD_OK && gen != 0 && crd__topology_gen(c) != gen) {
             /* The sentinels named a new primary while this was in flight: the reply may be
              * the old primary's, whose writes the new one may never see. A read is asked

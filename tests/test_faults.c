@@ -371,6 +371,34 @@ Test(faults, a_read_back_of_a_lost_acquire_never_gives_back_the_same_owners_next
     crdt_proxy_stop(p);
 }
 
+/* A wait that runs out while its first attempt still waits for a connection being set up
+ * (here: SELECT answered 300 ms late through a slow link) is CRD_TIMEOUT -- the lock was not
+ * taken within wait_ms -- not an I/O failure: nothing failed (the CLI's --conflict-exit-code
+ * depends on it). */
+Test(faults, a_wait_that_ends_while_the_connection_is_still_being_set_up_is_a_timeout,
+     .timeout = 30)
+{
+    crdt_proxy *p = proxy_to(crdt_port());
+    crd_options o;
+    opts_at(&o, crdt_proxy_port(p), 2000, 2000);
+    o.db = 1;
+    crd_client *c = crdt_client_opts(&o);
+    crd_lock *l = crdt_lock(c, crdt_key("slowlink"));
+    crdt_proxy_set_delay(p, CRDT_PROXY_DOWN, 300);
+    cr_assert(crdt_proxy_drop_all(p) >= 1, "the client's links were open");
+    int64_t t0 = crdt_now_ms();
+    crd_status st = crd_lock_acquire(l, 50, 20000);
+    int64_t took = crdt_now_ms() - t0;
+    cr_assert_eq(st, CRD_TIMEOUT, "%s: %s", crd_strerror(st), crd_client_errmsg(c));
+    cr_assert(took < 1000, "returned after %lld ms", (long long)took);
+    crdt_proxy_set_delay(p, CRDT_PROXY_DOWN, 0);
+    cr_assert_eq(crd_lock_acquire(l, 5000, 20000), CRD_OK, "%s", crd_client_errmsg(c));
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    crd_lock_free(l);
+    crd_client_free(c);
+    crdt_proxy_stop(p);
+}
+
 Test(faults, a_lost_release_reply_is_retried_with_the_same_request_id_and_releases_once,
      .timeout = 60)
 {
