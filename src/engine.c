@@ -996,6 +996,20 @@ static void unqueue(crd__req *rq)
         p->qtail = last;
 }
 
+/* A request never written because its deadline passed in the queue: -1 while its peer's
+ * connection is merely being set up, 0 (and the last connect failure appended to why) when
+ * the peer's last connect failed. Under e->mu. */
+static int not_sent(const crd__req *rq, char *why, size_t n)
+{
+    const crd__pool *p = rq->peer;
+    if (p == NULL || p->backoff_ms == 0)
+        return -1;
+    size_t len = strlen(why);
+    if (len < n)
+        snprintf(why + len, n - len, "; the last connect failed: %.150s", p->last_why);
+    return 0;
+}
+
 /* Waits for rq (submitted with cv set) under e->mu; see crd__engine_call. */
 static crd_status wait_for(crd_client *c, crd__engine *e, crd__req *rq, redisReply **out,
                            int64_t *sent_ms, int *handed_over)
@@ -1023,7 +1037,7 @@ static crd_status wait_for(crd_client *c, crd__engine *e, crd__req *rq, redisRep
             /* CRD_TIMEOUT here: never written, its deadline passed in the queue. */
             if (st == CRD_TIMEOUT) {
                 st = CRD_IO;
-                *handed_over = -1;
+                *handed_over = not_sent(rq, rq->why, sizeof rq->why);
             }
             crd__fail(c, st, "%s", rq->why);
         }
@@ -1033,12 +1047,14 @@ static crd_status wait_for(crd_client *c, crd__engine *e, crd__req *rq, redisRep
     }
     if (rq->state == RQ_QUEUED) {
         unqueue(rq);
+        char why[sizeof rq->why];
+        snprintf(why, sizeof why, "the deadline passed before the command could be sent (no "
+                 "connection was ready)");
+        *handed_over = not_sent(rq, why, sizeof why);
         pthread_mutex_unlock(&e->mu);
         crd__req_free(rq);
         *sent_ms = 0;
-        *handed_over = -1;
-        return crd__fail(c, CRD_IO, "the deadline passed before the command could be sent "
-                         "(no connection was ready)");
+        return crd__fail(c, CRD_IO, "%s", why);
     }
     /* Written, no reply yet: the engine keeps it in line; its late reply goes to on_late.
      * The caller hears CRD_IO: the server did not answer in time. Traced from a copy (the
