@@ -208,15 +208,15 @@ static void kick(crd_client *c, const char *name, size_t len, uint64_t owner, in
         return;
     }
     t->epoch = s->epoch;
-    t->owed = s->unknown;
+    int owed = t->owed = s->unknown;
     s->turn = true;
     pthread_mutex_unlock(&h->mu);
-    if (read_back(c, t))
+    if (read_back(c, t)) /* t is the request's from here on */
         return;
     /* Nothing could be sent (no peer, out of memory, closing): the leases end them. */
     pthread_mutex_lock(&h->mu);
     s = crd__settle_find(h, name, len, owner, kind);
-    s->unknown -= t->owed;
+    s->unknown -= owed;
     end_turn_locked(h, s);
     crd__settle_drop(h, s);
     pthread_mutex_unlock(&h->mu);
