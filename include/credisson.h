@@ -658,8 +658,11 @@ CRD_API const char *crd_lock_name(const crd_lock *lock, size_t *len);
  * acquired); CRD_IO (the server could not be reached, or a try got no answer within
  * command_timeout_ms; if the connection broke after the acquire was sent, the library
  * reads its own field back instead of resending, so a hold is never counted twice);
- * a wait that runs out before Redis answers is CRD_TIMEOUT; whenever the answer comes
- * after the caller was told the acquire failed, a hold it took is given back at once;
+ * a wait that runs out before Redis answers, or before the attempt could be sent while
+ * a connection was still being set up, is CRD_TIMEOUT; whenever the answer comes
+ * after the caller was told the acquire failed, a hold it took is given back at once
+ * (when the connection died first, the owner's field is read back once the node
+ * answers, and a blocking acquire of the same owner and lock waits for that read-back);
  * CRD_CLOSED (client shutting down).
  * Deadline: the call returns by wait_ms plus a few milliseconds even when the server or
  * the network stalls (measured: 1-7 ms over; tests/test_engine.c); a try with wait_ms 0,
