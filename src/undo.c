@@ -252,6 +252,21 @@ static void given_back(crd_client *c, crd__req *rq)
     kick_job(j);
 }
 
+/* Submits a clean-up request (NULL: it could not be built) carrying job j, completed by
+ * done; false when nothing was sent (j is freed then, with rq if there was one). */
+static bool send_clean_up(crd_client *c, crd__req *rq, undo_job *j,
+                          void (*done)(crd_client *, crd__req *))
+{
+    if (rq == NULL) {
+        crd__undo_free(j);
+        return false;
+    }
+    rq->arg = j;
+    rq->arg_free = crd__undo_free;
+    rq->on_done = done;
+    return crd__engine_submit(c, rq) == CRD_OK;
+}
+
 /* Gives one hold of the job's owner back with the kind's unlock. The request takes j over
  * (its count as an acquire under way ends when the give-back is answered); false when
  * nothing was sent (j is freed then). */
@@ -275,15 +290,8 @@ static bool give_back(crd_client *c, undo_job *j)
         }
         crd__lock_clear(&l);
     }
-    if (rq == NULL) {
-        crd__undo_free(j);
+    if (!send_clean_up(c, rq, j, given_back))
         return false;
-    }
-    rq->arg = j;
-    rq->arg_free = crd__undo_free;
-    rq->on_done = given_back;
-    if (crd__engine_submit(c, rq) != CRD_OK)
-        return false; /* freed with rq */
     CRD__COUNT(c, late_holds_released);
     return true;
 }
@@ -344,14 +352,7 @@ static bool read_back(crd_client *c, undo_job *t)
     crd__cmd_arg(&cmd, t->field, t->flen);
     crd__req *rq = clean_up_request(c, &cmd, t, crd__now_ms() + t->lease_ms);
     crd__cmd_free(&cmd);
-    if (rq == NULL) {
-        free(t);
-        return false;
-    }
-    rq->arg = t;
-    rq->arg_free = free;
-    rq->on_done = read_back_done;
-    return crd__engine_submit(c, rq) == CRD_OK;
+    return send_clean_up(c, rq, t, read_back_done);
 }
 
 /* A lost acquire: one more to read back, the job kept for its field and lease. */
