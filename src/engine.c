@@ -261,6 +261,15 @@ static void complete(crd__engine *e, crd__req *rq)
     collect(e, rq);
 }
 
+/* rq's caller went away while it was written and unanswered: an acquire's job now counts
+ * as under way in undo.c's registry until its reply or its link's end reaches on_late. */
+static void abandon(crd__req *rq)
+{
+    rq->abandoned = true;
+    if (rq->on_late == crd__undo_late && rq->arg != NULL)
+        crd__undo_track(rq->arg);
+}
+
 /* Tells rq's caller st now although rq stays in line for its reply (its deadline passed,
  * or its link became unhealthy); the reply, when it comes, goes to on_late. */
 static void tell_early(crd__engine *e, crd__req *rq, crd_status st, const char *why)
@@ -272,12 +281,12 @@ static void tell_early(crd__engine *e, crd__req *rq, crd_status st, const char *
     rq->st = st;
     snprintf(rq->why, sizeof rq->why, "%s", why);
     if (rq->cv != NULL) {
-        rq->abandoned = true;
+        abandon(rq);
         pthread_cond_signal(rq->cv);
     } else if (rq->on_done != NULL) {
         collect(e, rq); /* abandoned once its on_done has run */
     } else {
-        rq->abandoned = true;
+        abandon(rq);
     }
 }
 
@@ -1072,7 +1081,7 @@ static crd_status wait_for(crd_client *c, crd__engine *e, crd__req *rq, redisRep
                  "sent)%s", (long long)(rq->deadline_ms - rq->sent_ms),
                  rq->on_late != NULL ? "; if it ran, the engine gives it back" : "");
     bool answered = rq->notified ? rq->link_answered : rq->link != NULL && rq->link->replied;
-    rq->abandoned = true;
+    abandon(rq);
     *handed_over = rq->on_late == NULL ? 0 : answered ? 1 : 2;
     pthread_mutex_unlock(&e->mu);
     if (copy.buf != NULL) {

@@ -590,9 +590,12 @@ typedef struct crd__undo {
 } crd__undo;
 struct crd__req;
 /* A copy for one request (freed with crd__undo_free); at: the index of the acquire's reply.
- * The job counts as an acquire of its (name, owner, kind) under way until its request ends
- * (see crd__settle_enter). */
+ * Once tracked (the engine, when the caller goes away with the request unanswered; a loop
+ * attempt from its start) the job counts as an acquire of its (name, owner, kind) under way
+ * until its request ends (see crd__settle_enter); while the caller waits, its machine
+ * counts. */
 void *crd__undo_new(const crd__undo *u, int at);
+void crd__undo_track(void *job);
 void crd__undo_free(void *job);
 /* The engine's on_late for an acquire: a late reply that says "taken" is given back
  * (the kind's unlock, one hold); a lost link reads the field back once the node answers

@@ -67,10 +67,17 @@ void *crd__undo_new(const crd__undo *u, int at)
     j->field[j->flen] = '\0';
     memcpy(j->name, u->name, u->name_len);
     j->name[u->name_len] = '\0';
-    bool entered = false;
-    crd__settle_enter(u->c, j->name, j->name_len, j->owner, j->kind, 0, &entered);
-    j->tracked = entered;
     return j;
+}
+
+void crd__undo_track(void *job)
+{
+    undo_job *j = job;
+    if (j->tracked)
+        return;
+    bool entered = false;
+    crd__settle_enter(j->c, j->name, j->name_len, j->owner, j->kind, 0, &entered);
+    j->tracked = entered;
 }
 
 /* An untracked copy. */
@@ -408,6 +415,8 @@ void crd__undo_late(crd_client *c, crd__req *rq)
 void crd__undo_give_back(const crd__undo *u)
 {
     undo_job *j = crd__undo_new(u, 0);
-    if (j != NULL)
-        give_back(u->c, j);
+    if (j == NULL)
+        return;
+    crd__undo_track(j); /* under way until the give-back is answered */
+    give_back(u->c, j);
 }
