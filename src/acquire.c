@@ -607,8 +607,8 @@ static void start_async(crd__acquire *a, bool eval)
     }
     /* The operation may end with this in flight (cancel, close): its job counts as under
      * way from now on (undo.c). */
-    if (rq->on_late == crd__undo_late && rq->arg != NULL)
-        crd__undo_track(rq->arg);
+    if (rq->on_abandon != NULL && rq->arg != NULL)
+        rq->on_abandon(rq->arg);
     a->aio = crd__aio_submit(a->c, rq, eval);
     if (a->aio == NULL) {
         after_attempt(a, crd__fail(a->c, CRD_CLOSED, "client is closed"));

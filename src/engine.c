@@ -261,13 +261,13 @@ static void complete(crd__engine *e, crd__req *rq)
     collect(e, rq);
 }
 
-/* rq's caller went away while it was written and unanswered: an acquire's job now counts
- * as under way in undo.c's registry until its reply or its link's end reaches on_late. */
+/* rq's caller went away while it was written and unanswered (an acquire's job then counts
+ * as under way in undo.c's registry until its reply or its link's end reaches on_late). */
 static void abandon(crd__req *rq)
 {
     rq->abandoned = true;
-    if (rq->on_late == crd__undo_late && rq->arg != NULL)
-        crd__undo_track(rq->arg);
+    if (rq->on_abandon != NULL && rq->arg != NULL)
+        rq->on_abandon(rq->arg);
 }
 
 /* Tells rq's caller st now although rq stays in line for its reply (its deadline passed,

@@ -51,6 +51,9 @@ struct crd__req {
     /* A late reply (st CRD_OK) or the loss of its link (st CRD_IO) after the caller gave
      * up; runs on the I/O thread. */
     crd__req_fn on_late;
+    /* The caller went away while it was written and unanswered (its reply now goes to
+     * on_late): called with arg, under the engine's mutex; may take holds->mu only. */
+    void (*on_abandon)(void *arg);
     void *arg;                 /* for on_late (and on_done when done_arg is NULL) */
     void *done_arg;            /* for on_done, when it needs its own */
     void (*arg_free)(void *);  /* frees arg with the request (NULL: not owned) */

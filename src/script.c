@@ -78,6 +78,7 @@ static crd__req *hop_request(crd__pool *p, crd__cmd *cmd, bool eval, bool asking
     rq->blocks_ms = replicas > 0 ? wait_timeout : 0;
     if (cmd->undo != NULL && (rq->arg = crd__undo_new(cmd->undo, *at)) != NULL) {
         rq->on_late = crd__undo_late;
+        rq->on_abandon = crd__undo_track;
         rq->arg_free = crd__undo_free;
     }
     return rq;
