@@ -452,10 +452,12 @@ void crd__acquire_enter(crd__acquire *a, bool park)
     if (crd__settle_enter(a->c, l->name, l->name_len, a->owner, l->kind, until, &a->entered) ==
         CRD_OK)
         return;
-    a->result = crd__fail(a->c, a->wait_ms == 0 ? CRD_BUSY : CRD_TIMEOUT,
+    /* The read-back is waiting for the node: a try is told so as one that got no answer
+     * (CRD_IO), a wait that it ran out (CRD_TIMEOUT). */
+    a->result = crd__fail(a->c, a->wait_ms == 0 ? CRD_IO : CRD_TIMEOUT,
                           "lock \"%.*s\": an earlier acquire of this owner whose reply was lost "
-                          "is still being read back (%lld ms)", CRD__NAME_FMT(l),
-                          (long long)(crd__now_ms() - a->start));
+                          "is still being read back, the node has not answered (%lld ms)",
+                          CRD__NAME_FMT(l), (long long)(crd__now_ms() - a->start));
     a->state = CRD__AS_DONE;
 }
 
