@@ -345,6 +345,13 @@ static void finish(crd__acquire *a, crd_status st)
 {
     crd_client *c = a->c;
     drop_aio(a);
+    /* Leaves undo.c's registry while this waiter still holds its subscription reference
+     * (or its place in the local queue): a client being freed waits for those, and frees
+     * the registry after. */
+    if (a->entered) {
+        a->entered = false;
+        crd__settle_leave(c, a->l->name, a->l->name_len, a->owner, a->l->kind);
+    }
     if (a->pre_reply != NULL)
         freeReplyObject(a->pre_reply);
     a->pre_reply = NULL;
@@ -382,10 +389,6 @@ static void finish(crd__acquire *a, crd_status st)
     }
     a->result = st;
     a->state = CRD__AS_DONE;
-    if (a->entered) {
-        a->entered = false;
-        crd__settle_leave(c, a->l->name, a->l->name_len, a->owner, a->l->kind);
-    }
 }
 
 static crd_status ran_out(crd__acquire *a)
