@@ -142,7 +142,7 @@ test-fuzz:
 	@CC=clang cmake -S . -B $(BUILD)-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCREDISSON_FUZZ=ON \
 	    -DCREDISSON_BUILD_EXAMPLES=OFF -DCREDISSON_BUILD_CLI=OFF >/dev/null
 	@cmake --build $(BUILD)-fuzz -j$(JOBS) --target fuzz_url fuzz_names fuzz_reply
-	cd $(BUILD)-fuzz && ctest --output-on-failure -R '^fuzz_'
+	cd $(BUILD)-fuzz && ctest --output-on-failure -j$(JOBS) -R '^fuzz_'
 
 # Memcheck over the stress program and every Criterion suite, each with the arguments
 # ctest gives it (its --jobs, read from the build's CTestTestfile.cmake): no error and no
@@ -156,27 +156,19 @@ test-fuzz:
 # divides the heavy loops by the same factor (crdt_scaled_count), so memcheck runs about
 # a third of the exclusion and renewal rounds.
 # No -q: -q drops the ERROR SUMMARY lines the check below reads, and Criterion ignores
-# its workers' exit status, so --error-exitcode alone misses an error inside a test.
+# its workers' exit status, so --error-exitcode alone misses an error inside a test
+# (scripts/memcheck.sh reads every log).
 VALGRIND_SKIP ?=
+# Programs under memcheck at a time (scripts/memcheck.sh: one keeps about one core busy).
+VALGRIND_JOBS ?= $(JOBS)
 VALGRIND_TIME_SCALE ?= 3
 VALGRIND_TESTS ?= crd_stress $(filter-out $(VALGRIND_SKIP),$(patsubst tests/%.c,%,$(sort $(wildcard tests/test_*.c))))
 test-valgrind: build
 	@DEPS_EXTRA=valgrind scripts/deps.sh
 	@rm -rf $(BUILD)/vg && mkdir -p $(BUILD)/vg
-	@cd $(BUILD)/tests && fail=; for t in $(VALGRIND_TESTS); do \
-	    a=$$(sed -n "s|^add_test(.*/$$t\"\(.*\))\$$|\1|p" CTestTestfile.cmake | tr -d '"'); \
-	    s=$$(date +%s); \
-	    CRD_REDIS_SERVER=$$(command -v redis-server) CRDT_TIME_SCALE=$(VALGRIND_TIME_SCALE) \
-	        valgrind --trace-children=yes --num-callers=40 \
-	        --trace-children-skip='*redis-server*,/bin/*,/usr/bin/*' \
-	        --leak-check=full --errors-for-leak-kinds=definite \
-	        --suppressions=$(CURDIR)/tests/valgrind.supp --error-exitcode=99 \
-	        --log-file=../vg/$$t.%p.log ./$$t $$a >../vg/$$t.out 2>&1; rc=$$?; \
-	    echo "valgrind: $$t$$a: exit $$rc, $$(( $$(date +%s) - s )) s"; \
-	    if [ $$rc -ne 0 ]; then tail -n 25 ../vg/$$t.out; fail="$$fail $$t"; fi; \
-	done; \
-	if grep -l 'ERROR SUMMARY: [1-9]' ../vg/*.log; then echo "valgrind: errors in the logs above"; exit 1; fi; \
-	if [ -n "$$fail" ]; then echo "valgrind: failed:$$fail (output in $(BUILD)/vg/*.out)"; exit 1; fi
+	@CRD_REDIS_SERVER=$$(command -v redis-server) CRDT_TIME_SCALE=$(VALGRIND_TIME_SCALE) \
+	    scripts/memcheck.sh $(BUILD)/tests $(abspath $(BUILD))/vg $(CURDIR)/tests/valgrind.supp \
+	    $(VALGRIND_JOBS) $(VALGRIND_TESTS)
 	@echo "valgrind: $(words $(VALGRIND_TESTS)) programs, 0 errors, no definite leaks"
 
 # Exclusion across Sentinel failovers (a failover every 20 s), replica sync on and then

@@ -557,6 +557,11 @@ typedef struct crd_metrics {
                                    latch deleted) */
     uint64_t latch_await_timeouts; /* crd_latch_await calls that returned CRD_BUSY (no
                                    wait) or CRD_TIMEOUT */
+    /* Added in 0.6: */
+    uint64_t waiting_now; /* threads asleep right now in a blocking acquire (locks,
+                             semaphores) or latch await, until a message on the name's
+                             channel, their deadline or crd_client_free() wakes them
+                             (event-loop operations are not counted: they sleep nowhere) */
 } crd_metrics;
 
 /* Fill *out with a snapshot of the client's counters. Pass sizeof(crd_metrics): fields
@@ -579,7 +584,8 @@ CRD_API crd_status crd_client_metrics(crd_client *client, crd_metrics *out, size
  *              late_holds_released, outcomes_unknown, permits_acquired, permits_released,
  *              permit_acquires_contended, permit_acquire_busy, latch_count_downs,
  *              latch_awaits_woken, latch_await_timeouts)
- *   gauge      credisson_holds (crd_metrics.holds_now)
+ *   gauges     credisson_holds (crd_metrics.holds_now), credisson_waiting
+ *              (crd_metrics.waiting_now)
  *   histograms credisson_acquire_wait_seconds (acquires that had to wait) and
  *              credisson_lock_hold_seconds (first acquire to final release), each as
  *              _bucket{le="0.001"} ... {le="4194.304"} (powers of two milliseconds,

@@ -713,6 +713,8 @@ bool crd__sub_is_live(crd_client *c, const char *channel, size_t len);
  * live now. */
 crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms,
                          const crd__handoff *mine, bool *confirmed);
+/* Threads inside crd__sub_wait right now (crd_metrics.waiting_now). */
+uint64_t crd__pubsub_sleepers(crd_client *c);
 void crd__pubsub_lock_for_fork(crd_client *c, bool lock);
 void crd__pubsub_after_fork_child(crd_client *c);
 /* The event-loop API (loop.c): one eventfd per client, made readable when an operation

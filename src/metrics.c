@@ -94,6 +94,7 @@ crd_status crd_client_metrics(crd_client *c, crd_metrics *out, size_t size)
         m.holds_now = c->holds->count;
         pthread_mutex_unlock(&c->holds->mu);
     }
+    m.waiting_now = crd__pubsub_sleepers(c);
     m.wait_ms_p50 = quantile(&k->wait, 50);
     m.wait_ms_p99 = quantile(&k->wait, 99);
     m.wait_ms_max = atomic_load_explicit(&k->wait.max, memory_order_relaxed);
@@ -233,6 +234,9 @@ size_t crd_client_metrics_openmetrics(crd_client *c, char *buf, size_t size)
     }
     put_family(&o, "holds", "gauge", "Holds this client records right now.");
     put(&o, "credisson_holds %llu\n", (unsigned long long)m.holds_now);
+    put_family(&o, "waiting", "gauge",
+               "Threads asleep right now in a blocking acquire or latch await.");
+    put(&o, "credisson_waiting %llu\n", (unsigned long long)m.waiting_now);
     put_hist(&o, "acquire_wait_seconds",
              "Wait of the acquires that had to wait, until they got the lock.", &c->metrics.wait);
     put_hist(&o, "lock_hold_seconds",

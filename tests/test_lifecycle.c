@@ -510,6 +510,9 @@ Test(lifecycle, a_fork_while_another_thread_waits_for_a_lock_gives_a_working_chi
         .lock = f.la, .wait_ms = CRD_WAIT_FOREVER, .lease_ms = CRD_LEASE_WATCHDOG, .hold = true};
     crdt_waiter_start(&b);
     cr_assert(crdt_await_subscribed(f.r, f.channel, 5000), "the waiter never subscribed");
+    /* Fork while the waiter sleeps (not while it handles a reply: what a thread holds on
+     * its stack is lost in the child, which has no such thread). */
+    cr_assert(crdt_await_waiting(f.a, 1, 5000), "the waiter never went to sleep");
 
     pid_t pid = crdt_fork(fork_waiter_child, f.la);
     int rc = crdt_wait_child(pid, 5000);

@@ -368,6 +368,8 @@ Test(openmetrics, a_client_that_locked_exposes_valid_prometheus_text_matching_it
     cr_assert_eq(value_of(&e, "credisson_subscribes_total"), (double)m.subscribes);
     cr_assert_eq(value_of(&e, "credisson_holds"), 0);
     cr_assert_str_eq(find(&e, "credisson_holds")->type, "gauge");
+    cr_assert_eq(value_of(&e, "credisson_waiting"), 0, "the waiter is done");
+    cr_assert_str_eq(find(&e, "credisson_waiting")->type, "gauge");
     static const char *const counters[] = {
         "acquisitions", "acquisitions_contended", "acquire_busy", "releases", "renewals",
         "renewal_failures", "locks_lost", "connects", "connection_failures", "subscribes",
@@ -394,7 +396,7 @@ Test(openmetrics, a_client_that_locked_exposes_valid_prometheus_text_matching_it
     cr_assert_eq(wait->le[0], 0.001);
     for (int i = 1; i + 1 < wait->nbuckets; i++)
         cr_assert_eq(wait->le[i], wait->le[i - 1] * 2, "powers of two milliseconds");
-    cr_assert_eq(e.n, 24 + 1 + 2, "24 counters, a gauge and 2 histograms");
+    cr_assert_eq(e.n, 24 + 2 + 2, "24 counters, 2 gauges and 2 histograms");
     free(text);
     crd_lock_free(l);
     crd_lock_free(ol);

@@ -638,7 +638,8 @@ static bool test_shutdown_wakes_waiters(void)
     return ok;
 }
 
-int main(void)
+/* crd_stress [NAME...]: every test, or only the named ones (to repeat one under a tool). */
+int main(int argc, char **argv)
 {
     setvbuf(stderr, NULL, _IONBF, 0);
     snprintf(prefix, sizeof prefix, "stress:%d", (int)getpid());
@@ -663,6 +664,11 @@ int main(void)
         {"shutdown_wakes_waiters", test_shutdown_wakes_waiters},
     };
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        bool chosen = argc < 2;
+        for (int a = 1; a < argc; a++)
+            chosen = chosen || strcmp(argv[a], tests[i].name) == 0;
+        if (!chosen)
+            continue;
         int64_t t0 = now_ms();
         bool ok = tests[i].fn();
         fprintf(stderr, "stress: %-24s %s (%lld ms)\n", tests[i].name, ok ? "ok" : "FAILED",

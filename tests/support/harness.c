@@ -1024,6 +1024,25 @@ bool crdt_await_subscribed(redisContext *r, const char *channel, int64_t timeout
     return crdt_wait_until(subscribed, &p, timeout_ms);
 }
 
+struct waiting_pred {
+    crd_client *c;
+    uint64_t n;
+};
+
+static bool waiting(void *arg)
+{
+    struct waiting_pred *p = arg;
+    crd_metrics m;
+    cr_assert_eq(crd_client_metrics(p->c, &m, sizeof m), CRD_OK);
+    return m.waiting_now == p->n;
+}
+
+bool crdt_await_waiting(crd_client *c, uint64_t n, int64_t timeout_ms)
+{
+    struct waiting_pred p = {c, n};
+    return crdt_wait_until(waiting, &p, timeout_ms);
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* Watching published messages                                                        */
 /* ---------------------------------------------------------------------------------- */

@@ -256,6 +256,9 @@ long long crdt_numsub(redisContext *r, const char *channel);
 /* Waits up to timeout_ms until the channel has a subscriber (a waiter blocked on
  * it); returns whether it did. */
 bool crdt_await_subscribed(redisContext *r, const char *channel, int64_t timeout_ms);
+/* Waits up to timeout_ms until n threads of client c are asleep in a blocking acquire
+ * or await (crd_metrics.waiting_now); returns whether they were. */
+bool crdt_await_waiting(crd_client *c, uint64_t n, int64_t timeout_ms);
 
 /* ---------------------------------------------------------------------------------- */
 /* Watching published messages                                                        */
