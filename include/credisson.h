@@ -559,9 +559,10 @@ typedef struct crd_metrics {
                                    wait) or CRD_TIMEOUT */
     /* Added in 0.6: */
     uint64_t waiting_now; /* threads asleep right now in a blocking acquire (locks,
-                             semaphores) or latch await, until a message on the name's
-                             channel, their deadline or crd_client_free() wakes them
-                             (event-loop operations are not counted: they sleep nowhere) */
+                             semaphores) or latch await: on the name's channel, queued
+                             behind this client's own waiters (local_fifo) or deferring
+                             (release_defer_ms). A thread in a round trip is not asleep;
+                             event-loop operations are never counted (they sleep nowhere) */
 } crd_metrics;
 
 /* Fill *out with a snapshot of the client's counters. Pass sizeof(crd_metrics): fields

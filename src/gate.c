@@ -48,6 +48,7 @@ struct crd__gate {
 struct crd__gates {
     pthread_mutex_t mu;
     struct crd__gate *buckets[NBUCKETS];
+    uint64_t sleepers; /* threads inside crd__gate_wait or crd__gate_sleep */
 };
 
 static size_t bucket(const char *name, size_t len)
@@ -218,6 +219,7 @@ crd_status crd__gate_wait(crd__acquire *a, int64_t deadline_ms)
     crd__gates *g = a->c->gates;
     crd_status st = CRD_OK;
     pthread_mutex_lock(&g->mu);
+    g->sleepers++;
     while (!a->gate_head) {
         if (atomic_load(&a->c->closed)) {
             st = CRD_CLOSED;
@@ -230,6 +232,7 @@ crd_status crd__gate_wait(crd__acquire *a, int64_t deadline_ms)
         struct timespec ts = crd__abstime(deadline_ms);
         pthread_cond_timedwait(&a->gate_cv, &g->mu, &ts);
     }
+    g->sleepers--;
     pthread_mutex_unlock(&g->mu);
     return st;
 }
@@ -238,13 +241,26 @@ crd_status crd__gate_sleep(crd__acquire *a, int64_t deadline_ms)
 {
     crd__gates *g = a->c->gates;
     pthread_mutex_lock(&g->mu);
+    g->sleepers++;
     while (!atomic_load(&a->c->closed) && crd__now_ms() < deadline_ms) {
         struct timespec ts = crd__abstime(deadline_ms);
         pthread_cond_timedwait(&a->gate_cv, &g->mu, &ts);
     }
+    g->sleepers--;
     crd_status st = atomic_load(&a->c->closed) ? CRD_CLOSED : CRD_OK;
     pthread_mutex_unlock(&g->mu);
     return st;
+}
+
+uint64_t crd__gates_sleepers(crd_client *c)
+{
+    crd__gates *g = c->gates;
+    if (g == NULL)
+        return 0;
+    pthread_mutex_lock(&g->mu);
+    uint64_t n = g->sleepers;
+    pthread_mutex_unlock(&g->mu);
+    return n;
 }
 
 void crd__gates_wake_all(crd_client *c)
@@ -314,4 +330,5 @@ void crd__gates_after_fork_child(crd_client *c)
      * acquire of the forking thread finds itself in no queue and goes on ungated
      * (crd__gate_is_head). */
     drop_all(c->gates);
+    c->gates->sleepers = 0;
 }

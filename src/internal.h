@@ -1040,6 +1040,8 @@ void crd__gate_deferral_used(crd__acquire *a, bool used);
 /* Until when attempts on a's lock are deferred (monotonic µs; 0 or past: not). */
 int64_t crd__gate_deferred_until(crd__acquire *a);
 void crd__gates_lock_for_fork(crd_client *c, bool lock);
+/* Threads asleep in a local queue or a deferral right now (crd_metrics.waiting_now). */
+uint64_t crd__gates_sleepers(crd_client *c);
 void crd__gates_after_fork_child(crd_client *c);
 
 /* Checks the arguments and prepares a; state CRD__AS_DONE with a->result set when they

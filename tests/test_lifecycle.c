@@ -458,6 +458,9 @@ Test(lifecycle, a_thread_blocked_in_acquire_returns_closed_promptly_when_the_cli
     char channel[512];
     snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", key);
     cr_assert(crdt_await_subscribed(r, channel, 5000), "the waiter never subscribed");
+    /* Blocked, not in a round trip: crd_client_free's contract (no other thread inside
+     * a call that is not a blocked acquire). */
+    cr_assert(crdt_await_waiting(c, 1, 5000), "the waiter never went to sleep");
 
     int64_t t0 = crdt_now_ms();
     crd_client_free(c);

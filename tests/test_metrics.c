@@ -325,3 +325,35 @@ Test(metrics, latch_count_downs_woken_awaits_and_timed_out_awaits_are_counted)
     crd_client_free(c);
     redisFree(r);
 }
+
+Test(metrics, waiting_now_counts_the_threads_asleep_in_an_acquire_and_nothing_else)
+{
+    crd_client *c = crdt_client(), *other = crdt_client();
+    const char *name = crdt_key("mwaiting");
+    crd_lock *l = crdt_lock(c, name), *ol = crdt_lock(other, name);
+    cr_assert_eq(snapshot(c).waiting_now, 0);
+    cr_assert_eq(crd_lock_acquire(ol, 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(l, 0, 30000), CRD_BUSY);
+    cr_assert_eq(snapshot(c).waiting_now, 0, "a try that found the lock held never slept");
+
+    /* Three threads of c wait: one on the lock's channel, two queued behind it. */
+    crdt_waiter w[3];
+    for (int i = 0; i < 3; i++) {
+        w[i] = (crdt_waiter){.lock = l, .wait_ms = 20000, .lease_ms = 30000};
+        crdt_waiter_start(&w[i]);
+    }
+    cr_assert(crdt_await_waiting(c, 3, 10000), "three waiters asleep");
+    cr_assert_eq(snapshot(other).waiting_now, 0, "the holder's client waits for nothing");
+
+    /* Each release lets one in; once all have had the lock, nobody sleeps. */
+    cr_assert_eq(crd_lock_release(ol), CRD_OK);
+    for (int i = 0; i < 3; i++)
+        crdt_waiter_join(&w[i], 20000, "a waiter");
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(w[i].acquire_st, CRD_OK);
+    cr_assert_eq(snapshot(c).waiting_now, 0);
+    crd_lock_free(l);
+    crd_lock_free(ol);
+    crd_client_free(other);
+    crd_client_free(c);
+}

@@ -623,7 +623,16 @@ static bool test_shutdown_wakes_waiters(void)
     pthread_t t[3];
     for (int i = 0; i < 3; i++)
         pthread_create(&t[i], NULL, waiter_main, &w[i]);
-    sleep_ms(200); /* let them block; what is tested is that free() wakes them */
+    /* Free once all three sleep (one on the subscription, two queued behind it): what
+     * is tested is that free() wakes blocked waiters. A thread inside any other call
+     * must not be racing the free (crd_client_free's contract). */
+    crd_metrics m = {0};
+    int64_t until = now_ms() + 10000;
+    while (now_ms() < until && crd_client_metrics(c, &m, sizeof m) == CRD_OK &&
+           m.waiting_now < 3)
+        sleep_ms(2);
+    CHECK(m.waiting_now == 3, "only %llu of 3 waiters went to sleep",
+          (unsigned long long)m.waiting_now);
     int64_t start = now_ms();
     crd_client_free(c);
     for (int i = 0; i < 3; i++) {
