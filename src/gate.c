@@ -48,7 +48,6 @@ struct crd__gate {
 struct crd__gates {
     pthread_mutex_t mu;
     struct crd__gate *buckets[NBUCKETS];
-    uint64_t sleepers; /* threads inside crd__gate_wait or crd__gate_sleep */
 };
 
 static size_t bucket(const char *name, size_t len)
@@ -219,7 +218,7 @@ crd_status crd__gate_wait(crd__acquire *a, int64_t deadline_ms)
     crd__gates *g = a->c->gates;
     crd_status st = CRD_OK;
     pthread_mutex_lock(&g->mu);
-    g->sleepers++;
+    CRD__WAITING(a->c, 1);
     while (!a->gate_head) {
         if (atomic_load(&a->c->closed)) {
             st = CRD_CLOSED;
@@ -232,7 +231,7 @@ crd_status crd__gate_wait(crd__acquire *a, int64_t deadline_ms)
         struct timespec ts = crd__abstime(deadline_ms);
         pthread_cond_timedwait(&a->gate_cv, &g->mu, &ts);
     }
-    g->sleepers--;
+    CRD__WAITING(a->c, -1);
     pthread_mutex_unlock(&g->mu);
     return st;
 }
@@ -241,26 +240,15 @@ crd_status crd__gate_sleep(crd__acquire *a, int64_t deadline_ms)
 {
     crd__gates *g = a->c->gates;
     pthread_mutex_lock(&g->mu);
-    g->sleepers++;
+    CRD__WAITING(a->c, 1);
     while (!atomic_load(&a->c->closed) && crd__now_ms() < deadline_ms) {
         struct timespec ts = crd__abstime(deadline_ms);
         pthread_cond_timedwait(&a->gate_cv, &g->mu, &ts);
     }
-    g->sleepers--;
+    CRD__WAITING(a->c, -1);
     crd_status st = atomic_load(&a->c->closed) ? CRD_CLOSED : CRD_OK;
     pthread_mutex_unlock(&g->mu);
     return st;
-}
-
-uint64_t crd__gates_sleepers(crd_client *c)
-{
-    crd__gates *g = c->gates;
-    if (g == NULL)
-        return 0;
-    pthread_mutex_lock(&g->mu);
-    uint64_t n = g->sleepers;
-    pthread_mutex_unlock(&g->mu);
-    return n;
 }
 
 void crd__gates_wake_all(crd_client *c)
@@ -330,5 +318,4 @@ void crd__gates_after_fork_child(crd_client *c)
      * acquire of the forking thread finds itself in no queue and goes on ungated
      * (crd__gate_is_head). */
     drop_all(c->gates);
-    c->gates->sleepers = 0;
 }

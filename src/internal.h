@@ -349,6 +349,9 @@ typedef struct crd__metrics {
         late_holds_released, outcomes_unknown, permits_acquired, permits_released,
         permit_acquires_contended, permit_acquire_busy, latch_count_downs, latch_awaits_woken,
         latch_await_timeouts;
+    /* A gauge: threads asleep in a blocking acquire or await right now (pubsub.c's
+     * crd__sub_wait, gate.c's queue and deferral); 0 in a forked child (lifecycle.c). */
+    atomic_int_fast64_t waiting;
     crd__hist wait, hold;
 } crd__metrics;
 
@@ -356,6 +359,8 @@ void crd__hist_add(crd__hist *h, int64_t ms);
 #define CRD__COUNT(c, field) atomic_fetch_add_explicit(&(c)->metrics.field, 1, memory_order_relaxed)
 #define CRD__COUNT_N(c, field, n)                                                            \
     atomic_fetch_add_explicit(&(c)->metrics.field, (uint_fast64_t)(n), memory_order_relaxed)
+/* Moves the waiting gauge by d (+1 before a blocking wait, -1 after it). */
+#define CRD__WAITING(c, d) atomic_fetch_add_explicit(&(c)->metrics.waiting, (d), memory_order_relaxed)
 /* Sends one line to on_log, if set. */
 void crd__log(crd_client *c, crd_log_level level, const char *fmt, ...) CRD__PRINTF(3, 4);
 
@@ -678,6 +683,10 @@ void crd__handoff_send(crd_client *c, crd__handoff *h);
  * A NOSCRIPT or READONLY reply counts as not sent (nothing ran). */
 bool crd__handoff_finish(crd_client *c, crd__handoff *h, crd_status *st, redisReply **reply,
                          int64_t *sent_ms);
+/* In a forked child (pubsub.c): frees what a parent's waiter lent and the child cannot
+ * reach otherwise (its stack is not here): the command and, when never sent, the request
+ * (a sent one is in the engine's queues, which its fork handler frees). */
+void crd__handoff_forget(crd__handoff *h);
 
 /* ---- pubsub.c ------------------------------------------------------------------------ */
 
@@ -713,8 +722,6 @@ bool crd__sub_is_live(crd_client *c, const char *channel, size_t len);
  * live now. */
 crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms,
                          const crd__handoff *mine, bool *confirmed);
-/* Threads inside crd__sub_wait right now (crd_metrics.waiting_now). */
-uint64_t crd__pubsub_sleepers(crd_client *c);
 void crd__pubsub_lock_for_fork(crd_client *c, bool lock);
 void crd__pubsub_after_fork_child(crd_client *c);
 /* The event-loop API (loop.c): one eventfd per client, made readable when an operation
@@ -1040,8 +1047,6 @@ void crd__gate_deferral_used(crd__acquire *a, bool used);
 /* Until when attempts on a's lock are deferred (monotonic µs; 0 or past: not). */
 int64_t crd__gate_deferred_until(crd__acquire *a);
 void crd__gates_lock_for_fork(crd_client *c, bool lock);
-/* Threads asleep in a local queue or a deferral right now (crd_metrics.waiting_now). */
-uint64_t crd__gates_sleepers(crd_client *c);
 void crd__gates_after_fork_child(crd_client *c);
 
 /* Checks the arguments and prepares a; state CRD__AS_DONE with a->result set when they

@@ -163,6 +163,7 @@ static void fork_child(void)
         crd__watchdog_after_fork_child(c);
         crd__pubsub_after_fork_child(c);
         crd__topology_after_fork_child(c);
+        atomic_store(&c->metrics.waiting, 0); /* the waiting threads are the parent's */
         lock_client(c, false);
     }
     pthread_mutex_unlock(&registry_mu);

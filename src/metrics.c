@@ -94,7 +94,8 @@ crd_status crd_client_metrics(crd_client *c, crd_metrics *out, size_t size)
         m.holds_now = c->holds->count;
         pthread_mutex_unlock(&c->holds->mu);
     }
-    m.waiting_now = crd__pubsub_sleepers(c) + crd__gates_sleepers(c);
+    int64_t waiting = atomic_load_explicit(&k->waiting, memory_order_relaxed);
+    m.waiting_now = waiting > 0 ? (uint64_t)waiting : 0;
     m.wait_ms_p50 = quantile(&k->wait, 50);
     m.wait_ms_p99 = quantile(&k->wait, 99);
     m.wait_ms_max = atomic_load_explicit(&k->wait.max, memory_order_relaxed);

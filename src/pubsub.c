@@ -24,7 +24,6 @@
  * current primary (sentinel.c) and is reopened when the primary moves.
  */
 #include "internal.h"
-#include "engine.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -84,7 +83,6 @@ struct crd__pubsub {
     pthread_cond_t idle_cv; /* signalled when total_refs drops to 0 */
     crd__sub *subs;
     int total_refs;
-    uint64_t sleepers; /* threads inside crd__sub_wait (crd_metrics.waiting_now) */
     int pipe_fd[2];
     pthread_t thread;
     bool thread_started;
@@ -687,15 +685,13 @@ void crd__pubsub_after_fork_child(crd_client *c)
     while (ps->subs != NULL) {
         crd__sub *s = ps->subs;
         ps->subs = s->next;
-        /* A waiter's lent attempt that never went out is referenced only by that
-         * waiter's stack, and the waiter is not in this process (one that went out is
-         * in the engine's queues, which the engine's handler freed). */
-        if (s->handoff != NULL && s->handoff->sent == 0)
-            crd__req_free(s->handoff->rq);
+        /* A waiter's lent attempt is referenced only by that waiter's stack, and the
+         * waiter is not in this process. */
+        if (s->handoff != NULL)
+            crd__handoff_forget(s->handoff);
         free(s->channel);
         free(s);
     }
-    ps->sleepers = 0;
     memset(&ps->idle_cv, 0, sizeof ps->idle_cv);
     crd__cond_init(&ps->idle_cv);
     ps->total_refs = 0;
@@ -911,7 +907,7 @@ crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms,
     crd__pubsub *ps = c->ps;
     crd_status st = CRD_TIMEOUT;
     pthread_mutex_lock(&ps->mu);
-    ps->sleepers++;
+    CRD__WAITING(c, 1);
     for (;;) {
         if (mine != NULL && mine->sent != 0) {
             st = CRD_OK; /* this waiter's lent attempt went out */
@@ -931,21 +927,10 @@ crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms,
         struct timespec ts = crd__abstime(deadline_ms);
         pthread_cond_timedwait(&s->cv, &ps->mu, &ts);
     }
-    ps->sleepers--;
+    CRD__WAITING(c, -1);
     *confirmed = live(s);
     pthread_mutex_unlock(&ps->mu);
     return st;
-}
-
-uint64_t crd__pubsub_sleepers(crd_client *c)
-{
-    crd__pubsub *ps = c->ps;
-    if (ps == NULL)
-        return 0;
-    pthread_mutex_lock(&ps->mu);
-    uint64_t n = ps->sleepers;
-    pthread_mutex_unlock(&ps->mu);
-    return n;
 }
 
 /* ---- the event-loop API's hooks (loop.c) ------------------------------------------------ */

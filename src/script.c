@@ -493,6 +493,13 @@ bool crd__handoff_finish(crd_client *c, crd__handoff *h, crd_status *st, redisRe
     return true;
 }
 
+void crd__handoff_forget(crd__handoff *h)
+{
+    if (h->sent == 0)
+        crd__req_free(h->rq);
+    h->rq = NULL;
+    crd__cmd_free(&h->cmd);
+}
 
 crd__req *crd__call_request(crd_client *c, crd__cmd *cmd, bool eval)
 {

@@ -508,6 +508,8 @@ Test(client, freeing_a_client_wakes_its_blocked_waiters_with_closed)
      * by the test itself. */
     struct blocked_pair bp = {log, c};
     cr_assert(crdt_wait_until(both_blocked, &bp, 5000), "the waiters never both blocked");
+    /* And asleep: a thread still handling its re-check's reply is inside a call. */
+    cr_assert(crdt_await_waiting(c, 2, 5000), "the waiters never both slept");
 
     int64_t t0 = crdt_now_ms();
     crd_client_free(c);

@@ -1007,7 +1007,9 @@ Test(fair, a_queued_waiter_whose_client_is_freed_returns_closed_and_leaves_the_q
 
     /* Shutting the client down wakes its blocked waiter with CRD_CLOSED; the waiter
      * must take itself out of the queue, or everyone behind it stalls until its deadline
-     * (fair_wait_timeout_ms, 300 s by default). */
+     * (fair_wait_timeout_ms, 300 s by default). Freed once w sleeps: before that it is
+     * inside a round trip, not blocked (crd_client_free's contract). */
+    cr_assert(crdt_await_waiting(wc, 1, 5000), "the waiter never went to sleep");
     crd_client_free(wc);
     cr_assert(crdt_waiter_wait(&w, CRDT_WAITER_RETURNED, 5000),
               "the waiter did not return on client shutdown");
