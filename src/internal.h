@@ -673,6 +673,7 @@ typedef struct crd__handoff {
     int sent;            /* 0 not sent, 1 submitted, -1 refused (subscriber, ps->mu) */
     int64_t sent_ms;
     int64_t until;       /* the waiter's own deadline (monotonic ms) */
+    uint64_t gen;        /* Sentinel mode: the primary's generation when it was sent */
 } crd__handoff;
 /* Encodes h->cmd into a request the waiter will await; false: no hand-off. */
 bool crd__handoff_prepare(crd_client *c, crd__handoff *h);

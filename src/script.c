@@ -442,6 +442,7 @@ bool crd__handoff_prepare(crd_client *c, crd__handoff *h)
     h->rq = NULL;
     h->sent = 0;
     h->sent_ms = 0;
+    h->gen = 0;
     /* A cluster routes and redirects per node; replica sync pipelines WAIT: both keep the
      * usual path. */
     if (c->cluster != NULL || h->cmd.oom || h->cmd.script == CRD__PLAIN)
@@ -462,6 +463,7 @@ bool crd__handoff_prepare(crd_client *c, crd__handoff *h)
 void crd__handoff_send(crd_client *c, crd__handoff *h)
 {
     h->sent_ms = crd__now_ms();
+    h->gen = crd__topology_sentinel(c) ? crd__topology_gen(c) : 0;
     /* The command's own budget starts now, within the waiter's deadline. */
     int64_t budget = h->sent_ms + c->opts.command_timeout_ms;
     h->rq->deadline_ms = h->until < budget ? h->until : budget;
@@ -489,6 +491,14 @@ bool crd__handoff_finish(crd_client *c, crd__handoff *h, crd_status *st, redisRe
         freeReplyObject(*reply);
         *reply = NULL;
         return false;
+    }
+    if (*st == CRD_OK && h->gen != 0 && crd__topology_gen(c) != h->gen) {
+        /* As crd__call: the sentinels named a new primary while it was in flight, so the
+         * reply may be the old primary's. The acquire reads its hold back there. */
+        freeReplyObject(*reply);
+        *reply = NULL;
+        *st = crd__fail(c, CRD_IO, "the lock's acquire: the sentinels named a new primary "
+                        "while it was in flight; its outcome is re-checked there");
     }
     return true;
 }
