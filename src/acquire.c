@@ -372,21 +372,24 @@ static void finish(crd__acquire *a, crd_status st)
     if (a->has_cv)
         pthread_cond_destroy(&a->gate_cv);
     a->has_cv = false;
-    if (a->sub != NULL)
-        crd__sub_release(c, a->sub);
-    a->sub = NULL;
-    free(a->own_channel);
-    a->own_channel = NULL;
+    /* Counted while the subscription reference is still held: a client being freed
+     * waits for it, and nothing of the client is touched after it is dropped. */
     if (st == CRD_OK) {
         CRD__COUNT(c, acquisitions);
         if (waited) {
             CRD__COUNT(c, contended);
             crd__hist_add(&c->metrics.wait, crd__now_ms() - a->start);
         }
-        crd__ok(c);
     } else if (st == CRD_TIMEOUT || st == CRD_BUSY) {
         CRD__COUNT(c, acquire_busy);
     }
+    if (a->sub != NULL)
+        crd__sub_release(c, a->sub);
+    a->sub = NULL;
+    free(a->own_channel);
+    a->own_channel = NULL;
+    if (st == CRD_OK)
+        crd__ok(c); /* this thread's message slot only */
     a->result = st;
     a->state = CRD__AS_DONE;
 }

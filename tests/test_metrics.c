@@ -167,8 +167,10 @@ Test(metrics, the_log_callback_hears_renewal_failures_and_lost_locks)
     crd_options o;
     crdt_options(&o);
     o.port = srv.port;
-    o.watchdog_timeout_ms = 900;
-    o.command_timeout_ms = 150;
+    /* The scenario's times, stretched together under memcheck (CRDT_TIME_SCALE): a
+     * 150 ms command timeout failed crd_client_new's first command there. */
+    o.watchdog_timeout_ms = crdt_scaled_ms(900);
+    o.command_timeout_ms = crdt_scaled_ms(150);
     o.on_log = on_log;
     o.log_user_data = &book;
     crd_client *c = crdt_client_opts(&o);
@@ -177,9 +179,10 @@ Test(metrics, the_log_callback_hears_renewal_failures_and_lost_locks)
 
     /* Writes paused longer than the lease: renewals fail, then the lease runs out. */
     redisContext *r = crdt_redis_port(srv.port);
-    freeReplyObject(crdt_cmd(r, "CLIENT PAUSE 1500 WRITE"));
-    cr_assert(crdt_wait_until(failing_logged, &book, 1200), "no renewal-failure log line");
-    cr_assert(crdt_wait_until(lost_logged, &book, 2000), "no lock-lost log line");
+    freeReplyObject(crdt_cmd(r, "CLIENT PAUSE %lld WRITE", (long long)crdt_scaled_ms(1500)));
+    cr_assert(crdt_wait_until(failing_logged, &book, crdt_scaled_ms(1200)),
+              "no renewal-failure log line");
+    cr_assert(crdt_wait_until(lost_logged, &book, crdt_scaled_ms(2000)), "no lock-lost log line");
     crd_metrics m = snapshot(c);
     cr_assert_geq(m.renewal_failures, 1);
     cr_assert_geq(m.locks_lost, 1);
