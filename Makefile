@@ -180,12 +180,12 @@ soak-sentinel: build
 
 # The partition suite (issue 26 part 3) as a soak: tests/test_partition.c's scenarios
 # (a holder cut off past its lease, a client cut off from one sentinel or one cluster
-# node, a Sentinel split brain with replica sync on and off) repeated for SOAK_MINUTES
+# node, a Sentinel and a Cluster split brain with replica sync on and off) repeated for SOAK_MINUTES
 # in all, shared among its PARTITION_TESTS tests, then its figures summed per
 # replica-sync mode. An overlap with sync on fails the run (the suite asserts it); with
 # sync off the overlaps are counted. The whole output is in $(BUILD)/soak-partition.log.
 SOAK_MINUTES ?= 5
-PARTITION_TESTS = 5
+PARTITION_TESTS = 7
 soak-partition: build
 	@secs=$$(( $(SOAK_MINUTES) * 60 / $(PARTITION_TESTS) )); log=$(BUILD)/soak-partition.log; \
 	echo "soak-partition: $(SOAK_MINUTES) min, $$secs s per test (log in $$log)"; \

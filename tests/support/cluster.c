@@ -378,7 +378,8 @@ const char *crdt_cluster_name_on(crdt_cluster *cl, int primary, const char *suff
     char buf[300];
     const char *out = NULL;
     static int next; /* every call gives a new name, even for the same suffix */
-    for (int n = next; n < next + 10000 && out == NULL; n++) {
+    const int first = next;
+    for (int n = first; n < first + 10000 && out == NULL; n++) {
         snprintf(buf, sizeof buf, "%s.%d", crdt_key(suffix), n);
         next = n + 1;
         redisReply *rep = redisCommand(r, "CLUSTER KEYSLOT %s", buf);

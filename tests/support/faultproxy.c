@@ -32,6 +32,7 @@
 #define FP_PAT 256
 #define FP_TAIL 255
 #define FP_READ 16384
+#define FP_CUT_FROM 8
 
 typedef struct fp_chunk {
     struct fp_chunk *next;
@@ -46,6 +47,7 @@ typedef struct fp_queue {
 
 typedef struct fp_conn {
     int cfd, sfd;
+    uint32_t from;             /* the client's IPv4 address (host order) */
     fp_queue up;   /* to the server */
     fp_queue down; /* to the client */
     bool c_eof, s_eof;         /* that side sent FIN */
@@ -78,6 +80,8 @@ struct crdt_proxy {
     bool refuse, stop;
     int64_t delay_ms[2];  /* [0] up, [1] down */
     bool blackhole[2];
+    uint32_t cut_from[FP_CUT_FROM]; /* clients whose connections are black-holed */
+    int ncut_from;
     bool stall[2];        /* queue without a due time until released */
     fp_rule rules[FP_RULES];
     fp_conn *conns;
@@ -220,7 +224,9 @@ static int drop_all_locked(crdt_proxy *p)
 static void do_accept(crdt_proxy *p)
 {
     for (;;) {
-        int cfd = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
+        struct sockaddr_in peer;
+        socklen_t plen = sizeof peer;
+        int cfd = accept4(p->lfd, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
         if (cfd < 0)
             return;
         p->st.accepted++;
@@ -248,6 +254,7 @@ static void do_accept(crdt_proxy *p)
         set_nonblock(sfd);
         c->cfd = cfd;
         c->sfd = sfd;
+        c->from = ntohl(peer.sin_addr.s_addr);
         c->next = p->conns;
         p->conns = c;
         p->st.open++;
@@ -289,6 +296,15 @@ static fp_rule *match_rules(crdt_proxy *p, fp_conn *c, const char *data, size_t 
 }
 
 /* Reads from the client side and queues towards the server. */
+/* Whether c's client address is one crdt_proxy_set_blackhole_from cut off. */
+static bool cut_off(const crdt_proxy *p, const fp_conn *c)
+{
+    for (int i = 0; i < p->ncut_from; i++)
+        if (p->cut_from[i] == c->from)
+            return true;
+    return false;
+}
+
 static void read_client(crdt_proxy *p, fp_conn *c, int64_t now)
 {
     char data[FP_READ];
@@ -324,7 +340,7 @@ static void read_client(crdt_proxy *p, fp_conn *c, int64_t now)
             break;
         }
     }
-    if (p->blackhole[0]) {
+    if (p->blackhole[0] || cut_off(p, c)) {
         p->st.dropped_up += (uint64_t)n;
         return;
     }
@@ -355,7 +371,7 @@ static void read_server(crdt_proxy *p, fp_conn *c, int64_t now)
         conn_close(p, c);
         return;
     }
-    if (c->swallow_down || p->blackhole[1]) {
+    if (c->swallow_down || p->blackhole[1] || cut_off(p, c)) {
         p->st.dropped_down += (uint64_t)n;
         return;
     }
@@ -585,6 +601,30 @@ void crdt_proxy_set_blackhole(crdt_proxy *p, crdt_proxy_dir dir, bool on)
     poke(p);
 }
 
+bool crdt_proxy_set_blackhole_from(crdt_proxy *p, const char *ipv4, bool on)
+{
+    struct in_addr a;
+    if (inet_pton(AF_INET, ipv4, &a) != 1)
+        return false;
+    uint32_t from = ntohl(a.s_addr);
+    bool ok = true;
+    pthread_mutex_lock(&p->mu);
+    int at = -1;
+    for (int i = 0; i < p->ncut_from; i++)
+        if (p->cut_from[i] == from)
+            at = i;
+    if (on && at < 0) {
+        ok = p->ncut_from < FP_CUT_FROM;
+        if (ok)
+            p->cut_from[p->ncut_from++] = from;
+    } else if (!on && at >= 0) {
+        p->cut_from[at] = p->cut_from[--p->ncut_from];
+    }
+    pthread_mutex_unlock(&p->mu);
+    poke(p);
+    return ok;
+}
+
 void crdt_proxy_set_stall(crdt_proxy *p, crdt_proxy_dir dir, bool on)
 {
     pthread_mutex_lock(&p->mu);
@@ -639,6 +679,7 @@ void crdt_proxy_reset(crdt_proxy *p)
     pthread_mutex_lock(&p->mu);
     p->delay_ms[0] = p->delay_ms[1] = 0;
     p->blackhole[0] = p->blackhole[1] = false;
+    p->ncut_from = 0;
     for (int i = 0; i < FP_RULES; i++)
         p->rules[i].armed = false;
     pthread_mutex_unlock(&p->mu);

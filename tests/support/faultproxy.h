@@ -79,6 +79,12 @@ void crdt_proxy_set_upstream(crdt_proxy *p, int upstream_port);
 void crdt_proxy_set_delay(crdt_proxy *p, crdt_proxy_dir dir, int64_t ms);
 /* Black-hole data in dir (on) or forward it again (off). */
 void crdt_proxy_set_blackhole(crdt_proxy *p, crdt_proxy_dir dir, bool on);
+/* Black-hole both directions of every connection (open or to come) whose client has
+ * the IPv4 address ipv4 (on), or forward them again (off). Redis servers started with
+ * distinct bind-source-addr values (127.0.0.x) are told apart so: one proxy in front of
+ * a cluster node's bus cuts one peer off it and keeps the others. Returns false for a
+ * bad address or when 8 are cut off already. */
+bool crdt_proxy_set_blackhole_from(crdt_proxy *p, const char *ipv4, bool on);
 /* Stall data in dir (on): it is kept, in order, and delivered when the stall ends
  * (off), as TCP retransmission delivers it after a partition heals. A command sent
  * during a stall may run long after its sender gave up on it. */
