@@ -96,6 +96,23 @@ static int64_t wait_acks(crd_client *c, const redisReply *w)
     return 0;
 }
 
+/* The timeout of a WAIT sent now for a call whose deadline is deadline: at most
+ * wait_timeout, and ending by the deadline so that its reply comes in time (no replica
+ * acknowledging by then is CRD_NOT_SYNCED, and an acquire is undone). Redis times a
+ * blocked WAIT out in its cron, every 1000/hz ms (100 by default), so a WAIT of T
+ * answers up to about 100 ms after T: it gets the time left less 200 ms (less half of it
+ * when under 400 ms). Asked again for the EVAL that follows a NOSCRIPT: that pipeline
+ * starts later, and a WAIT that outlived the deadline made a release that ran (during a
+ * failover, fewer replicas than counted) return CRD_IO at its deadline. */
+static int64_t wait_budget(int64_t wait_timeout, int64_t deadline)
+{
+    int64_t left = deadline - crd__now_ms();
+    left -= left / 2 < 200 ? left / 2 : 200;
+    if (wait_timeout > left)
+        wait_timeout = left > 1 ? left : 1;
+    return wait_timeout;
+}
+
 /* One hop: cmd to peer p through the engine, EVALSHA then EVAL on NOSCRIPT (nothing ran),
  * with ASKING before it and WAIT after it when asked. CRD_OK: the command's reply in *r
  * and the WAIT's acks in *acks. *sent_ms as crd__call's. */
@@ -109,8 +126,9 @@ static crd_status run_hop(crd_client *c, crd__pool *p, crd__cmd *cmd, bool askin
         return crd__fail(c, CRD_NO_MEMORY, "cannot build a command");
     for (int round = 0; round < 2; round++) {
         int at = 0;
-        crd__req *rq = hop_request(p, cmd, round == 1, asking, replicas, wait_timeout, deadline,
-                                   &at);
+        crd__req *rq = hop_request(p, cmd, round == 1, asking, replicas,
+                                   replicas > 0 ? wait_budget(wait_timeout, deadline) : 0,
+                                   deadline, &at);
         if (rq == NULL)
             return crd__fail(c, CRD_NO_MEMORY, "cannot build a command");
         int n = rq->nreply;
@@ -258,15 +276,6 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
          * pipeline, to the node that runs it. A command sent after ASKING goes alone. */
         int64_t wait_timeout = 0;
         int replicas = cmd->sync && !ask_now ? crd__sync_replicas(c, p, &wait_timeout, deadline) : 0;
-        /* The WAIT ends by the caller's deadline (its reply then comes in time: no
-         * replica acknowledging by then is CRD_NOT_SYNCED, and the acquire is undone).
-         * Redis times a blocked WAIT out in its cron, every 1000/hz ms (100 by default),
-         * so a WAIT of T answers up to about 100 ms after T: it gets the time left less
-         * 200 ms (less half of it when under 400 ms). */
-        int64_t left = deadline - crd__now_ms();
-        left -= left / 2 < 200 ? left / 2 : 200;
-        if (replicas > 0 && wait_timeout > left)
-            wait_timeout = left > 1 ? left : 1;
         int64_t acks = 0;
         int handed = 0;
         /* Sentinel mode: the primary's generation when this was sent. */
@@ -401,7 +410,8 @@ crd_status crd__script_pipeline(crd_client *c, crd__pool *p, crd__cmd *cmds, int
     int replicas = ncmd > 0 && cmds[0].sync ? crd__sync_replicas(c, p, &wait_timeout, deadline) : 0;
     int total = ncmd + (replicas > 0);
     redisReply *all[PIPELINE_MAX + 1];
-    crd_status st = round_trip(c, p, cmds, ncmd, replicas, wait_timeout, all, sent_ms);
+    crd_status st = round_trip(c, p, cmds, ncmd, replicas, wait_budget(wait_timeout, deadline),
+                               all, sent_ms);
     if (st != CRD_OK)
         return st;
     int script = -1;
@@ -427,7 +437,8 @@ crd_status crd__script_pipeline(crd_client *c, crd__pool *p, crd__cmd *cmds, int
         if ((st = crd__engine_call(c, rq, &lr, &lsent, &handed)) != CRD_OK)
             return st;
         freeReplyObject(lr);
-        if ((st = round_trip(c, p, cmds, ncmd, replicas, wait_timeout, all, sent_ms)) != CRD_OK)
+        if ((st = round_trip(c, p, cmds, ncmd, replicas, wait_budget(wait_timeout, deadline),
+                             all, sent_ms)) != CRD_OK)
             return st;
     }
     for (int k = 0; k < ncmd; k++)

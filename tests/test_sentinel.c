@@ -352,48 +352,98 @@ static void waiter_process(const char *url, const char *name, int go, int out)
     _exit(w == (ssize_t)sizeof res ? 0 : 3);
 }
 
+/* A 3 s watchdog hold and a waiter process blocked on it: what the failover tests of a
+ * short lease share. */
+typedef struct short_hold {
+    char url[256];
+    const char *name;
+    int go[2], res[2];
+    pid_t child;
+    crd_options o;
+    events ev;
+    primary_log pl;
+    crd_client *a;
+    crd_lock *l;
+    int old; /* the primary's port when the hold was taken */
+} short_hold;
+
+/* Forks the waiter process (before this process has threads of its own), takes the hold
+ * and waits until the waiter is subscribed on the primary. */
+static void short_hold_start(short_hold *h, const char *key)
+{
+    memset(h, 0, sizeof *h);
+    crdt_topo_url(&topo, h->url, sizeof h->url);
+    h->name = crdt_key(key);
+    cr_assert_eq(pipe(h->go), 0);
+    cr_assert_eq(pipe(h->res), 0);
+    h->child = fork();
+    cr_assert_geq(h->child, 0);
+    if (h->child == 0) {
+        close(h->go[1]);
+        close(h->res[0]);
+        waiter_process(h->url, h->name, h->go[0], h->res[1]);
+    }
+    close(h->go[0]);
+    close(h->res[1]);
+
+    url_options(&h->o, h->url, sizeof h->url);
+    h->o.watchdog_timeout_ms = crdt_scaled_ms(3000); /* renewals every second */
+    pthread_mutex_init(&h->ev.mu, NULL);
+    h->o.on_event = on_event;
+    h->o.event_user_data = &h->ev;
+    pthread_mutex_init(&h->pl.mu, NULL);
+    h->o.on_log = on_primary_log;
+    h->o.log_user_data = &h->pl;
+    h->a = sentinel_client(&h->o);
+    h->l = crdt_lock(h->a, h->name);
+    cr_assert_eq(crd_lock_acquire(h->l, 0, CRD_LEASE_WATCHDOG), CRD_OK, "%s",
+                 crd_client_errmsg(h->a));
+    h->old = crdt_topo_primary_port(&topo);
+    cr_assert_eq(write(h->go[1], "g", 1), 1);
+    char ch[300];
+    snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", h->name);
+    redisContext *p = crdt_topo_connect(&topo, h->old, 1000);
+    cr_assert(crdt_await_subscribed(p, ch, 10000), "the waiter process never subscribed");
+    redisFree(p);
+}
+
+static int short_hold_lost(short_hold *h)
+{
+    pthread_mutex_lock(&h->ev.mu);
+    int lost = h->ev.lost;
+    pthread_mutex_unlock(&h->ev.mu);
+    return lost;
+}
+
+/* The monotonic time the waiter process got the lock (asserts that it did). */
+static int64_t short_hold_waiter_got(short_hold *h)
+{
+    int64_t got = 0;
+    cr_assert_eq(read(h->res[0], &got, sizeof got), (ssize_t)sizeof got);
+    int wst = 0;
+    cr_assert_eq(waitpid(h->child, &wst, 0), h->child);
+    cr_assert(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "waiter process status %d", wst);
+    cr_assert_gt(got, 0, "the waiter process did not get the lock: %s",
+                 crd_strerror((crd_status)-got));
+    close(h->go[1]);
+    close(h->res[0]);
+    return got;
+}
+
+static void short_hold_free(short_hold *h)
+{
+    crd_lock_free(h->l);
+    crd_client_free(h->a);
+}
+
 Test(sentinel, a_3_s_watchdog_hold_survives_sentinel_failover_and_the_old_primary_gets_nothing,
      .init = topo_up, .fini = topo_down, .timeout = 120)
 {
-    char url[256];
-    crdt_topo_url(&topo, url, sizeof url);
-    const char *name = crdt_key("short");
-    int go[2], res[2];
-    cr_assert_eq(pipe(go), 0);
-    cr_assert_eq(pipe(res), 0);
-    pid_t child = fork(); /* before this process has threads of its own */
-    cr_assert_geq(child, 0);
-    if (child == 0) {
-        close(go[1]);
-        close(res[0]);
-        waiter_process(url, name, go[0], res[1]);
-    }
-    close(go[0]);
-    close(res[1]);
+    short_hold h;
+    short_hold_start(&h, "short");
+    int old = h.old;
 
-    crd_options o;
-    url_options(&o, url, sizeof url);
-    o.watchdog_timeout_ms = crdt_scaled_ms(3000); /* renewals every second */
-    events ev = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0};
-    o.on_event = on_event;
-    o.event_user_data = &ev;
-    primary_log pl;
-    memset(&pl, 0, sizeof pl);
-    pthread_mutex_init(&pl.mu, NULL);
-    o.on_log = on_primary_log;
-    o.log_user_data = &pl;
-    crd_client *a = sentinel_client(&o);
-    crd_lock *l = crdt_lock(a, name);
-    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK, "%s", crd_client_errmsg(a));
-    int old = crdt_topo_primary_port(&topo);
-    cr_assert_eq(write(go[1], "g", 1), 1);
-    char ch[300];
-    snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", name);
-    redisContext *p = crdt_topo_connect(&topo, old, 1000);
-    cr_assert(crdt_await_subscribed(p, ch, 10000), "the waiter process never subscribed");
-    redisFree(p);
-
-    old_feed feed = {crdt_topo_connect(&topo, old, 1000), crd_client_id(a), false, 0, 0};
+    old_feed feed = {crdt_topo_connect(&topo, old, 1000), crd_client_id(h.a), false, 0, 0};
     cr_assert_not_null(feed.r);
     redisReply *m = redisCommand(feed.r, "MONITOR");
     cr_assert(m != NULL && m->type == REDIS_REPLY_STATUS);
@@ -404,32 +454,23 @@ Test(sentinel, a_3_s_watchdog_hold_survives_sentinel_failover_and_the_old_primar
     int64_t t0 = crdt_now_ms();
     int next = crdt_topo_failover(&topo, 30000);
     cr_assert(next > 0, "%s", topo.err);
-    named_arg na = {&pl, next};
+    named_arg na = {&h.pl, next};
     cr_assert(crdt_wait_until(primary_learned, &na, crdt_scaled_ms(5000)),
               "the client never named the new primary");
-    int k = named_at(&pl, next);
-    int64_t moved_ms = pl.mono[k] - t0;
-    double known_wall = pl.wall[k];
+    int k = named_at(&h.pl, next);
+    int64_t moved_ms = h.pl.mono[k] - t0;
+    double known_wall = h.pl.wall[k];
     /* Two leases pass on the new primary: the hold must be renewed there all along. */
-    crdt_sleep_ms(2 * o.watchdog_timeout_ms); /* time passing is the scenario */
-    pthread_mutex_lock(&ev.mu);
-    int lost = ev.lost;
-    pthread_mutex_unlock(&ev.mu);
-    cr_assert_eq(lost, 0, "the hold was reported lost after a planned failover");
+    crdt_sleep_ms(2 * h.o.watchdog_timeout_ms); /* time passing is the scenario */
+    cr_assert_eq(short_hold_lost(&h), 0, "the hold was reported lost after a planned failover");
     int64_t validity = 0;
-    cr_assert_eq(crd_lock_validity_ms(l, &validity), CRD_OK);
+    cr_assert_eq(crd_lock_validity_ms(h.l, &validity), CRD_OK);
     cr_assert_gt(validity, 0);
-    long long ttl = pttl_on(next, name);
+    long long ttl = pttl_on(next, h.name);
     cr_assert_gt(ttl, 0, "the new primary has no hold (pttl %lld)", ttl);
     int64_t released = crdt_now_ms();
-    cr_assert_eq(crd_lock_release(l), CRD_OK, "%s", crd_client_errmsg(a));
-    int64_t got = 0;
-    cr_assert_eq(read(res[0], &got, sizeof got), (ssize_t)sizeof got);
-    int wst = 0;
-    cr_assert_eq(waitpid(child, &wst, 0), child);
-    cr_assert(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "waiter process status %d", wst);
-    cr_assert_gt(got, 0, "the waiter process did not get the lock: %s",
-                 crd_strerror((crd_status)-got));
+    cr_assert_eq(crd_lock_release(h.l), CRD_OK, "%s", crd_client_errmsg(h.a));
+    int64_t got = short_hold_waiter_got(&h);
     cr_assert_geq(got, released, "the waiter got the lock %lld ms before the release",
                   (long long)(released - got));
 
@@ -447,8 +488,83 @@ Test(sentinel, a_3_s_watchdog_hold_survives_sentinel_failover_and_the_old_primar
             "old primary, the last %.0f ms before the switch was known; the waiter process "
             "got the lock %lld ms after the release\n", (long long)moved_ms, feed.scripts,
             feed.last_script == 0 ? 0.0 : -late * 1000, (long long)(got - released));
-    crd_lock_free(l);
-    crd_client_free(a);
+    short_hold_free(&h);
+}
+
+/* ---- failover during a release --------------------------------------------------------- */
+
+typedef struct promoted_arg {
+    int old;
+    int port; /* out: the node that says role:master */
+} promoted_arg;
+
+/* A node other than the old primary says it is the primary (the sentinels promoted it;
+ * they may not have announced it yet, and the old one may still say master too). */
+static bool promoted_elsewhere(void *arg)
+{
+    promoted_arg *pa = arg;
+    for (int i = 0; i < CRDT_TOPO_NODES; i++) {
+        int port = topo.nodes[i].port;
+        if (port == pa->old || topo.nodes[i].pid <= 0)
+            continue;
+        redisContext *r = crdt_topo_connect(&topo, port, 500);
+        redisReply *rep = r != NULL ? redisCommand(r, "ROLE") : NULL;
+        bool master = rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
+                      rep->element[0]->type == REDIS_REPLY_STRING &&
+                      strcmp(rep->element[0]->str, "master") == 0;
+        freeReplyObject(rep);
+        if (r != NULL)
+            redisFree(r);
+        if (master) {
+            pa->port = port;
+            return true;
+        }
+    }
+    return false;
+}
+
+static void *failover_main(void *arg)
+{
+    int *next = arg;
+    *next = crdt_topo_failover(&topo, 30000);
+    return NULL;
+}
+
+/* The release runs while the failover does: the replica is promoted, the old primary
+ * may still say master and the client may not know yet. Wherever the release lands, it
+ * succeeds, the hold is not reported lost, and the waiter process gets the lock after
+ * the release and within the lease (3 s) even if the release reached only the old
+ * primary (the watchdog renews nothing once released). */
+Test(sentinel, a_release_during_sentinel_failover_lets_the_waiter_in_after_it_and_within_the_lease,
+     .init = topo_up, .fini = topo_down, .timeout = 120)
+{
+    short_hold h;
+    short_hold_start(&h, "release-failover");
+    int next = -1;
+    pthread_t ft;
+    cr_assert_eq(pthread_create(&ft, NULL, failover_main, &next), 0);
+    promoted_arg pa = {h.old, -1};
+    bool promoted = crdt_wait_until(promoted_elsewhere, &pa, crdt_scaled_ms(30000));
+    bool knew = promoted && named_at(&h.pl, pa.port) >= 0;
+    int64_t released = crdt_now_ms();
+    crd_status st = crd_lock_release(h.l);
+    int64_t release_took = crdt_now_ms() - released;
+    pthread_join(ft, NULL);
+    cr_assert(promoted, "no replica was promoted");
+    cr_assert(next > 0, "the failover did not end: %s", topo.err);
+    cr_assert_eq(st, CRD_OK, "the release during the failover: %s (%s)", crd_strerror(st),
+                 crd_client_errmsg(h.a));
+    int64_t got = short_hold_waiter_got(&h);
+    cr_assert_geq(got, released, "the waiter got the lock %lld ms before the release",
+                  (long long)(released - got));
+    cr_assert_lt(got - released, h.o.watchdog_timeout_ms + crdt_scaled_ms(2000),
+                 "the waiter got the lock %lld ms after the release", (long long)(got - released));
+    cr_assert_eq(short_hold_lost(&h), 0, "the hold was reported lost");
+    fprintf(stderr, "[sentinel] release during SENTINEL FAILOVER (the client %s the new "
+            "primary): the release took %lld ms, the waiter process got the lock %lld ms "
+            "after it\n", knew ? "knew" : "did not know yet", (long long)release_took,
+            (long long)(got - released));
+    short_hold_free(&h);
 }
 
 /* ---- failover during a wait ------------------------------------------------------------ */
