@@ -729,6 +729,13 @@ static void dispatch_peer(crd_client *c, crd__engine *e, crd__pool *p, int64_t n
             fail(e, rq, CRD_TIMEOUT, "the deadline passed before the command could be sent");
             continue;
         }
+        if (rq->want_gen != 0 && rq->want_gen != best->topo_gen) {
+            /* Built for the replicas of a primary the sentinels have replaced: a WAIT for
+             * that many on the new one would block its whole timeout (and call an acquire
+             * that took the lock there unsynced). */
+            fail(e, rq, CRD_IO, "the sentinels named a new primary before it was sent");
+            continue;
+        }
         assign(e, best, rq, now);
     }
 }

@@ -41,6 +41,10 @@ struct crd__req {
     crd_status st;       /* CRD_OK (replies in place), CRD_TIMEOUT, CRD_IO, CRD_AUTH */
     char why[240];       /* what failed, in words */
     uint64_t topo_gen;   /* the primary generation of the link that carried it */
+    uint64_t want_gen;   /* Sentinel mode, with a WAIT: the primary generation it was built
+                            for (the WAIT counts that primary's replicas). A link of another
+                            generation does not take it: it fails CRD_IO, never sent
+                            (sent_ms 0), and its caller builds it again. 0: any link */
     int64_t blocks_ms;   /* a WAIT in it may keep the server quiet this long (replica
                             sync): its link's health limit grows by as much */
     bool asked_replicas; /* engine use */

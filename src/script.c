@@ -117,8 +117,8 @@ static int64_t wait_budget(int64_t wait_timeout, int64_t deadline)
  * with ASKING before it and WAIT after it when asked. CRD_OK: the command's reply in *r
  * and the WAIT's acks in *acks. *sent_ms as crd__call's. */
 static crd_status run_hop(crd_client *c, crd__pool *p, crd__cmd *cmd, bool asking, int replicas,
-                          int64_t wait_timeout, int64_t deadline, redisReply **r, int64_t *acks,
-                          int64_t *sent_ms, int *handed)
+                          int64_t wait_timeout, int64_t deadline, uint64_t gen, redisReply **r,
+                          int64_t *acks, int64_t *sent_ms, int *handed)
 {
     *r = NULL;
     *acks = 0;
@@ -131,6 +131,7 @@ static crd_status run_hop(crd_client *c, crd__pool *p, crd__cmd *cmd, bool askin
                                    deadline, &at);
         if (rq == NULL)
             return crd__fail(c, CRD_NO_MEMORY, "cannot build a command");
+        rq->want_gen = replicas > 0 ? gen : 0;
         int n = rq->nreply;
         redisReply *all[3] = {NULL, NULL, NULL};
         crd_status st = crd__engine_call(c, rq, all, sent_ms, handed);
@@ -274,17 +275,25 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
         const crd__endpoint *from = crd__pool_ep(p);
         /* Replica sync (Sentinel, Cluster, or asked for): the script and WAIT in one
          * pipeline, to the node that runs it. A command sent after ASKING goes alone. */
+        /* Sentinel mode: the primary's generation when this was built and sent (read
+         * before the replica count, which is that primary's or a newer one's). */
+        uint64_t gen = p == c->pool && crd__topology_sentinel(c) ? crd__topology_gen(c) : 0;
         int64_t wait_timeout = 0;
         int replicas = cmd->sync && !ask_now ? crd__sync_replicas(c, p, &wait_timeout, deadline) : 0;
         int64_t acks = 0;
         int handed = 0;
-        /* Sentinel mode: the primary's generation when this was sent. */
-        uint64_t gen = p == c->pool && crd__topology_sentinel(c) ? crd__topology_gen(c) : 0;
-        st = run_hop(c, p, cmd, ask_now, replicas, wait_timeout, deadline, &r, &acks, sent_ms,
-                     &handed);
+        st = run_hop(c, p, cmd, ask_now, replicas, wait_timeout, deadline, gen, &r, &acks,
+                     sent_ms, &handed);
         cmd->unsent = handed < 0;
         if (handed < 0)
             handed = 0;
+        if (st == CRD_IO && *sent_ms == 0 && gen != 0 && crd__topology_gen(c) != gen &&
+            hop < MAX_HOPS) {
+            /* Not sent: built for the replicas of the primary just replaced (or its link
+             * failed before a byte went out). Built again for the new one. */
+            cmd->unsent = false;
+            continue;
+        }
         if (st == CRD_OK && gen != 0 && crd__topology_gen(c) != gen) {
             /* The sentinels named a new primary while this was in flight: the reply may be
              * the old primary's, whose writes the new one may never see. A read is asked
@@ -373,7 +382,7 @@ static crd_status synced(crd_client *c, redisReply **all, int n, int replicas, i
 
 /* One round of the pipeline: every command of cmds (+ WAIT) in one request to p. */
 static crd_status round_trip(crd_client *c, crd__pool *p, crd__cmd *cmds, int ncmd, int replicas,
-                             int64_t wait_timeout, redisReply **all, int64_t *sent_ms)
+                             int64_t wait_timeout, uint64_t gen, redisReply **all, int64_t *sent_ms)
 {
     int total = ncmd + (replicas > 0);
     crd__req *rq = crd__req_new(p, total);
@@ -390,6 +399,7 @@ static crd_status round_trip(crd_client *c, crd__pool *p, crd__cmd *cmds, int nc
         crd__req_free(rq);
         return crd__fail(c, CRD_NO_MEMORY, "cannot build a pipeline");
     }
+    rq->want_gen = replicas > 0 ? gen : 0;
     CRD__COUNT(c, watchdog_round_trips);
     int handed;
     return crd__engine_call(c, rq, all, sent_ms, &handed);
@@ -407,13 +417,24 @@ crd_status crd__script_pipeline(crd_client *c, crd__pool *p, crd__cmd *cmds, int
             return crd__fail(c, CRD_NO_MEMORY, "cannot build a pipeline");
     int64_t deadline = crd__now_ms() + c->opts.command_timeout_ms;
     int64_t wait_timeout = 0;
-    int replicas = ncmd > 0 && cmds[0].sync ? crd__sync_replicas(c, p, &wait_timeout, deadline) : 0;
-    int total = ncmd + (replicas > 0);
+    int replicas = 0;
+    uint64_t gen = 0;
     redisReply *all[PIPELINE_MAX + 1];
-    crd_status st = round_trip(c, p, cmds, ncmd, replicas, wait_budget(wait_timeout, deadline),
-                               all, sent_ms);
+    crd_status st;
+    for (int round = 0;; round++) {
+        /* Sentinel mode: the primary's generation, then its replica count (as crd__call). */
+        gen = p == c->pool && crd__topology_sentinel(c) ? crd__topology_gen(c) : 0;
+        replicas = ncmd > 0 && cmds[0].sync ? crd__sync_replicas(c, p, &wait_timeout, deadline) : 0;
+        st = round_trip(c, p, cmds, ncmd, replicas, wait_budget(wait_timeout, deadline), gen, all,
+                        sent_ms);
+        /* Not sent, built for the replicas of a primary just replaced: once more. */
+        if (st == CRD_IO && *sent_ms == 0 && gen != 0 && crd__topology_gen(c) != gen && round == 0)
+            continue;
+        break;
+    }
     if (st != CRD_OK)
         return st;
+    int total = ncmd + (replicas > 0);
     int script = -1;
     for (int k = 0; k < ncmd; k++)
         if (crd__reply_classify(all[k]) == CRD__REPLY_NOSCRIPT)
@@ -437,7 +458,7 @@ crd_status crd__script_pipeline(crd_client *c, crd__pool *p, crd__cmd *cmds, int
         if ((st = crd__engine_call(c, rq, &lr, &lsent, &handed)) != CRD_OK)
             return st;
         freeReplyObject(lr);
-        if ((st = round_trip(c, p, cmds, ncmd, replicas, wait_budget(wait_timeout, deadline),
+        if ((st = round_trip(c, p, cmds, ncmd, replicas, wait_budget(wait_timeout, deadline), gen,
                              all, sent_ms)) != CRD_OK)
             return st;
     }
