@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "faultproxy.h"
 #include "harness.h"
 #include "sentinel.h"
 #include "syncs.h"
@@ -601,6 +602,132 @@ Test(sentinel, a_waiter_is_woken_by_the_release_on_the_new_primary, .init = topo
     cr_assert_eq(w.st, CRD_OK, "%s", crd_strerror(w.st));
     cr_assert_lt(w.done_ms - released, 2000, "woken %lld ms after the release",
                  (long long)(w.done_ms - released));
+    crd_lock_free(la);
+    crd_lock_free(lb);
+    crd_client_free(a);
+    crd_client_free(b);
+}
+
+/* ---- a handed-off acquire answered after the switch ---------------------------------------- */
+
+static crdt_proxy *front; /* the proxy in front of the first primary, for the test below */
+
+static int front_proxy(void *arg, int primary_port)
+{
+    (void)arg;
+    front = crdt_proxy_start(primary_port, NULL);
+    return front != NULL ? crdt_proxy_port(front) : -1;
+}
+
+static void front_topo_up(void)
+{
+    crdt_topo_opts to = {.front = front_proxy};
+    cr_assert(crdt_topo_start(&topo, &to), "topology: %s", topo.err);
+}
+
+static void front_topo_down(void)
+{
+    crdt_topo_stop(&topo);
+    crdt_proxy_stop(front);
+    front = NULL;
+}
+
+/* The replica at port stops replicating (a user its primary does not know: every
+ * reconnection fails its AUTH); returns once its link is down. */
+static void cut_replication(int port)
+{
+    redisContext *r = crdt_topo_connect(&topo, port, 1000);
+    cr_assert_not_null(r);
+    char reply[64];
+    crdt_cmd_str(r, reply, sizeof reply, "CONFIG SET masteruser crdt-no-such-user");
+    cr_assert_str_eq(reply, "OK");
+    crdt_cmd_str(r, reply, sizeof reply, "CONFIG SET masterauth crdt-wrong");
+    cr_assert_str_eq(reply, "OK");
+    crdt_cmd_str(r, reply, sizeof reply, "CLIENT KILL TYPE master");
+    bool down = false;
+    for (int64_t end = crdt_now_ms() + 10000; !down && crdt_now_ms() < end;) {
+        redisReply *info = redisCommand(r, "INFO replication");
+        down = info != NULL && info->type == REDIS_REPLY_STRING &&
+               strstr(info->str, "master_link_status:down") != NULL;
+        freeReplyObject(info);
+        if (!down)
+            crdt_sleep_ms(10);
+    }
+    redisFree(r);
+    cr_assert(down, "the replica at %d still replicates", port);
+}
+
+/* Whether the hash name on the node at port has a field of client id (an owner field is
+ * "<client id>:<thread id>"). */
+static bool held_on(int port, const char *name, const char *id)
+{
+    redisContext *r = crdt_topo_connect(&topo, port, 1000);
+    cr_assert_not_null(r);
+    redisReply *rep = redisCommand(r, "HKEYS %s", name);
+    bool found = false;
+    for (size_t i = 0; rep != NULL && rep->type == REDIS_REPLY_ARRAY && i < rep->elements; i++)
+        found = found || strncmp(rep->element[i]->str, id, strlen(id)) == 0;
+    freeReplyObject(rep);
+    redisFree(r);
+    return found;
+}
+
+/* A waiter's acquire is sent by the subscriber thread on the unlock message (the
+ * hand-off) and runs on the old primary, but its reply is held back (the fault proxy in
+ * front of that primary) until the waiter's client knows the sentinels' new primary,
+ * which never got the hold: replication was cut before the release (replica sync off,
+ * so nothing waits for it). An acquire that returns CRD_OK must hold the lock where the
+ * sentinels say the primary is: the late reply is re-checked there (read back: not
+ * held; the holder's copy from before the cut still is, 10 s lease), and the waiter gets
+ * the lock on the new primary once that copy has expired. Taking the old primary's word
+ * would have told the waiter it holds a lock the new primary gives the next client. */
+Test(sentinel, a_handed_off_acquire_answered_after_a_switch_holds_the_lock_on_the_new_primary,
+     .init = front_topo_up, .fini = front_topo_down, .timeout = 120)
+{
+    char url[256];
+    crd_options o;
+    url_options(&o, url, sizeof url);
+    o.replica_sync = CRD_REPLICA_SYNC_OFF;
+    o.watchdog_timeout_ms = crdt_scaled_ms(10000);
+    o.poll_interval_ms = 60000; /* woken by messages, not by polling */
+    crd_client *a = sentinel_client(&o);
+    primary_log pl;
+    memset(&pl, 0, sizeof pl);
+    pthread_mutex_init(&pl.mu, NULL);
+    o.on_log = on_primary_log;
+    o.log_user_data = &pl;
+    crd_client *b = sentinel_client(&o);
+    const char *name = crdt_key("handoff-switch");
+    crd_lock *la = crdt_lock(a, name), *lb = crdt_lock(b, name);
+    cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK, "%s", crd_client_errmsg(a));
+    waiter w = {lb, 60000, CRD_IO, 0, false};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, wait_thread, &w), 0);
+    cr_assert(crdt_await_waiting(b, 1, 10000), "the waiter never slept");
+
+    for (int i = 1; i < CRDT_TOPO_NODES; i++)
+        cut_replication(topo.nodes[i].port);
+    /* b's next command: the acquire its subscriber sends on the unlock message. Its
+     * reply waits in the proxy until the proxy is told to end the delay. */
+    int rule = crdt_proxy_arm(front, crd_client_id(b), NULL, CRDT_PROXY_DELAY_REPLY, 100000);
+    cr_assert_geq(rule, 0);
+    cr_assert_eq(crd_lock_release(la), CRD_OK, "%s", crd_client_errmsg(a));
+    cr_assert(crdt_proxy_wait_fired(front, rule, 5000), "the waiter sent no acquire");
+    int next = crdt_topo_failover(&topo, 30000);
+    cr_assert(next > 0, "%s", topo.err);
+    named_arg na = {&pl, next};
+    cr_assert(crdt_wait_until(primary_learned, &na, crdt_scaled_ms(5000)),
+              "the waiter's client never named the new primary");
+    cr_assert(held_on(next, name, crd_client_id(a)), "the holder's copy is not on the new primary");
+    int64_t delivered = crdt_now_ms();
+    crdt_proxy_end_delays(front);
+    pthread_join(th, NULL);
+    cr_assert_eq(w.st, CRD_OK, "the waiter: %s", crd_strerror(w.st));
+    cr_assert(held_on(next, name, crd_client_id(b)),
+              "the waiter was told it holds the lock, but the new primary has no hold of it");
+    fprintf(stderr, "[sentinel] hand-off answered after a switch: the waiter got the lock on the "
+            "new primary %lld ms after the old primary's reply was let through\n",
+            (long long)(w.done_ms - delivered));
     crd_lock_free(la);
     crd_lock_free(lb);
     crd_client_free(a);

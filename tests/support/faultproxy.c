@@ -601,6 +601,22 @@ void crdt_proxy_set_blackhole(crdt_proxy *p, crdt_proxy_dir dir, bool on)
     poke(p);
 }
 
+void crdt_proxy_end_delays(crdt_proxy *p)
+{
+    pthread_mutex_lock(&p->mu);
+    int64_t now = now_ns();
+    for (fp_conn *c = p->conns; c != NULL; c = c->next) {
+        c->hold_up_until_ns = c->hold_down_until_ns = 0;
+        fp_queue *qs[2] = {&c->up, &c->down};
+        for (int d = 0; d < 2; d++)
+            for (fp_chunk *k = qs[d]->head; k != NULL; k = k->next)
+                if (k->due_ns != INT64_MAX && k->due_ns > now)
+                    k->due_ns = now;
+    }
+    pthread_mutex_unlock(&p->mu);
+    poke(p);
+}
+
 bool crdt_proxy_set_blackhole_from(crdt_proxy *p, const char *ipv4, bool on)
 {
     struct in_addr a;

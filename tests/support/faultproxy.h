@@ -89,6 +89,10 @@ bool crdt_proxy_set_blackhole_from(crdt_proxy *p, const char *ipv4, bool on);
  * (off), as TCP retransmission delivers it after a partition heals. A command sent
  * during a stall may run long after its sender gave up on it. */
 void crdt_proxy_set_stall(crdt_proxy *p, crdt_proxy_dir dir, bool on);
+/* Deliver now what a delay (crdt_proxy_set_delay, CRDT_PROXY_DELAY_REPLY/_COMMAND) still
+ * holds back, in order; the rules and settings stay. A test so chooses the moment a
+ * delayed reply arrives (after a failover, say) instead of guessing a delay. */
+void crdt_proxy_end_delays(crdt_proxy *p);
 /* Close every open connection now. Returns how many were closed. */
 int crdt_proxy_drop_all(crdt_proxy *p);
 /* Refuse connections (close the listener, drop everything) or listen again on the same
