@@ -1221,14 +1221,20 @@ crd_status crd__sync_get(crd__sync *s, const char *what, int64_t *out);
  * even without a message, or 0), CRD_IO when nothing was sent (it is retried within
  * the wait), anything else to end the wait with that status. */
 typedef crd_status (*crd__sync_try_fn)(void *arg, int64_t *retry_epoch_ms);
+/* The object's last word on a wait's outcome st: a lost reply's read-back and its
+ * metrics (waited: whether the first try was busy and the call went on to wait). What it
+ * returns is the operation's status. */
+typedef crd_status (*crd__sync_end_fn)(crd__sync *s, void *arg, crd_status st, bool waited);
 /* The waiter: try; unless wait_ms is 0, take the channel with rule (shared by this
  * client's waiters), try again, then sleep until a message, the retry time, the
  * deadline, or (subscription not live) the poll interval, and try after each. When the
  * wait runs out: CRD_TIMEOUT, after one last try when last_try (the latch reads its
- * count once more, as Redisson does). wait_ms 0 and busy: CRD_BUSY. *waited (may be NULL)
- * says whether the first try was busy and the call went on to wait (the metrics). */
+ * count once more, as Redisson does). wait_ms 0 and busy: CRD_BUSY. Then end (may be
+ * NULL) and, on CRD_OK, the client's detail string is cleared: both before the channel's
+ * reference is dropped, the last moment crd_client_free (which wakes a blocked wait and
+ * waits for those references) leaves the client to this thread. */
 crd_status crd__sync_wait(crd__sync *s, int64_t wait_ms, int rule, bool last_try,
-                          crd__sync_try_fn fn, void *arg, bool *waited);
+                          crd__sync_try_fn fn, void *arg, crd__sync_end_fn end);
 /* A lost reply (st CRD_IO after the command was sent) of a command that is not
  * idempotent is CRD_OUTCOME_UNKNOWN, with a message; any other st is returned as is. */
 crd_status crd__sync_lost(crd__sync *s, crd_status st, bool sent, bool idempotent,
@@ -1253,14 +1259,12 @@ typedef struct crd__sync_attempt {
  * the object's last word on the outcome (a lost reply's read-back) and its metrics; what
  * it returns is the operation's status. On failure to start, arg is freed and the
  * status returned. */
-typedef crd_status (*crd__loop_sync_end_fn)(crd__sync *s, void *arg, crd_status st,
-                                            bool waited);
 crd_status crd__loop_sync_start(crd__sync *s, int64_t wait_ms, int rule, bool last_try,
                                 crd__sync_try_fn fn, const crd__sync_attempt *at, void *arg,
-                                crd__loop_sync_end_fn end, crd_op_done_fn done, void *user,
+                                crd__sync_end_fn end, crd_op_done_fn done, void *user,
                                 crd_op **out);
 /* The metrics of a semaphore or permit-semaphore acquire of permits that ended with st
- * (waited: from crd__sync_wait). */
+ * (waited: as crd__sync_end_fn's). */
 void crd__sync_count_acquire(crd__sync *s, crd_status st, int64_t permits, bool waited);
 
 struct crd_semaphore {

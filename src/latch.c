@@ -161,12 +161,7 @@ crd_status crd_latch_await(crd_latch *l, int64_t wait_ms)
     crd_status st = check_await(l, wait_ms);
     if (st != CRD_OK)
         return st;
-    bool waited = false;
-    st = crd__sync_wait(&l->s, wait_ms, CRD__WAKE_ALL, true, await_try, l, &waited);
-    (void)await_end(&l->s, NULL, st, waited);
-    if (st == CRD_OK)
-        crd__ok(l->s.client);
-    return st;
+    return crd__sync_wait(&l->s, wait_ms, CRD__WAKE_ALL, true, await_try, l, await_end);
 }
 
 /* The event loop's await: its argument is a copy of the handle pointer (the loop frees

@@ -43,7 +43,7 @@ typedef struct sync_wait {
     const crd__sync_attempt *at; /* fn in halves, for the engine; may be NULL */
     crd__aio *aio;             /* an attempt on the engine */
     void *arg;                 /* fn's, freed when the operation ends */
-    crd__loop_sync_end_fn end; /* the object's metrics, when the operation ends */
+    crd__sync_end_fn end; /* the object's metrics, when the operation ends */
     int rule;
     bool last_try;
     bool waited;
@@ -188,7 +188,7 @@ crd_status crd_lock_extend_async(crd_lock *l, uint64_t owner, int64_t lease_ms,
 
 crd_status crd__loop_sync_start(crd__sync *s, int64_t wait_ms, int rule, bool last_try,
                                 crd__sync_try_fn fn, const crd__sync_attempt *at, void *arg,
-                                crd__loop_sync_end_fn end, crd_op_done_fn done, void *user,
+                                crd__sync_end_fn end, crd_op_done_fn done, void *user,
                                 crd_op **out)
 {
     crd_client *c = s->client;

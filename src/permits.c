@@ -368,12 +368,8 @@ crd_status crd_permit_semaphore_acquire_n(crd_permit_semaphore *ps, int64_t perm
     if (sent == NULL)
         return crd__fail(s->client, CRD_NO_MEMORY, "cannot allocate permit ids");
     pes_try t = {s, permits, lease_ms, ids, sent, false};
-    bool waited = false;
-    st = crd__sync_wait(s, wait_ms, CRD__WAKE_COUNT, false, pes_try_once, &t, &waited);
-    st = pes_end(s, &t, st, waited);
+    st = crd__sync_wait(s, wait_ms, CRD__WAKE_COUNT, false, pes_try_once, &t, pes_end);
     free(sent);
-    if (st == CRD_OK)
-        crd__ok(s->client);
     return st;
 }
 

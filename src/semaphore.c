@@ -133,6 +133,12 @@ static crd_status sem_try_once(void *arg, int64_t *retry_epoch_ms)
     return sem_read(arg, st, st == CRD_OK ? r : NULL, sent, retry_epoch_ms);
 }
 
+static crd_status sem_end(crd__sync *s, void *arg, crd_status st, bool waited)
+{
+    crd__sync_count_acquire(s, st, ((sem_try *)arg)->permits, waited);
+    return st;
+}
+
 /* The handle and the arguments of an acquire, blocking or on the loop. */
 static crd_status check_acquire(crd_semaphore *sem, int64_t permits, int64_t wait_ms)
 {
@@ -155,18 +161,7 @@ crd_status crd_semaphore_acquire(crd_semaphore *sem, int64_t permits, int64_t wa
         return st;
     crd__sync *s = &sem->s;
     sem_try t = {s, permits};
-    bool waited = false;
-    st = crd__sync_wait(s, wait_ms, CRD__WAKE_COUNT, false, sem_try_once, &t, &waited);
-    crd__sync_count_acquire(s, st, permits, waited);
-    if (st == CRD_OK)
-        crd__ok(s->client);
-    return st;
-}
-
-static crd_status sem_end(crd__sync *s, void *arg, crd_status st, bool waited)
-{
-    crd__sync_count_acquire(s, st, ((sem_try *)arg)->permits, waited);
-    return st;
+    return crd__sync_wait(s, wait_ms, CRD__WAKE_COUNT, false, sem_try_once, &t, sem_end);
 }
 
 crd_status crd_semaphore_acquire_async(crd_semaphore *sem, int64_t permits, int64_t wait_ms,

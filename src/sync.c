@@ -229,22 +229,32 @@ void crd__sync_count_acquire(crd__sync *s, crd_status st, int64_t permits, bool 
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+/* A wait's end: the object's hook, then a success clears the detail string. */
+static crd_status end_wait(crd__sync *s, void *arg, crd_status st, bool waited,
+                           crd__sync_end_fn end)
+{
+    if (end != NULL)
+        st = end(s, arg, st, waited);
+    if (st == CRD_OK)
+        crd__ok(s->client);
+    return st;
+}
+
 crd_status crd__sync_wait(crd__sync *s, int64_t wait_ms, int rule, bool last_try,
-                          crd__sync_try_fn fn, void *arg, bool *waited)
+                          crd__sync_try_fn fn, void *arg, crd__sync_end_fn end)
 {
     crd_client *c = s->client;
-    if (waited != NULL)
-        *waited = false;
     int64_t start = crd__now_ms();
     int64_t deadline = wait_ms < 0 ? INT64_MAX : start + wait_ms;
     int64_t retry_epoch = 0;
     crd_status st = fn(arg, &retry_epoch);
     if (st != CRD_BUSY && !(st == CRD_IO && wait_ms != 0))
-        return st;
+        return end_wait(s, arg, st, false, end);
     if (wait_ms == 0)
-        return crd__fail(c, CRD_BUSY, "%s \"%.*s\": not now", s->label, CRD__SYNC_NAME_FMT(s));
-    if (waited != NULL)
-        *waited = st == CRD_BUSY;
+        return end_wait(s, arg, crd__fail(c, CRD_BUSY, "%s \"%.*s\": not now", s->label,
+                                          CRD__SYNC_NAME_FMT(s)),
+                        false, end);
+    bool waited = st == CRD_BUSY;
 
     crd__sub *sub = NULL;
     bool confirmed = false;
@@ -252,9 +262,12 @@ crd_status crd__sync_wait(crd__sync *s, int64_t wait_ms, int rule, bool last_try
     crd_status sst = crd__sub_acquire_rule(c, s->channel.p, s->channel.len, rule, sub_deadline,
                                            &sub, &confirmed);
     if (sst != CRD_OK) {
+        if (sst == CRD_CLOSED)
+            sst = crd__fail(c, CRD_CLOSED, "client is closed");
+        sst = end_wait(s, arg, sst, waited, end);
         if (sub != NULL)
             crd__sub_release(c, sub);
-        return sst == CRD_CLOSED ? crd__fail(c, CRD_CLOSED, "client is closed") : sst;
+        return sst;
     }
     int64_t io_backoff = 25;
     for (;;) {
@@ -301,6 +314,7 @@ crd_status crd__sync_wait(crd__sync *s, int64_t wait_ms, int rule, bool last_try
             break;
         }
     }
-    crd__sub_release(c, sub);
+    st = end_wait(s, arg, st, waited, end);
+    crd__sub_release(c, sub); /* the client may be gone from here on (crd_client_free) */
     return st;
 }

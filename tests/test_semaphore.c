@@ -586,3 +586,53 @@ Test(semaphore, expirable_an_acquire_whose_reply_is_lost_is_read_back_not_resent
     crdt_proxy_stop(p);
     redisFree(r);
 }
+
+/* ---- freeing the client under blocked waiters ---------------------------------------- */
+
+typedef struct blocked_sync {
+    crd_semaphore *sem;
+    crd_permit_semaphore *pes;
+    crd_latch *latch;
+    crd_status st;
+} blocked_sync;
+
+static void *blocked_sync_main(void *arg)
+{
+    blocked_sync *b = arg;
+    char id[CRD_PERMIT_ID_SIZE];
+    if (b->sem != NULL)
+        b->st = crd_semaphore_acquire(b->sem, 1, CRD_WAIT_FOREVER);
+    else if (b->pes != NULL)
+        b->st = crd_permit_semaphore_acquire(b->pes, CRD_WAIT_FOREVER, 10000, id);
+    else
+        b->st = crd_latch_await(b->latch, CRD_WAIT_FOREVER);
+    return NULL;
+}
+
+/* crd_client_free wakes a semaphore acquire, a permit acquire and a latch await that
+ * sleep in it with CRD_CLOSED, and each ends its bookkeeping (metrics, the detail
+ * string) before it lets the client go: under ASan and memcheck a touch after that is a
+ * use after free. */
+Test(semaphore, freeing_a_client_wakes_its_blocked_semaphore_permit_and_latch_waiters_with_closed)
+{
+    crd_client *c = crdt_client();
+    crd_semaphore *sem = crdt_sem_of(c, crdt_key("sem"));
+    crd_permit_semaphore *pes = crdt_pes_of(c, crdt_key("pes"));
+    crd_latch *latch = crdt_latch_of(c, crdt_key("latch"));
+    CRDT_OK(c, crd_semaphore_try_set_permits(sem, 0, 0, NULL));
+    CRDT_OK(c, crd_permit_semaphore_try_set_permits(pes, 0, NULL));
+    CRDT_OK(c, crd_latch_try_set_count(latch, 1, NULL));
+    blocked_sync b[3] = {{.sem = sem}, {.pes = pes}, {.latch = latch}};
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, blocked_sync_main, &b[i]), 0);
+    cr_assert(crdt_await_waiting(c, 3, 10000), "the three waiters never slept");
+    crd_client_free(c);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(b[i].st, CRD_CLOSED, "waiter %d: %s", i, crd_strerror(b[i].st));
+    }
+    crd_semaphore_free(sem);
+    crd_permit_semaphore_free(pes);
+    crd_latch_free(latch);
+}
