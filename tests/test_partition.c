@@ -299,21 +299,100 @@ static void add_sides(figures *f, side *iso, side *maj, const char *where, int s
             atomic_load(&maj->holds_after));
 }
 
-/* What every split-brain round must have shown once its threads are joined. */
-static void assert_sides(side *iso, side *maj, bool answered, int sync)
+/* What a split-brain round saw: the sides' counts (threads joined), whether both held
+ * before the cut, whether the other side promoted a replica, whether both sides then
+ * answered (both_sides_answered). */
+typedef struct split_outcome {
+    int iso_after, iso_refused, maj_after;
+    bool warm, promoted, answered;
+} split_outcome;
+
+/* What every split-brain round must have shown. */
+static void assert_sides(const split_outcome *o, int sync)
 {
-    cr_assert(answered, "after the cut the majority client held the lock %d times, the "
-              "isolated one %d times, refused %d times", atomic_load(&maj->holds_after),
-              atomic_load(&iso->holds_after), atomic_load(&iso->not_synced));
+    cr_assert(o->answered, "after the cut the majority client held the lock %d times, the "
+              "isolated one %d times, refused %d times", o->maj_after, o->iso_after,
+              o->iso_refused);
     if (sync == CRD_REPLICA_SYNC_ON)
-        cr_assert(atomic_load(&iso->not_synced) > 0,
+        cr_assert(o->iso_refused > 0,
                   "no acquire on the isolated side was refused for want of a replica");
+}
+
+/* How one deployment splits: cut(cut_arg) makes the partition; promoted(promoted_arg)
+ * waits (with its own deadline) until the majority side has a new primary. */
+typedef struct split_ops {
+    const char *where;
+    void (*cut)(void *arg);
+    void *cut_arg;
+    bool (*promoted)(void *arg);
+    void *promoted_arg;
+} split_ops;
+
+/* A side's client options: short timeouts, replica sync as the round says. */
+static void side_options(crd_options *o, int sync)
+{
+    crd_options_init(o);
+    o->connect_timeout_ms = 500;
+    o->command_timeout_ms = 2000;
+    o->replica_sync = sync;
+}
+
+/* The body of a split-brain round: an isolated client (oi) and a majority client (om)
+ * lock name in a loop; once both held it, the partition is made, the majority side
+ * promotes a replica, and the round ends when both sides have answered (or a deadline
+ * passed). The sides' figures go to f; the clients are freed. */
+static split_outcome run_split(figures *f, crdt_holds *holds, crd_options *oi, crd_options *om,
+                               const char *name, int sync, const split_ops *ops)
+{
+    crd_client *ci = crdt_client_opts(oi);
+    crd_client *cm = crdt_client_opts(om);
+    atomic_bool stop = false;
+    side iso = {.id = 1, .lock = crdt_lock(ci, name), .holds = holds, .stop = &stop};
+    side maj = {.id = 2, .lock = crdt_lock(cm, name), .holds = holds, .stop = &stop};
+    pthread_t ti, tm;
+    cr_assert_eq(pthread_create(&ti, NULL, side_run, &iso), 0);
+    cr_assert_eq(pthread_create(&tm, NULL, side_run, &maj), 0);
+    both_sides b = {.iso = &iso, .maj = &maj, .need_after = 5,
+                    .need_refusal = sync == CRD_REPLICA_SYNC_ON};
+    split_outcome o = {0};
+    o.warm = crdt_wait_until(both_held_before, &b, crdt_scaled_ms(15000));
+    if (o.warm) {
+        atomic_store(&iso.cut, true);
+        atomic_store(&maj.cut, true);
+        ops->cut(ops->cut_arg);
+        f->partitions++;
+    }
+    o.promoted = o.warm && ops->promoted(ops->promoted_arg);
+    o.answered = o.promoted && crdt_wait_until(both_sides_answered, &b, crdt_scaled_ms(20000));
+    atomic_store(&stop, true);
+    pthread_join(ti, NULL);
+    pthread_join(tm, NULL);
+    add_sides(f, &iso, &maj, ops->where, sync);
+    o.iso_after = atomic_load(&iso.holds_after);
+    o.iso_refused = atomic_load(&iso.not_synced);
+    o.maj_after = atomic_load(&maj.holds_after);
+    crd_lock_free(iso.lock);
+    crd_lock_free(maj.lock);
+    crd_client_free(ci);
+    crd_client_free(cm);
+    return o;
 }
 
 /* One round: a fresh topology whose replicas and sentinels reach the first primary
  * through a proxy; an isolated client connected straight to that primary, a majority
  * client through the sentinels; both lock one name in a loop while the proxy is
  * black-holed and the sentinels fail over. */
+static void sentinel_cut(void *arg)
+{
+    crdt_proxy_set_blackhole(arg, CRDT_PROXY_BOTH, true);
+}
+
+static bool sentinel_switched(void *arg)
+{
+    crdt_topo *topo = arg;
+    return crdt_topo_await_switch(topo, topo->front_port, 30000) > 0;
+}
+
 static void split_brain_round(figures *f, crdt_holds *holds, int sync)
 {
     crdt_proxy *front = NULL;
@@ -325,62 +404,24 @@ static void split_brain_round(figures *f, crdt_holds *holds, int sync)
     cr_assert(up, "topology: %s", topo.err);
 
     crd_options oi;
-    crd_options_init(&oi);
+    side_options(&oi, sync);
     oi.host = "127.0.0.1";
     oi.port = topo.nodes[0].port; /* no proxy: it stays with the old primary */
-    oi.connect_timeout_ms = 500;
-    oi.command_timeout_ms = 2000;
-    oi.replica_sync = sync;
-    crd_client *ci = crdt_client_opts(&oi);
-
     char url[256];
     crd_options om;
-    crd_options_init(&om);
+    side_options(&om, sync);
     om.url = crdt_topo_url(&topo, url, sizeof url);
-    om.connect_timeout_ms = 500;
-    om.command_timeout_ms = 2000;
-    om.replica_sync = sync;
-    crd_client *cm = crdt_client_opts(&om);
-
-    const char *name = crdt_key("split");
-    atomic_bool stop = false;
-    side iso = {.id = 1, .lock = crdt_lock(ci, name), .holds = holds, .stop = &stop};
-    side maj = {.id = 2, .lock = crdt_lock(cm, name), .holds = holds, .stop = &stop};
-    pthread_t ti, tm;
-    cr_assert_eq(pthread_create(&ti, NULL, side_run, &iso), 0);
-    cr_assert_eq(pthread_create(&tm, NULL, side_run, &maj), 0);
-    both_sides b = {.iso = &iso, .maj = &maj, .need_after = 5,
-                    .need_refusal = sync == CRD_REPLICA_SYNC_ON};
-    bool warm = crdt_wait_until(both_held_before, &b, crdt_scaled_ms(15000));
-
     /* The cut: the old primary keeps its clients but hears nothing from its replicas
      * and sentinels, and they nothing from it. */
-    if (warm) {
-        atomic_store(&iso.cut, true);
-        atomic_store(&maj.cut, true);
-        crdt_proxy_set_blackhole(front, CRDT_PROXY_BOTH, true);
-        f->partitions++;
-    }
-    int promoted = warm ? crdt_topo_await_switch(&topo, topo.front_port, 30000) : -1;
-    bool answered = promoted > 0 &&
-                    crdt_wait_until(both_sides_answered, &b, crdt_scaled_ms(20000));
-    atomic_store(&stop, true);
-    pthread_join(ti, NULL);
-    pthread_join(tm, NULL);
-
-    add_sides(f, &iso, &maj, "sentinel", sync);
-
-    crd_lock_free(iso.lock);
-    crd_lock_free(maj.lock);
-    crd_client_free(ci);
-    crd_client_free(cm);
+    split_ops ops = {"sentinel", sentinel_cut, front, sentinel_switched, &topo};
+    split_outcome out = run_split(f, holds, &oi, &om, crdt_key("split"), sync, &ops);
     char why[512];
     snprintf(why, sizeof why, "%s", topo.err);
     crdt_topo_stop(&topo);
     crdt_proxy_stop(front);
-    cr_assert(warm, "both sides never held the lock before the cut");
-    cr_assert(promoted > 0, "the sentinels did not fail over: %s", why);
-    assert_sides(&iso, &maj, answered, sync);
+    cr_assert(out.warm, "both sides never held the lock before the cut");
+    cr_assert(out.promoted, "the sentinels did not fail over: %s", why);
+    assert_sides(&out, sync);
 }
 
 static void split_brain(const char *scenario, const char *sync_name, int sync,
@@ -603,6 +644,15 @@ static bool is_primary(void *arg)
  * the Sentinel round's), a majority client through the other nodes; both lock
  * one name of primary 0's slots in a loop while primary 0 is cut off and its replica
  * takes over. */
+static void cluster_cut(void *arg) { split_cluster_cut(arg); }
+
+static bool cluster_promoted(void *arg)
+{
+    split_cluster *sc = arg;
+    int port = sc->cl.node[sc->replica].port;
+    return crdt_wait_until(is_primary, &port, crdt_scaled_ms(30000));
+}
+
 static void cluster_split_brain_round(figures *f, crdt_holds *holds, int sync)
 {
     split_cluster sc;
@@ -614,60 +664,25 @@ static void cluster_split_brain_round(figures *f, crdt_holds *holds, int sync)
      * client does (sharded); the majority client, its replica and the other nodes reach
      * primary 0 only through its proxies. */
     crd_options oi;
-    crd_options_init(&oi);
+    side_options(&oi, sync);
     oi.host = "127.0.0.1";
     oi.port = sc.cl.node[0].port;
     oi.sharded_pubsub = CRD_SHARDED_ON;
-    oi.connect_timeout_ms = 500;
-    oi.command_timeout_ms = 2000;
-    oi.replica_sync = sync;
     split_cluster_route(&sc);
-    crd_client *ci = crdt_client_opts(&oi);
-
     char url[CRDT_CLUSTER_MAX * 24 + 32];
     size_t at = (size_t)snprintf(url, sizeof url, "redis-cluster://");
     for (int i = 1; i < sc.cl.nnodes; i++) /* every seed but the primary to be cut */
         at += (size_t)snprintf(url + at, sizeof url - at, "%s127.0.0.1:%d", i > 1 ? "," : "",
                                sc.cl.node[i].port);
     crd_options om;
-    crd_options_init(&om);
+    side_options(&om, sync);
     om.url = url;
-    om.connect_timeout_ms = 500;
-    om.command_timeout_ms = 2000;
-    om.replica_sync = sync;
-    crd_client *cm = crdt_client_opts(&om);
-
-    atomic_bool stop = false;
-    side iso = {.id = 1, .lock = crdt_lock(ci, name), .holds = holds, .stop = &stop};
-    side maj = {.id = 2, .lock = crdt_lock(cm, name), .holds = holds, .stop = &stop};
-    pthread_t ti, tm;
-    cr_assert_eq(pthread_create(&ti, NULL, side_run, &iso), 0);
-    cr_assert_eq(pthread_create(&tm, NULL, side_run, &maj), 0);
-    both_sides b = {.iso = &iso, .maj = &maj, .need_after = 5,
-                    .need_refusal = sync == CRD_REPLICA_SYNC_ON};
-    bool warm = crdt_wait_until(both_held_before, &b, crdt_scaled_ms(15000));
-    if (warm) {
-        atomic_store(&iso.cut, true);
-        atomic_store(&maj.cut, true);
-        split_cluster_cut(&sc);
-        f->partitions++;
-    }
-    int replica_port = sc.cl.node[sc.replica].port;
-    bool promoted = warm && crdt_wait_until(is_primary, &replica_port, crdt_scaled_ms(30000));
-    bool answered = promoted && crdt_wait_until(both_sides_answered, &b, crdt_scaled_ms(20000));
-    atomic_store(&stop, true);
-    pthread_join(ti, NULL);
-    pthread_join(tm, NULL);
-    add_sides(f, &iso, &maj, "cluster", sync);
-
-    crd_lock_free(iso.lock);
-    crd_lock_free(maj.lock);
-    crd_client_free(ci);
-    crd_client_free(cm);
+    split_ops ops = {"cluster", cluster_cut, &sc, cluster_promoted, &sc};
+    split_outcome out = run_split(f, holds, &oi, &om, name, sync, &ops);
     split_cluster_stop(&sc);
-    cr_assert(warm, "both sides never held the lock before the cut");
-    cr_assert(promoted, "the cut primary's replica was never promoted");
-    assert_sides(&iso, &maj, answered, sync);
+    cr_assert(out.warm, "both sides never held the lock before the cut");
+    cr_assert(out.promoted, "the cut primary's replica was never promoted");
+    assert_sides(&out, sync);
 }
 
 Test(partition, with_replica_sync_a_cluster_primary_cut_off_from_its_replica_and_the_cluster_grants_no_overlapping_hold)
