@@ -96,6 +96,23 @@ void crl__fail(const char *file, int line, bool fatal, const char *what, const c
     fail_end(fatal);
 }
 
+void crl__skip(const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    /* Criterion's words for a skipped test; the test ends here and passes (its fini runs). */
+    fprintf(stderr, "[SKIP] %s::%s: %s\n", criterion_current_test->category,
+            criterion_current_test->name, msg);
+    fflush(stdout);
+    fflush(stderr);
+    if (g_test_pid == getpid() && pthread_equal(pthread_self(), g_test_thread))
+        longjmp(g_test_jmp, 1);
+    _exit(0);
+}
+
 void crl__fail_str(const char *file, int line, bool fatal, const char *what, const char *a,
                    const char *b, const char *fmt, ...)
 {

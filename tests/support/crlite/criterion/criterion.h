@@ -67,6 +67,7 @@ void crl__fail(const char *file, int line, bool fatal, const char *what, const c
 void crl__fail_str(const char *file, int line, bool fatal, const char *what, const char *a,
                    const char *b, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 bool crl__streq(const char *a, const char *b);
+void crl__skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 #define CRL__ID(prefix, Suite, Name) prefix##Suite##__##Name
 
@@ -126,6 +127,8 @@ bool crl__streq(const char *a, const char *b);
 #define cr_expect_neq(a, b, ...) CRL__CHECK(false, (a) != (b), #a " != " #b, __VA_ARGS__)
 #define cr_expect_lt(a, b, ...) CRL__CHECK(false, (a) < (b), #a " < " #b, __VA_ARGS__)
 #define cr_expect_gt(a, b, ...) CRL__CHECK(false, (a) > (b), #a " > " #b, __VA_ARGS__)
+/* Criterion's cr_skip_test: the test ends here, skipped (it counts as passed). */
+#define cr_skip_test(...) crl__skip(__VA_ARGS__)
 /* Criterion's logging.h: an information line on stderr. */
 #define cr_log_info(...) (fputs("[----] ", stderr), fprintf(stderr, __VA_ARGS__), fputc('\n', stderr))
 #define cr_expect_null(p, ...) CRL__CHECK(false, (p) == NULL, #p " == NULL", __VA_ARGS__)
