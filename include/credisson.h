@@ -922,9 +922,14 @@ CRD_API crd_status crd_lock_token(crd_lock *lock, int64_t *token);
  * inside crd_loop_dispatch(). The blocking API may be used on the same client from other
  * threads meanwhile. A dispatch never waits on the network: an acquire's attempt, a
  * release and an extend are handed to the client's I/O thread, and their completion
- * makes crd_loop_fd() readable. (On a cluster, with Sentinel, or with replica sync on,
- * those steps still run inside the dispatch, each bounded by its deadline: the
- * operation's wait_ms, or command_timeout_ms.)
+ * makes crd_loop_fd() readable. On a cluster, with Sentinel, with replica sync on, or
+ * when a lost reply must be read back, a step is more than one command (redirects, the
+ * primary's address, WAIT, the read-back): it runs on one of the client's helper threads
+ * (started on first need, at most 16, until the client is freed), bounded by its
+ * deadline (the operation's wait_ms, or command_timeout_ms), and its end makes
+ * crd_loop_fd() readable too. A fair waiter that gives up leaves the queue from a helper.
+ * crd_client_free() waits for a step in progress on a helper (at most its deadline)
+ * before it ends the operation.
  *
  * Deadlines: an acquire with a wait that gets no answer from Redis by its deadline ends
  * with CRD_TIMEOUT (the wait ran out; the detail says Redis did not answer); a try

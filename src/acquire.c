@@ -329,10 +329,13 @@ static void give_up(crd__acquire *a)
     snprintf(msg, sizeof msg, "%s", crd_client_errmsg(a->c));
     crd__cmd cmd;
     crd__fair_give_up_cmd(a->l, a->field, a->flen, a->fair_wait, &cmd);
-    redisReply *r = NULL;
-    /* On failure the entry expires at its deadline; the next acquire purges it. */
-    if (crd__call(a->c, &cmd, "leaving the queue", &r, NULL) == CRD_OK)
-        freeReplyObject(r);
+    /* On failure the entry expires at its deadline; the next acquire purges it. On an
+     * event loop the helper thread sends it (never a wait on the loop thread). */
+    if (!a->nonblocking || !crd__offload_call(a->c, &cmd, "leaving the queue")) {
+        redisReply *r = NULL;
+        if (crd__call(a->c, &cmd, "leaving the queue", &r, NULL) == CRD_OK)
+            freeReplyObject(r);
+    }
     crd__cmd_free(&cmd);
     crd__fail(a->c, CRD_OK, "%s", msg);
 }
@@ -595,10 +598,21 @@ static void after_attempt(crd__acquire *a, crd_status st)
 
 /* Whether an event-loop attempt can go out without waiting: a standalone client without
  * replica sync, nothing to resolve first (a cluster's redirects, replica sync's ROLE and a
- * lost reply's read-back still run inside the step, bounded by the deadline). */
+ * lost reply's read-back run on the loop's helper thread: crd__acquire_blocks). */
 static bool async_ok(const crd__acquire *a)
 {
     return a->nonblocking && !a->pending && !a->have_pre && crd__call_async_ok(a->c);
+}
+
+bool crd__acquire_blocks(const crd__acquire *a)
+{
+    if (a->state != CRD__AS_TRY || async_ok(a))
+        return false;
+    /* The subscriber thread's attempt (the hand-off) is read without a round trip unless
+     * it failed (a read-back) or no replica has it (the undo). */
+    if (a->have_pre && !a->pending)
+        return a->pre_st == CRD_IO || a->pre_st == CRD_NOT_SYNCED;
+    return true;
 }
 
 /* Sends the attempt (EVAL after a NOSCRIPT); state CRD__AS_IO until its completion. */

@@ -343,7 +343,9 @@ crd_status crd_client_new(const crd_options *opts, crd_client **out)
     crd__uuid_v4(c->uuid);
     c->pid = getpid();
     atomic_init(&c->closed, false);
-    if (crd__holds_init(c) != CRD_OK || crd__gates_init(c) != CRD_OK) {
+    if (crd__holds_init(c) != CRD_OK || crd__gates_init(c) != CRD_OK ||
+        crd__offload_init(c) != CRD_OK) {
+        crd__gates_free(c);
         crd__holds_free(c);
         free(c);
         return crd__fail(NULL, CRD_NO_MEMORY, "cannot allocate a client");
@@ -369,6 +371,7 @@ void crd_client_free(crd_client *c)
         crd__lifecycle_unregister(c);
     if (!c->failed && c->pid == getpid())
         crd__loop_free(c); /* pending event-loop operations end with CRD_CLOSED */
+    crd__offload_stop(c);
     crd__watchdog_stop(c);
     if (!c->failed && c->opts.release_on_close && c->pid == getpid())
         crd__lifecycle_release_all(c);

@@ -397,6 +397,7 @@ struct crd_client {
     crd__gates *gates;    /* gate.c: local waiter queues and release deferrals per name */
     crd__watchdog *wd;
     crd__loop *loop; /* event-loop operations (loop.c); loop thread only */
+    struct crd__offload *off; /* the loop API's helper thread (offload.c) */
     crd__topology *topo;  /* sentinel.c: where the primary is; replica sync */
     /* The subscriber thread's hook into the watchdog (set by watchdog.c; pubsub.c does
      * not call watchdog.c directly): a message came on a watched hold's channel. */
@@ -1066,9 +1067,45 @@ void crd__acquire_step(crd__acquire *a);
 /* The driver's report after a CRD__AS_WAIT: woken (CRD_OK), slice over (CRD_TIMEOUT) or
  * CRD_CLOSED; confirmed is the subscription's state now. */
 void crd__acquire_woken(crd__acquire *a, crd_status w, bool confirmed);
+/* Whether the next step of a non-blocking acquire needs a blocking call (crd__call: a
+ * cluster's or Sentinel's hops, replica sync, a read-back): the loop runs it on its helper
+ * thread. */
+bool crd__acquire_blocks(const crd__acquire *a);
 /* Ends an acquire that is not done with st (CRD_CANCELLED, CRD_CLOSED): it leaves its
  * subscription and, for a fair lock, the queue. */
 void crd__acquire_cancel(crd__acquire *a, crd_status st);
+
+/* ---- offload.c: the loop API's helper thread ----------------------------------------------- */
+
+typedef struct crd__offload crd__offload;
+typedef struct crd__job crd__job;
+/* Runs the job on the helper thread (run), or only frees what a detached job owns (the
+ * client closed before it ran). */
+typedef void (*crd__job_fn)(crd__job *j, bool run);
+struct crd__job {
+    crd__job_fn fn;
+    crd_client *c;
+    bool detached; /* the helper frees it (fn does); nobody waits for it */
+    bool done;     /* under the helper's mutex: crd__job_done */
+    crd__job *next;
+};
+/* Queues j on the client's helper thread (started on first use); the helper writes the
+ * loop fd when it is done. False when the thread cannot be had (the caller runs the step
+ * itself). */
+bool crd__offload_run(crd_client *c, crd__job *j);
+/* The helper's queue (crd_client_new; the thread starts on the first job). */
+crd_status crd__offload_init(crd_client *c);
+/* Whether an offloaded, not detached job has run (its owner may then touch what it
+ * changed, and free it). */
+bool crd__job_done(crd_client *c, crd__job *j);
+void crd__job_wait(crd_client *c, crd__job *j);
+/* A copy of cmd sent once through crd__call on the helper, its reply ignored (label is
+ * a static string). False when it cannot be queued. */
+bool crd__offload_call(crd_client *c, const crd__cmd *cmd, const char *label);
+/* Joins the helper (crd_client_free: after every loop operation ended); detached jobs not
+ * yet run are freed unsent. */
+void crd__offload_stop(crd_client *c);
+void crd__offload_lock_for_fork(crd_client *c, bool lock);
 
 /* ---- loop.c: the event-loop API ---------------------------------------------------------- */
 

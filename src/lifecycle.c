@@ -114,6 +114,7 @@ static void lock_client(crd_client *c, bool lock)
     /* ps->mu first: the subscriber thread reads the cluster's slot map (cl->mu) while
      * holding it, so the map's and the pools' mutexes come after it here too. */
     if (lock) {
+        crd__offload_lock_for_fork(c, true); /* taken alone, never around another */
         crd__pubsub_lock_for_fork(c, true);
         crd__pool_lock_for_fork(c, true);
         pthread_mutex_lock(&c->holds->mu);
@@ -127,6 +128,7 @@ static void lock_client(crd_client *c, bool lock)
         pthread_mutex_unlock(&c->holds->mu);
         crd__pool_lock_for_fork(c, false);
         crd__pubsub_lock_for_fork(c, false);
+        crd__offload_lock_for_fork(c, false);
     }
 }
 

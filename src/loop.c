@@ -15,8 +15,13 @@
  * A synchronizer's wait (crd_semaphore_acquire_async, crd_permit_semaphore_acquire_async,
  * crd_latch_await_async) is sync.c's waiter loop cut into steps (OP_SYNC): an attempt
  * the object gives in halves (crd__sync_attempt) goes on the engine, any other is the
- * blocking try function, one round trip inside dispatch; between them it waits on its
- * subscription's events and its wake time, as a lock's WAIT does.
+ * blocking try function; between them it waits on its subscription's events and its
+ * wake time, as a lock's WAIT does.
+ *
+ * A step that is more than one command (a cluster's redirects, Sentinel, replica sync, a
+ * lost reply's read-back: crd__call) runs on a helper thread (offload.c): the operation
+ * is handed over whole (op->off; dispatch does not touch it), its outcome lands
+ * (op->landed) with its detail string when the helper is done and has written the fd.
  *
  * Threads: the loop thread only (no lock of its own: the operation list belongs to that
  * thread). Callbacks run inside dispatch, on that thread.
@@ -32,9 +37,9 @@ typedef enum op_type { OP_ACQUIRE, OP_RELEASE, OP_EXTEND, OP_SYNC } op_type;
 /* A synchronizer's wait (semaphore acquire, latch await): sync.c's waiter loop as steps.
  * An attempt with a crd__sync_attempt goes on the engine where the loop's commands can
  * (standalone, no replica sync): its completion writes the fd. Otherwise it is the
- * blocking try function, run inside dispatch (one round trip, bounded by
- * command_timeout_ms). The wait between attempts is on the subscription's events and the
- * fd, never on the thread. */
+ * blocking try function, run on a helper thread (bounded by command_timeout_ms). The
+ * wait between attempts is on the subscription's events and the fd, never on the
+ * thread. */
 typedef enum sync_phase { SP_FIRST, SP_TRY, SP_WAIT, SP_LAST } sync_phase;
 
 typedef struct sync_wait {
@@ -55,6 +60,7 @@ typedef struct sync_wait {
 } sync_wait;
 
 struct crd_op {
+    crd__job job;     /* a step on the helper thread (offload.c): first, op_of() */
     op_type type;
     crd_client *c;
     crd_lock *l;
@@ -67,6 +73,12 @@ struct crd_op {
     int tries;        /* release: sends so far (one retry after CRD_IO, same request id) */
     bool begun;
     bool cancel;
+    bool off;         /* the helper owns the operation until job is done */
+    bool landed;      /* a job's outcome not yet taken: off_st, off_epoch */
+    bool ending;      /* the job is a synchronizer's end hook (sync_finish) */
+    crd_status off_st;
+    int64_t off_epoch;
+    char off_msg[512]; /* the job's detail string, for the loop thread's */
     crd_op_done_fn done;
     void *user;
     struct crd_op *next;
@@ -75,6 +87,7 @@ struct crd_op {
 struct crd__loop {
     crd_op *head, *tail;
     int n;
+    bool freeing; /* crd__loop_free: every step runs on the calling thread */
 };
 
 static crd__loop *loop_of(crd_client *c)
@@ -184,6 +197,73 @@ crd_status crd_lock_extend_async(crd_lock *l, uint64_t owner, int64_t lease_ms,
     return start_simple(l, owner, OP_EXTEND, lease_ms, done, user, out);
 }
 
+/* ---- steps on the helper thread (offload.c) ----------------------------------------------- */
+
+static crd_op *op_of(crd__job *j) { return (crd_op *)(void *)j; }
+
+/* Whether a step may go to the helper (not while the client is being freed). */
+static bool c_live(const crd_op *op) { return !op->c->loop->freeing; }
+
+/* The helper thread's side: one step of the operation, as it would have run inside
+ * dispatch; the detail string goes with it to the loop thread. */
+static void run_step(crd__job *j, bool run)
+{
+    crd_op *op = op_of(j);
+    crd_status st = CRD_CLOSED;
+    if (!run)
+        return; /* never: only detached jobs are skipped */
+    switch (op->type) {
+    case OP_ACQUIRE:
+        crd__acquire_step(&op->a);
+        st = op->a.result;
+        break;
+    case OP_RELEASE: {
+        redisReply *r = NULL;
+        st = crd__release_send(&op->rel, &r);
+        st = crd__release_end(&op->rel, st, r);
+        break;
+    }
+    case OP_EXTEND:
+        st = crd_lock_extend_owner(op->l, op->owner, op->lease_ms);
+        break;
+    case OP_SYNC:
+        if (op->ending)
+            st = op->sw.end(op->sw.s, op->sw.arg, op->off_st, op->sw.waited);
+        else
+            st = op->sw.fn(op->sw.arg, &op->off_epoch);
+        break;
+    }
+    op->off_st = st;
+    snprintf(op->off_msg, sizeof op->off_msg, "%s", crd_client_errmsg(op->c));
+}
+
+/* Hands the operation's next step to the helper thread; false when it cannot (the
+ * caller runs the step itself, as before the helper existed). */
+static bool offload(crd_op *op)
+{
+    if (!c_live(op))
+        return false;
+    op->job.fn = run_step;
+    op->job.detached = false;
+    op->off_epoch = 0;
+    op->off = crd__offload_run(op->c, &op->job);
+    return op->off;
+}
+
+/* Whether the helper still owns op; when its job has just ended, its outcome lands
+ * (op->landed) with its detail string on this thread. */
+static bool in_helper(crd_op *op)
+{
+    if (!op->off)
+        return false;
+    if (!crd__job_done(op->c, &op->job))
+        return true;
+    op->off = false;
+    op->landed = true;
+    crd__fail(op->c, op->off_st, "%s", op->off_msg);
+    return false;
+}
+
 /* ---- synchronizers ------------------------------------------------------------------- */
 
 crd_status crd__loop_sync_start(crd__sync *s, int64_t wait_ms, int rule, bool last_try,
@@ -227,7 +307,23 @@ crd_status crd__loop_sync_start(crd__sync *s, int64_t wait_ms, int rule, bool la
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* The end of a synchronizer's wait: its subscription given back, its metrics. */
+/* What is left of a synchronizer's wait once its end hook gave st: its subscription
+ * given back, its argument freed. */
+static int sync_end(crd_op *op, crd_status st)
+{
+    sync_wait *w = &op->sw;
+    if (w->sub != NULL) {
+        crd__sub_loop_watch(op->c, w->sub, false);
+        crd__sub_release(op->c, w->sub);
+        w->sub = NULL;
+    }
+    free(w->arg);
+    w->arg = NULL;
+    return (int)st;
+}
+
+/* The end of a synchronizer's wait: its end hook (metrics; a lost reply's read-back,
+ * which runs on the helper thread: -1 until it has), then sync_end. */
 static int sync_finish(crd_op *op, crd_status st)
 {
     sync_wait *w = &op->sw;
@@ -236,16 +332,18 @@ static int sync_finish(crd_op *op, crd_status st)
         freeReplyObject(r);
         w->aio = NULL;
     }
-    if (w->sub != NULL) {
-        crd__sub_loop_watch(op->c, w->sub, false);
-        crd__sub_release(op->c, w->sub);
-        w->sub = NULL;
+    if (w->end == NULL)
+        return sync_end(op, st);
+    bool reads_back = st != CRD_OK && w->at != NULL && w->at->run_inline != NULL &&
+                      w->at->run_inline(w->arg);
+    if (reads_back) {
+        op->ending = true;
+        op->off_st = st;
+        if (offload(op))
+            return -1;
+        op->ending = false;
     }
-    if (w->end != NULL)
-        st = w->end(w->s, w->arg, st, w->waited);
-    free(w->arg);
-    w->arg = NULL;
-    return (int)st;
+    return sync_end(op, w->end(w->s, w->arg, st, w->waited));
 }
 
 static crd_status sync_ran_out(crd__sync *s)
@@ -275,9 +373,17 @@ static bool sync_submit(crd_op *op, bool eval, crd_status *st)
 static bool sync_attempt(crd_op *op, crd_status *st, int64_t *retry_epoch)
 {
     sync_wait *w = &op->sw;
+    if (op->landed) { /* the helper's attempt */
+        op->landed = false;
+        *st = op->off_st;
+        *retry_epoch = op->off_epoch;
+        return true;
+    }
     if (w->aio == NULL) {
         if (w->at == NULL || !crd__call_async_ok(op->c) ||
             (w->at->run_inline != NULL && w->at->run_inline(w->arg))) {
+            if (offload(op))
+                return false;
             *st = w->fn(w->arg, retry_epoch);
             return true;
         }
@@ -312,10 +418,10 @@ static int step_sync(crd_op *op)
     for (int guard = 0; guard < 8; guard++) {
         /* An attempt on the engine is seen through (a cancel then has no effect if it
          * took the permits, as for a lock's acquire). */
-        if (op->cancel && w->aio == NULL)
+        if (op->cancel && w->aio == NULL && !op->landed)
             return sync_finish(op, crd__fail(c, CRD_CANCELLED, "%s \"%.*s\": cancelled",
                                              s->label, CRD__SYNC_NAME_FMT(s)));
-        if (atomic_load(&c->closed) && w->aio == NULL)
+        if (atomic_load(&c->closed) && w->aio == NULL && !op->landed)
             return sync_finish(op, crd__fail(c, CRD_CLOSED, "client is closed"));
         int64_t retry_epoch = 0;
         crd_status st = CRD_OK;
@@ -435,6 +541,8 @@ static void step_acquire(crd_op *op)
             continue;
         }
         if (a->state != CRD__AS_WAIT) {
+            if (crd__acquire_blocks(a) && offload(op))
+                return; /* the helper thread's completion writes the fd */
             crd__acquire_step(a);
             continue;
         }
@@ -483,7 +591,9 @@ static int step_release(crd_op *op)
             crd__release_clear(&op->rel);
             return (int)st;
         }
-        if (!crd__call_async_ok(c)) { /* stepped through crd__call, bounded by its deadline */
+        if (!crd__call_async_ok(c)) { /* through crd__call, bounded by its deadline */
+            if (offload(op))
+                return -1; /* on the helper thread: its outcome lands in step() */
             redisReply *r = NULL;
             st = crd__release_send(&op->rel, &r);
             return (int)crd__release_end(&op->rel, st, r);
@@ -538,7 +648,7 @@ static int step_extend(crd_op *op)
     if (!op->begun) {
         op->begun = true;
         if (!crd__call_async_ok(c))
-            return (int)crd_lock_extend_owner(op->l, op->owner, op->lease_ms);
+            return offload(op) ? -1 : (int)crd_lock_extend_owner(op->l, op->owner, op->lease_ms);
         return send_extend(op, false, &st) ? -1 : (int)st;
     }
     if (!crd__aio_ready(op->aio))
@@ -558,9 +668,22 @@ static int step_extend(crd_op *op)
 /* The operation's outcome once it is done, or -1 while it is pending. */
 static int step(crd_op *op)
 {
+    if (in_helper(op))
+        return -1;
+    if (op->landed && op->type != OP_SYNC) {
+        op->landed = false;
+        if (op->type != OP_ACQUIRE) /* a release or an extend ran whole there */
+            return (int)op->off_st;
+    }
+    if (op->landed && op->ending) { /* a synchronizer's end hook ran there */
+        op->landed = op->ending = false;
+        return sync_end(op, op->off_st);
+    }
     switch (op->type) {
     case OP_ACQUIRE:
         step_acquire(op);
+        if (op->off)
+            return -1; /* the helper's now */
         return op->a.state == CRD__AS_DONE ? (int)op->a.result : -1;
     case OP_RELEASE:
         return step_release(op);
@@ -623,6 +746,13 @@ int64_t crd_loop_timeout_ms(crd_client *c)
         return -1;
     int64_t now = crd__now_ms(), best = -1;
     for (crd_op *op = c->loop->head; op != NULL; op = op->next) {
+        if (op->off) {
+            if (crd__job_done(c, &op->job))
+                return 0;
+            continue; /* the helper writes the fd when it is done */
+        }
+        if (op->landed)
+            return 0;
         if (op->type == OP_SYNC) {
             if (op->sw.aio != NULL) {
                 if (crd__aio_ready(op->sw.aio))
@@ -665,14 +795,27 @@ void crd__loop_free(crd_client *c)
     crd__loop *lp = c->loop;
     if (lp == NULL)
         return;
+    lp->freeing = true;
     while (lp->head != NULL) {
         crd_op *op = lp->head;
         lp->head = op->next;
         lp->n--;
         crd_status st = CRD_CLOSED;
-        if (op->type == OP_SYNC) {
+        if (op->off) { /* the helper's step ends first (bounded by its deadline) */
+            crd__job_wait(c, &op->job);
+            in_helper(op);
+        }
+        if (op->landed && op->type == OP_SYNC) {
+            /* Its end hook ran there, or its attempt (what it took is kept: CRD_OK). */
+            st = (crd_status)(op->ending ? sync_end(op, op->off_st)
+                                         : sync_finish(op, op->off_st == CRD_OK ? CRD_OK
+                                                                                : CRD_CLOSED));
+        } else if (op->landed && op->type != OP_ACQUIRE) {
+            st = op->off_st; /* a release or an extend ran whole there */
+        } else if (op->type == OP_SYNC) {
             st = (crd_status)sync_finish(op, CRD_CLOSED);
         } else if (op->type == OP_ACQUIRE) {
+            op->a.nonblocking = false; /* a fair waiter leaves its queue now, not later */
             crd__acquire_cancel(&op->a, CRD_CLOSED);
             st = op->a.result;
         } else if (op->aio != NULL) {

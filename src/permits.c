@@ -309,7 +309,7 @@ static crd_status pes_try_once(void *arg, int64_t *retry_epoch_ms)
     return pes_read(t, st, st == CRD_OK ? r : NULL, sent, retry_epoch_ms);
 }
 
-/* On the loop, an attempt that must first read a lost reply back runs inside dispatch. */
+/* On the loop, an attempt that must first read a lost reply back runs on a helper thread. */
 static bool pes_inline(void *arg) { return ((pes_try *)arg)->pending; }
 
 static const crd__sync_attempt pes_attempt = {pes_build, pes_read, pes_inline};

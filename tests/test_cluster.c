@@ -413,12 +413,52 @@ static bool demoted_and_clean(void *arg)
     return ok;
 }
 
+typedef struct one_op {
+    int done;
+    crd_status st;
+} one_op;
+
+static void on_one(void *user, crd_op *op, crd_status st)
+{
+    (void)op;
+    one_op *o = user;
+    o->done++;
+    o->st = st;
+}
+
+typedef struct loop_count {
+    int done, ok;
+    int failed; /* CRD_TIMEOUT or CRD_IO: the wait ran out on the stopped node */
+    int64_t first_ok_ms;
+    uint64_t ok_owner;
+    crd_client *c;
+    crd_lock *live;   /* the live node's */
+    crd_status other; /* the live node's acquire's failure, and its detail */
+    char msg[256];
+} loop_count;
+
+static void on_loop_done(void *user, crd_op *op, crd_status st)
+{
+    loop_count *lc = user;
+    lc->done++;
+    lc->failed += st == CRD_TIMEOUT || st == CRD_IO;
+    if (st != CRD_OK && crd_op_lock(op) == lc->live) {
+        lc->other = st;
+        snprintf(lc->msg, sizeof lc->msg, "%s", crd_client_errmsg(lc->c));
+    }
+    if (st == CRD_OK && lc->ok++ == 0) {
+        lc->first_ok_ms = crdt_now_ms();
+        lc->ok_owner = crd_op_owner(op);
+    }
+}
+
 /* A primary stops (SIGSTOP) and stays stopped until the cluster has promoted its replica.
  * Acquires made during the stall return by their 100 ms deadline (with a map refresh
  * due, which the refresher thread runs); the next one after the promotion follows
  * the slot to the new primary; when the old one resumes and runs what was left in its
  * socket buffers, the cluster turns it into a replica and the hold it took there is
- * gone with its data: nothing of an owner whose caller was told "failed" stays held. */
+ * gone with its data: nothing of an owner whose caller was told "failed" stays held. The
+ * loop API keeps its deadlines too, and no dispatch call waits for the stopped node. */
 Test(cluster, a_primary_stalled_until_its_replica_takes_over_keeps_every_deadline_and_no_hold,
      .timeout = 120)
 {
@@ -441,6 +481,16 @@ Test(cluster, a_primary_stalled_until_its_replica_takes_over_keeps_every_deadlin
     crd_lock *lo = crdt_lock(a, other);
     cr_assert_eq(crd_lock_acquire(lo, 0, 30000), CRD_OK, "%s", crd_client_errmsg(a));
 
+    /* A second client, freed during the stall while a helper runs its acquire's step. */
+    crd_client *a2 = crdt_client_opts(&o);
+    crd_lock *l2 = crdt_lock(a2, name);
+    cr_assert_eq(crd_lock_acquire(l2, 0, 30000), CRD_OK, "%s", crd_client_errmsg(a2));
+    cr_assert_eq(crd_lock_release(l2), CRD_OK, "%s", crd_client_errmsg(a2));
+    enum { N = 8 }; /* the loop's acquires: names taken while node 0 still answers */
+    crd_lock *ll[N + 1];
+    for (int i = 0; i <= N; i++)
+        ll[i] = crdt_lock(a, crdt_cluster_name_on(&cl, i < N ? 0 : 1, "loopstall"));
+
     cr_assert_eq(kill(cl.node[0].pid, SIGSTOP), 0);
     int64_t t0 = crdt_now_ms(), took = 0;
     crd_status st;
@@ -455,6 +505,45 @@ Test(cluster, a_primary_stalled_until_its_replica_takes_over_keeps_every_deadlin
         cr_assert(this_one <= 100 + slack, "acquire %d: a 100 ms wait returned after %lld ms: "
                   "%s (%s)", i, (long long)this_one, crd_strerror(st), crd_client_errmsg(a));
     }
+    /* The loop API, same stall: eight acquires of 500 ms on distinct names of the stopped
+     * node and one (of 5 s) on a live node, each through crd__call's hops on the loop's helper
+     * threads. No dispatch call waits for the stopped node, the live one is not held up
+     * by it, the others end by their deadline. */
+    loop_count lc = {0, 0, 0, -1, 0, a, ll[N], CRD_OK, ""};
+    int64_t t2 = crdt_now_ms();
+    for (int i = 0; i <= N; i++) {
+        cr_assert_eq(crd_lock_acquire_async(ll[i], crd_owner_new(), i < N ? 500 : 5000, 30000,
+                                            on_loop_done, &lc, NULL), CRD_OK);
+    }
+    int64_t worst_us = crdt_loop_until(a, &lc.done, N + 1, 10000);
+    int64_t loop_ms = crdt_now_ms() - t2;
+    cr_assert_eq(lc.done, N + 1, "%d of %d loop acquires completed", lc.done, N + 1);
+    cr_assert_eq(lc.ok, 1, "the live node's acquire: %d OK (%s, %s)", lc.ok,
+                 crd_strerror(lc.other), lc.msg);
+    cr_assert_eq(lc.failed, N, "every acquire on the stopped node ran out of its wait");
+    /* Well before the stopped node's 500 ms (thread starts under TSan: 142 ms seen). */
+    cr_assert(lc.first_ok_ms >= 0 && lc.first_ok_ms - t2 <= crdt_scaled_ms(250),
+              "the live node's acquire completed after %lld ms", (long long)(lc.first_ok_ms - t2));
+    cr_assert(loop_ms <= 500 + slack, "the 500 ms loop acquires completed after %lld ms",
+              (long long)loop_ms);
+    cr_assert_lt(worst_us, slack * 1000, "a dispatch call took %lld us", (long long)worst_us);
+    cr_assert_eq(crd_lock_release_owner(ll[N], lc.ok_owner), CRD_OK, "%s",
+                 crd_client_errmsg(a));
+    /* The free waits for the step on the helper (its 1000 ms deadline) and then ends the
+     * operation: its callback runs once, inside the free. */
+    one_op o2 = {0, CRD_OK};
+    cr_assert_eq(crd_lock_acquire_async(l2, crd_owner_new(), 1000, 30000, on_one, &o2, NULL),
+                 CRD_OK);
+    crd_loop_dispatch(a2); /* hands the attempt to a helper */
+    int64_t tf = crdt_now_ms();
+    crd_client_free(a2);
+    int64_t free_ms = crdt_now_ms() - tf;
+    cr_assert_eq(o2.done, 1, "the freed client's operation completed %d times", o2.done);
+    cr_assert(o2.st == CRD_TIMEOUT || o2.st == CRD_IO || o2.st == CRD_CLOSED, "%s",
+              crd_strerror(o2.st));
+    cr_assert(free_ms <= 1000 + slack, "the free took %lld ms", (long long)free_ms);
+    crd_lock_free(l2);
+
     int promoted = crdt_cluster_await_takeover(&cl, 0);
     int64_t promoted_ms = crdt_now_ms() - t0;
     t0 = crdt_now_ms();
@@ -476,14 +565,145 @@ Test(cluster, a_primary_stalled_until_its_replica_takes_over_keeps_every_deadlin
     redisFree(r);
     crd_metrics m;
     cr_assert_eq(crd_client_metrics(a, &m, sizeof m), CRD_OK);
-    say("stalled primary: three 100 ms acquires, the slowest back after %lld ms; replica %d promoted %lld ms after "
-        "the stop; the next acquire took %lld ms; late holds given back %llu, outcomes unknown "
-        "%llu", (long long)took, promoted, (long long)promoted_ms, (long long)found,
+    say("stalled primary: three 100 ms acquires, the slowest back after %lld ms; %d loop "
+        "acquires of 500 ms done after %lld ms, worst dispatch %lld us; a client freed with "
+        "a step on a helper: %lld ms; replica %d promoted "
+        "%lld ms after the stop; the next acquire took %lld ms; late holds given back %llu, "
+        "outcomes unknown %llu", (long long)took, N + 1, (long long)loop_ms,
+        (long long)worst_us, (long long)free_ms, promoted, (long long)promoted_ms, (long long)found,
         (unsigned long long)m.late_holds_released, (unsigned long long)m.outcomes_unknown);
+    for (int i = 0; i <= N; i++)
+        crd_lock_free(ll[i]);
     cr_assert_eq(crd_lock_release(lo), CRD_OK, "%s", crd_client_errmsg(a));
     crd_lock_free(lo);
     crd_lock_free(l);
     crd_client_free(a);
+    crdt_cluster_stop(&cl);
+}
+
+/* Runs the loop until the operation is done; its status. The longest dispatch so far is
+ * kept in *worst_us. */
+static crd_status loop_result(crd_client *c, one_op *o, int64_t *worst_us)
+{
+    int64_t w = crdt_loop_until(c, &o->done, 1, 15000);
+    *worst_us = w > *worst_us ? w : *worst_us;
+    cr_assert_eq(o->done, 1, "a loop operation did not complete in 15 s");
+    return o->st;
+}
+
+typedef struct queue_len {
+    redisContext *r;
+    const char *queue;
+    long long want;
+} queue_len;
+
+static bool queue_is(void *arg)
+{
+    queue_len *q = arg;
+    return crdt_cmd_int(q->r, "LLEN %s", q->queue) == q->want;
+}
+
+/* In cluster mode every step of a loop operation goes through crd__call's hops on the
+ * loop's helper threads: a wait woken by a release, an extend, a release, a fair waiter
+ * cancelled (it leaves the queue from a helper, detached), a semaphore acquire woken by a
+ * release, a latch await woken by its count-down. Each completes with the right status
+ * and no dispatch call waits on Redis. */
+Test(cluster, every_loop_operation_runs_through_the_helper_threads_of_a_cluster_client,
+     .timeout = 90)
+{
+    crdt_cluster cl;
+    crdt_cluster_start(&cl, 3, 0);
+    crd_client *a = cluster_client(&cl, NULL), *b = cluster_client(&cl, NULL);
+    int64_t worst = 0;
+    const char *name = crdt_cluster_name_on(&cl, 0, "loopkinds");
+    crd_lock *la = crdt_lock(a, name), *lb = crdt_lock(b, name);
+    redisContext *r = crdt_cluster_redis_for_key(&cl, name);
+
+    /* A wait, woken by b's release; then an extend and a release of that hold. */
+    cr_assert_eq(crd_lock_acquire(lb, 0, 30000), CRD_OK);
+    one_op o = {0, CRD_OK};
+    uint64_t owner = crd_owner_new();
+    cr_assert_eq(crd_lock_acquire_async(la, owner, 10000, 5000, on_one, &o, NULL), CRD_OK);
+    worst = crdt_loop_until(a, &o.done, 1, crdt_scaled_ms(200));
+    cr_assert_eq(o.done, 0, "the loop acquire completed while b held the lock: %s",
+                 crd_strerror(o.st));
+    cr_assert_eq(crd_lock_release(lb), CRD_OK);
+    cr_assert_eq(loop_result(a, &o, &worst), CRD_OK, "%s", crd_client_errmsg(a));
+    o = (one_op){0, CRD_OK};
+    cr_assert_eq(crd_lock_extend_async(la, owner, 60000, on_one, &o, NULL), CRD_OK);
+    cr_assert_eq(loop_result(a, &o, &worst), CRD_OK, "%s", crd_client_errmsg(a));
+    cr_assert_gt(crdt_cmd_int(r, "PTTL %s", name), 30000, "the extend did not reach Redis");
+    o = (one_op){0, CRD_OK};
+    cr_assert_eq(crd_lock_release_async(la, owner, on_one, &o, NULL), CRD_OK);
+    cr_assert_eq(loop_result(a, &o, &worst), CRD_OK, "%s", crd_client_errmsg(a));
+    cr_assert_eq(crdt_exists(r, name), 0, "the release did not reach Redis");
+    redisFree(r);
+
+    /* A fair waiter cancelled: the loop hears CRD_CANCELLED, the queue loses it. */
+    const char *fname = crdt_cluster_name_on(&cl, 1, "loopfair");
+    crd_lock *fa = NULL, *fb = NULL;
+    cr_assert_eq(crd_fair_lock_new(a, fname, &fa), CRD_OK);
+    cr_assert_eq(crd_fair_lock_new(b, fname, &fb), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(fb, 0, 30000), CRD_OK);
+    char queue[256];
+    snprintf(queue, sizeof queue, "redisson_lock_queue:{%s}", fname);
+    r = crdt_cluster_redis_for_key(&cl, fname);
+    o = (one_op){0, CRD_OK};
+    crd_op *op = NULL;
+    cr_assert_eq(crd_lock_acquire_async(fa, crd_owner_new(), 10000, 5000, on_one, &o, &op),
+                 CRD_OK);
+    queue_len q = {r, queue, 1};
+    for (int64_t t0 = crdt_now_ms(); !queue_is(&q) && crdt_now_ms() - t0 < 5000;) {
+        int64_t w = crdt_loop_until(a, &o.done, 1, 20);
+        worst = w > worst ? w : worst;
+    }
+    cr_assert(queue_is(&q), "the loop's fair waiter never joined the queue");
+    cr_assert_eq(crd_op_cancel(op), CRD_OK);
+    cr_assert_eq(loop_result(a, &o, &worst), CRD_CANCELLED, "%s", crd_client_errmsg(a));
+    q.want = 0;
+    cr_assert(crdt_wait_until(queue_is, &q, 5000), "the cancelled waiter is still queued");
+    cr_assert_eq(crd_lock_release(fb), CRD_OK);
+    redisFree(r);
+
+    /* A semaphore acquire woken by a release, a latch await woken by its count-down. */
+    crd_semaphore *sa = NULL, *sb = NULL;
+    const char *sname = crdt_cluster_name_on(&cl, 2, "loopsem");
+    cr_assert_eq(crd_semaphore_new(a, sname, &sa), CRD_OK);
+    cr_assert_eq(crd_semaphore_new(b, sname, &sb), CRD_OK);
+    cr_assert_eq(crd_semaphore_try_set_permits(sb, 0, 0, NULL), CRD_OK);
+    o = (one_op){0, CRD_OK};
+    cr_assert_eq(crd_semaphore_acquire_async(sa, 1, 10000, on_one, &o, NULL), CRD_OK);
+    int64_t w = crdt_loop_until(a, &o.done, 1, crdt_scaled_ms(200));
+    worst = w > worst ? w : worst;
+    cr_assert_eq(o.done, 0, "the semaphore acquire completed with no permit");
+    cr_assert_eq(crd_semaphore_release(sb, 1), CRD_OK);
+    cr_assert_eq(loop_result(a, &o, &worst), CRD_OK, "%s", crd_client_errmsg(a));
+    crd_latch *ca = NULL, *cb = NULL;
+    const char *cname = crdt_cluster_name_on(&cl, 0, "looplatch");
+    cr_assert_eq(crd_latch_new(a, cname, &ca), CRD_OK);
+    cr_assert_eq(crd_latch_new(b, cname, &cb), CRD_OK);
+    cr_assert_eq(crd_latch_try_set_count(cb, 1, NULL), CRD_OK);
+    o = (one_op){0, CRD_OK};
+    cr_assert_eq(crd_latch_await_async(ca, 10000, on_one, &o, NULL), CRD_OK);
+    w = crdt_loop_until(a, &o.done, 1, crdt_scaled_ms(200));
+    worst = w > worst ? w : worst;
+    cr_assert_eq(o.done, 0, "the latch await completed before the count-down");
+    cr_assert_eq(crd_latch_count_down(cb), CRD_OK);
+    cr_assert_eq(loop_result(a, &o, &worst), CRD_OK, "%s", crd_client_errmsg(a));
+
+    cr_assert_lt(worst, crdt_scaled_ms(50) * 1000, "a dispatch call took %lld us",
+                 (long long)worst);
+    say("loop operations through the helpers: worst dispatch %lld us", (long long)worst);
+    crd_latch_free(ca);
+    crd_latch_free(cb);
+    crd_semaphore_free(sa);
+    crd_semaphore_free(sb);
+    crd_lock_free(fa);
+    crd_lock_free(fb);
+    crd_lock_free(la);
+    crd_lock_free(lb);
+    crd_client_free(a);
+    crd_client_free(b);
     crdt_cluster_stop(&cl);
 }
 

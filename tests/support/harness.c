@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1576,4 +1577,22 @@ void crdt_expect_untrusted_ca_refused(crd_options *o)
     cr_expect_neq(crd_client_new(o, &bad), CRD_OK);
     cr_expect(strstr(crd_client_errmsg(bad), "certificate") != NULL, "%s", crd_client_errmsg(bad));
     crd_client_free(bad);
+}
+
+int64_t crdt_loop_until(crd_client *c, const int *done, int n, int64_t limit_ms)
+{
+    int fd = crd_loop_fd(c);
+    int64_t t0 = crdt_now_ms(), worst_us = 0;
+    while (*done < n && crdt_now_ms() - t0 < limit_ms) {
+        int64_t wait = crd_loop_timeout_ms(c);
+        struct pollfd pf = {fd, POLLIN, 0};
+        poll(&pf, fd >= 0 ? 1 : 0, wait < 0 || wait > 100 ? 100 : (int)wait);
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        crd_loop_dispatch(c);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        int64_t us = (b.tv_sec - a.tv_sec) * 1000000 + (b.tv_nsec - a.tv_nsec) / 1000;
+        worst_us = us > worst_us ? us : worst_us;
+    }
+    return worst_us;
 }

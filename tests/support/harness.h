@@ -120,6 +120,11 @@ void crdt_sleep_ms(int64_t ms);
  * ~2 ms). Returns whether pred became true. */
 bool crdt_wait_until(bool (*pred)(void *arg), void *arg, int64_t timeout_ms);
 
+/* Runs c's event loop as an application would (poll on crd_loop_fd for
+ * crd_loop_timeout_ms, at most 100 ms, then crd_loop_dispatch) until *done reaches n or
+ * limit_ms pass. Returns the longest crd_loop_dispatch call, in microseconds. */
+int64_t crdt_loop_until(crd_client *c, const int *done, int n, int64_t limit_ms);
+
 /* The slowdown factor of this run, the suite's one time-scale knob: CRDT_TIME_SCALE
  * from the environment (make test-valgrind sets it; memcheck runs the library many
  * times slower), 1 when unset, never below 1. Two uses, both through these helpers:
