@@ -25,6 +25,7 @@
  * Redis traffic); the waits are pubsub.c's.
  */
 #include "engine.h"
+#include "acquire.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -24,7 +24,7 @@
  * Lock: gates->mu, a leaf (no other mutex is taken under it, no Redis traffic). Threads:
  * callers' threads and the loop thread.
  */
-#include "internal.h"
+#include "acquire.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -941,139 +941,16 @@ crd_status crd__lock_check_fenced(crd_lock *l, const int64_t *token, const char 
 /* This client's local hold count of (name, owner, kind): 0 when none or lost. */
 int64_t crd__local_count(const crd_lock *l, uint64_t owner, crd__kind kind);
 
-/* ---- acquire.c: the acquire state machine and its blocking driver -------------------------- */
-
-typedef enum crd__acq_state {
-    CRD__AS_QUEUE,     /* behind local waiters of the same lock (gate.c): the driver waits */
-    CRD__AS_TRY,       /* run the acquire script (first resolving a lost reply) */
-    CRD__AS_SUBSCRIBE, /* take the lock's channel before re-trying */
-    CRD__AS_WAIT,      /* wait for a wake-up or the end of the slice (the driver waits) */
-    CRD__AS_DEFER,     /* this client just released to waiters elsewhere: the driver waits
-                          until wake_at before the next TRY (gate.c) */
-    CRD__AS_IO,        /* event loop: the acquire is in flight on the engine; its completion
-                          notifies the loop fd (acquire.c, crd__aio) */
-    CRD__AS_DONE       /* result holds the outcome */
-} crd__acq_state;
-
-/* How long a waiter sleeps before it re-tries: the inputs of one decision. */
-typedef struct crd__slice_in {
-    bool failed;          /* the last try failed on the connection */
-    bool confirmed;       /* the subscription is live */
-    crd__acq_outcome outcome; /* of the last try, when it did not fail */
-    int64_t hint_ms;      /* its wait hint */
-    int64_t poll_ms, max_slice_ms; /* the client's options */
-} crd__slice_in;
-
-/* The backoffs a waiter carries between decisions. */
-typedef struct crd__backoff {
-    int64_t io_ms;   /* after a failure: 25 ms doubling to the poll interval */
-    int64_t fair_ms; /* fair, not my turn: 4 ms doubling to the poll interval */
-} crd__backoff;
-
-/* The wait slice in ms (>= 1) for one decision; updates the backoffs. Pure. */
-int64_t crd__wait_slice(const crd__slice_in *in, crd__backoff *b);
-void crd__backoff_init(crd__backoff *b);
-
-/* One acquire in progress: everything the waiter algorithm needs between steps. */
-typedef struct crd__acquire {
-    crd__acq_state state;
-    crd_lock *l;
-    crd_client *c;
-    uint64_t owner;
-    char field[CRD__FIELD_MAX];
-    size_t flen;
-    int64_t lease;
-    bool watchdog;
-    bool nowait;          /* fair: the try-once form */
-    int64_t fair_wait;
-    bool want_token;      /* fenced: return the token */
-    int64_t token;        /* fenced: the token of the acquire, once TAKEN */
-    int64_t wait_ms;      /* as asked: -1 forever, 0 try once */
-    int64_t start, deadline;
-    bool pending;         /* an acquire's outcome is unknown: read back before resending */
-    int64_t pending_sent; /* when that acquire was sent: its lease cannot start earlier */
-    bool queued;          /* fair: may have joined the queue */
-    crd__sub *sub;
-    bool confirmed;
-    char *own_channel;    /* fair: "<channel>:<field>", allocated */
-    bool last_failed;     /* the last try failed on the connection */
-    bool unanswered;      /* the last try was sent and got no answer by its deadline */
-    bool unsent;          /* the last try's deadline passed before it could be sent */
-    crd__acq_outcome outcome;
-    int64_t hint_ms;
-    crd__backoff backoff;
-    int64_t wake_at;      /* CRD__AS_WAIT: wait until then (monotonic ms) */
-    crd_status result;    /* CRD__AS_DONE */
-    bool nonblocking;     /* driven by an event loop (loop.c): never wait inside a step */
-    bool watching;        /* the loop polls sub (crd__sub_loop_watch) */
-    uint64_t seen_events; /* crd__sub_events(sub) when the loop last looked */
-    bool gated;           /* in its lock's local queue (gate.c) */
-    bool deferrable;      /* waits out this client's release deferrals (gate.c) */
-    bool sub_handed;      /* its subscription went to the next local waiter (gate.c) */
-    bool has_cv;          /* gate_cv is initialised */
-    bool was_deferred;    /* the next attempt follows a deferral (gate.c learns its use) */
-    bool have_pre;        /* the hand-off sent the next attempt: its outcome below */
-    bool entered;         /* counted under way in undo.c's registry (crd__settle_enter) */
-    crd_status pre_st;
-    struct redisReply *pre_reply;
-    int64_t pre_sent;
-    bool gate_head;       /* first in that queue: the one that talks to Redis (gates->mu) */
-    struct crd__acquire *gate_next; /* the next in the queue (gates->mu) */
-    pthread_cond_t gate_cv; /* blocking driver: signalled when it becomes the head */
-    struct crd__aio *aio;   /* CRD__AS_IO: the in-flight acquire (acquire.c) */
-} crd__acquire;
-
 /* ---- gate.c: the local queue of an exclusive lock's waiters, and release deferral ------ */
 
 crd_status crd__gates_init(crd_client *c);
 void crd__gates_free(crd_client *c);
-/* Joins a's lock's local queue at the tail; true when a is the head at once. */
-bool crd__gate_join(crd__acquire *a);
-/* Leaves the queue; the next waiter becomes the head, inherits a's subscription
- * reference when it has none, and is woken (its condition variable, or the loop fd). */
-void crd__gate_leave(crd__acquire *a);
-/* Whether a is the head now (an event-loop acquire polls this). */
-bool crd__gate_is_head(crd__acquire *a);
-/* Blocking driver: waits until a is the head, the client closes (CRD_CLOSED) or
- * deadline_ms passes (CRD_TIMEOUT). */
-crd_status crd__gate_wait(crd__acquire *a, int64_t deadline_ms);
-/* Blocking driver: sleeps until deadline_ms unless the client closes (CRD_CLOSED). */
-crd_status crd__gate_sleep(crd__acquire *a, int64_t deadline_ms);
 /* Wakes every blocked queued waiter (the client is closing). */
 void crd__gates_wake_all(crd_client *c);
 /* Defers this client's attempts on name until until_us (monotonic µs). */
 void crd__gate_defer(crd_client *c, const char *name, size_t len, int64_t until_us);
-/* After a deferred attempt: used = someone else had taken the lock meanwhile. Eight
- * unused deferrals in a row pause deferring for that name (every 16th release probes). */
-void crd__gate_deferral_used(crd__acquire *a, bool used);
-/* Until when attempts on a's lock are deferred (monotonic µs; 0 or past: not). */
-int64_t crd__gate_deferred_until(crd__acquire *a);
 void crd__gates_lock_for_fork(crd_client *c, bool lock);
 void crd__gates_after_fork_child(crd_client *c);
-
-/* Checks the arguments and prepares a; state CRD__AS_DONE with a->result set when they
- * are refused. */
-void crd__acquire_begin(crd__acquire *a, crd_lock *l, uint64_t owner, int64_t wait_ms,
-                        int64_t lease_ms);
-/* Counts a begun acquire as under way for undo.c (crd__settle_enter); park: a blocking
- * acquire first waits out a read-back of this owner's lost acquire of the same lock. */
-void crd__acquire_enter(crd__acquire *a, bool park);
-/* Joins the lock's local queue (gate.c) when the acquire may wait on an exclusive kind
- * and is not a re-entry; state CRD__AS_QUEUE when others are ahead. After begin (and
- * after nonblocking is set). */
-void crd__acquire_enqueue(crd__acquire *a);
-/* Runs the current state's work and moves to the next state. */
-void crd__acquire_step(crd__acquire *a);
-/* The driver's report after a CRD__AS_WAIT: woken (CRD_OK), slice over (CRD_TIMEOUT) or
- * CRD_CLOSED; confirmed is the subscription's state now. */
-void crd__acquire_woken(crd__acquire *a, crd_status w, bool confirmed);
-/* Whether the next step of a non-blocking acquire needs a blocking call (crd__call: a
- * cluster's or Sentinel's hops, replica sync, a read-back): the loop runs it on its helper
- * thread. */
-bool crd__acquire_blocks(const crd__acquire *a);
-/* Ends an acquire that is not done with st (CRD_CANCELLED, CRD_CLOSED): it leaves its
- * subscription and, for a fair lock, the queue. */
-void crd__acquire_cancel(crd__acquire *a, crd_status st);
 
 /* ---- offload.c: the loop API's helper thread ----------------------------------------------- */
 
@@ -1163,11 +1040,7 @@ void crd__lifecycle_unregister(crd_client *c);
 /* Releases every hold of the client (release_on_close) or stops tracking it. */
 void crd__lifecycle_release_all(crd_client *c);
 
-/* ==== Synchronizers (issue 27): semaphores, permit-expirable semaphores, latches ==== */
-/* Kept together at the end of this header. sync.c holds what the three share (handles'
- * names, the waiter loop, the call path's reading of a lost reply); semaphore.c,
- * permits.c and latch.c one object each. PROTOCOL.md 14 and the golden sem_*, pes_*,
- * cdl_* recordings are the wire. */
+/* ==== What the lock layer shares with the synchronizers (sync.h has the rest) ==== */
 
 /* pubsub.c: what a message on a channel tells its local waiters (crd__sub_acquire_rule;
  * crd__sub_acquire is CRD__WAKE_LOCK). */
@@ -1190,128 +1063,5 @@ crd_status crd__sub_acquire_rule(crd_client *c, const char *channel, size_t len,
 crd_status crd__timeouts_name(const char *name, size_t len, crd__buf *out);
 /* The latch channel "redisson_countdownlatch__channel__{N}", allocated into *out. */
 crd_status crd__latch_channel_name(const char *name, size_t len, crd__buf *out);
-
-/* sync.c */
-typedef enum crd__sync_kind {
-    CRD__SYNC_SEMAPHORE = 0, /* RSemaphore: string N */
-    CRD__SYNC_PERMITS = 1,   /* RPermitExpirableSemaphore: string N + zset {N}:timeout */
-    CRD__SYNC_LATCH = 2      /* RCountDownLatch: string N */
-} crd__sync_kind;
-
-/* What the three handles share: the client, the name, and the keys and channel of its
- * kind. Immutable after crd__sync_init: any thread may use it. */
-typedef struct crd__sync {
-    crd_client *client;
-    crd__sync_kind kind;
-    char *name;
-    size_t name_len;
-    crd__buf channel;    /* redisson_sc:{N}, or the latch channel */
-    crd__buf timeouts;   /* permits: {N}:timeout */
-    const char *publish; /* PUBLISH or SPUBLISH, as the client's locks */
-    const char *label;   /* "semaphore", "permit semaphore", "latch" (messages) */
-} crd__sync;
-
-/* Checks out, the client and the name (as a lock's, plus: in cluster mode the key,
- * channel and zset must share one slot, else CRD_INVALID_ARGUMENT saying why), then
- * fills s. */
-crd_status crd__sync_init(crd__sync *s, crd_client *c, crd__sync_kind kind, const void *out,
-                          const char *name, size_t len);
-void crd__sync_clear(crd__sync *s);
-/* A handle of `size` bytes, a struct whose first (only) member is its crd__sync: calloc,
- * then crd__sync_init. *s gets it, or NULL on failure (the client's error says why). */
-crd_status crd__sync_new(crd_client *c, crd__sync_kind kind, const void *out, const char *name,
-                         size_t len, size_t size, crd__sync **s);
-/* Clears and frees a handle made by crd__sync_new; NULL is accepted. */
-void crd__sync_free(crd__sync *s);
-/* The handle's name and its length (NULL and 0 for a NULL handle): the *_name functions. */
-const char *crd__sync_name(const crd__sync *s, size_t *len);
-/* A NULL handle, or a client that cannot be used now. */
-crd_status crd__sync_check(const crd__sync *s);
-/* crd__sync_check, then "<p_name> is NULL" (CRD_INVALID_ARGUMENT) when p is NULL. */
-crd_status crd__sync_check_ptr(const crd__sync *s, const void *p, const char *p_name);
-#ifdef __clang_analyzer__
-/* The analyzer reads one file at a time and cannot see that a NULL handle (or output)
- * never passes these checks: spelled out for it only; sync.c defines the functions in
- * parentheses. */
-#define crd__sync_check(s) ((s) == NULL ? CRD_INVALID_ARGUMENT : (crd__sync_check)(s))
-#define crd__sync_check_ptr(s, p, n)                                                         \
-    ((s) == NULL || (p) == NULL ? CRD_INVALID_ARGUMENT : (crd__sync_check_ptr)((s), (p), (n)))
-#endif
-/* The name (at most 60 bytes of it) for messages. */
-#define CRD__SYNC_NAME_FMT(s) (int)((s)->name_len > 60 ? 60 : (s)->name_len), (s)->name
-
-/* Runs cmd (freed here) through crd__call. A reply lost after the command was sent is
- * CRD_OUTCOME_UNKNOWN when !idempotent (it is never resent), CRD_IO otherwise; *sent
- * (may be NULL) says whether it may have run. CRD_OK leaves the reply in *reply. */
-crd_status crd__sync_call(crd__sync *s, crd__cmd *cmd, const char *what, bool idempotent,
-                          redisReply **reply, bool *sent);
-/* The integer of an integer reply, or of a bulk string holding one (GET); nil is 0. */
-crd_status crd__sync_int(crd__sync *s, const redisReply *r, const char *what, int64_t *out);
-/* crd__sync_call, then crd__sync_int into *out (may be NULL); the reply is freed here. */
-crd_status crd__sync_run_int(crd__sync *s, crd__cmd *cmd, const char *what, bool idempotent,
-                             int64_t *out);
-/* GET of the handle's name as an integer (missing: 0), idempotent. */
-crd_status crd__sync_get(crd__sync *s, const char *what, int64_t *out);
-
-/* One attempt of a waiting operation (acquire, await). Returns CRD_OK when it is done,
- * CRD_BUSY when it must wait (*retry_epoch_ms: the wall-clock time at which to retry
- * even without a message, or 0), CRD_IO when nothing was sent (it is retried within
- * the wait), anything else to end the wait with that status. */
-typedef crd_status (*crd__sync_try_fn)(void *arg, int64_t *retry_epoch_ms);
-/* The object's last word on a wait's outcome st: a lost reply's read-back and its
- * metrics (waited: whether the first try was busy and the call went on to wait). What it
- * returns is the operation's status. */
-typedef crd_status (*crd__sync_end_fn)(crd__sync *s, void *arg, crd_status st, bool waited);
-/* The waiter: try; unless wait_ms is 0, take the channel with rule (shared by this
- * client's waiters), try again, then sleep until a message, the retry time, the
- * deadline, or (subscription not live) the poll interval, and try after each. When the
- * wait runs out: CRD_TIMEOUT, after one last try when last_try (the latch reads its
- * count once more, as Redisson does). wait_ms 0 and busy: CRD_BUSY. Then end (may be
- * NULL) and, on CRD_OK, the client's detail string is cleared: both before the channel's
- * reference is dropped, the last moment crd_client_free (which wakes a blocked wait and
- * waits for those references) leaves the client to this thread. */
-crd_status crd__sync_wait(crd__sync *s, int64_t wait_ms, int rule, bool last_try,
-                          crd__sync_try_fn fn, void *arg, crd__sync_end_fn end);
-/* A lost reply (st CRD_IO after the command was sent) of a command that is not
- * idempotent is CRD_OUTCOME_UNKNOWN, with a message; any other st is returned as is. */
-crd_status crd__sync_lost(crd__sync *s, crd_status st, bool sent, bool idempotent,
-                          const char *what);
-
-/* An attempt that the event loop can put on the engine instead of running it inside
- * dispatch: build writes its command into cmd (initialised by build; CRD_OK, or a
- * status that ends the operation), read turns the outcome into what the try function
- * would have returned: st as crd__call gives it (CRD_OK with a reply r that is not an
- * error, which read frees; else r is NULL), sent whether the command went out. */
-typedef struct crd__sync_attempt {
-    crd_status (*build)(void *arg, crd__cmd *cmd);
-    crd_status (*read)(void *arg, crd_status st, redisReply *r, bool sent,
-                       int64_t *retry_epoch_ms);
-    /* May be NULL; true when the next attempt must be the try function, inside
-     * dispatch (a lost reply to read back first). */
-    bool (*run_inline)(void *arg);
-} crd__sync_attempt;
-
-/* loop.c: a synchronizer's wait as an event-loop operation. arg (malloc'd, may be NULL)
- * is fn's and is freed by the loop, after end(s, arg, status, waited) ran (may be NULL):
- * the object's last word on the outcome (a lost reply's read-back) and its metrics; what
- * it returns is the operation's status. On failure to start, arg is freed and the
- * status returned. */
-crd_status crd__loop_sync_start(crd__sync *s, int64_t wait_ms, int rule, bool last_try,
-                                crd__sync_try_fn fn, const crd__sync_attempt *at, void *arg,
-                                crd__sync_end_fn end, crd_op_done_fn done, void *user,
-                                crd_op **out);
-/* The metrics of a semaphore or permit-semaphore acquire of permits that ended with st
- * (waited: as crd__sync_end_fn's). */
-void crd__sync_count_acquire(crd__sync *s, crd_status st, int64_t permits, bool waited);
-
-struct crd_semaphore {
-    crd__sync s;
-};
-struct crd_permit_semaphore {
-    crd__sync s;
-};
-struct crd_latch {
-    crd__sync s;
-};
 
 #endif /* CRD_INTERNAL_H */

@@ -10,7 +10,7 @@
  *
  * Threads: any caller thread. Locks: none of its own.
  */
-#include "internal.h"
+#include "sync.h"
 
 #include <stdlib.h>
 #include <string.h>

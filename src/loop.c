@@ -27,6 +27,8 @@
  * thread). Callbacks run inside dispatch, on that thread.
  */
 #include "engine.h"
+#include "acquire.h"
+#include "sync.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -260,36 +260,77 @@ static crd__sub *find_on(crd__pubsub *ps, const sublink *l, const char *ch, size
     return s != NULL && s->link == l ? s : NULL;
 }
 
+/* A refused (S)SUBSCRIBE: a MOVED (the map is behind: learn the slot's owner) or a
+ * server that cannot do it. The entries waiting on link l try again. */
+static void subscribe_refused(crd_client *c, sublink *l, const redisReply *r)
+{
+    crd__pubsub *ps = c->ps;
+    int slot, port;
+    const char *host;
+    size_t hostlen;
+    crd__node *n = NULL;
+    if (c->cluster != NULL && crd__cluster_parse_redirect(r, &slot, &host, &hostlen, &port) &&
+        hostlen > 0 && (n = crd__cluster_node_at(c, host, hostlen, port)) != NULL)
+        crd__cluster_moved(c, slot, n);
+    else
+        crd__cluster_stale(c);
+    /* An ACL user without the channel (NOPERM) is never confirmed: its waiters fall
+     * back to re-checking every poll_interval_ms. Say so instead of degrading in
+     * silence. */
+    crd__log(c, CRD_LOG_WARN, "subscriber: the server refused a (S)SUBSCRIBE: %.*s (waiters "
+             "re-check every poll_interval_ms until it is accepted)",
+             (int)(r->len > 200 ? 200 : r->len), r->str);
+    int64_t retry = crd__now_ms() + (n != NULL ? 0 : 100);
+    pthread_mutex_lock(&ps->mu);
+    for (crd__sub *s = ps->subs; s != NULL; s = s->next)
+        if (s->link == l && s->inflight && !s->subscribed) {
+            s->inflight = false;
+            s->link = NULL;
+            s->retry_at = retry;
+        }
+    pthread_mutex_unlock(&ps->mu);
+}
+
+/* A message on s's channel (ps->mu held): the hand-off's acquire goes out, or the waiters
+ * its wake rule names are woken. True when a watched hold's channel spoke. */
+static bool on_message(crd_client *c, crd__sub *s, const redisReply *r)
+{
+    crd__pubsub *ps = c->ps;
+    /* A message that arrives while an UNSUBSCRIBE is in flight was published before any
+     * waiter that joined since is subscribed; that waiter re-checks once its own
+     * subscription is confirmed anyway, so the message would only cost it a useless
+     * retry. */
+    const redisReply *p = r->element[2];
+    bool all = p->type == REDIS_REPLY_STRING && p->len == 1 && p->str[0] == '1';
+    bool handed = false;
+    if (live(s) && s->handoff != NULL && s->handoff->sent == 0) {
+        /* The lone waiter's acquire goes out now; its wake-up overlaps the round trip. It
+         * is the waiter this message wakes: no permit for another. */
+        crd__handoff_send(c, s->handoff);
+        handed = true;
+    }
+    if (live(s) && !handed && s->wake_rule == CRD__WAKE_COUNT) {
+        wake_counted(ps, s, p->type == REDIS_REPLY_STRING ? p->str : "",
+                     p->type == REDIS_REPLY_STRING ? p->len : 0);
+    } else if (live(s) && !handed && s->wake_rule == CRD__WAKE_ALL) {
+        wake(ps, s, true);
+    } else if (live(s) && (!handed || all)) {
+        wake(ps, s, all);
+    } else if (handed) {
+        pthread_cond_broadcast(&s->cv);
+        notify_loop(ps, s);
+    }
+    if (s->watch_refs == 0 || !live(s))
+        return false;
+    s->check = true;
+    return true;
+}
+
 static void handle_reply(crd_client *c, sublink *l, redisReply *r)
 {
     crd__pubsub *ps = c->ps;
     if (r->type == REDIS_REPLY_ERROR) {
-        /* A refused (S)SUBSCRIBE: a MOVED (the map is behind: learn the slot's owner) or
-         * a server that cannot do it. The entries waiting on this link try again. */
-        int slot, port;
-        const char *host;
-        size_t hostlen;
-        crd__node *n = NULL;
-        if (c->cluster != NULL && crd__cluster_parse_redirect(r, &slot, &host, &hostlen, &port) &&
-            hostlen > 0 && (n = crd__cluster_node_at(c, host, hostlen, port)) != NULL)
-            crd__cluster_moved(c, slot, n);
-        else
-            crd__cluster_stale(c);
-        /* An ACL user without the channel (NOPERM) is never confirmed: its waiters fall
-         * back to re-checking every poll_interval_ms. Say so instead of degrading in
-         * silence. */
-        crd__log(c, CRD_LOG_WARN, "subscriber: the server refused a (S)SUBSCRIBE: %.*s (waiters "
-                 "re-check every poll_interval_ms until it is accepted)",
-                 (int)(r->len > 200 ? 200 : r->len), r->str);
-        int64_t retry = crd__now_ms() + (n != NULL ? 0 : 100);
-        pthread_mutex_lock(&ps->mu);
-        for (crd__sub *s = ps->subs; s != NULL; s = s->next)
-            if (s->link == l && s->inflight && !s->subscribed) {
-                s->inflight = false;
-                s->link = NULL;
-                s->retry_at = retry;
-            }
-        pthread_mutex_unlock(&ps->mu);
+        subscribe_refused(c, l, r);
         return;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->element[0]->type != REDIS_REPLY_STRING ||
@@ -313,32 +354,7 @@ static void handle_reply(crd_client *c, sublink *l, redisReply *r)
     crd__sub *s = find_on(ps, l, ch->str, ch->len);
     if (s != NULL) {
         if (message) {
-            /* A message that arrives while an UNSUBSCRIBE is in flight was published before
-             * any waiter that joined since is subscribed; that waiter re-checks once its
-             * own subscription is confirmed anyway, so the message would only cost it a
-             * useless retry. */
-            const redisReply *p = r->element[2];
-            bool all = p->type == REDIS_REPLY_STRING && p->len == 1 && p->str[0] == '1';
-            bool handed = false;
-            if (live(s) && s->handoff != NULL && s->handoff->sent == 0) {
-                /* The lone waiter's acquire goes out now; its wake-up overlaps the round
-                 * trip. It is the waiter this message wakes: no permit for another. */
-                crd__handoff_send(c, s->handoff);
-                handed = true;
-            }
-            if (live(s) && !handed && s->wake_rule == CRD__WAKE_COUNT) {
-                wake_counted(ps, s, p->type == REDIS_REPLY_STRING ? p->str : "",
-                             p->type == REDIS_REPLY_STRING ? p->len : 0);
-            } else if (live(s) && !handed && s->wake_rule == CRD__WAKE_ALL) {
-                wake(ps, s, true);
-            } else if (live(s) && (!handed || all)) {
-                wake(ps, s, all);
-            } else if (handed) {
-                pthread_cond_broadcast(&s->cv);
-                notify_loop(ps, s);
-            }
-            if (s->watch_refs > 0 && live(s))
-                checks = s->check = true;
+            checks = on_message(c, s, r);
         } else if (sub) {
             CRD__COUNT(c, subscribes);
             s->inflight = false;

@@ -242,6 +242,85 @@ static void primary_failed(crd_client *c, crd__pool *p)
     crd__fail(c, CRD_IO, "%s", msg); /* the caller's detail, whatever the asking said */
 }
 
+/* One call's state across its hops (crd__call). */
+typedef struct call_state {
+    crd_client *c;
+    crd__cmd *cmd;
+    const char *what;
+    int64_t deadline, backoff;
+    crd__node *target; /* the node a redirect named */
+    bool asking, cluster;
+    int hop;
+    int64_t *sent_ms;
+} call_state;
+
+typedef enum hop_next { HOP_AGAIN, HOP_RETURN, HOP_FINAL } hop_next;
+
+/* A hop that failed (st, not CRD_OK) on p: another hop when nothing was sent and the slot
+ * may have a new owner, else the call ends with st. */
+static hop_next hop_failed(call_state *cs, crd__pool *p, crd_status st, int handed)
+{
+    crd_client *c = cs->c;
+    if (cs->cluster && st == CRD_IO)
+        crd__cluster_stale(c);
+    /* Nothing was sent (a connection that could not be opened): a node that went away
+     * (failover) may be retried at the slot's new owner. */
+    if (cs->cluster && st == CRD_IO && *cs->sent_ms == 0 && !handed && cs->hop < MAX_HOPS &&
+        pause_before_retry(c, &cs->backoff, cs->deadline))
+        return HOP_AGAIN;
+    if (st == CRD_IO)
+        primary_failed(c, p);
+    /* Handed over: the engine resolves what it did (undo.c); the caller must not read it
+     * back, so it is told nothing was sent. */
+    cs->cmd->handed = handed == 1; /* a connection that had answered went quiet */
+    if (handed)
+        *cs->sent_ms = 0;
+    return HOP_RETURN;
+}
+
+/* A hop that got its reply *r from the node at from: another hop (a redirect, READONLY,
+ * TRYAGAIN and the like: nothing ran; *r freed), the reply is final (HOP_FINAL), or the
+ * call ends with *st (replica sync: no replica acknowledged; *r handed to the caller). */
+static hop_next hop_answered(call_state *cs, redisReply **r, const crd__endpoint *from,
+                             int replicas, int64_t acks, int64_t wait_timeout, crd_status *st)
+{
+    crd_client *c = cs->c;
+    crd__reply_class cls = crd__reply_classify(*r);
+    bool again = false;
+    if (cls == CRD__REPLY_READONLY && cs->hop < 2 && crd__topology_sentinel(c)) {
+        /* A READONLY reply proves nothing ran: after a re-resolution the command is sent
+         * again, to the new primary (Sentinel mode; at most twice). */
+        *cs->sent_ms = 0;
+        freeReplyObject(*r);
+        *r = NULL;
+        return (*st = crd__topology_changed(c, 0)) == CRD_OK ? HOP_AGAIN : HOP_RETURN;
+    }
+    if (cls == CRD__REPLY_OK && replicas > 0 && acks == 0) {
+        *st = crd__fail(c, CRD_NOT_SYNCED, "%s: the primary ran it, but none of its %d "
+                        "replicas acknowledged it within %lld ms", cs->what, replicas,
+                        (long long)wait_timeout);
+        return HOP_RETURN;
+    }
+    if (!cs->cluster || cs->hop >= MAX_HOPS)
+        return HOP_FINAL;
+    if ((cs->target = redirect_target(c, *r, cls, from)) != NULL) {
+        cs->asking = cls == CRD__REPLY_ASK;
+        again = true;
+    } else if ((cls == CRD__REPLY_READONLY || cls == CRD__REPLY_BUSY) &&
+               pause_before_retry(c, &cs->backoff, cs->deadline)) {
+        /* A replica (a failover moved the primary), a slot being migrated (TRYAGAIN), a
+         * cluster not yet agreed (CLUSTERDOWN) or a node loading: nothing ran. */
+        if (cls == CRD__REPLY_READONLY)
+            crd__cluster_stale(c);
+        again = true;
+    }
+    if (!again)
+        return HOP_FINAL;
+    freeReplyObject(*r);
+    *r = NULL;
+    return HOP_AGAIN;
+}
+
 crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply **reply,
                      int64_t *sent_ms)
 {
@@ -252,43 +331,41 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
     *sent_ms = 0;
     size_t keylen = 0;
     const char *key = routing_key(cmd, &keylen);
-    bool cluster = c->cluster != NULL;
-    int64_t deadline = cmd->deadline_ms != 0 ? cmd->deadline_ms
-                                             : crd__now_ms() + c->opts.command_timeout_ms;
-    int64_t backoff = 10;
-    crd__node *target = NULL; /* the node a redirect named */
-    bool asking = false;
+    call_state cs = {c, cmd, what,
+                     cmd->deadline_ms != 0 ? cmd->deadline_ms
+                                           : crd__now_ms() + c->opts.command_timeout_ms,
+                     10, NULL, false, c->cluster != NULL, 0, sent_ms};
     redisReply *r = NULL;
     crd_status st;
-    for (int hop = 0;; hop++) {
-        crd__pool *p = target != NULL ? target->pool : crd__pool_for(c, key, keylen);
-        bool ask_now = asking;
-        target = NULL;
-        asking = false;
+    for (;; cs.hop++) {
+        crd__pool *p = cs.target != NULL ? cs.target->pool : crd__pool_for(c, key, keylen);
+        bool ask_now = cs.asking;
+        cs.target = NULL;
+        cs.asking = false;
         if (p == NULL) {
             /* The map has no node for the slot: nothing was sent; ask again. */
             crd__cluster_stale(c);
-            if (hop < MAX_HOPS && pause_before_retry(c, &backoff, deadline))
+            if (cs.hop < MAX_HOPS && pause_before_retry(c, &cs.backoff, cs.deadline))
                 continue;
             return CRD_IO;
         }
-        const crd__endpoint *from = crd__pool_ep(p);
         /* Replica sync (Sentinel, Cluster, or asked for): the script and WAIT in one
          * pipeline, to the node that runs it. A command sent after ASKING goes alone. */
         /* Sentinel mode: the primary's generation when this was built and sent (read
          * before the replica count, which is that primary's or a newer one's). */
         uint64_t gen = p == c->pool && crd__topology_sentinel(c) ? crd__topology_gen(c) : 0;
         int64_t wait_timeout = 0;
-        int replicas = cmd->sync && !ask_now ? crd__sync_replicas(c, p, &wait_timeout, deadline) : 0;
+        int replicas = cmd->sync && !ask_now ? crd__sync_replicas(c, p, &wait_timeout,
+                                                                  cs.deadline) : 0;
         int64_t acks = 0;
         int handed = 0;
-        st = run_hop(c, p, cmd, ask_now, replicas, wait_timeout, deadline, gen, &r, &acks,
+        st = run_hop(c, p, cmd, ask_now, replicas, wait_timeout, cs.deadline, gen, &r, &acks,
                      sent_ms, &handed);
         cmd->unsent = handed < 0;
         if (handed < 0)
             handed = 0;
         if (st == CRD_IO && *sent_ms == 0 && gen != 0 && crd__topology_gen(c) != gen &&
-            hop < MAX_HOPS) {
+            cs.hop < MAX_HOPS) {
             /* Not sent: built for the replicas of the primary just replaced (or its link
              * failed before a byte went out). Built again for the new one. */
             cmd->unsent = false;
@@ -301,7 +378,7 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
              * back, a release is sent again with its request id). */
             freeReplyObject(r);
             r = NULL;
-            if (cmd->script == CRD__PLAIN && hop < MAX_HOPS) {
+            if (cmd->script == CRD__PLAIN && cs.hop < MAX_HOPS) {
                 *sent_ms = 0;
                 continue;
             }
@@ -309,56 +386,17 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
                              "flight; its outcome is re-checked there", what);
         }
         if (st != CRD_OK) {
-            if (cluster && st == CRD_IO)
-                crd__cluster_stale(c);
-            /* Nothing was sent (a connection that could not be opened): a node that went
-             * away (failover) may be retried at the slot's new owner. */
-            if (cluster && st == CRD_IO && *sent_ms == 0 && !handed && hop < MAX_HOPS &&
-                pause_before_retry(c, &backoff, deadline))
+            if (hop_failed(&cs, p, st, handed) == HOP_AGAIN)
                 continue;
-            if (st == CRD_IO)
-                primary_failed(c, p);
-            /* Handed over: the engine resolves what it did (undo.c); the caller must not
-             * read it back, so it is told nothing was sent. */
-            cmd->handed = handed == 1; /* a connection that had answered went quiet */
-            if (handed)
-                *sent_ms = 0;
             return st;
         }
-        crd__reply_class cls = crd__reply_classify(r);
-        if (cls == CRD__REPLY_READONLY && hop < 2 && crd__topology_sentinel(c)) {
-            /* A READONLY reply proves nothing ran: after a re-resolution the command is
-             * sent again, to the new primary (Sentinel mode; at most twice). */
-            freeReplyObject(r);
-            r = NULL;
-            *sent_ms = 0;
-            if ((st = crd__topology_changed(c, 0)) != CRD_OK)
-                return st;
+        hop_next next = hop_answered(&cs, &r, crd__pool_ep(p), replicas, acks, wait_timeout,
+                                     &st);
+        if (next == HOP_AGAIN)
             continue;
-        }
-        if (cls == CRD__REPLY_OK && replicas > 0 && acks == 0) {
-            *reply = r;
-            return crd__fail(c, CRD_NOT_SYNCED, "%s: the primary ran it, but none of its %d "
-                             "replicas acknowledged it within %lld ms", what, replicas,
-                             (long long)wait_timeout);
-        }
-        if (!cluster || hop >= MAX_HOPS)
-            break;
-        if ((target = redirect_target(c, r, cls, from)) != NULL) {
-            asking = cls == CRD__REPLY_ASK;
-            freeReplyObject(r);
-            r = NULL;
-            continue;
-        }
-        if ((cls == CRD__REPLY_READONLY || cls == CRD__REPLY_BUSY) &&
-            pause_before_retry(c, &backoff, deadline)) {
-            /* A replica (a failover moved the primary), a slot being migrated (TRYAGAIN),
-             * a cluster not yet agreed (CLUSTERDOWN) or a node loading: nothing ran. */
-            if (cls == CRD__REPLY_READONLY)
-                crd__cluster_stale(c);
-            freeReplyObject(r);
-            r = NULL;
-            continue;
+        if (next == HOP_RETURN) {
+            *reply = r; /* NULL, or the reply of a script no replica acknowledged */
+            return st;
         }
         break;
     }

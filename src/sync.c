@@ -13,7 +13,7 @@
  * Threads: any caller thread. Locks: none of its own (pubsub.c takes ps->mu inside its
  * calls); no Redis traffic under any mutex.
  */
-#include "internal.h"
+#include "sync.h"
 
 #include <stdlib.h>
 #include <string.h>

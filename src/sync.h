@@ -1,0 +1,136 @@
+/*
+ * sync.h -- the synchronizers (issue 27): semaphores, permit-expirable semaphores and
+ * latches. sync.c holds what the three share (handles' names, the waiter loop, the call
+ * path's reading of a lost reply); semaphore.c, permits.c and latch.c one object each;
+ * loop.c runs their waits as event-loop operations. Nothing below them sees this.
+ * PROTOCOL.md 14 and the golden sem_*, pes_*, cdl_* recordings are the wire.
+ */
+#ifndef CRD_SYNC_H
+#define CRD_SYNC_H
+
+#include "internal.h"
+
+/* sync.c */
+typedef enum crd__sync_kind {
+    CRD__SYNC_SEMAPHORE = 0, /* RSemaphore: string N */
+    CRD__SYNC_PERMITS = 1,   /* RPermitExpirableSemaphore: string N + zset {N}:timeout */
+    CRD__SYNC_LATCH = 2      /* RCountDownLatch: string N */
+} crd__sync_kind;
+
+/* What the three handles share: the client, the name, and the keys and channel of its
+ * kind. Immutable after crd__sync_init: any thread may use it. */
+typedef struct crd__sync {
+    crd_client *client;
+    crd__sync_kind kind;
+    char *name;
+    size_t name_len;
+    crd__buf channel;    /* redisson_sc:{N}, or the latch channel */
+    crd__buf timeouts;   /* permits: {N}:timeout */
+    const char *publish; /* PUBLISH or SPUBLISH, as the client's locks */
+    const char *label;   /* "semaphore", "permit semaphore", "latch" (messages) */
+} crd__sync;
+
+/* Checks out, the client and the name (as a lock's, plus: in cluster mode the key,
+ * channel and zset must share one slot, else CRD_INVALID_ARGUMENT saying why), then
+ * fills s. */
+crd_status crd__sync_init(crd__sync *s, crd_client *c, crd__sync_kind kind, const void *out,
+                          const char *name, size_t len);
+void crd__sync_clear(crd__sync *s);
+/* A handle of `size` bytes, a struct whose first (only) member is its crd__sync: calloc,
+ * then crd__sync_init. *s gets it, or NULL on failure (the client's error says why). */
+crd_status crd__sync_new(crd_client *c, crd__sync_kind kind, const void *out, const char *name,
+                         size_t len, size_t size, crd__sync **s);
+/* Clears and frees a handle made by crd__sync_new; NULL is accepted. */
+void crd__sync_free(crd__sync *s);
+/* The handle's name and its length (NULL and 0 for a NULL handle): the *_name functions. */
+const char *crd__sync_name(const crd__sync *s, size_t *len);
+/* A NULL handle, or a client that cannot be used now. */
+crd_status crd__sync_check(const crd__sync *s);
+/* crd__sync_check, then "<p_name> is NULL" (CRD_INVALID_ARGUMENT) when p is NULL. */
+crd_status crd__sync_check_ptr(const crd__sync *s, const void *p, const char *p_name);
+#ifdef __clang_analyzer__
+/* The analyzer reads one file at a time and cannot see that a NULL handle (or output)
+ * never passes these checks: spelled out for it only; sync.c defines the functions in
+ * parentheses. */
+#define crd__sync_check(s) ((s) == NULL ? CRD_INVALID_ARGUMENT : (crd__sync_check)(s))
+#define crd__sync_check_ptr(s, p, n)                                                         \
+    ((s) == NULL || (p) == NULL ? CRD_INVALID_ARGUMENT : (crd__sync_check_ptr)((s), (p), (n)))
+#endif
+/* The name (at most 60 bytes of it) for messages. */
+#define CRD__SYNC_NAME_FMT(s) (int)((s)->name_len > 60 ? 60 : (s)->name_len), (s)->name
+
+/* Runs cmd (freed here) through crd__call. A reply lost after the command was sent is
+ * CRD_OUTCOME_UNKNOWN when !idempotent (it is never resent), CRD_IO otherwise; *sent
+ * (may be NULL) says whether it may have run. CRD_OK leaves the reply in *reply. */
+crd_status crd__sync_call(crd__sync *s, crd__cmd *cmd, const char *what, bool idempotent,
+                          redisReply **reply, bool *sent);
+/* The integer of an integer reply, or of a bulk string holding one (GET); nil is 0. */
+crd_status crd__sync_int(crd__sync *s, const redisReply *r, const char *what, int64_t *out);
+/* crd__sync_call, then crd__sync_int into *out (may be NULL); the reply is freed here. */
+crd_status crd__sync_run_int(crd__sync *s, crd__cmd *cmd, const char *what, bool idempotent,
+                             int64_t *out);
+/* GET of the handle's name as an integer (missing: 0), idempotent. */
+crd_status crd__sync_get(crd__sync *s, const char *what, int64_t *out);
+
+/* One attempt of a waiting operation (acquire, await). Returns CRD_OK when it is done,
+ * CRD_BUSY when it must wait (*retry_epoch_ms: the wall-clock time at which to retry
+ * even without a message, or 0), CRD_IO when nothing was sent (it is retried within
+ * the wait), anything else to end the wait with that status. */
+typedef crd_status (*crd__sync_try_fn)(void *arg, int64_t *retry_epoch_ms);
+/* The object's last word on a wait's outcome st: a lost reply's read-back and its
+ * metrics (waited: whether the first try was busy and the call went on to wait). What it
+ * returns is the operation's status. */
+typedef crd_status (*crd__sync_end_fn)(crd__sync *s, void *arg, crd_status st, bool waited);
+/* The waiter: try; unless wait_ms is 0, take the channel with rule (shared by this
+ * client's waiters), try again, then sleep until a message, the retry time, the
+ * deadline, or (subscription not live) the poll interval, and try after each. When the
+ * wait runs out: CRD_TIMEOUT, after one last try when last_try (the latch reads its
+ * count once more, as Redisson does). wait_ms 0 and busy: CRD_BUSY. Then end (may be
+ * NULL) and, on CRD_OK, the client's detail string is cleared: both before the channel's
+ * reference is dropped, the last moment crd_client_free (which wakes a blocked wait and
+ * waits for those references) leaves the client to this thread. */
+crd_status crd__sync_wait(crd__sync *s, int64_t wait_ms, int rule, bool last_try,
+                          crd__sync_try_fn fn, void *arg, crd__sync_end_fn end);
+/* A lost reply (st CRD_IO after the command was sent) of a command that is not
+ * idempotent is CRD_OUTCOME_UNKNOWN, with a message; any other st is returned as is. */
+crd_status crd__sync_lost(crd__sync *s, crd_status st, bool sent, bool idempotent,
+                          const char *what);
+
+/* An attempt that the event loop can put on the engine instead of running it inside
+ * dispatch: build writes its command into cmd (initialised by build; CRD_OK, or a
+ * status that ends the operation), read turns the outcome into what the try function
+ * would have returned: st as crd__call gives it (CRD_OK with a reply r that is not an
+ * error, which read frees; else r is NULL), sent whether the command went out. */
+typedef struct crd__sync_attempt {
+    crd_status (*build)(void *arg, crd__cmd *cmd);
+    crd_status (*read)(void *arg, crd_status st, redisReply *r, bool sent,
+                       int64_t *retry_epoch_ms);
+    /* May be NULL; true when the next attempt must be the try function, inside
+     * dispatch (a lost reply to read back first). */
+    bool (*run_inline)(void *arg);
+} crd__sync_attempt;
+
+/* loop.c: a synchronizer's wait as an event-loop operation. arg (malloc'd, may be NULL)
+ * is fn's and is freed by the loop, after end(s, arg, status, waited) ran (may be NULL):
+ * the object's last word on the outcome (a lost reply's read-back) and its metrics; what
+ * it returns is the operation's status. On failure to start, arg is freed and the
+ * status returned. */
+crd_status crd__loop_sync_start(crd__sync *s, int64_t wait_ms, int rule, bool last_try,
+                                crd__sync_try_fn fn, const crd__sync_attempt *at, void *arg,
+                                crd__sync_end_fn end, crd_op_done_fn done, void *user,
+                                crd_op **out);
+/* The metrics of a semaphore or permit-semaphore acquire of permits that ended with st
+ * (waited: as crd__sync_end_fn's). */
+void crd__sync_count_acquire(crd__sync *s, crd_status st, int64_t permits, bool waited);
+
+struct crd_semaphore {
+    crd__sync s;
+};
+struct crd_permit_semaphore {
+    crd__sync s;
+};
+struct crd_latch {
+    crd__sync s;
+};
+
+#endif /* CRD_SYNC_H */
