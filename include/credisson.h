@@ -1049,8 +1049,9 @@ CRD_API crd_status crd_semaphore_acquire(crd_semaphore *sem, int64_t permits, in
  * The wait blocks no thread: it is on the channel's subscription (the fd turns readable
  * on a message) and on crd_loop_timeout_ms(). Each attempt, one script call, goes to the
  * client's I/O thread and its answer makes the fd readable, so no dispatch waits for
- * Redis; on a cluster, with Sentinel or with replica sync on it runs inside a dispatch
- * instead, one round trip bounded by command_timeout_ms (as a lock's steps do there).
+ * Redis; on a cluster, with Sentinel or with replica sync on it runs on one of the
+ * client's helper threads instead, bounded by command_timeout_ms (as a lock's steps do
+ * there), and its end makes the fd readable.
  * Returns CRD_OK (started; *op, when op is not NULL, identifies it until done returns),
  * or without starting (done is never called): CRD_INVALID_ARGUMENT (NULL handle or done,
  * permits < 1, wait_ms out of range), CRD_CLOSED, CRD_FORKED, CRD_NO_MEMORY.
@@ -1155,11 +1156,13 @@ CRD_API crd_status crd_permit_semaphore_acquire_n(crd_permit_semaphore *ps, int6
 
 /* Start crd_permit_semaphore_acquire_n() on the event loop: done is called from a later
  * crd_loop_dispatch() with the status it would return (CRD_CANCELLED after
- * crd_op_cancel(op)); ids[0..permits-1] are written, in that dispatch, only when it is
- * CRD_OK. The wait blocks no thread; each attempt (one script call) goes to the I/O
- * thread as crd_semaphore_acquire_async()'s do, but the read-back of a lost reply (a
- * ZSCORE per id) runs inside a dispatch, bounded by command_timeout_ms, as everything
- * does on a cluster, with Sentinel or with replica sync on.
+ * crd_op_cancel(op)); ids[0..permits-1] are written before that callback (on a helper
+ * thread when the attempt ran there) and hold the permits only when it is CRD_OK: read
+ * them in the callback, not before. The wait blocks no thread; each attempt (one script
+ * call) goes to the I/O thread as crd_semaphore_acquire_async()'s do, and the read-back
+ * of a lost reply (a ZSCORE per id) runs on a helper thread, bounded by
+ * command_timeout_ms, as every step does on a cluster, with Sentinel or with replica
+ * sync on.
  * Returns CRD_OK (started), or without starting (done never called) as
  * crd_permit_semaphore_acquire_n() refuses arguments, or CRD_CLOSED, CRD_FORKED,
  * CRD_NO_MEMORY.
