@@ -75,8 +75,15 @@ static void *starter_main(void *arg)
     for (;;) {
         while (!off->stop && !short_of_helpers(off))
             pthread_cond_wait(&off->grow, &off->mu);
-        if (off->stop || !add_helper(c))
-            break; /* stopping, or no thread to be had: the helpers there are go on */
+        if (off->stop)
+            break;
+        if (!add_helper(c)) {
+            /* No thread to be had: the starter takes the jobs itself from now on (with no
+             * helper at all, the jobs would never run). */
+            off->starting++;
+            pthread_mutex_unlock(&off->mu);
+            return helper_main(c);
+        }
     }
     pthread_mutex_unlock(&off->mu);
     return NULL;
@@ -225,6 +232,13 @@ void crd__offload_stop(crd_client *c)
         pthread_join(off->starter, NULL); /* no helper is added after this */
     for (int i = 0; i < off->started; i++)
         pthread_join(off->threads[i], NULL);
+    /* Left when no helper was there to drop them (stopped before the first one ran):
+     * only detached jobs can be, every operation's ended before this. */
+    while (off->head != NULL) {
+        crd__job *j = off->head;
+        off->head = j->next;
+        j->fn(j, false);
+    }
     pthread_cond_destroy(&off->grow);
     pthread_cond_destroy(&off->done);
     pthread_cond_destroy(&off->work);
