@@ -183,6 +183,11 @@ static int other_process(int index, void *arg)
     redisContext *r = crdt_raw_connect(crdt_port(), 2000);
     if (c == NULL || r == NULL)
         return 10;
+    /* The parent queues its 10 000 acquisitions before it pushes: seconds under TSan on a
+     * loaded machine, so the read waits as long as the BLPOP does (with the connect's
+     * 2 s both children once failed here with 15). */
+    struct timeval blpop_tv = {61, 0};
+    redisSetTimeout(r, blpop_tv);
     redisReply *go = redisCommand(r, "BLPOP %s 60", o->go);
     bool started = go != NULL && go->type == REDIS_REPLY_ARRAY;
     freeReplyObject(go);
@@ -246,8 +251,10 @@ Test(loop, one_thread_serves_10000_pending_acquisitions_over_1000_names, .timeou
     freeReplyObject(crdt_cmd(m.r, "RPUSH %s 1 1", o.go));
     cr_assert(run_loop(m.c, all_released, &m, 200000), "%ld of %d released, %ld failures",
               m.released, NAMES * PER_NAME, m.failures);
-    for (int k = 0; k < 2; k++)
-        cr_expect_eq(crdt_wait_child(kids[k], 60000), 0, "the other process %d", k);
+    for (int k = 0; k < 2; k++) {
+        int code = crdt_wait_child(kids[k], 60000);
+        cr_expect_eq(code, 0, "the other process %d exited with %d", k, code);
+    }
     int threads_after = threads_now();
     fprintf(stderr, "[loop] %d acquisitions over %d names by one loop thread; threads %d -> %d\n",
             NAMES * PER_NAME, NAMES, threads_before, threads_after);
