@@ -12,6 +12,10 @@
  * the mutex is released. The next poll() timeout is the earliest of the requests'
  * deadlines and the links' health limits.
  *
+ * The direct path: a waiting caller whose peer has nothing queued and an idle link runs
+ * its round trip on that link itself (the link is lent: the I/O thread leaves it alone),
+ * so an uncontended call wakes no other thread; the hand-off lends one to its waiter.
+ *
  * Connection failures: a connect that fails fails the peer's queued requests (nothing was
  * sent: CRD_IO, callers may route elsewhere), except "retry" requests (undo.c's
  * clean-ups), which wait for a later connect until their deadline. A link that breaks
@@ -686,17 +690,33 @@ static bool caller_queued(const crd__pool *p)
     return false;
 }
 
+/* Idle links with something to read (the server closed one while it was lent, and this
+ * thread's poll did not watch it) are read now, before a request is put on them. */
+static void check_idle(crd_client *c, crd__engine *e, crd__pool *p, int64_t now)
+{
+    for (int i = 0; i < p->nlinks; i++) {
+        crd__link *l = &p->links[i];
+        if (!l->borrowed && l->state == CRD__LINK_READY && l->inflight == 0 &&
+            l->woff == l->wlen && !crd__link_quiet(l))
+            service_link(c, e, p, l, POLLIN, now);
+    }
+}
+
 /* Moves p's queued requests onto links; opens links as needed: one connect at a time,
  * another link when every open one is busy. A caller's request connects at once (it
  * hears the failure if there is one); background clean-ups wait for the backoff. */
 static void dispatch_peer(crd_client *c, crd__engine *e, crd__pool *p, int64_t now)
 {
+    if (p->qhead != NULL)
+        check_idle(c, e, p, now);
     while (p->qhead != NULL) {
         crd__link *best = NULL, *closed = NULL;
         int connecting = 0;
         for (int i = 0; i < p->nlinks; i++) {
             crd__link *l = &p->links[i];
-            if (l->state == CRD__LINK_CLOSED) {
+            if (l->borrowed) {
+                continue; /* busy with its caller's round trip */
+            } else if (l->state == CRD__LINK_CLOSED) {
                 if (closed == NULL)
                     closed = l;
             } else if (l->state == CRD__LINK_CONNECTING || l->state == CRD__LINK_HANDSHAKE) {
@@ -764,6 +784,8 @@ static int64_t expire_peer(crd_client *c, crd__engine *e, crd__pool *p, int64_t 
     p->qtail = last;
     for (int i = 0; i < p->nlinks; i++) {
         crd__link *l = &p->links[i];
+        if (l->borrowed)
+            continue; /* its caller keeps its own time */
         for (crd__req *rq = l->head; rq != NULL; rq = rq->next) {
             if (rq->cv != NULL || rq->abandoned || rq->notified)
                 continue;
@@ -790,6 +812,8 @@ static void check_links(crd_client *c, crd__engine *e, crd__pool *p, int64_t now
 {
     for (int i = 0; i < p->nlinks; i++) {
         crd__link *l = &p->links[i];
+        if (l->borrowed)
+            continue;
         if ((l->state == CRD__LINK_CONNECTING || l->state == CRD__LINK_HANDSHAKE) &&
             now - l->opened_ms >= c->opts.connect_timeout_ms) {
             connect_failed(c, e, p, l, CRD_IO, l->state == CRD__LINK_HANDSHAKE
@@ -821,6 +845,8 @@ static void check_links(crd_client *c, crd__engine *e, crd__pool *p, int64_t now
 /* Adds fd's poll entry for l. */
 static bool add_pollfd(crd__engine *e, size_t *n, crd__link *l)
 {
+    if (l->borrowed)
+        return true;
     short ev = crd__link_events(l);
     if (l->fd < 0 || ev == 0)
         return true;
@@ -871,7 +897,7 @@ static void *io_main(void *arg)
             /* Write what was queued at once: a link ready to write is written now. */
             for (int i = 0; i < p->nlinks; i++) {
                 crd__link *l = &p->links[i];
-                if (l->state == CRD__LINK_READY && l->woff < l->wlen)
+                if (!l->borrowed && l->state == CRD__LINK_READY && l->woff < l->wlen)
                     service_link(c, e, p, l, POLLOUT, now);
             }
             int64_t d = expire_peer(c, e, p, now);
@@ -910,7 +936,8 @@ static void *io_main(void *arg)
                 continue;
             crd__link *l = e->plinks[i];
             crd__pool *p = peer_of_link(e, l);
-            if (p != NULL && l->state != CRD__LINK_CLOSED)
+            /* A link borrowed since the poll began is its caller's to read. */
+            if (p != NULL && l->state != CRD__LINK_CLOSED && !l->borrowed)
                 service_link(c, e, p, l, e->pfds[i].revents, now);
         }
         run_completions(c, e);
@@ -1099,12 +1126,138 @@ static crd_status wait_for(crd_client *c, crd__engine *e, crd__req *rq, redisRep
     return crd__fail(c, st, "%s", why);
 }
 
+/* ---- the direct path: a caller's round trip on a link it borrows ---------------------------- */
+
+/* A link the calling thread may run rq on itself: the I/O thread runs, nothing waits in
+ * the peer's queue (rq would overtake it), and a ready link owes nothing and has nothing
+ * to read (a server that closed it while idle: the I/O thread has yet to see it, and
+ * the request goes the usual way). Under e->mu. */
+static crd__link *borrowable(crd_client *c, crd__engine *e, const crd__req *rq)
+{
+    crd__pool *p = rq->peer;
+    if (!e->started || e->stopping || p->qhead != NULL || rq->want_gen != 0)
+        return NULL;
+    for (int i = 0; i < p->nlinks; i++) {
+        crd__link *l = &p->links[i];
+        if (!l->borrowed && l->inflight == 0 && l->setup == 0 && l->woff == l->wlen &&
+            usable(c, p, l) && crd__link_quiet(l))
+            return l;
+    }
+    return NULL;
+}
+
+/* Writes rq (already in l's buffer) and reads its replies on the calling thread, without
+ * the engine's mutex (l is borrowed), until they are all in (1), `until` passes (0) or l
+ * fails (-1: *st, why). *heard: when bytes last came (0: none). */
+static int round_trip(crd__link *l, crd__req *rq, int64_t until, int64_t *heard,
+                      crd_status *st, char *why, size_t n)
+{
+    short revents = 0;
+    for (;;) {
+        bool got = false;
+        if (crd__link_io(l, revents, &got, st, why, n) < 0)
+            return -1;
+        if (got)
+            *heard = crd__now_ms();
+        redisReply *r;
+        int rc = 0;
+        while (rq->got < rq->nreply && (rc = crd__link_reply(l, &r)) == 1)
+            rq->replies[rq->got++] = r;
+        if (rc < 0) {
+            *st = CRD_PROTOCOL;
+            snprintf(why, n, "protocol error");
+            return -1;
+        }
+        if (rq->got == rq->nreply)
+            return 1;
+        int64_t left = until - crd__now_ms();
+        if (left <= 0)
+            return 0;
+        struct pollfd pfd = {l->fd, crd__link_events(l), 0};
+        int prc = poll(&pfd, 1, left > 60000 ? 60000 : (int)left);
+        if (prc < 0 && errno != EINTR) {
+            *st = CRD_IO;
+            snprintf(why, n, "poll: %s", strerror(errno));
+            return -1;
+        }
+        revents = prc > 0 ? pfd.revents : 0;
+    }
+}
+
+/* Lends l to rq's waiting thread (e->mu held): rq goes on l exactly as the I/O thread
+ * would put it there, and the I/O thread leaves l alone until lend_end. False when rq
+ * failed instead (out of memory). */
+static bool lend(crd_client *c, crd__engine *e, crd__link *l, crd__req *rq)
+{
+    int64_t now = crd__now_ms();
+    if (rq->deadline_ms == 0)
+        rq->deadline_ms = now + c->opts.command_timeout_ms;
+    assign(e, l, rq, now);
+    if (rq->state != RQ_INFLIGHT)
+        return false;
+    l->borrowed = true;
+    rq->lent = true;
+    e->callers++; /* crd__engine_stop waits for the round trip */
+    return true;
+}
+
+/* Gives l back to the I/O thread after rq's direct round trip (e->mu held): rc as
+ * round_trip's. Done, rq is complete; otherwise it stays in l's line (time is up) or l
+ * failed, and the usual wait decides, exactly as on the queued path. */
+static void lend_end(crd_client *c, crd__engine *e, crd__link *l, crd__req *rq, int rc,
+                     int64_t heard, crd_status st, const char *why)
+{
+    crd__pool *p = rq->peer;
+    e->callers--; /* wait_for counts it again; it returns at once when rq is done */
+    l->borrowed = false;
+    rq->lent = false;
+    if (heard != 0) {
+        l->replied = true;
+        l->quiet_since = heard;
+    }
+    if (rc > 0) {
+        unlink_head(l);
+        rq->link = NULL;
+        rq->st = CRD_OK;
+        rq->state = RQ_DONE;
+    } else if (rc < 0) {
+        link_broke(c, e, p, l, st, why);
+    }
+    if (rc <= 0 || p->qhead != NULL)
+        wake(e); /* the I/O thread watches l again, or takes the queue onto it */
+}
+
+/* The direct path, for a request on a lent link (e->mu held; see crd__engine_call): this
+ * thread writes what is left of rq and reads its reply itself, until rq's deadline or
+ * l's health limit. An uncontended round trip then wakes no other thread (through the I/O
+ * thread it costs two wake-ups: the hand-over, then the reply's). */
+static crd_status call_direct(crd_client *c, crd__engine *e, crd__req *rq, redisReply **out,
+                              int64_t *sent_ms, int *handed_over)
+{
+    crd__link *l = rq->link;
+    int64_t limit = l->quiet_since + health_limit(c, l);
+    int64_t until = rq->deadline_ms < limit ? rq->deadline_ms : limit;
+    pthread_mutex_unlock(&e->mu);
+    crd_status st = CRD_IO;
+    char why[300] = "";
+    int64_t heard = 0;
+    int rc = round_trip(l, rq, until, &heard, &st, why, sizeof why);
+    pthread_mutex_lock(&e->mu);
+    lend_end(c, e, l, rq, rc, heard, st, why);
+    return wait_for(c, e, rq, out, sent_ms, handed_over);
+}
+
 crd_status crd__engine_call(crd_client *c, crd__req *rq, redisReply **out, int64_t *sent_ms,
                             int *handed_over)
 {
     crd__engine *e = engine_of(c);
     rq->cv = thread_cv();
     pthread_mutex_lock(&e->mu);
+    crd__link *l = borrowable(c, e, rq);
+    if (l != NULL && lend(c, e, l, rq))
+        return call_direct(c, e, rq, out, sent_ms, handed_over);
+    if (l != NULL)
+        return wait_for(c, e, rq, out, sent_ms, handed_over); /* failed: out of memory */
     crd_status st = queue(c, e, rq);
     if (st != CRD_OK) {
         pthread_mutex_unlock(&e->mu);
@@ -1119,11 +1272,38 @@ crd_status crd__engine_call(crd_client *c, crd__req *rq, redisReply **out, int64
 
 void crd__engine_prepare_wait(crd__req *rq) { rq->cv = thread_cv(); }
 
+crd_status crd__engine_submit_lent(crd_client *c, crd__req *rq)
+{
+    crd__engine *e = engine_of(c);
+    pthread_mutex_lock(&e->mu);
+    crd__link *l = borrowable(c, e, rq);
+    if (l == NULL) {
+        crd_status st = queue(c, e, rq);
+        pthread_mutex_unlock(&e->mu);
+        if (st != CRD_OK)
+            crd__req_free(rq);
+        return st;
+    }
+    if (lend(c, e, l, rq)) {
+        /* The bytes go out now (a non-blocking send of one request on an idle link); the
+         * waiter reads the reply. */
+        bool got = false;
+        crd_status st = CRD_IO;
+        char why[300] = "";
+        if (crd__link_io(l, 0, &got, &st, why, sizeof why) < 0)
+            lend_end(c, e, l, rq, -1, 0, st, why); /* rq failed: its waiter hears it */
+    }
+    pthread_mutex_unlock(&e->mu);
+    return CRD_OK;
+}
+
 crd_status crd__engine_await(crd_client *c, crd__req *rq, redisReply **out, int64_t *sent_ms,
                              int *handed_over)
 {
     crd__engine *e = engine_of(c);
     pthread_mutex_lock(&e->mu);
+    if (rq->lent)
+        return call_direct(c, e, rq, out, sent_ms, handed_over);
     return wait_for(c, e, rq, out, sent_ms, handed_over);
 }
 
@@ -1349,6 +1529,7 @@ void crd__engine_after_fork_child(crd_client *c)
             free_chain(p->links[i].head);
             p->links[i].head = p->links[i].tail = NULL;
             p->links[i].inflight = 0;
+            p->links[i].borrowed = false; /* its borrower is the parent's thread */
             crd__link_close(&p->links[i]);
         }
         while (p->unhealthy != NULL) {

@@ -67,6 +67,7 @@ struct crd__req {
     bool retry;                /* async: wait through reconnects until the deadline */
     pthread_cond_t *cv;        /* the waiting thread's */
     bool notified;             /* its caller was told early (deadline, unhealthy link) */
+    bool lent;                 /* on a link lent to its waiting thread (the direct path) */
     bool link_answered;        /* when told early: its link had answered before (a known-good
                                   connection that went quiet, not one that never worked) */
     crd__req *next;            /* the peer's queue, or the link's reply queue */
@@ -109,6 +110,11 @@ crd_status crd__engine_submit(crd_client *c, crd__req *rq);
  * queue (no connection was ready in time). rq is always consumed. */
 crd_status crd__engine_call(crd_client *c, crd__req *rq, redisReply **out, int64_t *sent_ms,
                             int *handed_over);
+/* Submits rq (crd__engine_prepare_wait done) for the thread that will await it (the
+ * hand-off): on an idle link it is written at once by the calling thread, and the link is
+ * lent to the awaiting thread, which reads the reply itself (no I/O thread hop on either
+ * side); otherwise as crd__engine_submit. Never blocks on the network. */
+crd_status crd__engine_submit_lent(crd_client *c, crd__req *rq);
 /* The same for a request some other thread submitted (the hand-off). */
 crd_status crd__engine_await(crd_client *c, crd__req *rq, redisReply **out, int64_t *sent_ms,
                              int *handed_over);

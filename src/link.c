@@ -339,6 +339,15 @@ int crd__link_io(crd__link *l, short revents, bool *got, crd_status *st, char *w
     return 0;
 }
 
+bool crd__link_quiet(const crd__link *l)
+{
+    if (l->ssl != NULL && crd__tls_pending(l->ssl))
+        return false;
+    char b;
+    return recv(l->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
+           (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
 int crd__link_reply(crd__link *l, redisReply **out)
 {
     void *r = NULL;

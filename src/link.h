@@ -35,6 +35,8 @@ typedef struct crd__link {
     int64_t quiet_since;  /* since when it owes a reply and has read nothing */
     uint64_t topo_gen;    /* the primary generation it was opened under */
     bool replied;         /* a reply has been read on it */
+    bool borrowed;        /* a calling thread runs its round trip on it (engine.c): the I/O
+                             thread neither polls, writes, reads nor reassigns it */
     struct crd__link *next; /* the peer's list of unhealthy links */
 } crd__link;
 
@@ -53,6 +55,8 @@ short crd__link_events(const crd__link *l);
 /* Advances the link with poll's revents: finishes a connect or handshake, writes, reads.
  * *got: bytes were read. -1: the link failed (*st, why). */
 int crd__link_io(crd__link *l, short revents, bool *got, crd_status *st, char *why, size_t n);
+/* An idle ready link with nothing to read: no stray bytes, no end of stream (a peek). */
+bool crd__link_quiet(const crd__link *l);
 /* The next complete reply: 1 (in *out), 0 none yet, -1 a protocol error. */
 int crd__link_reply(crd__link *l, redisReply **out);
 

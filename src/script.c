@@ -537,7 +537,7 @@ void crd__handoff_send(crd_client *c, crd__handoff *h)
     /* The command's own budget starts now, within the waiter's deadline. */
     int64_t budget = h->sent_ms + c->opts.command_timeout_ms;
     h->rq->deadline_ms = h->until < budget ? h->until : budget;
-    h->sent = crd__engine_submit(c, h->rq) == CRD_OK ? 1 : -1;
+    h->sent = crd__engine_submit_lent(c, h->rq) == CRD_OK ? 1 : -1;
 }
 
 bool crd__handoff_finish(crd_client *c, crd__handoff *h, crd_status *st, redisReply **reply,

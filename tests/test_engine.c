@@ -261,3 +261,56 @@ Test(engine, a_replica_sync_wait_neither_kills_the_link_nor_overruns_the_callers
     crdt_server_stop(&replica);
     crdt_server_stop(&primary);
 }
+
+static bool only_one_client(void *arg)
+{
+    redisContext *r = arg;
+    redisReply *rep = crdt_cmd(r, "CLIENT LIST");
+    int n = 0;
+    for (const char *q = rep->str; (q = strchr(q, '\n')) != NULL; q++)
+        n++;
+    freeReplyObject(rep);
+    return n == 1;
+}
+
+/* A caller runs an uncontended round trip on an idle connection itself (the direct
+ * path), and the I/O thread stops watching a connection while it is lent: a connection
+ * the server closed while idle must still never carry a command. */
+Test(engine, a_connection_the_server_closed_while_idle_never_carries_a_command, .timeout = 60)
+{
+    crd_options o;
+    crdt_options(&o);
+    crdt_tracelog *t = crdt_tracelog_new();
+    crdt_tracelog_attach(t, &o);
+    crd_client *c = crdt_client_opts(&o);
+    crd_lock *l = crdt_lock(c, crdt_key("idle"));
+    redisContext *r = crdt_redis();
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 20; i++) {
+            cr_assert_eq(crd_lock_acquire(l, 0, 5000), CRD_OK);
+            cr_assert_eq(crd_lock_release(l), CRD_OK);
+        }
+        /* Every connection but r's goes (the command links and the subscriber's). */
+        freeReplyObject(crdt_cmd(r, "CLIENT KILL TYPE normal SKIPME yes"));
+        freeReplyObject(crdt_cmd(r, "CLIENT KILL TYPE pubsub"));
+        cr_assert(crdt_wait_until(only_one_client, r, 5000), "the server kept a connection");
+        size_t from = crdt_tracelog_count(t);
+        cr_assert_eq(crd_lock_acquire(l, 0, 5000), CRD_OK, "%s", crd_client_errmsg(c));
+        cr_assert_eq(crd_lock_release(l), CRD_OK, "%s", crd_client_errmsg(c));
+        cr_assert_eq(crdt_tracelog_count_scripts(t, from), 2, "one script each, no retry");
+        for (size_t i = from; i < crdt_tracelog_count(t); i++) {
+            crdt_trace_entry e;
+            cr_assert(crdt_tracelog_get(t, i, &e));
+            bool io = strncmp(e.reply, "(io)", 4) == 0;
+            bool sub = e.subscriber;
+            char what[64];
+            snprintf(what, sizeof what, "%s", e.argc > 0 ? e.argv[0] : "");
+            crdt_trace_entry_free(&e);
+            cr_assert(sub || !io, "round %d: %s went out on a dead connection", round, what);
+        }
+    }
+    redisFree(r);
+    crd_lock_free(l);
+    crd_client_free(c);
+    crdt_tracelog_free(t);
+}
