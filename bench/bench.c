@@ -18,21 +18,19 @@
  * main thread stops and resumes the server (SIGSTOP/SIGCONT). Workers are separate processes (worker.c, node/worker.js).
  */
 #include "bench.h"
+#include "../tests/standalone/redis_child.h" /* free_port, spawn_child, await_server */
 
 #include <credisson.h>
 
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -120,23 +118,6 @@ static void on_signal(int sig)
     raise(sig);
 }
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = 0;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 static bool start_redis(void)
 {
     snprintf(redis_dir, sizeof redis_dir, "/tmp/crd-bench.XXXXXX");
@@ -150,46 +131,17 @@ static bool start_redis(void)
         char ports[16], logf[128];
         snprintf(ports, sizeof ports, "%d", port);
         snprintf(logf, sizeof logf, "%s/redis.log", redis_dir);
-        pid_t pid = fork();
-        if (pid == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            execlp(CRD_BENCH_REDIS_SERVER, CRD_BENCH_REDIS_SERVER, "--port", ports, "--bind",
-                   "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", redis_dir,
-                   "--protected-mode", "no", "--loglevel", "warning", "--logfile", logf,
-                   "--maxclients", "2000", (char *)NULL);
-            _exit(127);
+        const char *args[] = {CRD_BENCH_REDIS_SERVER, "--port", ports, "--bind", "127.0.0.1",
+                              "--save", "", "--appendonly", "no", "--dir", redis_dir,
+                              "--protected-mode", "no", "--loglevel", "warning", "--logfile",
+                              logf, "--maxclients", "2000", NULL};
+        redis_pid = spawn_child(args, false);
+        if (redis_pid > 0 && await_server(&redis_pid, port, 5000)) {
+            snprintf(EP.host, sizeof EP.host, "127.0.0.1");
+            EP.port = port;
+            return true;
         }
-        if (pid < 0)
-            return false;
-        redis_pid = pid;
-        struct timeval tv = {0, 200000};
-        for (int i = 0; i < 100; i++) {
-            bn_sleep_us(50000);
-            if (waitpid(pid, NULL, WNOHANG) == pid) {
-                redis_pid = 0;
-                break;
-            }
-            redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-            if (c != NULL && !c->err) {
-                redisReply *r = redisCommand(c, "PING");
-                bool ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-                if (r != NULL)
-                    freeReplyObject(r);
-                redisFree(c);
-                if (ok) {
-                    snprintf(EP.host, sizeof EP.host, "127.0.0.1");
-                    EP.port = port;
-                    return true;
-                }
-            } else if (c != NULL) {
-                redisFree(c);
-            }
-        }
-        if (redis_pid > 0) {
-            kill(redis_pid, SIGKILL);
-            waitpid(redis_pid, NULL, 0);
-            redis_pid = 0;
-        }
+        kill_child(&redis_pid);
     }
     return false;
 }
@@ -331,29 +283,43 @@ typedef struct sub_thread {
     long got;
 } sub_thread;
 
+/* Reads what the server pushes on c (a subscribed or MONITOR connection) and hands each
+ * reply to on_reply, until on_reply returns true or the connection ends. */
+static void read_pushed(redisContext *c, bool (*on_reply)(void *arg, const redisReply *r),
+                        void *arg)
+{
+    for (;;) {
+        void *rv = NULL;
+        if (redisGetReply(c, &rv) != REDIS_OK || rv == NULL)
+            return;
+        bool stop = on_reply(arg, rv);
+        freeReplyObject(rv);
+        if (stop)
+            return;
+    }
+}
+
+/* A message stamps its arrival and wakes the publisher; "stop" is the last one. */
+static bool on_message(void *arg, const redisReply *r)
+{
+    sub_thread *s = arg;
+    int64_t t = bn_now_us();
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        strcmp(r->element[0]->str, "message") != 0)
+        return false;
+    pthread_mutex_lock(&s->mu);
+    s->t_recv = t;
+    s->got++;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return strcmp(r->element[2]->str, "stop") == 0;
+}
+
 static void *subscriber(void *p)
 {
     sub_thread *s = p;
-    for (;;) {
-        void *rv = NULL;
-        if (redisGetReply(s->c, &rv) != REDIS_OK || rv == NULL)
-            return NULL;
-        redisReply *r = rv;
-        int64_t t = bn_now_us();
-        bool stop = false;
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-            strcmp(r->element[0]->str, "message") == 0) {
-            stop = strcmp(r->element[2]->str, "stop") == 0;
-            pthread_mutex_lock(&s->mu);
-            s->t_recv = t;
-            s->got++;
-            pthread_cond_signal(&s->cv);
-            pthread_mutex_unlock(&s->mu);
-        }
-        freeReplyObject(r);
-        if (stop)
-            return NULL;
-    }
+    read_pushed(s->c, on_message, s);
+    return NULL;
 }
 
 typedef struct floor_vals {
@@ -560,27 +526,26 @@ typedef struct monitor {
     bool counting;
 } monitor;
 
+/* One MONITOR line: counts it when between the markers; the end marker is the last. */
+static bool on_monitored(void *arg, const redisReply *r)
+{
+    monitor *m = arg;
+    if (r->type != REDIS_REPLY_STATUS || r->str == NULL)
+        return false;
+    if (strstr(r->str, "crdbench-mark-start") != NULL)
+        m->counting = true;
+    else if (strstr(r->str, "crdbench-mark-end") != NULL)
+        return true;
+    else if (m->counting && strstr(r->str, " lua]") == NULL)
+        m->count++;
+    return false;
+}
+
 static void *monitor_main(void *p)
 {
     monitor *m = p;
-    for (;;) {
-        void *rv = NULL;
-        if (redisGetReply(m->c, &rv) != REDIS_OK || rv == NULL)
-            return NULL;
-        redisReply *r = rv;
-        bool end = false;
-        if (r->type == REDIS_REPLY_STATUS && r->str != NULL) {
-            if (strstr(r->str, "crdbench-mark-start") != NULL)
-                m->counting = true;
-            else if (strstr(r->str, "crdbench-mark-end") != NULL)
-                end = true;
-            else if (m->counting && strstr(r->str, " lua]") == NULL)
-                m->count++;
-        }
-        freeReplyObject(r);
-        if (end)
-            return NULL;
-    }
+    read_pushed(m->c, on_monitored, m);
+    return NULL;
 }
 
 static void monitor_start(monitor *m)
@@ -610,6 +575,21 @@ static long monitor_stop(monitor *m)
 static double unc_c_pair_p50;
 static bool unc_c_done, unc_node_done;
 static double unc_node_pair_p50;
+
+/* The figures both implementations report for n lock/unlock pairs, against the lock
+ * script's round trip (floor); returns the pairs' p50. */
+static double put_uncontended(result *r, bn_vec *pairs, bn_vec *floor, double cpu_us,
+                              double redis_calls, long n)
+{
+    double p50 = bn_quantile(pairs, 0.5), f50 = bn_quantile(floor, 0.5);
+    put(r, "pair_us_p50", p50);
+    put(r, "pair_us_p99", bn_quantile(pairs, 0.99));
+    put(r, "lock_script_us_p50", f50);
+    put(r, "ratio_to_2x_script_rtt", p50 / (2 * f50));
+    put(r, "client_cpu_us_per_pair", cpu_us / (double)n);
+    put(r, "redis_calls_per_pair_incl_in_script", redis_calls / (double)n);
+    return p50;
+}
 
 static void unc_credisson(int rep)
 {
@@ -658,13 +638,7 @@ static void unc_credisson(int rep)
         }
         put(r, "redis_cmds_sent_per_pair", (double)monitor_stop(&m) / COUNT_PAIRS);
     }
-    double p50 = bn_quantile(&pairs, 0.5), f50 = bn_quantile(&floor, 0.5);
-    put(r, "pair_us_p50", p50);
-    put(r, "pair_us_p99", bn_quantile(&pairs, 0.99));
-    put(r, "lock_script_us_p50", f50);
-    put(r, "ratio_to_2x_script_rtt", p50 / (2 * f50));
-    put(r, "client_cpu_us_per_pair", (double)cpu / (double)n);
-    put(r, "redis_calls_per_pair_incl_in_script", (double)cmds / (double)n);
+    double p50 = put_uncontended(r, &pairs, &floor, (double)cpu, (double)cmds, n);
     put(r, "raw_client_cpu_us_per_script_rtt", (double)fcpu / (double)(P.unc_blocks * P.unc_per_block));
     unc_c_pair_p50 = p50;
     unc_c_done = true;
@@ -704,13 +678,8 @@ static void unc_node(int rep)
         for (int i = 0; i < P.unc_per_block * 2; i++)
             bn_vec_push(&floor, script_rtt_once(fc));
         result *r = res("uncontended", "node-redisson");
-        double p50 = bn_quantile(&pairs, 0.5), f50 = bn_quantile(&floor, 0.5);
-        put(r, "pair_us_p50", p50);
-        put(r, "pair_us_p99", bn_quantile(&pairs, 0.99));
-        put(r, "lock_script_us_p50", f50);
-        put(r, "ratio_to_2x_script_rtt", p50 / (2 * f50));
-        put(r, "client_cpu_us_per_pair", (double)cpu / (double)n);
-        put(r, "redis_calls_per_pair_incl_in_script", (double)(s1.total - s0.total) / (double)n);
+        double p50 =
+            put_uncontended(r, &pairs, &floor, (double)cpu, (double)(s1.total - s0.total), n);
         unc_node_pair_p50 = p50;
         unc_node_done = true;
         if (rep == 0) {
@@ -795,35 +764,13 @@ static bool start_tls_redis(int *plain_port, int *tls_port)
     snprintf(cert, sizeof cert, "%s/certs/server.crt", tls_dir);
     snprintf(key, sizeof key, "%s/certs/server.key", tls_dir);
     snprintf(ca, sizeof ca, "%s/certs/ca.crt", tls_dir);
-    pid_t pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        execlp(CRD_BENCH_REDIS_SERVER, CRD_BENCH_REDIS_SERVER, "--port", pp, "--tls-port", tp,
-               "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca,
-               "--tls-auth-clients", "no", "--bind", "127.0.0.1", "--save", "", "--appendonly",
-               "no", "--dir", tls_dir, "--loglevel", "warning", "--logfile", logf, (char *)NULL);
-        _exit(127);
-    }
-    if (pid < 0)
-        return false;
-    tls_pid = pid;
-    struct timeval tv = {0, 200000};
-    for (int i = 0; i < 100; i++) {
-        bn_sleep_us(50000);
-        redisContext *c = redisConnectWithTimeout("127.0.0.1", *plain_port, tv);
-        bool ok = false;
-        if (c != NULL && !c->err) {
-            redisReply *r = redisCommand(c, "PING");
-            ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-            if (r != NULL)
-                freeReplyObject(r);
-        }
-        if (c != NULL)
-            redisFree(c);
-        if (ok)
-            return true;
-    }
-    return false;
+    const char *args[] = {CRD_BENCH_REDIS_SERVER, "--port", pp, "--tls-port", tp,
+                          "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file",
+                          ca, "--tls-auth-clients", "no", "--bind", "127.0.0.1", "--save", "",
+                          "--appendonly", "no", "--dir", tls_dir, "--loglevel", "warning",
+                          "--logfile", logf, NULL};
+    tls_pid = spawn_child(args, false);
+    return tls_pid > 0 && await_server(&tls_pid, *plain_port, 5000);
 }
 
 static crd_client *client_at(const char *url, const char *ca)
@@ -1986,6 +1933,23 @@ static bool handoff_run(int rep, bool node, bn_vec *ho, long *stalls)
     return true;
 }
 
+/* One implementation's hand-off result, against both floors; returns it so that the
+ * caller can add to it. */
+static result *put_handoff(const char *impl, bn_vec *ho, long stalls, double floor,
+                           double hot_floor)
+{
+    result *r = res("handoff", impl);
+    double p50 = bn_quantile(ho, 0.5);
+    put(r, "handoff_us_p50", p50);
+    put(r, "handoff_us_p99", bn_quantile(ho, 0.99));
+    put(r, "floor_pubsub_plus_script_us", floor);
+    put(r, "ratio_to_floor", p50 / floor);
+    put(r, "hot_floor_us", hot_floor);
+    put(r, "ratio_to_hot_floor", p50 / hot_floor);
+    put(r, "stalls_over_2s", (double)stalls);
+    return r;
+}
+
 static void sc_handoff(int rep)
 {
     /* Floor under the hand-off's own conditions: the release follows a 3 ms pause. */
@@ -2003,29 +1967,12 @@ static void sc_handoff(int rep)
     if (!node_first && node_usable())
         have_node = handoff_run(rep, true, &nd, &nd_stalls);
     if (have_c) {
-        result *r = res("handoff", "credisson");
-        double p50 = bn_quantile(&c, 0.5);
-        put(r, "handoff_us_p50", p50);
-        put(r, "handoff_us_p99", bn_quantile(&c, 0.99));
-        put(r, "floor_pubsub_plus_script_us", floor);
-        put(r, "ratio_to_floor", p50 / floor);
-        put(r, "hot_floor_us", hot_floor);
-        put(r, "ratio_to_hot_floor", p50 / hot_floor);
-        put(r, "stalls_over_2s", (double)c_stalls);
+        result *r = put_handoff("credisson", &c, c_stalls, floor, hot_floor);
         if (have_node)
-            put(r, "node_over_credisson", bn_quantile(&nd, 0.5) / p50);
+            put(r, "node_over_credisson", bn_quantile(&nd, 0.5) / bn_quantile(&c, 0.5));
     }
-    if (have_node) {
-        result *r = res("handoff", "node-redisson");
-        double p50 = bn_quantile(&nd, 0.5);
-        put(r, "handoff_us_p50", p50);
-        put(r, "handoff_us_p99", bn_quantile(&nd, 0.99));
-        put(r, "floor_pubsub_plus_script_us", floor);
-        put(r, "ratio_to_floor", p50 / floor);
-        put(r, "hot_floor_us", hot_floor);
-        put(r, "ratio_to_hot_floor", p50 / hot_floor);
-        put(r, "stalls_over_2s", (double)nd_stalls);
-    }
+    if (have_node)
+        put_handoff("node-redisson", &nd, nd_stalls, floor, hot_floor);
     bn_vec_free(&c);
     bn_vec_free(&nd);
 }

@@ -75,6 +75,18 @@ static crd_client *new_client(const wopts *o, int64_t wd_timeout_ms, crd_event_f
     return c;
 }
 
+/* A client, and a handle on the lock o->name (a fair one with fair); exits on failure. */
+static crd_lock *open_lock(const wopts *o, bool fair, crd_client **client)
+{
+    crd_client *c = new_client(o, 0, NULL, NULL);
+    crd_lock *l = NULL;
+    crd_status st = fair ? crd_fair_lock_new(c, o->name, &l) : crd_lock_new(c, o->name, &l);
+    if (st != CRD_OK)
+        die(fair ? "crd_fair_lock_new" : "crd_lock_new", c, st);
+    *client = c;
+    return l;
+}
+
 /* "ready", then block until the driver says "go". */
 static void ready_go(void)
 {
@@ -202,11 +214,8 @@ static void contend(const wopts *o, crd_client *c, const contender *k, bool time
 
 static int run_procs(const wopts *o)
 {
-    crd_client *c = new_client(o, 0, NULL, NULL);
-    crd_lock *l = NULL;
-    crd_status st = crd_lock_new(c, o->name, &l);
-    if (st != CRD_OK)
-        die("crd_lock_new", c, st);
+    crd_client *c;
+    crd_lock *l = open_lock(o, false, &c);
     contender k = {lock_acquire, lock_release, l, 1};
     contend(o, c, &k, false);
     crd_lock_free(l);
@@ -273,11 +282,9 @@ static void wait_subscriber(redisContext *g, const char *name)
 
 static int run_handoff(const wopts *o)
 {
-    crd_client *c = new_client(o, 0, NULL, NULL);
-    crd_lock *l = NULL;
-    crd_status st = crd_lock_new(c, o->name, &l);
-    if (st != CRD_OK)
-        die("crd_lock_new", c, st);
+    crd_client *c;
+    crd_lock *l = open_lock(o, false, &c);
+    crd_status st;
     redisContext *g = bn_connect(&o->ep);
     int r = o->role, other = 1 - o->role;
     char rk[2][32], hk[2][32];
@@ -345,11 +352,8 @@ static const char FAIR_CHECK[] =
 
 static int run_fair(const wopts *o)
 {
-    crd_client *c = new_client(o, 0, NULL, NULL);
-    crd_lock *l = NULL;
-    crd_status st = crd_fair_lock_new(c, o->name, &l);
-    if (st != CRD_OK)
-        die("crd_fair_lock_new", c, st);
+    crd_client *c;
+    crd_lock *l = open_lock(o, true, &c);
     redisContext *g = bn_connect(&o->ep);
     char *expected = key(o, "expected"), *guard = key(o, "guard"), *seq = key(o, "seq");
     char queue[512];
@@ -375,7 +379,7 @@ static int run_fair(const wopts *o)
         int64_t t0 = bn_now_us();
         if (t0 >= deadline)
             break;
-        st = crd_lock_acquire(l, (deadline - t0) / 1000 + 2000, CRD_LEASE_WATCHDOG);
+        crd_status st = crd_lock_acquire(l, (deadline - t0) / 1000 + 2000, CRD_LEASE_WATCHDOG);
         int64_t t1 = bn_now_us();
         if (st == CRD_TIMEOUT) {
             timeouts++;

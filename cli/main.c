@@ -141,21 +141,16 @@ int main(int argc, char **argv)
     bool tls_opts = g.cacert || g.cacertdir || g.cert || g.key || g.sni || g.insecure;
     if (tls_opts && strncmp(g.url, "rediss://", 9) != 0)
         return cli_usage_error(NULL, "TLS options need a rediss:// URL");
+    static const struct {
+        const char *name;
+        int (*run)(const global_opts *g, int argc, char **argv);
+    } commands[] = {{"run", cmd_run},     {"status", cmd_status}, {"unlock", cmd_unlock},
+                    {"watch", cmd_watch}, {"list", cmd_list},     {"semaphore", cmd_semaphore},
+                    {"latch", cmd_latch}};
     const char *cmd = argv[i];
-    if (strcmp(cmd, "run") == 0)
-        return cmd_run(&g, argc - i, argv + i);
-    if (strcmp(cmd, "status") == 0)
-        return cmd_status(&g, argc - i, argv + i);
-    if (strcmp(cmd, "unlock") == 0)
-        return cmd_unlock(&g, argc - i, argv + i);
-    if (strcmp(cmd, "watch") == 0)
-        return cmd_watch(&g, argc - i, argv + i);
-    if (strcmp(cmd, "list") == 0)
-        return cmd_list(&g, argc - i, argv + i);
-    if (strcmp(cmd, "semaphore") == 0)
-        return cmd_semaphore(&g, argc - i, argv + i);
-    if (strcmp(cmd, "latch") == 0)
-        return cmd_latch(&g, argc - i, argv + i);
+    for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
+        if (strcmp(cmd, commands[k].name) == 0)
+            return commands[k].run(&g, argc - i, argv + i);
     return cli_usage_error(NULL, "unknown command '%s' (run, status, unlock, watch, list, "
                            "semaphore or latch)", cmd);
 }

@@ -169,6 +169,20 @@ typedef struct status_view {
     redisReply *permits; /* ZRANGE {N}:timeout WITHSCORES (in sync) */
 } status_view;
 
+/* Pipelines n commands of argcs[i] arguments each (replies read by the caller). The
+ * lock's name is binary-safe, so it goes with its length; the other arguments are C
+ * strings. */
+static void append_commands(cli_rconn *c, const status_view *v, int n, const char *cmds[][5],
+                            const int *argcs)
+{
+    for (int i = 0; i < n; i++) {
+        size_t lens[5];
+        for (int j = 0; j < argcs[i]; j++)
+            lens[j] = cmds[i][j] == v->name ? v->nlen : strlen(cmds[i][j]);
+        cli_append(c, argcs[i], cmds[i], lens);
+    }
+}
+
 /* Sends the snapshot (MULTI, TYPE, HGETALL, PTTL, the fair queue and its deadlines,
  * EXEC) and keeps the EXEC reply in v->exec. Returns 0 or the exit code. */
 static int read_snapshot(cli_rconn *c, status_view *v)
@@ -192,12 +206,7 @@ static int read_snapshot(cli_rconn *c, status_view *v)
                               {"GET", token_key.p},
                               {"EXEC"}};
     int argcs[8] = {1, 2, 2, 2, 4, 5, 2, 1};
-    for (int i = 0; i < 8; i++) {
-        size_t lens[5];
-        for (int j = 0; j < argcs[i]; j++)
-            lens[j] = cmds[i][j] == v->name ? v->nlen : strlen(cmds[i][j]);
-        cli_append(c, argcs[i], cmds[i], lens);
-    }
+    append_commands(c, v, 8, cmds, argcs);
     free(queue_key.p);
     free(deadline_key.p);
     free(token_key.p);
@@ -289,12 +298,7 @@ static int read_sync(cli_rconn *c, status_view *v)
                               {"PUBSUB", "NUMSUB", lch.p, sch.p},
                               {"PUBSUB", "SHARDNUMSUB", lch.p, sch.p}};
     int argcs[4] = {2, 5, 4, 4};
-    for (int i = 0; i < 4; i++) {
-        size_t lens[5];
-        for (int j = 0; j < argcs[i]; j++)
-            lens[j] = cmds[i][j] == v->name ? v->nlen : strlen(cmds[i][j]);
-        cli_append(c, argcs[i], cmds[i], lens);
-    }
+    append_commands(c, v, 4, cmds, argcs);
     free(z.p);
     free(lch.p);
     free(sch.p);

@@ -3,21 +3,15 @@
 #include <credisson.h>
 #include <stdio.h>
 
+#include "example.h" /* connect_client, report_failure */
+
 int main(int argc, char **argv)
 {
-    crd_options opts;
-    crd_options_init(&opts);
-    opts.url = argc > 1 ? argv[1] : "redis://127.0.0.1:6379";
-
-    crd_client *client;
-    crd_status st = crd_client_new(&opts, &client);
-    if (st != CRD_OK) {
-        fprintf(stderr, "connect: %s: %s\n", crd_strerror(st), crd_client_errmsg(client));
-        crd_client_free(client);
+    crd_client *client = connect_client(argc, argv, NULL);
+    if (client == NULL)
         return 1;
-    }
     crd_lock *lock;
-    st = crd_lock_new(client, "nightly-report", &lock);
+    crd_status st = crd_lock_new(client, "nightly-report", &lock);
     if (st == CRD_OK)
         st = crd_lock_acquire(lock, 10000, CRD_LEASE_WATCHDOG); /* wait up to 10 s */
     if (st == CRD_OK) {
@@ -26,8 +20,7 @@ int main(int argc, char **argv)
          * getLock("nightly-report").lock() wait here too ... */
         st = crd_lock_release(lock);
     }
-    if (st != CRD_OK)
-        fprintf(stderr, "lock: %s: %s\n", crd_strerror(st), crd_client_errmsg(client));
+    report_failure("lock", st, client);
     crd_lock_free(lock);
     crd_client_free(client);
     return st == CRD_OK ? 0 : 1;

@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "example.h" /* connect_client, report_failure */
+
 struct handoff {
     crd_lock *lock;
     uint64_t owner;
@@ -20,14 +22,11 @@ static void *releaser(void *arg)
 
 int main(int argc, char **argv)
 {
-    crd_options opts;
-    crd_options_init(&opts);
-    opts.url = argc > 1 ? argv[1] : "redis://127.0.0.1:6379";
-    crd_client *client;
-    crd_status st = crd_client_new(&opts, &client);
+    crd_client *client = connect_client(argc, argv, NULL);
+    if (client == NULL)
+        return 1;
     struct handoff h = {NULL, crd_owner_new(), CRD_OK};
-    if (st == CRD_OK)
-        st = crd_lock_new(client, "example:handoff", &h.lock);
+    crd_status st = crd_lock_new(client, "example:handoff", &h.lock);
     if (st == CRD_OK)
         st = crd_lock_acquire_owner(h.lock, h.owner, 5000, 30000);
     if (st == CRD_OK) {
@@ -37,8 +36,7 @@ int main(int argc, char **argv)
         st = h.status;
         printf("acquired on main, released on another thread: %s\n", crd_strerror(st));
     }
-    if (st != CRD_OK)
-        fprintf(stderr, "%s: %s\n", crd_strerror(st), crd_client_errmsg(client));
+    report_failure("lock", st, client);
     crd_lock_free(h.lock);
     crd_client_free(client);
     return st == CRD_OK ? 0 : 1;

@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "example.h" /* connect_client, report_failure */
+
 static crd_client *client;
 
 static void *worker(void *arg)
@@ -28,13 +30,10 @@ int main(int argc, char **argv)
 {
     crd_options opts;
     crd_options_init(&opts);
-    opts.url = argc > 1 ? argv[1] : "redis://127.0.0.1:6379";
     opts.fair_wait_timeout_ms = 300000; /* must match the Java fleet's fairLockWaitTimeout */
-    if (crd_client_new(&opts, &client) != CRD_OK) {
-        fprintf(stderr, "connect: %s\n", crd_client_errmsg(client));
-        crd_client_free(client);
+    client = connect_client(argc, argv, &opts);
+    if (client == NULL)
         return 1;
-    }
     pthread_t t[4];
     for (long i = 0; i < 4; i++)
         pthread_create(&t[i], NULL, worker, (void *)i);

@@ -9,25 +9,18 @@
 #include <credisson.h>
 #include <stdio.h>
 
+#include "example.h" /* connect_client, report_failure */
 #include "fenced_store.h"
 
 int main(int argc, char **argv)
 {
-    crd_options opts;
-    crd_options_init(&opts);
-    opts.url = argc > 1 ? argv[1] : "redis://127.0.0.1:6379";
     const char *store = argc > 2 ? argv[2] : "/tmp/credisson-ledger.txt";
-
-    crd_client *client;
-    crd_status st = crd_client_new(&opts, &client);
-    if (st != CRD_OK) {
-        fprintf(stderr, "connect: %s: %s\n", crd_strerror(st), crd_client_errmsg(client));
-        crd_client_free(client);
+    crd_client *client = connect_client(argc, argv, NULL);
+    if (client == NULL)
         return 1;
-    }
     crd_lock *lock;
     int64_t token = 0;
-    st = crd_fenced_lock_new(client, "ledger", &lock);
+    crd_status st = crd_fenced_lock_new(client, "ledger", &lock);
     if (st == CRD_OK)
         st = crd_lock_acquire_token(lock, 10000, 5000, &token); /* a 5 s lease */
     int rc = 1;
@@ -43,8 +36,7 @@ int main(int argc, char **argv)
         rc = w == 1 ? 0 : 2;
         st = crd_lock_release(lock);
     }
-    if (st != CRD_OK)
-        fprintf(stderr, "lock: %s: %s\n", crd_strerror(st), crd_client_errmsg(client));
+    report_failure("lock", st, client);
     crd_lock_free(lock);
     crd_client_free(client);
     return st == CRD_OK ? rc : 1;

@@ -5,29 +5,22 @@
 #include <credisson.h>
 #include <stdio.h>
 
+#include "example.h" /* connect_client, report_failure */
+
 int main(int argc, char **argv)
 {
-    crd_options opts;
-    crd_options_init(&opts);
-    opts.url = argc > 1 ? argv[1] : "redis://127.0.0.1:6379";
-
-    crd_client *client;
-    crd_status st = crd_client_new(&opts, &client);
-    if (st != CRD_OK) {
-        fprintf(stderr, "connect: %s: %s\n", crd_strerror(st), crd_client_errmsg(client));
-        crd_client_free(client);
+    crd_client *client = connect_client(argc, argv, NULL);
+    if (client == NULL)
         return 1;
-    }
     crd_latch *latch;
-    st = crd_latch_new(client, "batch-ready", &latch);
+    crd_status st = crd_latch_new(client, "batch-ready", &latch);
     if (st == CRD_OK)
         st = crd_latch_try_set_count(latch, 3, NULL); /* unless someone set it already */
     if (st == CRD_OK)
         st = crd_latch_await(latch, 60000); /* woken by the last count-down */
     if (st == CRD_OK)
         printf("batch-ready reached zero\n");
-    else
-        fprintf(stderr, "latch: %s: %s\n", crd_strerror(st), crd_client_errmsg(client));
+    report_failure("latch", st, client);
     crd_latch_free(latch);
     crd_client_free(client);
     return st == CRD_OK ? 0 : 1;

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "example.h" /* connect_client, report_failure */
+
 static crd_ev ADAPTER;
 static struct event_base *BASE;
 static int LEFT, FAILED;
@@ -45,17 +47,10 @@ static void on_acquired(void *user, crd_op *op, crd_status st)
 
 int main(int argc, char **argv)
 {
-    crd_options opts;
-    crd_options_init(&opts);
-    opts.url = argc > 1 ? argv[1] : "redis://127.0.0.1:6379";
     int n = argc > 2 ? atoi(argv[2]) : 100;
-    crd_client *client;
-    crd_status st = crd_client_new(&opts, &client);
-    if (st != CRD_OK) {
-        fprintf(stderr, "connect: %s: %s\n", crd_strerror(st), crd_client_errmsg(client));
-        crd_client_free(client);
+    crd_client *client = connect_client(argc, argv, NULL);
+    if (client == NULL)
         return 1;
-    }
     BASE = event_base_new();
     crd_lock *lock;
     if (BASE == NULL || crd_ev_attach(&ADAPTER, BASE, client) != 0 ||

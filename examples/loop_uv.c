@@ -19,6 +19,8 @@
 #include <string.h>
 #include <uv.h>
 
+#include "example.h" /* connect_client, report_failure */
+
 /* ---- the server ----------------------------------------------------------------------- */
 
 static crd_uv ADAPTER;
@@ -147,17 +149,10 @@ static void on_connection(uv_stream_t *server, int status)
 
 int main(int argc, char **argv)
 {
-    crd_options opts;
-    crd_options_init(&opts);
-    opts.url = argc > 1 ? argv[1] : "redis://127.0.0.1:6379";
     int port = argc > 2 ? atoi(argv[2]) : 7000;
-    crd_client *client;
-    crd_status st = crd_client_new(&opts, &client);
-    if (st != CRD_OK) {
-        fprintf(stderr, "connect: %s: %s\n", crd_strerror(st), crd_client_errmsg(client));
-        crd_client_free(client);
+    crd_client *client = connect_client(argc, argv, NULL);
+    if (client == NULL)
         return 1;
-    }
     uv_loop_t *loop = uv_default_loop();
     if (crd_uv_attach(&ADAPTER, loop, client) != 0) {
         fprintf(stderr, "credisson's loop fd: %s\n", crd_client_errmsg(client));

@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "example.h" /* connect_client, report_failure */
+
 static atomic_bool stop;
 
 static void on_signal(int sig)
@@ -116,7 +118,6 @@ static void serve(int fd, crd_client *client)
 
 int main(int argc, char **argv)
 {
-    const char *url = argc > 1 ? argv[1] : "redis://127.0.0.1:6379";
     int port = argc > 2 ? atoi(argv[2]) : 9464;
     long max_requests = argc > 3 ? atol(argv[3]) : 100;
     const char *bind_addr = argc > 4 ? argv[4] : "127.0.0.1";
@@ -127,20 +128,13 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    crd_options opts;
-    crd_options_init(&opts);
-    opts.url = url;
-    crd_client *client;
-    crd_status st = crd_client_new(&opts, &client);
-    if (st != CRD_OK) {
-        fprintf(stderr, "connect: %s: %s\n", crd_strerror(st), crd_client_errmsg(client));
-        crd_client_free(client);
+    crd_client *client = connect_client(argc, argv, NULL);
+    if (client == NULL)
         return 1;
-    }
     crd_lock *lock = NULL;
-    st = crd_lock_new(client, "metrics-demo", &lock);
+    crd_status st = crd_lock_new(client, "metrics-demo", &lock);
     if (st != CRD_OK) {
-        fprintf(stderr, "lock: %s: %s\n", crd_strerror(st), crd_client_errmsg(client));
+        report_failure("lock", st, client);
         crd_client_free(client);
         return 1;
     }

@@ -4,16 +4,15 @@
 #include <credisson.h>
 #include <stdio.h>
 
+#include "example.h" /* connect_client, report_failure */
+
 int main(int argc, char **argv)
 {
-    crd_options opts;
-    crd_options_init(&opts);
-    opts.url = argc > 1 ? argv[1] : "redis://127.0.0.1:6379";
-    crd_client *client;
-    crd_status st = crd_client_new(&opts, &client);
+    crd_client *client = connect_client(argc, argv, NULL);
+    if (client == NULL)
+        return 1;
     crd_rwlock *rw = NULL;
-    if (st == CRD_OK)
-        st = crd_rwlock_new(client, "example:config", &rw);
+    crd_status st = crd_rwlock_new(client, "example:config", &rw);
     crd_lock *rd = crd_rwlock_read(rw), *wr = crd_rwlock_write(rw);
 
     if (st == CRD_OK)
@@ -28,8 +27,7 @@ int main(int argc, char **argv)
         printf("upgrade attempt while reading: %s\n", crd_strerror(up)); /* CRD_DEADLOCK */
         st = crd_lock_release(rd);
     }
-    if (st != CRD_OK)
-        fprintf(stderr, "%s: %s\n", crd_strerror(st), crd_client_errmsg(client));
+    report_failure("rwlock", st, client);
     crd_rwlock_free(rw);
     crd_client_free(client);
     return st == CRD_OK ? 0 : 1;

@@ -3,6 +3,8 @@
 #include <credisson.h>
 #include <stdio.h>
 
+#include "example.h" /* connect_client, report_failure */
+
 static int job(void *arg)
 {
     int *runs = arg;
@@ -13,19 +15,15 @@ static int job(void *arg)
 
 int main(int argc, char **argv)
 {
-    crd_options opts;
-    crd_options_init(&opts);
-    opts.url = argc > 1 ? argv[1] : "redis://127.0.0.1:6379";
-    crd_client *client;
-    crd_status st = crd_client_new(&opts, &client);
+    crd_client *client = connect_client(argc, argv, NULL);
+    if (client == NULL)
+        return 1;
     crd_lock *lock = NULL;
     int runs = 0, rc = -1;
-    if (st == CRD_OK)
-        st = crd_lock_new(client, "example:run", &lock);
+    crd_status st = crd_lock_new(client, "example:run", &lock);
     if (st == CRD_OK)
         st = crd_lock_run(lock, 5000, 60000, job, &runs, &rc); /* 60 s lease, no watchdog */
-    if (st != CRD_OK)
-        fprintf(stderr, "%s: %s\n", crd_strerror(st), crd_client_errmsg(client));
+    report_failure("lock", st, client);
     crd_lock_free(lock);
     crd_client_free(client);
     return st == CRD_OK && rc == 0 ? 0 : 1;

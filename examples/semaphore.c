@@ -4,21 +4,15 @@
 #include <credisson.h>
 #include <stdio.h>
 
+#include "example.h" /* connect_client, report_failure */
+
 int main(int argc, char **argv)
 {
-    crd_options opts;
-    crd_options_init(&opts);
-    opts.url = argc > 1 ? argv[1] : "redis://127.0.0.1:6379";
-
-    crd_client *client;
-    crd_status st = crd_client_new(&opts, &client);
-    if (st != CRD_OK) {
-        fprintf(stderr, "connect: %s: %s\n", crd_strerror(st), crd_client_errmsg(client));
-        crd_client_free(client);
+    crd_client *client = connect_client(argc, argv, NULL);
+    if (client == NULL)
         return 1;
-    }
     crd_permit_semaphore *sem;
-    st = crd_permit_semaphore_new(client, "report-workers", &sem);
+    crd_status st = crd_permit_semaphore_new(client, "report-workers", &sem);
     if (st == CRD_OK)
         st = crd_permit_semaphore_try_set_permits(sem, 2, NULL); /* first one sets it */
     char permit[CRD_PERMIT_ID_SIZE];
@@ -29,8 +23,7 @@ int main(int argc, char **argv)
         /* ... the work; a long one calls crd_permit_semaphore_update_lease ... */
         st = crd_permit_semaphore_release(sem, permit);
     }
-    if (st != CRD_OK)
-        fprintf(stderr, "semaphore: %s: %s\n", crd_strerror(st), crd_client_errmsg(client));
+    report_failure("semaphore", st, client);
     crd_permit_semaphore_free(sem);
     crd_client_free(client);
     return st == CRD_OK ? 0 : 1;

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "example.h" /* connect_client, report_failure */
+
 static atomic_bool lost;
 
 static void on_event(void *user_data, const crd_event *ev)
@@ -21,14 +23,13 @@ int main(int argc, char **argv)
 {
     crd_options opts;
     crd_options_init(&opts);
-    opts.url = argc > 1 ? argv[1] : "redis://127.0.0.1:6379";
     opts.watchdog_timeout_ms = 3000; /* renewed every second */
     opts.on_event = on_event;
-    crd_client *client;
-    crd_status st = crd_client_new(&opts, &client);
+    crd_client *client = connect_client(argc, argv, &opts);
+    if (client == NULL)
+        return 1;
     crd_lock *lock = NULL;
-    if (st == CRD_OK)
-        st = crd_lock_new(client, "example:long-job", &lock);
+    crd_status st = crd_lock_new(client, "example:long-job", &lock);
     if (st == CRD_OK)
         st = crd_lock_acquire(lock, CRD_WAIT_FOREVER, CRD_LEASE_WATCHDOG);
     for (int step = 0; st == CRD_OK && step < 5 && !atomic_load(&lost); step++) {
@@ -40,8 +41,7 @@ int main(int argc, char **argv)
     }
     if (st == CRD_OK)
         st = crd_lock_release(lock); /* CRD_LOCK_LOST if it was lost meanwhile */
-    if (st != CRD_OK)
-        fprintf(stderr, "%s: %s\n", crd_strerror(st), crd_client_errmsg(client));
+    report_failure("lock", st, client);
     crd_lock_free(lock);
     crd_client_free(client);
     return st == CRD_OK ? 0 : 1;

@@ -213,6 +213,21 @@ static void end_answer(void)
     fflush(stdout);
 }
 
+/* The whole answer to a call that ran from t0 until now and gives one value. */
+static void answer_bool(crd_client *c, crd_status st, int64_t t0, const char *field, bool v)
+{
+    begin_answer(c, st, t0, mono_us());
+    printf(",\"%s\":%s", field, v ? "true" : "false");
+    end_answer();
+}
+
+static void answer_i64(crd_client *c, crd_status st, int64_t t0, const char *field, int64_t v)
+{
+    begin_answer(c, st, t0, mono_us());
+    printf(",\"%s\":%" PRId64, field, v);
+    end_answer();
+}
+
 static void answer_error(const char *msg)
 {
     printf("{\"ok\":false,\"status\":\"USAGE\",\"detail\":");
@@ -357,10 +372,7 @@ int main(int argc, char **argv)
             }
             int64_t t0 = mono_us();
             int64_t t = wait_event(kind, timeout);
-            int64_t t1 = mono_us();
-            begin_answer(c, t >= 0 ? CRD_OK : CRD_TIMEOUT, t0, t1);
-            printf(",\"t\":%" PRId64, t);
-            end_answer();
+            answer_i64(c, t >= 0 ? CRD_OK : CRD_TIMEOUT, t0, "t", t);
             continue;
         }
 
@@ -403,31 +415,22 @@ int main(int argc, char **argv)
             bool was = false;
             t0 = mono_us();
             st = crd_lock_force_unlock(l, &was);
-            int64_t t1 = mono_us();
-            begin_answer(c, st, t0, t1);
-            printf(",\"was_locked\":%s", was ? "true" : "false");
-            end_answer();
+            answer_bool(c, st, t0, "was_locked", was);
         } else if (strcmp(cmd, "locked") == 0) {
             bool locked = false;
             t0 = mono_us();
             st = crd_lock_is_locked(l, &locked);
-            begin_answer(c, st, t0, mono_us());
-            printf(",\"locked\":%s", locked ? "true" : "false");
-            end_answer();
+            answer_bool(c, st, t0, "locked", locked);
         } else if (strcmp(cmd, "count") == 0) {
             int64_t n = 0;
             t0 = mono_us();
             st = crd_lock_hold_count(l, &n);
-            begin_answer(c, st, t0, mono_us());
-            printf(",\"count\":%" PRId64, n);
-            end_answer();
+            answer_i64(c, st, t0, "count", n);
         } else if (strcmp(cmd, "ttl") == 0) {
             int64_t ttl = 0;
             t0 = mono_us();
             st = crd_lock_remaining_ttl(l, &ttl);
-            begin_answer(c, st, t0, mono_us());
-            printf(",\"ttl\":%" PRId64, ttl);
-            end_answer();
+            answer_i64(c, st, t0, "ttl", ttl);
         } else {
             answer_error("unknown command");
         }

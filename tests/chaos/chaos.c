@@ -27,11 +27,8 @@
  *        CRDT_CHAOS_SECONDS in the environment overrides --seconds. Exit 0 when every check passed.
  * The closing line reads "chaos: N passed, M failed", after the figures.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -41,8 +38,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -52,6 +47,7 @@
 
 #include "credisson.h"
 #include "faultproxy.h"
+#include "../standalone/redis_child.h" /* free_port, connect_port, spawn_child, ... */
 
 #define MAX_PROCS 32
 #define MAX_LOCKS 16
@@ -296,34 +292,10 @@ static pid_t g_server_pid;
 static int g_server_port;
 static pthread_mutex_t g_server_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 static redisContext *raw(int port)
 {
     struct timeval tv = {1, 0};
-    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (r == NULL || r->err) {
-        if (r)
-            redisFree(r);
-        return NULL;
-    }
-    redisSetTimeout(r, tv);
-    return r;
+    return connect_port(port, tv);
 }
 
 /* Runs a command (hiredis format: %s and %d only here) on a fresh connection;
@@ -346,14 +318,7 @@ static void server_cmd(const char *fmt, ...)
     redisFree(r);
 }
 
-static void kill_server(void)
-{
-    if (g_server_pid > 0) {
-        kill(g_server_pid, SIGKILL);
-        waitpid(g_server_pid, NULL, 0);
-        g_server_pid = 0;
-    }
-}
+static void kill_server(void) { kill_child(&g_server_pid); }
 
 static bool start_server(void)
 {
@@ -361,44 +326,18 @@ static bool start_server(void)
         int port = free_port();
         char p[16];
         snprintf(p, sizeof p, "%d", port);
-        pid_t parent = getpid();
-        pid_t pid = fork();
-        if (pid == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (getppid() != parent)
-                _exit(127);
-            int devnull = open("/dev/null", O_WRONLY);
-            if (devnull >= 0) {
-                dup2(devnull, 1);
-                dup2(devnull, 2);
-            }
-            execlp(g_redis_prog, g_redis_prog, "--port", p, "--bind", "127.0.0.1", "--save", "",
-                   "--appendonly", "no", "--dir", g_dir, "--maxclients", "10000", (char *)NULL);
-            _exit(127);
+        const char *args[] = {g_redis_prog, "--port", p, "--bind", "127.0.0.1", "--save", "",
+                              "--appendonly", "no", "--dir", g_dir, "--maxclients", "10000",
+                              NULL};
+        pid_t pid = spawn_child(args, true);
+        if (pid > 0 && await_server(&pid, port, 5000)) {
+            pthread_mutex_lock(&g_server_mu);
+            g_server_pid = pid;
+            g_server_port = port;
+            pthread_mutex_unlock(&g_server_mu);
+            return true;
         }
-        for (int i = 0; i < 500; i++) {
-            redisContext *r = raw(port);
-            if (r != NULL) {
-                redisReply *rep = redisCommand(r, "PING");
-                bool up = rep != NULL && rep->type == REDIS_REPLY_STATUS;
-                if (rep)
-                    freeReplyObject(rep);
-                redisFree(r);
-                if (up) {
-                    pthread_mutex_lock(&g_server_mu);
-                    g_server_pid = pid;
-                    g_server_port = port;
-                    pthread_mutex_unlock(&g_server_mu);
-                    return true;
-                }
-            }
-            int st;
-            if (waitpid(pid, &st, WNOHANG) == pid)
-                break;
-            sleep_ms(10);
-        }
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
+        kill_child(&pid);
     }
     return false;
 }
@@ -697,18 +636,10 @@ int main(int argc, char **argv)
         snprintf(a_seed, sizeof a_seed, "%" PRIu64, seed);
         snprintf(a_w, sizeof a_w, "%d", i);
         snprintf(a_port, sizeof a_port, "%d", crdt_proxy_port(cs.proxies[i]));
-        pid_t parent = getpid();
-        pid_t pid = fork();
-        if (pid == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (getppid() != parent)
-                _exit(127);
-            execl(self, self, "--worker", a_w, "--port", a_port, "--seconds", a_sec, "--threads",
-                  a_thr, "--locks", a_lk, "--seed", a_seed, "--dir", g_dir, "--prefix", prefix,
-                  (char *)NULL);
-            _exit(127);
-        }
-        cs.workers[i] = pid;
+        const char *args[] = {self, "--worker", a_w, "--port", a_port, "--seconds", a_sec,
+                              "--threads", a_thr, "--locks", a_lk, "--seed", a_seed, "--dir",
+                              g_dir, "--prefix", prefix, NULL};
+        cs.workers[i] = spawn_child(args, false);
     }
     cs.end_ns = t0 + seconds * INT64_C(1000000000);
     atomic_init(&cs.stop, false);

@@ -14,19 +14,16 @@
 #include <credisson.h>
 
 #include <hiredis/hiredis.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../standalone/redis_child.h" /* free_port, connect_port, spawn_child, ... */
 
 static int port;
 static pid_t server_pid;
@@ -67,30 +64,10 @@ static const char *key(const char *name)
 
 /* ---- the server ----------------------------------------------------------------------- */
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-        return -1;
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static redisContext *raw(void)
 {
     struct timeval tv = {2, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (c == NULL || c->err) {
-        if (c)
-            redisFree(c);
-        return NULL;
-    }
-    return c;
+    return connect_port(port, tv);
 }
 
 static long long raw_int(const char *fmt, const char *arg)
@@ -106,14 +83,7 @@ static long long raw_int(const char *fmt, const char *arg)
     return v;
 }
 
-static void stop_server(void)
-{
-    if (server_pid > 0) {
-        kill(server_pid, SIGKILL);
-        waitpid(server_pid, NULL, 0);
-        server_pid = 0;
-    }
-}
+static void stop_server(void) { kill_child(&server_pid); }
 
 static bool start_server(void)
 {
@@ -124,34 +94,11 @@ static bool start_server(void)
         port = free_port();
         char p[16];
         snprintf(p, sizeof p, "%d", port);
-        server_pid = fork();
-        if (server_pid == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            int devnull = open("/dev/null", 1);
-            if (devnull >= 0) {
-                dup2(devnull, 1);
-                dup2(devnull, 2);
-            }
-            execlp(prog, prog, "--port", p, "--bind", "127.0.0.1", "--save", "", "--appendonly",
-                   "no", "--dir", "/tmp", (char *)NULL);
-            _exit(127);
-        }
-        for (int i = 0; i < 500; i++) {
-            redisContext *r = raw();
-            if (r != NULL) {
-                redisReply *rep = redisCommand(r, "PING");
-                bool up = rep != NULL && rep->type == REDIS_REPLY_STATUS;
-                if (rep)
-                    freeReplyObject(rep);
-                redisFree(r);
-                if (up)
-                    return true;
-            }
-            int st;
-            if (waitpid(server_pid, &st, WNOHANG) == server_pid)
-                break;
-            sleep_ms(10);
-        }
+        const char *args[] = {prog, "--port", p, "--bind", "127.0.0.1", "--save", "",
+                              "--appendonly", "no", "--dir", "/tmp", NULL};
+        server_pid = spawn_child(args, true);
+        if (server_pid > 0 && await_server(&server_pid, port, 5000))
+            return true;
         stop_server();
     }
     return false;
