@@ -210,7 +210,8 @@ static void arm(crd__acquire *a, crd__cmd *cmd, crd__undo *u)
     cmd->deadline_ms = call_deadline(a);
     *u = (crd__undo){a->c, a->l->kind, a->l->name, a->l->name_len, a->owner, a->field, a->flen,
                      a->lease, a->nowait};
-    cmd->undo = u;
+    cmd->late = &crd__acquire_late;
+    cmd->late_what = u;
 }
 
 /* The kind's acquire command for this attempt, armed (u lives as long as cmd). */

@@ -7,7 +7,7 @@
 #ifndef CRD_ACQUIRE_H
 #define CRD_ACQUIRE_H
 
-#include "internal.h"
+#include "locks.h"
 
 typedef enum crd__acq_state {
     CRD__AS_QUEUE,     /* behind local waiters of the same lock (gate.c): the driver waits */

@@ -8,6 +8,7 @@
  * Threads: any. Locks: none of its own.
  */
 #include "engine.h"
+#include "locks.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * int64_t; the wall clock is read only for the fair lock's queue deadlines, which the
  * wire protocol defines in epoch milliseconds.
  */
-#include "internal.h"
+#include "base.h"
 
 #include <time.h>
 

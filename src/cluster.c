@@ -24,7 +24,7 @@
  * taken under it, except by the fork handler, which then takes every pool's mutex), and
  * no I/O happens under it.
  */
-#include "internal.h"
+#include "transport.h"
 
 #include <stdio.h>
 #include <stdlib.h>

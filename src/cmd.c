@@ -7,7 +7,7 @@
  *
  * Pure: no I/O, no lock; any thread (a command belongs to its builder).
  */
-#include "internal.h"
+#include "transport.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +21,8 @@ void crd__cmd_init(crd__cmd *cmd, int script, int cap)
     cmd->oom = false;
     cmd->sync = false;
     cmd->deadline_ms = 0;
-    cmd->undo = NULL;
+    cmd->late = NULL;
+    cmd->late_what = NULL;
     cmd->handed = false;
     cmd->unsent = false;
     memset(cmd->heap, 0, sizeof cmd->heap);

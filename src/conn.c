@@ -13,7 +13,7 @@
  * reply stream is out of step, or the outcome of what was sent is unknown). No lock is
  * taken here: a connection belongs to one thread at a time (the pool guarantees it).
  */
-#include "internal.h"
+#include "transport.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -24,7 +24,7 @@
 #ifndef CRD_ENGINE_H
 #define CRD_ENGINE_H
 
-#include "internal.h"
+#include "transport.h"
 
 typedef struct crd__req crd__req;
 typedef void (*crd__req_fn)(crd_client *c, crd__req *rq);

@@ -6,7 +6,7 @@
  * A chained hash table guarded by holds->mu. Callers (lock.c, watchdog.c) take the
  * mutex around lookups and updates; no Redis traffic ever happens under it.
  */
-#include "internal.h"
+#include "locks.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -11,7 +11,7 @@
  *
  * Pure functions over a lock's names; no lock, any thread.
  */
-#include "internal.h"
+#include "locks.h"
 
 #include <stdlib.h>
 #include <string.h>

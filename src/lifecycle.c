@@ -15,7 +15,7 @@
  * Threads: any. Locks: registry_mu, then (fork only) each client's mutexes in the order
  * of internal.h; holds->mu around bookkeeping only, never during Redis traffic.
  */
-#include "internal.h"
+#include "locks.h"
 
 #include <stdlib.h>
 #include <string.h>

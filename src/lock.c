@@ -7,7 +7,7 @@
  * Threads: any caller thread. Locks: holds->mu around bookkeeping only (never during
  * Redis traffic).
  */
-#include "internal.h"
+#include "locks.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
  * crd_client_metrics_openmetrics() writes the same counters and histograms in the
  * Prometheus text exposition format.
  */
-#include "internal.h"
+#include "locks.h" /* crd_client_metrics reads the holds count */
 
 #include <stdarg.h>
 #include <stddef.h>

@@ -13,7 +13,7 @@
  * No Redis traffic of its own: it calls acquire.c and release.c per lock. Threads: any
  * caller thread; a multi-lock handle may be shared, each owner acquiring it in turn.
  */
-#include "internal.h"
+#include "locks.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  *
  * Pure functions; no lock, any thread.
  */
-#include "internal.h"
+#include "locks.h"
 
 #include <stdlib.h>
 #include <string.h>

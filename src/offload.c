@@ -23,7 +23,7 @@
  * Threads: the helpers, the loop thread (hand-over, done checks) and crd_client_free
  * (stop). Locks: off->mu around the queue and the done flags, never during a job.
  */
-#include "internal.h"
+#include "locks.h"
 
 #include <stdlib.h>
 #include <string.h>

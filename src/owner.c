@@ -8,7 +8,7 @@
  * which would let a new thread re-enter a dead thread's hold). A pthread key destructor
  * tells the client registry when a thread that had an id exits.
  */
-#include "internal.h"
+#include "base.h"
 
 #include <stdio.h>
 #include <string.h>

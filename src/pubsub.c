@@ -23,7 +23,7 @@
  * while holding the socket half-written. In sentinel mode the connection goes to the
  * current primary (sentinel.c) and is reopened when the primary moves.
  */
-#include "internal.h"
+#include "locks.h"
 
 #include <errno.h>
 #include <fcntl.h>

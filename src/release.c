@@ -10,7 +10,7 @@
  * Threads: any caller thread, and the thread-exit hook. Locks: holds->mu around
  * bookkeeping only (never during Redis traffic).
  */
-#include "internal.h"
+#include "locks.h"
 
 #include <stdlib.h>
 #include <string.h>

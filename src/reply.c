@@ -6,7 +6,7 @@
  * Pure functions, except crd__reply_fail which records the calling thread's detail
  * message. Any thread; no lock.
  */
-#include "internal.h"
+#include "transport.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -76,10 +76,10 @@ static crd__req *hop_request(crd__pool *p, crd__cmd *cmd, bool eval, bool asking
     }
     *at = asking ? 1 : 0;
     rq->blocks_ms = replicas > 0 ? wait_timeout : 0;
-    if (cmd->undo != NULL && (rq->arg = crd__undo_new(cmd->undo, *at)) != NULL) {
-        rq->on_late = crd__undo_late;
-        rq->on_abandon = crd__undo_track;
-        rq->arg_free = crd__undo_free;
+    if (cmd->late != NULL && (rq->arg = cmd->late->job_new(cmd->late_what, *at)) != NULL) {
+        rq->on_late = cmd->late->on_late;
+        rq->on_abandon = cmd->late->abandoned;
+        rq->arg_free = cmd->late->job_free;
     }
     return rq;
 }

@@ -7,7 +7,7 @@
  * Every key and channel of a lock shares its name's slot, which is why routing by the
  * first key of a command is enough. Pure functions; any thread.
  */
-#include "internal.h"
+#include "base.h"
 
 uint16_t crd__crc16(const char *p, size_t len)
 {

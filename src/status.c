@@ -5,7 +5,7 @@
  * The detail message is thread-local so that many threads sharing one client each see
  * the words of their own last failure, errno-style. No lock is taken.
  */
-#include "internal.h"
+#include "base.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
 #ifndef CRD_SYNC_H
 #define CRD_SYNC_H
 
-#include "internal.h"
+#include "locks.h"
 
 /* sync.c */
 typedef enum crd__sync_kind {

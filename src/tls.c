@@ -13,7 +13,7 @@
  * internally); an SSL belongs to its connection's one thread at a time. No key material
  * ever reaches a message: only file names and OpenSSL's reason strings.
  */
-#include "internal.h"
+#include "transport.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

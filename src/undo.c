@@ -25,6 +25,7 @@
  * round trip under it.
  */
 #include "engine.h"
+#include "locks.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -420,3 +421,8 @@ void crd__undo_give_back(const crd__undo *u)
     crd__undo_track(j); /* under way until the give-back is answered */
     give_back(u->c, j);
 }
+
+static void *late_job_new(const void *what, int at) { return crd__undo_new(what, at); }
+
+const crd__late crd__acquire_late = {late_job_new, crd__undo_track, crd__undo_free,
+                                     crd__undo_late};

@@ -12,7 +12,7 @@
  * Pure function; any thread. Errors say which part is wrong. The CLI reads --url with it
  * too (it links the library's internals), so both read a URL exactly alike.
  */
-#include "internal.h"
+#include "base.h"
 
 #include <stdbool.h>
 

@@ -26,7 +26,7 @@
  * schedule; holds->mu for the hold records (never both at once, never during I/O).
  * Callbacks (on_event) run on the watchdog thread with no lock held.
  */
-#include "internal.h"
+#include "locks.h"
 
 #include <inttypes.h>
 #include <stdio.h>
