@@ -12,35 +12,9 @@
 --             type, or a hash with a field that is not an owner's, or over 64 fields):
 --             nothing deleted, nothing published, the queue untouched. Redisson deletes
 --             whatever is there.
-local kind = redis.call('type', KEYS[1])['ok']
-if kind ~= 'none' then
-    if kind ~= 'hash' then
-        return kind
-    end
-    -- A lock hash holds owner fields "<uuid>:<id>" (":write", "mode" in a read-write
-    -- lock's); anything else, or a big hash, is somebody's data.
-    if redis.call('hlen', KEYS[1]) > 64 then
-        return 'hash'
-    end
-    for _, f in ipairs(redis.call('hkeys', KEYS[1])) do
-        if f ~= 'mode' and string.find(f, ':%d+$') == nil and string.find(f, ':%d+:write$') == nil then
-            return 'hash'
-        end
-    end
-end
-while true do
-    local first = redis.call('lindex', KEYS[2], 0)
-    if first == false then
-        break
-    end
-    local deadline = redis.call('zscore', KEYS[3], first)
-    if deadline ~= false and tonumber(deadline) <= tonumber(ARGV[2]) then
-        redis.call('zrem', KEYS[3], first)
-        redis.call('lpop', KEYS[2])
-    else
-        break
-    end
-end
+-- @include lock_hash_guard
+local now = ARGV[2]
+-- @include fair_prune
 if redis.call('del', KEYS[1]) == 1 then
     local head = redis.call('lindex', KEYS[2], 0)
     if head ~= false then

@@ -21,19 +21,8 @@ local done = redis.call('get', KEYS[5])
 if done ~= false then
     return tonumber(done)
 end
-while true do
-    local first = redis.call('lindex', KEYS[2], 0)
-    if first == false then
-        break
-    end
-    local deadline = redis.call('zscore', KEYS[3], first)
-    if deadline ~= false and tonumber(deadline) <= tonumber(ARGV[4]) then
-        redis.call('zrem', KEYS[3], first)
-        redis.call('lpop', KEYS[2])
-    else
-        break
-    end
-end
+local now = ARGV[4]
+-- @include fair_prune
 if redis.call('exists', KEYS[1]) == 0 then
     local head = redis.call('lindex', KEYS[2], 0)
     if head ~= false then

@@ -16,14 +16,9 @@
 --                when a permit expires (nothing else written)
 --          nil  not enough permits, and none expires (no zset, or only unleased permits)
 --          A reclaim publishes the new available count when it is above 0.
-local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1])
-if #expired > 0 then
-    redis.call('zrem', KEYS[2], unpack(expired))
-    local count = redis.call('incrby', KEYS[1], #expired)
-    if count > 0 then
-        redis.call(ARGV[5], KEYS[3], count)
-    end
-end
+local timeouts, channel, now, publish = KEYS[2], KEYS[3], ARGV[3], ARGV[5]
+local reclaim_limit = ARGV[1]
+-- @include pes_reclaim
 local value = redis.call('get', KEYS[1])
 if value ~= false and tonumber(value) >= tonumber(ARGV[1]) then
     redis.call('decrby', KEYS[1], ARGV[1])

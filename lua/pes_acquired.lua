@@ -7,12 +7,7 @@
 -- ARGV[2]  publish command, PUBLISH or SPUBLISH
 -- Returns  the members of the zset (an integer). A reclaim publishes the new available
 --          count when above 0.
-local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1], 'limit', 0, -1)
-if #expired > 0 then
-    redis.call('zrem', KEYS[2], unpack(expired))
-    local count = redis.call('incrby', KEYS[1], #expired)
-    if count > 0 then
-        redis.call(ARGV[2], KEYS[3], count)
-    end
-end
+local timeouts, channel, now, publish = KEYS[2], KEYS[3], ARGV[1], ARGV[2]
+local reclaim_limit = -1
+-- @include pes_reclaim
 return redis.call('zcount', KEYS[2], 0, '+inf')

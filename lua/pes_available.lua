@@ -7,14 +7,11 @@
 -- ARGV[2]  publish command, PUBLISH or SPUBLISH
 -- Returns  the count: an integer after a reclaim (which publishes it when above 0), else
 --          N's value as a bulk string, or the integer 0 when N is missing
-local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1], 'limit', 0, -1)
-if #expired > 0 then
-    redis.call('zrem', KEYS[2], unpack(expired))
-    local count = redis.call('incrby', KEYS[1], #expired)
-    if count > 0 then
-        redis.call(ARGV[2], KEYS[3], count)
-    end
-    return count
+local timeouts, channel, now, publish = KEYS[2], KEYS[3], ARGV[1], ARGV[2]
+local reclaim_limit = -1
+-- @include pes_reclaim
+if available ~= nil then
+    return available
 end
 local value = redis.call('get', KEYS[1])
 if value == false then

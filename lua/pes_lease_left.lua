@@ -9,14 +9,9 @@
 -- ARGV[4]  publish command, PUBLISH or SPUBLISH
 -- Returns  ms left (> 0: deadline - ARGV[3]); -1 the permit has no lease; 0 the id is not
 --          a permit out
-local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, -1)
-if #expired > 0 then
-    redis.call('zrem', KEYS[2], unpack(expired))
-    local count = redis.call('incrby', KEYS[1], #expired)
-    if count > 0 then
-        redis.call(ARGV[4], KEYS[3], count)
-    end
-end
+local timeouts, channel, now, publish = KEYS[2], KEYS[3], ARGV[3], ARGV[4]
+local reclaim_limit = -1
+-- @include pes_reclaim
 local deadline = redis.call('zscore', KEYS[2], ARGV[1])
 if deadline == false then
     return 0

@@ -7,14 +7,9 @@
 -- ARGV[2]  publish command, PUBLISH or SPUBLISH
 -- Returns  available + permits out (an integer); 0 when N is missing. A reclaim
 --          publishes the new available count when above 0.
-local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1], 'limit', 0, -1)
-if #expired > 0 then
-    redis.call('zrem', KEYS[2], unpack(expired))
-    local count = redis.call('incrby', KEYS[1], #expired)
-    if count > 0 then
-        redis.call(ARGV[2], KEYS[3], count)
-    end
-end
+local timeouts, channel, now, publish = KEYS[2], KEYS[3], ARGV[1], ARGV[2]
+local reclaim_limit = -1
+-- @include pes_reclaim
 local value = redis.call('get', KEYS[1])
 if value == false then
     return 0

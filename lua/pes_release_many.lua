@@ -17,14 +17,9 @@ for i = 4, #ARGV do
         return -1
     end
 end
-local expired = redis.call('zrangebyscore', KEYS[3], 0, ARGV[2], 'limit', 0, -1)
-if #expired > 0 then
-    redis.call('zrem', KEYS[3], unpack(expired))
-    local count = redis.call('incrby', KEYS[1], #expired)
-    if count > 0 then
-        redis.call(ARGV[3], KEYS[2], count)
-    end
-end
+local timeouts, channel, now, publish = KEYS[3], KEYS[2], ARGV[2], ARGV[3]
+local reclaim_limit = -1
+-- @include pes_reclaim
 local removed = redis.call('zrem', KEYS[3], unpack(ARGV, 4))
 if removed == 0 then
     return 0

@@ -10,14 +10,9 @@
 -- ARGV[4]  publish command, PUBLISH or SPUBLISH
 -- Returns  1  the id is a permit out: its score set to ARGV[2]
 --          0  it is not (never issued, released, or expired and reclaimed just now)
-local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, -1)
-if #expired > 0 then
-    redis.call('zrem', KEYS[2], unpack(expired))
-    local count = redis.call('incrby', KEYS[1], #expired)
-    if count > 0 then
-        redis.call(ARGV[4], KEYS[3], count)
-    end
-end
+local timeouts, channel, now, publish = KEYS[2], KEYS[3], ARGV[3], ARGV[4]
+local reclaim_limit = -1
+-- @include pes_reclaim
 if redis.call('zscore', KEYS[2], ARGV[1]) ~= false then
     redis.call('zadd', KEYS[2], ARGV[2], ARGV[1])
     return 1

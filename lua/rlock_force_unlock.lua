@@ -8,22 +8,7 @@
 --          "<type>" (a string: "string", "list", "hash", ...)  N is not a lock (another
 --             type, or a hash with a field that is not an owner's, or over 64 fields):
 --             nothing deleted, nothing published. Redisson deletes whatever is there.
-local kind = redis.call('type', KEYS[1])['ok']
-if kind ~= 'none' then
-    if kind ~= 'hash' then
-        return kind
-    end
-    -- A lock hash holds owner fields "<uuid>:<id>" (":write", "mode" in a read-write
-    -- lock's); anything else, or a big hash, is somebody's data.
-    if redis.call('hlen', KEYS[1]) > 64 then
-        return 'hash'
-    end
-    for _, f in ipairs(redis.call('hkeys', KEYS[1])) do
-        if f ~= 'mode' and string.find(f, ':%d+$') == nil and string.find(f, ':%d+:write$') == nil then
-            return 'hash'
-        end
-    end
-end
+-- @include lock_hash_guard
 if redis.call('del', KEYS[1]) == 1 then
     redis.call(ARGV[2], KEYS[2], ARGV[1])
     return 1

@@ -181,7 +181,7 @@ static const char *jstr(json_t *o, const char *k)
 }
 
 /* ---------------------------------------------------------------------------------- */
-/* Script labels: credisson's scripts by SHA1 (Redis computes it from lua/ files)     */
+/* Script labels: credisson's scripts by SHA1 (Redis computes it from expanded lua/)  */
 /* ---------------------------------------------------------------------------------- */
 
 static const struct {
@@ -207,15 +207,10 @@ static void load_script_labels(redisContext *r)
 {
     if (script_sha[0][0] != '\0')
         return;
-    /* tests/test_golden.c -> lua/<file>.lua */
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s", __FILE__);
-    char *slash = strrchr(dir, '/');
-    cr_assert_not_null(slash, "__FILE__ is not a path: %s", __FILE__);
-    *slash = '\0';
+    /* The expanded scripts (includes resolved), as the library sends them. */
     for (size_t i = 0; i < NSCRIPTS; i++) {
         char path[1200];
-        snprintf(path, sizeof path, "%s/../lua/%s.lua", dir, script_files[i].file);
+        snprintf(path, sizeof path, "%s/%s.lua", CRD_LUA_DIR, script_files[i].file);
         FILE *f = fopen(path, "rb");
         cr_assert_not_null(f, "cannot open %s", path);
         fseek(f, 0, SEEK_END);

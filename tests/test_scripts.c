@@ -1,8 +1,9 @@
 /*
  * test_scripts.c -- the embedded scripts: the SHA1 the library sends with EVALSHA is the
- * one Redis computes for the exact bytes of lua/<name>.lua (so a script loaded by anyone
- * from that file is found by the library, and no call ever falls back to EVAL once the
- * cache holds the files), and every file opens with its KEYS/ARGV/Returns header.
+ * one Redis computes for the exact bytes of lua/<name>.lua as the build expands it (its
+ * "-- @include" lines resolved, in generated/lua/ of the build tree; so a script loaded
+ * by anyone from that file is found by the library, and no call ever falls back to EVAL
+ * once the cache holds the files), and every file opens with its KEYS/ARGV/Returns header.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
