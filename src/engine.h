@@ -101,8 +101,10 @@ void crd__engine_free(crd_client *c);
 /* Queues rq (its completion is on_done on the I/O thread). CRD_CLOSED when the client
  * is closing (rq is then freed). Any thread; never blocks on the network. */
 crd_status crd__engine_submit(crd_client *c, crd__req *rq);
-/* Queues rq and waits for it until its deadline. On CRD_OK the replies are moved to
- * out[0..nreply-1] (the caller frees them). On CRD_TIMEOUT or CRD_IO *sent_ms says
+/* Queues rq and waits for it until its deadline (when the peer has nothing queued and an
+ * idle link, the calling thread writes rq and reads its reply itself on that link, lent
+ * to it by the I/O thread: the direct path; the outcome rules are the same). On CRD_OK
+ * the replies are moved to out[0..nreply-1] (the caller frees them). On CRD_TIMEOUT or CRD_IO *sent_ms says
  * whether it was written (0: not: it never runs); *handed_over is nonzero when the engine
  * now owns its outcome (rq->on_late will see the late reply): the caller must not read
  * it back; 1 when its connection had answered before (Redis went quiet), 2 when it never
