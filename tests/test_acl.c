@@ -136,18 +136,6 @@ static void exercise(crd_client *a, crd_client *b, crd_lock *la, crd_lock *lb, c
     redisFree(r);
 }
 
-struct renewed_arg {
-    crd_client *c;
-};
-
-static bool renewed_twice(void *arg)
-{
-    struct renewed_arg *p = arg;
-    crd_metrics m;
-    crd_client_metrics(p->c, &m, sizeof m);
-    return m.renewals >= 2;
-}
-
 /* A lock kind's constructor. */
 typedef crd_status (*new_fn)(crd_client *, const char *, crd_lock **);
 
@@ -164,8 +152,8 @@ static void renew_under(const char *user, new_fn mk, const char *name)
     crd_lock *l = NULL;
     cr_assert_eq(mk(c, name, &l), CRD_OK);
     cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK, "%s", crd_client_errmsg(c));
-    struct renewed_arg p = {c};
-    cr_assert(crdt_wait_until(renewed_twice, &p, 3000), "%s: no renewals", user);
+    cr_assert(crdt_await_metric(c, CRDT_METRIC(renewals), 2, UINT64_MAX, 3000), "%s: no renewals",
+              user);
     crd_metrics m;
     crd_client_metrics(c, &m, sizeof m);
     cr_assert_eq(m.renewal_failures, 0, "%s: renewals failed", user);

@@ -1275,18 +1275,6 @@ Test(cli, run_signals_cmds_whole_process_group_so_grandchildren_stop_too)
 
 static char *owner_of(crd_client *c, char *buf, size_t cap);
 
-typedef struct llen_probe {
-    redisContext *r;
-    const char *key;
-    long long want;
-} llen_probe;
-
-static bool llen_is(void *arg)
-{
-    llen_probe *q = arg;
-    return crdt_cmd_int(q->r, "LLEN %s", q->key) == q->want;
-}
-
 /* The entry of locks (a JSON array) named name, or NULL. */
 static json_t *lock_named(json_t *locks, const char *name)
 {
@@ -1339,11 +1327,9 @@ Test(cli, list_shows_every_kind_of_held_lock_and_nothing_else)
     cli_proc waiter;
     cli_start(&waiter,
               ARGS("--url", test_url(), "run", "--fair", "--wait", "20000", fair, "--", "true"));
-    llen_probe q = {.r = r, .want = 1};
     char queue[400];
     snprintf(queue, sizeof queue, "redisson_lock_queue:{%s}", fair);
-    q.key = queue;
-    cr_assert(crdt_wait_until(llen_is, &q, 10000), "the waiter never queued");
+    cr_assert(crdt_await_llen(r, queue, 1, 1, 10000), "the waiter never queued");
 
     char *out = NULL, *err = NULL;
     cr_assert_eq(cli(&out, &err, ARGS("--url", test_url(), "list", "--json", pattern)), 0,

@@ -23,6 +23,7 @@
 #include <criterion/criterion.h>
 
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -99,18 +100,6 @@ static void await_queue(redisContext *r, const char *queue, int len, const char 
     cr_assert(crdt_wait_until(queue_is, &p, 5000),
               "the queue %s never reached length %d ending with %s", queue, len,
               tail != NULL ? tail : "(any)");
-}
-
-typedef struct llen_pred {
-    redisContext *r;
-    const char *key;
-    long long len;
-} llen_pred;
-
-static bool llen_at_least(void *arg)
-{
-    llen_pred *p = arg;
-    return crdt_cmd_int(p->r, "LLEN %s", p->key) >= p->len;
 }
 
 static double zscore(redisContext *r, const char *z, const char *member)
@@ -344,8 +333,7 @@ static void fifo_run(const fifo_setup *s, crd_lock *holder, int rounds, unsigned
         char times_key[400], order_key[400];
         snprintf(times_key, sizeof times_key, "%s:times:%d", s->prefix, round);
         snprintf(order_key, sizeof order_key, "%s:order:%d", s->prefix, round);
-        llen_pred lp = {r, times_key, FIFO_WAITERS};
-        cr_assert(crdt_wait_until(llen_at_least, &lp, 20000),
+        cr_assert(crdt_await_llen(r, times_key, FIFO_WAITERS, LLONG_MAX, 20000),
                   "round %d: not every waiter acquired and released", round);
 
         int order[FIFO_WAITERS];

@@ -156,18 +156,6 @@ static void proxied_close(proxied *x)
     crdt_proxy_stop(x->p);
 }
 
-typedef struct count_pred {
-    proxied *x;
-    const char *key;
-    long long want;
-} count_pred;
-
-static bool count_is(void *arg)
-{
-    count_pred *p = arg;
-    return crdt_hget_int(p->x->r, p->key, p->x->field) == p->want;
-}
-
 /* An acquire whose reply is lost without its connection closing (swallowed, or later
  * than the call's deadline): the call ends at its deadline (the command timeout, 500 ms
  * here); the acquire is never resent on its own, and the engine gives back the hold it
@@ -197,8 +185,7 @@ static void given_back(proxied *x, crd_lock *l, const char *key, crdt_proxy_acti
                   " ms", name, took);
         mine += st == CRD_OK;
         /* Redis ran the first attempt (the proxy forwards it): that hold is given back. */
-        count_pred p = {x, key, mine};
-        cr_assert(crdt_wait_until(count_is, &p, 5000), "%s/%d: the late hold was not given back "
+        cr_assert(crdt_await_hget_int(x->r, key, x->field, mine, 5000), "%s/%d: the late hold was not given back "
                   "(count %lld, want %lld)", name, reentry, crdt_hget_int(x->r, key, x->field),
                   (long long)mine);
         int64_t n = -1;

@@ -323,19 +323,6 @@ Test(tls, a_blocked_waiter_is_woken_through_the_tls_subscriber_connection)
     crdt_server_stop(&srv);
 }
 
-struct renewals {
-    crd_client *c;
-    uint64_t want;
-};
-
-static bool renewed(void *arg)
-{
-    struct renewals *p = arg;
-    crd_metrics m;
-    crd_client_metrics(p->c, &m, sizeof m);
-    return m.renewals >= p->want;
-}
-
 Test(tls, the_watchdog_renews_a_hold_over_tls)
 {
     crdt_server srv;
@@ -349,9 +336,9 @@ Test(tls, the_watchdog_renews_a_hold_over_tls)
     const char *key = crdt_key("renew");
     crd_lock *l = crdt_lock(c, key);
     cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
-    struct renewals p = {c, 3};
     /* Three renewals take about one lease: the key outlives its first TTL. */
-    cr_assert(crdt_wait_until(renewed, &p, timeout * 4), "fewer than 3 renewals");
+    cr_assert(crdt_await_metric(c, CRDT_METRIC(renewals), 3, UINT64_MAX, timeout * 4),
+              "fewer than 3 renewals");
     redisContext *r = crdt_redis_port(srv.port);
     long long ttl = crdt_pttl(r, key);
     cr_assert(ttl > 0 && ttl <= timeout, "PTTL %lld after the renewals", ttl);

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -1008,40 +1009,86 @@ long long crdt_numsub(redisContext *r, const char *channel)
     return v;
 }
 
-struct numsub_pred {
+/* A server-side integer (LLEN, PUBSUB NUMSUB, HGET) awaited until it lies in
+ * [min, max]. */
+struct int_pred {
     redisContext *r;
-    const char *channel;
+    const char *key, *field;
+    long long (*probe)(const struct int_pred *p);
+    long long min, max;
 };
 
-static bool subscribed(void *arg)
+static bool int_in_range(void *arg)
 {
-    struct numsub_pred *p = arg;
-    return crdt_numsub(p->r, p->channel) >= 1;
+    struct int_pred *p = arg;
+    long long v = p->probe(p);
+    return v >= p->min && v <= p->max;
+}
+
+static long long probe_numsub(const struct int_pred *p) { return crdt_numsub(p->r, p->key); }
+
+static long long probe_llen(const struct int_pred *p)
+{
+    return crdt_cmd_int(p->r, "LLEN %s", p->key);
+}
+
+static long long probe_hget(const struct int_pred *p)
+{
+    return crdt_hget_int(p->r, p->key, p->field);
+}
+
+bool crdt_await_numsub(redisContext *r, const char *channel, long long min, int64_t timeout_ms)
+{
+    struct int_pred p = {r, channel, NULL, probe_numsub, min, LLONG_MAX};
+    return crdt_wait_until(int_in_range, &p, timeout_ms);
 }
 
 bool crdt_await_subscribed(redisContext *r, const char *channel, int64_t timeout_ms)
 {
-    struct numsub_pred p = {r, channel};
-    return crdt_wait_until(subscribed, &p, timeout_ms);
+    return crdt_await_numsub(r, channel, 1, timeout_ms);
 }
 
-struct waiting_pred {
+bool crdt_await_llen(redisContext *r, const char *key, long long min, long long max,
+                     int64_t timeout_ms)
+{
+    struct int_pred p = {r, key, NULL, probe_llen, min, max};
+    return crdt_wait_until(int_in_range, &p, timeout_ms);
+}
+
+bool crdt_await_hget_int(redisContext *r, const char *key, const char *field, long long want,
+                         int64_t timeout_ms)
+{
+    struct int_pred p = {r, key, field, probe_hget, want, want};
+    return crdt_wait_until(int_in_range, &p, timeout_ms);
+}
+
+struct metric_pred {
     crd_client *c;
-    uint64_t n;
+    size_t offset;
+    uint64_t min, max;
 };
 
-static bool waiting(void *arg)
+static bool metric_in_range(void *arg)
 {
-    struct waiting_pred *p = arg;
+    struct metric_pred *p = arg;
     crd_metrics m;
     cr_assert_eq(crd_client_metrics(p->c, &m, sizeof m), CRD_OK);
-    return m.waiting_now == p->n;
+    uint64_t v;
+    memcpy(&v, (const char *)&m + p->offset, sizeof v);
+    return v >= p->min && v <= p->max;
+}
+
+bool crdt_await_metric(crd_client *c, size_t offset, uint64_t min, uint64_t max,
+                       int64_t timeout_ms)
+{
+    cr_assert(offset + sizeof(uint64_t) <= sizeof(crd_metrics), "metric offset %zu", offset);
+    struct metric_pred p = {c, offset, min, max};
+    return crdt_wait_until(metric_in_range, &p, timeout_ms);
 }
 
 bool crdt_await_waiting(crd_client *c, uint64_t n, int64_t timeout_ms)
 {
-    struct waiting_pred p = {c, n};
-    return crdt_wait_until(waiting, &p, timeout_ms);
+    return crdt_await_metric(c, CRDT_METRIC(waiting_now), n, n, timeout_ms);
 }
 
 /* ---------------------------------------------------------------------------------- */

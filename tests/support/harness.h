@@ -261,6 +261,23 @@ long long crdt_numsub(redisContext *r, const char *channel);
 /* Waits up to timeout_ms until the channel has a subscriber (a waiter blocked on
  * it); returns whether it did. */
 bool crdt_await_subscribed(redisContext *r, const char *channel, int64_t timeout_ms);
+/* Waits up to timeout_ms until at least min connections are subscribed to the channel
+ * (PUBSUB NUMSUB); returns whether they were. */
+bool crdt_await_numsub(redisContext *r, const char *channel, long long min, int64_t timeout_ms);
+/* Waits up to timeout_ms until LLEN key lies in [min, max] (min == max: exactly);
+ * returns whether it did. */
+bool crdt_await_llen(redisContext *r, const char *key, long long min, long long max,
+                     int64_t timeout_ms);
+/* Waits up to timeout_ms until crdt_hget_int(r, key, field) is want; returns whether
+ * it was. */
+bool crdt_await_hget_int(redisContext *r, const char *key, const char *field, long long want,
+                         int64_t timeout_ms);
+/* Waits up to timeout_ms until the crd_metrics counter at byte offset `offset`
+ * (CRDT_METRIC(renewals)) of client c lies in [min, max]; asserts that
+ * crd_client_metrics succeeds; returns whether it did. */
+#define CRDT_METRIC(field) offsetof(crd_metrics, field)
+bool crdt_await_metric(crd_client *c, size_t offset, uint64_t min, uint64_t max,
+                       int64_t timeout_ms);
 /* Waits up to timeout_ms until n threads of client c are asleep in a blocking acquire
  * or await (crd_metrics.waiting_now); returns whether they were. */
 bool crdt_await_waiting(crd_client *c, uint64_t n, int64_t timeout_ms);
