@@ -589,12 +589,11 @@ static int killed_waiter_main(void *arg)
     o.host = "127.0.0.1";
     o.port = k->port;
     o.fair_wait_timeout_ms = KILL_FAIR_WAIT_MS;
-    crd_client *c = NULL;
-    if (crd_client_new(&o, &c) != CRD_OK)
-        return 4;
-    crd_lock *l = NULL;
-    if (crd_fair_lock_new(c, k->name, &l) != CRD_OK)
-        return 5;
+    crd_client *c;
+    crd_lock *l;
+    int open = crdt_plain_open(&o, k->name, crd_fair_lock_new, &c, &l);
+    if (open != 0)
+        return 3 + open; /* 4: the client, 5: the fair lock */
     redisReply *g = redisCommand(r, "BLPOP %s 30", k->go);
     freeReplyObject(g);
     char field[128];

@@ -828,12 +828,11 @@ static int stopped_holder(void *argp)
     crd_options_init(&o);
     o.port = a->port;
     o.watchdog_timeout_ms = 1000;
-    crd_client *c = NULL;
-    if (crd_client_new(&o, &c) != CRD_OK)
-        return 10;
-    crd_lock *l = NULL;
-    if (crd_lock_new(c, a->key, &l) != CRD_OK)
-        return 11;
+    crd_client *c;
+    crd_lock *l;
+    int open = crdt_plain_open(&o, a->key, crd_lock_new, &c, &l);
+    if (open != 0)
+        return 9 + open; /* 10: the client, 11: the lock */
     if (crd_lock_acquire(l, 0, a->watchdog ? CRD_LEASE_WATCHDOG : 1000) != CRD_OK)
         return 12;
     char b = 'A';

@@ -377,12 +377,11 @@ static int child_main(void *arg)
     crd_options_init(&o);
     o.url = a->url;
     o.tls_ca_file = a->ca;
-    crd_client *c = NULL;
-    if (crd_client_new(&o, &c) != CRD_OK)
-        return 2;
-    crd_lock *l = NULL;
-    if (crd_lock_new(c, a->key, &l) != CRD_OK)
-        return 3;
+    crd_client *c;
+    crd_lock *l;
+    int open = crdt_plain_open(&o, a->key, crd_lock_new, &c, &l);
+    if (open != 0)
+        return 1 + open; /* 2: the client, 3: the lock */
     int rc = crd_lock_acquire(l, 5000, 5000) == CRD_OK && crd_lock_release(l) == CRD_OK ? 0 : 4;
     crd_lock_free(l);
     crd_client_free(c);

@@ -779,12 +779,11 @@ static int holder_child(void *arg)
     o.host = "127.0.0.1";
     o.port = atoi(getenv("CRDT_REDIS_PORT"));
     o.watchdog_timeout_ms = h->timeout;
-    crd_client *c = NULL;
-    if (crd_client_new(&o, &c) != CRD_OK)
-        return 10;
-    crd_lock *l = NULL;
-    if (crd_lock_new(c, h->key, &l) != CRD_OK)
-        return 11;
+    crd_client *c;
+    crd_lock *l;
+    int open = crdt_plain_open(&o, h->key, crd_lock_new, &c, &l);
+    if (open != 0)
+        return 9 + open; /* 10: the client, 11: the lock */
     if (crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG) != CRD_OK)
         return 12;
     char b = 1;

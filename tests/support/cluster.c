@@ -167,14 +167,7 @@ static void cli_create(crdt_cluster *cl, int replicas_per, const char *certs_dir
     cr_assert(pid >= 0, "fork: %s", strerror(errno));
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        int nfd = open("/dev/null", O_RDONLY);
-        if (nfd >= 0)
-            dup2(nfd, 0);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
+        crdt_child_stdio(log, true);
         execvp(args[0], (char *const *)args);
         _exit(127);
     }

@@ -220,14 +220,7 @@ static pid_t spawn_server(const char *dir, int port, const char *unix_path,
     setpgid(0, 0); /* a Ctrl-C on the terminal goes to the runner, which stops us */
     char log[600];
     snprintf(log, sizeof log, "%s/redis.log", dir);
-    int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-    int nfd = open("/dev/null", O_RDONLY);
-    if (nfd >= 0)
-        dup2(nfd, 0);
-    if (lfd >= 0) {
-        dup2(lfd, 1);
-        dup2(lfd, 2);
-    }
+    crdt_child_stdio(log, false);
     close_fds_from(3);
     execvp(prog, (char *const *)args);
     if (strcmp(prog, CRD_REDIS_SERVER) == 0) /* never swap a chosen server for Redis */
@@ -1192,6 +1185,32 @@ crd_client *crdt_plain_client(int port)
         return NULL;
     }
     return c;
+}
+
+void crdt_child_stdio(const char *log, bool truncate)
+{
+    int lfd = open(log, O_WRONLY | O_CREAT | (truncate ? O_TRUNC : O_APPEND), 0600);
+    int nfd = open("/dev/null", O_RDONLY);
+    if (nfd >= 0)
+        dup2(nfd, 0);
+    if (lfd >= 0) {
+        dup2(lfd, 1);
+        dup2(lfd, 2);
+    }
+}
+
+int crdt_plain_open(const crd_options *o, const char *name,
+                    crd_status (*new_lock)(crd_client *c, const char *name, crd_lock **out),
+                    crd_client **c, crd_lock **l)
+{
+    *c = NULL;
+    *l = NULL;
+    if (crd_client_new(o, c) != CRD_OK) {
+        crd_client_free(*c);
+        *c = NULL;
+        return 1;
+    }
+    return new_lock(*c, name, l) != CRD_OK ? 2 : 0;
 }
 
 int crdt_exclusion_section(redisContext *r, const char *inside, const char *counter)

@@ -320,6 +320,18 @@ redisContext *crdt_raw_connect(int port, int64_t timeout_ms);
 /* A client with crd_options_init()'s defaults on 127.0.0.1:port (over TLS under
  * CRDT_TLS=1, see crdt_options_port), or NULL. */
 crd_client *crdt_plain_client(int port);
+/* In a forked child about to exec a server or a tool (support/sentinel.c keeps its own
+ * copy: soak_sentinel links it without this file): stdin from /dev/null, stdout and
+ * stderr into log (appended to, or truncated first when truncate is true; left alone
+ * when log cannot be opened). */
+void crdt_child_stdio(const char *log, bool truncate);
+/* A client made from o and a handle on name made by new_lock (crd_lock_new,
+ * crd_fair_lock_new, ...), into *c and *l. Returns 0; 1 when the client failed (freed,
+ * *c NULL); 2 when the handle failed (*c is the caller's to free). Callers add it to a
+ * base of their own so that a child's exit code still says which step failed. */
+int crdt_plain_open(const crd_options *o, const char *name,
+                    crd_status (*new_lock)(crd_client *c, const char *name, crd_lock **out),
+                    crd_client **c, crd_lock **l);
 /* The critical section of the exclusion checkers, run by a holder right after its
  * acquire: INCR inside (it must read 1, nobody else is inside), a GET/SET
  * read-modify-write of counter (lost updates show in its final value), DECR inside.
