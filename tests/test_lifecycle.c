@@ -444,26 +444,21 @@ Test(lifecycle, with_release_on_close_every_hold_is_released_when_the_client_is_
 
 Test(lifecycle, a_thread_blocked_in_acquire_returns_closed_promptly_when_the_client_is_freed)
 {
-    crd_client *holder = crdt_client();
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("blocked");
-    crd_lock *lh = crdt_lock(holder, key);
-    crd_lock *l = crdt_lock(c, key);
-    cr_assert_eq(crd_lock_acquire(lh, 0, 30000), CRD_OK);
+    crdt_fixture f; /* a holds, b's thread blocks */
+    crdt_fixture_open(&f, 2, "blocked", crdt_lock);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 30000), CRD_OK);
 
     crdt_waiter b = {
-        .lock = l, .wait_ms = CRD_WAIT_FOREVER, .lease_ms = CRD_LEASE_WATCHDOG, .hold = true};
+        .lock = f.lb, .wait_ms = CRD_WAIT_FOREVER, .lease_ms = CRD_LEASE_WATCHDOG, .hold = true};
     crdt_waiter_start(&b);
-    char channel[512];
-    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", key);
-    cr_assert(crdt_await_subscribed(r, channel, 5000), "the waiter never subscribed");
+    cr_assert(crdt_await_subscribed(f.r, f.channel, 5000), "the waiter never subscribed");
     /* Blocked, not in a round trip: crd_client_free's contract (no other thread inside
      * a call that is not a blocked acquire). */
-    cr_assert(crdt_await_waiting(c, 1, 5000), "the waiter never went to sleep");
+    cr_assert(crdt_await_waiting(f.b, 1, 5000), "the waiter never went to sleep");
 
     int64_t t0 = crdt_now_ms();
-    crd_client_free(c);
+    crd_client_free(f.b);
+    f.b = NULL; /* freed: the fixture's close frees only its handle */
     int64_t t_free = crdt_now_ms();
     crdt_waiter_join(&b, 30000, NULL);
     int64_t t_join = crdt_now_ms();
@@ -475,13 +470,9 @@ Test(lifecycle, a_thread_blocked_in_acquire_returns_closed_promptly_when_the_cli
                  crd_strerror(b.acquire_st));
     cr_assert(t_join - t0 < 1000, "the blocked acquire took %" PRId64 " ms to return",
               t_join - t0);
-    cr_assert_eq(crdt_exists(r, key), 1, "the holder's lock must be untouched");
-    cr_assert_eq(crd_lock_release(lh), CRD_OK);
-
-    crd_lock_free(l);
-    crd_lock_free(lh);
-    crd_client_free(holder);
-    redisFree(r);
+    cr_assert_eq(crdt_exists(f.r, f.key), 1, "the holder's lock must be untouched");
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    crdt_fixture_close(&f);
 }
 
 /* A thread of the parent is blocked in acquire (waiting on the client's condition

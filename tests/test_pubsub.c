@@ -303,22 +303,16 @@ Test(pubsub, local_waiters_share_one_subscription_and_hand_the_lock_on, .timeout
 
 Test(pubsub, a_waiter_that_times_out_or_acquires_at_once_leaves_no_subscription)
 {
-    crd_client *a = crdt_client();
-    crd_client *b = crdt_client();
-    const char *key = crdt_key("L");
-    crd_lock *la = crdt_lock(a, key);
-    crd_lock *lb = crdt_lock(b, key);
-    cr_assert_eq(crd_lock_acquire(la, 0, 30000), CRD_OK);
-    cr_assert_eq(crd_lock_acquire(lb, 200, 30000), CRD_TIMEOUT);
+    crdt_fixture f;
+    crdt_fixture_open(&f, 2, "L", crdt_lock);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.lb, 200, 30000), CRD_TIMEOUT);
     cr_assert(crdt_pubsub_channels_empty(NULL), "the timed-out waiter stayed subscribed");
-    cr_assert_eq(crd_lock_acquire(lb, 0, 30000), CRD_BUSY);
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 30000), CRD_BUSY);
     cr_assert(crdt_pubsub_channels_empty(NULL));
-    cr_assert_eq(crd_lock_release(la), CRD_OK);
-    cr_assert_eq(crd_lock_acquire(lb, 5000, 30000), CRD_OK);
-    cr_assert_eq(crd_lock_release(lb), CRD_OK);
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.lb, 5000, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.lb), CRD_OK);
+    crdt_fixture_close(&f);
     cr_assert(crdt_pubsub_channels_empty(NULL), "PUBSUB CHANNELS is not empty");
 }
