@@ -214,39 +214,56 @@ static bool is_class_c(json_t *entry)
     return json_is_false(json_object_get(entry, "all_in_lock_key_slot"));
 }
 
-Test(names, every_recorded_name_derives_the_same_key_channel_and_latch_as_redisson)
+/* Each recorded name of names.json in class C (class_c) or not: a lock of it
+ * (round_trip, allow_unsafe = class_c, db tag) derives the recording's key, channel,
+ * waiter channel and latch prefix, and passes more(n, name, &o) when given. Returns how
+ * many names it checked. */
+static int check_recorded_names(bool class_c, int tag,
+                                void (*more)(json_t *n, const char *name, const observed *o))
 {
     json_t *root = load_names();
     size_t i;
     json_t *n;
     int checked = 0;
     json_array_foreach(json_object_get(root, "names"), i, n) {
-        if (is_class_c(n))
+        if (is_class_c(n) != class_c)
             continue;
         const char *name = json_string_value(json_object_get(n, "name"));
-        cr_assert_eq((json_int_t)strlen(name),
-                     json_integer_value(json_object_get(n, "name_utf8_bytes")));
         observed o;
-        round_trip(name, strlen(name), false, 1, &o);
+        round_trip(name, strlen(name), class_c, tag, &o);
         cr_assert_str_eq(o.key, jpath(n, "rlock", "key"), "key of %s", name);
         cr_assert_str_eq(o.channel, jpath(n, "rlock", "channel"), "channel of %s", name);
         cr_assert_str_eq(o.sub_channel, jpath(n, "rlock", "channel"), "waiter channel of %s",
                          name);
         const char *lp = jpath(n, "rlock", "unlock_latch_key_prefix");
         assert_latch_shape(&o, lp, strlen(lp));
-        /* and the slots the recording got from CLUSTER KEYSLOT */
-        json_t *slots = json_object_get(n, "cluster_keyslot");
-        cr_assert_eq(keyslot(o.key, o.key_len),
-                     json_integer_value(json_object_get(slots, "lock_key")));
-        cr_assert_eq(keyslot(o.channel, o.channel_len),
-                     json_integer_value(json_object_get(slots, "rlock_channel")));
-        cr_assert_eq(keyslot(o.latch, o.latch_len),
-                     json_integer_value(json_object_get(slots, "unlock_latch_key")));
+        if (more != NULL)
+            more(n, name, &o);
         observed_free(&o);
         checked++;
     }
-    cr_assert_geq(checked, 9, "only %d class A/B names in names.json", checked);
     json_decref(root);
+    return checked;
+}
+
+/* The name's length in bytes and the slots the recording got from CLUSTER KEYSLOT. */
+static void assert_recorded_length_and_slots(json_t *n, const char *name, const observed *o)
+{
+    cr_assert_eq((json_int_t)strlen(name),
+                 json_integer_value(json_object_get(n, "name_utf8_bytes")));
+    json_t *slots = json_object_get(n, "cluster_keyslot");
+    cr_assert_eq(keyslot(o->key, o->key_len),
+                 json_integer_value(json_object_get(slots, "lock_key")));
+    cr_assert_eq(keyslot(o->channel, o->channel_len),
+                 json_integer_value(json_object_get(slots, "rlock_channel")));
+    cr_assert_eq(keyslot(o->latch, o->latch_len),
+                 json_integer_value(json_object_get(slots, "unlock_latch_key")));
+}
+
+Test(names, every_recorded_name_derives_the_same_key_channel_and_latch_as_redisson)
+{
+    int checked = check_recorded_names(false, 1, assert_recorded_length_and_slots);
+    cr_assert_geq(checked, 9, "only %d class A/B names in names.json", checked);
 }
 
 Test(names, class_c_names_are_refused_by_default)
@@ -284,26 +301,7 @@ Test(names, class_c_names_are_refused_by_default)
 
 Test(names, class_c_names_behave_like_java_when_allowed)
 {
-    json_t *root = load_names();
-    size_t i;
-    json_t *n;
-    int checked = 0;
-    json_array_foreach(json_object_get(root, "names"), i, n) {
-        if (!is_class_c(n))
-            continue;
-        const char *name = json_string_value(json_object_get(n, "name"));
-        observed o;
-        round_trip(name, strlen(name), true, 2, &o);
-        cr_assert_str_eq(o.key, jpath(n, "rlock", "key"), "key of %s", name);
-        cr_assert_str_eq(o.channel, jpath(n, "rlock", "channel"), "channel of %s", name);
-        cr_assert_str_eq(o.sub_channel, jpath(n, "rlock", "channel"));
-        const char *lp = jpath(n, "rlock", "unlock_latch_key_prefix");
-        assert_latch_shape(&o, lp, strlen(lp));
-        observed_free(&o);
-        checked++;
-    }
-    cr_assert_eq(checked, 3);
-    json_decref(root);
+    cr_assert_eq(check_recorded_names(true, 2, NULL), 3);
 }
 
 Test(names, a_one_kib_name_follows_the_same_rule_and_keeps_one_slot)
