@@ -859,40 +859,68 @@ static const actor *first_actor_of(scenario *s, const gclient *g)
     return NULL;
 }
 
-/* Does trace entry e belong to actor a? (a client's threads are told apart by their
- * owner field in the arguments; scripts without one belong to the first thread) */
-static bool entry_of_actor(scenario *s, const actor *a, const crdt_trace_entry *e)
+/* Does a command belong to actor a, by owner fields? names(b, cmd) says whether cmd
+ * carries actor b's field. A client's threads are told apart by the field in the
+ * arguments; a command naming none of them belongs to the client's first thread. */
+static bool named_by_actor(scenario *s, const actor *a,
+                           bool (*names)(const actor *b, const void *cmd), const void *cmd)
 {
-    int nthreads = 0;
-    const actor *first = NULL;
-    for (int i = 0; i < s->nactors; i++)
-        if (s->actors[i].cl == a->cl) {
-            if (first == NULL)
-                first = &s->actors[i];
-            nthreads++;
-        }
-    if (nthreads <= 1)
-        return true;
     bool any = false;
     for (int i = 0; i < s->nactors; i++) {
         const actor *b = &s->actors[i];
-        if (b->cl != a->cl)
+        if (b->cl != a->cl || !names(b, cmd))
             continue;
-        for (int j = 1; j < e->argc; j++) {
-            size_t fl = strlen(b->field);
-            if (e->argvlen[j] >= fl && memmem(e->argv[j], e->argvlen[j], b->field, fl) != NULL) {
-                /* "<uuid>:1" is a prefix of "<uuid>:12": require a delimiter after it */
-                const char *hit = memmem(e->argv[j], e->argvlen[j], b->field, fl);
-                size_t after = (size_t)(hit - e->argv[j]) + fl;
-                if (after == e->argvlen[j] || e->argv[j][after] == ':') {
-                    any = true;
-                    if (b == a)
-                        return true;
-                }
-            }
+        any = true;
+        if (b == a)
+            return true;
+    }
+    return !any && a == first_actor_of(s, a->cl);
+}
+
+/* Does trace entry cmd carry b's owner field in its arguments? */
+static bool entry_names(const actor *b, const void *cmd)
+{
+    const crdt_trace_entry *e = cmd;
+    size_t fl = strlen(b->field);
+    for (int j = 1; j < e->argc; j++) {
+        const char *hit =
+            e->argvlen[j] >= fl ? memmem(e->argv[j], e->argvlen[j], b->field, fl) : NULL;
+        if (hit == NULL)
+            continue;
+        /* "<uuid>:1" is a prefix of "<uuid>:12": require a delimiter after it */
+        size_t after = (size_t)(hit - e->argv[j]) + fl;
+        if (after == e->argvlen[j] || e->argv[j][after] == ':')
+            return true;
+    }
+    return false;
+}
+
+/* Does trace entry e belong to actor a? */
+static bool entry_of_actor(scenario *s, const actor *a, const crdt_trace_entry *e)
+{
+    int nthreads = 0;
+    for (int i = 0; i < s->nactors; i++)
+        nthreads += s->actors[i].cl == a->cl;
+    return nthreads <= 1 || named_by_actor(s, a, entry_names, e);
+}
+
+/* Does recorded command cmd (JSON) carry b's field placeholder in its keys or argv? */
+static bool golden_names(const actor *b, const void *cmd)
+{
+    json_t *c = (json_t *)cmd;
+    const char *lists[2] = {"keys", "argv"};
+    size_t fl = strlen(b->field_ph);
+    for (int l = 0; l < 2; l++) {
+        size_t j;
+        json_t *v;
+        json_array_foreach(json_object_get(c, lists[l]), j, v) {
+            const char *str = json_string_value(v);
+            const char *hit = str ? strstr(str, b->field_ph) : NULL;
+            if (hit != NULL && (hit[fl] == '\0' || hit[fl] == ':'))
+                return true;
         }
     }
-    return !any && a == first;
+    return false;
 }
 
 /* Does a recorded command belong to actor a? */
@@ -902,28 +930,7 @@ static bool golden_of_actor(scenario *s, const actor *a, json_t *c)
         return false;
     if (a->thread[0] == '\0')
         return true;
-    bool any = false;
-    for (int i = 0; i < s->nactors; i++) {
-        const actor *b = &s->actors[i];
-        if (b->cl != a->cl)
-            continue;
-        const char *lists[2] = {"keys", "argv"};
-        for (int l = 0; l < 2; l++) {
-            size_t j;
-            json_t *v;
-            json_array_foreach(json_object_get(c, lists[l]), j, v) {
-                const char *str = json_string_value(v);
-                const char *hit = str ? strstr(str, b->field_ph) : NULL;
-                if (hit != NULL && (hit[strlen(b->field_ph)] == '\0' ||
-                                    hit[strlen(b->field_ph)] == ':')) {
-                    any = true;
-                    if (b == a)
-                        return true;
-                }
-            }
-        }
-    }
-    return !any && a == first_actor_of(s, a->cl);
+    return named_by_actor(s, a, golden_names, c);
 }
 
 /* ---------------------------------------------------------------------------------- */
