@@ -485,10 +485,8 @@ static bool both_blocked(void *arg)
 Test(client, freeing_a_client_wakes_its_blocked_waiters_with_closed)
 {
     crd_client *holder = crdt_client();
-    crdt_tracelog *log = crdt_tracelog_new();
     crd_options o;
-    crdt_options(&o);
-    crdt_tracelog_attach(log, &o);
+    crdt_tracelog *log = crdt_traced_options(&o);
     crd_client *c = crdt_client_opts(&o);
     const char *key = crdt_key("L");
     crd_lock *lh = crdt_lock(holder, key);

@@ -78,10 +78,8 @@ Test(contention, local_waiters_are_served_in_arrival_order_and_a_releaser_queues
      .timeout = 60)
 {
     crdt_fixture f;
-    crdt_tracelog *tl = crdt_tracelog_new();
     crd_options o;
-    crdt_options(&o);
-    crdt_tracelog_attach(tl, &o);
+    crdt_tracelog *tl = crdt_traced_options(&o);
     crdt_fixture_open_opts(&f, 1, "fifo", crdt_lock, &o, NULL);
     cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
 

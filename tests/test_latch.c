@@ -69,10 +69,8 @@ Test(latch, try_set_count_and_count_down_keep_redissons_key_and_messages)
 
 Test(latch, an_await_times_out_at_its_deadline_after_one_last_read)
 {
-    crdt_tracelog *tl = crdt_tracelog_new();
     crd_options o;
-    crdt_options(&o);
-    crdt_tracelog_attach(tl, &o);
+    crdt_tracelog *tl = crdt_traced_options(&o);
     crd_client *c = crdt_client_opts(&o);
     const char *name = crdt_key("timeout");
     crd_latch *l = crdt_latch_of(c, name);

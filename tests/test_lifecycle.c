@@ -210,6 +210,14 @@ static bool scripts_seen(void *arg)
     return crdt_tracelog_count_scripts(w->tl, 0) >= w->want;
 }
 
+/* crdt_options() with a watchdog timeout_ms, traced into the returned log. */
+static crdt_tracelog *traced_watchdog_options(crd_options *o, int64_t timeout_ms)
+{
+    crdt_tracelog *tl = crdt_traced_options(o);
+    o->watchdog_timeout_ms = timeout_ms;
+    return tl;
+}
+
 /* Exit codes say which check failed. */
 static int fork_child(void *arg)
 {
@@ -270,12 +278,9 @@ static int fork_child(void *arg)
 Test(lifecycle, a_forked_child_gets_a_new_identity_holds_nothing_and_the_parent_keeps_renewing)
 {
     const int64_t timeout = 1500;
-    crdt_tracelog *tl = crdt_tracelog_new();
     crd_options o;
-    crdt_options(&o);
-    o.watchdog_timeout_ms = timeout;
+    crdt_tracelog *tl = traced_watchdog_options(&o, timeout);
     o.release_on_close = true;
-    crdt_tracelog_attach(tl, &o);
     crdt_fixture f;
     crdt_fixture_open_opts(&f, 1, "N", crdt_lock, &o, NULL);
     const char *freek = crdt_key("free");
@@ -354,11 +359,8 @@ Test(lifecycle, a_forked_child_gets_a_new_identity_holds_nothing_and_the_parent_
 Test(lifecycle, freeing_a_client_stops_renewal_and_its_holds_expire_without_a_release)
 {
     const int64_t timeout = 1500;
-    crdt_tracelog *tl = crdt_tracelog_new();
     crd_options o;
-    crdt_options(&o);
-    o.watchdog_timeout_ms = timeout;
-    crdt_tracelog_attach(tl, &o);
+    crdt_tracelog *tl = traced_watchdog_options(&o, timeout);
     crd_client *c = crdt_client_opts(&o);
     redisContext *r = crdt_redis();
     const char *keys[3] = {crdt_key("s0"), crdt_key("s1"), crdt_key("s2")};

@@ -1426,6 +1426,14 @@ void crdt_tracelog_attach(crdt_tracelog *t, crd_options *o)
     o->trace_user_data = t;
 }
 
+crdt_tracelog *crdt_traced_options(crd_options *o)
+{
+    crdt_tracelog *t = crdt_tracelog_new();
+    crdt_options(o);
+    crdt_tracelog_attach(t, o);
+    return t;
+}
+
 void crdt_tracelog_set_tag(crdt_tracelog *t, int tag)
 {
     pthread_mutex_lock(&t->mu);

@@ -381,6 +381,9 @@ crdt_tracelog *crdt_tracelog_new(void);
 void crdt_tracelog_free(crdt_tracelog *t);
 /* Set o->on_trace / o->trace_user_data to record into t. */
 void crdt_tracelog_attach(crdt_tracelog *t, crd_options *o);
+/* crdt_options(o) recording into a new log, which it returns (free it after the
+ * clients made from o). */
+crdt_tracelog *crdt_traced_options(crd_options *o);
 /* Entries recorded from now on carry this tag. */
 void crdt_tracelog_set_tag(crdt_tracelog *t, int tag);
 /* Number of entries so far. */
