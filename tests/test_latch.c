@@ -19,18 +19,13 @@
 #include "syncs.h"
 #include "waiters.h"
 
-static void latch_channel(const char *name, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "redisson_countdownlatch__channel__{%s}", name);
-}
-
 Test(latch, try_set_count_and_count_down_keep_redissons_key_and_messages)
 {
     crd_client *c = crdt_client();
     redisContext *r = crdt_redis();
     const char *name = crdt_key("cdl");
     char channel[400];
-    latch_channel(name, channel, sizeof channel);
+    crdt_sync_channel(CRDT_SYNC_LATCH, name, channel, sizeof channel);
     crdt_watch w;
     crdt_watch_open(&w, channel, false);
     crd_latch *l = crdt_latch_of(c, name);
@@ -89,27 +84,19 @@ Test(latch, an_await_times_out_at_its_deadline_after_one_last_read)
 
 Test(latch, a_delete_while_waiting_ends_the_wait_at_once)
 {
-    crd_client *a = crdt_client(), *b = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("delete");
-    char channel[400];
-    latch_channel(name, channel, sizeof channel);
-    crd_latch *la = crdt_latch_of(a, name), *lb = crdt_latch_of(b, name);
-    CRDT_OK(a, crd_latch_try_set_count(la, 3, NULL));
-    crdt_sync_waiter w = {.l = lb, .wait_ms = 20000};
+    crdt_sync_fixture f;
+    crdt_sync_open(&f, CRDT_SYNC_LATCH, "delete");
+    CRDT_OK(f.a, crd_latch_try_set_count(f.la, 3, NULL));
+    crdt_sync_waiter w = {.l = f.lb, .wait_ms = 20000};
     crdt_sync_waiter_start(&w);
-    cr_assert(crdt_await_subscribed(r, channel, 5000));
+    cr_assert(crdt_await_subscribed(f.r, f.channel, 5000));
     cr_assert_not(crdt_gate_wait(&w.done, 1, 200));
     int64_t t0 = crdt_now_ms();
     bool deleted = false;
-    CRDT_OK(a, crd_latch_delete(la, &deleted));
+    CRDT_OK(f.a, crd_latch_delete(f.la, &deleted));
     cr_assert(deleted);
     crdt_sync_waiter_woken(&w, t0, 2000, "the await, re-checked on the delete's message");
-    crd_latch_free(la);
-    crd_latch_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
+    crdt_sync_close(&f);
 }
 
 /* 8 waiters (4 threads of one client, 4 processes) released by the last count-down. */
@@ -168,7 +155,7 @@ Test(latch, eight_waiters_across_processes_are_released_by_the_last_count_down, 
     crd_client *a = crdt_client(), *b = crdt_client();
     redisContext *r = crdt_redis();
     char channel[400];
-    latch_channel(f.name, channel, sizeof channel);
+    crdt_sync_channel(CRDT_SYNC_LATCH, f.name, channel, sizeof channel);
     crd_latch *la = crdt_latch_of(a, f.name), *lb = crdt_latch_of(b, f.name);
     CRDT_OK(a, crd_latch_try_set_count(la, 3, NULL));
     freeReplyObject(crdt_cmd(r, "RPUSH %s 1 1 1 1", f.go));
@@ -277,6 +264,49 @@ static void woken(crdt_sync_waiter *w)
     cr_assert_eq(w->st, CRD_OK, "%s", crd_strerror(w->st));
 }
 
+/* A synchronizer of kind on primary p's slot (named "sem", "pes" or "cdl" there): b's
+ * thread blocks on it, SSUBSCRIBEd at that primary, and a's release or count-down wakes
+ * it by the sharded message. */
+static void sharded_wake(crdt_cluster *cl, int p, redisContext *owner, crd_client *a,
+                         crd_client *b, crdt_sync_kind kind)
+{
+    static const char *const tags[] = {"sem", "pes", "cdl"};
+    crdt_sync_fixture f = {.a = a, .b = b, .name = crdt_cluster_name_on(cl, p, tags[kind])};
+    crdt_sync_handles(&f, kind);
+    char id[CRD_PERMIT_ID_SIZE];
+    /* One permit (a latch's await takes none); the lease is the permit semaphore's. */
+    crdt_sync_waiter w = {.permits = 1, .wait_ms = 20000, .lease_ms = 5000};
+    switch (kind) {
+    case CRDT_SYNC_SEMAPHORE:
+        CRDT_OK(a, crd_semaphore_try_set_permits(f.sa, 0, 0, NULL));
+        w.s = f.sb;
+        break;
+    case CRDT_SYNC_PERMIT_SEMAPHORE:
+        CRDT_OK(a, crd_permit_semaphore_try_set_permits(f.pa, 1, NULL));
+        CRDT_OK(a, crd_permit_semaphore_acquire(f.pa, 0, 60000, id));
+        w.ps = f.pb;
+        break;
+    case CRDT_SYNC_LATCH:
+        CRDT_OK(a, crd_latch_try_set_count(f.la, 1, NULL));
+        w.l = f.lb;
+        break;
+    }
+    wait_for(&w, owner, f.channel);
+    switch (kind) {
+    case CRDT_SYNC_SEMAPHORE:
+        CRDT_OK(a, crd_semaphore_release(f.sa, 1));
+        break;
+    case CRDT_SYNC_PERMIT_SEMAPHORE:
+        CRDT_OK(a, crd_permit_semaphore_release(f.pa, id));
+        break;
+    case CRDT_SYNC_LATCH:
+        CRDT_OK(a, crd_latch_count_down(f.la));
+        break;
+    }
+    woken(&w);
+    crdt_sync_handles_free(&f);
+}
+
 Test(latch, on_a_cluster_all_three_wake_by_sharded_messages_and_a_cross_slot_latch_is_refused,
      .timeout = 120)
 {
@@ -289,47 +319,8 @@ Test(latch, on_a_cluster_all_three_wake_by_sharded_messages_and_a_cross_slot_lat
     crd_client *a = crdt_client_opts(&o), *b = crdt_client_opts(&o);
     for (int p = 0; p < 3; p++) {
         redisContext *owner = crdt_cluster_redis(&cl, p);
-        char channel[400];
-        const char *sname = crdt_cluster_name_on(&cl, p, "sem");
-        crd_semaphore *sa, *sb;
-        CRDT_OK(a, crd_semaphore_new(a, sname, &sa));
-        CRDT_OK(b, crd_semaphore_new(b, sname, &sb));
-        CRDT_OK(a, crd_semaphore_try_set_permits(sa, 0, 0, NULL));
-        snprintf(channel, sizeof channel, "redisson_sc:{%s}", sname);
-        crdt_sync_waiter w = {.s = sb, .permits = 1, .wait_ms = 20000};
-        wait_for(&w, owner, channel);
-        CRDT_OK(a, crd_semaphore_release(sa, 1));
-        woken(&w);
-        crd_semaphore_free(sa);
-        crd_semaphore_free(sb);
-
-        const char *pname = crdt_cluster_name_on(&cl, p, "pes");
-        crd_permit_semaphore *pa, *pb;
-        CRDT_OK(a, crd_permit_semaphore_new(a, pname, &pa));
-        CRDT_OK(b, crd_permit_semaphore_new(b, pname, &pb));
-        CRDT_OK(a, crd_permit_semaphore_try_set_permits(pa, 1, NULL));
-        char id[CRD_PERMIT_ID_SIZE];
-        CRDT_OK(a, crd_permit_semaphore_acquire(pa, 0, 60000, id));
-        snprintf(channel, sizeof channel, "redisson_sc:{%s}", pname);
-        crdt_sync_waiter pw = {.ps = pb, .permits = 1, .wait_ms = 20000, .lease_ms = 5000};
-        wait_for(&pw, owner, channel);
-        CRDT_OK(a, crd_permit_semaphore_release(pa, id));
-        woken(&pw);
-        crd_permit_semaphore_free(pa);
-        crd_permit_semaphore_free(pb);
-
-        const char *lname = crdt_cluster_name_on(&cl, p, "cdl");
-        crd_latch *la, *lb;
-        CRDT_OK(a, crd_latch_new(a, lname, &la));
-        CRDT_OK(b, crd_latch_new(b, lname, &lb));
-        CRDT_OK(a, crd_latch_try_set_count(la, 1, NULL));
-        latch_channel(lname, channel, sizeof channel);
-        crdt_sync_waiter lw = {.l = lb, .wait_ms = 20000};
-        wait_for(&lw, owner, channel);
-        CRDT_OK(a, crd_latch_count_down(la));
-        woken(&lw);
-        crd_latch_free(la);
-        crd_latch_free(lb);
+        for (int k = CRDT_SYNC_SEMAPHORE; k <= CRDT_SYNC_LATCH; k++)
+            sharded_wake(&cl, p, owner, a, b, (crdt_sync_kind)k);
         redisFree(owner);
     }
     cr_assert_not(crdt_tracelog_has(tl, 0, "SUBSCRIBE", NULL), "sharded only");

@@ -3,6 +3,9 @@
  */
 #include "syncs.h"
 
+#include <stdio.h>
+#include <string.h>
+
 crd_semaphore *crdt_sem_of(crd_client *c, const char *name)
 {
     crd_semaphore *s = NULL;
@@ -22,6 +25,64 @@ crd_latch *crdt_latch_of(crd_client *c, const char *name)
     crd_latch *l = NULL;
     CRDT_OK(c, crd_latch_new(c, name, &l));
     return l;
+}
+
+void crdt_sync_channel(crdt_sync_kind kind, const char *name, char *buf, size_t cap)
+{
+    snprintf(buf, cap,
+             kind == CRDT_SYNC_LATCH ? "redisson_countdownlatch__channel__{%s}"
+                                     : "redisson_sc:{%s}",
+             name);
+}
+
+void crdt_sync_open(crdt_sync_fixture *f, crdt_sync_kind kind, const char *suffix)
+{
+    memset(f, 0, sizeof *f);
+    f->a = crdt_client();
+    f->b = crdt_client();
+    f->r = crdt_redis();
+    f->name = crdt_key(suffix);
+    crdt_sync_handles(f, kind);
+}
+
+void crdt_sync_handles(crdt_sync_fixture *f, crdt_sync_kind kind)
+{
+    crdt_sync_channel(kind, f->name, f->channel, sizeof f->channel);
+    switch (kind) {
+    case CRDT_SYNC_SEMAPHORE:
+        f->sa = crdt_sem_of(f->a, f->name);
+        f->sb = crdt_sem_of(f->b, f->name);
+        break;
+    case CRDT_SYNC_PERMIT_SEMAPHORE:
+        f->pa = crdt_pes_of(f->a, f->name);
+        f->pb = crdt_pes_of(f->b, f->name);
+        break;
+    case CRDT_SYNC_LATCH:
+        f->la = crdt_latch_of(f->a, f->name);
+        f->lb = crdt_latch_of(f->b, f->name);
+        break;
+    }
+}
+
+void crdt_sync_close(crdt_sync_fixture *f)
+{
+    crdt_sync_handles_free(f);
+    crd_client_free(f->a);
+    crd_client_free(f->b);
+    redisFree(f->r);
+}
+
+void crdt_sync_handles_free(crdt_sync_fixture *f)
+{
+    crd_semaphore_free(f->sa);
+    crd_semaphore_free(f->sb);
+    f->sa = f->sb = NULL;
+    crd_permit_semaphore_free(f->pa);
+    crd_permit_semaphore_free(f->pb);
+    f->pa = f->pb = NULL;
+    crd_latch_free(f->la);
+    crd_latch_free(f->lb);
+    f->la = f->lb = NULL;
 }
 
 crd_client *crdt_client_via_proxy(crdt_proxy **p)

@@ -6,6 +6,8 @@
  *     and the client's detail string.
  *   - crdt_sem_of, crdt_pes_of (permit-expirable), crdt_latch_of: a handle on name,
  *     asserted to be made.
+ *   - crdt_sync_fixture: two clients, a raw connection, a name and a handle of one kind
+ *     on it for each client, with the kind's pub/sub channel (crdt_sync_channel).
  *   - crdt_client_via_proxy: a fault proxy in front of the test server and a client
  *     through it with a 1 s command timeout (the lost-reply tests), plain TCP even in a
  *     CRDT_TLS=1 run (the proxy reads the commands).
@@ -38,6 +40,39 @@
 crd_semaphore *crdt_sem_of(crd_client *c, const char *name);
 crd_permit_semaphore *crdt_pes_of(crd_client *c, const char *name);
 crd_latch *crdt_latch_of(crd_client *c, const char *name);
+
+typedef enum crdt_sync_kind {
+    CRDT_SYNC_SEMAPHORE,
+    CRDT_SYNC_PERMIT_SEMAPHORE,
+    CRDT_SYNC_LATCH,
+} crdt_sync_kind;
+
+/* The channel a synchronizer of kind named name publishes on: "redisson_sc:{name}" for
+ * both semaphores, "redisson_countdownlatch__channel__{name}" for a latch. */
+void crdt_sync_channel(crdt_sync_kind kind, const char *name, char *buf, size_t cap);
+
+/* Clients a and b, a raw connection r, name = crdt_key(suffix) (valid after the close),
+ * its channel, and one handle of the fixture's kind for each client: sa/sb, pa/pb or
+ * la/lb (the other pairs stay NULL). */
+typedef struct crdt_sync_fixture {
+    crd_client *a, *b;
+    redisContext *r;
+    const char *name;
+    char channel[400];
+    crd_semaphore *sa, *sb;
+    crd_permit_semaphore *pa, *pb;
+    crd_latch *la, *lb;
+} crdt_sync_fixture;
+
+/* Opens the fixture (asserts). */
+void crdt_sync_open(crdt_sync_fixture *f, crdt_sync_kind kind, const char *suffix);
+/* Frees the handles, then the clients, then the raw connection. */
+void crdt_sync_close(crdt_sync_fixture *f);
+/* For a fixture whose a, b and name the caller set (a cluster's clients, a name on a
+ * chosen slot): fills channel and makes the handles of kind (asserts); the handles'
+ * half of the close, which frees them and leaves the rest. */
+void crdt_sync_handles(crdt_sync_fixture *f, crdt_sync_kind kind);
+void crdt_sync_handles_free(crdt_sync_fixture *f);
 
 /* Starts *p (asserted) in front of the test server and returns a client through it:
  * crdt_options() with the proxy's port and command_timeout_ms 1000. Stop *p after
