@@ -229,9 +229,7 @@ static int fifo_child_main(void *arg)
 {
     fifo_child *fc = arg;
     crd_options o;
-    crd_options_init(&o);
-    o.host = "127.0.0.1";
-    o.port = fc->s->port;
+    crdt_options_plain(&o, fc->s->port);
     crd_client *c = NULL;
     if (crd_client_new(&o, &c) != CRD_OK) {
         crd_client_free(c);
@@ -585,9 +583,7 @@ static int killed_waiter_main(void *arg)
     if (r == NULL)
         return 3;
     crd_options o;
-    crd_options_init(&o);
-    o.host = "127.0.0.1";
-    o.port = k->port;
+    crdt_options_plain(&o, k->port);
     o.fair_wait_timeout_ms = KILL_FAIR_WAIT_MS;
     crd_client *c;
     crd_lock *l;

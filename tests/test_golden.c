@@ -663,9 +663,7 @@ static int remote_child(void *arg)
     static int trace_fd;
     trace_fd = ra->trace_wr;
     crd_options o;
-    crd_options_init(&o);
-    o.host = "127.0.0.1";
-    o.port = atoi(getenv("CRDT_REDIS_PORT"));
+    crdt_options_plain(&o, atoi(getenv("CRDT_REDIS_PORT")));
     o.connect_timeout_ms = 1000;
     o.command_timeout_ms = 3000;
     o.watchdog_timeout_ms = ra->watchdog_ms;

@@ -741,9 +741,7 @@ static int fork_child(void *arg)
         return 2;
     crd_client *c = NULL;
     crd_options o;
-    crd_options_init(&o);
-    o.host = "127.0.0.1";
-    o.port = atoi(getenv("CRDT_REDIS_PORT"));
+    crdt_options_plain(&o, atoi(getenv("CRDT_REDIS_PORT")));
     if (crd_client_new(&o, &c) != CRD_OK)
         return 3;
     if (strcmp(crd_client_id(c), x->parent_uuid) == 0)

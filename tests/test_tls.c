@@ -90,9 +90,7 @@ Test(tls, the_host_name_of_the_url_is_checked_against_the_certificates_dns_name)
     crd_client *c = crdt_client_opts(&o);
     crd_client_free(c);
     /* The same through host/port and the tls switch. */
-    crd_options_init(&o);
-    o.host = "127.0.0.1";
-    o.port = srv.tls_port;
+    crdt_options_plain(&o, srv.tls_port);
     o.tls = true;
     o.tls_ca_file = crdt_tls_file("ca.crt");
     o.tls_server_name = "localhost";

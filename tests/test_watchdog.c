@@ -775,9 +775,7 @@ static int holder_child(void *arg)
 {
     holder_arg *h = arg;
     crd_options o;
-    crd_options_init(&o);
-    o.host = "127.0.0.1";
-    o.port = atoi(getenv("CRDT_REDIS_PORT"));
+    crdt_options_plain(&o, atoi(getenv("CRDT_REDIS_PORT")));
     o.watchdog_timeout_ms = h->timeout;
     crd_client *c;
     crd_lock *l;

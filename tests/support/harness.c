@@ -1173,6 +1173,13 @@ redisContext *crdt_raw_connect(int port, int64_t timeout_ms)
     return r;
 }
 
+void crdt_options_plain(crd_options *o, int port)
+{
+    crd_options_init(o);
+    o->host = "127.0.0.1";
+    o->port = port;
+}
+
 crd_client *crdt_plain_client(int port)
 {
     crd_options o;

@@ -317,6 +317,9 @@ long long crdt_reply_int(redisReply *r);
 /* A hiredis connection to 127.0.0.1:port with connect and command timeout timeout_ms,
  * or NULL. */
 redisContext *crdt_raw_connect(int port, int64_t timeout_ms);
+/* crd_options_init()'s defaults on 127.0.0.1:port over plain TCP, whatever CRDT_TLS
+ * says (forked children, and tests that set up TLS themselves). */
+void crdt_options_plain(crd_options *o, int port);
 /* A client with crd_options_init()'s defaults on 127.0.0.1:port (over TLS under
  * CRDT_TLS=1, see crdt_options_port), or NULL. */
 crd_client *crdt_plain_client(int port);
