@@ -66,6 +66,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "golden.h"
 #include "harness.h"
 
 #ifndef CRD_GOLDEN_DIR
@@ -1563,33 +1564,12 @@ static bool args_match(scenario *s, json_t *g, int argc, char *const *argv,
     return true;
 }
 
-static void render_golden_reply(json_t *rep, char *buf, size_t cap)
-{
-    if (json_is_null(rep)) {
-        snprintf(buf, cap, "nil");
-    } else if (json_is_integer(rep)) {
-        snprintf(buf, cap, "(integer) %lld", (long long)json_integer_value(rep));
-    } else if (json_is_array(rep)) {
-        size_t o = (size_t)snprintf(buf, cap, "[");
-        size_t i;
-        json_t *v;
-        json_array_foreach(rep, i, v) {
-            char el[64];
-            render_golden_reply(v, el, sizeof el);
-            o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", el);
-        }
-        snprintf(buf + o, cap - o, "]");
-    } else {
-        snprintf(buf, cap, "(unsupported)");
-    }
-}
-
 static void check_reply(scenario *s, const actor *a, json_t *gcmd, const crdt_trace_entry *e)
 {
     json_t *rep = json_object_get(gcmd, "reply");
     const char *label = jstr(gcmd, "script");
     char want[256];
-    render_golden_reply(rep, want, sizeof want);
+    crdt_golden_reply_text(rep, want, sizeof want);
     if (!json_is_integer(rep)) {
         cr_assert_str_eq(e->reply, want, "%s: %s of %s replied %s, recorded %s", s->where,
                          label, a->label, e->reply, want);

@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "golden.h"
 #include "harness.h"
 #include "waiters.h"
 
@@ -373,29 +374,6 @@ static void substitute(const subst *sb, const char *g, char *out, size_t cap)
     replace_all(b, gb, nb, out, cap);
 }
 
-/* Renders a golden reply the way crd_trace renders replies. */
-static void golden_reply_text(json_t *reply, char *buf, size_t cap)
-{
-    if (json_is_null(reply)) {
-        snprintf(buf, cap, "nil");
-    } else if (json_is_integer(reply)) {
-        snprintf(buf, cap, "(integer) %lld", (long long)json_integer_value(reply));
-    } else if (json_is_array(reply)) {
-        size_t o = (size_t)snprintf(buf, cap, "[");
-        for (size_t i = 0; i < json_array_size(reply) && o < cap; i++) {
-            char el[64];
-            golden_reply_text(json_array_get(reply, i), el, sizeof el);
-            o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", el);
-        }
-        if (o < cap)
-            snprintf(buf + o, cap - o, "]");
-    } else if (json_is_string(reply)) {
-        snprintf(buf, cap, "\"%s\"", json_string_value(reply));
-    } else {
-        snprintf(buf, cap, "?");
-    }
-}
-
 static bool is_write_effect(const char *cmd)
 {
     static const char *const writes[] = {"hset",  "hincrby", "hdel",    "del",     "set",
@@ -655,7 +633,7 @@ Test(watchdog, renewal_matches_the_recorded_redisson_watchdog_renewal_on_the_wir
                 cr_assert_str_eq(got, want, "step %zu %s ARGV[%zu]", i + 1, lab, k + 1);
             }
             char want_reply[128];
-            golden_reply_text(jget(gc, "reply"), want_reply, sizeof want_reply);
+            crdt_golden_reply_text(jget(gc, "reply"), want_reply, sizeof want_reply);
             cr_assert_str_eq(e.reply, want_reply, "step %zu %s reply", i + 1, lab);
             int64_t gt = (int64_t)json_integer_value(jget(gc, "t_ms"));
             int64_t ct = e.t_ns / 1000000 - t0;
