@@ -442,13 +442,7 @@ Test(client, owner_ids_are_unique_across_a_thousand_threads_created_and_exited)
 {
     enum { N = 1000, BATCH = 8, NEW = 100 };
     static struct id_slot slots[N];
-    for (int i = 0; i < N; i += BATCH) {
-        pthread_t th[BATCH];
-        for (int j = 0; j < BATCH; j++)
-            cr_assert_eq(pthread_create(&th[j], NULL, record_owner, &slots[i + j]), 0);
-        for (int j = 0; j < BATCH; j++)
-            pthread_join(th[j], NULL);
-    }
+    crdt_threads_run(N, BATCH, record_owner, slots, sizeof slots[0]);
     static uint64_t all[N + NEW + 1];
     size_t n = 0;
     for (int i = 0; i < N; i++) {

@@ -165,13 +165,7 @@ Test(lifecycle, owner_ids_never_repeat_across_two_thousand_thread_lifetimes)
     enum { N = 2000, PAR = 8 };
     uint64_t *ids = calloc(2 * N + 1, sizeof *ids);
     cr_assert_not_null(ids);
-    for (int base = 0; base < N; base += PAR) {
-        pthread_t th[PAR];
-        for (int k = 0; k < PAR; k++)
-            cr_assert_eq(pthread_create(&th[k], NULL, record_owner, &ids[base + k]), 0);
-        for (int k = 0; k < PAR; k++)
-            pthread_join(th[k], NULL);
-    }
+    crdt_threads_run(N, PAR, record_owner, ids, sizeof *ids);
     for (int i = 0; i < N; i++)
         ids[N + i] = crd_owner_new();
     ids[2 * N] = crd_owner_current();
