@@ -152,38 +152,33 @@ Test(latch, eight_waiters_across_processes_are_released_by_the_last_count_down, 
     pid_t kids[4];
     for (int i = 0; i < 4; i++)
         kids[i] = crdt_fork(fleet_child, &f);
-    crd_client *a = crdt_client(), *b = crdt_client();
-    redisContext *r = crdt_redis();
-    char channel[400];
-    crdt_sync_channel(CRDT_SYNC_LATCH, f.name, channel, sizeof channel);
-    crd_latch *la = crdt_latch_of(a, f.name), *lb = crdt_latch_of(b, f.name);
-    CRDT_OK(a, crd_latch_try_set_count(la, 3, NULL));
-    freeReplyObject(crdt_cmd(r, "RPUSH %s 1 1 1 1", f.go));
+    /* The fleet's name, made before the fork, on a fixture's two clients. */
+    crdt_sync_fixture x = {.a = crdt_client(), .b = crdt_client(), .r = crdt_redis(),
+                           .name = f.name};
+    crdt_sync_handles(&x, CRDT_SYNC_LATCH);
+    CRDT_OK(x.a, crd_latch_try_set_count(x.la, 3, NULL));
+    freeReplyObject(crdt_cmd(x.r, "RPUSH %s 1 1 1 1", f.go));
     crdt_sync_waiter w[4];
     for (int i = 0; i < 4; i++) {
-        w[i] = (crdt_sync_waiter){.l = lb, .wait_ms = 30000};
+        w[i] = (crdt_sync_waiter){.l = x.lb, .wait_ms = 30000};
         crdt_sync_waiter_start(&w[i]);
     }
-    fleet_ready ready = {r, &f, channel};
+    fleet_ready ready = {x.r, &f, x.channel};
     cr_assert(crdt_wait_until(fleet_is_ready, &ready, 20000), "the processes never got ready");
-    cr_assert_eq(crdt_numsub(r, channel), 5, "4 processes and one shared subscription");
-    CRDT_OK(a, crd_latch_count_down(la));
-    CRDT_OK(a, crd_latch_count_down(la));
+    cr_assert_eq(crdt_numsub(x.r, x.channel), 5, "4 processes and one shared subscription");
+    CRDT_OK(x.a, crd_latch_count_down(x.la));
+    CRDT_OK(x.a, crd_latch_count_down(x.la));
     for (int i = 0; i < 4; i++)
         cr_assert_not(crdt_gate_wait(&w[i].done, 1, i == 0 ? 200 : 0), "count 1: still waiting");
     int64_t t0 = crdt_now_ms();
-    CRDT_OK(a, crd_latch_count_down(la));
+    CRDT_OK(x.a, crd_latch_count_down(x.la));
     for (int i = 0; i < 4; i++)
         crdt_sync_waiter_woken(&w[i], t0, 3000, "a local await");
     int codes[4], ok = 0;
     for (int i = 0; i < 4; i++)
         ok += (codes[i] = crdt_wait_child(kids[i], 60000)) == 0;
     cr_assert_eq(ok, 4, "children: %d %d %d %d", codes[0], codes[1], codes[2], codes[3]);
-    crd_latch_free(la);
-    crd_latch_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
+    crdt_sync_close(&x);
 }
 
 Test(latch, bad_input_is_refused_with_a_status_and_changes_nothing)
@@ -222,22 +217,16 @@ Test(latch, bad_input_is_refused_with_a_status_and_changes_nothing)
 
 Test(latch, a_count_down_whose_reply_is_lost_is_an_unknown_outcome_and_is_not_resent)
 {
-    crdt_proxy *p;
-    crd_client *c = crdt_client_via_proxy(&p);
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("lost");
-    crd_latch *l = crdt_latch_of(c, name);
-    CRDT_OK(c, crd_latch_try_set_count(l, 6, NULL));
-    CRDT_OK(c, crd_latch_count_down(l)); /* the script is cached: the lost one runs at once */
-    int rule = crdt_proxy_arm(p, name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
-    crd_status st = crd_latch_count_down(l);
-    cr_assert(crdt_proxy_fired(p, rule));
-    cr_assert_eq(st, CRD_OUTCOME_UNKNOWN, "%s: %s", crd_strerror(st), crd_client_errmsg(c));
-    cr_assert_eq(crdt_reply_int(crdt_cmd(r, "GET %s", name)), 4, "counted once");
-    crd_latch_free(l);
-    crd_client_free(c);
-    crdt_proxy_stop(p);
-    redisFree(r);
+    crdt_sync_fixture f;
+    crdt_sync_open_proxied(&f, CRDT_SYNC_LATCH, "lost");
+    CRDT_OK(f.a, crd_latch_try_set_count(f.la, 6, NULL));
+    CRDT_OK(f.a, crd_latch_count_down(f.la)); /* the script is cached: the lost one runs at once */
+    int rule = crdt_proxy_arm(f.p, f.name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
+    crd_status st = crd_latch_count_down(f.la);
+    cr_assert(crdt_proxy_fired(f.p, rule));
+    cr_assert_eq(st, CRD_OUTCOME_UNKNOWN, "%s: %s", crd_strerror(st), crd_client_errmsg(f.a));
+    cr_assert_eq(crdt_reply_int(crdt_cmd(f.r, "GET %s", f.name)), 4, "counted once");
+    crdt_sync_close(&f);
 }
 
 /* ---- cluster --------------------------------------------------------------------------- */

@@ -325,30 +325,24 @@ Test(semaphore, bad_input_is_refused_with_a_status_and_changes_nothing)
 /* A release whose reply is lost after Redis ran it: CRD_OUTCOME_UNKNOWN, never resent. */
 Test(semaphore, a_release_whose_reply_is_lost_is_an_unknown_outcome_and_is_not_resent)
 {
-    crdt_proxy *p;
-    crd_client *c = crdt_client_via_proxy(&p);
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("lost");
-    crd_semaphore *s = crdt_sem_of(c, name);
-    CRDT_OK(c, crd_semaphore_try_set_permits(s, 1, 0, NULL));
+    crdt_sync_fixture f;
+    crdt_sync_open_proxied(&f, CRDT_SYNC_SEMAPHORE, "lost");
+    CRDT_OK(f.a, crd_semaphore_try_set_permits(f.sa, 1, 0, NULL));
     /* Each script once, so that the lost ones run at once (not NOSCRIPT, then EVAL). */
-    CRDT_OK(c, crd_semaphore_acquire(s, 1, 0));
-    CRDT_OK(c, crd_semaphore_release(s, 1));
-    CRDT_OK(c, crd_semaphore_add_permits(s, 0));
-    CRDT_OK(c, crd_semaphore_acquire(s, 1, 0));
-    int rule = crdt_proxy_arm(p, name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
-    crd_status st = crd_semaphore_release(s, 1);
-    cr_assert(crdt_proxy_fired(p, rule));
-    cr_assert_eq(st, CRD_OUTCOME_UNKNOWN, "%s: %s", crd_strerror(st), crd_client_errmsg(c));
-    cr_assert(strstr(crd_client_errmsg(c), "not resent") != NULL, "%s", crd_client_errmsg(c));
-    cr_assert_eq(get_int(r, name), 1, "it ran exactly once");
-    rule = crdt_proxy_arm(p, name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
-    cr_assert_eq(crd_semaphore_add_permits(s, 5), CRD_OUTCOME_UNKNOWN);
-    cr_assert_eq(get_int(r, name), 6);
-    crd_semaphore_free(s);
-    crd_client_free(c);
-    crdt_proxy_stop(p);
-    redisFree(r);
+    CRDT_OK(f.a, crd_semaphore_acquire(f.sa, 1, 0));
+    CRDT_OK(f.a, crd_semaphore_release(f.sa, 1));
+    CRDT_OK(f.a, crd_semaphore_add_permits(f.sa, 0));
+    CRDT_OK(f.a, crd_semaphore_acquire(f.sa, 1, 0));
+    int rule = crdt_proxy_arm(f.p, f.name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
+    crd_status st = crd_semaphore_release(f.sa, 1);
+    cr_assert(crdt_proxy_fired(f.p, rule));
+    cr_assert_eq(st, CRD_OUTCOME_UNKNOWN, "%s: %s", crd_strerror(st), crd_client_errmsg(f.a));
+    cr_assert(strstr(crd_client_errmsg(f.a), "not resent") != NULL, "%s", crd_client_errmsg(f.a));
+    cr_assert_eq(get_int(f.r, f.name), 1, "it ran exactly once");
+    rule = crdt_proxy_arm(f.p, f.name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
+    cr_assert_eq(crd_semaphore_add_permits(f.sa, 5), CRD_OUTCOME_UNKNOWN);
+    cr_assert_eq(get_int(f.r, f.name), 6);
+    crdt_sync_close(&f);
 }
 
 /* ---- RPermitExpirableSemaphore -------------------------------------------------------------- */
@@ -364,21 +358,6 @@ static bool is_hex32(const char *id)
 }
 
 /* ZSCORE of a permit (its hex id decoded to the 16 bytes Redis keeps); -1 when absent. */
-static long long zscore_of(redisContext *r, const char *zset, const char *id)
-{
-    unsigned char b[16];
-    for (int i = 0; i < 16; i++) {
-        unsigned v = 0;
-        sscanf(id + 2 * i, "%2x", &v);
-        b[i] = (unsigned char)v;
-    }
-    redisReply *rep = redisCommand(r, "ZSCORE %s %b", zset, b, (size_t)16);
-    cr_assert_not_null(rep);
-    long long v = rep->type == REDIS_REPLY_NIL ? -1 : strtoll(rep->str, NULL, 10);
-    freeReplyObject(rep);
-    return v;
-}
-
 Test(semaphore, expirable_acquire_returns_an_id_kept_with_its_deadline_and_release_by_id)
 {
     crd_client *c = crdt_client();
@@ -395,9 +374,9 @@ Test(semaphore, expirable_acquire_returns_an_id_kept_with_its_deadline_and_relea
     CRDT_OK(c, crd_permit_semaphore_acquire(ps, 0, 10000, a));
     CRDT_OK(c, crd_permit_semaphore_acquire(ps, 0, CRD_PERMIT_NO_LEASE, b));
     cr_assert(is_hex32(a) && is_hex32(b) && strcmp(a, b) != 0, "%s %s", a, b);
-    long long sa = zscore_of(r, zset, a);
+    long long sa = crdt_permit_score(r, zset, a);
     cr_assert(sa >= before + 10000 && sa < before + 12000, "deadline %lld", sa);
-    cr_assert_eq(zscore_of(r, zset, b), 922337203685477LL);
+    cr_assert_eq(crdt_permit_score(r, zset, b), 922337203685477LL);
     cr_assert_eq(crd_permit_semaphore_acquire(ps, 0, 1000, x), CRD_BUSY);
     int64_t n = -1;
     CRDT_OK(c, crd_permit_semaphore_available(ps, &n));
@@ -415,7 +394,7 @@ Test(semaphore, expirable_acquire_returns_an_id_kept_with_its_deadline_and_relea
     CRDT_OK(c, crd_permit_semaphore_lease_left(ps, a, &left));
     cr_assert(left > 18000 && left <= 20000, "left %lld", (long long)left);
     CRDT_OK(c, crd_permit_semaphore_release(ps, a));
-    cr_assert_eq(zscore_of(r, zset, a), -1);
+    cr_assert_eq(crdt_permit_score(r, zset, a), -1);
     cr_assert_eq(get_int(r, name), 1);
     cr_assert_eq(crd_permit_semaphore_release(ps, a), CRD_NOT_OWNER, "released twice");
     cr_assert_eq(get_int(r, name), 1, "nothing changed");
@@ -448,7 +427,7 @@ Test(semaphore, expirable_unknown_and_malformed_ids_are_refused_and_change_nothi
     const char *mixed[2] = {ids[0], unknown};
     cr_assert_eq(crd_permit_semaphore_release_n(ps, mixed, 2), CRD_NOT_OWNER,
                  "all or nothing");
-    cr_assert_neq(zscore_of(r, zset, ids[0]), -1, "the good id was not released");
+    cr_assert_neq(crdt_permit_score(r, zset, ids[0]), -1, "the good id was not released");
     const char *twice[2] = {ids[0], ids[0]};
     cr_assert_eq(crd_permit_semaphore_release_n(ps, twice, 2), CRD_INVALID_ARGUMENT);
     cr_assert_eq(get_int(r, name), 1, "nothing changed");
@@ -533,28 +512,12 @@ Test(semaphore, expirable_a_waiter_for_two_permits_is_woken_when_a_release_makes
 
 Test(semaphore, expirable_an_acquire_whose_reply_is_lost_is_read_back_not_resent)
 {
-    crdt_proxy *p;
-    crd_client *c = crdt_client_via_proxy(&p);
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("readback");
-    char zset[400];
-    snprintf(zset, sizeof zset, "{%s}:timeout", name);
-    crd_permit_semaphore *ps = crdt_pes_of(c, name);
-    CRDT_OK(c, crd_permit_semaphore_try_set_permits(ps, 3, NULL));
-    char first[CRD_PERMIT_ID_SIZE];
-    CRDT_OK(c, crd_permit_semaphore_acquire(ps, 0, 60000, first)); /* the script is cached */
-    int rule = crdt_proxy_arm(p, name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
+    crdt_lost_permit x;
+    crdt_lost_permit_open(&x, "readback");
     char id[CRD_PERMIT_ID_SIZE];
-    crd_status st = crd_permit_semaphore_acquire(ps, 5000, 60000, id);
-    cr_assert(crdt_proxy_fired(p, rule));
-    cr_assert_eq(st, CRD_OK, "%s: %s", crd_strerror(st), crd_client_errmsg(c));
-    cr_assert_eq(get_int(r, name), 1, "one permit taken, once");
-    cr_assert_eq(crdt_cmd_int(r, "ZCARD %s", zset), 2);
-    cr_assert_neq(zscore_of(r, zset, id), -1, "the id read back is the permit");
-    crd_permit_semaphore_free(ps);
-    crd_client_free(c);
-    crdt_proxy_stop(p);
-    redisFree(r);
+    crd_status st = crd_permit_semaphore_acquire(x.f.pa, 5000, 60000, id);
+    crdt_lost_permit_check(&x, st, id);
+    crdt_sync_close(&x.f);
 }
 
 /* ---- freeing the client under blocked waiters ---------------------------------------- */
