@@ -457,18 +457,6 @@ Test(faults, a_lost_release_reply_is_retried_with_the_same_request_id_and_releas
     proxied_close(&x);
 }
 
-typedef struct late_ctx {
-    redisContext *r;
-    const char *key;
-    const char *field;
-} late_ctx;
-
-static bool late_acquire_ran(void *arg)
-{
-    late_ctx *x = arg;
-    return crdt_hget_int(x->r, x->key, x->field) == 1;
-}
-
 Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_renewed_forever,
      .timeout = 60)
 {
@@ -493,8 +481,7 @@ Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_ren
     int id = crdt_proxy_arm(p, f.key, NULL, CRDT_PROXY_DELAY_COMMAND, 1000);
     crd_status st = crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG);
     cr_assert(crdt_proxy_fired(p, id));
-    late_ctx x = {f.r, f.key, field};
-    bool ran = crdt_wait_until(late_acquire_ran, &x, 3000);
+    bool ran = crdt_await_hget_int(f.r, f.key, field, 1, 3000);
     crdt_proxy_stats ps;
     crdt_proxy_get_stats(p, &ps);
     cr_assert(ran, "the late acquire never ran (first acquire: %s; proxy: %llu accepted, %llu open, "

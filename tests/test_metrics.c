@@ -84,11 +84,7 @@ Test(metrics, a_caller_built_against_the_first_struct_gets_only_its_fields)
 
 /* The watchdog sends each period's renewals in pipelines of up to 64 script calls of up
  * to 100 holds each: 150 holds = 2 calls = 1 round trip per period. */
-static bool two_rounds_done(void *arg)
-{
-    crd_metrics m;
-    return crd_client_metrics(arg, &m, sizeof m) == CRD_OK && m.renewals >= 300;
-}
+enum { TWO_ROUNDS_OF_RENEWALS = 300 };
 
 Test(metrics, watchdog_round_trips_count_the_renewal_pipelines, .timeout = 60)
 {
@@ -104,7 +100,9 @@ Test(metrics, watchdog_round_trips_count_the_renewal_pipelines, .timeout = 60)
         cr_assert_eq(crd_lock_acquire(l[i], 0, CRD_LEASE_WATCHDOG), CRD_OK);
     }
     crd_metrics m0 = snapshot(c);
-    cr_assert(crdt_wait_until(two_rounds_done, c, 20000), "no two renewal rounds in 20 s");
+    cr_assert(crdt_await_metric(c, CRDT_METRIC(renewals), TWO_ROUNDS_OF_RENEWALS, UINT64_MAX,
+                                20000),
+              "no two renewal rounds in 20 s");
     crd_metrics m1 = snapshot(c);
     uint64_t rounds = m1.renewals / 150;
     cr_assert_geq(m1.watchdog_round_trips, 2);
