@@ -193,17 +193,6 @@ typedef struct fork_ctx {
     int ready_fd;       /* child -> parent: flood starts */
 } fork_ctx;
 
-struct script_wait {
-    crdt_tracelog *tl;
-    size_t want;
-};
-
-static bool scripts_seen(void *arg)
-{
-    struct script_wait *w = arg;
-    return crdt_tracelog_count_scripts(w->tl, 0) >= w->want;
-}
-
 /* crdt_options() with a watchdog timeout_ms, traced into the returned log. */
 static crdt_tracelog *traced_watchdog_options(crd_options *o, int64_t timeout_ms)
 {
@@ -285,8 +274,7 @@ Test(lifecycle, a_forked_child_gets_a_new_identity_holds_nothing_and_the_parent_
     crdt_owner_field(f.a, crd_owner_current(), field, sizeof field);
     /* Fork while the renewal thread is established (it has renewed once and sleeps on
      * its condition variable), as in a long-lived process. */
-    struct script_wait sw = {tl, 2};
-    cr_assert(crdt_wait_until(scripts_seen, &sw, 2 * timeout), "no renewal before the fork");
+    cr_assert(crdt_await_traced(tl, 0, NULL, 0, 2, 2 * timeout), "no renewal before the fork");
 
     int fds[2];
     cr_assert_eq(pipe(fds), 0);

@@ -76,19 +76,6 @@ static bool is_script(const crdt_trace_entry *e)
            strncmp(e->reply, "(error) NOSCRIPT", 16) != 0;
 }
 
-typedef struct sub_seen {
-    crdt_tracelog *log;
-    size_t from;
-} sub_seen;
-
-/* The waiter's SUBSCRIBE confirmation is traced by the subscriber thread, possibly
- * after the 100 ms try has ended (slow sanitizer builds): wait for it. */
-static bool subscribe_traced(void *arg)
-{
-    sub_seen *s = arg;
-    return crdt_tracelog_count_cmd(s->log, s->from, "SUBSCRIBE", 1) > 0;
-}
-
 /* Holder A acquires and releases name (binary, len bytes) while waiter B tries for
  * 100 ms; the names come from the traces. */
 static void round_trip(const char *name, size_t len, bool allow_unsafe, int db, observed *out)
@@ -112,8 +99,9 @@ static void round_trip(const char *name, size_t len, bool allow_unsafe, int db, 
     cr_assert_eq(crd_lock_acquire(la, 0, 10000), CRD_OK, "%s", crd_client_errmsg(a));
     cr_assert_eq(crd_lock_acquire(lb, 100, 10000), CRD_TIMEOUT);
     cr_assert_eq(crd_lock_release(la), CRD_OK);
-    sub_seen seen = {tb, b0};
-    crdt_wait_until(subscribe_traced, &seen, 3000);
+    /* The waiter's SUBSCRIBE confirmation is traced by the subscriber thread, possibly
+     * after the 100 ms try has ended (slow sanitizer builds): wait for it. */
+    crdt_await_traced(tb, b0, "SUBSCRIBE", 1, 1, 3000);
 
     int scripts = 0;
     for (size_t i = a0; i < crdt_tracelog_count(ta); i++) {

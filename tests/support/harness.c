@@ -1506,6 +1506,29 @@ size_t crdt_tracelog_count_scripts(crdt_tracelog *t, size_t from)
     return n;
 }
 
+struct traced_pred {
+    crdt_tracelog *t;
+    size_t from;
+    const char *cmd;
+    int subscriber;
+    size_t at_least;
+};
+
+static bool traced_enough(void *arg)
+{
+    struct traced_pred *p = arg;
+    size_t n = p->cmd != NULL ? crdt_tracelog_count_cmd(p->t, p->from, p->cmd, p->subscriber)
+                              : crdt_tracelog_count_scripts(p->t, p->from);
+    return n >= p->at_least;
+}
+
+bool crdt_await_traced(crdt_tracelog *t, size_t from, const char *cmd, int subscriber,
+                       size_t at_least, int64_t timeout_ms)
+{
+    struct traced_pred p = {t, from, cmd, subscriber, at_least};
+    return crdt_wait_until(traced_enough, &p, timeout_ms);
+}
+
 bool crdt_tracelog_has(crdt_tracelog *t, size_t from, const char *cmd, const char *arg)
 {
     bool found = false;

@@ -400,6 +400,12 @@ void crdt_trace_entry_free(crdt_trace_entry *e);
 size_t crdt_tracelog_count_cmd(crdt_tracelog *t, size_t from, const char *cmd, int subscriber);
 /* Script entries (EVALSHA or EVAL whose reply is not a NOSCRIPT error), from `from`. */
 size_t crdt_tracelog_count_scripts(crdt_tracelog *t, size_t from);
+/* Wait up to timeout_ms until crdt_tracelog_count_cmd(t, from, cmd, subscriber) or, with
+ * cmd NULL, crdt_tracelog_count_scripts(t, from) reaches at_least; returns whether it
+ * did. (Entries of the subscriber thread are traced when it reads them, possibly after
+ * the call that caused them returned.) */
+bool crdt_await_traced(crdt_tracelog *t, size_t from, const char *cmd, int subscriber,
+                       size_t at_least, int64_t timeout_ms);
 /* Whether any entry from `from` has argv[0] == cmd (case-insensitive) and an argument
  * equal to arg (arg NULL: any). */
 bool crdt_tracelog_has(crdt_tracelog *t, size_t from, const char *cmd, const char *arg);
