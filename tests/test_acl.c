@@ -136,18 +136,6 @@ static void exercise(crd_client *a, crd_client *b, crd_lock *la, crd_lock *lb, c
     redisFree(r);
 }
 
-struct renewed_arg {
-    crd_client *c;
-};
-
-static bool renewed_twice(void *arg)
-{
-    struct renewed_arg *p = arg;
-    crd_metrics m;
-    crd_client_metrics(p->c, &m, sizeof m);
-    return m.renewals >= 2;
-}
-
 /* A lock kind's constructor. */
 typedef crd_status (*new_fn)(crd_client *, const char *, crd_lock **);
 
@@ -164,8 +152,8 @@ static void renew_under(const char *user, new_fn mk, const char *name)
     crd_lock *l = NULL;
     cr_assert_eq(mk(c, name, &l), CRD_OK);
     cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK, "%s", crd_client_errmsg(c));
-    struct renewed_arg p = {c};
-    cr_assert(crdt_wait_until(renewed_twice, &p, 3000), "%s: no renewals", user);
+    cr_assert(crdt_await_metric(c, CRDT_METRIC(renewals), 2, UINT64_MAX, 3000), "%s: no renewals",
+              user);
     crd_metrics m;
     crd_client_metrics(c, &m, sizeof m);
     cr_assert_eq(m.renewal_failures, 0, "%s: renewals failed", user);
@@ -183,35 +171,33 @@ static crd_status read_of(crd_client *c, const char *name, crd_lock **out)
     return st; /* freed with the process: a test of rules, not of handles */
 }
 
-Test(acl, the_lock_rules_are_enough_for_every_reentrant_lock_operation, .init = start)
+/* Two clients logged in as user exercise one lock of a kind (made by mk, key
+ * crdt_key(suffix)), then one watchdog hold renews under the same user's rules. */
+static void exercise_kind(const char *user, new_fn mk, const char *suffix, const char *what)
 {
     crd_options o;
-    crd_client *a = client_as("locks", &o), *b = client_as("locks", &o);
-    const char *key = crdt_key("rlock");
-    crd_lock *la = crdt_lock(a, key), *lb = crdt_lock(b, key);
-    exercise(a, b, la, lb, "reentrant lock");
+    crd_client *a = client_as(user, &o), *b = client_as(user, &o);
+    const char *key = crdt_key(suffix);
+    crd_lock *la = NULL, *lb = NULL;
+    cr_assert_eq(mk(a, key, &la), CRD_OK);
+    cr_assert_eq(mk(b, key, &lb), CRD_OK);
+    exercise(a, b, la, lb, what);
     crd_lock_free(la);
     crd_lock_free(lb);
     crd_client_free(a);
     crd_client_free(b);
-    renew_under("locks", crd_lock_new, crdt_key("renewed"));
+    renew_under(user, mk, crdt_key("renewed"));
+}
+
+Test(acl, the_lock_rules_are_enough_for_every_reentrant_lock_operation, .init = start)
+{
+    exercise_kind("locks", crd_lock_new, "rlock", "reentrant lock");
     crdt_server_stop(&g_srv);
 }
 
 Test(acl, the_fair_rules_are_enough_for_every_fair_lock_operation, .init = start)
 {
-    crd_options o;
-    crd_client *a = client_as("fair", &o), *b = client_as("fair", &o);
-    const char *key = crdt_key("fair");
-    crd_lock *la = NULL, *lb = NULL;
-    cr_assert_eq(crd_fair_lock_new(a, key, &la), CRD_OK);
-    cr_assert_eq(crd_fair_lock_new(b, key, &lb), CRD_OK);
-    exercise(a, b, la, lb, "fair lock");
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
-    renew_under("fair", crd_fair_lock_new, crdt_key("renewed"));
+    exercise_kind("fair", crd_fair_lock_new, "fair", "fair lock");
     crdt_server_stop(&g_srv);
 }
 

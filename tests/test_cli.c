@@ -228,18 +228,6 @@ static bool file_has_content(void *arg)
     return stat((const char *)arg, &st) == 0 && st.st_size > 0;
 }
 
-typedef struct key_probe {
-    redisContext *r;
-    const char *key;
-    bool want;
-} key_probe;
-
-static bool key_exists_is(void *arg)
-{
-    key_probe *k = arg;
-    return (crdt_cmd_int(k->r, "EXISTS %s", k->key) == 1) == k->want;
-}
-
 typedef struct channel_probe {
     redisContext *r;
     char channel[512];
@@ -1027,8 +1015,7 @@ Test(cli, unlock_force_deletes_a_held_lock_and_wakes_a_waiter)
     cr_assert_eq(cli(&out, NULL, ARGS("--url", test_url(), "unlock", "--force", name)), 0);
     cr_assert(strstr(out, "not locked") != NULL, "%s", out);
     free(out);
-    key_probe kp = {.r = r, .key = name, .want = false};
-    cr_assert(key_exists_is(&kp));
+    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0);
 
     crd_lock_free(l);
     crd_client_free(c);
@@ -1275,18 +1262,6 @@ Test(cli, run_signals_cmds_whole_process_group_so_grandchildren_stop_too)
 
 static char *owner_of(crd_client *c, char *buf, size_t cap);
 
-typedef struct llen_probe {
-    redisContext *r;
-    const char *key;
-    long long want;
-} llen_probe;
-
-static bool llen_is(void *arg)
-{
-    llen_probe *q = arg;
-    return crdt_cmd_int(q->r, "LLEN %s", q->key) == q->want;
-}
-
 /* The entry of locks (a JSON array) named name, or NULL. */
 static json_t *lock_named(json_t *locks, const char *name)
 {
@@ -1339,11 +1314,9 @@ Test(cli, list_shows_every_kind_of_held_lock_and_nothing_else)
     cli_proc waiter;
     cli_start(&waiter,
               ARGS("--url", test_url(), "run", "--fair", "--wait", "20000", fair, "--", "true"));
-    llen_probe q = {.r = r, .want = 1};
     char queue[400];
     snprintf(queue, sizeof queue, "redisson_lock_queue:{%s}", fair);
-    q.key = queue;
-    cr_assert(crdt_wait_until(llen_is, &q, 10000), "the waiter never queued");
+    cr_assert(crdt_await_llen(r, queue, 1, 1, 10000), "the waiter never queued");
 
     char *out = NULL, *err = NULL;
     cr_assert_eq(cli(&out, &err, ARGS("--url", test_url(), "list", "--json", pattern)), 0,
@@ -1606,12 +1579,6 @@ static void check_status_schema(json_t *j)
                                            "writer", "read_holds", "queue", "client", NULL});
 }
 
-static bool queue_has_one(void *arg)
-{
-    key_probe *k = arg;
-    return crdt_cmd_int(k->r, "LLEN %s", k->key) == 1;
-}
-
 Test(cli, status_json_matches_the_documented_schema_with_the_client_metrics)
 {
     redisContext *r = crdt_redis();
@@ -1637,8 +1604,7 @@ Test(cli, status_json_matches_the_documented_schema_with_the_client_metrics)
                             "true"));
     char qkey[400];
     snprintf(qkey, sizeof qkey, "redisson_lock_queue:{%s}", name);
-    key_probe kp = {.r = r, .key = qkey};
-    cr_assert(crdt_wait_until(queue_has_one, &kp, 10000), "the CLI never queued");
+    cr_assert(crdt_await_llen(r, qkey, 1, 1, 10000), "the CLI never queued");
     j = status_json(name);
     check_status_schema(j);
     cr_assert_str_eq(json_string_value(json_object_get(j, "kind")), "rlock");
@@ -1943,8 +1909,7 @@ Test(cli, watch_sees_fair_and_read_write_releases_within_100_ms)
                             "sleep", "0.3"));
     char qkey[400];
     snprintf(qkey, sizeof qkey, "redisson_lock_queue:{%s}", name);
-    key_probe kp = {.r = r, .key = qkey};
-    cr_assert(crdt_wait_until(queue_has_one, &kp, 10000), "the CLI never queued");
+    cr_assert(crdt_await_llen(r, qkey, 1, 1, 10000), "the CLI never queued");
     snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
     cli_proc w;
     start_watch(&w, r, name, channel, ARGS("--count", "2"), 1);

@@ -56,6 +56,32 @@ static crd_status lock_roundtrip(crd_client *c, const char *key)
     return st;
 }
 
+/* A client made from o (the caller's options) takes and releases key; freed. */
+static void opts_lock(const crd_options *o, const char *key)
+{
+    crd_client *c = NULL;
+    cr_assert_eq(crd_client_new(o, &c), CRD_OK, "%s", crd_client_errmsg(c));
+    cr_assert_eq(lock_roundtrip(c, key), CRD_OK);
+    crd_client_free(c);
+}
+
+/* The same for a client made from url. */
+static void url_locks(const char *url, const char *key)
+{
+    crd_client *c = NULL;
+    cr_assert_eq(client_from_url(url, &c), CRD_OK, "%s: %s", url, crd_client_errmsg(c));
+    cr_assert_eq(lock_roundtrip(c, key), CRD_OK);
+    crd_client_free(c);
+}
+
+/* A client made from url fails with want (what says why it should); freed. */
+static void url_refused(const char *url, crd_status want, const char *what)
+{
+    crd_client *c = NULL;
+    cr_assert_eq(client_from_url(url, &c), want, "%s", what);
+    crd_client_free(c);
+}
+
 static bool is_v4_uuid(const char *s)
 {
     if (s == NULL || strlen(s) != 36)
@@ -102,24 +128,18 @@ Test(client, options_init_fills_the_documented_defaults)
 
 Test(client, two_clients_have_different_lowercase_v4_uuids)
 {
-    crd_client *a = crdt_client();
-    crd_client *b = crdt_client();
-    const char *ia = crd_client_id(a);
-    const char *ib = crd_client_id(b);
+    crdt_fixture f;
+    crdt_fixture_open(&f, 2, "L", crdt_lock);
+    const char *ia = crd_client_id(f.a);
+    const char *ib = crd_client_id(f.b);
     cr_assert(is_v4_uuid(ia), "'%s' is not a lowercase v4 UUID", ia);
     cr_assert(is_v4_uuid(ib), "'%s' is not a lowercase v4 UUID", ib);
     cr_assert_str_neq(ia, ib);
     /* The same thread is a different owner through each client. */
-    const char *key = crdt_key("L");
-    crd_lock *la = crdt_lock(a, key);
-    crd_lock *lb = crdt_lock(b, key);
-    cr_assert_eq(crd_lock_acquire(la, 0, 10000), CRD_OK);
-    cr_assert_eq(crd_lock_acquire(lb, 0, 10000), CRD_BUSY);
-    cr_assert_eq(crd_lock_release(la), CRD_OK);
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 10000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 10000), CRD_BUSY);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    crdt_fixture_close(&f);
 }
 
 Test(client, a_url_with_a_database_puts_the_lock_in_that_database)
@@ -166,9 +186,7 @@ Test(client, a_url_overrides_host_and_port)
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", crdt_port());
     o.url = url;
     crd_client *c = NULL;
-    cr_assert_eq(crd_client_new(&o, &c), CRD_OK, "%s", crd_client_errmsg(c));
-    cr_assert_eq(lock_roundtrip(c, crdt_key("L")), CRD_OK);
-    crd_client_free(c);
+    opts_lock(&o, crdt_key("L"));
 
     snprintf(url, sizeof url, "redis://localhost:%d/0", crdt_port());
     c = NULL;
@@ -281,18 +299,13 @@ Test(client, a_password_server_accepts_the_right_password_and_refuses_a_wrong_on
     crd_client *c = NULL;
 
     snprintf(url, sizeof url, "redis://:p%%40ss%%20w@127.0.0.1:%d", s.port);
-    cr_assert_eq(client_from_url(url, &c), CRD_OK, "%s: %s", url, crd_client_errmsg(c));
-    cr_assert_eq(lock_roundtrip(c, crdt_key("L")), CRD_OK);
-    crd_client_free(c);
+    url_locks(url, crdt_key("L"));
 
     crd_options o;
     crdt_options(&o);
     o.port = s.port;
     o.password = "p@ss w";
-    c = NULL;
-    cr_assert_eq(crd_client_new(&o, &c), CRD_OK, "%s", crd_client_errmsg(c));
-    cr_assert_eq(lock_roundtrip(c, crdt_key("L2")), CRD_OK);
-    crd_client_free(c);
+    opts_lock(&o, crdt_key("L2"));
 
     snprintf(url, sizeof url, "redis://:wrong@127.0.0.1:%d", s.port);
     c = NULL;
@@ -333,19 +346,12 @@ Test(client, an_acl_user_logs_in_with_its_password_only)
     o.port = s.port;
     o.username = "alice";
     o.password = "wonder%land";
-    c = NULL;
-    cr_assert_eq(crd_client_new(&o, &c), CRD_OK, "%s", crd_client_errmsg(c));
-    cr_assert_eq(lock_roundtrip(c, key), CRD_OK);
-    crd_client_free(c);
+    opts_lock(&o, key);
 
     snprintf(url, sizeof url, "redis://alice:wrong@127.0.0.1:%d", s.port);
-    c = NULL;
-    cr_assert_eq(client_from_url(url, &c), CRD_AUTH, "wrong password");
-    crd_client_free(c);
+    url_refused(url, CRD_AUTH, "wrong password");
     snprintf(url, sizeof url, "redis://bob:wonder%%25land@127.0.0.1:%d", s.port);
-    c = NULL;
-    cr_assert_eq(client_from_url(url, &c), CRD_AUTH, "unknown user");
-    crd_client_free(c);
+    url_refused(url, CRD_AUTH, "unknown user");
     crdt_server_stop(&s);
 }
 
@@ -373,15 +379,10 @@ Test(client, a_unix_socket_url_connects_and_selects_the_database)
     crdt_options(&o);
     o.unix_path = s.unix_path;
     o.port = dead_port();
-    c = NULL;
-    cr_assert_eq(crd_client_new(&o, &c), CRD_OK, "%s", crd_client_errmsg(c));
-    cr_assert_eq(lock_roundtrip(c, key), CRD_OK);
-    crd_client_free(c);
+    opts_lock(&o, key);
 
     snprintf(url, sizeof url, "unix://%s/missing.sock", s.dir);
-    c = NULL;
-    cr_assert_eq(client_from_url(url, &c), CRD_IO, "a socket that does not exist");
-    crd_client_free(c);
+    url_refused(url, CRD_IO, "a socket that does not exist");
     redisFree(r);
     crdt_server_stop(&s);
 }
@@ -441,13 +442,7 @@ Test(client, owner_ids_are_unique_across_a_thousand_threads_created_and_exited)
 {
     enum { N = 1000, BATCH = 8, NEW = 100 };
     static struct id_slot slots[N];
-    for (int i = 0; i < N; i += BATCH) {
-        pthread_t th[BATCH];
-        for (int j = 0; j < BATCH; j++)
-            cr_assert_eq(pthread_create(&th[j], NULL, record_owner, &slots[i + j]), 0);
-        for (int j = 0; j < BATCH; j++)
-            pthread_join(th[j], NULL);
-    }
+    crdt_threads_run(N, BATCH, record_owner, slots, sizeof slots[0]);
     static uint64_t all[N + NEW + 1];
     size_t n = 0;
     for (int i = 0; i < N; i++) {
@@ -484,10 +479,8 @@ static bool both_blocked(void *arg)
 Test(client, freeing_a_client_wakes_its_blocked_waiters_with_closed)
 {
     crd_client *holder = crdt_client();
-    crdt_tracelog *log = crdt_tracelog_new();
     crd_options o;
-    crdt_options(&o);
-    crdt_tracelog_attach(log, &o);
+    crdt_tracelog *log = crdt_traced_options(&o);
     crd_client *c = crdt_client_opts(&o);
     const char *key = crdt_key("L");
     crd_lock *lh = crdt_lock(holder, key);

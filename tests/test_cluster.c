@@ -591,18 +591,6 @@ static crd_status loop_result(crd_client *c, one_op *o, int64_t *worst_us)
     return o->st;
 }
 
-typedef struct queue_len {
-    redisContext *r;
-    const char *queue;
-    long long want;
-} queue_len;
-
-static bool queue_is(void *arg)
-{
-    queue_len *q = arg;
-    return crdt_cmd_int(q->r, "LLEN %s", q->queue) == q->want;
-}
-
 /* In cluster mode every step of a loop operation goes through crd__call's hops on the
  * loop's helper threads: a wait woken by a release, an extend, a release, a fair waiter
  * cancelled (it leaves the queue from a helper, detached), a semaphore acquire woken by a
@@ -652,16 +640,16 @@ Test(cluster, every_loop_operation_runs_through_the_helper_threads_of_a_cluster_
     crd_op *op = NULL;
     cr_assert_eq(crd_lock_acquire_async(fa, crd_owner_new(), 10000, 5000, on_one, &o, &op),
                  CRD_OK);
-    queue_len q = {r, queue, 1};
-    for (int64_t t0 = crdt_now_ms(); !queue_is(&q) && crdt_now_ms() - t0 < 5000;) {
+    for (int64_t t0 = crdt_now_ms();
+         crdt_cmd_int(r, "LLEN %s", queue) != 1 && crdt_now_ms() - t0 < 5000;) {
         int64_t w = crdt_loop_until(a, &o.done, 1, 20);
         worst = w > worst ? w : worst;
     }
-    cr_assert(queue_is(&q), "the loop's fair waiter never joined the queue");
+    cr_assert_eq(crdt_cmd_int(r, "LLEN %s", queue), 1,
+                 "the loop's fair waiter never joined the queue");
     cr_assert_eq(crd_op_cancel(op), CRD_OK);
     cr_assert_eq(loop_result(a, &o, &worst), CRD_CANCELLED, "%s", crd_client_errmsg(a));
-    q.want = 0;
-    cr_assert(crdt_wait_until(queue_is, &q, 5000), "the cancelled waiter is still queued");
+    cr_assert(crdt_await_llen(r, queue, 0, 0, 5000), "the cancelled waiter is still queued");
     cr_assert_eq(crd_lock_release(fb), CRD_OK);
     redisFree(r);
 

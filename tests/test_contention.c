@@ -74,27 +74,12 @@ static void *fifo_body(void *arg)
     return NULL;
 }
 
-struct queued_pred {
-    crd_client *c;
-    uint64_t n;
-};
-
-static bool queued_fn(void *arg)
-{
-    struct queued_pred *p = arg;
-    crd_metrics m;
-    crd_client_metrics(p->c, &m, sizeof m);
-    return m.local_queued >= p->n;
-}
-
 Test(contention, local_waiters_are_served_in_arrival_order_and_a_releaser_queues_behind_them,
      .timeout = 60)
 {
     crdt_fixture f;
-    crdt_tracelog *tl = crdt_tracelog_new();
     crd_options o;
-    crdt_options(&o);
-    crdt_tracelog_attach(tl, &o);
+    crdt_tracelog *tl = crdt_traced_options(&o);
     crdt_fixture_open_opts(&f, 1, "fifo", crdt_lock, &o, NULL);
     cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
 
@@ -109,8 +94,9 @@ Test(contention, local_waiters_are_served_in_arrival_order_and_a_releaser_queues
             /* the first one is the queue's head: it tries, subscribes and waits */
             cr_assert(crdt_await_subscribed(f.r, f.channel, 5000), "waiter 1 never subscribed");
         } else {
-            struct queued_pred p = {f.a, (uint64_t)i};
-            cr_assert(crdt_wait_until(queued_fn, &p, 5000), "waiter %d never queued", i + 1);
+            cr_assert(crdt_await_metric(f.a, CRDT_METRIC(local_queued), (uint64_t)i, UINT64_MAX,
+                                        5000),
+                      "waiter %d never queued", i + 1);
         }
     }
     /* Only the head talked to Redis: its attempt and its re-check after subscribing. */

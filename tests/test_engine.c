@@ -21,28 +21,26 @@
 #define SLACK_MS crdt_scaled_ms(50)
 #define DISPATCH_MAX_US (crdt_scaled_ms(20) * 1000)
 
-typedef struct gone_pred {
-    redisContext *r;
-    const char *key;
-} gone_pred;
-
-static bool key_gone(void *arg)
+/* A private server to stall, a client of it whose health limit (command_timeout_ms
+ * 5000) outlasts the stall, and a raw connection to it in *r. */
+static crd_client *stallable_client(crdt_server *s, redisContext **r)
 {
-    gone_pred *g = arg;
-    return crdt_cmd_int(g->r, "EXISTS %s", g->key) == 0;
+    crdt_server_start(s, false, NULL, NULL, NULL);
+    crd_options o;
+    crdt_options(&o);
+    o.port = s->port;
+    o.command_timeout_ms = 5000;
+    crd_client *c = crdt_client_opts(&o);
+    *r = crdt_redis_port(s->port);
+    return c;
 }
 
 Test(engine, a_stalled_server_returns_blocking_acquires_by_their_deadline_and_leaves_no_hold,
      .timeout = 60)
 {
     crdt_server s;
-    crdt_server_start(&s, false, NULL, NULL, NULL);
-    crd_options o;
-    crdt_options(&o);
-    o.port = s.port;
-    o.command_timeout_ms = 5000; /* the health limit: longer than the stall */
-    crd_client *c = crdt_client_opts(&o);
-    redisContext *r = crdt_redis_port(s.port);
+    redisContext *r;
+    crd_client *c = stallable_client(&s, &r);
     const char *key = crdt_key("stalled");
     crd_lock *l = crdt_lock(c, key);
     cr_assert_eq(crd_lock_acquire(l, 0, 30000), CRD_OK); /* warm the script cache */
@@ -59,8 +57,7 @@ Test(engine, a_stalled_server_returns_blocking_acquires_by_their_deadline_and_le
 
     /* The server runs the acquire it had in its socket buffer; the late reply says
      * "taken", and the engine gives the hold back. */
-    gone_pred g = {r, key};
-    cr_assert(crdt_wait_until(key_gone, &g, 5000), "the late hold was never given back");
+    cr_assert(crdt_await_exists(r, key, false, 5000), "the late hold was never given back");
     crd_metrics m;
     cr_assert_eq(crd_client_metrics(c, &m, sizeof m), CRD_OK);
     cr_assert_eq(m.late_holds_released, 1);
@@ -142,13 +139,8 @@ Test(engine, a_stalled_server_never_blocks_the_loop_thread_and_late_holds_are_gi
      .timeout = 60)
 {
     crdt_server s;
-    crdt_server_start(&s, false, NULL, NULL, NULL);
-    crd_options o;
-    crdt_options(&o);
-    o.port = s.port;
-    o.command_timeout_ms = 5000;
-    crd_client *c = crdt_client_opts(&o);
-    redisContext *r = crdt_redis_port(s.port);
+    redisContext *r;
+    crd_client *c = stallable_client(&s, &r);
     enum { N = 10 };
     crd_lock *l[N];
     const char *keys[N];
@@ -178,8 +170,7 @@ Test(engine, a_stalled_server_never_blocks_the_loop_thread_and_late_holds_are_gi
     cr_assert(all <= 500 + SLACK_MS, "the 500 ms acquires completed after %" PRId64 " ms", all);
     cr_assert_eq(kill(s.pid, SIGCONT), 0);
     for (int i = 0; i < N; i++) {
-        gone_pred g = {r, keys[i]};
-        cr_assert(crdt_wait_until(key_gone, &g, 5000), "lock %d was left held", i);
+        cr_assert(crdt_await_exists(r, keys[i], false, 5000), "lock %d was left held", i);
     }
     crd_metrics m;
     cr_assert_eq(crd_client_metrics(c, &m, sizeof m), CRD_OK);

@@ -23,6 +23,7 @@
 #include <criterion/criterion.h>
 
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -99,18 +100,6 @@ static void await_queue(redisContext *r, const char *queue, int len, const char 
     cr_assert(crdt_wait_until(queue_is, &p, 5000),
               "the queue %s never reached length %d ending with %s", queue, len,
               tail != NULL ? tail : "(any)");
-}
-
-typedef struct llen_pred {
-    redisContext *r;
-    const char *key;
-    long long len;
-} llen_pred;
-
-static bool llen_at_least(void *arg)
-{
-    llen_pred *p = arg;
-    return crdt_cmd_int(p->r, "LLEN %s", p->key) >= p->len;
 }
 
 static double zscore(redisContext *r, const char *z, const char *member)
@@ -240,9 +229,7 @@ static int fifo_child_main(void *arg)
 {
     fifo_child *fc = arg;
     crd_options o;
-    crd_options_init(&o);
-    o.host = "127.0.0.1";
-    o.port = fc->s->port;
+    crdt_options_plain(&o, fc->s->port);
     crd_client *c = NULL;
     if (crd_client_new(&o, &c) != CRD_OK) {
         crd_client_free(c);
@@ -344,8 +331,7 @@ static void fifo_run(const fifo_setup *s, crd_lock *holder, int rounds, unsigned
         char times_key[400], order_key[400];
         snprintf(times_key, sizeof times_key, "%s:times:%d", s->prefix, round);
         snprintf(order_key, sizeof order_key, "%s:order:%d", s->prefix, round);
-        llen_pred lp = {r, times_key, FIFO_WAITERS};
-        cr_assert(crdt_wait_until(llen_at_least, &lp, 20000),
+        cr_assert(crdt_await_llen(r, times_key, FIFO_WAITERS, LLONG_MAX, 20000),
                   "round %d: not every waiter acquired and released", round);
 
         int order[FIFO_WAITERS];
@@ -597,16 +583,13 @@ static int killed_waiter_main(void *arg)
     if (r == NULL)
         return 3;
     crd_options o;
-    crd_options_init(&o);
-    o.host = "127.0.0.1";
-    o.port = k->port;
+    crdt_options_plain(&o, k->port);
     o.fair_wait_timeout_ms = KILL_FAIR_WAIT_MS;
-    crd_client *c = NULL;
-    if (crd_client_new(&o, &c) != CRD_OK)
-        return 4;
-    crd_lock *l = NULL;
-    if (crd_fair_lock_new(c, k->name, &l) != CRD_OK)
-        return 5;
+    crd_client *c;
+    crd_lock *l;
+    int open = crdt_plain_open(&o, k->name, crd_fair_lock_new, &c, &l);
+    if (open != 0)
+        return 3 + open; /* 4: the client, 5: the fair lock */
     redisReply *g = redisCommand(r, "BLPOP %s 30", k->go);
     freeReplyObject(g);
     char field[128];

@@ -156,18 +156,6 @@ static void proxied_close(proxied *x)
     crdt_proxy_stop(x->p);
 }
 
-typedef struct count_pred {
-    proxied *x;
-    const char *key;
-    long long want;
-} count_pred;
-
-static bool count_is(void *arg)
-{
-    count_pred *p = arg;
-    return crdt_hget_int(p->x->r, p->key, p->x->field) == p->want;
-}
-
 /* An acquire whose reply is lost without its connection closing (swallowed, or later
  * than the call's deadline): the call ends at its deadline (the command timeout, 500 ms
  * here); the acquire is never resent on its own, and the engine gives back the hold it
@@ -197,8 +185,7 @@ static void given_back(proxied *x, crd_lock *l, const char *key, crdt_proxy_acti
                   " ms", name, took);
         mine += st == CRD_OK;
         /* Redis ran the first attempt (the proxy forwards it): that hold is given back. */
-        count_pred p = {x, key, mine};
-        cr_assert(crdt_wait_until(count_is, &p, 5000), "%s/%d: the late hold was not given back "
+        cr_assert(crdt_await_hget_int(x->r, key, x->field, mine, 5000), "%s/%d: the late hold was not given back "
                   "(count %lld, want %lld)", name, reentry, crdt_hget_int(x->r, key, x->field),
                   (long long)mine);
         int64_t n = -1;
@@ -470,18 +457,6 @@ Test(faults, a_lost_release_reply_is_retried_with_the_same_request_id_and_releas
     proxied_close(&x);
 }
 
-typedef struct late_ctx {
-    redisContext *r;
-    const char *key;
-    const char *field;
-} late_ctx;
-
-static bool late_acquire_ran(void *arg)
-{
-    late_ctx *x = arg;
-    return crdt_hget_int(x->r, x->key, x->field) == 1;
-}
-
 Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_renewed_forever,
      .timeout = 60)
 {
@@ -506,8 +481,7 @@ Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_ren
     int id = crdt_proxy_arm(p, f.key, NULL, CRDT_PROXY_DELAY_COMMAND, 1000);
     crd_status st = crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG);
     cr_assert(crdt_proxy_fired(p, id));
-    late_ctx x = {f.r, f.key, field};
-    bool ran = crdt_wait_until(late_acquire_ran, &x, 3000);
+    bool ran = crdt_await_hget_int(f.r, f.key, field, 1, 3000);
     crdt_proxy_stats ps;
     crdt_proxy_get_stats(p, &ps);
     cr_assert(ran, "the late acquire never ran (first acquire: %s; proxy: %llu accepted, %llu open, "
@@ -841,12 +815,11 @@ static int stopped_holder(void *argp)
     crd_options_init(&o);
     o.port = a->port;
     o.watchdog_timeout_ms = 1000;
-    crd_client *c = NULL;
-    if (crd_client_new(&o, &c) != CRD_OK)
-        return 10;
-    crd_lock *l = NULL;
-    if (crd_lock_new(c, a->key, &l) != CRD_OK)
-        return 11;
+    crd_client *c;
+    crd_lock *l;
+    int open = crdt_plain_open(&o, a->key, crd_lock_new, &c, &l);
+    if (open != 0)
+        return 9 + open; /* 10: the client, 11: the lock */
     if (crd_lock_acquire(l, 0, a->watchdog ? CRD_LEASE_WATCHDOG : 1000) != CRD_OK)
         return 12;
     char b = 'A';

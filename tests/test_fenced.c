@@ -37,44 +37,38 @@ static const char *token_key_of(const char *name)
 
 Test(fenced, every_acquire_and_reentry_draws_a_larger_token_and_release_keeps_the_counter)
 {
-    const char *name = crdt_key("fe");
-    crd_client *a = crdt_client(), *b = crdt_client();
-    crd_lock *la = fenced(a, name), *lb = fenced(b, name);
-    redisContext *r = crdt_redis();
+    crdt_fixture f;
+    crdt_fixture_open(&f, 2, "fe", fenced);
     int64_t t = -1;
-    cr_assert_eq(crd_lock_token(la, &t), CRD_OK);
+    cr_assert_eq(crd_lock_token(f.la, &t), CRD_OK);
     cr_expect_eq(t, 0, "no counter yet: 0, as Java's getToken()");
 
     int64_t t1 = 0, t2 = 0, t3 = 0;
-    cr_assert_eq(crd_lock_acquire_token(la, 0, CRD_LEASE_WATCHDOG, &t1), CRD_OK);
-    cr_assert_eq(crd_lock_acquire_token(la, 0, CRD_LEASE_WATCHDOG, &t2), CRD_OK);
+    cr_assert_eq(crd_lock_acquire_token(f.la, 0, CRD_LEASE_WATCHDOG, &t1), CRD_OK);
+    cr_assert_eq(crd_lock_acquire_token(f.la, 0, CRD_LEASE_WATCHDOG, &t2), CRD_OK);
     cr_expect_eq(t1, 1);
     cr_expect_eq(t2, 2, "re-entry draws a token too");
     int64_t count = 0;
-    cr_assert_eq(crd_lock_hold_count(la, &count), CRD_OK);
+    cr_assert_eq(crd_lock_hold_count(f.la, &count), CRD_OK);
     cr_expect_eq(count, 2);
-    cr_expect_gt(crdt_pttl(r, name), 0, "the hash always has a TTL");
-    cr_expect_eq(crdt_pttl(r, token_key_of(name)), -1, "the counter has no TTL");
+    cr_expect_gt(crdt_pttl(f.r, f.key), 0, "the hash always has a TTL");
+    cr_expect_eq(crdt_pttl(f.r, token_key_of(f.key)), -1, "the counter has no TTL");
 
     /* B waits while A holds it, then gets a larger token */
-    cr_expect_eq(crd_lock_acquire_token(lb, 0, CRD_LEASE_WATCHDOG, &t3), CRD_BUSY);
-    cr_assert_eq(crd_lock_release(la), CRD_OK);
-    cr_assert_eq(crd_lock_release(la), CRD_OK);
-    cr_expect_eq(crdt_exists(r, name), 0);
-    cr_expect_eq(crdt_exists(r, token_key_of(name)), 1, "a release never deletes the counter");
-    cr_assert_eq(crd_lock_acquire_token(lb, 1000, 10000, &t3), CRD_OK);
+    cr_expect_eq(crd_lock_acquire_token(f.lb, 0, CRD_LEASE_WATCHDOG, &t3), CRD_BUSY);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    cr_expect_eq(crdt_exists(f.r, f.key), 0);
+    cr_expect_eq(crdt_exists(f.r, token_key_of(f.key)), 1, "a release never deletes the counter");
+    cr_assert_eq(crd_lock_acquire_token(f.lb, 1000, 10000, &t3), CRD_OK);
     cr_expect_eq(t3, 3);
     /* a plain acquire (Java's lock()) draws one without returning it */
-    cr_assert_eq(crd_lock_acquire(lb, 0, 10000), CRD_OK);
-    cr_assert_eq(crd_lock_token(lb, &t), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 10000), CRD_OK);
+    cr_assert_eq(crd_lock_token(f.lb, &t), CRD_OK);
     cr_expect_eq(t, 4);
-    cr_assert_eq(crd_lock_release(lb), CRD_OK);
-    cr_assert_eq(crd_lock_release(lb), CRD_OK);
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
+    cr_assert_eq(crd_lock_release(f.lb), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.lb), CRD_OK);
+    crdt_fixture_close(&f);
 }
 
 Test(fenced, tokens_are_refused_on_other_kinds_and_bad_arguments)
@@ -163,28 +157,19 @@ Test(fenced, tokens_strictly_increase_across_processes_and_none_is_drawn_twice, 
 
 /* ---- the pause problem ------------------------------------------------------------------- */
 
-static bool key_gone(void *arg)
-{
-    redisContext *r = crdt_redis();
-    bool gone = crdt_exists(r, arg) == 0;
-    redisFree(r);
-    return gone;
-}
-
 Test(fenced, a_holder_paused_past_its_lease_has_its_write_refused_by_the_store)
 {
-    const char *name = crdt_key("ledger");
+    crdt_fixture fx;
+    crdt_fixture_open(&fx, 2, "ledger", fenced);
     char store[256];
     snprintf(store, sizeof store, "/tmp/crdt-fenced-%d-%s.txt", (int)getpid(), "ledger");
     unlink(store);
-    crd_client *a = crdt_client(), *b = crdt_client();
-    crd_lock *la = fenced(a, name), *lb = fenced(b, name);
     int64_t ta = 0, tb = 0, seen = 0;
-    cr_assert_eq(crd_lock_acquire_token(la, 0, 300, &ta), CRD_OK);
+    cr_assert_eq(crd_lock_acquire_token(fx.la, 0, 300, &ta), CRD_OK);
     cr_assert_eq(fenced_store_write(store, ta, "a-before", &seen), 1);
     /* A stalls (a GC pause, SIGSTOP): its lease runs out, B takes the lock and writes. */
-    cr_assert(crdt_wait_until(key_gone, (void *)name, 5000), "A's lease did not run out");
-    cr_assert_eq(crd_lock_acquire_token(lb, 1000, 10000, &tb), CRD_OK);
+    cr_assert(crdt_await_exists(fx.r, fx.key, false, 5000), "A's lease did not run out");
+    cr_assert_eq(crd_lock_acquire_token(fx.lb, 1000, 10000, &tb), CRD_OK);
     cr_expect_gt(tb, ta);
     cr_assert_eq(fenced_store_write(store, tb, "b", &seen), 1);
     /* A wakes up believing it still holds the lock: the store refuses its write. */
@@ -198,13 +183,10 @@ Test(fenced, a_holder_paused_past_its_lease_has_its_write_refused_by_the_store)
     char want[128];
     snprintf(want, sizeof want, "%lld b\n", (long long)tb);
     cr_expect_str_eq(line, want);
-    cr_expect_eq(crd_lock_release(la), CRD_LOCK_LOST, "A learns its hold was lost");
-    cr_assert_eq(crd_lock_release(lb), CRD_OK);
+    cr_expect_eq(crd_lock_release(fx.la), CRD_LOCK_LOST, "A learns its hold was lost");
+    cr_assert_eq(crd_lock_release(fx.lb), CRD_OK);
     unlink(store);
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
+    crdt_fixture_close(&fx);
 }
 
 /* ---- a vanished counter ------------------------------------------------------------------ */

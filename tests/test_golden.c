@@ -66,6 +66,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "golden.h"
 #include "harness.h"
 
 #ifndef CRD_GOLDEN_DIR
@@ -658,9 +659,7 @@ static int remote_child(void *arg)
     static int trace_fd;
     trace_fd = ra->trace_wr;
     crd_options o;
-    crd_options_init(&o);
-    o.host = "127.0.0.1";
-    o.port = atoi(getenv("CRDT_REDIS_PORT"));
+    crdt_options_plain(&o, atoi(getenv("CRDT_REDIS_PORT")));
     o.connect_timeout_ms = 1000;
     o.command_timeout_ms = 3000;
     o.watchdog_timeout_ms = ra->watchdog_ms;
@@ -854,40 +853,68 @@ static const actor *first_actor_of(scenario *s, const gclient *g)
     return NULL;
 }
 
-/* Does trace entry e belong to actor a? (a client's threads are told apart by their
- * owner field in the arguments; scripts without one belong to the first thread) */
-static bool entry_of_actor(scenario *s, const actor *a, const crdt_trace_entry *e)
+/* Does a command belong to actor a, by owner fields? names(b, cmd) says whether cmd
+ * carries actor b's field. A client's threads are told apart by the field in the
+ * arguments; a command naming none of them belongs to the client's first thread. */
+static bool named_by_actor(scenario *s, const actor *a,
+                           bool (*names)(const actor *b, const void *cmd), const void *cmd)
 {
-    int nthreads = 0;
-    const actor *first = NULL;
-    for (int i = 0; i < s->nactors; i++)
-        if (s->actors[i].cl == a->cl) {
-            if (first == NULL)
-                first = &s->actors[i];
-            nthreads++;
-        }
-    if (nthreads <= 1)
-        return true;
     bool any = false;
     for (int i = 0; i < s->nactors; i++) {
         const actor *b = &s->actors[i];
-        if (b->cl != a->cl)
+        if (b->cl != a->cl || !names(b, cmd))
             continue;
-        for (int j = 1; j < e->argc; j++) {
-            size_t fl = strlen(b->field);
-            if (e->argvlen[j] >= fl && memmem(e->argv[j], e->argvlen[j], b->field, fl) != NULL) {
-                /* "<uuid>:1" is a prefix of "<uuid>:12": require a delimiter after it */
-                const char *hit = memmem(e->argv[j], e->argvlen[j], b->field, fl);
-                size_t after = (size_t)(hit - e->argv[j]) + fl;
-                if (after == e->argvlen[j] || e->argv[j][after] == ':') {
-                    any = true;
-                    if (b == a)
-                        return true;
-                }
-            }
+        any = true;
+        if (b == a)
+            return true;
+    }
+    return !any && a == first_actor_of(s, a->cl);
+}
+
+/* Does trace entry cmd carry b's owner field in its arguments? */
+static bool entry_names(const actor *b, const void *cmd)
+{
+    const crdt_trace_entry *e = cmd;
+    size_t fl = strlen(b->field);
+    for (int j = 1; j < e->argc; j++) {
+        const char *hit =
+            e->argvlen[j] >= fl ? memmem(e->argv[j], e->argvlen[j], b->field, fl) : NULL;
+        if (hit == NULL)
+            continue;
+        /* "<uuid>:1" is a prefix of "<uuid>:12": require a delimiter after it */
+        size_t after = (size_t)(hit - e->argv[j]) + fl;
+        if (after == e->argvlen[j] || e->argv[j][after] == ':')
+            return true;
+    }
+    return false;
+}
+
+/* Does trace entry e belong to actor a? */
+static bool entry_of_actor(scenario *s, const actor *a, const crdt_trace_entry *e)
+{
+    int nthreads = 0;
+    for (int i = 0; i < s->nactors; i++)
+        nthreads += s->actors[i].cl == a->cl;
+    return nthreads <= 1 || named_by_actor(s, a, entry_names, e);
+}
+
+/* Does recorded command cmd (JSON) carry b's field placeholder in its keys or argv? */
+static bool golden_names(const actor *b, const void *cmd)
+{
+    json_t *c = (json_t *)cmd;
+    const char *lists[2] = {"keys", "argv"};
+    size_t fl = strlen(b->field_ph);
+    for (int l = 0; l < 2; l++) {
+        size_t j;
+        json_t *v;
+        json_array_foreach(json_object_get(c, lists[l]), j, v) {
+            const char *str = json_string_value(v);
+            const char *hit = str ? strstr(str, b->field_ph) : NULL;
+            if (hit != NULL && (hit[fl] == '\0' || hit[fl] == ':'))
+                return true;
         }
     }
-    return !any && a == first;
+    return false;
 }
 
 /* Does a recorded command belong to actor a? */
@@ -897,28 +924,7 @@ static bool golden_of_actor(scenario *s, const actor *a, json_t *c)
         return false;
     if (a->thread[0] == '\0')
         return true;
-    bool any = false;
-    for (int i = 0; i < s->nactors; i++) {
-        const actor *b = &s->actors[i];
-        if (b->cl != a->cl)
-            continue;
-        const char *lists[2] = {"keys", "argv"};
-        for (int l = 0; l < 2; l++) {
-            size_t j;
-            json_t *v;
-            json_array_foreach(json_object_get(c, lists[l]), j, v) {
-                const char *str = json_string_value(v);
-                const char *hit = str ? strstr(str, b->field_ph) : NULL;
-                if (hit != NULL && (hit[strlen(b->field_ph)] == '\0' ||
-                                    hit[strlen(b->field_ph)] == ':')) {
-                    any = true;
-                    if (b == a)
-                        return true;
-                }
-            }
-        }
-    }
-    return !any && a == first_actor_of(s, a->cl);
+    return named_by_actor(s, a, golden_names, c);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -1553,33 +1559,12 @@ static bool args_match(scenario *s, json_t *g, int argc, char *const *argv,
     return true;
 }
 
-static void render_golden_reply(json_t *rep, char *buf, size_t cap)
-{
-    if (json_is_null(rep)) {
-        snprintf(buf, cap, "nil");
-    } else if (json_is_integer(rep)) {
-        snprintf(buf, cap, "(integer) %lld", (long long)json_integer_value(rep));
-    } else if (json_is_array(rep)) {
-        size_t o = (size_t)snprintf(buf, cap, "[");
-        size_t i;
-        json_t *v;
-        json_array_foreach(rep, i, v) {
-            char el[64];
-            render_golden_reply(v, el, sizeof el);
-            o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", el);
-        }
-        snprintf(buf + o, cap - o, "]");
-    } else {
-        snprintf(buf, cap, "(unsupported)");
-    }
-}
-
 static void check_reply(scenario *s, const actor *a, json_t *gcmd, const crdt_trace_entry *e)
 {
     json_t *rep = json_object_get(gcmd, "reply");
     const char *label = jstr(gcmd, "script");
     char want[256];
-    render_golden_reply(rep, want, sizeof want);
+    crdt_golden_reply_text(rep, want, sizeof want);
     if (!json_is_integer(rep)) {
         cr_assert_str_eq(e->reply, want, "%s: %s of %s replied %s, recorded %s", s->where,
                          label, a->label, e->reply, want);

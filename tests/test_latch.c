@@ -19,18 +19,13 @@
 #include "syncs.h"
 #include "waiters.h"
 
-static void latch_channel(const char *name, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "redisson_countdownlatch__channel__{%s}", name);
-}
-
 Test(latch, try_set_count_and_count_down_keep_redissons_key_and_messages)
 {
     crd_client *c = crdt_client();
     redisContext *r = crdt_redis();
     const char *name = crdt_key("cdl");
     char channel[400];
-    latch_channel(name, channel, sizeof channel);
+    crdt_sync_channel(CRDT_SYNC_LATCH, name, channel, sizeof channel);
     crdt_watch w;
     crdt_watch_open(&w, channel, false);
     crd_latch *l = crdt_latch_of(c, name);
@@ -69,10 +64,8 @@ Test(latch, try_set_count_and_count_down_keep_redissons_key_and_messages)
 
 Test(latch, an_await_times_out_at_its_deadline_after_one_last_read)
 {
-    crdt_tracelog *tl = crdt_tracelog_new();
     crd_options o;
-    crdt_options(&o);
-    crdt_tracelog_attach(tl, &o);
+    crdt_tracelog *tl = crdt_traced_options(&o);
     crd_client *c = crdt_client_opts(&o);
     const char *name = crdt_key("timeout");
     crd_latch *l = crdt_latch_of(c, name);
@@ -91,27 +84,19 @@ Test(latch, an_await_times_out_at_its_deadline_after_one_last_read)
 
 Test(latch, a_delete_while_waiting_ends_the_wait_at_once)
 {
-    crd_client *a = crdt_client(), *b = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("delete");
-    char channel[400];
-    latch_channel(name, channel, sizeof channel);
-    crd_latch *la = crdt_latch_of(a, name), *lb = crdt_latch_of(b, name);
-    CRDT_OK(a, crd_latch_try_set_count(la, 3, NULL));
-    crdt_sync_waiter w = {.l = lb, .wait_ms = 20000};
+    crdt_sync_fixture f;
+    crdt_sync_open(&f, CRDT_SYNC_LATCH, "delete");
+    CRDT_OK(f.a, crd_latch_try_set_count(f.la, 3, NULL));
+    crdt_sync_waiter w = {.l = f.lb, .wait_ms = 20000};
     crdt_sync_waiter_start(&w);
-    cr_assert(crdt_await_subscribed(r, channel, 5000));
+    cr_assert(crdt_await_subscribed(f.r, f.channel, 5000));
     cr_assert_not(crdt_gate_wait(&w.done, 1, 200));
     int64_t t0 = crdt_now_ms();
     bool deleted = false;
-    CRDT_OK(a, crd_latch_delete(la, &deleted));
+    CRDT_OK(f.a, crd_latch_delete(f.la, &deleted));
     cr_assert(deleted);
     crdt_sync_waiter_woken(&w, t0, 2000, "the await, re-checked on the delete's message");
-    crd_latch_free(la);
-    crd_latch_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
+    crdt_sync_close(&f);
 }
 
 /* 8 waiters (4 threads of one client, 4 processes) released by the last count-down. */
@@ -167,38 +152,33 @@ Test(latch, eight_waiters_across_processes_are_released_by_the_last_count_down, 
     pid_t kids[4];
     for (int i = 0; i < 4; i++)
         kids[i] = crdt_fork(fleet_child, &f);
-    crd_client *a = crdt_client(), *b = crdt_client();
-    redisContext *r = crdt_redis();
-    char channel[400];
-    latch_channel(f.name, channel, sizeof channel);
-    crd_latch *la = crdt_latch_of(a, f.name), *lb = crdt_latch_of(b, f.name);
-    CRDT_OK(a, crd_latch_try_set_count(la, 3, NULL));
-    freeReplyObject(crdt_cmd(r, "RPUSH %s 1 1 1 1", f.go));
+    /* The fleet's name, made before the fork, on a fixture's two clients. */
+    crdt_sync_fixture x = {.a = crdt_client(), .b = crdt_client(), .r = crdt_redis(),
+                           .name = f.name};
+    crdt_sync_handles(&x, CRDT_SYNC_LATCH);
+    CRDT_OK(x.a, crd_latch_try_set_count(x.la, 3, NULL));
+    freeReplyObject(crdt_cmd(x.r, "RPUSH %s 1 1 1 1", f.go));
     crdt_sync_waiter w[4];
     for (int i = 0; i < 4; i++) {
-        w[i] = (crdt_sync_waiter){.l = lb, .wait_ms = 30000};
+        w[i] = (crdt_sync_waiter){.l = x.lb, .wait_ms = 30000};
         crdt_sync_waiter_start(&w[i]);
     }
-    fleet_ready ready = {r, &f, channel};
+    fleet_ready ready = {x.r, &f, x.channel};
     cr_assert(crdt_wait_until(fleet_is_ready, &ready, 20000), "the processes never got ready");
-    cr_assert_eq(crdt_numsub(r, channel), 5, "4 processes and one shared subscription");
-    CRDT_OK(a, crd_latch_count_down(la));
-    CRDT_OK(a, crd_latch_count_down(la));
+    cr_assert_eq(crdt_numsub(x.r, x.channel), 5, "4 processes and one shared subscription");
+    CRDT_OK(x.a, crd_latch_count_down(x.la));
+    CRDT_OK(x.a, crd_latch_count_down(x.la));
     for (int i = 0; i < 4; i++)
         cr_assert_not(crdt_gate_wait(&w[i].done, 1, i == 0 ? 200 : 0), "count 1: still waiting");
     int64_t t0 = crdt_now_ms();
-    CRDT_OK(a, crd_latch_count_down(la));
+    CRDT_OK(x.a, crd_latch_count_down(x.la));
     for (int i = 0; i < 4; i++)
         crdt_sync_waiter_woken(&w[i], t0, 3000, "a local await");
     int codes[4], ok = 0;
     for (int i = 0; i < 4; i++)
         ok += (codes[i] = crdt_wait_child(kids[i], 60000)) == 0;
     cr_assert_eq(ok, 4, "children: %d %d %d %d", codes[0], codes[1], codes[2], codes[3]);
-    crd_latch_free(la);
-    crd_latch_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
+    crdt_sync_close(&x);
 }
 
 Test(latch, bad_input_is_refused_with_a_status_and_changes_nothing)
@@ -237,22 +217,16 @@ Test(latch, bad_input_is_refused_with_a_status_and_changes_nothing)
 
 Test(latch, a_count_down_whose_reply_is_lost_is_an_unknown_outcome_and_is_not_resent)
 {
-    crdt_proxy *p;
-    crd_client *c = crdt_client_via_proxy(&p);
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("lost");
-    crd_latch *l = crdt_latch_of(c, name);
-    CRDT_OK(c, crd_latch_try_set_count(l, 6, NULL));
-    CRDT_OK(c, crd_latch_count_down(l)); /* the script is cached: the lost one runs at once */
-    int rule = crdt_proxy_arm(p, name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
-    crd_status st = crd_latch_count_down(l);
-    cr_assert(crdt_proxy_fired(p, rule));
-    cr_assert_eq(st, CRD_OUTCOME_UNKNOWN, "%s: %s", crd_strerror(st), crd_client_errmsg(c));
-    cr_assert_eq(crdt_reply_int(crdt_cmd(r, "GET %s", name)), 4, "counted once");
-    crd_latch_free(l);
-    crd_client_free(c);
-    crdt_proxy_stop(p);
-    redisFree(r);
+    crdt_sync_fixture f;
+    crdt_sync_open_proxied(&f, CRDT_SYNC_LATCH, "lost");
+    CRDT_OK(f.a, crd_latch_try_set_count(f.la, 6, NULL));
+    CRDT_OK(f.a, crd_latch_count_down(f.la)); /* the script is cached: the lost one runs at once */
+    int rule = crdt_proxy_arm(f.p, f.name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
+    crd_status st = crd_latch_count_down(f.la);
+    cr_assert(crdt_proxy_fired(f.p, rule));
+    cr_assert_eq(st, CRD_OUTCOME_UNKNOWN, "%s: %s", crd_strerror(st), crd_client_errmsg(f.a));
+    cr_assert_eq(crdt_reply_int(crdt_cmd(f.r, "GET %s", f.name)), 4, "counted once");
+    crdt_sync_close(&f);
 }
 
 /* ---- cluster --------------------------------------------------------------------------- */
@@ -279,6 +253,49 @@ static void woken(crdt_sync_waiter *w)
     cr_assert_eq(w->st, CRD_OK, "%s", crd_strerror(w->st));
 }
 
+/* A synchronizer of kind on primary p's slot (named "sem", "pes" or "cdl" there): b's
+ * thread blocks on it, SSUBSCRIBEd at that primary, and a's release or count-down wakes
+ * it by the sharded message. */
+static void sharded_wake(crdt_cluster *cl, int p, redisContext *owner, crd_client *a,
+                         crd_client *b, crdt_sync_kind kind)
+{
+    static const char *const tags[] = {"sem", "pes", "cdl"};
+    crdt_sync_fixture f = {.a = a, .b = b, .name = crdt_cluster_name_on(cl, p, tags[kind])};
+    crdt_sync_handles(&f, kind);
+    char id[CRD_PERMIT_ID_SIZE];
+    /* One permit (a latch's await takes none); the lease is the permit semaphore's. */
+    crdt_sync_waiter w = {.permits = 1, .wait_ms = 20000, .lease_ms = 5000};
+    switch (kind) {
+    case CRDT_SYNC_SEMAPHORE:
+        CRDT_OK(a, crd_semaphore_try_set_permits(f.sa, 0, 0, NULL));
+        w.s = f.sb;
+        break;
+    case CRDT_SYNC_PERMIT_SEMAPHORE:
+        CRDT_OK(a, crd_permit_semaphore_try_set_permits(f.pa, 1, NULL));
+        CRDT_OK(a, crd_permit_semaphore_acquire(f.pa, 0, 60000, id));
+        w.ps = f.pb;
+        break;
+    case CRDT_SYNC_LATCH:
+        CRDT_OK(a, crd_latch_try_set_count(f.la, 1, NULL));
+        w.l = f.lb;
+        break;
+    }
+    wait_for(&w, owner, f.channel);
+    switch (kind) {
+    case CRDT_SYNC_SEMAPHORE:
+        CRDT_OK(a, crd_semaphore_release(f.sa, 1));
+        break;
+    case CRDT_SYNC_PERMIT_SEMAPHORE:
+        CRDT_OK(a, crd_permit_semaphore_release(f.pa, id));
+        break;
+    case CRDT_SYNC_LATCH:
+        CRDT_OK(a, crd_latch_count_down(f.la));
+        break;
+    }
+    woken(&w);
+    crdt_sync_handles_free(&f);
+}
+
 Test(latch, on_a_cluster_all_three_wake_by_sharded_messages_and_a_cross_slot_latch_is_refused,
      .timeout = 120)
 {
@@ -291,47 +308,8 @@ Test(latch, on_a_cluster_all_three_wake_by_sharded_messages_and_a_cross_slot_lat
     crd_client *a = crdt_client_opts(&o), *b = crdt_client_opts(&o);
     for (int p = 0; p < 3; p++) {
         redisContext *owner = crdt_cluster_redis(&cl, p);
-        char channel[400];
-        const char *sname = crdt_cluster_name_on(&cl, p, "sem");
-        crd_semaphore *sa, *sb;
-        CRDT_OK(a, crd_semaphore_new(a, sname, &sa));
-        CRDT_OK(b, crd_semaphore_new(b, sname, &sb));
-        CRDT_OK(a, crd_semaphore_try_set_permits(sa, 0, 0, NULL));
-        snprintf(channel, sizeof channel, "redisson_sc:{%s}", sname);
-        crdt_sync_waiter w = {.s = sb, .permits = 1, .wait_ms = 20000};
-        wait_for(&w, owner, channel);
-        CRDT_OK(a, crd_semaphore_release(sa, 1));
-        woken(&w);
-        crd_semaphore_free(sa);
-        crd_semaphore_free(sb);
-
-        const char *pname = crdt_cluster_name_on(&cl, p, "pes");
-        crd_permit_semaphore *pa, *pb;
-        CRDT_OK(a, crd_permit_semaphore_new(a, pname, &pa));
-        CRDT_OK(b, crd_permit_semaphore_new(b, pname, &pb));
-        CRDT_OK(a, crd_permit_semaphore_try_set_permits(pa, 1, NULL));
-        char id[CRD_PERMIT_ID_SIZE];
-        CRDT_OK(a, crd_permit_semaphore_acquire(pa, 0, 60000, id));
-        snprintf(channel, sizeof channel, "redisson_sc:{%s}", pname);
-        crdt_sync_waiter pw = {.ps = pb, .permits = 1, .wait_ms = 20000, .lease_ms = 5000};
-        wait_for(&pw, owner, channel);
-        CRDT_OK(a, crd_permit_semaphore_release(pa, id));
-        woken(&pw);
-        crd_permit_semaphore_free(pa);
-        crd_permit_semaphore_free(pb);
-
-        const char *lname = crdt_cluster_name_on(&cl, p, "cdl");
-        crd_latch *la, *lb;
-        CRDT_OK(a, crd_latch_new(a, lname, &la));
-        CRDT_OK(b, crd_latch_new(b, lname, &lb));
-        CRDT_OK(a, crd_latch_try_set_count(la, 1, NULL));
-        latch_channel(lname, channel, sizeof channel);
-        crdt_sync_waiter lw = {.l = lb, .wait_ms = 20000};
-        wait_for(&lw, owner, channel);
-        CRDT_OK(a, crd_latch_count_down(la));
-        woken(&lw);
-        crd_latch_free(la);
-        crd_latch_free(lb);
+        for (int k = CRDT_SYNC_SEMAPHORE; k <= CRDT_SYNC_LATCH; k++)
+            sharded_wake(&cl, p, owner, a, b, (crdt_sync_kind)k);
         redisFree(owner);
     }
     cr_assert_not(crdt_tracelog_has(tl, 0, "SUBSCRIBE", NULL), "sharded only");

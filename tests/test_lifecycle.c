@@ -165,13 +165,7 @@ Test(lifecycle, owner_ids_never_repeat_across_two_thousand_thread_lifetimes)
     enum { N = 2000, PAR = 8 };
     uint64_t *ids = calloc(2 * N + 1, sizeof *ids);
     cr_assert_not_null(ids);
-    for (int base = 0; base < N; base += PAR) {
-        pthread_t th[PAR];
-        for (int k = 0; k < PAR; k++)
-            cr_assert_eq(pthread_create(&th[k], NULL, record_owner, &ids[base + k]), 0);
-        for (int k = 0; k < PAR; k++)
-            pthread_join(th[k], NULL);
-    }
+    crdt_threads_run(N, PAR, record_owner, ids, sizeof *ids);
     for (int i = 0; i < N; i++)
         ids[N + i] = crd_owner_new();
     ids[2 * N] = crd_owner_current();
@@ -199,15 +193,12 @@ typedef struct fork_ctx {
     int ready_fd;       /* child -> parent: flood starts */
 } fork_ctx;
 
-struct script_wait {
-    crdt_tracelog *tl;
-    size_t want;
-};
-
-static bool scripts_seen(void *arg)
+/* crdt_options() with a watchdog timeout_ms, traced into the returned log. */
+static crdt_tracelog *traced_watchdog_options(crd_options *o, int64_t timeout_ms)
 {
-    struct script_wait *w = arg;
-    return crdt_tracelog_count_scripts(w->tl, 0) >= w->want;
+    crdt_tracelog *tl = crdt_traced_options(o);
+    o->watchdog_timeout_ms = timeout_ms;
+    return tl;
 }
 
 /* Exit codes say which check failed. */
@@ -270,12 +261,9 @@ static int fork_child(void *arg)
 Test(lifecycle, a_forked_child_gets_a_new_identity_holds_nothing_and_the_parent_keeps_renewing)
 {
     const int64_t timeout = 1500;
-    crdt_tracelog *tl = crdt_tracelog_new();
     crd_options o;
-    crdt_options(&o);
-    o.watchdog_timeout_ms = timeout;
+    crdt_tracelog *tl = traced_watchdog_options(&o, timeout);
     o.release_on_close = true;
-    crdt_tracelog_attach(tl, &o);
     crdt_fixture f;
     crdt_fixture_open_opts(&f, 1, "N", crdt_lock, &o, NULL);
     const char *freek = crdt_key("free");
@@ -286,8 +274,7 @@ Test(lifecycle, a_forked_child_gets_a_new_identity_holds_nothing_and_the_parent_
     crdt_owner_field(f.a, crd_owner_current(), field, sizeof field);
     /* Fork while the renewal thread is established (it has renewed once and sleeps on
      * its condition variable), as in a long-lived process. */
-    struct script_wait sw = {tl, 2};
-    cr_assert(crdt_wait_until(scripts_seen, &sw, 2 * timeout), "no renewal before the fork");
+    cr_assert(crdt_await_traced(tl, 0, NULL, 0, 2, 2 * timeout), "no renewal before the fork");
 
     int fds[2];
     cr_assert_eq(pipe(fds), 0);
@@ -354,11 +341,8 @@ Test(lifecycle, a_forked_child_gets_a_new_identity_holds_nothing_and_the_parent_
 Test(lifecycle, freeing_a_client_stops_renewal_and_its_holds_expire_without_a_release)
 {
     const int64_t timeout = 1500;
-    crdt_tracelog *tl = crdt_tracelog_new();
     crd_options o;
-    crdt_options(&o);
-    o.watchdog_timeout_ms = timeout;
-    crdt_tracelog_attach(tl, &o);
+    crdt_tracelog *tl = traced_watchdog_options(&o, timeout);
     crd_client *c = crdt_client_opts(&o);
     redisContext *r = crdt_redis();
     const char *keys[3] = {crdt_key("s0"), crdt_key("s1"), crdt_key("s2")};
@@ -444,26 +428,21 @@ Test(lifecycle, with_release_on_close_every_hold_is_released_when_the_client_is_
 
 Test(lifecycle, a_thread_blocked_in_acquire_returns_closed_promptly_when_the_client_is_freed)
 {
-    crd_client *holder = crdt_client();
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *key = crdt_key("blocked");
-    crd_lock *lh = crdt_lock(holder, key);
-    crd_lock *l = crdt_lock(c, key);
-    cr_assert_eq(crd_lock_acquire(lh, 0, 30000), CRD_OK);
+    crdt_fixture f; /* a holds, b's thread blocks */
+    crdt_fixture_open(&f, 2, "blocked", crdt_lock);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 30000), CRD_OK);
 
     crdt_waiter b = {
-        .lock = l, .wait_ms = CRD_WAIT_FOREVER, .lease_ms = CRD_LEASE_WATCHDOG, .hold = true};
+        .lock = f.lb, .wait_ms = CRD_WAIT_FOREVER, .lease_ms = CRD_LEASE_WATCHDOG, .hold = true};
     crdt_waiter_start(&b);
-    char channel[512];
-    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", key);
-    cr_assert(crdt_await_subscribed(r, channel, 5000), "the waiter never subscribed");
+    cr_assert(crdt_await_subscribed(f.r, f.channel, 5000), "the waiter never subscribed");
     /* Blocked, not in a round trip: crd_client_free's contract (no other thread inside
      * a call that is not a blocked acquire). */
-    cr_assert(crdt_await_waiting(c, 1, 5000), "the waiter never went to sleep");
+    cr_assert(crdt_await_waiting(f.b, 1, 5000), "the waiter never went to sleep");
 
     int64_t t0 = crdt_now_ms();
-    crd_client_free(c);
+    crd_client_free(f.b);
+    f.b = NULL; /* freed: the fixture's close frees only its handle */
     int64_t t_free = crdt_now_ms();
     crdt_waiter_join(&b, 30000, NULL);
     int64_t t_join = crdt_now_ms();
@@ -475,13 +454,9 @@ Test(lifecycle, a_thread_blocked_in_acquire_returns_closed_promptly_when_the_cli
                  crd_strerror(b.acquire_st));
     cr_assert(t_join - t0 < 1000, "the blocked acquire took %" PRId64 " ms to return",
               t_join - t0);
-    cr_assert_eq(crdt_exists(r, key), 1, "the holder's lock must be untouched");
-    cr_assert_eq(crd_lock_release(lh), CRD_OK);
-
-    crd_lock_free(l);
-    crd_lock_free(lh);
-    crd_client_free(holder);
-    redisFree(r);
+    cr_assert_eq(crdt_exists(f.r, f.key), 1, "the holder's lock must be untouched");
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    crdt_fixture_close(&f);
 }
 
 /* A thread of the parent is blocked in acquire (waiting on the client's condition

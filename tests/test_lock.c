@@ -324,19 +324,19 @@ Test(lock, force_unlock_refuses_a_key_that_is_not_a_lock_and_leaves_it_intact)
     freeReplyObject(crdt_cmd(r, "HSET %s name bob uuid:7 1", hash));
     for (int i = 0; i < 65; i++)
         freeReplyObject(crdt_cmd(r, "HSET %s u:%d 1", big, i));
-    crd_lock *l;
-    l = crdt_lock(c, str);
-    expect_refused(c, l, r, str, "holds a string value, not a lock");
-    crd_lock_free(l);
-    l = crdt_lock(c, list);
-    expect_refused(c, l, r, list, "holds a list value");
-    crd_lock_free(l);
-    l = crdt_lock(c, hash);
-    expect_refused(c, l, r, hash, "a hash whose fields are not a lock's owners");
-    crd_lock_free(l);
-    l = crdt_lock(c, big);
-    expect_refused(c, l, r, big, "a hash whose fields");
-    crd_lock_free(l);
+    const struct {
+        const char *key, *words;
+    } refused[] = {
+        {str, "holds a string value, not a lock"},
+        {list, "holds a list value"},
+        {hash, "a hash whose fields are not a lock's owners"},
+        {big, "a hash whose fields"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        crd_lock *l = crdt_lock(c, refused[i].key);
+        expect_refused(c, l, r, refused[i].key, refused[i].words);
+        crd_lock_free(l);
+    }
     /* The fair and the read-write kinds check too; the fair queue is left alone. */
     crd_lock *f = NULL;
     cr_assert_eq(crd_fair_lock_new(c, str, &f), CRD_OK);
@@ -352,7 +352,7 @@ Test(lock, force_unlock_refuses_a_key_that_is_not_a_lock_and_leaves_it_intact)
     /* A real lock with a foreign owner field shape is still a lock: deleted. */
     const char *lockkey = crdt_key("real");
     freeReplyObject(crdt_cmd(r, "HSET %s 0b7c5e2e-1111-2222-3333-444455556666:42 1", lockkey));
-    l = crdt_lock(c, lockkey);
+    crd_lock *l = crdt_lock(c, lockkey);
     bool was = false;
     cr_assert_eq(crd_lock_force_unlock(l, &was), CRD_OK, "%s", crd_client_errmsg(c));
     cr_assert(was);
@@ -741,9 +741,7 @@ static int fork_child(void *arg)
         return 2;
     crd_client *c = NULL;
     crd_options o;
-    crd_options_init(&o);
-    o.host = "127.0.0.1";
-    o.port = atoi(getenv("CRDT_REDIS_PORT"));
+    crdt_options_plain(&o, atoi(getenv("CRDT_REDIS_PORT")));
     if (crd_client_new(&o, &c) != CRD_OK)
         return 3;
     if (strcmp(crd_client_id(c), x->parent_uuid) == 0)

@@ -762,38 +762,15 @@ Test(loop, a_permit_semaphore_acquire_on_the_loop_gets_its_ids_when_a_permit_is_
  * the next attempt reads the ids back (ZSCORE) instead of sending the acquire again. */
 Test(loop, a_permit_acquire_on_the_loop_whose_reply_is_lost_is_read_back_not_resent)
 {
-    crdt_proxy *p;
-    crd_client *c = crdt_client_via_proxy(&p);
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("readback");
-    char zset[400];
-    snprintf(zset, sizeof zset, "{%s}:timeout", name);
-    crd_permit_semaphore *ps = crdt_pes_of(c, name);
-    CRDT_OK(c, crd_permit_semaphore_try_set_permits(ps, 3, NULL));
-    char first[CRD_PERMIT_ID_SIZE];
-    CRDT_OK(c, crd_permit_semaphore_acquire(ps, 0, 60000, first)); /* the script is cached */
-    int rule = crdt_proxy_arm(p, name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
+    crdt_lost_permit x;
+    crdt_lost_permit_open(&x, "readback");
     char id[1][CRD_PERMIT_ID_SIZE];
     rec a = {0};
-    CRDT_OK(c, crd_permit_semaphore_acquire_async(ps, 1, 5000, 60000, id, done_rec, &a, NULL));
-    cr_assert(run_loop(c, calls_1, &a, 10000), "the acquire never completed");
-    cr_assert(crdt_proxy_fired(p, rule));
-    cr_assert_eq(a.st[0], CRD_OK, "%s: %s", crd_strerror(a.st[0]), crd_client_errmsg(c));
-    cr_assert_eq(crdt_reply_int(crdt_cmd(r, "GET %s", name)), 1, "one permit taken, once");
-    cr_assert_eq(crdt_cmd_int(r, "ZCARD %s", zset), 2);
-    unsigned char b[16];
-    for (int i = 0; i < 16; i++) {
-        unsigned v = 0;
-        sscanf(id[0] + 2 * i, "%2x", &v);
-        b[i] = (unsigned char)v;
-    }
-    redisReply *z = redisCommand(r, "ZSCORE %s %b", zset, b, (size_t)16);
-    cr_assert(z != NULL && z->type != REDIS_REPLY_NIL, "the id read back is the permit");
-    freeReplyObject(z);
-    crd_permit_semaphore_free(ps);
-    crd_client_free(c);
-    crdt_proxy_stop(p);
-    redisFree(r);
+    CRDT_OK(x.f.a,
+            crd_permit_semaphore_acquire_async(x.f.pa, 1, 5000, 60000, id, done_rec, &a, NULL));
+    cr_assert(run_loop(x.f.a, calls_1, &a, 10000), "the acquire never completed");
+    crdt_lost_permit_check(&x, a.st[0], id[0]);
+    crdt_sync_close(&x.f);
 }
 
 /* The engine carries the semaphores' and the latch's attempts: with every reply held

@@ -84,11 +84,7 @@ Test(metrics, a_caller_built_against_the_first_struct_gets_only_its_fields)
 
 /* The watchdog sends each period's renewals in pipelines of up to 64 script calls of up
  * to 100 holds each: 150 holds = 2 calls = 1 round trip per period. */
-static bool two_rounds_done(void *arg)
-{
-    crd_metrics m;
-    return crd_client_metrics(arg, &m, sizeof m) == CRD_OK && m.renewals >= 300;
-}
+enum { TWO_ROUNDS_OF_RENEWALS = 300 };
 
 Test(metrics, watchdog_round_trips_count_the_renewal_pipelines, .timeout = 60)
 {
@@ -104,7 +100,9 @@ Test(metrics, watchdog_round_trips_count_the_renewal_pipelines, .timeout = 60)
         cr_assert_eq(crd_lock_acquire(l[i], 0, CRD_LEASE_WATCHDOG), CRD_OK);
     }
     crd_metrics m0 = snapshot(c);
-    cr_assert(crdt_wait_until(two_rounds_done, c, 20000), "no two renewal rounds in 20 s");
+    cr_assert(crdt_await_metric(c, CRDT_METRIC(renewals), TWO_ROUNDS_OF_RENEWALS, UINT64_MAX,
+                                20000),
+              "no two renewal rounds in 20 s");
     crd_metrics m1 = snapshot(c);
     uint64_t rounds = m1.renewals / 150;
     cr_assert_geq(m1.watchdog_round_trips, 2);
@@ -207,56 +205,48 @@ static void assert_lock_counters_untouched(const crd_metrics *m)
 
 Test(metrics, semaphore_acquires_and_releases_count_permits_waits_and_busy_exactly)
 {
-    crd_client *c = crdt_client(), *other = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("msem");
-    char channel[400];
-    snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
-    crd_semaphore *s = crdt_sem_of(c, name), *os = crdt_sem_of(other, name);
-    crd_metrics m0 = snapshot(c);
+    crdt_sync_fixture f; /* a is the client counted, b the other one */
+    crdt_sync_open(&f, CRDT_SYNC_SEMAPHORE, "msem");
+    crd_metrics m0 = snapshot(f.a);
     cr_assert_eq(m0.permits_acquired + m0.permits_released + m0.permit_acquire_busy, 0);
 
-    CRDT_OK(c, crd_semaphore_try_set_permits(s, 3, 0, NULL));
-    CRDT_OK(c, crd_semaphore_acquire(s, 2, 0));        /* 2 permits, no wait */
-    CRDT_OK(c, crd_semaphore_acquire(s, 1, 1000));     /* 1 more, free at once */
-    cr_assert_eq(crd_semaphore_acquire(s, 1, 0), CRD_BUSY);
-    cr_assert_eq(crd_semaphore_acquire(s, 1, 50), CRD_TIMEOUT);
-    CRDT_OK(c, crd_semaphore_release(s, 3));
-    CRDT_OK(c, crd_semaphore_add_permits(s, 2));       /* counts in neither */
+    CRDT_OK(f.a, crd_semaphore_try_set_permits(f.sa, 3, 0, NULL));
+    CRDT_OK(f.a, crd_semaphore_acquire(f.sa, 2, 0));        /* 2 permits, no wait */
+    CRDT_OK(f.a, crd_semaphore_acquire(f.sa, 1, 1000));     /* 1 more, free at once */
+    cr_assert_eq(crd_semaphore_acquire(f.sa, 1, 0), CRD_BUSY);
+    cr_assert_eq(crd_semaphore_acquire(f.sa, 1, 50), CRD_TIMEOUT);
+    CRDT_OK(f.a, crd_semaphore_release(f.sa, 3));
+    CRDT_OK(f.a, crd_semaphore_add_permits(f.sa, 2));       /* counts in neither */
     int64_t drained = 0;
-    CRDT_OK(c, crd_semaphore_drain(s, &drained));      /* nor does a drain */
+    CRDT_OK(f.a, crd_semaphore_drain(f.sa, &drained));      /* nor does a drain */
     cr_assert_eq(drained, 5);
-    crd_metrics m1 = snapshot(c);
+    crd_metrics m1 = snapshot(f.a);
     cr_assert_eq(m1.permits_acquired, 3);
     cr_assert_eq(m1.permits_released, 3);
     cr_assert_eq(m1.permit_acquires_contended, 0, "nothing had to wait for its permits");
     cr_assert_eq(m1.permit_acquire_busy, 2);
 
     /* A waiter that gets its 2 permits once the other client releases them. */
-    crdt_sync_waiter w = {.s = s, .permits = 2, .wait_ms = 20000};
+    crdt_sync_waiter w = {.s = f.sa, .permits = 2, .wait_ms = 20000};
     crdt_sync_waiter_start(&w);
-    cr_assert(crdt_await_subscribed(r, channel, 5000), "the waiter subscribes");
+    cr_assert(crdt_await_subscribed(f.r, f.channel, 5000), "the waiter subscribes");
     int64_t released = crdt_now_ms();
-    CRDT_OK(other, crd_semaphore_release(os, 2));
+    CRDT_OK(f.b, crd_semaphore_release(f.sb, 2));
     crdt_sync_waiter_woken(&w, released, 2000, "the waiting acquire");
-    crd_metrics m2 = snapshot(c);
+    crd_metrics m2 = snapshot(f.a);
     cr_assert_eq(m2.permits_acquired, 5);
     cr_assert_eq(m2.permit_acquires_contended, 1);
     cr_assert_eq(m2.permit_acquire_busy, 2);
     cr_assert_eq(m2.permits_released, 3, "the other client's release is not ours");
-    crd_metrics o = snapshot(other);
+    crd_metrics o = snapshot(f.b);
     cr_assert_eq(o.permits_released, 2);
     cr_assert_eq(o.permits_acquired, 0);
     assert_lock_counters_untouched(&m2);
     assert_lock_counters_untouched(&o);
     /* A refused release counts nothing. */
-    cr_assert_eq(crd_semaphore_release(s, 0), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(snapshot(c).permits_released, 3);
-    crd_semaphore_free(s);
-    crd_semaphore_free(os);
-    crd_client_free(other);
-    crd_client_free(c);
-    redisFree(r);
+    cr_assert_eq(crd_semaphore_release(f.sa, 0), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(snapshot(f.a).permits_released, 3);
+    crdt_sync_close(&f);
 }
 
 Test(metrics, permit_semaphore_ids_count_as_permits_and_unknown_ids_count_nothing)
@@ -288,17 +278,13 @@ Test(metrics, permit_semaphore_ids_count_as_permits_and_unknown_ids_count_nothin
 
 Test(metrics, latch_count_downs_woken_awaits_and_timed_out_awaits_are_counted)
 {
-    crd_client *c = crdt_client(), *other = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("mlatch");
-    char channel[400];
-    snprintf(channel, sizeof channel, "redisson_countdownlatch__channel__{%s}", name);
-    crd_latch *l = crdt_latch_of(c, name), *ol = crdt_latch_of(other, name);
-    CRDT_OK(c, crd_latch_try_set_count(l, 2, NULL));
-    cr_assert_eq(crd_latch_await(l, 0), CRD_BUSY);
-    cr_assert_eq(crd_latch_await(l, 50), CRD_TIMEOUT);
-    CRDT_OK(c, crd_latch_count_down(l));
-    crd_metrics m1 = snapshot(c);
+    crdt_sync_fixture f; /* a is the client counted, b the other one */
+    crdt_sync_open(&f, CRDT_SYNC_LATCH, "mlatch");
+    CRDT_OK(f.a, crd_latch_try_set_count(f.la, 2, NULL));
+    cr_assert_eq(crd_latch_await(f.la, 0), CRD_BUSY);
+    cr_assert_eq(crd_latch_await(f.la, 50), CRD_TIMEOUT);
+    CRDT_OK(f.a, crd_latch_count_down(f.la));
+    crd_metrics m1 = snapshot(f.a);
     cr_assert_eq(m1.latch_count_downs, 1);
     cr_assert_eq(m1.latch_await_timeouts, 2);
     cr_assert_eq(m1.latch_awaits_woken, 0);
@@ -307,26 +293,22 @@ Test(metrics, latch_count_downs_woken_awaits_and_timed_out_awaits_are_counted)
      * subscribes after its first check found the count above zero, so once the channel
      * is subscribed it is known to wait (a second waiter could still be at its first
      * check and see zero). */
-    crdt_sync_waiter w = {.l = l, .wait_ms = 20000};
+    crdt_sync_waiter w = {.l = f.la, .wait_ms = 20000};
     crdt_sync_waiter_start(&w);
-    cr_assert(crdt_await_subscribed(r, channel, 5000), "the waiter subscribes");
+    cr_assert(crdt_await_subscribed(f.r, f.channel, 5000), "the waiter subscribes");
     int64_t down = crdt_now_ms();
-    CRDT_OK(other, crd_latch_count_down(ol));
+    CRDT_OK(f.b, crd_latch_count_down(f.lb));
     crdt_sync_waiter_woken(&w, down, 2000, "the await");
     /* An await on a latch already at zero returns at once: not a woken wait. */
-    CRDT_OK(c, crd_latch_await(l, 1000));
-    crd_metrics m2 = snapshot(c);
+    CRDT_OK(f.a, crd_latch_await(f.la, 1000));
+    crd_metrics m2 = snapshot(f.a);
     cr_assert_eq(m2.latch_awaits_woken, 1);
     cr_assert_eq(m2.latch_count_downs, 1, "the other client's count-down is not ours");
     cr_assert_eq(m2.latch_await_timeouts, 2);
-    cr_assert_eq(snapshot(other).latch_count_downs, 1);
+    cr_assert_eq(snapshot(f.b).latch_count_downs, 1);
     cr_assert_eq(m2.permits_acquired + m2.permits_released, 0);
     assert_lock_counters_untouched(&m2);
-    crd_latch_free(l);
-    crd_latch_free(ol);
-    crd_client_free(other);
-    crd_client_free(c);
-    redisFree(r);
+    crdt_sync_close(&f);
 }
 
 Test(metrics, waiting_now_counts_the_threads_asleep_in_an_acquire_and_nothing_else)

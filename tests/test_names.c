@@ -76,19 +76,6 @@ static bool is_script(const crdt_trace_entry *e)
            strncmp(e->reply, "(error) NOSCRIPT", 16) != 0;
 }
 
-typedef struct sub_seen {
-    crdt_tracelog *log;
-    size_t from;
-} sub_seen;
-
-/* The waiter's SUBSCRIBE confirmation is traced by the subscriber thread, possibly
- * after the 100 ms try has ended (slow sanitizer builds): wait for it. */
-static bool subscribe_traced(void *arg)
-{
-    sub_seen *s = arg;
-    return crdt_tracelog_count_cmd(s->log, s->from, "SUBSCRIBE", 1) > 0;
-}
-
 /* Holder A acquires and releases name (binary, len bytes) while waiter B tries for
  * 100 ms; the names come from the traces. */
 static void round_trip(const char *name, size_t len, bool allow_unsafe, int db, observed *out)
@@ -112,8 +99,9 @@ static void round_trip(const char *name, size_t len, bool allow_unsafe, int db, 
     cr_assert_eq(crd_lock_acquire(la, 0, 10000), CRD_OK, "%s", crd_client_errmsg(a));
     cr_assert_eq(crd_lock_acquire(lb, 100, 10000), CRD_TIMEOUT);
     cr_assert_eq(crd_lock_release(la), CRD_OK);
-    sub_seen seen = {tb, b0};
-    crdt_wait_until(subscribe_traced, &seen, 3000);
+    /* The waiter's SUBSCRIBE confirmation is traced by the subscriber thread, possibly
+     * after the 100 ms try has ended (slow sanitizer builds): wait for it. */
+    crdt_await_traced(tb, b0, "SUBSCRIBE", 1, 1, 3000);
 
     int scripts = 0;
     for (size_t i = a0; i < crdt_tracelog_count(ta); i++) {
@@ -214,39 +202,56 @@ static bool is_class_c(json_t *entry)
     return json_is_false(json_object_get(entry, "all_in_lock_key_slot"));
 }
 
-Test(names, every_recorded_name_derives_the_same_key_channel_and_latch_as_redisson)
+/* Each recorded name of names.json in class C (class_c) or not: a lock of it
+ * (round_trip, allow_unsafe = class_c, db tag) derives the recording's key, channel,
+ * waiter channel and latch prefix, and passes more(n, name, &o) when given. Returns how
+ * many names it checked. */
+static int check_recorded_names(bool class_c, int tag,
+                                void (*more)(json_t *n, const char *name, const observed *o))
 {
     json_t *root = load_names();
     size_t i;
     json_t *n;
     int checked = 0;
     json_array_foreach(json_object_get(root, "names"), i, n) {
-        if (is_class_c(n))
+        if (is_class_c(n) != class_c)
             continue;
         const char *name = json_string_value(json_object_get(n, "name"));
-        cr_assert_eq((json_int_t)strlen(name),
-                     json_integer_value(json_object_get(n, "name_utf8_bytes")));
         observed o;
-        round_trip(name, strlen(name), false, 1, &o);
+        round_trip(name, strlen(name), class_c, tag, &o);
         cr_assert_str_eq(o.key, jpath(n, "rlock", "key"), "key of %s", name);
         cr_assert_str_eq(o.channel, jpath(n, "rlock", "channel"), "channel of %s", name);
         cr_assert_str_eq(o.sub_channel, jpath(n, "rlock", "channel"), "waiter channel of %s",
                          name);
         const char *lp = jpath(n, "rlock", "unlock_latch_key_prefix");
         assert_latch_shape(&o, lp, strlen(lp));
-        /* and the slots the recording got from CLUSTER KEYSLOT */
-        json_t *slots = json_object_get(n, "cluster_keyslot");
-        cr_assert_eq(keyslot(o.key, o.key_len),
-                     json_integer_value(json_object_get(slots, "lock_key")));
-        cr_assert_eq(keyslot(o.channel, o.channel_len),
-                     json_integer_value(json_object_get(slots, "rlock_channel")));
-        cr_assert_eq(keyslot(o.latch, o.latch_len),
-                     json_integer_value(json_object_get(slots, "unlock_latch_key")));
+        if (more != NULL)
+            more(n, name, &o);
         observed_free(&o);
         checked++;
     }
-    cr_assert_geq(checked, 9, "only %d class A/B names in names.json", checked);
     json_decref(root);
+    return checked;
+}
+
+/* The name's length in bytes and the slots the recording got from CLUSTER KEYSLOT. */
+static void assert_recorded_length_and_slots(json_t *n, const char *name, const observed *o)
+{
+    cr_assert_eq((json_int_t)strlen(name),
+                 json_integer_value(json_object_get(n, "name_utf8_bytes")));
+    json_t *slots = json_object_get(n, "cluster_keyslot");
+    cr_assert_eq(keyslot(o->key, o->key_len),
+                 json_integer_value(json_object_get(slots, "lock_key")));
+    cr_assert_eq(keyslot(o->channel, o->channel_len),
+                 json_integer_value(json_object_get(slots, "rlock_channel")));
+    cr_assert_eq(keyslot(o->latch, o->latch_len),
+                 json_integer_value(json_object_get(slots, "unlock_latch_key")));
+}
+
+Test(names, every_recorded_name_derives_the_same_key_channel_and_latch_as_redisson)
+{
+    int checked = check_recorded_names(false, 1, assert_recorded_length_and_slots);
+    cr_assert_geq(checked, 9, "only %d class A/B names in names.json", checked);
 }
 
 Test(names, class_c_names_are_refused_by_default)
@@ -284,26 +289,7 @@ Test(names, class_c_names_are_refused_by_default)
 
 Test(names, class_c_names_behave_like_java_when_allowed)
 {
-    json_t *root = load_names();
-    size_t i;
-    json_t *n;
-    int checked = 0;
-    json_array_foreach(json_object_get(root, "names"), i, n) {
-        if (!is_class_c(n))
-            continue;
-        const char *name = json_string_value(json_object_get(n, "name"));
-        observed o;
-        round_trip(name, strlen(name), true, 2, &o);
-        cr_assert_str_eq(o.key, jpath(n, "rlock", "key"), "key of %s", name);
-        cr_assert_str_eq(o.channel, jpath(n, "rlock", "channel"), "channel of %s", name);
-        cr_assert_str_eq(o.sub_channel, jpath(n, "rlock", "channel"));
-        const char *lp = jpath(n, "rlock", "unlock_latch_key_prefix");
-        assert_latch_shape(&o, lp, strlen(lp));
-        observed_free(&o);
-        checked++;
-    }
-    cr_assert_eq(checked, 3);
-    json_decref(root);
+    cr_assert_eq(check_recorded_names(true, 2, NULL), 3);
 }
 
 Test(names, a_one_kib_name_follows_the_same_rule_and_keeps_one_slot)

@@ -34,19 +34,6 @@ static bool blocked_fn(void *arg)
            crdt_tracelog_count_scripts(p->tl, p->from) >= 2;
 }
 
-static bool unsubscribed_fn(void *arg)
-{
-    struct blocked_pred *p = arg;
-    return crdt_tracelog_count_cmd(p->tl, p->from, "UNSUBSCRIBE", 1) >= 1;
-}
-
-static bool resubscribed_fn(void *arg)
-{
-    /* a SUBSCRIBE confirmed after the kill */
-    struct blocked_pred *p = arg;
-    return crdt_tracelog_count_cmd(p->tl, p->from, "SUBSCRIBE", 1) >= 1;
-}
-
 struct live_pred {
     struct blocked_pred *bp;
     redisContext *r;
@@ -111,8 +98,8 @@ static counts wait_behind(int64_t hold_ms)
     cr_assert_eq(w.acquire_st, CRD_OK);
     /* The waiter's UNSUBSCRIBE is sent by the subscriber thread after the acquire
      * returned; count once it is there. */
-    struct blocked_pred up = {tl, from};
-    cr_assert(crdt_wait_until(unsubscribed_fn, &up, 2000), "the waiter never unsubscribed");
+    cr_assert(crdt_await_traced(tl, from, "UNSUBSCRIBE", 1, 1, 2000),
+              "the waiter never unsubscribed");
     counts c = {0};
     c.wake_ms = w.t_acq_ms - t0;
     /* count up to the release of the waiter itself (its own unlock is one script) */
@@ -220,7 +207,9 @@ Test(pubsub, a_waiter_whose_subscriber_connection_is_killed_still_wakes_promptly
     cr_assert(crdt_wait_until(blocked_live_fn, &lp, 5000), "the waiter never blocked");
     bp.from = crdt_tracelog_count(tl);
     kill_pubsub_clients(f.r);
-    cr_assert(crdt_wait_until(resubscribed_fn, &bp, 10000), "the waiter never resubscribed");
+    /* a SUBSCRIBE confirmed after the kill */
+    cr_assert(crdt_await_traced(tl, bp.from, "SUBSCRIBE", 1, 1, 10000),
+              "the waiter never resubscribed");
     cr_assert_eq(crdt_numsub(f.r, f.channel), 1, "resubscribed to the lock's channel");
     t0 = crdt_now_ms();
     cr_assert_eq(crd_lock_release(f.la), CRD_OK);
@@ -303,22 +292,16 @@ Test(pubsub, local_waiters_share_one_subscription_and_hand_the_lock_on, .timeout
 
 Test(pubsub, a_waiter_that_times_out_or_acquires_at_once_leaves_no_subscription)
 {
-    crd_client *a = crdt_client();
-    crd_client *b = crdt_client();
-    const char *key = crdt_key("L");
-    crd_lock *la = crdt_lock(a, key);
-    crd_lock *lb = crdt_lock(b, key);
-    cr_assert_eq(crd_lock_acquire(la, 0, 30000), CRD_OK);
-    cr_assert_eq(crd_lock_acquire(lb, 200, 30000), CRD_TIMEOUT);
+    crdt_fixture f;
+    crdt_fixture_open(&f, 2, "L", crdt_lock);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.lb, 200, 30000), CRD_TIMEOUT);
     cr_assert(crdt_pubsub_channels_empty(NULL), "the timed-out waiter stayed subscribed");
-    cr_assert_eq(crd_lock_acquire(lb, 0, 30000), CRD_BUSY);
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 30000), CRD_BUSY);
     cr_assert(crdt_pubsub_channels_empty(NULL));
-    cr_assert_eq(crd_lock_release(la), CRD_OK);
-    cr_assert_eq(crd_lock_acquire(lb, 5000, 30000), CRD_OK);
-    cr_assert_eq(crd_lock_release(lb), CRD_OK);
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.lb, 5000, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.lb), CRD_OK);
+    crdt_fixture_close(&f);
     cr_assert(crdt_pubsub_channels_empty(NULL), "PUBSUB CHANNELS is not empty");
 }

@@ -102,24 +102,11 @@ static crd_rwlock *rwlock(crd_client *c, const char *name)
     return rw;
 }
 
-typedef struct scripts_pred {
-    crdt_tracelog *t;
-    size_t from;
-    size_t at_least;
-} scripts_pred;
-
-static bool scripts_reached(void *arg)
-{
-    scripts_pred *p = arg;
-    return crdt_tracelog_count_scripts(p->t, p->from) >= p->at_least;
-}
-
 /* Waits until a traced client has run at_least scripts since `from`: a waiter that ran
  * its acquire, subscribed and re-checked (2 scripts) is asleep on the channel. */
 static void await_scripts(crdt_tracelog *t, size_t from, size_t at_least)
 {
-    scripts_pred p = {t, from, at_least};
-    cr_assert(crdt_wait_until(scripts_reached, &p, 5000), "the waiter never settled (%zu scripts)",
+    cr_assert(crdt_await_traced(t, from, NULL, 0, at_least, 5000), "the waiter never settled (%zu scripts)",
               crdt_tracelog_count_scripts(t, from));
 }
 

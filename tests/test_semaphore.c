@@ -93,29 +93,21 @@ Test(semaphore, try_set_with_a_ttl_sets_px_and_acquire_keeps_it)
 
 Test(semaphore, a_blocked_acquire_is_woken_by_the_release_message_not_by_its_deadline)
 {
-    crd_client *a = crdt_client(), *b = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("wake");
-    char channel[400];
-    snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
-    crd_semaphore *sa = crdt_sem_of(a, name), *sb = crdt_sem_of(b, name);
-    CRDT_OK(a, crd_semaphore_try_set_permits(sa, 1, 0, NULL));
-    CRDT_OK(a, crd_semaphore_acquire(sa, 1, 0));
+    crdt_sync_fixture f;
+    crdt_sync_open(&f, CRDT_SYNC_SEMAPHORE, "wake");
+    CRDT_OK(f.a, crd_semaphore_try_set_permits(f.sa, 1, 0, NULL));
+    CRDT_OK(f.a, crd_semaphore_acquire(f.sa, 1, 0));
 
-    crdt_sync_waiter t = {.s = sb, .permits = 1, .wait_ms = 20000};
+    crdt_sync_waiter t = {.s = f.sb, .permits = 1, .wait_ms = 20000};
     crdt_sync_waiter_start(&t);
-    cr_assert(crdt_await_subscribed(r, channel, 5000), "the waiter subscribes");
+    cr_assert(crdt_await_subscribed(f.r, f.channel, 5000), "the waiter subscribes");
     cr_assert_not(crdt_gate_wait(&t.done, 1, 200), "nothing to take yet");
     int64_t released = crdt_now_ms();
-    CRDT_OK(a, crd_semaphore_release(sa, 1));
+    CRDT_OK(f.a, crd_semaphore_release(f.sa, 1));
     crdt_sync_waiter_woken(&t, released, 2000, "the acquire");
-    cr_assert_eq(get_int(r, name), 0);
-    cr_assert(crdt_pubsub_channels_empty(channel), "the waiter unsubscribed");
-    crd_semaphore_free(sa);
-    crd_semaphore_free(sb);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
+    cr_assert_eq(get_int(f.r, f.name), 0);
+    cr_assert(crdt_pubsub_channels_empty(f.channel), "the waiter unsubscribed");
+    crdt_sync_close(&f);
 }
 
 Test(semaphore, try_acquire_with_a_wait_times_out_at_its_deadline_and_takes_nothing)
@@ -137,32 +129,24 @@ Test(semaphore, try_acquire_with_a_wait_times_out_at_its_deadline_and_takes_noth
 
 Test(semaphore, a_release_of_two_wakes_both_local_waiters_and_negative_counts_wake_none)
 {
-    crd_client *a = crdt_client(), *b = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("two");
-    char channel[400];
-    snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
-    crd_semaphore *sa = crdt_sem_of(a, name), *sb = crdt_sem_of(b, name);
-    CRDT_OK(a, crd_semaphore_try_set_permits(sa, 0, 0, NULL));
-    crdt_sync_waiter t1 = {.s = sb, .permits = 1, .wait_ms = 20000};
-    crdt_sync_waiter t2 = {.s = sb, .permits = 1, .wait_ms = 20000};
+    crdt_sync_fixture f;
+    crdt_sync_open(&f, CRDT_SYNC_SEMAPHORE, "two");
+    CRDT_OK(f.a, crd_semaphore_try_set_permits(f.sa, 0, 0, NULL));
+    crdt_sync_waiter t1 = {.s = f.sb, .permits = 1, .wait_ms = 20000};
+    crdt_sync_waiter t2 = {.s = f.sb, .permits = 1, .wait_ms = 20000};
     crdt_sync_waiter_start(&t1);
     crdt_sync_waiter_start(&t2);
-    cr_assert(crdt_await_subscribed(r, channel, 5000));
-    cr_assert_eq(crdt_numsub(r, channel), 1, "two local waiters share one subscription");
-    CRDT_OK(a, crd_semaphore_add_permits(sa, -1)); /* publishes -1: wakes nobody */
+    cr_assert(crdt_await_subscribed(f.r, f.channel, 5000));
+    cr_assert_eq(crdt_numsub(f.r, f.channel), 1, "two local waiters share one subscription");
+    CRDT_OK(f.a, crd_semaphore_add_permits(f.sa, -1)); /* publishes -1: wakes nobody */
     cr_assert_not(crdt_gate_wait(&t1.done, 1, 200));
     cr_assert_eq(crdt_gate_value(&t2.done), 0);
     int64_t released = crdt_now_ms();
-    CRDT_OK(a, crd_semaphore_release(sa, 3)); /* count 2: both may take one */
+    CRDT_OK(f.a, crd_semaphore_release(f.sa, 3)); /* count 2: both may take one */
     crdt_sync_waiter_woken(&t1, released, 2000, "the first acquire");
     crdt_sync_waiter_woken(&t2, released, 2000, "the second acquire");
-    cr_assert_eq(get_int(r, name), 0);
-    crd_semaphore_free(sa);
-    crd_semaphore_free(sb);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
+    cr_assert_eq(get_int(f.r, f.name), 0);
+    crdt_sync_close(&f);
 }
 
 /* Exclusion: workers take one of 2 permits and check that no more than 2 are inside. */
@@ -341,30 +325,24 @@ Test(semaphore, bad_input_is_refused_with_a_status_and_changes_nothing)
 /* A release whose reply is lost after Redis ran it: CRD_OUTCOME_UNKNOWN, never resent. */
 Test(semaphore, a_release_whose_reply_is_lost_is_an_unknown_outcome_and_is_not_resent)
 {
-    crdt_proxy *p;
-    crd_client *c = crdt_client_via_proxy(&p);
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("lost");
-    crd_semaphore *s = crdt_sem_of(c, name);
-    CRDT_OK(c, crd_semaphore_try_set_permits(s, 1, 0, NULL));
+    crdt_sync_fixture f;
+    crdt_sync_open_proxied(&f, CRDT_SYNC_SEMAPHORE, "lost");
+    CRDT_OK(f.a, crd_semaphore_try_set_permits(f.sa, 1, 0, NULL));
     /* Each script once, so that the lost ones run at once (not NOSCRIPT, then EVAL). */
-    CRDT_OK(c, crd_semaphore_acquire(s, 1, 0));
-    CRDT_OK(c, crd_semaphore_release(s, 1));
-    CRDT_OK(c, crd_semaphore_add_permits(s, 0));
-    CRDT_OK(c, crd_semaphore_acquire(s, 1, 0));
-    int rule = crdt_proxy_arm(p, name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
-    crd_status st = crd_semaphore_release(s, 1);
-    cr_assert(crdt_proxy_fired(p, rule));
-    cr_assert_eq(st, CRD_OUTCOME_UNKNOWN, "%s: %s", crd_strerror(st), crd_client_errmsg(c));
-    cr_assert(strstr(crd_client_errmsg(c), "not resent") != NULL, "%s", crd_client_errmsg(c));
-    cr_assert_eq(get_int(r, name), 1, "it ran exactly once");
-    rule = crdt_proxy_arm(p, name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
-    cr_assert_eq(crd_semaphore_add_permits(s, 5), CRD_OUTCOME_UNKNOWN);
-    cr_assert_eq(get_int(r, name), 6);
-    crd_semaphore_free(s);
-    crd_client_free(c);
-    crdt_proxy_stop(p);
-    redisFree(r);
+    CRDT_OK(f.a, crd_semaphore_acquire(f.sa, 1, 0));
+    CRDT_OK(f.a, crd_semaphore_release(f.sa, 1));
+    CRDT_OK(f.a, crd_semaphore_add_permits(f.sa, 0));
+    CRDT_OK(f.a, crd_semaphore_acquire(f.sa, 1, 0));
+    int rule = crdt_proxy_arm(f.p, f.name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
+    crd_status st = crd_semaphore_release(f.sa, 1);
+    cr_assert(crdt_proxy_fired(f.p, rule));
+    cr_assert_eq(st, CRD_OUTCOME_UNKNOWN, "%s: %s", crd_strerror(st), crd_client_errmsg(f.a));
+    cr_assert(strstr(crd_client_errmsg(f.a), "not resent") != NULL, "%s", crd_client_errmsg(f.a));
+    cr_assert_eq(get_int(f.r, f.name), 1, "it ran exactly once");
+    rule = crdt_proxy_arm(f.p, f.name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
+    cr_assert_eq(crd_semaphore_add_permits(f.sa, 5), CRD_OUTCOME_UNKNOWN);
+    cr_assert_eq(get_int(f.r, f.name), 6);
+    crdt_sync_close(&f);
 }
 
 /* ---- RPermitExpirableSemaphore -------------------------------------------------------------- */
@@ -380,21 +358,6 @@ static bool is_hex32(const char *id)
 }
 
 /* ZSCORE of a permit (its hex id decoded to the 16 bytes Redis keeps); -1 when absent. */
-static long long zscore_of(redisContext *r, const char *zset, const char *id)
-{
-    unsigned char b[16];
-    for (int i = 0; i < 16; i++) {
-        unsigned v = 0;
-        sscanf(id + 2 * i, "%2x", &v);
-        b[i] = (unsigned char)v;
-    }
-    redisReply *rep = redisCommand(r, "ZSCORE %s %b", zset, b, (size_t)16);
-    cr_assert_not_null(rep);
-    long long v = rep->type == REDIS_REPLY_NIL ? -1 : strtoll(rep->str, NULL, 10);
-    freeReplyObject(rep);
-    return v;
-}
-
 Test(semaphore, expirable_acquire_returns_an_id_kept_with_its_deadline_and_release_by_id)
 {
     crd_client *c = crdt_client();
@@ -411,9 +374,9 @@ Test(semaphore, expirable_acquire_returns_an_id_kept_with_its_deadline_and_relea
     CRDT_OK(c, crd_permit_semaphore_acquire(ps, 0, 10000, a));
     CRDT_OK(c, crd_permit_semaphore_acquire(ps, 0, CRD_PERMIT_NO_LEASE, b));
     cr_assert(is_hex32(a) && is_hex32(b) && strcmp(a, b) != 0, "%s %s", a, b);
-    long long sa = zscore_of(r, zset, a);
+    long long sa = crdt_permit_score(r, zset, a);
     cr_assert(sa >= before + 10000 && sa < before + 12000, "deadline %lld", sa);
-    cr_assert_eq(zscore_of(r, zset, b), 922337203685477LL);
+    cr_assert_eq(crdt_permit_score(r, zset, b), 922337203685477LL);
     cr_assert_eq(crd_permit_semaphore_acquire(ps, 0, 1000, x), CRD_BUSY);
     int64_t n = -1;
     CRDT_OK(c, crd_permit_semaphore_available(ps, &n));
@@ -431,7 +394,7 @@ Test(semaphore, expirable_acquire_returns_an_id_kept_with_its_deadline_and_relea
     CRDT_OK(c, crd_permit_semaphore_lease_left(ps, a, &left));
     cr_assert(left > 18000 && left <= 20000, "left %lld", (long long)left);
     CRDT_OK(c, crd_permit_semaphore_release(ps, a));
-    cr_assert_eq(zscore_of(r, zset, a), -1);
+    cr_assert_eq(crdt_permit_score(r, zset, a), -1);
     cr_assert_eq(get_int(r, name), 1);
     cr_assert_eq(crd_permit_semaphore_release(ps, a), CRD_NOT_OWNER, "released twice");
     cr_assert_eq(get_int(r, name), 1, "nothing changed");
@@ -464,7 +427,7 @@ Test(semaphore, expirable_unknown_and_malformed_ids_are_refused_and_change_nothi
     const char *mixed[2] = {ids[0], unknown};
     cr_assert_eq(crd_permit_semaphore_release_n(ps, mixed, 2), CRD_NOT_OWNER,
                  "all or nothing");
-    cr_assert_neq(zscore_of(r, zset, ids[0]), -1, "the good id was not released");
+    cr_assert_neq(crdt_permit_score(r, zset, ids[0]), -1, "the good id was not released");
     const char *twice[2] = {ids[0], ids[0]};
     cr_assert_eq(crd_permit_semaphore_release_n(ps, twice, 2), CRD_INVALID_ARGUMENT);
     cr_assert_eq(get_int(r, name), 1, "nothing changed");
@@ -486,31 +449,25 @@ Test(semaphore, expirable_unknown_and_malformed_ids_are_refused_and_change_nothi
 
 Test(semaphore, expirable_a_dead_holders_permit_is_reclaimed_at_its_lease_without_a_message)
 {
-    crd_client *a = crdt_client(), *b = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("reclaim");
-    crd_permit_semaphore *pa = crdt_pes_of(a, name), *pb = crdt_pes_of(b, name);
-    CRDT_OK(a, crd_permit_semaphore_try_set_permits(pa, 1, NULL));
+    crdt_sync_fixture f;
+    crdt_sync_open(&f, CRDT_SYNC_PERMIT_SEMAPHORE, "reclaim");
+    CRDT_OK(f.a, crd_permit_semaphore_try_set_permits(f.pa, 1, NULL));
     char dead[CRD_PERMIT_ID_SIZE];
     int64_t lease = crdt_scaled_ms(600);
     int64_t t0 = crdt_now_ms();
-    CRDT_OK(a, crd_permit_semaphore_acquire(pa, 0, lease, dead)); /* never released */
-    crdt_sync_waiter t = {.ps = pb, .permits = 1, .wait_ms = 20000, .lease_ms = 30000};
+    CRDT_OK(f.a, crd_permit_semaphore_acquire(f.pa, 0, lease, dead)); /* never released */
+    crdt_sync_waiter t = {.ps = f.pb, .permits = 1, .wait_ms = 20000, .lease_ms = 30000};
     crdt_sync_waiter_start(&t);
     crdt_sync_waiter_join(&t, 30000, "the acquire never returned");
     cr_assert_eq(t.st, CRD_OK, "%s", crd_strerror(t.st));
     int64_t at = t.t_end - t0;
     cr_assert(at >= lease - 50 && at < lease + 1500, "taken %lld ms after the dead holder's "
               "acquire (lease %lld)", (long long)at, (long long)lease);
-    cr_assert_eq(crd_permit_semaphore_release(pa, dead), CRD_NOT_OWNER,
+    cr_assert_eq(crd_permit_semaphore_release(f.pa, dead), CRD_NOT_OWNER,
                  "the reclaimed permit is gone");
-    CRDT_OK(b, crd_permit_semaphore_release(pb, t.ids[0]));
-    cr_assert_eq(get_int(r, name), 1);
-    crd_permit_semaphore_free(pa);
-    crd_permit_semaphore_free(pb);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
+    CRDT_OK(f.b, crd_permit_semaphore_release(f.pb, t.ids[0]));
+    cr_assert_eq(get_int(f.r, f.name), 1);
+    crdt_sync_close(&f);
 }
 
 Test(semaphore, expirable_a_release_after_the_lease_gives_it_back_and_reports_lock_lost)
@@ -532,59 +489,35 @@ Test(semaphore, expirable_a_release_after_the_lease_gives_it_back_and_reports_lo
 
 Test(semaphore, expirable_a_waiter_for_two_permits_is_woken_when_a_release_makes_two)
 {
-    crd_client *a = crdt_client(), *b = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("multi");
-    char channel[400];
-    snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
-    crd_permit_semaphore *pa = crdt_pes_of(a, name), *pb = crdt_pes_of(b, name);
-    CRDT_OK(a, crd_permit_semaphore_try_set_permits(pa, 3, NULL));
+    crdt_sync_fixture f;
+    crdt_sync_open(&f, CRDT_SYNC_PERMIT_SEMAPHORE, "multi");
+    CRDT_OK(f.a, crd_permit_semaphore_try_set_permits(f.pa, 3, NULL));
     char h1[CRD_PERMIT_ID_SIZE], h2[CRD_PERMIT_ID_SIZE];
-    CRDT_OK(a, crd_permit_semaphore_acquire(pa, 0, 60000, h1));
-    CRDT_OK(a, crd_permit_semaphore_acquire(pa, 0, 60000, h2));
-    crdt_sync_waiter t = {.ps = pb, .permits = 2, .wait_ms = 20000, .lease_ms = 10000};
+    CRDT_OK(f.a, crd_permit_semaphore_acquire(f.pa, 0, 60000, h1));
+    CRDT_OK(f.a, crd_permit_semaphore_acquire(f.pa, 0, 60000, h2));
+    crdt_sync_waiter t = {.ps = f.pb, .permits = 2, .wait_ms = 20000, .lease_ms = 10000};
     crdt_sync_waiter_start(&t);
-    cr_assert(crdt_await_subscribed(r, channel, 5000));
+    cr_assert(crdt_await_subscribed(f.r, f.channel, 5000));
     cr_assert_not(crdt_gate_wait(&t.done, 1, 200));
     int64_t released = crdt_now_ms();
-    CRDT_OK(a, crd_permit_semaphore_release(pa, h1));
+    CRDT_OK(f.a, crd_permit_semaphore_release(f.pa, h1));
     crdt_sync_waiter_woken(&t, released, 2000, "the acquire of two");
     cr_assert(is_hex32(t.ids[0]) && is_hex32(t.ids[1]) && strcmp(t.ids[0], t.ids[1]) != 0);
     const char *both[2] = {t.ids[0], t.ids[1]};
-    CRDT_OK(b, crd_permit_semaphore_release_n(pb, both, 2));
-    CRDT_OK(a, crd_permit_semaphore_release(pa, h2));
-    cr_assert_eq(get_int(r, name), 3);
-    crd_permit_semaphore_free(pa);
-    crd_permit_semaphore_free(pb);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
+    CRDT_OK(f.b, crd_permit_semaphore_release_n(f.pb, both, 2));
+    CRDT_OK(f.a, crd_permit_semaphore_release(f.pa, h2));
+    cr_assert_eq(get_int(f.r, f.name), 3);
+    crdt_sync_close(&f);
 }
 
 Test(semaphore, expirable_an_acquire_whose_reply_is_lost_is_read_back_not_resent)
 {
-    crdt_proxy *p;
-    crd_client *c = crdt_client_via_proxy(&p);
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("readback");
-    char zset[400];
-    snprintf(zset, sizeof zset, "{%s}:timeout", name);
-    crd_permit_semaphore *ps = crdt_pes_of(c, name);
-    CRDT_OK(c, crd_permit_semaphore_try_set_permits(ps, 3, NULL));
-    char first[CRD_PERMIT_ID_SIZE];
-    CRDT_OK(c, crd_permit_semaphore_acquire(ps, 0, 60000, first)); /* the script is cached */
-    int rule = crdt_proxy_arm(p, name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
+    crdt_lost_permit x;
+    crdt_lost_permit_open(&x, "readback");
     char id[CRD_PERMIT_ID_SIZE];
-    crd_status st = crd_permit_semaphore_acquire(ps, 5000, 60000, id);
-    cr_assert(crdt_proxy_fired(p, rule));
-    cr_assert_eq(st, CRD_OK, "%s: %s", crd_strerror(st), crd_client_errmsg(c));
-    cr_assert_eq(get_int(r, name), 1, "one permit taken, once");
-    cr_assert_eq(crdt_cmd_int(r, "ZCARD %s", zset), 2);
-    cr_assert_neq(zscore_of(r, zset, id), -1, "the id read back is the permit");
-    crd_permit_semaphore_free(ps);
-    crd_client_free(c);
-    crdt_proxy_stop(p);
-    redisFree(r);
+    crd_status st = crd_permit_semaphore_acquire(x.f.pa, 5000, 60000, id);
+    crdt_lost_permit_check(&x, st, id);
+    crdt_sync_close(&x.f);
 }
 
 /* ---- freeing the client under blocked waiters ---------------------------------------- */

@@ -1127,19 +1127,6 @@ static bool file_says(void *arg)
 
 static bool file_exists(void *arg) { return access((const char *)arg, F_OK) == 0; }
 
-typedef struct channel_subs {
-    redisContext *r;
-    const char *channel;
-    long long want;
-} channel_subs;
-
-/* At least want connections are subscribed to the channel. */
-static bool subscribed_n(void *arg)
-{
-    channel_subs *cs = arg;
-    return crdt_numsub(cs->r, cs->channel) >= cs->want;
-}
-
 /* The issue's own scenario: `credisson run` holds through SENTINEL FAILOVER with a 3 s
  * watchdog, or through a SIGKILLed primary with a 10 s one (exit 0, not 70 "lost"), and
  * a second `run` waiting for the same name starts its command only after the first
@@ -1170,9 +1157,9 @@ static void run_through(bool kill_primary, int64_t watchdog_ms)
     snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", name);
     /* Two subscribers: the holder's (run watches its own lock: prompt loss detection)
      * and the waiting run's. */
-    channel_subs cs = {crdt_topo_connect(&topo, crdt_topo_primary_port(&topo), 1000), ch, 2};
-    cr_assert(crdt_wait_until(subscribed_n, &cs, 20000), "the waiting run never subscribed");
-    redisFree(cs.r);
+    redisContext *pr = crdt_topo_connect(&topo, crdt_topo_primary_port(&topo), 1000);
+    cr_assert(crdt_await_numsub(pr, ch, 2, 20000), "the waiting run never subscribed");
+    redisFree(pr);
     int next = kill_primary ? crdt_topo_kill_primary(&topo, 30000) : crdt_topo_failover(&topo, 30000);
     cr_assert(next > 0, "%s", topo.err);
     crdt_sleep_ms(2 * watchdog_ms); /* two leases on the new primary: the scenario */

@@ -90,9 +90,7 @@ Test(tls, the_host_name_of_the_url_is_checked_against_the_certificates_dns_name)
     crd_client *c = crdt_client_opts(&o);
     crd_client_free(c);
     /* The same through host/port and the tls switch. */
-    crd_options_init(&o);
-    o.host = "127.0.0.1";
-    o.port = srv.tls_port;
+    crdt_options_plain(&o, srv.tls_port);
     o.tls = true;
     o.tls_ca_file = crdt_tls_file("ca.crt");
     o.tls_server_name = "localhost";
@@ -323,19 +321,6 @@ Test(tls, a_blocked_waiter_is_woken_through_the_tls_subscriber_connection)
     crdt_server_stop(&srv);
 }
 
-struct renewals {
-    crd_client *c;
-    uint64_t want;
-};
-
-static bool renewed(void *arg)
-{
-    struct renewals *p = arg;
-    crd_metrics m;
-    crd_client_metrics(p->c, &m, sizeof m);
-    return m.renewals >= p->want;
-}
-
 Test(tls, the_watchdog_renews_a_hold_over_tls)
 {
     crdt_server srv;
@@ -349,9 +334,9 @@ Test(tls, the_watchdog_renews_a_hold_over_tls)
     const char *key = crdt_key("renew");
     crd_lock *l = crdt_lock(c, key);
     cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
-    struct renewals p = {c, 3};
     /* Three renewals take about one lease: the key outlives its first TTL. */
-    cr_assert(crdt_wait_until(renewed, &p, timeout * 4), "fewer than 3 renewals");
+    cr_assert(crdt_await_metric(c, CRDT_METRIC(renewals), 3, UINT64_MAX, timeout * 4),
+              "fewer than 3 renewals");
     redisContext *r = crdt_redis_port(srv.port);
     long long ttl = crdt_pttl(r, key);
     cr_assert(ttl > 0 && ttl <= timeout, "PTTL %lld after the renewals", ttl);
@@ -390,12 +375,11 @@ static int child_main(void *arg)
     crd_options_init(&o);
     o.url = a->url;
     o.tls_ca_file = a->ca;
-    crd_client *c = NULL;
-    if (crd_client_new(&o, &c) != CRD_OK)
-        return 2;
-    crd_lock *l = NULL;
-    if (crd_lock_new(c, a->key, &l) != CRD_OK)
-        return 3;
+    crd_client *c;
+    crd_lock *l;
+    int open = crdt_plain_open(&o, a->key, crd_lock_new, &c, &l);
+    if (open != 0)
+        return 1 + open; /* 2: the client, 3: the lock */
     int rc = crd_lock_acquire(l, 5000, 5000) == CRD_OK && crd_lock_release(l) == CRD_OK ? 0 : 4;
     crd_lock_free(l);
     crd_client_free(c);

@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "golden.h"
 #include "harness.h"
 #include "waiters.h"
 
@@ -54,14 +55,6 @@ static void opts_on(crd_options *o, int port, int64_t watchdog_ms, int64_t comma
         o->command_timeout_ms = command_timeout_ms;
     o->on_event = on_event;
     o->event_user_data = ev_data;
-}
-
-static crd_client *client_on(int port, int64_t watchdog_ms, int64_t command_timeout_ms,
-                             crd_event_fn on_event, void *ev_data)
-{
-    crd_options o;
-    opts_on(&o, port, watchdog_ms, command_timeout_ms, on_event, ev_data);
-    return crdt_client_opts(&o);
 }
 
 /* ---- watchdog event recorder ---- */
@@ -373,29 +366,6 @@ static void substitute(const subst *sb, const char *g, char *out, size_t cap)
     replace_all(b, gb, nb, out, cap);
 }
 
-/* Renders a golden reply the way crd_trace renders replies. */
-static void golden_reply_text(json_t *reply, char *buf, size_t cap)
-{
-    if (json_is_null(reply)) {
-        snprintf(buf, cap, "nil");
-    } else if (json_is_integer(reply)) {
-        snprintf(buf, cap, "(integer) %lld", (long long)json_integer_value(reply));
-    } else if (json_is_array(reply)) {
-        size_t o = (size_t)snprintf(buf, cap, "[");
-        for (size_t i = 0; i < json_array_size(reply) && o < cap; i++) {
-            char el[64];
-            golden_reply_text(json_array_get(reply, i), el, sizeof el);
-            o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", el);
-        }
-        if (o < cap)
-            snprintf(buf + o, cap - o, "]");
-    } else if (json_is_string(reply)) {
-        snprintf(buf, cap, "\"%s\"", json_string_value(reply));
-    } else {
-        snprintf(buf, cap, "?");
-    }
-}
-
 static bool is_write_effect(const char *cmd)
 {
     static const char *const writes[] = {"hset",  "hincrby", "hdel",    "del",     "set",
@@ -655,7 +625,7 @@ Test(watchdog, renewal_matches_the_recorded_redisson_watchdog_renewal_on_the_wir
                 cr_assert_str_eq(got, want, "step %zu %s ARGV[%zu]", i + 1, lab, k + 1);
             }
             char want_reply[128];
-            golden_reply_text(jget(gc, "reply"), want_reply, sizeof want_reply);
+            crdt_golden_reply_text(jget(gc, "reply"), want_reply, sizeof want_reply);
             cr_assert_str_eq(e.reply, want_reply, "step %zu %s reply", i + 1, lab);
             int64_t gt = (int64_t)json_integer_value(jget(gc, "t_ms"));
             int64_t ct = e.t_ns / 1000000 - t0;
@@ -775,16 +745,13 @@ static int holder_child(void *arg)
 {
     holder_arg *h = arg;
     crd_options o;
-    crd_options_init(&o);
-    o.host = "127.0.0.1";
-    o.port = atoi(getenv("CRDT_REDIS_PORT"));
+    crdt_options_plain(&o, atoi(getenv("CRDT_REDIS_PORT")));
     o.watchdog_timeout_ms = h->timeout;
-    crd_client *c = NULL;
-    if (crd_client_new(&o, &c) != CRD_OK)
-        return 10;
-    crd_lock *l = NULL;
-    if (crd_lock_new(c, h->key, &l) != CRD_OK)
-        return 11;
+    crd_client *c;
+    crd_lock *l;
+    int open = crdt_plain_open(&o, h->key, crd_lock_new, &c, &l);
+    if (open != 0)
+        return 9 + open; /* 10: the client, 11: the lock */
     if (crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG) != CRD_OK)
         return 12;
     char b = 1;
@@ -1078,35 +1045,75 @@ Test(watchdog, a_force_unlock_by_another_client_is_reported_lost_within_one_peri
 /* CLIENT PAUSE                                                                        */
 /* ---------------------------------------------------------------------------------- */
 
+/* The CLIENT PAUSE tests' rig: a private server, a client of it (watchdog timeout_ms,
+ * a 300 ms command timeout, its events recorded in ev, its traffic counted in rl
+ * when given) with a lock handle on key held by this thread's owner me, and a raw
+ * connection. */
+typedef struct pause_rig {
+    crdt_server srv;
+    evlog ev;
+    crd_client *a;
+    redisContext *r;
+    const char *key;
+    crd_lock *l;
+    uint64_t me;
+} pause_rig;
+
+static void pause_rig_open(pause_rig *pr, const char *suffix, int64_t timeout_ms,
+                           renew_log *rl)
+{
+    crdt_server_start(&pr->srv, false, NULL, NULL, NULL);
+    evlog_init(&pr->ev);
+    crd_options o;
+    opts_on(&o, pr->srv.port, timeout_ms, 300, on_event, &pr->ev);
+    if (rl != NULL) {
+        o.on_trace = on_trace_count;
+        o.trace_user_data = rl;
+    }
+    pr->a = crdt_client_opts(&o);
+    pr->r = crdt_redis_port(pr->srv.port);
+    pr->key = crdt_key(suffix);
+    pr->l = crdt_lock(pr->a, pr->key);
+    pr->me = crd_owner_current();
+}
+
+/* CLIENT PAUSE ms WRITE on the rig's server (asserted); returns when it began. */
+static int64_t pause_writes(pause_rig *pr, int ms)
+{
+    int64_t t_pause = crdt_now_ms();
+    redisReply *rep = crdt_cmd(pr->r, "CLIENT PAUSE %d WRITE", ms);
+    cr_assert_eq(rep->type, REDIS_REPLY_STATUS, "CLIENT PAUSE: %s", rep->str);
+    freeReplyObject(rep);
+    return t_pause;
+}
+
+static void pause_rig_close(pause_rig *pr)
+{
+    crd_lock_free(pr->l);
+    crd_client_free(pr->a);
+    redisFree(pr->r);
+    crdt_server_stop(&pr->srv);
+}
+
 Test(watchdog, a_server_pause_longer_than_the_lease_reports_failing_then_lost_and_never_recreates)
 {
     const int64_t timeout = 1500;
-    crdt_server srv;
-    crdt_server_start(&srv, false, NULL, NULL, NULL);
-    evlog ev;
-    evlog_init(&ev);
-    crd_client *a = client_on(srv.port, timeout, 300, on_event, &ev);
-    redisContext *r = crdt_redis_port(srv.port);
-    const char *key = crdt_key("paused");
-    crd_lock *l = crdt_lock(a, key);
-    uint64_t me = crd_owner_current();
+    pause_rig pr;
+    pause_rig_open(&pr, "paused", timeout, NULL);
 
-    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
-    int64_t t_pause = crdt_now_ms();
-    redisReply *rep = crdt_cmd(r, "CLIENT PAUSE 2500 WRITE");
-    cr_assert_eq(rep->type, REDIS_REPLY_STATUS, "CLIENT PAUSE: %s", rep->str);
-    freeReplyObject(rep);
+    cr_assert_eq(crd_lock_acquire(pr.l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    int64_t t_pause = pause_writes(&pr, 2500);
 
-    struct ev_wait wt = {&ev, CRD_EVENT_LOCK_LOST, key, me};
+    struct ev_wait wt = {&pr.ev, CRD_EVENT_LOCK_LOST, pr.key, pr.me};
     bool seen = crdt_wait_until(ev_seen_pred, &wt, timeout + 2000);
     if (!seen)
-        evlog_dump(&ev);
+        evlog_dump(&pr.ev);
     cr_assert(seen, "no CRD_EVENT_LOCK_LOST while the server was paused for 2.5 s");
     ev_rec failing, lost;
-    int fi = evlog_find(&ev, 0, CRD_EVENT_RENEWAL_FAILING, key, me, &failing);
-    int li = evlog_find(&ev, 0, CRD_EVENT_LOCK_LOST, key, me, &lost);
+    int fi = evlog_find(&pr.ev, 0, CRD_EVENT_RENEWAL_FAILING, pr.key, pr.me, &failing);
+    int li = evlog_find(&pr.ev, 0, CRD_EVENT_LOCK_LOST, pr.key, pr.me, &lost);
     if (fi < 0)
-        evlog_dump(&ev);
+        evlog_dump(&pr.ev);
     cr_assert(fi >= 0 && fi < li, "RENEWAL_FAILING must come before LOCK_LOST");
     cr_assert_eq(failing.status, CRD_IO, "failing status %s", crd_strerror(failing.status));
     cr_assert(failing.validity_ms > 0);
@@ -1121,89 +1128,69 @@ Test(watchdog, a_server_pause_longer_than_the_lease_reports_failing_then_lost_an
               lost.t_ms - t_pause);
     cr_assert(lost.t_ms < t_pause + 2500, "the loss must be reported while the server is paused");
     int64_t v = 1;
-    cr_assert_eq(crd_lock_validity_ms(l, &v), CRD_LOCK_LOST);
+    cr_assert_eq(crd_lock_validity_ms(pr.l, &v), CRD_LOCK_LOST);
 
     /* After the pause: the key is gone and stays gone. */
     int64_t end = t_pause + 2500 + 1200;
     crdt_sleep_ms(t_pause + 2600 - crdt_now_ms());
     while (crdt_now_ms() < end) {
-        long long t = crdt_pttl(r, key);
+        long long t = crdt_pttl(pr.r, pr.key);
         cr_assert_eq(t, -2, "after the pause the lock key has PTTL %lld", t);
         crdt_sleep_ms(50);
     }
-    cr_assert_eq(crd_lock_release(l), CRD_LOCK_LOST);
-    cr_assert_eq(crdt_exists(r, key), 0);
+    cr_assert_eq(crd_lock_release(pr.l), CRD_LOCK_LOST);
+    cr_assert_eq(crdt_exists(pr.r, pr.key), 0);
 
-    crd_lock_free(l);
-    crd_client_free(a);
-    redisFree(r);
-    crdt_server_stop(&srv);
+    pause_rig_close(&pr);
 }
 
 Test(watchdog, a_server_pause_shorter_than_the_lease_is_survived_and_renewal_recovers)
 {
     const int64_t timeout = 1500;
-    crdt_server srv;
-    crdt_server_start(&srv, false, NULL, NULL, NULL);
-    evlog ev;
-    evlog_init(&ev);
     static renew_log rl;
     memset(&rl, 0, sizeof rl);
     pthread_mutex_init(&rl.mu, NULL);
-    crd_options o;
-    opts_on(&o, srv.port, timeout, 300, on_event, &ev);
-    o.on_trace = on_trace_count;
-    o.trace_user_data = &rl;
-    crd_client *a = crdt_client_opts(&o);
-    redisContext *r = crdt_redis_port(srv.port);
-    const char *key = crdt_key("short-pause");
-    crd_lock *l = crdt_lock(a, key);
-    uint64_t me = crd_owner_current();
+    pause_rig pr;
+    pause_rig_open(&pr, "short-pause", timeout, &rl);
     char field[96];
-    crdt_owner_field(a, me, field, sizeof field);
+    crdt_owner_field(pr.a, pr.me, field, sizeof field);
 
-    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(pr.l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     /* Pause right after a renewal for 1000 ms (< the 1500 ms lease): the next renewal,
      * a period later, waits 500 ms > the 300 ms command timeout and fails; a retry after
      * the pause succeeds while the lease still runs. */
     struct renew_wait rw = {&rl, 1};
     cr_assert(crdt_wait_until(renewed_pred, &rw, timeout), "no renewal before the pause");
-    int64_t t_pause = crdt_now_ms();
-    redisReply *rep = crdt_cmd(r, "CLIENT PAUSE 1000 WRITE");
-    cr_assert_eq(rep->type, REDIS_REPLY_STATUS);
-    freeReplyObject(rep);
+    int64_t t_pause = pause_writes(&pr, 1000);
 
     /* Time passing is the behaviour: the pause, then two timeouts of normal renewal. */
     int64_t end = t_pause + 1000 + 2 * timeout;
     while (crdt_now_ms() < end) {
-        long long t = crdt_pttl(r, key);
+        long long t = crdt_pttl(pr.r, pr.key);
         cr_assert(t > 0 && t <= timeout, "PTTL %lld at %" PRId64 " ms after the pause began", t,
                   crdt_now_ms() - t_pause);
         crdt_sleep_ms(50);
     }
-    if (evlog_find(&ev, 0, CRD_EVENT_LOCK_LOST, key, me, NULL) >= 0)
-        evlog_dump(&ev);
-    cr_assert_eq(evlog_find(&ev, 0, CRD_EVENT_LOCK_LOST, key, me, NULL), -1,
+    if (evlog_find(&pr.ev, 0, CRD_EVENT_LOCK_LOST, pr.key, pr.me, NULL) >= 0)
+        evlog_dump(&pr.ev);
+    cr_assert_eq(evlog_find(&pr.ev, 0, CRD_EVENT_LOCK_LOST, pr.key, pr.me, NULL), -1,
                  "a 600 ms pause must not lose a 1500 ms lease");
-    int fi = evlog_find(&ev, 0, CRD_EVENT_RENEWAL_FAILING, key, me, NULL);
-    int ri = evlog_find(&ev, 0, CRD_EVENT_RENEWAL_RECOVERED, key, me, NULL);
+    int fi = evlog_find(&pr.ev, 0, CRD_EVENT_RENEWAL_FAILING, pr.key, pr.me, NULL);
+    int ri = evlog_find(&pr.ev, 0, CRD_EVENT_RENEWAL_RECOVERED, pr.key, pr.me, NULL);
     fprintf(stderr, "[watchdog] pause 1000 ms, lease 1500: failing event %s, recovered event %s\n",
             fi >= 0 ? "yes" : "no", ri >= 0 ? "yes" : "no");
     if (fi < 0 || ri < fi)
-        evlog_dump(&ev);
+        evlog_dump(&pr.ev);
     cr_assert(fi >= 0, "the renewal inside the pause did not report RENEWAL_FAILING");
     cr_assert(ri > fi, "renewal failed during the pause and never reported recovery");
     int64_t v = 0;
-    cr_assert_eq(crd_lock_validity_ms(l, &v), CRD_OK);
+    cr_assert_eq(crd_lock_validity_ms(pr.l, &v), CRD_OK);
     cr_assert(v > 0 && v <= timeout);
-    cr_assert_eq(crdt_cmd_int(r, "HEXISTS %s %s", key, field), 1);
-    cr_assert_eq(crd_lock_release(l), CRD_OK);
-    cr_assert_eq(crdt_exists(r, key), 0);
+    cr_assert_eq(crdt_cmd_int(pr.r, "HEXISTS %s %s", pr.key, field), 1);
+    cr_assert_eq(crd_lock_release(pr.l), CRD_OK);
+    cr_assert_eq(crdt_exists(pr.r, pr.key), 0);
 
-    crd_lock_free(l);
-    crd_client_free(a);
-    redisFree(r);
-    crdt_server_stop(&srv);
+    pause_rig_close(&pr);
 }
 
 /* ---------------------------------------------------------------------------------- */

@@ -83,6 +83,21 @@ static bool info_has(redisContext *r, const char *cmd, const char *needle)
     return ok;
 }
 
+/* Runs cmd on r every 10 ms until its reply contains needle or timeout_ms passes;
+ * returns whether it did. */
+static bool await_info(redisContext *r, const char *cmd, const char *needle,
+                       int64_t timeout_ms)
+{
+    int64_t deadline = crdt_now_ms() + timeout_ms;
+    for (;;) {
+        if (info_has(r, cmd, needle))
+            return true;
+        if (crdt_now_ms() >= deadline)
+            return false;
+        crdt_sleep_ms(10);
+    }
+}
+
 bool crdt_cluster_wait_stable(crdt_cluster *cl, int64_t timeout_ms)
 {
     int64_t deadline = crdt_now_ms() + timeout_ms;
@@ -167,14 +182,7 @@ static void cli_create(crdt_cluster *cl, int replicas_per, const char *certs_dir
     cr_assert(pid >= 0, "fork: %s", strerror(errno));
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        int nfd = open("/dev/null", O_RDONLY);
-        if (nfd >= 0)
-            dup2(nfd, 0);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
+        crdt_child_stdio(log, true);
         execvp(args[0], (char *const *)args);
         _exit(127);
     }
@@ -505,13 +513,7 @@ int crdt_cluster_replica_of(crdt_cluster *cl, int primary)
 static void await_promoted_only(crdt_cluster *cl, int i, int64_t timeout_ms)
 {
     redisContext *r = crdt_cluster_redis(cl, i);
-    int64_t deadline = crdt_now_ms() + timeout_ms;
-    bool promoted = false;
-    while (!promoted && crdt_now_ms() < deadline) {
-        promoted = info_has(r, "INFO replication", "role:master");
-        if (!promoted)
-            crdt_sleep_ms(10);
-    }
+    bool promoted = await_info(r, "INFO replication", "role:master", timeout_ms);
     redisFree(r);
     cr_assert(promoted, "replica %d was not promoted", i);
 }
@@ -560,13 +562,7 @@ void crdt_cluster_cut_replication(crdt_cluster *cl, int replica)
                          redisCommand(r, "CONFIG SET masterauth crdt-wrong")));
     freeReplyObject(must(r, "CLIENT KILL TYPE master",
                          redisCommand(r, "CLIENT KILL TYPE master")));
-    int64_t deadline = crdt_now_ms() + 10000;
-    bool down = false;
-    while (!down && crdt_now_ms() < deadline) {
-        down = info_has(r, "INFO replication", "master_link_status:down");
-        if (!down)
-            crdt_sleep_ms(10);
-    }
+    bool down = await_info(r, "INFO replication", "master_link_status:down", 10000);
     redisFree(r);
     cr_assert(down, "replica %d still replicates", replica);
 }

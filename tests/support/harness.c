@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -219,14 +220,7 @@ static pid_t spawn_server(const char *dir, int port, const char *unix_path,
     setpgid(0, 0); /* a Ctrl-C on the terminal goes to the runner, which stops us */
     char log[600];
     snprintf(log, sizeof log, "%s/redis.log", dir);
-    int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-    int nfd = open("/dev/null", O_RDONLY);
-    if (nfd >= 0)
-        dup2(nfd, 0);
-    if (lfd >= 0) {
-        dup2(lfd, 1);
-        dup2(lfd, 2);
-    }
+    crdt_child_stdio(log, false);
     close_fds_from(3);
     execvp(prog, (char *const *)args);
     if (strcmp(prog, CRD_REDIS_SERVER) == 0) /* never swap a chosen server for Redis */
@@ -1008,40 +1002,86 @@ long long crdt_numsub(redisContext *r, const char *channel)
     return v;
 }
 
-struct numsub_pred {
+/* A server-side integer (LLEN, PUBSUB NUMSUB, HGET) awaited until it lies in
+ * [min, max]. */
+struct int_pred {
     redisContext *r;
-    const char *channel;
+    const char *key, *field;
+    long long (*probe)(const struct int_pred *p);
+    long long min, max;
 };
 
-static bool subscribed(void *arg)
+static bool int_in_range(void *arg)
 {
-    struct numsub_pred *p = arg;
-    return crdt_numsub(p->r, p->channel) >= 1;
+    struct int_pred *p = arg;
+    long long v = p->probe(p);
+    return v >= p->min && v <= p->max;
+}
+
+static long long probe_numsub(const struct int_pred *p) { return crdt_numsub(p->r, p->key); }
+
+static long long probe_llen(const struct int_pred *p)
+{
+    return crdt_cmd_int(p->r, "LLEN %s", p->key);
+}
+
+static long long probe_hget(const struct int_pred *p)
+{
+    return crdt_hget_int(p->r, p->key, p->field);
+}
+
+bool crdt_await_numsub(redisContext *r, const char *channel, long long min, int64_t timeout_ms)
+{
+    struct int_pred p = {r, channel, NULL, probe_numsub, min, LLONG_MAX};
+    return crdt_wait_until(int_in_range, &p, timeout_ms);
 }
 
 bool crdt_await_subscribed(redisContext *r, const char *channel, int64_t timeout_ms)
 {
-    struct numsub_pred p = {r, channel};
-    return crdt_wait_until(subscribed, &p, timeout_ms);
+    return crdt_await_numsub(r, channel, 1, timeout_ms);
 }
 
-struct waiting_pred {
+bool crdt_await_llen(redisContext *r, const char *key, long long min, long long max,
+                     int64_t timeout_ms)
+{
+    struct int_pred p = {r, key, NULL, probe_llen, min, max};
+    return crdt_wait_until(int_in_range, &p, timeout_ms);
+}
+
+bool crdt_await_hget_int(redisContext *r, const char *key, const char *field, long long want,
+                         int64_t timeout_ms)
+{
+    struct int_pred p = {r, key, field, probe_hget, want, want};
+    return crdt_wait_until(int_in_range, &p, timeout_ms);
+}
+
+struct metric_pred {
     crd_client *c;
-    uint64_t n;
+    size_t offset;
+    uint64_t min, max;
 };
 
-static bool waiting(void *arg)
+static bool metric_in_range(void *arg)
 {
-    struct waiting_pred *p = arg;
+    struct metric_pred *p = arg;
     crd_metrics m;
     cr_assert_eq(crd_client_metrics(p->c, &m, sizeof m), CRD_OK);
-    return m.waiting_now == p->n;
+    uint64_t v;
+    memcpy(&v, (const char *)&m + p->offset, sizeof v);
+    return v >= p->min && v <= p->max;
+}
+
+bool crdt_await_metric(crd_client *c, size_t offset, uint64_t min, uint64_t max,
+                       int64_t timeout_ms)
+{
+    cr_assert(offset + sizeof(uint64_t) <= sizeof(crd_metrics), "metric offset %zu", offset);
+    struct metric_pred p = {c, offset, min, max};
+    return crdt_wait_until(metric_in_range, &p, timeout_ms);
 }
 
 bool crdt_await_waiting(crd_client *c, uint64_t n, int64_t timeout_ms)
 {
-    struct waiting_pred p = {c, n};
-    return crdt_wait_until(waiting, &p, timeout_ms);
+    return crdt_await_metric(c, CRDT_METRIC(waiting_now), n, n, timeout_ms);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -1133,6 +1173,13 @@ redisContext *crdt_raw_connect(int port, int64_t timeout_ms)
     return r;
 }
 
+void crdt_options_plain(crd_options *o, int port)
+{
+    crd_options_init(o);
+    o->host = "127.0.0.1";
+    o->port = port;
+}
+
 crd_client *crdt_plain_client(int port)
 {
     crd_options o;
@@ -1145,6 +1192,32 @@ crd_client *crdt_plain_client(int port)
         return NULL;
     }
     return c;
+}
+
+void crdt_child_stdio(const char *log, bool truncate)
+{
+    int lfd = open(log, O_WRONLY | O_CREAT | (truncate ? O_TRUNC : O_APPEND), 0600);
+    int nfd = open("/dev/null", O_RDONLY);
+    if (nfd >= 0)
+        dup2(nfd, 0);
+    if (lfd >= 0) {
+        dup2(lfd, 1);
+        dup2(lfd, 2);
+    }
+}
+
+int crdt_plain_open(const crd_options *o, const char *name,
+                    crd_status (*new_lock)(crd_client *c, const char *name, crd_lock **out),
+                    crd_client **c, crd_lock **l)
+{
+    *c = NULL;
+    *l = NULL;
+    if (crd_client_new(o, c) != CRD_OK) {
+        crd_client_free(*c);
+        *c = NULL;
+        return 1;
+    }
+    return new_lock(*c, name, l) != CRD_OK ? 2 : 0;
 }
 
 int crdt_exclusion_section(redisContext *r, const char *inside, const char *counter)
@@ -1360,6 +1433,14 @@ void crdt_tracelog_attach(crdt_tracelog *t, crd_options *o)
     o->trace_user_data = t;
 }
 
+crdt_tracelog *crdt_traced_options(crd_options *o)
+{
+    crdt_tracelog *t = crdt_tracelog_new();
+    crdt_options(o);
+    crdt_tracelog_attach(t, o);
+    return t;
+}
+
 void crdt_tracelog_set_tag(crdt_tracelog *t, int tag)
 {
     pthread_mutex_lock(&t->mu);
@@ -1423,6 +1504,29 @@ size_t crdt_tracelog_count_scripts(crdt_tracelog *t, size_t from)
             n++;
     pthread_mutex_unlock(&t->mu);
     return n;
+}
+
+struct traced_pred {
+    crdt_tracelog *t;
+    size_t from;
+    const char *cmd;
+    int subscriber;
+    size_t at_least;
+};
+
+static bool traced_enough(void *arg)
+{
+    struct traced_pred *p = arg;
+    size_t n = p->cmd != NULL ? crdt_tracelog_count_cmd(p->t, p->from, p->cmd, p->subscriber)
+                              : crdt_tracelog_count_scripts(p->t, p->from);
+    return n >= p->at_least;
+}
+
+bool crdt_await_traced(crdt_tracelog *t, size_t from, const char *cmd, int subscriber,
+                       size_t at_least, int64_t timeout_ms)
+{
+    struct traced_pred p = {t, from, cmd, subscriber, at_least};
+    return crdt_wait_until(traced_enough, &p, timeout_ms);
 }
 
 bool crdt_tracelog_has(crdt_tracelog *t, size_t from, const char *cmd, const char *arg)

@@ -261,6 +261,23 @@ long long crdt_numsub(redisContext *r, const char *channel);
 /* Waits up to timeout_ms until the channel has a subscriber (a waiter blocked on
  * it); returns whether it did. */
 bool crdt_await_subscribed(redisContext *r, const char *channel, int64_t timeout_ms);
+/* Waits up to timeout_ms until at least min connections are subscribed to the channel
+ * (PUBSUB NUMSUB); returns whether they were. */
+bool crdt_await_numsub(redisContext *r, const char *channel, long long min, int64_t timeout_ms);
+/* Waits up to timeout_ms until LLEN key lies in [min, max] (min == max: exactly);
+ * returns whether it did. */
+bool crdt_await_llen(redisContext *r, const char *key, long long min, long long max,
+                     int64_t timeout_ms);
+/* Waits up to timeout_ms until crdt_hget_int(r, key, field) is want; returns whether
+ * it was. */
+bool crdt_await_hget_int(redisContext *r, const char *key, const char *field, long long want,
+                         int64_t timeout_ms);
+/* Waits up to timeout_ms until the crd_metrics counter at byte offset `offset`
+ * (CRDT_METRIC(renewals)) of client c lies in [min, max]; asserts that
+ * crd_client_metrics succeeds; returns whether it did. */
+#define CRDT_METRIC(field) offsetof(crd_metrics, field)
+bool crdt_await_metric(crd_client *c, size_t offset, uint64_t min, uint64_t max,
+                       int64_t timeout_ms);
 /* Waits up to timeout_ms until n threads of client c are asleep in a blocking acquire
  * or await (crd_metrics.waiting_now); returns whether they were. */
 bool crdt_await_waiting(crd_client *c, uint64_t n, int64_t timeout_ms);
@@ -300,9 +317,24 @@ long long crdt_reply_int(redisReply *r);
 /* A hiredis connection to 127.0.0.1:port with connect and command timeout timeout_ms,
  * or NULL. */
 redisContext *crdt_raw_connect(int port, int64_t timeout_ms);
+/* crd_options_init()'s defaults on 127.0.0.1:port over plain TCP, whatever CRDT_TLS
+ * says (forked children, and tests that set up TLS themselves). */
+void crdt_options_plain(crd_options *o, int port);
 /* A client with crd_options_init()'s defaults on 127.0.0.1:port (over TLS under
  * CRDT_TLS=1, see crdt_options_port), or NULL. */
 crd_client *crdt_plain_client(int port);
+/* In a forked child about to exec a server or a tool (support/sentinel.c keeps its own
+ * copy: soak_sentinel links it without this file): stdin from /dev/null, stdout and
+ * stderr into log (appended to, or truncated first when truncate is true; left alone
+ * when log cannot be opened). */
+void crdt_child_stdio(const char *log, bool truncate);
+/* A client made from o and a handle on name made by new_lock (crd_lock_new,
+ * crd_fair_lock_new, ...), into *c and *l. Returns 0; 1 when the client failed (freed,
+ * *c NULL); 2 when the handle failed (*c is the caller's to free). Callers add it to a
+ * base of their own so that a child's exit code still says which step failed. */
+int crdt_plain_open(const crd_options *o, const char *name,
+                    crd_status (*new_lock)(crd_client *c, const char *name, crd_lock **out),
+                    crd_client **c, crd_lock **l);
 /* The critical section of the exclusion checkers, run by a holder right after its
  * acquire: INCR inside (it must read 1, nobody else is inside), a GET/SET
  * read-modify-write of counter (lost updates show in its final value), DECR inside.
@@ -352,6 +384,9 @@ crdt_tracelog *crdt_tracelog_new(void);
 void crdt_tracelog_free(crdt_tracelog *t);
 /* Set o->on_trace / o->trace_user_data to record into t. */
 void crdt_tracelog_attach(crdt_tracelog *t, crd_options *o);
+/* crdt_options(o) recording into a new log, which it returns (free it after the
+ * clients made from o). */
+crdt_tracelog *crdt_traced_options(crd_options *o);
 /* Entries recorded from now on carry this tag. */
 void crdt_tracelog_set_tag(crdt_tracelog *t, int tag);
 /* Number of entries so far. */
@@ -365,6 +400,12 @@ void crdt_trace_entry_free(crdt_trace_entry *e);
 size_t crdt_tracelog_count_cmd(crdt_tracelog *t, size_t from, const char *cmd, int subscriber);
 /* Script entries (EVALSHA or EVAL whose reply is not a NOSCRIPT error), from `from`. */
 size_t crdt_tracelog_count_scripts(crdt_tracelog *t, size_t from);
+/* Wait up to timeout_ms until crdt_tracelog_count_cmd(t, from, cmd, subscriber) or, with
+ * cmd NULL, crdt_tracelog_count_scripts(t, from) reaches at_least; returns whether it
+ * did. (Entries of the subscriber thread are traced when it reads them, possibly after
+ * the call that caused them returned.) */
+bool crdt_await_traced(crdt_tracelog *t, size_t from, const char *cmd, int subscriber,
+                       size_t at_least, int64_t timeout_ms);
 /* Whether any entry from `from` has argv[0] == cmd (case-insensitive) and an argument
  * equal to arg (arg NULL: any). */
 bool crdt_tracelog_has(crdt_tracelog *t, size_t from, const char *cmd, const char *arg);

@@ -137,3 +137,18 @@ int64_t crdt_release_wakes(crd_lock *held, crdt_waiter *w, const char *what)
                  what, (long long)took);
     return took;
 }
+
+void crdt_threads_run(int n, int batch, void *(*fn)(void *arg), void *args, size_t arg_size)
+{
+    pthread_t th[64];
+    cr_assert(batch >= 1 && batch <= 64, "batch %d", batch);
+    for (int base = 0; base < n; base += batch) {
+        int k = n - base < batch ? n - base : batch;
+        for (int i = 0; i < k; i++)
+            cr_assert_eq(pthread_create(&th[i], NULL, fn,
+                                        (char *)args + (size_t)(base + i) * arg_size),
+                         0);
+        for (int i = 0; i < k; i++)
+            pthread_join(th[i], NULL);
+    }
+}

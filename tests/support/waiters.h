@@ -9,6 +9,7 @@
  *     lease), records when it started and returned and what it got, then releases at
  *     once, releases when a gate opens, or keeps the hold. Its progress is a gate the
  *     test waits on (CRDT_WAITER_STARTED, _RETURNED, _DONE).
+ *   - crdt_threads_run: many short-lived threads, a batch at a time.
  *
  * Threads only: a forked child gets a copy of a gate, not the gate (tests that need
  * processes to meet use a pipe or a Redis list). The waiter's start and join assert with
@@ -92,5 +93,10 @@ void crdt_waiter_join(crdt_waiter *w, int64_t timeout_ms, const char *what);
  * 1.5 s of the release: woken by the unlock message, not by the lease running out.
  * Returns release -> acquired in ms. */
 int64_t crdt_release_wakes(crd_lock *held, crdt_waiter *w, const char *what);
+
+/* Runs fn on each of n arguments (args, arg_size bytes apart), each on a thread of its
+ * own, batch threads at a time: starts a batch (asserts each start), joins it, starts
+ * the next. For tests of what threads leave behind them as they come and go. */
+void crdt_threads_run(int n, int batch, void *(*fn)(void *arg), void *args, size_t arg_size);
 
 #endif /* CRDT_WAITERS_H */
