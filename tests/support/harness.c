@@ -1115,6 +1115,15 @@ long long crdt_reply_int(redisReply *r)
     return v;
 }
 
+bool crdt_await_go(redisContext *r, const char *go)
+{
+    redisReply *rep = redisCommand(r, "BLPOP %s 60", go);
+    bool started = rep != NULL && rep->type == REDIS_REPLY_ARRAY;
+    if (rep != NULL)
+        freeReplyObject(rep);
+    return started;
+}
+
 redisContext *crdt_raw_connect(int port, int64_t timeout_ms)
 {
     struct timeval tv = {.tv_sec = (time_t)(timeout_ms / 1000),

@@ -317,6 +317,9 @@ long long crdt_reply_int(redisReply *r);
 /* A hiredis connection to 127.0.0.1:port with connect and command timeout timeout_ms,
  * or NULL. */
 redisContext *crdt_raw_connect(int port, int64_t timeout_ms);
+/* Blocks on BLPOP go 60 (a child's start signal, pushed by the parent): true when an
+ * element came before the 60 s, or r's command timeout, ran out. */
+bool crdt_await_go(redisContext *r, const char *go);
 /* crd_options_init()'s defaults on 127.0.0.1:port over plain TCP, whatever CRDT_TLS
  * says (forked children, and tests that set up TLS themselves). */
 void crdt_options_plain(crd_options *o, int port);
