@@ -326,9 +326,9 @@ void crdt_options_plain(crd_options *o, int port);
 /* A client with crd_options_init()'s defaults on 127.0.0.1:port (over TLS under
  * CRDT_TLS=1, see crdt_options_port), or NULL. */
 crd_client *crdt_plain_client(int port);
-/* In a forked child about to exec a server or a tool (support/sentinel.c keeps its own
- * copy: soak_sentinel links it without this file): stdin from /dev/null, stdout and
- * stderr into log (appended to, or truncated first when truncate is true; left alone
+/* In a forked child about to exec a server or a tool (tests/standalone/redis_child.h's
+ * child_stdio, which support/sentinel.c calls itself: soak_sentinel links it without this
+ * file): stdin from /dev/null, stdout and stderr into log (appended to, or truncated first when truncate is true; left alone
  * when log cannot be opened). */
 void crdt_child_stdio(const char *log, bool truncate);
 /* A client made from o and a handle on name made by new_lock (crd_lock_new,
