@@ -1085,14 +1085,6 @@ static double loop_rate_on(crd_client *c, const char *base, int n, int nnames, l
 }
 
 /* One loop thread with n operations in flight on LOOP_NAMES names: acquisitions/s. */
-static double loop_rate(const char *base, int n, long *errors)
-{
-    crd_client *c = new_client(0);
-    double rate = loop_rate_on(c, base, n, LOOP_NAMES, errors);
-    crd_client_free(c);
-    return rate;
-}
-
 typedef struct blocking_locker {
     crd_lock *l;
     int64_t deadline;
@@ -1146,38 +1138,51 @@ static double blocking_rate_on(crd_client *c, const char *base, int n, int nname
 }
 
 /* n threads (one pool connection each) on the same LOOP_NAMES names: acquisitions/s. */
-static double blocking_rate(const char *base, int n, long *errors)
+
+/* One side of a two-way comparison: rate(c, name, n, nnames, &errors), on c, or when c is
+ * NULL on a client of its own made with new_client(own_threads). */
+typedef struct side {
+    double (*rate)(crd_client *c, const char *base, int n, int nnames, long *errors);
+    crd_client *c;
+    int own_threads;
+    char name[128];
+    int n, nnames;
+    long errors;
+    double value;
+} side;
+
+static void side_run(side *s)
 {
-    crd_client *c = new_client(n);
-    double rate = blocking_rate_on(c, base, n, LOOP_NAMES, errors);
-    crd_client_free(c);
-    return rate;
+    crd_client *c = s->c != NULL ? s->c : new_client(s->own_threads);
+    s->value = s->rate(c, s->name, s->n, s->nnames, &s->errors);
+    if (c != s->c)
+        crd_client_free(c);
+}
+
+/* Runs a then b in even repetitions, b then a in odd ones (order alternating). */
+static void sides_in_turn(int rep, side *a, side *b)
+{
+    side_run(rep % 2 == 0 ? a : b);
+    side_run(rep % 2 == 0 ? b : a);
 }
 
 /* The event-loop API with n acquisitions in flight from one thread, against the blocking
  * API with n threads, on the same 16 names, the two in turn (order alternating). */
 static void sc_loop(int rep, const char *scenario, int n)
 {
-    char lname[128], bname[128];
-    mkname(lname, sizeof lname, scenario, rep, "loop");
-    mkname(bname, sizeof bname, scenario, rep, "threads");
-    long le = 0, be = 0;
-    double lr, br;
-    if (rep % 2 == 0) {
-        lr = loop_rate(lname, n, &le);
-        br = blocking_rate(bname, n, &be);
-    } else {
-        br = blocking_rate(bname, n, &be);
-        lr = loop_rate(lname, n, &le);
-    }
+    side lp = {.rate = loop_rate_on, .own_threads = 0, .n = n, .nnames = LOOP_NAMES};
+    side bl = {.rate = blocking_rate_on, .own_threads = n, .n = n, .nnames = LOOP_NAMES};
+    mkname(lp.name, sizeof lp.name, scenario, rep, "loop");
+    mkname(bl.name, sizeof bl.name, scenario, rep, "threads");
+    sides_in_turn(rep, &lp, &bl);
     result *r = res(scenario, "credisson");
-    put(r, "loop_acq_per_s", lr);
-    put(r, "threads_acq_per_s", br);
-    put(r, "loop_over_threads", lr / br);
+    put(r, "loop_acq_per_s", lp.value);
+    put(r, "threads_acq_per_s", bl.value);
+    put(r, "loop_over_threads", lp.value / bl.value);
     put(r, "loop_threads_used", 1);
     put(r, "blocking_threads_used", n);
-    if (le + be > 0)
-        fail_check(r, "errors", (double)(le + be));
+    if (lp.errors + bl.errors > 0)
+        fail_check(r, "errors", (double)(lp.errors + bl.errors));
 }
 
 /* ---- many-names: distinct names against the server's capacity ------------------------------- */
@@ -1713,24 +1718,19 @@ static void sc_cluster(int rep, const char *scenario)
     if (c3 == NULL || c1 == NULL) {
         fail_check(r, "cluster clients", 1);
     } else {
-        char b3[128], b1[128];
-        mkname(b3, sizeof b3, scenario, rep, "three");
-        mkname(b1, sizeof b1, scenario, rep, "one");
-        long e3 = 0, e1 = 0;
-        double r3, r1;
-        if (rep % 2 == 0) {
-            r3 = blocking_rate_on(c3, b3, CLUSTER_THREADS, CLUSTER_NAMES, &e3);
-            r1 = blocking_rate_on(c1, b1, CLUSTER_THREADS, CLUSTER_NAMES, &e1);
-        } else {
-            r1 = blocking_rate_on(c1, b1, CLUSTER_THREADS, CLUSTER_NAMES, &e1);
-            r3 = blocking_rate_on(c3, b3, CLUSTER_THREADS, CLUSTER_NAMES, &e3);
-        }
-        put(r, "three_primaries_acq_per_s", r3);
-        put(r, "one_primary_acq_per_s", r1);
-        put(r, "three_over_one", r3 / r1);
+        side s3 = {.rate = blocking_rate_on, .c = c3, .n = CLUSTER_THREADS,
+                   .nnames = CLUSTER_NAMES};
+        side s1 = {.rate = blocking_rate_on, .c = c1, .n = CLUSTER_THREADS,
+                   .nnames = CLUSTER_NAMES};
+        mkname(s3.name, sizeof s3.name, scenario, rep, "three");
+        mkname(s1.name, sizeof s1.name, scenario, rep, "one");
+        sides_in_turn(rep, &s3, &s1);
+        put(r, "three_primaries_acq_per_s", s3.value);
+        put(r, "one_primary_acq_per_s", s1.value);
+        put(r, "three_over_one", s3.value / s1.value);
         put(r, "client_threads", CLUSTER_THREADS);
-        if (e3 + e1 > 0)
-            fail_check(r, "errors", (double)(e3 + e1));
+        if (s3.errors + s1.errors > 0)
+            fail_check(r, "errors", (double)(s3.errors + s1.errors));
     }
     crd_client_free(c3);
     crd_client_free(c1);

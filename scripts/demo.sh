@@ -64,30 +64,10 @@ wait_for() {
 
 # --- a private redis-server on a free port ------------------------------------------
 # Sets $port and $server_pid.
-port=
-start_server() {
-    local deadline
-    for _ in 1 2 3 4 5 6 7 8 9 10; do
-        port=$((20000 + RANDOM % 40000))
-        "$redis_server" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-            --dir "$tmp" --daemonize no --logfile "$tmp/redis.log" >/dev/null 2>&1 &
-        server_pid=$!
-        deadline=$((SECONDS + 5))
-        while ((SECONDS < deadline)); do
-            if "$redis_cli" -p "$port" PING 2>/dev/null | grep -q PONG; then
-                return 0
-            fi
-            kill -0 "$server_pid" 2>/dev/null || break # port taken: try another
-            sleep 0.05
-        done
-        kill "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-        server_pid=
-    done
-    echo "demo: could not start $redis_server (see $tmp/redis.log)" >&2
-    return 1
-}
-start_server
+# shellcheck source=scripts/redis_child.sh
+source "$(dirname "${BASH_SOURCE[0]}")/redis_child.sh"
+start_redis_child "$redis_server" "$tmp" ||
+    { echo "demo: could not start $redis_server (see $tmp/redis.log)" >&2; exit 1; }
 url="redis://127.0.0.1:$port"
 rcli() { "$redis_cli" -p "$port" "$@"; }
 

@@ -50,25 +50,9 @@ quiet() {
 }
 
 # --- a private redis-server on a free loopback port -------------------------------------
-port=
-for _ in 1 2 3 4 5 6 7 8; do
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-        echo $((20000 + RANDOM % 40000)))
-    "$redis_server" --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" \
-        --logfile "$tmp/redis.log" >/dev/null 2>&1 &
-    server_pid=$!
-    for _ in $(seq 200); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            break 2
-        fi
-        kill -0 "$server_pid" 2>/dev/null || break
-        sleep 0.025
-    done
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=
-done
-[[ -n $server_pid ]] || fail "could not start $redis_server"
+# shellcheck source=scripts/redis_child.sh
+source "$src/scripts/redis_child.sh"
+start_redis_child "$redis_server" "$tmp" || fail "could not start $redis_server"
 url="redis://127.0.0.1:$port"
 
 # --- the consumer: one source, two ways to build it -----------------------------------

@@ -114,11 +114,7 @@ static int fleet_child(void *arg)
     redisContext *r = crdt_raw_connect(f->port, 10000);
     if (r == NULL)
         return 5;
-    redisReply *go = redisCommand(r, "BLPOP %s 60", f->go);
-    bool started = go != NULL && go->type == REDIS_REPLY_ARRAY;
-    if (go != NULL)
-        freeReplyObject(go);
-    if (!started)
+    if (!crdt_await_go(r, f->go))
         return 7;
     crd_client *c = crdt_plain_client(f->port);
     crd_latch *l = NULL;

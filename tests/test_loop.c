@@ -188,10 +188,7 @@ static int other_process(int index, void *arg)
      * 2 s both children once failed here with 15). */
     struct timeval blpop_tv = {61, 0};
     redisSetTimeout(r, blpop_tv);
-    redisReply *go = redisCommand(r, "BLPOP %s 60", o->go);
-    bool started = go != NULL && go->type == REDIS_REPLY_ARRAY;
-    freeReplyObject(go);
-    if (!started)
+    if (!crdt_await_go(r, o->go))
         return 15;
     unsigned seed = (unsigned)getpid() + (unsigned)index;
     int64_t end = crdt_now_ms() + 3000;

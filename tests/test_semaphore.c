@@ -211,10 +211,7 @@ static int excl_child(void *arg)
     redisContext *r = crdt_raw_connect(e->port, 10000);
     if (r == NULL)
         return 5;
-    redisReply *go = redisCommand(r, "BLPOP %s 60", e->go);
-    bool started = go != NULL && go->type == REDIS_REPLY_ARRAY;
-    if (go != NULL)
-        freeReplyObject(go);
+    bool started = crdt_await_go(r, e->go);
     redisFree(r);
     if (!started)
         return 7;

@@ -1,7 +1,8 @@
 /* redis_child.h -- a private redis-server for the programs that run without Criterion
  * (tests/stress, tests/chaos, bench/): a free loopback port, a plain hiredis connection,
  * the server started as a child that dies with its parent, and the wait until it answers.
- * The Criterion suites have tests/support/harness.h for the same job.
+ * The Criterion suites have tests/support/harness.h for the same job; it and
+ * tests/support/sentinel.c take free_port, fork_tied, child_stdio and remove_dir from here.
  *
  * Header-only (static functions, each program takes what it needs); Linux (prctl), and
  * _GNU_SOURCE defined before the first include, as those programs' builds do. */
@@ -9,11 +10,13 @@
 #define CRD_REDIS_CHILD_H
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -60,7 +63,9 @@ static inline redisContext *connect_port(int port, struct timeval tv)
 
 /* Starts argv (argv[0] looked up on PATH) as a child that is killed when this process
  * dies, its output to /dev/null when quiet. Returns its pid, or -1. */
-static inline pid_t spawn_child(const char *const *argv, bool quiet)
+/* fork(), its child SIGKILLed when the forking thread dies (PR_SET_PDEATHSIG), so no
+ * server outlives a crashed caller. Returns as fork() does. */
+static inline pid_t fork_tied(void)
 {
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -69,6 +74,28 @@ static inline pid_t spawn_child(const char *const *argv, bool quiet)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) /* the parent died before prctl: nobody would kill us */
         _exit(127);
+    return 0;
+}
+
+/* In a forked child: stdin from /dev/null, stdout and stderr to the file log (appended
+ * to, or truncated first when truncate). */
+static inline void child_stdio(const char *log, bool truncate)
+{
+    int lfd = open(log, O_WRONLY | O_CREAT | (truncate ? O_TRUNC : O_APPEND), 0600);
+    int nfd = open("/dev/null", O_RDONLY);
+    if (nfd >= 0)
+        dup2(nfd, 0);
+    if (lfd >= 0) {
+        dup2(lfd, 1);
+        dup2(lfd, 2);
+    }
+}
+
+static inline pid_t spawn_child(const char *const *argv, bool quiet)
+{
+    pid_t pid = fork_tied();
+    if (pid != 0)
+        return pid;
     if (quiet) {
         int devnull = open("/dev/null", O_WRONLY);
         if (devnull >= 0) {
@@ -118,6 +145,26 @@ static inline void kill_child(pid_t *pid)
         waitpid(*pid, NULL, 0);
     }
     *pid = 0;
+}
+
+/* Removes the flat directory dir (a server's working files) and what is in it; "" is none. */
+static inline void remove_dir(const char *dir)
+{
+    if (dir[0] == '\0')
+        return;
+    DIR *d = opendir(dir);
+    if (d != NULL) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            char p[4096];
+            if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) < (int)sizeof p)
+                unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
 }
 
 #endif

@@ -12,6 +12,7 @@
  * signal (a ctest timeout).
  */
 #include "harness.h"
+#include "../standalone/redis_child.h" /* free_port, fork_tied, child_stdio, remove_dir */
 
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
@@ -133,26 +134,6 @@ const char *crdt_redis_cli_path(void)
     return e != NULL && e[0] != '\0' ? e : "redis-cli";
 }
 
-/* A port the kernel just had free on 127.0.0.1 (it can be taken again before the
- * server binds it; the caller retries). */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
-
 static void close_fds_from(int lowfd)
 {
     DIR *d = opendir("/proc/self/fd");
@@ -209,14 +190,10 @@ static pid_t spawn_server(const char *dir, int port, const char *unix_path,
         args[n++] = extra[i];
     args[n] = NULL;
 
-    pid_t parent = getpid();
-    pid_t pid = fork();
+    pid_t pid = fork_tied();
     if (pid != 0)
         return pid;
     /* child */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-        _exit(127);
     setpgid(0, 0); /* a Ctrl-C on the terminal goes to the runner, which stops us */
     char log[600];
     snprintf(log, sizeof log, "%s/redis.log", dir);
@@ -280,25 +257,6 @@ static void stop_pid(pid_t pid)
     waitpid(pid, NULL, 0);
 }
 
-static void remove_dir(const char *dir)
-{
-    if (dir[0] == '\0')
-        return;
-    DIR *d = opendir(dir);
-    if (d != NULL) {
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                continue;
-            char p[600];
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
-}
-
 static void write_runner_pid(const char *dir);
 
 /* The last line of a server's log, for failure messages. */
@@ -329,7 +287,6 @@ static const char *last_log_line(const char *dir)
 #error "CRDT_SUPPORT_DIR must be defined by the build"
 #endif
 
-static void remove_dir(const char *dir);
 
 bool crdt_tls(void)
 {
@@ -1158,6 +1115,15 @@ long long crdt_reply_int(redisReply *r)
     return v;
 }
 
+bool crdt_await_go(redisContext *r, const char *go)
+{
+    redisReply *rep = redisCommand(r, "BLPOP %s 60", go);
+    bool started = rep != NULL && rep->type == REDIS_REPLY_ARRAY;
+    if (rep != NULL)
+        freeReplyObject(rep);
+    return started;
+}
+
 redisContext *crdt_raw_connect(int port, int64_t timeout_ms)
 {
     struct timeval tv = {.tv_sec = (time_t)(timeout_ms / 1000),
@@ -1196,14 +1162,7 @@ crd_client *crdt_plain_client(int port)
 
 void crdt_child_stdio(const char *log, bool truncate)
 {
-    int lfd = open(log, O_WRONLY | O_CREAT | (truncate ? O_TRUNC : O_APPEND), 0600);
-    int nfd = open("/dev/null", O_RDONLY);
-    if (nfd >= 0)
-        dup2(nfd, 0);
-    if (lfd >= 0) {
-        dup2(lfd, 1);
-        dup2(lfd, 2);
-    }
+    child_stdio(log, truncate);
 }
 
 int crdt_plain_open(const crd_options *o, const char *name,

@@ -317,15 +317,18 @@ long long crdt_reply_int(redisReply *r);
 /* A hiredis connection to 127.0.0.1:port with connect and command timeout timeout_ms,
  * or NULL. */
 redisContext *crdt_raw_connect(int port, int64_t timeout_ms);
+/* Blocks on BLPOP go 60 (a child's start signal, pushed by the parent): true when an
+ * element came before the 60 s, or r's command timeout, ran out. */
+bool crdt_await_go(redisContext *r, const char *go);
 /* crd_options_init()'s defaults on 127.0.0.1:port over plain TCP, whatever CRDT_TLS
  * says (forked children, and tests that set up TLS themselves). */
 void crdt_options_plain(crd_options *o, int port);
 /* A client with crd_options_init()'s defaults on 127.0.0.1:port (over TLS under
  * CRDT_TLS=1, see crdt_options_port), or NULL. */
 crd_client *crdt_plain_client(int port);
-/* In a forked child about to exec a server or a tool (support/sentinel.c keeps its own
- * copy: soak_sentinel links it without this file): stdin from /dev/null, stdout and
- * stderr into log (appended to, or truncated first when truncate is true; left alone
+/* In a forked child about to exec a server or a tool (tests/standalone/redis_child.h's
+ * child_stdio, which support/sentinel.c calls itself: soak_sentinel links it without this
+ * file): stdin from /dev/null, stdout and stderr into log (appended to, or truncated first when truncate is true; left alone
  * when log cannot be opened). */
 void crdt_child_stdio(const char *log, bool truncate);
 /* A client made from o and a handle on name made by new_lock (crd_lock_new,

@@ -23,6 +23,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "../standalone/redis_child.h" /* free_port, fork_tied, child_stdio, remove_dir */
+
 static int64_t now_ms(void)
 {
     struct timespec ts;
@@ -45,23 +47,6 @@ static void fail(crdt_topo *t, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(t->err, sizeof t->err, fmt, ap);
     va_end(ap);
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
 }
 
 static const char *server_program(void)
@@ -88,49 +73,19 @@ static const char *sentinel_program(void)
  * outlives a crashed test. */
 static pid_t spawn(const char *dir, const char *const *argv, const char *const *alt)
 {
-    pid_t parent = getpid();
-    pid_t pid = fork();
+    pid_t pid = fork_tied();
     if (pid != 0)
         return pid;
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-        _exit(127);
     setpgid(0, 0);
     char log[400];
     snprintf(log, sizeof log, "%s/log", dir);
-    int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-    int nfd = open("/dev/null", O_RDONLY);
-    if (nfd >= 0)
-        dup2(nfd, 0);
-    if (lfd >= 0) {
-        dup2(lfd, 1);
-        dup2(lfd, 2);
-    }
+    child_stdio(log, false);
     for (int fd = 3; fd < 1024; fd++)
         close(fd);
     execvp(argv[0], (char *const *)argv);
     if (alt != NULL)
         execvp(alt[0], (char *const *)alt);
     _exit(127);
-}
-
-static void remove_dir(const char *dir)
-{
-    if (dir[0] == '\0')
-        return;
-    DIR *d = opendir(dir);
-    if (d != NULL) {
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                continue;
-            char p[600];
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
 }
 
 void crdt_proc_stop(crdt_proc *p)
@@ -175,7 +130,7 @@ static bool make_dir(crdt_proc *p)
     return true;
 }
 
-static redisContext *connect_port(int port, const char *password, int64_t timeout_ms)
+static redisContext *connect_auth(int port, const char *password, int64_t timeout_ms)
 {
     struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
@@ -198,18 +153,18 @@ static redisContext *connect_port(int port, const char *password, int64_t timeou
 
 redisContext *crdt_topo_connect(const crdt_topo *t, int port, int64_t timeout_ms)
 {
-    return connect_port(port, t->data_password, timeout_ms);
+    return connect_auth(port, t->data_password, timeout_ms);
 }
 
 static redisContext *connect_sentinel(const crdt_topo *t, int i)
 {
-    return connect_port(t->sentinels[i].port, t->sentinel_password, 500);
+    return connect_auth(t->sentinels[i].port, t->sentinel_password, 500);
 }
 
 /* Whether a process answers PING (with a password). */
 static bool answers(int port, const char *password)
 {
-    redisContext *c = connect_port(port, password, 300);
+    redisContext *c = connect_auth(port, password, 300);
     if (c == NULL)
         return false;
     redisReply *r = redisCommand(c, "PING");
@@ -228,7 +183,7 @@ static bool expected_server(crdt_topo *t, const crdt_proc *p, const char *passwo
     const char *want = getenv("CRDT_EXPECT_SERVER");
     if (want == NULL || want[0] == '\0')
         return true;
-    redisContext *c = connect_port(p->port, password, 1000);
+    redisContext *c = connect_auth(p->port, password, 1000);
     redisReply *r = c != NULL ? redisCommand(c, "INFO server") : NULL;
     bool valkey = r != NULL && r->type == REDIS_REPLY_STRING &&
                   strstr(r->str, "server_name:valkey") != NULL;
