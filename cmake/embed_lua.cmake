@@ -1,6 +1,6 @@
 # Generates crd_scripts.c/.h from lua/*.lua: each script's exact bytes and their SHA1,
 # so the library can send EVALSHA without ever computing a digest at run time.
-# A line "-- @include <name>" in a script is replaced by the whole text of lua/lib/<name>.lua
+# A line "-- @include <name>" (spaces may indent it) in a script is replaced by the whole text of lua/lib/<name>.lua
 # (a fragment shared by several scripts; fragments include nothing). The expanded scripts
 # are written to OUT_DIR/lua/<name>.lua, and the bytes and SHA1 embedded are theirs: the
 # exact text sent to Redis. lua/lib/ is not globbed here, so a fragment is never a script.
@@ -17,14 +17,20 @@ function(crd_expand_lua path out)
     set(done "")
     string(FIND "${text}" "${marker}" pos)
     while(NOT pos EQUAL -1)
-        if(pos GREATER 0)
-            math(EXPR before "${pos} - 1")
+        # Only spaces may stand before the marker on its line (an include inside a block
+        # is indented like the block); they are dropped with the line.
+        set(start ${pos})
+        while(start GREATER 0)
+            math(EXPR before "${start} - 1")
             string(SUBSTRING "${text}" ${before} 1 c)
-            if(NOT c STREQUAL "\n")
+            if(c STREQUAL "\n")
+                break()
+            elseif(NOT c STREQUAL " ")
                 message(FATAL_ERROR "${path}: \"${marker}\" must open a line of its own")
             endif()
-        endif()
-        string(SUBSTRING "${text}" 0 ${pos} head)
+            set(start ${before})
+        endwhile()
+        string(SUBSTRING "${text}" 0 ${start} head)
         math(EXPR name_at "${pos} + ${marker_len}")
         string(SUBSTRING "${text}" ${name_at} -1 rest)
         string(FIND "${rest}" "\n" eol)

@@ -13,13 +13,10 @@
 --             nothing deleted, nothing published, the queue untouched. Redisson deletes
 --             whatever is there.
 -- @include lock_hash_guard
-local now = ARGV[2]
+local now, publish, message = ARGV[2], ARGV[3], ARGV[1]
 -- @include fair_prune
 if redis.call('del', KEYS[1]) == 1 then
-    local head = redis.call('lindex', KEYS[2], 0)
-    if head ~= false then
-        redis.call(ARGV[3], KEYS[4] .. ':' .. head, ARGV[1])
-    end
+    -- @include fair_wake_head
     return 1
 end
 return 0

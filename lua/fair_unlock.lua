@@ -17,33 +17,20 @@
 --               latch set to 1 as Redisson does, but the caller learns its hold was lost
 --               (Redisson returns 1 here; credisson reports CRD_LOCK_LOST)
 --          nil  this owner holds nothing
-local done = redis.call('get', KEYS[5])
-if done ~= false then
-    return tonumber(done)
-end
-local now = ARGV[4]
+local hash, field, lease, latch, latch_ttl = KEYS[1], ARGV[3], ARGV[2], KEYS[5], ARGV[6]
+local now, publish, message = ARGV[4], ARGV[5], ARGV[1]
+-- @include latch_replay
 -- @include fair_prune
-if redis.call('exists', KEYS[1]) == 0 then
-    local head = redis.call('lindex', KEYS[2], 0)
-    if head ~= false then
-        redis.call(ARGV[5], KEYS[4] .. ':' .. head, ARGV[1])
-    end
-    redis.call('set', KEYS[5], '1', 'px', ARGV[6])
+if redis.call('exists', hash) == 0 then
+    -- @include fair_wake_head
+    redis.call('set', latch, '1', 'px', latch_ttl)
     return 2
 end
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+if redis.call('hexists', hash, field) == 0 then
     return nil
 end
-local count = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if count > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.call('set', KEYS[5], '0', 'px', ARGV[6])
-    return 0
-end
-redis.call('del', KEYS[1])
-redis.call('set', KEYS[5], '1', 'px', ARGV[6])
-local head = redis.call('lindex', KEYS[2], 0)
-if head ~= false then
-    redis.call(ARGV[5], KEYS[4] .. ':' .. head, ARGV[1])
-end
+-- @include hold_drop
+redis.call('del', hash)
+redis.call('set', latch, '1', 'px', latch_ttl)
+-- @include fair_wake_head
 return 1

@@ -9,12 +9,11 @@
 local result = {}
 for i = 1, #KEYS / 2 do
     local n, t = KEYS[2 * i - 1], KEYS[2 * i]
-    local held = redis.pcall('hexists', n, ARGV[i + 1])
-    if held == 1 and redis.call('exists', t) == 1 then
+    local renewed = redis.pcall('hexists', n, ARGV[i + 1]) == 1 and
+                    redis.call('exists', t) == 1
+    if renewed then
         redis.call('pexpire', n, ARGV[1])
-        result[i] = 1
-    else
-        result[i] = 0
     end
+    result[i] = renewed and 1 or 0
 end
 return result

@@ -8,12 +8,10 @@
 --            A renewal never creates a key.
 local result = {}
 for i = 1, #KEYS do
-    local held = redis.pcall('hexists', KEYS[i], ARGV[i + 1])
-    if held == 1 then
+    local renewed = redis.pcall('hexists', KEYS[i], ARGV[i + 1]) == 1
+    if renewed then
         redis.call('pexpire', KEYS[i], ARGV[1])
-        result[i] = 1
-    else
-        result[i] = 0
     end
+    result[i] = renewed and 1 or 0
 end
 return result

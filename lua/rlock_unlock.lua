@@ -14,20 +14,13 @@
 --          0    still held by this owner (count - 1, TTL re-armed), latch = 0
 --          nil  this owner holds nothing (no write, no publish, no latch)
 --          a retry with the same latch replays the first result (1 for a release).
-local done = redis.call('get', KEYS[3])
-if done ~= false then
-    return tonumber(done)
-end
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+local hash, field, lease, latch, latch_ttl = KEYS[1], ARGV[3], ARGV[2], KEYS[3], ARGV[5]
+-- @include latch_replay
+if redis.call('hexists', hash, field) == 0 then
     return nil
 end
-local count = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if count > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.call('set', KEYS[3], '0', 'px', ARGV[5])
-    return 0
-end
-redis.call('del', KEYS[1])
+-- @include hold_drop
+redis.call('del', hash)
 local reached = redis.call(ARGV[4], KEYS[2], ARGV[1])
-redis.call('set', KEYS[3], '1', 'px', ARGV[5])
+redis.call('set', latch, '1', 'px', latch_ttl)
 return 1 + reached

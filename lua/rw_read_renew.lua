@@ -11,17 +11,15 @@ local result = {}
 for i = 1, #KEYS / 2 do
     local name, prefix, field = KEYS[2 * i - 1], KEYS[2 * i], ARGV[i + 1]
     local ok, holds = pcall(function() return tonumber(redis.call('hget', name, field)) end)
-    if ok and type(holds) == 'number' and holds >= 1 then
+    local renewed = ok and type(holds) == 'number' and holds >= 1
+    if renewed then
         for j = holds, 1, -1 do
             redis.call('set', prefix .. ':' .. field .. ':rwlock_timeout:' .. j, 1, 'px', ARGV[1])
         end
-        local remaining = redis.call('pttl', name)
-        if remaining < tonumber(ARGV[1]) then
+        if redis.call('pttl', name) < tonumber(ARGV[1]) then
             redis.call('pexpire', name, ARGV[1])
         end
-        result[i] = 1
-    else
-        result[i] = 0
     end
+    result[i] = renewed and 1 or 0
 end
 return result

@@ -14,10 +14,8 @@
 --          nil  F holds no read lock here. When N has no mode at all, ARGV[1] is still
 --               published (as Redisson does) but no latch is written, so a retry gets
 --               the same answer (Redisson writes latch 1 here: quirk Q3).
-local done = redis.call('get', KEYS[5])
-if done ~= false then
-    return tonumber(done)
-end
+local latch = KEYS[5]
+-- @include latch_replay
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
     redis.call(ARGV[3], KEYS[2], ARGV[1])
@@ -46,15 +44,15 @@ if redis.call('hlen', KEYS[1]) > 1 then
     end
     if longest > 0 then
         redis.call('pexpire', KEYS[1], longest)
-        redis.call('set', KEYS[5], '0', 'px', ARGV[4])
+        redis.call('set', latch, '0', 'px', ARGV[4])
         return 0
     end
     if redis.call('hget', KEYS[1], 'mode') == 'write' then
-        redis.call('set', KEYS[5], '0', 'px', ARGV[4])
+        redis.call('set', latch, '0', 'px', ARGV[4])
         return 0
     end
 end
 redis.call('del', KEYS[1])
 redis.call(ARGV[3], KEYS[2], ARGV[1])
-redis.call('set', KEYS[5], '1', 'px', ARGV[4])
+redis.call('set', latch, '1', 'px', ARGV[4])
 return 1

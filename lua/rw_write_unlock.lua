@@ -16,30 +16,23 @@
 --          0    write holds remain (count - 1, TTL re-armed), latch = 0
 --          nil  W holds nothing here (published when N has no mode, without a latch:
 --               quirk Q3)
-local done = redis.call('get', KEYS[3])
-if done ~= false then
-    return tonumber(done)
-end
-local mode = redis.call('hget', KEYS[1], 'mode')
+local hash, field, lease, latch, latch_ttl = KEYS[1], ARGV[3], ARGV[2], KEYS[3], ARGV[5]
+-- @include latch_replay
+local mode = redis.call('hget', hash, 'mode')
 if mode == false then
     redis.call(ARGV[4], KEYS[2], ARGV[1])
     return nil
 end
-if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+if mode ~= 'write' or redis.call('hexists', hash, field) == 0 then
     return nil
 end
-local count = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if count > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.call('set', KEYS[3], '0', 'px', ARGV[5])
-    return 0
-end
-redis.call('hdel', KEYS[1], ARGV[3])
-if redis.call('hlen', KEYS[1]) == 1 then
-    redis.call('del', KEYS[1])
+-- @include hold_drop
+redis.call('hdel', hash, field)
+if redis.call('hlen', hash) == 1 then
+    redis.call('del', hash)
 else
-    redis.call('hset', KEYS[1], 'mode', 'read')
+    redis.call('hset', hash, 'mode', 'read')
 end
 local reached = redis.call(ARGV[4], KEYS[2], ARGV[1])
-redis.call('set', KEYS[3], '1', 'px', ARGV[5])
+redis.call('set', latch, '1', 'px', latch_ttl)
 return 1 + reached
