@@ -48,6 +48,15 @@ static void opts_at(crd_options *o, int port, int64_t connect_ms, int64_t comman
     o->command_timeout_ms = command_ms;
 }
 
+/* A fault proxy to upstream and, in o, options for a client that talks through it. */
+static crdt_proxy *proxied_opts(crd_options *o, int upstream, int64_t connect_ms,
+                                int64_t command_ms)
+{
+    crdt_proxy *p = proxy_to(upstream);
+    opts_at(o, crdt_proxy_port(p), connect_ms, command_ms);
+    return p;
+}
+
 /* Number of script sends (EVALSHA or EVAL, answered or not) from index from whose
  * arguments include arg. */
 static size_t scripts_with(crdt_tracelog *tl, size_t from, const char *arg)
@@ -136,20 +145,32 @@ typedef struct proxied {
     char field[80];
 } proxied;
 
-static void proxied_open(proxied *x)
+static void proxied_open(proxied *x, int64_t command_ms, bool traced)
 {
-    x->p = proxy_to(crdt_port());
     crd_options o;
-    opts_at(&o, crdt_proxy_port(x->p), 1000, 500);
-    x->tl = crdt_tracelog_new();
-    crdt_tracelog_attach(x->tl, &o);
+    x->p = proxied_opts(&o, crdt_port(), 1000, command_ms);
+    x->tl = traced ? crdt_tracelog_new() : NULL;
+    if (traced)
+        crdt_tracelog_attach(x->tl, &o);
     x->c = crdt_client_opts(&o);
     x->r = crdt_redis();
     crdt_owner_field(x->c, crd_owner_current(), x->field, sizeof x->field);
 }
 
-static void proxied_close(proxied *x)
+/* Takes and gives back a lock of its own through c, so that the scripts are cached: an
+ * EVALSHA answered NOSCRIPT runs nothing (the tests that count or delay script runs). */
+static void warm_scripts(crd_client *c, int64_t lease_ms)
 {
+    crd_lock *warm = crdt_lock(c, crdt_key("warm"));
+    cr_assert_eq(crd_lock_acquire(warm, 0, lease_ms), CRD_OK);
+    cr_assert_eq(crd_lock_release(warm), CRD_OK);
+    crd_lock_free(warm);
+}
+
+/* Frees the test's last lock l (or NULL), then what proxied_open made. */
+static void proxied_close(proxied *x, crd_lock *l)
+{
+    crd_lock_free(l);
     crd_client_free(x->c);
     crdt_tracelog_free(x->tl);
     redisFree(x->r);
@@ -203,13 +224,10 @@ Test(faults, a_lost_acquire_reply_is_read_back_never_resent_and_one_release_free
      .timeout = 60)
 {
     proxied x;
-    proxied_open(&x);
-    /* The scripts are cached first: an EVALSHA answered NOSCRIPT ran nothing, and the
-     * counts below are of acquires that ran (alone, this test used to fail there). */
-    crd_lock *warm = crdt_lock(x.c, crdt_key("warm"));
-    cr_assert_eq(crd_lock_acquire(warm, 0, 20000), CRD_OK);
-    cr_assert_eq(crd_lock_release(warm), CRD_OK);
-    crd_lock_free(warm);
+    proxied_open(&x, 500, true);
+    /* The scripts are cached first: the counts below are of acquires that ran (alone,
+     * this test used to fail there). */
+    warm_scripts(x.c, 20000);
 
     /* Three ways to lose the reply of an acquire that Redis executed: the connection
      * closes after Redis answered (the caller reads the field back and learns it holds
@@ -291,9 +309,7 @@ Test(faults, a_lost_acquire_reply_is_read_back_never_resent_and_one_release_free
     cr_assert_eq(crdt_hget_int(x.r, key, x.field), 1);
     cr_assert_eq(crd_lock_release(l), CRD_OK);
     cr_assert_eq(crdt_cmd_int(x.r, "EXISTS %s", key), 0);
-    crd_lock_free(l);
-
-    proxied_close(&x);
+    proxied_close(&x, l);
 }
 
 /* A lost acquire is read back while the same owner's next acquire of the lock has run in
@@ -305,17 +321,10 @@ Test(faults, a_lost_acquire_reply_is_read_back_never_resent_and_one_release_free
 Test(faults, a_read_back_of_a_lost_acquire_never_gives_back_the_same_owners_next_hold,
      .timeout = 60)
 {
-    crdt_proxy *p = proxy_to(crdt_port());
-    crd_options o;
-    opts_at(&o, crdt_proxy_port(p), 1000, 1000);
-    crd_client *c = crdt_client_opts(&o);
-    redisContext *r = crdt_redis();
-    char field[96];
-    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
-    crd_lock *warm = crdt_lock(c, crdt_key("warm"));
-    cr_assert_eq(crd_lock_acquire(warm, 0, 20000), CRD_OK);
-    cr_assert_eq(crd_lock_release(warm), CRD_OK);
-    crd_lock_free(warm);
+    proxied x;
+    proxied_open(&x, 1000, false);
+    crd_client *c = x.c;
+    warm_scripts(c, 20000);
     const char *key = crdt_key("R");
     crd_lock *l = crdt_lock(c, key);
     crd_metrics m0, m1;
@@ -324,24 +333,24 @@ Test(faults, a_read_back_of_a_lost_acquire_never_gives_back_the_same_owners_next
     /* A: black-holed on its way to Redis, so it never runs; its caller is told CRD_IO after
      * the command timeout (1 s), and the engine drops its link one timeout later (~2 s),
      * the outcome unknown to it. */
-    crdt_proxy_set_blackhole(p, CRDT_PROXY_UP, true);
+    crdt_proxy_set_blackhole(x.p, CRDT_PROXY_UP, true);
     int64_t t0 = crdt_now_ms();
     cr_assert_eq(crd_lock_acquire(l, 0, 20000), CRD_IO, "%s", crd_client_errmsg(c));
-    crdt_proxy_set_blackhole(p, CRDT_PROXY_UP, false);
+    crdt_proxy_set_blackhole(x.p, CRDT_PROXY_UP, false);
     /* B, the same owner: sent at ~1.4 s, it runs at once and its reply is held 800 ms, so
      * it is in flight (run, not recorded) when A's link is dropped and A is read back. */
     crdt_sleep_ms(t0 + 1400 - crdt_now_ms());
-    int id = crdt_proxy_arm(p, key, "redisson_unlock_latch", CRDT_PROXY_DELAY_REPLY, 800);
+    int id = crdt_proxy_arm(x.p, key, "redisson_unlock_latch", CRDT_PROXY_DELAY_REPLY, 800);
     cr_assert_eq(crd_lock_acquire(l, 5000, 20000), CRD_OK, "%s", crd_client_errmsg(c));
     int64_t t_b = crdt_now_ms() - t0;
-    cr_assert(crdt_proxy_fired(p, id));
+    cr_assert(crdt_proxy_fired(x.p, id));
     cr_assert_eq(crd_client_metrics(c, &m1, sizeof m1), CRD_OK);
     cr_assert_eq(m1.outcomes_unknown - m0.outcomes_unknown, 1,
                  "A's link was dropped (outcome unknown) while B was in flight (B back after "
                  "%lld ms)", (long long)t_b);
     /* A re-entry waits for the read-back to end (it parks on it): afterwards nothing moves. */
     cr_assert_eq(crd_lock_acquire(l, 5000, 20000), CRD_OK, "%s", crd_client_errmsg(c));
-    cr_assert_eq(crdt_hget_int(r, key, field), 2, "B's hold and the re-entry are in Redis");
+    cr_assert_eq(crdt_hget_int(x.r, key, x.field), 2, "B's hold and the re-entry are in Redis");
     int64_t n = 0;
     cr_assert_eq(crd_lock_hold_count(l, &n), CRD_OK);
     cr_assert_eq(n, 2);
@@ -349,13 +358,10 @@ Test(faults, a_read_back_of_a_lost_acquire_never_gives_back_the_same_owners_next
     cr_assert_eq(m1.late_holds_released - m0.late_holds_released, 0, "nothing was given back");
     cr_assert_eq(crd_lock_release(l), CRD_OK);
     cr_assert_eq(crd_lock_release(l), CRD_OK);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0, "two releases free it");
+    cr_assert_eq(crdt_cmd_int(x.r, "EXISTS %s", key), 0, "two releases free it");
+    proxied_close(&x, l);
     fprintf(stderr, "[faults] lost acquire read back while the next one was in flight: B back "
             "after %lld ms, nothing given back\n", (long long)t_b);
-    crd_lock_free(l);
-    crd_client_free(c);
-    redisFree(r);
-    crdt_proxy_stop(p);
 }
 
 /* A wait that runs out while its first attempt still waits for a connection being set up
@@ -365,9 +371,8 @@ Test(faults, a_read_back_of_a_lost_acquire_never_gives_back_the_same_owners_next
 Test(faults, a_wait_that_ends_while_the_connection_is_still_being_set_up_is_a_timeout,
      .timeout = 30)
 {
-    crdt_proxy *p = proxy_to(crdt_port());
     crd_options o;
-    opts_at(&o, crdt_proxy_port(p), 2000, 2000);
+    crdt_proxy *p = proxied_opts(&o, crdt_port(), 2000, 2000);
     o.db = 1;
     crd_client *c = crdt_client_opts(&o);
     crd_lock *l = crdt_lock(c, crdt_key("slowlink"));
@@ -390,7 +395,7 @@ Test(faults, a_lost_release_reply_is_retried_with_the_same_request_id_and_releas
      .timeout = 60)
 {
     proxied x;
-    proxied_open(&x);
+    proxied_open(&x, 500, true);
 
     const crdt_proxy_action actions[2] = {CRDT_PROXY_EXECUTE_THEN_CLOSE, CRDT_PROXY_SWALLOW_REPLY};
     for (int k = 0; k < 2; k++) {
@@ -452,9 +457,7 @@ Test(faults, a_lost_release_reply_is_retried_with_the_same_request_id_and_releas
     cr_assert_eq(crd_lock_release(l), CRD_OK);
     cr_assert_eq(crdt_cmd_int(x.r, "EXISTS %s", key), 0);
     freeReplyObject(crdt_cmd(x.r, "DEL %s", stray));
-    crd_lock_free(l);
-
-    proxied_close(&x);
+    proxied_close(&x, l);
 }
 
 Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_renewed_forever,
@@ -464,9 +467,8 @@ Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_ren
      * acquire reaches Redis 1 s after the client timed out and read "not held". The
      * orphaned hold must end within its lease; it must never be adopted by a later
      * acquire and then renewed after the caller released everything. */
-    crdt_proxy *p = proxy_to(crdt_port());
     crd_options o;
-    opts_at(&o, crdt_proxy_port(p), 500, 300);
+    crdt_proxy *p = proxied_opts(&o, crdt_port(), 500, 300);
     o.watchdog_timeout_ms = 1000;
     crdt_fixture f;
     crdt_fixture_open_opts(&f, 1, "L", crdt_lock, &o, NULL);
@@ -474,10 +476,7 @@ Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_ren
     crdt_owner_field(f.a, crd_owner_current(), field, sizeof field);
 
     /* Load the script first: a late EVALSHA on an empty cache would only get NOSCRIPT. */
-    crd_lock *warm = crdt_lock(f.a, crdt_key("warm"));
-    cr_assert_eq(crd_lock_acquire(warm, 0, 1000), CRD_OK);
-    cr_assert_eq(crd_lock_release(warm), CRD_OK);
-    crd_lock_free(warm);
+    warm_scripts(f.a, 1000);
     int id = crdt_proxy_arm(p, f.key, NULL, CRDT_PROXY_DELAY_COMMAND, 1000);
     crd_status st = crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG);
     cr_assert(crdt_proxy_fired(p, id));
@@ -520,9 +519,8 @@ Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_ren
 static void subscribe_race(crdt_proxy_action action, const char *what)
 {
     const int64_t delay = 200;
-    crdt_proxy *p = proxy_to(crdt_port());
     crd_options o;
-    opts_at(&o, crdt_proxy_port(p), 1000, 3000);
+    crdt_proxy *p = proxied_opts(&o, crdt_port(), 1000, 3000);
     o.poll_interval_ms = 10000; /* only the re-check after the confirmation can be quick */
     crdt_fixture f;
     crdt_fixture_open_opts(&f, 2, "L", crdt_lock, &o, NULL);
@@ -568,9 +566,8 @@ Test(faults, a_subscribe_that_reaches_redis_200ms_late_after_the_release_still_l
 Test(faults, a_subscriber_cut_off_while_the_holder_releases_acquires_once_it_reconnects,
      .timeout = 60)
 {
-    crdt_proxy *p = proxy_to(crdt_port());
     crd_options o;
-    opts_at(&o, crdt_proxy_port(p), 500, 1000);
+    crdt_proxy *p = proxied_opts(&o, crdt_port(), 500, 1000);
     o.poll_interval_ms = 10000;
     crdt_tracelog *tl = crdt_tracelog_new();
     crdt_tracelog_attach(tl, &o);
@@ -627,12 +624,11 @@ Test(faults, a_redis_restart_without_persistence_lets_waiters_in_reports_holders
 {
     crdt_server s1;
     crdt_server_start(&s1, false, NULL, NULL, NULL);
-    crdt_proxy *p = proxy_to(s1.port);
     evlog ev;
     memset(&ev, 0, sizeof ev);
     pthread_mutex_init(&ev.mu, NULL);
     crd_options o;
-    opts_at(&o, crdt_proxy_port(p), 500, 1000);
+    crdt_proxy *p = proxied_opts(&o, s1.port, 500, 1000);
     o.watchdog_timeout_ms = 1500;
     o.poll_interval_ms = 300;
     o.on_event = on_event;
@@ -719,10 +715,9 @@ Test(faults, a_server_down_for_five_seconds_gives_io_within_the_timeouts_then_wo
 {
     crdt_server s1;
     crdt_server_start(&s1, false, NULL, NULL, NULL);
-    crdt_proxy *p = proxy_to(s1.port);
     const int64_t cto = 300, cmd = 500;
     crd_options o;
-    opts_at(&o, crdt_proxy_port(p), cto, cmd);
+    crdt_proxy *p = proxied_opts(&o, s1.port, cto, cmd);
     o.poll_interval_ms = 200;
     crd_client *c = crdt_client_opts(&o);
     const char *key = crdt_key("L");
@@ -943,12 +938,11 @@ Test(faults, a_client_pause_longer_than_the_lease_ends_the_hold_without_overlap,
 Test(faults, a_black_holed_network_longer_than_the_lease_reports_the_hold_lost_and_never_recreates_it,
      .timeout = 60)
 {
-    crdt_proxy *p = proxy_to(crdt_port());
     evlog ev;
     memset(&ev, 0, sizeof ev);
     pthread_mutex_init(&ev.mu, NULL);
     crd_options o;
-    opts_at(&o, crdt_proxy_port(p), 300, 400);
+    crdt_proxy *p = proxied_opts(&o, crdt_port(), 300, 400);
     o.watchdog_timeout_ms = 1000;
     o.on_event = on_event;
     o.event_user_data = &ev;
@@ -1063,9 +1057,8 @@ Test(faults, bad_password_wrong_database_refused_silent_and_full_servers_fail_cl
     crd_client_free(c);
 
     /* Nothing listening: refused at once */
-    crdt_proxy *p = proxy_to(s.port);
+    crdt_proxy *p = proxied_opts(&o, s.port, 500, 500);
     cr_assert(crdt_proxy_set_refuse(p, true));
-    opts_at(&o, crdt_proxy_port(p), 500, 500);
     o.password = "s3cret";
     st = new_client(&o, &c, &took);
     cr_assert_eq(st, CRD_IO, "refused: %s", crd_strerror(st));
