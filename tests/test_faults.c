@@ -129,6 +129,43 @@ static bool lost_seen(void *arg)
     return b;
 }
 
+/* Two clients on the keys k1 ("watchdog") and k2 ("lease"): hc holds (its watchdog events
+ * in ev) with h1 and h2, wc waits with w1 and w2. */
+typedef struct holders {
+    evlog ev;
+    crd_client *hc, *wc;
+    const char *k1, *k2;
+    crd_lock *h1, *h2, *w1, *w2;
+} holders;
+
+/* hc with the options o; wc with o too (without the events) when waiter_proxied, else a
+ * direct client. */
+static void holders_open(holders *hw, crd_options *o, bool waiter_proxied)
+{
+    memset(&hw->ev, 0, sizeof hw->ev);
+    pthread_mutex_init(&hw->ev.mu, NULL);
+    o->on_event = on_event;
+    o->event_user_data = &hw->ev;
+    hw->hc = crdt_client_opts(o);
+    o->on_event = NULL;
+    hw->wc = waiter_proxied ? crdt_client_opts(o) : crdt_client();
+    hw->k1 = crdt_key("watchdog");
+    hw->k2 = crdt_key("lease");
+    hw->h1 = crdt_lock(hw->hc, hw->k1);
+    hw->h2 = crdt_lock(hw->hc, hw->k2);
+    hw->w1 = crdt_lock(hw->wc, hw->k1);
+    hw->w2 = crdt_lock(hw->wc, hw->k2);
+}
+
+static void holders_close(holders *hw)
+{
+    crd_lock *locks[] = {hw->h1, hw->h2, hw->w1, hw->w2};
+    for (size_t i = 0; i < sizeof locks / sizeof locks[0]; i++)
+        crd_lock_free(locks[i]);
+    crd_client_free(hw->hc);
+    crd_client_free(hw->wc);
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* Lost and late replies: PROTOCOL.md 12, 13.5, 13.6                                 */
 /* ---------------------------------------------------------------------------------- */
@@ -624,31 +661,22 @@ Test(faults, a_redis_restart_without_persistence_lets_waiters_in_reports_holders
 {
     crdt_server s1;
     crdt_server_start(&s1, false, NULL, NULL, NULL);
-    evlog ev;
-    memset(&ev, 0, sizeof ev);
-    pthread_mutex_init(&ev.mu, NULL);
     crd_options o;
     crdt_proxy *p = proxied_opts(&o, s1.port, 500, 1000);
     o.watchdog_timeout_ms = 1500;
     o.poll_interval_ms = 300;
-    o.on_event = on_event;
-    o.event_user_data = &ev;
-    crd_client *hc = crdt_client_opts(&o);
-    o.on_event = NULL;
-    crd_client *wc = crdt_client_opts(&o);
-    const char *k1 = crdt_key("watchdog"), *k2 = crdt_key("lease");
-    crd_lock *h1 = crdt_lock(hc, k1), *h2 = crdt_lock(hc, k2);
-    crd_lock *w1 = crdt_lock(wc, k1), *w2 = crdt_lock(wc, k2);
-    cr_assert_eq(crd_lock_acquire(h1, 0, CRD_LEASE_WATCHDOG), CRD_OK);
-    cr_assert_eq(crd_lock_acquire(h2, 0, 60000), CRD_OK);
+    holders hw;
+    holders_open(&hw, &o, true);
+    cr_assert_eq(crd_lock_acquire(hw.h1, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(hw.h2, 0, 60000), CRD_OK);
 
     crdt_waiter a, b, forever;
-    a = (crdt_waiter){.lock = w1, .wait_ms = 20000, .lease_ms = 60000, .hold = true};
+    a = (crdt_waiter){.lock = hw.w1, .wait_ms = 20000, .lease_ms = 60000, .hold = true};
     crdt_waiter_start(&a);
-    b = (crdt_waiter){.lock = w2, .wait_ms = 20000, .lease_ms = 60000, .hold = true};
+    b = (crdt_waiter){.lock = hw.w2, .wait_ms = 20000, .lease_ms = 60000, .hold = true};
     crdt_waiter_start(&b);
     forever =
-        (crdt_waiter){.lock = w1, .wait_ms = CRD_WAIT_FOREVER, .lease_ms = 60000, .hold = true};
+        (crdt_waiter){.lock = hw.w1, .wait_ms = CRD_WAIT_FOREVER, .lease_ms = 60000, .hold = true};
     crdt_waiter_start(&forever);
     crdt_sleep_ms(300); /* all three are waiting */
     cr_assert(!crdt_waiter_returned(&a) && !crdt_waiter_returned(&b) &&
@@ -671,34 +699,29 @@ Test(faults, a_redis_restart_without_persistence_lets_waiters_in_reports_holders
     crdt_waiter_join(&b, 10000, "waiter on the leased lock");
     cr_assert_eq(pair[first]->acquire_st, CRD_OK, "%s", crd_strerror(pair[first]->acquire_st));
     cr_assert_eq(b.acquire_st, CRD_OK, "%s", crd_strerror(b.acquire_st));
-    cr_assert_eq(crd_lock_release_owner(w1, pair[first]->owner), CRD_OK);
+    cr_assert_eq(crd_lock_release_owner(hw.w1, pair[first]->owner), CRD_OK);
     crdt_waiter_join(pair[1 - first], 10000, "second waiter on the watchdog lock");
     cr_assert_eq(pair[1 - first]->acquire_st, CRD_OK, "%s",
                  crd_strerror(pair[1 - first]->acquire_st));
     crdt_waiter *last = pair[1 - first];
 
-    cr_assert(crdt_wait_until(lost_seen, &ev, 5000), "the watchdog holder was never told");
-    cr_assert_eq(crd_lock_release(h1), CRD_LOCK_LOST, "watchdog hold after the restart");
-    cr_assert_eq(crd_lock_release(h2), CRD_LOCK_LOST, "leased hold after the restart");
+    cr_assert(crdt_wait_until(lost_seen, &hw.ev, 5000), "the watchdog holder was never told");
+    cr_assert_eq(crd_lock_release(hw.h1), CRD_LOCK_LOST, "watchdog hold after the restart");
+    cr_assert_eq(crd_lock_release(hw.h2), CRD_LOCK_LOST, "leased hold after the restart");
     redisContext *r = crdt_redis_port(s2.port);
     char wf[80];
-    crdt_owner_field(wc, b.owner, wf, sizeof wf);
-    cr_assert_eq(crdt_hget_int(r, k2, wf), 1, "the old holder's release left the new hold alone");
-    crdt_owner_field(wc, last->owner, wf, sizeof wf);
-    cr_assert_eq(crdt_hget_int(r, k1, wf), 1);
+    crdt_owner_field(hw.wc, b.owner, wf, sizeof wf);
+    cr_assert_eq(crdt_hget_int(r, hw.k2, wf), 1, "the old holder's release left the new hold alone");
+    crdt_owner_field(hw.wc, last->owner, wf, sizeof wf);
+    cr_assert_eq(crdt_hget_int(r, hw.k1, wf), 1);
     fprintf(stderr,
             "[faults] restart took %" PRId64 " ms; waiters in %" PRId64 " and %" PRId64
             " ms after it; holder told lost %" PRId64 " ms after it\n",
-            t_up - t_down, pair[first]->t_acq_ms - t_up, b.t_acq_ms - t_up, ev.t_lost - t_up);
+            t_up - t_down, pair[first]->t_acq_ms - t_up, b.t_acq_ms - t_up, hw.ev.t_lost - t_up);
 
-    cr_assert_eq(crd_lock_release_owner(w1, last->owner), CRD_OK);
-    cr_assert_eq(crd_lock_release_owner(w2, b.owner), CRD_OK);
-    crd_lock_free(h1);
-    crd_lock_free(h2);
-    crd_lock_free(w1);
-    crd_lock_free(w2);
-    crd_client_free(hc);
-    crd_client_free(wc);
+    cr_assert_eq(crd_lock_release_owner(hw.w1, last->owner), CRD_OK);
+    cr_assert_eq(crd_lock_release_owner(hw.w2, b.owner), CRD_OK);
+    holders_close(&hw);
     redisFree(r);
     crdt_proxy_stop(p);
     crdt_server_stop(&s2);
@@ -938,43 +961,35 @@ Test(faults, a_client_pause_longer_than_the_lease_ends_the_hold_without_overlap,
 Test(faults, a_black_holed_network_longer_than_the_lease_reports_the_hold_lost_and_never_recreates_it,
      .timeout = 60)
 {
-    evlog ev;
-    memset(&ev, 0, sizeof ev);
-    pthread_mutex_init(&ev.mu, NULL);
+    holders hw;
     crd_options o;
     crdt_proxy *p = proxied_opts(&o, crdt_port(), 300, 400);
     o.watchdog_timeout_ms = 1000;
-    o.on_event = on_event;
-    o.event_user_data = &ev;
-    crd_client *hc = crdt_client_opts(&o);
-    crd_client *wc = crdt_client();
-    const char *k1 = crdt_key("watchdog"), *k2 = crdt_key("lease");
-    crd_lock *h1 = crdt_lock(hc, k1), *h2 = crdt_lock(hc, k2);
-    crd_lock *w1 = crdt_lock(wc, k1), *w2 = crdt_lock(wc, k2);
-    cr_assert_eq(crd_lock_acquire(h1, 0, CRD_LEASE_WATCHDOG), CRD_OK);
-    cr_assert_eq(crd_lock_acquire(h2, 0, 1000), CRD_OK);
+    holders_open(&hw, &o, false);
+    cr_assert_eq(crd_lock_acquire(hw.h1, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(hw.h2, 0, 1000), CRD_OK);
     char hf[80];
-    crdt_owner_field(hc, crd_owner_current(), hf, sizeof hf);
+    crdt_owner_field(hw.hc, crd_owner_current(), hf, sizeof hf);
 
     crdt_proxy_set_blackhole(p, CRDT_PROXY_BOTH, true);
     int64_t t_cut = crdt_now_ms();
     /* Calls of the cut-off client fail within their timeouts. */
     bool b;
     int64_t t0 = crdt_now_ms();
-    cr_assert_eq(crd_lock_is_locked(h1, &b), CRD_IO);
+    cr_assert_eq(crd_lock_is_locked(hw.h1, &b), CRD_IO);
     cr_assert(crdt_now_ms() - t0 <= 300 + 400 + 300);
     /* Others get in once the leases end; the holder hears of its loss. */
-    cr_assert_eq(crd_lock_acquire(w1, 4000, 20000), CRD_OK);
-    cr_assert_eq(crd_lock_acquire(w2, 4000, 20000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(hw.w1, 4000, 20000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(hw.w2, 4000, 20000), CRD_OK);
     int64_t t_in = crdt_now_ms();
     cr_assert(t_in - t_cut >= 600, "the lock cannot free before the lease (in %" PRId64 " ms)",
               t_in - t_cut);
-    cr_assert(crdt_wait_until(lost_seen, &ev, 3000), "the watchdog holder was never told");
+    cr_assert(crdt_wait_until(lost_seen, &hw.ev, 3000), "the watchdog holder was never told");
     int64_t v = 1;
-    cr_assert_eq(crd_lock_validity_ms(h1, &v), CRD_LOCK_LOST);
-    cr_assert_eq(crd_lock_validity_ms(h2, &v), CRD_LOCK_LOST);
-    cr_assert(ev.t_lost - t_cut <= 1000 + 400 + 300, "lost reported %" PRId64 " ms after the cut",
-              ev.t_lost - t_cut);
+    cr_assert_eq(crd_lock_validity_ms(hw.h1, &v), CRD_LOCK_LOST);
+    cr_assert_eq(crd_lock_validity_ms(hw.h2, &v), CRD_LOCK_LOST);
+    cr_assert(hw.ev.t_lost - t_cut <= 1000 + 400 + 300, "lost reported %" PRId64 " ms after the cut",
+              hw.ev.t_lost - t_cut);
     while (crdt_now_ms() - t_cut < 2500)
         crdt_sleep_ms(50);
     crdt_proxy_set_blackhole(p, CRDT_PROXY_BOTH, false);
@@ -982,22 +997,17 @@ Test(faults, a_black_holed_network_longer_than_the_lease_reports_the_hold_lost_a
     /* After the network heals: nothing recreated, the old holder's releases refused. */
     crdt_sleep_ms(700); /* more than one renewal period */
     redisContext *r = crdt_redis();
-    cr_assert_eq(crdt_hget_int(r, k1, hf), 0, "the watchdog recreated a lost hold");
-    cr_assert_eq(crd_lock_release(h1), CRD_LOCK_LOST);
-    crd_status st = crd_lock_release(h2);
+    cr_assert_eq(crdt_hget_int(r, hw.k1, hf), 0, "the watchdog recreated a lost hold");
+    cr_assert_eq(crd_lock_release(hw.h1), CRD_LOCK_LOST);
+    crd_status st = crd_lock_release(hw.h2);
     cr_assert(st == CRD_LOCK_LOST || st == CRD_NOT_OWNER, "%s", crd_strerror(st));
-    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", k1), 1);
-    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", k2), 1);
+    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", hw.k1), 1);
+    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", hw.k2), 1);
     fprintf(stderr, "[faults] black hole 2500 ms over 1000 ms leases: others in after %" PRId64
-            " ms, loss reported after %" PRId64 " ms\n", t_in - t_cut, ev.t_lost - t_cut);
-    cr_assert_eq(crd_lock_release(w1), CRD_OK);
-    cr_assert_eq(crd_lock_release(w2), CRD_OK);
-    crd_lock_free(h1);
-    crd_lock_free(h2);
-    crd_lock_free(w1);
-    crd_lock_free(w2);
-    crd_client_free(hc);
-    crd_client_free(wc);
+            " ms, loss reported after %" PRId64 " ms\n", t_in - t_cut, hw.ev.t_lost - t_cut);
+    cr_assert_eq(crd_lock_release(hw.w1), CRD_OK);
+    cr_assert_eq(crd_lock_release(hw.w2), CRD_OK);
+    holders_close(&hw);
     redisFree(r);
     crdt_proxy_stop(p);
 }
