@@ -154,30 +154,57 @@ static int failed(const char *cmd, const char *what, crd_status st, const crd_cl
     return cli_exit_for_status(st);
 }
 
-int cmd_semaphore(const global_opts *g, int argc, char **argv)
+/* What semaphore VERB or latch VERB was given: the verb and NAME, its number (permits,
+ * or a latch's count) when the verb takes one, --json, and --wait (-1: forever). */
+typedef struct verb_args {
+    const char *cmd, *verb, *name;
+    int64_t num, wait;
+    bool json;
+} verb_args;
+
+/* The shared frame of semaphore and latch: usage when asked; the verb's arguments checked
+ * by parse (an exit code, or 0); then a client, which act uses and this frees. */
+static int run_verb(const global_opts *g, const char *cmd, int argc, char **argv,
+                    void (*usage)(FILE *), int (*parse)(verb_args *, int, char **),
+                    int (*act)(const global_opts *, crd_client *, verb_args *))
 {
-    const char *cmd = "semaphore";
-    int rc = usage_if_asked(argc, argv, usage_semaphore);
+    int rc = usage_if_asked(argc, argv, usage);
     if (rc >= 0)
         return rc;
-    const char *verb = argv[1], *name, *n;
-    bool json = false;
-    bool status = strcmp(verb, "status") == 0;
-    if (!status && strcmp(verb, "set") != 0 && strcmp(verb, "add") != 0)
-        return cli_usage_error(cmd, "unknown subcommand '%s' (status, set or add)", verb);
-    rc = take_args(cmd, argc, argv, 2, status ? &json : NULL, NULL, &name, &n);
-    if (rc != 0)
+    verb_args a = {.cmd = cmd, .verb = argv[1], .wait = -1};
+    if ((rc = parse(&a, argc, argv)) != 0)
         return rc;
-    int64_t v = 0;
-    if (status ? n != NULL : !parse_i64(n, &v))
-        return cli_usage_error(cmd, status ? "status takes only NAME"
-                                           : "%s needs NAME and a number of permits", verb);
     crd_client *c = NULL;
     if ((rc = cli_make_client(g, cmd, NULL, &c)) != 0)
         return rc;
+    rc = act(g, c, &a);
+    crd_client_free(c);
+    return rc;
+}
+
+static int semaphore_parse(verb_args *a, int argc, char **argv)
+{
+    const char *cmd = a->cmd, *verb = a->verb, *n;
+    bool status = strcmp(verb, "status") == 0;
+    if (!status && strcmp(verb, "set") != 0 && strcmp(verb, "add") != 0)
+        return cli_usage_error(cmd, "unknown subcommand '%s' (status, set or add)", verb);
+    int rc = take_args(cmd, argc, argv, 2, status ? &a->json : NULL, NULL, &a->name, &n);
+    if (rc != 0)
+        return rc;
+    if (status ? n != NULL : !parse_i64(n, &a->num))
+        return cli_usage_error(cmd, status ? "status takes only NAME"
+                                           : "%s needs NAME and a number of permits", verb);
+    return 0;
+}
+
+static int semaphore_act(const global_opts *g, crd_client *c, verb_args *a)
+{
+    const char *cmd = a->cmd, *verb = a->verb, *name = a->name;
+    bool json = a->json, status = strcmp(verb, "status") == 0;
+    int64_t v = a->num;
+    int rc = 0;
     crd_semaphore *s = NULL;
     crd_status st = crd_semaphore_new(c, name, &s);
-    rc = 0;
     if (st != CRD_OK) {
         rc = failed(cmd, "NAME", st, c);
     } else if (status) {
@@ -224,38 +251,40 @@ int cmd_semaphore(const global_opts *g, int argc, char **argv)
         }
     }
     crd_semaphore_free(s);
-    crd_client_free(c);
     return rc;
 }
 
-int cmd_latch(const global_opts *g, int argc, char **argv)
+static int latch_parse(verb_args *a, int argc, char **argv)
 {
-    const char *cmd = "latch";
-    int rc = usage_if_asked(argc, argv, usage_latch);
-    if (rc >= 0)
-        return rc;
-    const char *verb = argv[1], *name, *n;
-    bool json = false;
-    int64_t wait = -1;
-    bool set = strcmp(verb, "set") == 0, down = strcmp(verb, "count-down") == 0,
-         wait_v = strcmp(verb, "wait") == 0, status = strcmp(verb, "status") == 0;
-    if (!set && !down && !wait_v && !status)
+    const char *cmd = a->cmd, *verb = a->verb, *n;
+    bool set = strcmp(verb, "set") == 0, wait_v = strcmp(verb, "wait") == 0,
+         status = strcmp(verb, "status") == 0;
+    if (!set && strcmp(verb, "count-down") != 0 && !wait_v && !status)
         return cli_usage_error(cmd, "unknown subcommand '%s' (set, count-down, wait or status)",
                                verb);
-    rc = take_args(cmd, argc, argv, 2, status ? &json : NULL, wait_v ? &wait : NULL, &name, &n);
+    int rc = take_args(cmd, argc, argv, 2, status ? &a->json : NULL, wait_v ? &a->wait : NULL,
+                       &a->name, &n);
     if (rc != 0)
         return rc;
-    if (name == NULL) /* take_args refuses a missing NAME; clang's analyzer cannot see it */
+    if (a->name == NULL) /* take_args refuses a missing NAME; clang's analyzer cannot see it */
         return cli_usage_error(cmd, "NAME is missing");
-    int64_t count = 0;
-    if (set ? !parse_i64(n, &count) || count < 1 : n != NULL)
+    if (set ? !parse_i64(n, &a->num) || a->num < 1 : n != NULL)
         return cli_usage_error(cmd, set ? "set needs NAME and a count >= 1"
                                         : "%s takes only NAME", verb);
-    crd_client *c = NULL;
-    if ((rc = cli_make_client(g, cmd, NULL, &c)) != 0)
-        return rc;
+    return 0;
+}
+
+static int latch_act(const global_opts *g, crd_client *c, verb_args *a)
+{
+    (void)g;
+    const char *cmd = a->cmd, *verb = a->verb, *name = a->name;
+    bool json = a->json;
+    int64_t wait = a->wait, count = a->num;
+    bool set = strcmp(verb, "set") == 0, down = strcmp(verb, "count-down") == 0,
+         wait_v = strcmp(verb, "wait") == 0;
     crd_latch *l = NULL;
     crd_status st = crd_latch_new(c, name, &l);
+    int rc = 0;
     if (st != CRD_OK) {
         rc = failed(cmd, "NAME", st, c);
     } else if (set) {
@@ -293,6 +322,16 @@ int cmd_latch(const global_opts *g, int argc, char **argv)
         rc = failed(cmd, verb, st, c);
     }
     crd_latch_free(l);
-    crd_client_free(c);
     return rc;
+}
+
+int cmd_semaphore(const global_opts *g, int argc, char **argv)
+{
+    return run_verb(g, "semaphore", argc, argv, usage_semaphore, semaphore_parse,
+                    semaphore_act);
+}
+
+int cmd_latch(const global_opts *g, int argc, char **argv)
+{
+    return run_verb(g, "latch", argc, argv, usage_latch, latch_parse, latch_act);
 }

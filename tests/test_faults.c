@@ -48,6 +48,15 @@ static void opts_at(crd_options *o, int port, int64_t connect_ms, int64_t comman
     o->command_timeout_ms = command_ms;
 }
 
+/* A fault proxy to upstream and, in o, options for a client that talks through it. */
+static crdt_proxy *proxied_opts(crd_options *o, int upstream, int64_t connect_ms,
+                                int64_t command_ms)
+{
+    crdt_proxy *p = proxy_to(upstream);
+    opts_at(o, crdt_proxy_port(p), connect_ms, command_ms);
+    return p;
+}
+
 /* Number of script sends (EVALSHA or EVAL, answered or not) from index from whose
  * arguments include arg. */
 static size_t scripts_with(crdt_tracelog *tl, size_t from, const char *arg)
@@ -120,6 +129,43 @@ static bool lost_seen(void *arg)
     return b;
 }
 
+/* Two clients on the keys k1 ("watchdog") and k2 ("lease"): hc holds (its watchdog events
+ * in ev) with h1 and h2, wc waits with w1 and w2. */
+typedef struct holders {
+    evlog ev;
+    crd_client *hc, *wc;
+    const char *k1, *k2;
+    crd_lock *h1, *h2, *w1, *w2;
+} holders;
+
+/* hc with the options o; wc with o too (without the events) when waiter_proxied, else a
+ * direct client. */
+static void holders_open(holders *hw, crd_options *o, bool waiter_proxied)
+{
+    memset(&hw->ev, 0, sizeof hw->ev);
+    pthread_mutex_init(&hw->ev.mu, NULL);
+    o->on_event = on_event;
+    o->event_user_data = &hw->ev;
+    hw->hc = crdt_client_opts(o);
+    o->on_event = NULL;
+    hw->wc = waiter_proxied ? crdt_client_opts(o) : crdt_client();
+    hw->k1 = crdt_key("watchdog");
+    hw->k2 = crdt_key("lease");
+    hw->h1 = crdt_lock(hw->hc, hw->k1);
+    hw->h2 = crdt_lock(hw->hc, hw->k2);
+    hw->w1 = crdt_lock(hw->wc, hw->k1);
+    hw->w2 = crdt_lock(hw->wc, hw->k2);
+}
+
+static void holders_close(holders *hw)
+{
+    crd_lock *locks[] = {hw->h1, hw->h2, hw->w1, hw->w2};
+    for (size_t i = 0; i < sizeof locks / sizeof locks[0]; i++)
+        crd_lock_free(locks[i]);
+    crd_client_free(hw->hc);
+    crd_client_free(hw->wc);
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* Lost and late replies: PROTOCOL.md 12, 13.5, 13.6                                 */
 /* ---------------------------------------------------------------------------------- */
@@ -136,20 +182,32 @@ typedef struct proxied {
     char field[80];
 } proxied;
 
-static void proxied_open(proxied *x)
+static void proxied_open(proxied *x, int64_t command_ms, bool traced)
 {
-    x->p = proxy_to(crdt_port());
     crd_options o;
-    opts_at(&o, crdt_proxy_port(x->p), 1000, 500);
-    x->tl = crdt_tracelog_new();
-    crdt_tracelog_attach(x->tl, &o);
+    x->p = proxied_opts(&o, crdt_port(), 1000, command_ms);
+    x->tl = traced ? crdt_tracelog_new() : NULL;
+    if (traced)
+        crdt_tracelog_attach(x->tl, &o);
     x->c = crdt_client_opts(&o);
     x->r = crdt_redis();
     crdt_owner_field(x->c, crd_owner_current(), x->field, sizeof x->field);
 }
 
-static void proxied_close(proxied *x)
+/* Takes and gives back a lock of its own through c, so that the scripts are cached: an
+ * EVALSHA answered NOSCRIPT runs nothing (the tests that count or delay script runs). */
+static void warm_scripts(crd_client *c, int64_t lease_ms)
 {
+    crd_lock *warm = crdt_lock(c, crdt_key("warm"));
+    cr_assert_eq(crd_lock_acquire(warm, 0, lease_ms), CRD_OK);
+    cr_assert_eq(crd_lock_release(warm), CRD_OK);
+    crd_lock_free(warm);
+}
+
+/* Frees the test's last lock l (or NULL), then what proxied_open made. */
+static void proxied_close(proxied *x, crd_lock *l)
+{
+    crd_lock_free(l);
     crd_client_free(x->c);
     crdt_tracelog_free(x->tl);
     redisFree(x->r);
@@ -203,13 +261,10 @@ Test(faults, a_lost_acquire_reply_is_read_back_never_resent_and_one_release_free
      .timeout = 60)
 {
     proxied x;
-    proxied_open(&x);
-    /* The scripts are cached first: an EVALSHA answered NOSCRIPT ran nothing, and the
-     * counts below are of acquires that ran (alone, this test used to fail there). */
-    crd_lock *warm = crdt_lock(x.c, crdt_key("warm"));
-    cr_assert_eq(crd_lock_acquire(warm, 0, 20000), CRD_OK);
-    cr_assert_eq(crd_lock_release(warm), CRD_OK);
-    crd_lock_free(warm);
+    proxied_open(&x, 500, true);
+    /* The scripts are cached first: the counts below are of acquires that ran (alone,
+     * this test used to fail there). */
+    warm_scripts(x.c, 20000);
 
     /* Three ways to lose the reply of an acquire that Redis executed: the connection
      * closes after Redis answered (the caller reads the field back and learns it holds
@@ -291,9 +346,7 @@ Test(faults, a_lost_acquire_reply_is_read_back_never_resent_and_one_release_free
     cr_assert_eq(crdt_hget_int(x.r, key, x.field), 1);
     cr_assert_eq(crd_lock_release(l), CRD_OK);
     cr_assert_eq(crdt_cmd_int(x.r, "EXISTS %s", key), 0);
-    crd_lock_free(l);
-
-    proxied_close(&x);
+    proxied_close(&x, l);
 }
 
 /* A lost acquire is read back while the same owner's next acquire of the lock has run in
@@ -305,17 +358,10 @@ Test(faults, a_lost_acquire_reply_is_read_back_never_resent_and_one_release_free
 Test(faults, a_read_back_of_a_lost_acquire_never_gives_back_the_same_owners_next_hold,
      .timeout = 60)
 {
-    crdt_proxy *p = proxy_to(crdt_port());
-    crd_options o;
-    opts_at(&o, crdt_proxy_port(p), 1000, 1000);
-    crd_client *c = crdt_client_opts(&o);
-    redisContext *r = crdt_redis();
-    char field[96];
-    crdt_owner_field(c, crd_owner_current(), field, sizeof field);
-    crd_lock *warm = crdt_lock(c, crdt_key("warm"));
-    cr_assert_eq(crd_lock_acquire(warm, 0, 20000), CRD_OK);
-    cr_assert_eq(crd_lock_release(warm), CRD_OK);
-    crd_lock_free(warm);
+    proxied x;
+    proxied_open(&x, 1000, false);
+    crd_client *c = x.c;
+    warm_scripts(c, 20000);
     const char *key = crdt_key("R");
     crd_lock *l = crdt_lock(c, key);
     crd_metrics m0, m1;
@@ -324,24 +370,24 @@ Test(faults, a_read_back_of_a_lost_acquire_never_gives_back_the_same_owners_next
     /* A: black-holed on its way to Redis, so it never runs; its caller is told CRD_IO after
      * the command timeout (1 s), and the engine drops its link one timeout later (~2 s),
      * the outcome unknown to it. */
-    crdt_proxy_set_blackhole(p, CRDT_PROXY_UP, true);
+    crdt_proxy_set_blackhole(x.p, CRDT_PROXY_UP, true);
     int64_t t0 = crdt_now_ms();
     cr_assert_eq(crd_lock_acquire(l, 0, 20000), CRD_IO, "%s", crd_client_errmsg(c));
-    crdt_proxy_set_blackhole(p, CRDT_PROXY_UP, false);
+    crdt_proxy_set_blackhole(x.p, CRDT_PROXY_UP, false);
     /* B, the same owner: sent at ~1.4 s, it runs at once and its reply is held 800 ms, so
      * it is in flight (run, not recorded) when A's link is dropped and A is read back. */
     crdt_sleep_ms(t0 + 1400 - crdt_now_ms());
-    int id = crdt_proxy_arm(p, key, "redisson_unlock_latch", CRDT_PROXY_DELAY_REPLY, 800);
+    int id = crdt_proxy_arm(x.p, key, "redisson_unlock_latch", CRDT_PROXY_DELAY_REPLY, 800);
     cr_assert_eq(crd_lock_acquire(l, 5000, 20000), CRD_OK, "%s", crd_client_errmsg(c));
     int64_t t_b = crdt_now_ms() - t0;
-    cr_assert(crdt_proxy_fired(p, id));
+    cr_assert(crdt_proxy_fired(x.p, id));
     cr_assert_eq(crd_client_metrics(c, &m1, sizeof m1), CRD_OK);
     cr_assert_eq(m1.outcomes_unknown - m0.outcomes_unknown, 1,
                  "A's link was dropped (outcome unknown) while B was in flight (B back after "
                  "%lld ms)", (long long)t_b);
     /* A re-entry waits for the read-back to end (it parks on it): afterwards nothing moves. */
     cr_assert_eq(crd_lock_acquire(l, 5000, 20000), CRD_OK, "%s", crd_client_errmsg(c));
-    cr_assert_eq(crdt_hget_int(r, key, field), 2, "B's hold and the re-entry are in Redis");
+    cr_assert_eq(crdt_hget_int(x.r, key, x.field), 2, "B's hold and the re-entry are in Redis");
     int64_t n = 0;
     cr_assert_eq(crd_lock_hold_count(l, &n), CRD_OK);
     cr_assert_eq(n, 2);
@@ -349,13 +395,10 @@ Test(faults, a_read_back_of_a_lost_acquire_never_gives_back_the_same_owners_next
     cr_assert_eq(m1.late_holds_released - m0.late_holds_released, 0, "nothing was given back");
     cr_assert_eq(crd_lock_release(l), CRD_OK);
     cr_assert_eq(crd_lock_release(l), CRD_OK);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0, "two releases free it");
+    cr_assert_eq(crdt_cmd_int(x.r, "EXISTS %s", key), 0, "two releases free it");
+    proxied_close(&x, l);
     fprintf(stderr, "[faults] lost acquire read back while the next one was in flight: B back "
             "after %lld ms, nothing given back\n", (long long)t_b);
-    crd_lock_free(l);
-    crd_client_free(c);
-    redisFree(r);
-    crdt_proxy_stop(p);
 }
 
 /* A wait that runs out while its first attempt still waits for a connection being set up
@@ -365,9 +408,8 @@ Test(faults, a_read_back_of_a_lost_acquire_never_gives_back_the_same_owners_next
 Test(faults, a_wait_that_ends_while_the_connection_is_still_being_set_up_is_a_timeout,
      .timeout = 30)
 {
-    crdt_proxy *p = proxy_to(crdt_port());
     crd_options o;
-    opts_at(&o, crdt_proxy_port(p), 2000, 2000);
+    crdt_proxy *p = proxied_opts(&o, crdt_port(), 2000, 2000);
     o.db = 1;
     crd_client *c = crdt_client_opts(&o);
     crd_lock *l = crdt_lock(c, crdt_key("slowlink"));
@@ -390,7 +432,7 @@ Test(faults, a_lost_release_reply_is_retried_with_the_same_request_id_and_releas
      .timeout = 60)
 {
     proxied x;
-    proxied_open(&x);
+    proxied_open(&x, 500, true);
 
     const crdt_proxy_action actions[2] = {CRDT_PROXY_EXECUTE_THEN_CLOSE, CRDT_PROXY_SWALLOW_REPLY};
     for (int k = 0; k < 2; k++) {
@@ -452,9 +494,7 @@ Test(faults, a_lost_release_reply_is_retried_with_the_same_request_id_and_releas
     cr_assert_eq(crd_lock_release(l), CRD_OK);
     cr_assert_eq(crdt_cmd_int(x.r, "EXISTS %s", key), 0);
     freeReplyObject(crdt_cmd(x.r, "DEL %s", stray));
-    crd_lock_free(l);
-
-    proxied_close(&x);
+    proxied_close(&x, l);
 }
 
 Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_renewed_forever,
@@ -464,9 +504,8 @@ Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_ren
      * acquire reaches Redis 1 s after the client timed out and read "not held". The
      * orphaned hold must end within its lease; it must never be adopted by a later
      * acquire and then renewed after the caller released everything. */
-    crdt_proxy *p = proxy_to(crdt_port());
     crd_options o;
-    opts_at(&o, crdt_proxy_port(p), 500, 300);
+    crdt_proxy *p = proxied_opts(&o, crdt_port(), 500, 300);
     o.watchdog_timeout_ms = 1000;
     crdt_fixture f;
     crdt_fixture_open_opts(&f, 1, "L", crdt_lock, &o, NULL);
@@ -474,10 +513,7 @@ Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_ren
     crdt_owner_field(f.a, crd_owner_current(), field, sizeof field);
 
     /* Load the script first: a late EVALSHA on an empty cache would only get NOSCRIPT. */
-    crd_lock *warm = crdt_lock(f.a, crdt_key("warm"));
-    cr_assert_eq(crd_lock_acquire(warm, 0, 1000), CRD_OK);
-    cr_assert_eq(crd_lock_release(warm), CRD_OK);
-    crd_lock_free(warm);
+    warm_scripts(f.a, 1000);
     int id = crdt_proxy_arm(p, f.key, NULL, CRDT_PROXY_DELAY_COMMAND, 1000);
     crd_status st = crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG);
     cr_assert(crdt_proxy_fired(p, id));
@@ -520,9 +556,8 @@ Test(faults, an_acquire_that_reaches_redis_after_its_sender_gave_up_is_never_ren
 static void subscribe_race(crdt_proxy_action action, const char *what)
 {
     const int64_t delay = 200;
-    crdt_proxy *p = proxy_to(crdt_port());
     crd_options o;
-    opts_at(&o, crdt_proxy_port(p), 1000, 3000);
+    crdt_proxy *p = proxied_opts(&o, crdt_port(), 1000, 3000);
     o.poll_interval_ms = 10000; /* only the re-check after the confirmation can be quick */
     crdt_fixture f;
     crdt_fixture_open_opts(&f, 2, "L", crdt_lock, &o, NULL);
@@ -568,9 +603,8 @@ Test(faults, a_subscribe_that_reaches_redis_200ms_late_after_the_release_still_l
 Test(faults, a_subscriber_cut_off_while_the_holder_releases_acquires_once_it_reconnects,
      .timeout = 60)
 {
-    crdt_proxy *p = proxy_to(crdt_port());
     crd_options o;
-    opts_at(&o, crdt_proxy_port(p), 500, 1000);
+    crdt_proxy *p = proxied_opts(&o, crdt_port(), 500, 1000);
     o.poll_interval_ms = 10000;
     crdt_tracelog *tl = crdt_tracelog_new();
     crdt_tracelog_attach(tl, &o);
@@ -627,32 +661,22 @@ Test(faults, a_redis_restart_without_persistence_lets_waiters_in_reports_holders
 {
     crdt_server s1;
     crdt_server_start(&s1, false, NULL, NULL, NULL);
-    crdt_proxy *p = proxy_to(s1.port);
-    evlog ev;
-    memset(&ev, 0, sizeof ev);
-    pthread_mutex_init(&ev.mu, NULL);
     crd_options o;
-    opts_at(&o, crdt_proxy_port(p), 500, 1000);
+    crdt_proxy *p = proxied_opts(&o, s1.port, 500, 1000);
     o.watchdog_timeout_ms = 1500;
     o.poll_interval_ms = 300;
-    o.on_event = on_event;
-    o.event_user_data = &ev;
-    crd_client *hc = crdt_client_opts(&o);
-    o.on_event = NULL;
-    crd_client *wc = crdt_client_opts(&o);
-    const char *k1 = crdt_key("watchdog"), *k2 = crdt_key("lease");
-    crd_lock *h1 = crdt_lock(hc, k1), *h2 = crdt_lock(hc, k2);
-    crd_lock *w1 = crdt_lock(wc, k1), *w2 = crdt_lock(wc, k2);
-    cr_assert_eq(crd_lock_acquire(h1, 0, CRD_LEASE_WATCHDOG), CRD_OK);
-    cr_assert_eq(crd_lock_acquire(h2, 0, 60000), CRD_OK);
+    holders hw;
+    holders_open(&hw, &o, true);
+    cr_assert_eq(crd_lock_acquire(hw.h1, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(hw.h2, 0, 60000), CRD_OK);
 
     crdt_waiter a, b, forever;
-    a = (crdt_waiter){.lock = w1, .wait_ms = 20000, .lease_ms = 60000, .hold = true};
+    a = (crdt_waiter){.lock = hw.w1, .wait_ms = 20000, .lease_ms = 60000, .hold = true};
     crdt_waiter_start(&a);
-    b = (crdt_waiter){.lock = w2, .wait_ms = 20000, .lease_ms = 60000, .hold = true};
+    b = (crdt_waiter){.lock = hw.w2, .wait_ms = 20000, .lease_ms = 60000, .hold = true};
     crdt_waiter_start(&b);
     forever =
-        (crdt_waiter){.lock = w1, .wait_ms = CRD_WAIT_FOREVER, .lease_ms = 60000, .hold = true};
+        (crdt_waiter){.lock = hw.w1, .wait_ms = CRD_WAIT_FOREVER, .lease_ms = 60000, .hold = true};
     crdt_waiter_start(&forever);
     crdt_sleep_ms(300); /* all three are waiting */
     cr_assert(!crdt_waiter_returned(&a) && !crdt_waiter_returned(&b) &&
@@ -675,34 +699,29 @@ Test(faults, a_redis_restart_without_persistence_lets_waiters_in_reports_holders
     crdt_waiter_join(&b, 10000, "waiter on the leased lock");
     cr_assert_eq(pair[first]->acquire_st, CRD_OK, "%s", crd_strerror(pair[first]->acquire_st));
     cr_assert_eq(b.acquire_st, CRD_OK, "%s", crd_strerror(b.acquire_st));
-    cr_assert_eq(crd_lock_release_owner(w1, pair[first]->owner), CRD_OK);
+    cr_assert_eq(crd_lock_release_owner(hw.w1, pair[first]->owner), CRD_OK);
     crdt_waiter_join(pair[1 - first], 10000, "second waiter on the watchdog lock");
     cr_assert_eq(pair[1 - first]->acquire_st, CRD_OK, "%s",
                  crd_strerror(pair[1 - first]->acquire_st));
     crdt_waiter *last = pair[1 - first];
 
-    cr_assert(crdt_wait_until(lost_seen, &ev, 5000), "the watchdog holder was never told");
-    cr_assert_eq(crd_lock_release(h1), CRD_LOCK_LOST, "watchdog hold after the restart");
-    cr_assert_eq(crd_lock_release(h2), CRD_LOCK_LOST, "leased hold after the restart");
+    cr_assert(crdt_wait_until(lost_seen, &hw.ev, 5000), "the watchdog holder was never told");
+    cr_assert_eq(crd_lock_release(hw.h1), CRD_LOCK_LOST, "watchdog hold after the restart");
+    cr_assert_eq(crd_lock_release(hw.h2), CRD_LOCK_LOST, "leased hold after the restart");
     redisContext *r = crdt_redis_port(s2.port);
     char wf[80];
-    crdt_owner_field(wc, b.owner, wf, sizeof wf);
-    cr_assert_eq(crdt_hget_int(r, k2, wf), 1, "the old holder's release left the new hold alone");
-    crdt_owner_field(wc, last->owner, wf, sizeof wf);
-    cr_assert_eq(crdt_hget_int(r, k1, wf), 1);
+    crdt_owner_field(hw.wc, b.owner, wf, sizeof wf);
+    cr_assert_eq(crdt_hget_int(r, hw.k2, wf), 1, "the old holder's release left the new hold alone");
+    crdt_owner_field(hw.wc, last->owner, wf, sizeof wf);
+    cr_assert_eq(crdt_hget_int(r, hw.k1, wf), 1);
     fprintf(stderr,
             "[faults] restart took %" PRId64 " ms; waiters in %" PRId64 " and %" PRId64
             " ms after it; holder told lost %" PRId64 " ms after it\n",
-            t_up - t_down, pair[first]->t_acq_ms - t_up, b.t_acq_ms - t_up, ev.t_lost - t_up);
+            t_up - t_down, pair[first]->t_acq_ms - t_up, b.t_acq_ms - t_up, hw.ev.t_lost - t_up);
 
-    cr_assert_eq(crd_lock_release_owner(w1, last->owner), CRD_OK);
-    cr_assert_eq(crd_lock_release_owner(w2, b.owner), CRD_OK);
-    crd_lock_free(h1);
-    crd_lock_free(h2);
-    crd_lock_free(w1);
-    crd_lock_free(w2);
-    crd_client_free(hc);
-    crd_client_free(wc);
+    cr_assert_eq(crd_lock_release_owner(hw.w1, last->owner), CRD_OK);
+    cr_assert_eq(crd_lock_release_owner(hw.w2, b.owner), CRD_OK);
+    holders_close(&hw);
     redisFree(r);
     crdt_proxy_stop(p);
     crdt_server_stop(&s2);
@@ -719,10 +738,9 @@ Test(faults, a_server_down_for_five_seconds_gives_io_within_the_timeouts_then_wo
 {
     crdt_server s1;
     crdt_server_start(&s1, false, NULL, NULL, NULL);
-    crdt_proxy *p = proxy_to(s1.port);
     const int64_t cto = 300, cmd = 500;
     crd_options o;
-    opts_at(&o, crdt_proxy_port(p), cto, cmd);
+    crdt_proxy *p = proxied_opts(&o, s1.port, cto, cmd);
     o.poll_interval_ms = 200;
     crd_client *c = crdt_client_opts(&o);
     const char *key = crdt_key("L");
@@ -943,44 +961,35 @@ Test(faults, a_client_pause_longer_than_the_lease_ends_the_hold_without_overlap,
 Test(faults, a_black_holed_network_longer_than_the_lease_reports_the_hold_lost_and_never_recreates_it,
      .timeout = 60)
 {
-    crdt_proxy *p = proxy_to(crdt_port());
-    evlog ev;
-    memset(&ev, 0, sizeof ev);
-    pthread_mutex_init(&ev.mu, NULL);
+    holders hw;
     crd_options o;
-    opts_at(&o, crdt_proxy_port(p), 300, 400);
+    crdt_proxy *p = proxied_opts(&o, crdt_port(), 300, 400);
     o.watchdog_timeout_ms = 1000;
-    o.on_event = on_event;
-    o.event_user_data = &ev;
-    crd_client *hc = crdt_client_opts(&o);
-    crd_client *wc = crdt_client();
-    const char *k1 = crdt_key("watchdog"), *k2 = crdt_key("lease");
-    crd_lock *h1 = crdt_lock(hc, k1), *h2 = crdt_lock(hc, k2);
-    crd_lock *w1 = crdt_lock(wc, k1), *w2 = crdt_lock(wc, k2);
-    cr_assert_eq(crd_lock_acquire(h1, 0, CRD_LEASE_WATCHDOG), CRD_OK);
-    cr_assert_eq(crd_lock_acquire(h2, 0, 1000), CRD_OK);
+    holders_open(&hw, &o, false);
+    cr_assert_eq(crd_lock_acquire(hw.h1, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(hw.h2, 0, 1000), CRD_OK);
     char hf[80];
-    crdt_owner_field(hc, crd_owner_current(), hf, sizeof hf);
+    crdt_owner_field(hw.hc, crd_owner_current(), hf, sizeof hf);
 
     crdt_proxy_set_blackhole(p, CRDT_PROXY_BOTH, true);
     int64_t t_cut = crdt_now_ms();
     /* Calls of the cut-off client fail within their timeouts. */
     bool b;
     int64_t t0 = crdt_now_ms();
-    cr_assert_eq(crd_lock_is_locked(h1, &b), CRD_IO);
+    cr_assert_eq(crd_lock_is_locked(hw.h1, &b), CRD_IO);
     cr_assert(crdt_now_ms() - t0 <= 300 + 400 + 300);
     /* Others get in once the leases end; the holder hears of its loss. */
-    cr_assert_eq(crd_lock_acquire(w1, 4000, 20000), CRD_OK);
-    cr_assert_eq(crd_lock_acquire(w2, 4000, 20000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(hw.w1, 4000, 20000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(hw.w2, 4000, 20000), CRD_OK);
     int64_t t_in = crdt_now_ms();
     cr_assert(t_in - t_cut >= 600, "the lock cannot free before the lease (in %" PRId64 " ms)",
               t_in - t_cut);
-    cr_assert(crdt_wait_until(lost_seen, &ev, 3000), "the watchdog holder was never told");
+    cr_assert(crdt_wait_until(lost_seen, &hw.ev, 3000), "the watchdog holder was never told");
     int64_t v = 1;
-    cr_assert_eq(crd_lock_validity_ms(h1, &v), CRD_LOCK_LOST);
-    cr_assert_eq(crd_lock_validity_ms(h2, &v), CRD_LOCK_LOST);
-    cr_assert(ev.t_lost - t_cut <= 1000 + 400 + 300, "lost reported %" PRId64 " ms after the cut",
-              ev.t_lost - t_cut);
+    cr_assert_eq(crd_lock_validity_ms(hw.h1, &v), CRD_LOCK_LOST);
+    cr_assert_eq(crd_lock_validity_ms(hw.h2, &v), CRD_LOCK_LOST);
+    cr_assert(hw.ev.t_lost - t_cut <= 1000 + 400 + 300, "lost reported %" PRId64 " ms after the cut",
+              hw.ev.t_lost - t_cut);
     while (crdt_now_ms() - t_cut < 2500)
         crdt_sleep_ms(50);
     crdt_proxy_set_blackhole(p, CRDT_PROXY_BOTH, false);
@@ -988,22 +997,17 @@ Test(faults, a_black_holed_network_longer_than_the_lease_reports_the_hold_lost_a
     /* After the network heals: nothing recreated, the old holder's releases refused. */
     crdt_sleep_ms(700); /* more than one renewal period */
     redisContext *r = crdt_redis();
-    cr_assert_eq(crdt_hget_int(r, k1, hf), 0, "the watchdog recreated a lost hold");
-    cr_assert_eq(crd_lock_release(h1), CRD_LOCK_LOST);
-    crd_status st = crd_lock_release(h2);
+    cr_assert_eq(crdt_hget_int(r, hw.k1, hf), 0, "the watchdog recreated a lost hold");
+    cr_assert_eq(crd_lock_release(hw.h1), CRD_LOCK_LOST);
+    crd_status st = crd_lock_release(hw.h2);
     cr_assert(st == CRD_LOCK_LOST || st == CRD_NOT_OWNER, "%s", crd_strerror(st));
-    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", k1), 1);
-    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", k2), 1);
+    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", hw.k1), 1);
+    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", hw.k2), 1);
     fprintf(stderr, "[faults] black hole 2500 ms over 1000 ms leases: others in after %" PRId64
-            " ms, loss reported after %" PRId64 " ms\n", t_in - t_cut, ev.t_lost - t_cut);
-    cr_assert_eq(crd_lock_release(w1), CRD_OK);
-    cr_assert_eq(crd_lock_release(w2), CRD_OK);
-    crd_lock_free(h1);
-    crd_lock_free(h2);
-    crd_lock_free(w1);
-    crd_lock_free(w2);
-    crd_client_free(hc);
-    crd_client_free(wc);
+            " ms, loss reported after %" PRId64 " ms\n", t_in - t_cut, hw.ev.t_lost - t_cut);
+    cr_assert_eq(crd_lock_release(hw.w1), CRD_OK);
+    cr_assert_eq(crd_lock_release(hw.w2), CRD_OK);
+    holders_close(&hw);
     redisFree(r);
     crdt_proxy_stop(p);
 }
@@ -1063,9 +1067,8 @@ Test(faults, bad_password_wrong_database_refused_silent_and_full_servers_fail_cl
     crd_client_free(c);
 
     /* Nothing listening: refused at once */
-    crdt_proxy *p = proxy_to(s.port);
+    crdt_proxy *p = proxied_opts(&o, s.port, 500, 500);
     cr_assert(crdt_proxy_set_refuse(p, true));
-    opts_at(&o, crdt_proxy_port(p), 500, 500);
     o.password = "s3cret";
     st = new_client(&o, &c, &took);
     cr_assert_eq(st, CRD_IO, "refused: %s", crd_strerror(st));
