@@ -1529,15 +1529,12 @@ void crdt_tracelog_dump(crdt_tracelog *t, const char *title)
 /* MONITOR lines                                                                      */
 /* ---------------------------------------------------------------------------------- */
 
+/* A hex digit's value (either case), -1 for anything else. */
 static int hexval(int ch)
 {
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
+    static const char digits[] = "0123456789abcdef";
+    const char *at = ch > 0 && ch < 128 ? strchr(digits, tolower(ch)) : NULL;
+    return at != NULL ? (int)(at - digits) : -1;
 }
 
 void crdt_mon_cmd_free(crdt_mon_cmd *m)
