@@ -201,6 +201,8 @@ static int semaphore_act(const global_opts *g, crd_client *c, verb_args *a)
 {
     const char *cmd = a->cmd, *verb = a->verb, *name = a->name;
     bool json = a->json, status = strcmp(verb, "status") == 0;
+    if (name == NULL) /* semaphore_parse refuses a missing NAME; the analyzer cannot see it */
+        return cli_usage_error(cmd, "%s needs NAME", verb);
     int64_t v = a->num;
     int rc = 0;
     crd_semaphore *s = NULL;
@@ -280,6 +282,8 @@ static int latch_act(const global_opts *g, crd_client *c, verb_args *a)
     const char *cmd = a->cmd, *verb = a->verb, *name = a->name;
     bool json = a->json;
     int64_t wait = a->wait, count = a->num;
+    if (name == NULL) /* latch_parse refuses a missing NAME; clang's analyzer cannot see it */
+        return cli_usage_error(cmd, "%s needs NAME", verb);
     bool set = strcmp(verb, "set") == 0, down = strcmp(verb, "count-down") == 0,
          wait_v = strcmp(verb, "wait") == 0;
     crd_latch *l = NULL;
