@@ -1208,7 +1208,10 @@ static void lend_end(crd_client *c, crd__engine *e, crd__link *l, crd__req *rq, 
                      int64_t heard, crd_status st, const char *why)
 {
     crd__pool *p = rq->peer;
-    e->callers--; /* wait_for counts it again; it returns at once when rq is done */
+    /* wait_for counts the caller again (it returns at once when rq is done); a hand-off's
+     * failed send has no caller here yet, so crd__engine_stop may be waiting for zero. */
+    if (--e->callers == 0)
+        pthread_cond_broadcast(&e->idle);
     l->borrowed = false;
     rq->lent = false;
     if (heard != 0) {
