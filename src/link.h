@@ -37,6 +37,8 @@ typedef struct crd__link {
     bool replied;         /* a reply has been read on it */
     bool borrowed;        /* a calling thread runs its round trip on it (engine.c): the I/O
                              thread neither polls, writes, reads nor reassigns it */
+    bool can_wait;        /* plaintext, socket in blocking mode (crd__link_wait) */
+    int64_t rcvtimeo_ms;  /* its SO_RCVTIMEO (0: not set yet) */
     struct crd__link *next; /* the peer's list of unhealthy links */
 } crd__link;
 
@@ -55,6 +57,14 @@ short crd__link_events(const crd__link *l);
 /* Advances the link with poll's revents: finishes a connect or handshake, writes, reads.
  * *got: bytes were read. -1: the link failed (*st, why). */
 int crd__link_io(crd__link *l, short revents, bool *got, crd_status *st, char *why, size_t n);
+/* A ready plaintext link with nothing left to write, whose caller may wait for bytes in
+ * crd__link_wait. */
+bool crd__link_can_wait(const crd__link *l);
+/* For the thread a link is lent to: waits for bytes, never past left_ms, and reads what
+ * came into the reader (*got); 0 (bytes came, or none yet: look at the time again), -1
+ * failed (*st, why), -2 poll instead (TLS, bytes left to write, under 40 ms left). */
+int crd__link_wait(crd__link *l, int64_t left_ms, bool *got, crd_status *st, char *why,
+                   size_t n);
 /* An idle ready link with nothing to read: no stray bytes, no end of stream (a peek). */
 bool crd__link_quiet(const crd__link *l);
 /* The next complete reply: 1 (in *out), 0 none yet, -1 a protocol error. */
