@@ -248,21 +248,28 @@ static void collect(crd__engine *e, crd__req *rq)
     e->done_tail = rq;
 }
 
+/* An abandoned request's end (its late reply, or its link's): on_late, or freed. */
+static void late_done(crd__engine *e, crd__req *rq)
+{
+    if (rq->abandoned && rq->on_late == NULL)
+        crd__req_free(rq);
+    else
+        collect(e, rq);
+}
+
 static void complete(crd__engine *e, crd__req *rq)
 {
     rq->state = RQ_DONE;
     rq->next = NULL;
-    if (rq->notified && !rq->abandoned && rq->cv == NULL)
-        return; /* its early notice is still in the completions list: it carries this */
-    if (rq->abandoned && rq->on_late == NULL) {
-        crd__req_free(rq);
-        return;
-    }
-    if (rq->cv != NULL && !rq->abandoned) {
+    if (rq->cv != NULL && !rq->caller_left) {
+        /* Its caller waits, or has yet to (a hand-off's waiter): wait_for takes it from
+         * here, also when it was told early and is woken but not yet running. */
         pthread_cond_signal(rq->cv);
         return;
     }
-    collect(e, rq);
+    if (rq->notified && !rq->abandoned && rq->cv == NULL)
+        return; /* its early notice is still in the completions list: it carries this */
+    late_done(e, rq);
 }
 
 /* rq's caller went away while it was written and unanswered (an acquire's job then counts
@@ -1066,17 +1073,22 @@ static crd_status wait_for(crd_client *c, crd__engine *e, crd__req *rq, redisRep
     *sent_ms = rq->sent_ms;
     *handed_over = 0;
     crd_status st;
-    if (rq->state == RQ_DONE) {
+    if (rq->state == RQ_DONE && !rq->abandoned) {
         st = rq->st;
         pthread_mutex_unlock(&e->mu);
         trace(c, rq, st);
-        pthread_mutex_lock(&e->mu);
         if (st == CRD_OK) {
+            /* Done and not abandoned: complete() let go of rq, it is this thread's now
+             * (no second trip through the engine's mutex, which 64 callers share). */
             for (int i = 0; i < rq->nreply; i++) {
                 out[i] = rq->replies[i];
                 rq->replies[i] = NULL;
             }
-        } else {
+            crd__req_free(rq);
+            return st;
+        }
+        pthread_mutex_lock(&e->mu);
+        {
             /* CRD_TIMEOUT here: never written, its deadline passed in the queue. */
             if (st == CRD_TIMEOUT) {
                 st = CRD_IO;
@@ -1116,7 +1128,14 @@ static crd_status wait_for(crd_client *c, crd__engine *e, crd__req *rq, redisRep
                  rq->on_late != NULL ? "; if it ran, the engine gives it back" : "");
     bool answered = rq->notified ? rq->link_answered : rq->link != NULL && rq->link->replied;
     abandon(rq);
+    rq->caller_left = true;
     *handed_over = rq->on_late == NULL ? 0 : answered ? 1 : 2;
+    if (rq->state == RQ_DONE) {
+        /* Told early (its link went unhealthy), and its reply or its link's end came
+         * before this thread woke: it goes where complete() sends an abandoned request. */
+        late_done(e, rq);
+        wake(e);
+    }
     pthread_mutex_unlock(&e->mu);
     if (copy.buf != NULL) {
         snprintf(copy.why, sizeof copy.why, "%.*s", (int)sizeof copy.why - 1, why);

@@ -68,6 +68,9 @@ struct crd__req {
     pthread_cond_t *cv;        /* the waiting thread's */
     bool notified;             /* its caller was told early (deadline, unhealthy link) */
     bool lent;                 /* on a link lent to its waiting thread (the direct path) */
+    bool caller_left;          /* a waited-for request's caller left wait_for without it: the
+                                  engine's now (until then its caller takes it, even one told
+                                  early whose reply comes before the caller wakes) */
     bool link_answered;        /* when told early: its link had answered before (a known-good
                                   connection that went quiet, not one that never worked) */
     crd__req *next;            /* the peer's queue, or the link's reply queue */
