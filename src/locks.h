@@ -152,7 +152,12 @@ void crd__pubsub_after_fork_child(crd_client *c);
  * may progress (a permit or a confirmation for a subscription with loop operations, or
  * crd__pubsub_loop_notify); -1 when it cannot be made. */
 int crd__pubsub_loop_fd(crd_client *c);
+/* Makes loop_fd readable unless a notice since the last drain already did (the loop's next
+ * pass then sees what the caller did before calling). Any thread. */
 void crd__pubsub_loop_notify(crd_client *c);
+/* The loop thread, at the start of a pass: empties fd (crd__pubsub_loop_fd's), then
+ * re-arms the notices; the pass then looks at every operation. */
+void crd__pubsub_loop_drain(crd_client *c, int fd);
 /* A loop operation starts or stops polling s (it then counts for notifications). */
 void crd__sub_loop_watch(crd_client *c, crd__sub *s, bool on);
 /* Takes one wake-up permit without waiting; *confirmed: the subscription is live. */

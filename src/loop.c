@@ -83,13 +83,16 @@ struct crd_op {
     char off_msg[512]; /* the job's detail string, for the loop thread's */
     crd_op_done_fn done;
     void *user;
+    unsigned pass;    /* the dispatch pass that last stepped it (0: none yet) */
     struct crd_op *next;
 };
 
 struct crd__loop {
     crd_op *head, *tail;
     int n;
-    bool freeing; /* crd__loop_free: every step runs on the calling thread */
+    bool freeing;     /* crd__loop_free: every step runs on the calling thread */
+    bool dispatching; /* inside crd_loop_dispatch: a new operation joins its pass */
+    unsigned pass;    /* dispatch passes so far */
 };
 
 static crd__loop *loop_of(crd_client *c)
@@ -119,6 +122,8 @@ static void enqueue(crd_op *op)
         lp->head = op;
     lp->tail = op;
     lp->n++;
+    if (lp->dispatching)
+        return; /* the pass steps it (or, joining behind the pass's end, notifies) */
     crd__pubsub_loop_fd(op->c);
     crd__pubsub_loop_notify(op->c);
 }
@@ -716,15 +721,18 @@ int crd_loop_dispatch(crd_client *c)
     if (c->loop == NULL && loop_of(c) == NULL)
         return 0;
     int fd = crd__pubsub_loop_fd(c);
-    uint64_t drained;
-    while (fd >= 0 && read(fd, &drained, sizeof drained) == (ssize_t)sizeof drained) {
-    }
+    if (fd >= 0)
+        crd__pubsub_loop_drain(c, fd);
     if (c->opts.events_on_loop)
         crd__watchdog_loop_events(c);
     crd__loop *lp = c->loop;
+    bool nested = lp->dispatching;
+    lp->dispatching = true;
+    unsigned pass = ++lp->pass != 0 ? lp->pass : ++lp->pass;
     /* Operations started by callbacks join at the tail and are stepped in this pass. */
     crd_op *prev = NULL, *op = lp->head;
     while (op != NULL) {
+        op->pass = pass;
         int outcome = step(op);
         if (outcome < 0) {
             prev = op;
@@ -735,10 +743,13 @@ int crd_loop_dispatch(crd_client *c)
         unlink_op(lp, prev, op);
         op->done(op->user, op, (crd_status)outcome);
         free(op);
-        /* Operations a callback started joined the tail (and notified the fd): those
-         * after a completed tail wait for the next dispatch. */
+        /* Operations a callback started joined the tail: those behind a completed tail
+         * are left for the next pass, which the notice below asks for. */
         op = next;
     }
+    lp->dispatching = nested;
+    if (!nested && lp->tail != NULL && lp->tail->pass != pass)
+        crd__pubsub_loop_notify(c);
     return lp->n;
 }
 

@@ -89,6 +89,9 @@ struct crd__pubsub {
     bool stop;
     sublink *links; /* see struct sublink; a forked child abandons their connections */
     int loop_fd;    /* eventfd of the event-loop API (loop.c), -1 until first asked for */
+    /* loop_fd was written and the loop has not drained it since: further notices need no
+     * write (crd__pubsub_loop_drain explains the order that makes this safe). */
+    atomic_bool loop_signalled;
 };
 
 static void poke(crd__pubsub *ps)
@@ -121,7 +124,8 @@ static void notify_loop(crd__pubsub *ps, crd__sub *s)
 {
     if (s != NULL)
         atomic_fetch_add_explicit(&s->events, 1, memory_order_release);
-    if (ps->loop_fd >= 0 && (s == NULL || s->loop_refs > 0)) {
+    if (ps->loop_fd >= 0 && (s == NULL || s->loop_refs > 0) &&
+        !atomic_exchange(&ps->loop_signalled, true)) {
         uint64_t one = 1;
         ssize_t n = write(ps->loop_fd, &one, sizeof one);
         (void)n; /* a full counter already says "progress" */
@@ -716,6 +720,7 @@ void crd__pubsub_after_fork_child(crd_client *c)
     if (ps->loop_fd >= 0)
         close(ps->loop_fd); /* the parent's loop: a client is not used across fork */
     ps->loop_fd = -1;
+    atomic_store(&ps->loop_signalled, false);
 }
 
 void crd__pubsub_stop(crd_client *c)
@@ -965,9 +970,32 @@ int crd__pubsub_loop_fd(crd_client *c)
 void crd__pubsub_loop_notify(crd_client *c)
 {
     crd__pubsub *ps = c->ps;
+    /* Written and not drained yet: the loop's next pass sees what the caller did before
+     * this (most notices, e.g. one per reply of a batch, end here without a lock). An
+     * exchange, not a load: a read-modify-write orders the caller's earlier stores before
+     * it, where a plain load could pass them. */
+    if (atomic_exchange(&ps->loop_signalled, true))
+        return;
     pthread_mutex_lock(&ps->mu);
-    notify_loop(ps, NULL);
+    if (ps->loop_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t n = write(ps->loop_fd, &one, sizeof one);
+        (void)n; /* a full counter already says "progress" */
+    } else {
+        atomic_store(&ps->loop_signalled, false); /* no loop yet: nothing to tell */
+    }
     pthread_mutex_unlock(&ps->mu);
+}
+
+void crd__pubsub_loop_drain(crd_client *c, int fd)
+{
+    /* Drain, then clear, then (the caller) look at the operations: a notice before the
+     * clear found the flag set and wrote nothing, but what it announced was done before
+     * it and is seen by the look that follows; a notice after the clear writes again. */
+    uint64_t drained;
+    while (read(fd, &drained, sizeof drained) == (ssize_t)sizeof drained) {
+    }
+    atomic_exchange(&c->ps->loop_signalled, false);
 }
 
 void crd__sub_loop_watch(crd_client *c, crd__sub *s, bool on)
