@@ -14,7 +14,9 @@
  *
  * The direct path: a waiting caller whose peer has nothing queued and an idle link runs
  * its round trip on that link itself (the link is lent: the I/O thread leaves it alone),
- * so an uncontended call wakes no other thread; the hand-off lends one to its waiter.
+ * so an uncontended call wakes no other thread; the hand-off lends one to its waiter. On
+ * a plaintext link the caller waits for its reply in one blocking recv()
+ * (crd__link_wait, link.c), otherwise in poll().
  *
  * Connection failures: a connect that fails fails the peer's queued requests (nothing was
  * sent: CRD_IO, callers may route elsewhere), except "retry" requests (undo.c's
