@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -845,15 +846,26 @@ typedef struct notice_run {
     atomic_long overlaps;
     atomic_bool stop;
     long loop_pairs, failures;
+    long blocking_pairs[NN_THREADS];
     int chains;
 } notice_run;
 
-static int name_index(notice_run *n, crd_lock *l)
+/* One pass through the critical section of name l (an overlap is counted). */
+static void nn_inside(notice_run *n, crd_lock *l)
 {
     int i = 0;
-    while (i < NN_NAMES && n->locks[i] != l)
+    while (i < NN_NAMES - 1 && n->locks[i] != l)
         i++;
-    return i;
+    if (atomic_fetch_add(&n->inside[i], 1) != 0)
+        atomic_fetch_add(&n->overlaps, 1);
+    atomic_fetch_sub(&n->inside[i], 1);
+}
+
+/* A chain ends: a failure, or the run is over. */
+static void nn_end(notice_run *n, bool failed)
+{
+    n->failures += failed;
+    n->chains--;
 }
 
 static void nn_released(void *user, crd_op *op, crd_status st);
@@ -861,91 +873,71 @@ static void nn_released(void *user, crd_op *op, crd_status st);
 static void nn_acquired(void *user, crd_op *op, crd_status st)
 {
     notice_run *n = user;
-    if (st != CRD_OK) {
-        n->failures++;
-        n->chains--;
-        return;
-    }
-    int i = name_index(n, crd_op_lock(op));
-    if (atomic_fetch_add(&n->inside[i], 1) != 0)
-        atomic_fetch_add(&n->overlaps, 1);
-    atomic_fetch_sub(&n->inside[i], 1);
-    if (crd_lock_release_async(crd_op_lock(op), crd_op_owner(op), nn_released, n, NULL) !=
-        CRD_OK) {
-        n->failures++;
-        n->chains--;
-    }
+    if (st == CRD_OK)
+        nn_inside(n, crd_op_lock(op));
+    if (st != CRD_OK ||
+        crd_lock_release_async(crd_op_lock(op), crd_op_owner(op), nn_released, n, NULL) != CRD_OK)
+        nn_end(n, true);
 }
 
 static void nn_released(void *user, crd_op *op, crd_status st)
 {
     notice_run *n = user;
-    if (st != CRD_OK)
-        n->failures++;
+    n->failures += st != CRD_OK;
     n->loop_pairs++;
-    if (atomic_load(&n->stop) ||
-        crd_lock_acquire_async(crd_op_lock(op), crd_op_owner(op), CRD_WAIT_FOREVER, 10000,
-                               nn_acquired, n, NULL) != CRD_OK)
-        n->chains--;
+    bool again = !atomic_load(&n->stop);
+    if (!again || crd_lock_acquire_async(crd_op_lock(op), crd_op_owner(op), CRD_WAIT_FOREVER,
+                                         10000, nn_acquired, n, NULL) != CRD_OK)
+        nn_end(n, again);
 }
 
-typedef struct nn_thread {
-    notice_run *n;
-    int index;
-    long pairs;
-} nn_thread;
+static notice_run nn; /* the run of the test below (its blocking threads use it) */
 
+/* Blocking thread `index` of the run's client on the same names, round robin. */
 static void *nn_blocking(void *arg)
 {
-    nn_thread *t = arg;
-    notice_run *n = t->n;
-    for (int k = t->index; !atomic_load(&n->stop); k++) {
-        crd_lock *l = n->locks[k % NN_NAMES];
-        if (crd_lock_acquire(l, CRD_WAIT_FOREVER, 10000) != CRD_OK)
+    int index = (int)(intptr_t)arg;
+    for (int k = index; !atomic_load(&nn.stop); k++) {
+        crd_lock *l = nn.locks[k % NN_NAMES];
+        bool ok = crd_lock_acquire(l, CRD_WAIT_FOREVER, 10000) == CRD_OK;
+        if (ok)
+            nn_inside(&nn, l);
+        if (!ok || crd_lock_release(l) != CRD_OK)
             break;
-        int i = k % NN_NAMES;
-        if (atomic_fetch_add(&n->inside[i], 1) != 0)
-            atomic_fetch_add(&n->overlaps, 1);
-        atomic_fetch_sub(&n->inside[i], 1);
-        if (crd_lock_release(l) != CRD_OK)
-            break;
-        t->pairs++;
+        nn.blocking_pairs[index]++;
     }
     return NULL;
 }
 
 Test(loop, a_loop_woken_only_by_its_fd_misses_no_notice, .timeout = 60)
 {
-    static notice_run n;
-    memset(&n, 0, sizeof n);
-    n.c = crdt_client();
+    notice_run *n = &nn;
+    memset(n, 0, sizeof *n);
+    n->c = crdt_client();
     for (int i = 0; i < NN_NAMES; i++) {
         char suffix[16];
         snprintf(suffix, sizeof suffix, "n%d", i);
-        n.locks[i] = crdt_lock(n.c, crdt_key(suffix));
+        n->locks[i] = crdt_lock(n->c, crdt_key(suffix));
     }
-    int fd = crd_loop_fd(n.c);
+    int fd = crd_loop_fd(n->c);
     cr_assert_geq(fd, 0);
     for (int k = 0; k < NN_CHAINS; k++)
-        cr_assert_eq(crd_lock_acquire_async(n.locks[k % NN_NAMES], crd_owner_new(),
-                                            CRD_WAIT_FOREVER, 10000, nn_acquired, &n, NULL),
+        cr_assert_eq(crd_lock_acquire_async(n->locks[k % NN_NAMES], crd_owner_new(),
+                                            CRD_WAIT_FOREVER, 10000, nn_acquired, n, NULL),
                      CRD_OK);
-    n.chains = NN_CHAINS;
+    n->chains = NN_CHAINS;
     pthread_t th[NN_THREADS];
-    nn_thread ts[NN_THREADS];
-    for (int k = 0; k < NN_THREADS; k++) {
-        ts[k] = (nn_thread){&n, k, 0};
-        cr_assert_eq(pthread_create(&th[k], NULL, nn_blocking, &ts[k]), 0);
-    }
+    for (int k = 0; k < NN_THREADS; k++)
+        cr_assert_eq(pthread_create(&th[k], NULL, nn_blocking, (void *)(intptr_t)k), 0);
     int64_t until = crdt_now_ms() + 2000, give_up = until + 20000;
     long stalls = 0, sleeps = 0;
-    while (n.chains > 0 && crdt_now_ms() < give_up) {
-        if (!atomic_load(&n.stop) && crdt_now_ms() >= until)
-            atomic_store(&n.stop, true);
-        crd_loop_dispatch(n.c);
-        if (n.chains == 0)
+    while (n->chains > 0 && crdt_now_ms() < give_up) {
+        if (!atomic_load(&n->stop) && crdt_now_ms() >= until)
+            atomic_store(&n->stop, true);
+        crd_loop_dispatch(n->c);
+        if (n->chains == 0)
             break;
-        int64_t t = crd_loop_timeout_ms(n.c);
+        int64_t t = crd_loop_timeout_ms(n->c);
         bool no_timer = t < 0 || t > 2000;
         struct pollfd p = {fd, POLLIN, 0};
         int rc = poll(&p, 1, no_timer ? 2000 : (int)t);
@@ -953,23 +945,23 @@ Test(loop, a_loop_woken_only_by_its_fd_misses_no_notice, .timeout = 60)
         if (rc == 0 && no_timer)
             stalls++; /* asleep for 2 s with operations pending and nothing due: lost */
     }
-    atomic_store(&n.stop, true);
+    atomic_store(&n->stop, true);
     long blocking_pairs = 0;
     for (int k = 0; k < NN_THREADS; k++) {
         pthread_join(th[k], NULL);
-        blocking_pairs += ts[k].pairs;
+        blocking_pairs += n->blocking_pairs[k];
     }
     fprintf(stderr, "[loop] fd-driven: %ld loop pairs, %ld blocking pairs, %ld polls, %ld "
-            "stalls\n", n.loop_pairs, blocking_pairs, sleeps, stalls);
-    cr_expect_eq(n.chains, 0, "%d chains never finished", n.chains);
+            "stalls\n", n->loop_pairs, blocking_pairs, sleeps, stalls);
+    cr_expect_eq(n->chains, 0, "%d chains never finished", n->chains);
     cr_expect_eq(stalls, 0, "the loop slept through pending work");
-    cr_expect_eq(n.failures, 0);
-    cr_expect_eq(atomic_load(&n.overlaps), 0);
-    cr_expect_gt(n.loop_pairs, NN_CHAINS);
+    cr_expect_eq(n->failures, 0);
+    cr_expect_eq(atomic_load(&n->overlaps), 0);
+    cr_expect_gt(n->loop_pairs, NN_CHAINS);
     cr_expect_gt(blocking_pairs, 0);
     for (int i = 0; i < NN_NAMES; i++)
-        crd_lock_free(n.locks[i]);
-    crd_client_free(n.c);
+        crd_lock_free(n->locks[i]);
+    crd_client_free(n->c);
 }
 
 /* A loop that never asks crd_loop_timeout_ms: an operation a callback starts behind the
