@@ -381,6 +381,7 @@ void crd_client_free(crd_client *c)
     crd__topology_stop(c);
     crd__pubsub_stop(c);
     crd__engine_stop(c); /* what is still queued or waited for ends with CRD_CLOSED */
+    crd__pubsub_free(c);
     crd__pool_free(c);
     crd__engine_free(c);
     crd__watchdog_free(c);

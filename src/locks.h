@@ -118,6 +118,9 @@ typedef struct crd__sub crd__sub;
 
 crd_status crd__pubsub_start(crd_client *c);
 void crd__pubsub_stop(crd_client *c);
+/* Frees what crd__pubsub_stop left for the engine's last completions (after
+ * crd__engine_stop). */
+void crd__pubsub_free(crd_client *c);
 /* Takes a reference on the channel's shared subscription (subscribing if it is the
  * first) and waits until the subscription is confirmed or deadline_ms passes.
  * *confirmed tells which. The reference must be dropped with crd__sub_release(). */

@@ -753,6 +753,16 @@ void crd__pubsub_stop(crd_client *c)
     }
     close(ps->pipe_fd[0]);
     close(ps->pipe_fd[1]);
+    ps->pipe_fd[0] = ps->pipe_fd[1] = -1;
+}
+
+void crd__pubsub_free(crd_client *c)
+{
+    /* After crd__engine_stop: until then the I/O thread may still tell the loop of a
+     * completion (crd__pubsub_loop_notify), which needs loop_fd and the mutex. */
+    crd__pubsub *ps = c->ps;
+    if (ps == NULL)
+        return;
     if (ps->loop_fd >= 0)
         close(ps->loop_fd);
     pthread_cond_destroy(&ps->idle_cv);
