@@ -649,9 +649,8 @@ CRD_API crd_status crd_lock_new_n(crd_client *client, const char *name, size_t n
  * another handle of the same name and client, or until they expire. Accepts NULL; does
  * nothing for the read and write locks of a crd_rwlock. An event-loop operation started
  * on the handle (crd_lock_acquire_async and the like) refers to it until its callback
- * has run: free the handle after that (crd_client_free() runs the callbacks of those
- * still pending, with CRD_CLOSED, before it returns; free handles after it only if no
- * such callback uses them). */
+ * has run: free the handle only when none is pending (each one's callback has run, e.g.
+ * after crd_op_cancel() and the crd_loop_dispatch() that reports it). */
 CRD_API void crd_lock_free(crd_lock *lock);
 
 /* The lock's name and length. Library-owned, valid until crd_lock_free(). */
