@@ -11,7 +11,10 @@
  * pub/sub: a waiter behind a 30 s lease is served at the release. Every kind works, and
  * bad arguments start nothing. A semaphore's acquire and a latch's await (issue #27) wait
  * on the loop, are woken by their messages, time out, cancel (leaving their channels)
- * and end CRD_CLOSED when the client is freed.
+ * and end CRD_CLOSED when the client is freed. The fd alone drives the loop: no notice
+ * from the I/O thread, the subscriber or a callback is lost although the fd is written
+ * at most once between two drains (a loop sleeping as long as crd_loop_timeout_ms says,
+ * and one that never asks it).
  */
 #include <criterion/criterion.h>
 
