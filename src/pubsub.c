@@ -119,17 +119,21 @@ static void free_sub(crd__sub *s)
     free(s);
 }
 
+static void write_loop_fd(crd__pubsub *ps)
+{
+    uint64_t one = 1;
+    ssize_t n = write(ps->loop_fd, &one, sizeof one);
+    (void)n; /* a full counter already says "progress" */
+}
+
 /* Tells the event loop (loop.c) that an operation may progress. Caller holds ps->mu. */
 static void notify_loop(crd__pubsub *ps, crd__sub *s)
 {
     if (s != NULL)
         atomic_fetch_add_explicit(&s->events, 1, memory_order_release);
     if (ps->loop_fd >= 0 && (s == NULL || s->loop_refs > 0) &&
-        !atomic_exchange(&ps->loop_signalled, true)) {
-        uint64_t one = 1;
-        ssize_t n = write(ps->loop_fd, &one, sizeof one);
-        (void)n; /* a full counter already says "progress" */
-    }
+        !atomic_exchange(&ps->loop_signalled, true))
+        write_loop_fd(ps);
 }
 
 /* Adds permits and wakes; all = a "1" message or a resubscribe. */
@@ -987,13 +991,10 @@ void crd__pubsub_loop_notify(crd_client *c)
     if (atomic_exchange(&ps->loop_signalled, true))
         return;
     pthread_mutex_lock(&ps->mu);
-    if (ps->loop_fd >= 0) {
-        uint64_t one = 1;
-        ssize_t n = write(ps->loop_fd, &one, sizeof one);
-        (void)n; /* a full counter already says "progress" */
-    } else {
+    if (ps->loop_fd >= 0)
+        write_loop_fd(ps);
+    else
         atomic_store(&ps->loop_signalled, false); /* no loop yet: nothing to tell */
-    }
     pthread_mutex_unlock(&ps->mu);
 }
 
