@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "harness.h"
+#include "waiters.h"
 
 #ifndef CRD_GOLDEN_DIR
 #error "CRD_GOLDEN_DIR must be defined by the build"
@@ -76,8 +77,8 @@ static bool is_script(const crdt_trace_entry *e)
            strncmp(e->reply, "(error) NOSCRIPT", 16) != 0;
 }
 
-/* Holder A acquires and releases name (binary, len bytes) while waiter B tries for
- * 100 ms; the names come from the traces. */
+/* Holder A acquires and releases name (binary, len bytes) while waiter B, subscribed,
+ * waits for it (then takes and releases it); the names come from the traces. */
 static void round_trip(const char *name, size_t len, bool allow_unsafe, int db, observed *out)
 {
     memset(out, 0, sizeof *out);
@@ -97,11 +98,16 @@ static void round_trip(const char *name, size_t len, bool allow_unsafe, int db, 
 
     size_t a0 = crdt_tracelog_count(ta), b0 = crdt_tracelog_count(tb);
     cr_assert_eq(crd_lock_acquire(la, 0, 10000), CRD_OK, "%s", crd_client_errmsg(a));
-    cr_assert_eq(crd_lock_acquire(lb, 100, 10000), CRD_TIMEOUT);
+    /* The waiter waits until it is seen subscribed, then the holder releases: a short
+     * try could end before its SUBSCRIBE is sent (under valgrind the failed acquire
+     * alone may take longer than the try), and then no channel is observed. */
+    crdt_waiter w = {.lock = lb, .wait_ms = 30000, .lease_ms = 10000};
+    crdt_waiter_start(&w);
+    cr_assert(crdt_await_traced(tb, b0, "SUBSCRIBE", 1, 1, 10000), "the waiter never subscribed");
     cr_assert_eq(crd_lock_release(la), CRD_OK);
-    /* The waiter's SUBSCRIBE confirmation is traced by the subscriber thread, possibly
-     * after the 100 ms try has ended (slow sanitizer builds): wait for it. */
-    crdt_await_traced(tb, b0, "SUBSCRIBE", 1, 1, 3000);
+    crdt_waiter_join(&w, 30000, "waiter of a round trip");
+    cr_assert_eq(w.acquire_st, CRD_OK, "%s", crd_strerror(w.acquire_st));
+    cr_assert_eq(w.release_st, CRD_OK, "%s", crd_strerror(w.release_st));
 
     int scripts = 0;
     for (size_t i = a0; i < crdt_tracelog_count(ta); i++) {
