@@ -602,12 +602,13 @@ static void *subscriber_main(void *arg)
         struct pollfd pfd[nlinks + 1];
         sublink *of[nlinks + 1];
         int n = 0;
-        bool buffered = false;
+        bool buffered = false, closed = false;
         for (sublink *l = ps->links; l != NULL; l = l->next) {
             if (l->conn.ctx == NULL)
                 continue;
             if (!flush_out(l)) {
                 close_link(c, l);
+                closed = true;
                 continue;
             }
             /* TLS may already hold decrypted bytes poll() cannot see. */
@@ -617,6 +618,11 @@ static void *subscriber_main(void *arg)
             pfd[n].revents = 0;
             of[n++] = l;
         }
+        /* A link closed here has entries to subscribe again (lost_link): go round first
+         * (sync_entries, connect_wanted), or poll() would sleep on what is left, up to
+         * forever when nothing else is due. */
+        if (closed)
+            continue;
         pfd[n].fd = ps->pipe_fd[0];
         pfd[n].events = POLLIN;
         pfd[n].revents = 0;
