@@ -1284,9 +1284,9 @@ typedef struct capacity {
  * 10 s. Releases: P.cap_rel_n of them on 8 x that many keys held by one owner (filled
  * first), the latch key random out of 10^16 as the library's per-call request id is;
  * the share of releases that found their key still held is reported. */
-static capacity measure_capacity(int rep)
+/* Loads Redisson's unlock script (lua/rlock_unlock.lua) once; whether REL_SHA is set. */
+static bool load_release_script(void)
 {
-    capacity cp = {NAN, NAN, NAN, NAN};
     if (REL_SHA[0] == '\0') {
         char path[4200];
         snprintf(path, sizeof path, "%s/rlock_unlock.lua", CRD_BENCH_LUA_DIR);
@@ -1295,6 +1295,13 @@ static capacity measure_capacity(int rep)
             load_script(text, REL_SHA);
         free(text);
     }
+    return REL_SHA[0] != '\0';
+}
+
+static capacity measure_capacity(int rep)
+{
+    capacity cp = {NAN, NAN, NAN, NAN};
+    load_release_script();
     char akey[128], rprefix[128], rkey[160], chan[128], latch[160];
     snprintf(akey, sizeof akey, "crdbench:%s:cap:%d:a:__rand_int__", RUN_ID, rep);
     snprintf(rprefix, sizeof rprefix, "crdbench:%s:cap:%d:r:", RUN_ID, rep);
@@ -1933,10 +1940,68 @@ static bool handoff_run(int rep, bool node, bn_vec *ho, long *stalls)
     return true;
 }
 
-/* One implementation's hand-off result, against both floors; returns it so that the
+/* The hand-off's raw floor (p50, µs; NAN when it cannot be measured): a rawwaiter worker
+ * (bench/worker.c: one process, raw hiredis, blocked in read() on its subscriber
+ * connection) acquires a fresh key the moment the unlock message comes; this process
+ * releases as the handoff holder does, after a 3 ms pause with Redisson's unlock script.
+ * Time from before the release to the worker's acquire reply: the least any client
+ * pays for a hand-off on this machine, both scripts and every wake-up included. */
+static double measure_raw_handoff(int rep)
+{
+    if (!load_release_script())
+        return NAN;
+    char name[128], prefix[200], rounds[16];
+    mkname(name, sizeof name, "rawhandoff", rep, "c");
+    snprintf(prefix, sizeof prefix, "%s:k", name);
+    int R = P.handoff_rounds;
+    snprintf(rounds, sizeof rounds, "%d", R);
+    bn_child ch;
+    memset(&ch, 0, sizeof ch);
+    if (!spawn_worker(&ch, false, "rawwaiter", name, prefix, "--rounds", rounds, "--sha",
+                      ACQ_SHA) ||
+        !all_ready(&ch, 1)) {
+        fprintf(stderr, "credisson-bench: handoff: the raw waiter did not start\n");
+        reap_all(&ch, 1);
+        return NAN;
+    }
+    go_all(&ch, 1);
+    redisContext *c = bn_connect(&EP);
+    char chan[200], latch[260];
+    snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}", name);
+    bn_vec v = {0};
+    for (int k = 0; k < R; k++) {
+        const char *hold[4] = {"HSET", name, CAP_OWNER, "1"};
+        freeReplyObject(bn_cmd(c, 4, hold));
+        /* a latch name of its own per release, as the library's request ids are */
+        snprintf(latch, sizeof latch, "redisson_unlock_latch:{%s}:%032d", name, k);
+        const char *rel[11] = {"EVALSHA", REL_SHA, "3", name, chan, latch,
+                               "0",       "10000", CAP_OWNER, "PUBLISH", "7000"};
+        bn_sleep_us(3000);
+        int64_t t0 = bn_now_us();
+        freeReplyObject(bn_cmd(c, 11, rel));
+        char *l = bn_readline(ch.out);
+        int got;
+        long long t1;
+        bool ok = l != NULL && sscanf(l, "T %d %lld", &got, &t1) == 2 && got == k;
+        free(l);
+        if (!ok)
+            break;
+        bn_vec_push(&v, (double)(t1 - t0));
+    }
+    redisFree(c);
+    int st = bn_reap(&ch);
+    double p50 = st == 0 && v.n == (size_t)R ? bn_quantile(&v, 0.5) : NAN;
+    if (isnan(p50))
+        fprintf(stderr, "credisson-bench: handoff: the raw waiter failed (%d, %zu rounds)\n",
+                st, v.n);
+    bn_vec_free(&v);
+    return p50;
+}
+
+/* One implementation's hand-off result, against the floors; returns it so that the
  * caller can add to it. */
 static result *put_handoff(const char *impl, bn_vec *ho, long stalls, double floor,
-                           double hot_floor)
+                           double hot_floor, double raw_floor)
 {
     result *r = res("handoff", impl);
     double p50 = bn_quantile(ho, 0.5);
@@ -1946,6 +2011,10 @@ static result *put_handoff(const char *impl, bn_vec *ho, long stalls, double flo
     put(r, "ratio_to_floor", p50 / floor);
     put(r, "hot_floor_us", hot_floor);
     put(r, "ratio_to_hot_floor", p50 / hot_floor);
+    if (!isnan(raw_floor)) {
+        put(r, "raw_floor_us", raw_floor);
+        put(r, "ratio_to_raw_floor", p50 / raw_floor);
+    }
     put(r, "stalls_over_2s", (double)stalls);
     return r;
 }
@@ -1957,6 +2026,7 @@ static void sc_handoff(int rep)
     floor_vals f = measure_floor(P.handoff_rounds > 50 ? P.handoff_rounds : 50, 3000);
     double floor = f.pubsub_p50 + hot.script_p50;
     double hot_floor = hot.pubsub_p50 + hot.script_p50;
+    double raw_floor = measure_raw_handoff(rep);
     bn_vec c = {0}, nd = {0};
     long c_stalls = 0, nd_stalls = 0;
     bool have_c = false, have_node = false;
@@ -1967,12 +2037,12 @@ static void sc_handoff(int rep)
     if (!node_first && node_usable())
         have_node = handoff_run(rep, true, &nd, &nd_stalls);
     if (have_c) {
-        result *r = put_handoff("credisson", &c, c_stalls, floor, hot_floor);
+        result *r = put_handoff("credisson", &c, c_stalls, floor, hot_floor, raw_floor);
         if (have_node)
             put(r, "node_over_credisson", bn_quantile(&nd, 0.5) / bn_quantile(&c, 0.5));
     }
     if (have_node)
-        put_handoff("node-redisson", &nd, nd_stalls, floor, hot_floor);
+        put_handoff("node-redisson", &nd, nd_stalls, floor, hot_floor, raw_floor);
     bn_vec_free(&c);
     bn_vec_free(&nd);
 }

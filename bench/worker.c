@@ -17,6 +17,10 @@
  *             permit, INCR guard (a value above the permits is an exclusion violation),
  *             DECR guard, release. Prints procs' two lines and "H <acquired us> <release
  *             us>..." (monotonic, comparable across processes) for the hand-off times.
+ *   rawwaiter the hand-off's floor, no library: a hiredis connection subscribed to the lock
+ *             channel of --name; on each message it runs the acquire script (--sha) on a
+ *             fresh key over a second connection and prints "T <round> <t us>" once the
+ *             reply is in (the driver releases with Redisson's unlock script).
  *   watchdog  one client holding N locks under the watchdog (timeout shortened); measures
  *             its own heap, its watchdog thread's CPU and write syscalls per renewal round;
  *             prints one "W key=value..." line.
@@ -49,6 +53,7 @@ typedef struct wopts {
     int64_t wd_timeout_ms;
     int threads;
     int permits;
+    const char *sha; /* rawwaiter: the SHA of the acquire script (lua/rlock_acquire.lua) */
 } wopts;
 
 static void die(const char *what, crd_client *c, crd_status st)
@@ -329,6 +334,40 @@ static int run_handoff(const wopts *o)
     crd_lock_free(l);
     crd_client_free(c);
     redisFree(g);
+    return 0;
+}
+
+/* ---- rawwaiter -------------------------------------------------------------------------- */
+
+/* What the least a waiting client can do costs on this machine: block in read() on its
+ * subscriber connection, and on the unlock message send the acquire at once and read its
+ * reply. One process, no threads, no library. */
+static int run_rawwaiter(const wopts *o)
+{
+    redisContext *sub = bn_connect(&o->ep), *cmd = bn_connect(&o->ep);
+    char chan[512];
+    snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}", o->name);
+    const char *sa[2] = {"SUBSCRIBE", chan};
+    freeReplyObject(bn_cmd(sub, 2, sa));
+    ready_go();
+    for (int k = 0; k < o->rounds; k++) {
+        void *m = NULL;
+        if (redisGetReply(sub, &m) != REDIS_OK || m == NULL) {
+            fprintf(stderr, "worker: rawwaiter: no message for round %d\n", k);
+            return 5;
+        }
+        freeReplyObject(m);
+        char fresh[600];
+        snprintf(fresh, sizeof fresh, "%s:w:%d", o->name, k);
+        const char *argv[6] = {"EVALSHA", o->sha, "1", fresh, "10000",
+                               "00000000-0000-4000-8000-000000000001:1"};
+        freeReplyObject(bn_cmd(cmd, 6, argv));
+        int64_t t = bn_now_us();
+        printf("T %d %" PRId64 "\n", k, t);
+        fflush(stdout);
+    }
+    redisFree(sub);
+    redisFree(cmd);
     return 0;
 }
 
@@ -694,6 +733,8 @@ int bn_worker_main(int argc, char **argv)
             o.threads = atoi(v);
         else if (strcmp(a, "--permits") == 0)
             o.permits = atoi(v);
+        else if (strcmp(a, "--sha") == 0)
+            o.sha = v;
         else {
             fprintf(stderr, "credisson-bench worker: unknown argument %s\n", a);
             return 64;
@@ -708,6 +749,8 @@ int bn_worker_main(int argc, char **argv)
         return run_procs(&o);
     if (strcmp(o.kind, "handoff") == 0)
         return run_handoff(&o);
+    if (strcmp(o.kind, "rawwaiter") == 0 && o.sha != NULL)
+        return run_rawwaiter(&o);
     if (strcmp(o.kind, "semaphore") == 0)
         return run_semaphore(&o);
     if (strcmp(o.kind, "fair") == 0)
