@@ -141,6 +141,28 @@ static crd_status read_outcome(crd__acquire *a, const redisReply *r, int64_t sen
     return a->outcome == CRD__ACQ_TAKEN ? record_acquire(a, sent_ms) : CRD_OK;
 }
 
+/* The deadline of one acquire command: the caller's (wait_ms), except that a try
+ * without a wait gets one command timeout for its round trip, and an unbounded wait one
+ * command timeout per attempt (the attempt after it follows the usual backoff). With
+ * replica sync the WAIT's timeout is added to the command timeout: a WAIT that blocks
+ * is not a server that stopped answering. */
+static int64_t call_deadline(const crd__acquire *a)
+{
+    int64_t per = a->c->opts.command_timeout_ms +
+                  crd__sync_budget_ms(a->c, a->l->name, a->l->name_len);
+    int64_t budget = crd__now_ms() + per;
+    if (a->wait_ms == 0)
+        return a->start + per;
+    return a->deadline == INT64_MAX || a->deadline > budget ? budget : a->deadline;
+}
+
+/* What an acquire of a's took, if it ran (undo.c's view of it). */
+static crd__undo undo_of(const crd__acquire *a)
+{
+    return (crd__undo){a->c, a->l->kind, a->l->name, a->l->name_len, a->owner, a->field,
+                       a->flen, a->lease, a->nowait};
+}
+
 /* Reads the owner's field back to learn whether an acquire whose reply was lost ran. */
 static crd_status resolve_lost_reply(crd__acquire *a, bool *happened)
 {
@@ -151,11 +173,19 @@ static crd_status resolve_lost_reply(crd__acquire *a, bool *happened)
     crd__cmd_arg_str(&cmd, "HGET");
     crd__cmd_arg(&cmd, l->name, l->name_len);
     crd__cmd_arg(&cmd, a->field, a->flen);
+    /* Bounded by the caller's deadline like the acquire itself: if it runs out, the
+     * outcome goes to undo.c when the acquire ends (finish). */
+    cmd.deadline_ms = call_deadline(a);
     redisReply *r = NULL;
     crd_status st = crd__call(a->c, &cmd, "reading back an acquire", &r, NULL);
     crd__cmd_free(&cmd);
     if (st == CRD_SERVER || st == CRD_PROTOCOL)
         return st;
+    if (st != CRD_OK && a->wait_ms > 0 && crd__now_ms() >= a->deadline)
+        return crd__fail(a->c, CRD_TIMEOUT, "the wait of %lld ms ran out before the outcome "
+                         "of an acquire whose reply was lost could be read back (%s); if it "
+                         "ran, the engine gives it back", (long long)a->wait_ms,
+                         crd_client_errmsg(a->c));
     if (st != CRD_OK)
         return crd__fail(a->c, CRD_IO, "an acquire's reply was lost and its outcome could not "
                          "be read back: %s", crd_client_errmsg(a->c));
@@ -187,29 +217,13 @@ static crd_status read_token(crd__acquire *a)
     return st;
 }
 
-/* The deadline of one acquire command: the caller's (wait_ms), except that a try
- * without a wait gets one command timeout for its round trip, and an unbounded wait one
- * command timeout per attempt (the attempt after it follows the usual backoff). With
- * replica sync the WAIT's timeout is added to the command timeout: a WAIT that blocks
- * is not a server that stopped answering. */
-static int64_t call_deadline(const crd__acquire *a)
-{
-    int64_t per = a->c->opts.command_timeout_ms +
-                  crd__sync_budget_ms(a->c, a->l->name, a->l->name_len);
-    int64_t budget = crd__now_ms() + per;
-    if (a->wait_ms == 0)
-        return a->start + per;
-    return a->deadline == INT64_MAX || a->deadline > budget ? budget : a->deadline;
-}
-
 /* An acquire command: replica sync (WAIT in the same pipeline), the caller's deadline, and
  * what the engine gives back if the reply comes after the caller was told it failed. */
 static void arm(crd__acquire *a, crd__cmd *cmd, crd__undo *u)
 {
     cmd->sync = true;
     cmd->deadline_ms = call_deadline(a);
-    *u = (crd__undo){a->c, a->l->kind, a->l->name, a->l->name_len, a->owner, a->field, a->flen,
-                     a->lease, a->nowait};
+    *u = undo_of(a);
     cmd->late = &crd__acquire_late;
     cmd->late_what = u;
 }
@@ -232,7 +246,7 @@ static crd_status send_acquire(crd__acquire *a, redisReply **r, int64_t *sent)
     crd__undo u;
     build_acquire(a, &cmd, &u);
     crd_status st = crd__call(a->c, &cmd, "acquire", r, sent);
-    a->unanswered = st == CRD_IO && cmd.handed;
+    a->unanswered = st == CRD_IO ? cmd.handed : 0;
     a->unsent = st == CRD_IO && cmd.unsent;
     crd__cmd_free(&cmd);
     return st;
@@ -274,7 +288,7 @@ static crd_status undo_unsynced(crd__acquire *a, const char *why)
  * sent again. */
 static crd_status attempt(crd__acquire *a)
 {
-    a->unanswered = false;
+    a->unanswered = 0;
     a->unsent = false;
     a->outcome = CRD__ACQ_BAD;
     a->hint_ms = 0;
@@ -350,6 +364,13 @@ static void finish(crd__acquire *a, crd_status st)
 {
     crd_client *c = a->c;
     drop_aio(a);
+    if (a->pending) {
+        /* A lost reply whose read-back got no answer in time: undo.c reads it back once
+         * the node answers (after this machine has left the registry below). */
+        a->pending = false;
+        crd__undo u = undo_of(a);
+        crd__undo_unknown(&u);
+    }
     /* Leaves undo.c's registry while this waiter still holds its subscription reference
      * (or its place in the local queue): a client being freed waits for those, and frees
      * the registry after. */
@@ -548,10 +569,12 @@ static void after_attempt(crd__acquire *a, crd_status st)
         finish(a, CRD_OK);
         return;
     }
-    if (st == CRD_IO && a->unanswered && a->wait_ms > 0 && crd__now_ms() >= a->deadline) {
-        /* The wait ran out before Redis answered (a slow or stalled server): the lock
-         * was not taken within wait_ms, as the caller asked; if the acquire ran after
-         * all, the engine gives that hold back (undo.c). */
+    if (st == CRD_IO && (a->unanswered == 1 || (a->unanswered == 2 && !a->last_failed)) &&
+        a->wait_ms > 0 && crd__now_ms() >= a->deadline) {
+        /* The wait ran out before Redis answered (a slow or stalled server, or a connection
+         * still answering its set-up; not one that never answered after this wait saw the
+         * connection fail): the lock was not taken within wait_ms, as the caller asked; if
+         * the acquire ran after all, the engine gives that hold back (undo.c). */
         char why[300];
         snprintf(why, sizeof why, "%s", crd_client_errmsg(a->c));
         finish(a, crd__fail(a->c, CRD_TIMEOUT, "the wait of %lld ms ran out before Redis "
@@ -576,7 +599,13 @@ static void after_attempt(crd__acquire *a, crd_status st)
                             CRD__NAME_FMT(a->l)));
         return;
     }
-    a->last_failed = st != CRD_OK;
+    /* A pooled connection cut while idle (a restart, CLIENT KILL) fails an event-loop
+     * attempt sent on it before the cut was seen: the first such cut is retried at once,
+     * not counted as a failing connection, as a blocking attempt retries it itself. */
+    bool forgive = st == CRD_IO && a->cut && !a->forgave;
+    a->forgave = a->forgave || forgive;
+    a->cut = false;
+    a->last_failed = st != CRD_OK && !forgive;
     if (a->sub == NULL) {
         a->state = CRD__AS_SUBSCRIBE;
         return;
@@ -650,6 +679,8 @@ static void step_io(crd__acquire *a)
     int64_t sent = 0;
     bool eval = false;
     a->unanswered = crd__aio_unanswered(a->aio);
+    a->unsent = crd__aio_unsent(a->aio);
+    a->cut = crd__aio_cut(a->aio);
     crd_status st = crd__aio_take(a->c, a->aio, &r, &sent, &eval);
     a->aio = NULL;
     a->state = CRD__AS_TRY;
@@ -681,8 +712,7 @@ static void drop_aio(crd__acquire *a)
     int64_t hint = 0, token = 0;
     if (crd__reply_classify(r) == CRD__REPLY_OK &&
         crd__kinds[a->l->kind].acquire_reply(r, a->nowait, &hint, &token) == CRD__ACQ_TAKEN) {
-        crd__undo u = {a->c, a->l->kind, a->l->name, a->l->name_len, a->owner, a->field,
-                       a->flen, a->lease, a->nowait};
+        crd__undo u = undo_of(a);
         crd__undo_give_back(&u);
     }
     freeReplyObject(r);

@@ -63,7 +63,11 @@ typedef struct crd__acquire {
     bool confirmed;
     char *own_channel;    /* fair: "<channel>:<field>", allocated */
     bool last_failed;     /* the last try failed on the connection */
-    bool unanswered;      /* the last try was sent and got no answer by its deadline */
+    bool cut;             /* the last (event-loop) try was written on a connection that
+                             closed under it */
+    bool forgave;         /* one such cut was retried as if nothing had failed */
+    int unanswered;       /* the last try was sent and got no answer by its deadline: 1 on a
+                             connection that had answered before, 2 on one that never had */
     bool unsent;          /* the last try's deadline passed before it could be sent */
     crd__acq_outcome outcome;
     int64_t hint_ms;

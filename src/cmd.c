@@ -23,7 +23,7 @@ void crd__cmd_init(crd__cmd *cmd, int script, int cap)
     cmd->deadline_ms = 0;
     cmd->late = NULL;
     cmd->late_what = NULL;
-    cmd->handed = false;
+    cmd->handed = 0;
     cmd->unsent = false;
     memset(cmd->heap, 0, sizeof cmd->heap);
     cmd->heap_used = cmd->heap_cap = 0;

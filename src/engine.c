@@ -88,6 +88,8 @@ struct crd__aio {
     int64_t sent_ms;
     bool tag;
     bool answered; /* told CRD_TIMEOUT on a link that had answered before */
+    bool unsent;   /* told CRD_TIMEOUT, never written, its connection still being set up */
+    bool cut;      /* CRD_IO: written, and its link closed under it (outcome to on_late) */
     char why[240];
 };
 
@@ -308,6 +310,28 @@ static void fail(crd__engine *e, crd__req *rq, crd_status st, const char *why)
     rq->st = st;
     snprintf(rq->why, sizeof rq->why, "%.*s", (int)sizeof rq->why - 1, why);
     complete(e, rq);
+}
+
+/* A request never written because its deadline passed in the queue: -1 while its peer's
+ * connection is merely being set up, 0 (and the last connect failure appended to why) when
+ * the peer's last connect failed. Under e->mu. */
+static int not_sent(const crd__req *rq, char *why, size_t n)
+{
+    const crd__pool *p = rq->peer;
+    if (p == NULL || p->backoff_ms == 0)
+        return -1;
+    size_t len = strlen(why);
+    if (len < n)
+        snprintf(why + len, n - len, "; the last connect failed: %.150s", p->last_why);
+    return 0;
+}
+
+/* Fails rq, taken from its peer's queue, whose deadline passed before it was written. */
+static void fail_unsent(crd__engine *e, crd__req *rq)
+{
+    char why[sizeof rq->why] = "the deadline passed before the command could be sent";
+    rq->unsent = not_sent(rq, why, sizeof why) < 0;
+    fail(e, rq, CRD_TIMEOUT, why);
 }
 
 /* Runs the collected callbacks; called with e->mu held, returns with it held. */
@@ -755,7 +779,7 @@ static void dispatch_peer(crd_client *c, crd__engine *e, crd__pool *p, int64_t n
             p->qtail = NULL;
         if (rq->deadline_ms <= now) {
             /* Never written once its caller's deadline has passed. */
-            fail(e, rq, CRD_TIMEOUT, "the deadline passed before the command could be sent");
+            fail_unsent(e, rq);
             continue;
         }
         if (rq->want_gen != 0 && rq->want_gen != best->topo_gen) {
@@ -782,7 +806,7 @@ static int64_t expire_peer(crd_client *c, crd__engine *e, crd__pool *p, int64_t 
         crd__req *rq = *pp;
         if (rq->cv == NULL && rq->deadline_ms <= now) {
             *pp = rq->next;
-            fail(e, rq, CRD_TIMEOUT, "the deadline passed before the command could be sent");
+            fail_unsent(e, rq);
             continue;
         }
         if (rq->cv == NULL)
@@ -1048,20 +1072,6 @@ static void unqueue(crd__req *rq)
         p->qtail = last;
 }
 
-/* A request never written because its deadline passed in the queue: -1 while its peer's
- * connection is merely being set up, 0 (and the last connect failure appended to why) when
- * the peer's last connect failed. Under e->mu. */
-static int not_sent(const crd__req *rq, char *why, size_t n)
-{
-    const crd__pool *p = rq->peer;
-    if (p == NULL || p->backoff_ms == 0)
-        return -1;
-    size_t len = strlen(why);
-    if (len < n)
-        snprintf(why + len, n - len, "; the last connect failed: %.150s", p->last_why);
-    return 0;
-}
-
 /* Waits for rq (submitted with cv set) under e->mu; see crd__engine_call. */
 static crd_status wait_for(crd_client *c, crd__engine *e, crd__req *rq, redisReply **out,
                            int64_t *sent_ms, int *handed_over)
@@ -1094,7 +1104,7 @@ static crd_status wait_for(crd_client *c, crd__engine *e, crd__req *rq, redisRep
             /* CRD_TIMEOUT here: never written, its deadline passed in the queue. */
             if (st == CRD_TIMEOUT) {
                 st = CRD_IO;
-                *handed_over = not_sent(rq, rq->why, sizeof rq->why);
+                *handed_over = rq->unsent ? -1 : 0;
             }
             crd__fail(c, st, "%s", rq->why);
         }
@@ -1352,6 +1362,8 @@ static void aio_done(crd_client *c, crd__req *rq)
     io->st = rq->st;
     io->sent_ms = rq->sent_ms;
     io->answered = rq->link_answered;
+    io->unsent = rq->unsent;
+    io->cut = rq->st == CRD_IO && rq->state == RQ_DONE && rq->sent_ms != 0;
     snprintf(io->why, sizeof io->why, "%s", rq->why);
     if (rq->st == CRD_OK) {
         io->reply = rq->replies[0];
@@ -1397,7 +1409,14 @@ crd__aio *crd__aio_submit(crd_client *c, crd__req *rq, bool tag)
 
 bool crd__aio_ready(crd__aio *io) { return atomic_load(&io->state) != 0; }
 
-bool crd__aio_unanswered(const crd__aio *io) { return io->st == CRD_TIMEOUT && io->answered; }
+int crd__aio_unanswered(const crd__aio *io)
+{
+    return io->st != CRD_TIMEOUT || io->sent_ms == 0 ? 0 : io->answered ? 1 : 2;
+}
+
+bool crd__aio_unsent(const crd__aio *io) { return io->st == CRD_TIMEOUT && io->unsent; }
+
+bool crd__aio_cut(const crd__aio *io) { return io->cut; }
 
 crd_status crd__aio_take(crd_client *c, crd__aio *io, redisReply **reply, int64_t *sent_ms,
                          bool *tag)

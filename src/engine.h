@@ -73,6 +73,9 @@ struct crd__req {
                                   early whose reply comes before the caller wakes) */
     bool link_answered;        /* when told early: its link had answered before (a known-good
                                   connection that went quiet, not one that never worked) */
+    bool unsent;               /* failed CRD_TIMEOUT never written: its deadline passed in the
+                                  queue while its peer's connection was being set up (not
+                                  after a failed connect) */
     crd__req *next;            /* the peer's queue, or the link's reply queue */
     crd__req *done_next;       /* the completions list */
     struct crd__link *link;
@@ -132,9 +135,15 @@ typedef struct crd__aio crd__aio;
 crd__aio *crd__aio_submit(crd_client *c, crd__req *rq, bool tag);
 /* Whether the answer came. */
 bool crd__aio_ready(crd__aio *io);
-/* (After crd__aio_ready) whether it was sent on a connection that had answered before and
- * got no answer by its deadline. */
-bool crd__aio_unanswered(const crd__aio *io);
+/* (After crd__aio_ready) whether it was sent and got no answer by its deadline: 1 on a
+ * connection that had answered before, 2 on one that never had; 0: not so. */
+int crd__aio_unanswered(const crd__aio *io);
+/* (After crd__aio_ready) whether it was never written because its deadline passed while
+ * its peer's connection was being set up: nothing failed, the time ran out. */
+bool crd__aio_unsent(const crd__aio *io);
+/* (After crd__aio_ready) whether it was written and its connection closed under it (its
+ * outcome went to rq->on_late: read back once the node answers). */
+bool crd__aio_cut(const crd__aio *io);
 /* The answer (after crd__aio_ready); frees io. CRD_OK: *reply (the caller frees it);
  * otherwise CRD_IO with the detail set (a lost link's outcome went to rq->on_late). */
 crd_status crd__aio_take(crd_client *c, crd__aio *io, redisReply **reply, int64_t *sent_ms,

@@ -99,6 +99,10 @@ void crd__undo_late(crd_client *c, struct crd__req *rq);
 extern const crd__late crd__acquire_late;
 /* Gives one hold of u's owner back (the acquire ran, and its caller went away). */
 void crd__undo_give_back(const crd__undo *u);
+/* An acquire of u's whose outcome its caller could not learn (its reply was lost and the
+ * read-back got no answer before the caller's deadline): read back once the node answers,
+ * given back if it ran, counted in outcomes_unknown. */
+void crd__undo_unknown(const crd__undo *u);
 
 /* Read-backs of lost acquires are settled one at a time per (name, owner, kind), and only
  * while no acquire of that owner on that name is under way: Redis's count is compared with

@@ -272,7 +272,7 @@ static hop_next hop_failed(call_state *cs, crd__pool *p, crd_status st, int hand
         primary_failed(c, p);
     /* Handed over: the engine resolves what it did (undo.c); the caller must not read it
      * back, so it is told nothing was sent. */
-    cs->cmd->handed = handed == 1; /* a connection that had answered went quiet */
+    cs->cmd->handed = handed;
     if (handed)
         *cs->sent_ms = 0;
     return HOP_RETURN;

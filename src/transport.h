@@ -312,8 +312,9 @@ typedef struct crd__cmd {
     const struct crd__late *late; /* an acquire: what becomes of its reply if it comes
                                      after the caller gave up (undo.c); NULL: nothing */
     const void *late_what;        /* late's argument (an acquire's crd__undo); borrowed */
-    bool handed; /* out (crd__call): sent, unanswered by the deadline, and its outcome
-                    handed to undo.c (the caller must not read it back) */
+    int handed;  /* out (crd__call): sent, unanswered by the deadline, and its outcome
+                    handed to undo.c (the caller must not read it back): 1 on a connection
+                    that had answered before, 2 on one that never had; 0: not so */
     bool unsent; /* out (crd__call): never written, its deadline passed while it waited for
                     a connection (CRD_IO) */
 } crd__cmd;

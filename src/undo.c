@@ -422,6 +422,16 @@ void crd__undo_give_back(const crd__undo *u)
     give_back(u->c, j);
 }
 
+void crd__undo_unknown(const crd__undo *u)
+{
+    undo_job *j = crd__undo_new(u, 0);
+    if (j == NULL)
+        return; /* out of memory: its lease ends it */
+    note_unknown(u->c, j);
+    kick_job(j); /* waits while the caller's own acquire is still under way */
+    free(j);
+}
+
 static void *late_job_new(const void *what, int at) { return crd__undo_new(what, at); }
 
 const crd__late crd__acquire_late = {late_job_new, crd__undo_track, crd__undo_free,
