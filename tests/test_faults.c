@@ -401,6 +401,52 @@ Test(faults, a_read_back_of_a_lost_acquire_never_gives_back_the_same_owners_next
             "after %lld ms, nothing given back\n", (long long)t_b);
 }
 
+/* An acquire whose connection closed after Redis ran it, and whose read-back then got no
+ * answer within the call's time (here: its reply held 1.5 s, the try has 500 ms): the
+ * caller hears CRD_IO in time, and the hold it may have taken is not left to its lease --
+ * undo.c reads it back once the node answers and gives it back. (Before, the acquire
+ * ended with the read-back unresolved and forgot it: a silent hold for the 20 s lease.) */
+typedef struct key_watch {
+    redisContext *r;
+    const char *key;
+} key_watch;
+
+static bool key_gone(void *arg)
+{
+    key_watch *w = arg;
+    return crdt_cmd_int(w->r, "EXISTS %s", w->key) == 0;
+}
+
+Test(faults, an_acquire_whose_read_back_runs_out_of_time_leaves_no_hold, .timeout = 60)
+{
+    proxied x;
+    proxied_open(&x, 500, false);
+    warm_scripts(x.c, 20000);
+    const char *key = crdt_key("unread");
+    crd_lock *l = crdt_lock(x.c, key);
+    crd_metrics m0, m1;
+    cr_assert_eq(crd_client_metrics(x.c, &m0, sizeof m0), CRD_OK);
+    int ran = crdt_proxy_arm(x.p, key, "HGET", CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
+    int held = crdt_proxy_arm(x.p, "HGET", NULL, CRDT_PROXY_DELAY_REPLY, 1500);
+    int64_t t0 = crdt_now_ms();
+    crd_status st = crd_lock_acquire(l, 0, 20000);
+    int64_t took = crdt_now_ms() - t0;
+    cr_assert_eq(st, CRD_IO, "%s: %s", crd_strerror(st), crd_client_errmsg(x.c));
+    cr_assert(took < 500 + 300, "a try with 500 ms for its answer returned after %lld ms",
+              (long long)took);
+    cr_assert(crdt_proxy_fired(x.p, ran) && crdt_proxy_fired(x.p, held));
+    cr_assert_eq(crdt_cmd_int(x.r, "EXISTS %s", key), 1, "the acquire ran in Redis");
+    key_watch w = {x.r, key};
+    cr_assert(crdt_wait_until(key_gone, &w, 8000), "the hold nobody owns was not given back");
+    cr_assert_eq(crd_client_metrics(x.c, &m1, sizeof m1), CRD_OK);
+    cr_assert_geq(m1.outcomes_unknown - m0.outcomes_unknown, 1);
+    cr_assert_eq(m1.late_holds_released - m0.late_holds_released, 1);
+    int64_t n = -1;
+    cr_assert_eq(crd_lock_hold_count(l, &n), CRD_OK);
+    cr_assert_eq(n, 0, "the caller was told it failed: nothing is recorded");
+    proxied_close(&x, l);
+}
+
 /* A wait that runs out while its first attempt still waits for a connection being set up
  * (here: the pooled links cut, SELECT answered 1 s late through a slow link) is CRD_TIMEOUT
  * -- the lock was not taken within wait_ms -- not an I/O failure: nothing failed (the CLI's
