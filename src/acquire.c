@@ -156,6 +156,14 @@ static int64_t call_deadline(const crd__acquire *a)
     return a->deadline == INT64_MAX || a->deadline > budget ? budget : a->deadline;
 }
 
+/* Whether the node of a's lock cannot be reached now (its last connect failed; the
+ * reason in why): a wait that runs out then ends with CRD_IO, not CRD_TIMEOUT. */
+static bool node_failing(const crd__acquire *a, char *why, size_t n)
+{
+    crd__pool *p = crd__pool_for(a->c, a->l->name, a->l->name_len);
+    return p != NULL && crd__pool_failing(p, why, n);
+}
+
 /* What an acquire of a's took, if it ran (undo.c's view of it). */
 static crd__undo undo_of(const crd__acquire *a)
 {
@@ -181,14 +189,18 @@ static crd_status resolve_lost_reply(crd__acquire *a, bool *happened)
     crd__cmd_free(&cmd);
     if (st == CRD_SERVER || st == CRD_PROTOCOL)
         return st;
-    if (st != CRD_OK && a->wait_ms > 0 && crd__now_ms() >= a->deadline)
-        return crd__fail(a->c, CRD_TIMEOUT, "the wait of %lld ms ran out before the outcome "
-                         "of an acquire whose reply was lost could be read back (%s); if it "
-                         "ran, the engine gives it back", (long long)a->wait_ms,
-                         crd_client_errmsg(a->c));
-    if (st != CRD_OK)
+    if (st != CRD_OK) {
+        char detail[300], why[8];
+        snprintf(detail, sizeof detail, "%s", crd_client_errmsg(a->c));
+        /* The wait ran out while the node was slow to answer, not unreachable. */
+        if (a->wait_ms > 0 && crd__now_ms() >= a->deadline && !node_failing(a, why, sizeof why))
+            return crd__fail(a->c, CRD_TIMEOUT, "the wait of %lld ms ran out before the "
+                             "outcome of an acquire whose reply was lost could be read back "
+                             "(%s); if it ran, the engine gives it back", (long long)a->wait_ms,
+                             detail);
         return crd__fail(a->c, CRD_IO, "an acquire's reply was lost and its outcome could not "
-                         "be read back: %s", crd_client_errmsg(a->c));
+                         "be read back: %s", detail);
+    }
     int64_t now_count = 0;
     if (r->type == REDIS_REPLY_STRING && !crd__reply_int(r, &now_count))
         now_count = 0;
@@ -485,11 +497,15 @@ void crd__acquire_enter(crd__acquire *a, bool park)
         CRD_OK)
         return;
     /* The read-back is waiting for the node: a try is told so as one that got no answer
-     * (CRD_IO), a wait that it ran out (CRD_TIMEOUT). */
-    a->result = crd__fail(a->c, a->wait_ms == 0 ? CRD_IO : CRD_TIMEOUT,
+     * (CRD_IO), a wait that it ran out (CRD_TIMEOUT), unless the node cannot be reached
+     * (its last connect failed: CRD_IO, as an attempt of its own would have heard). */
+    char why[300] = "";
+    bool failing = node_failing(a, why, sizeof why);
+    a->result = crd__fail(a->c, a->wait_ms == 0 || failing ? CRD_IO : CRD_TIMEOUT,
                           "lock \"%.*s\": an earlier acquire of this owner whose reply was lost "
-                          "is still being read back, the node has not answered (%lld ms)",
-                          CRD__NAME_FMT(l), (long long)(crd__now_ms() - a->start));
+                          "is still being read back, the node has not answered (%lld ms)%s%s",
+                          CRD__NAME_FMT(l), (long long)(crd__now_ms() - a->start),
+                          failing ? "; the last connect failed: " : "", why);
     a->state = CRD__AS_DONE;
 }
 

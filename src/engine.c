@@ -225,6 +225,16 @@ void crd__pool_set_replicas(crd__pool *p, int n, int64_t now)
     pthread_mutex_unlock(&e->mu);
 }
 
+bool crd__pool_failing(crd__pool *p, char *why, size_t n)
+{
+    crd__engine *e = engine_of(p->c);
+    pthread_mutex_lock(&e->mu);
+    bool failing = p->backoff_ms != 0;
+    snprintf(why, n, "%s", failing ? p->last_why : "");
+    pthread_mutex_unlock(&e->mu);
+    return failing;
+}
+
 static void free_peer(crd__pool *p)
 {
     for (int i = 0; i < p->nlinks; i++)

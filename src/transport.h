@@ -204,6 +204,9 @@ const crd__endpoint *crd__pool_ep(const crd__pool *p);
  * younger than max_age; and setting it. */
 int crd__pool_replicas(crd__pool *p, int64_t now, int64_t max_age, bool *fresh);
 void crd__pool_set_replicas(crd__pool *p, int n, int64_t now);
+/* Whether the peer's last connect failed (it is in its reconnect backoff); its reason
+ * then in why. */
+bool crd__pool_failing(crd__pool *p, char *why, size_t n);
 
 /* ---- route.c: which peer serves a key ---------------------------------------------------- */
 

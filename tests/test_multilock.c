@@ -262,8 +262,8 @@ Test(multilock, run_policy_fail_skip_degrade_with_the_server_unreachable)
     /* Redis down */
     cr_assert(crdt_proxy_set_refuse(p, true));
     atomic_store(&ran, 0);
-    cr_expect_eq(crd_lock_run_policy(c, l, 200, 5000, CRD_UNAVAILABLE_FAIL, work, NULL, &res),
-                 CRD_IO);
+    crd_status st = crd_lock_run_policy(c, l, 200, 5000, CRD_UNAVAILABLE_FAIL, work, NULL, &res);
+    cr_expect_eq(st, CRD_IO, "%s: %s", crd_strerror(st), crd_client_errmsg(c));
     cr_expect_eq(atomic_load(&ran), 0);
     cr_expect_eq(crd_lock_run_policy(c, l, 200, 5000, CRD_UNAVAILABLE_SKIP, work, NULL, &res),
                  CRD_SKIPPED);
