@@ -7,10 +7,11 @@
  * mutex and wakes the thread (one eventfd write, only while it sleeps in poll). Each pass
  * the thread moves queued requests onto the least busy ready link of their peer (opening
  * another, up to opts.pool_size per peer, when all are busy), writes, reads, and
- * completes requests in order as their replies arrive: a waiting thread is signalled on
- * its own condition variable; an on_done/on_late completion is collected and run after
- * the mutex is released. The next poll() timeout is the earliest of the requests'
- * deadlines and the links' health limits.
+ * completes requests in order as their replies arrive: a waiting thread sleeps on its
+ * request's own word (a futex), is woken there once the thread has let go of the mutex,
+ * and takes its reply without the mutex; an on_done/on_late completion is collected and
+ * run after the mutex is released. The next poll() timeout is the earliest of the
+ * requests' deadlines and the links' health limits.
  *
  * The direct path: a waiting caller whose peer has nothing queued and an idle link runs
  * its round trip on that link itself (the link is lent: the I/O thread leaves it alone),
@@ -36,12 +37,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 enum { RQ_NEW, RQ_QUEUED, RQ_INFLIGHT, RQ_DONE };
 
 #define MAX_UNHEALTHY 16 /* unhealthy links kept per peer for their late replies */
+#define WAKES_MAX 128    /* wake-ups the I/O thread holds back per pass */
+
+static __thread bool on_io_thread;
 
 struct crd__pool {
     crd_client *c;
@@ -73,8 +79,13 @@ typedef struct crd__engine {
     crd__link **plinks;
     size_t pcap;
     crd__req *done_head, *done_tail; /* completions to run outside the mutex */
-    int callers;           /* threads waiting in crd__engine_call/await */
-    pthread_cond_t idle;   /* signalled when callers drops to 0 */
+    atomic_int *wakes[WAKES_MAX]; /* the I/O thread's wake-ups of waiting threads, made
+                                     after it lets go of mu (a woken thread that ran
+                                     while it still held mu would find it taken) */
+    int nwakes;
+    atomic_int callers;    /* threads waiting in crd__engine_call/await */
+    atomic_bool draining;  /* crd__engine_stop waits for callers to drop to 0 */
+    pthread_cond_t idle;   /* signalled then, under mu */
 } crd__engine;
 
 static crd__engine *engine_of(crd_client *c) { return c->engine; }
@@ -271,17 +282,54 @@ static void late_done(crd__engine *e, crd__req *rq)
         collect(e, rq);
 }
 
+/* The waiting thread's futex: it sleeps while *w is 0, until deadline_ms (monotonic). */
+static void park(atomic_int *w, int64_t deadline_ms)
+{
+    struct timespec ts = crd__abstime(deadline_ms);
+    syscall(SYS_futex, w, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0, &ts, NULL,
+            FUTEX_BITSET_MATCH_ANY);
+}
+
+static void unpark(atomic_int *w) { syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
+
+/* Sets rq's word to v and wakes its thread (under e->mu; on the I/O thread the wake-up
+ * waits until it lets go of the mutex: unlock_and_wake). With v 1 the thread may take rq at
+ * once (and free it): the wake-up only names the word's address (a futex wake reads no
+ * memory; a stale one is a spurious wake-up, which every futex sleeper allows for). */
+static void wake_caller(crd__engine *e, crd__req *rq, int v)
+{
+    atomic_int *w = &rq->fin;
+    atomic_store_explicit(w, v, memory_order_release);
+    if (on_io_thread && e->nwakes < WAKES_MAX)
+        e->wakes[e->nwakes++] = w;
+    else
+        unpark(w);
+}
+
+/* Lets go of e->mu and makes the wake-ups held back meanwhile. */
+static void unlock_and_wake(crd__engine *e)
+{
+    atomic_int *w[WAKES_MAX];
+    int n = e->nwakes;
+    memcpy(w, e->wakes, sizeof w[0] * (size_t)n);
+    e->nwakes = 0;
+    pthread_mutex_unlock(&e->mu);
+    for (int i = 0; i < n; i++)
+        unpark(w[i]);
+}
+
 static void complete(crd__engine *e, crd__req *rq)
 {
     rq->state = RQ_DONE;
     rq->next = NULL;
-    if (rq->cv != NULL && !rq->caller_left) {
+    if (rq->waited && !rq->caller_left) {
         /* Its caller waits, or has yet to (a hand-off's waiter): wait_for takes it from
-         * here, also when it was told early and is woken but not yet running. */
-        pthread_cond_signal(rq->cv);
+         * here, also when it was told early and is woken but not yet running. Not told
+         * early, it is the caller's from now on: nothing here touches it again. */
+        wake_caller(e, rq, rq->abandoned ? 2 : 1);
         return;
     }
-    if (rq->notified && !rq->abandoned && rq->cv == NULL)
+    if (rq->notified && !rq->abandoned && !rq->waited)
         return; /* its early notice is still in the completions list: it carries this */
     late_done(e, rq);
 }
@@ -305,9 +353,9 @@ static void tell_early(crd__engine *e, crd__req *rq, crd_status st, const char *
     rq->link_answered = rq->link != NULL && rq->link->replied;
     rq->st = st;
     snprintf(rq->why, sizeof rq->why, "%s", why);
-    if (rq->cv != NULL) {
+    if (rq->waited) {
         abandon(rq);
-        pthread_cond_signal(rq->cv);
+        wake_caller(e, rq, 2);
     } else if (rq->on_done != NULL) {
         collect(e, rq); /* abandoned once its on_done has run */
     } else {
@@ -350,7 +398,7 @@ static void run_completions(crd_client *c, crd__engine *e)
     while (e->done_head != NULL) {
         crd__req *list = e->done_head;
         e->done_head = e->done_tail = NULL;
-        pthread_mutex_unlock(&e->mu);
+        unlock_and_wake(e);
         /* Only this thread completes requests: one still in flight here (told early)
          * stays in its link's line, untouched by anyone else, until its reply. */
         while (list != NULL) {
@@ -814,12 +862,12 @@ static int64_t expire_peer(crd_client *c, crd__engine *e, crd__pool *p, int64_t 
     crd__req **pp = &p->qhead, *last = NULL;
     while (*pp != NULL) {
         crd__req *rq = *pp;
-        if (rq->cv == NULL && rq->deadline_ms <= now) {
+        if (!rq->waited && rq->deadline_ms <= now) {
             *pp = rq->next;
             fail_unsent(e, rq);
             continue;
         }
-        if (rq->cv == NULL)
+        if (!rq->waited)
             DUE(rq->deadline_ms);
         last = rq;
         pp = &rq->next;
@@ -830,7 +878,7 @@ static int64_t expire_peer(crd_client *c, crd__engine *e, crd__pool *p, int64_t 
         if (l->borrowed)
             continue; /* its caller keeps its own time */
         for (crd__req *rq = l->head; rq != NULL; rq = rq->next) {
-            if (rq->cv != NULL || rq->abandoned || rq->notified)
+            if (rq->waited || rq->abandoned || rq->notified)
                 continue;
             if (rq->deadline_ms <= now)
                 tell_early(e, rq, CRD_TIMEOUT, "no reply before the deadline");
@@ -927,6 +975,7 @@ static void *io_main(void *arg)
 {
     crd_client *c = arg;
     crd__engine *e = engine_of(c);
+    on_io_thread = true;
     pthread_mutex_lock(&e->mu);
     while (!e->stopping) {
         int64_t now = crd__now_ms();
@@ -962,7 +1011,7 @@ static void *io_main(void *arg)
         }
         e->polling = true;
         e->kicked = false;
-        pthread_mutex_unlock(&e->mu);
+        unlock_and_wake(e);
         int rc = poll(e->pfds, n, timeout);
         pthread_mutex_lock(&e->mu);
         e->polling = false;
@@ -985,7 +1034,7 @@ static void *io_main(void *arg)
         }
         run_completions(c, e);
     }
-    pthread_mutex_unlock(&e->mu);
+    unlock_and_wake(e);
     return NULL;
 }
 
@@ -1054,18 +1103,6 @@ crd_status crd__engine_submit(crd_client *c, crd__req *rq)
     return st;
 }
 
-/* Each thread waits on its own condition variable (CLOCK_MONOTONIC), made once. */
-static pthread_cond_t *thread_cv(void)
-{
-    static __thread pthread_cond_t cv;
-    static __thread bool made;
-    if (!made) {
-        crd__cond_init(&cv);
-        made = true;
-    }
-    return &cv;
-}
-
 /* Removes rq from its peer's queue (it was never sent). */
 static void unqueue(crd__req *rq)
 {
@@ -1082,46 +1119,68 @@ static void unqueue(crd__req *rq)
         p->qtail = last;
 }
 
-/* Waits for rq (submitted with cv set) under e->mu; see crd__engine_call. */
+/* One waiting thread fewer: crd__engine_stop may be waiting for none (locked: with e->mu
+ * held). */
+static void caller_gone(crd__engine *e, bool locked)
+{
+    if (atomic_fetch_sub(&e->callers, 1) != 1 || !atomic_load(&e->draining))
+        return;
+    if (!locked)
+        pthread_mutex_lock(&e->mu);
+    pthread_cond_broadcast(&e->idle);
+    if (!locked)
+        pthread_mutex_unlock(&e->mu);
+}
+
+/* rq is done and was not told early: this thread's alone (e->mu not held). */
+static crd_status take_done(crd_client *c, crd__engine *e, crd__req *rq, redisReply **out,
+                            int64_t *sent_ms, int *handed_over)
+{
+    crd_status st = rq->st;
+    *sent_ms = rq->sent_ms;
+    *handed_over = 0;
+    trace(c, rq, st);
+    if (st == CRD_OK) {
+        for (int i = 0; i < rq->nreply; i++) {
+            out[i] = rq->replies[i];
+            rq->replies[i] = NULL;
+        }
+    } else {
+        /* CRD_TIMEOUT here: never written, its deadline passed in the queue. */
+        if (st == CRD_TIMEOUT) {
+            st = CRD_IO;
+            *handed_over = rq->unsent ? -1 : 0;
+        }
+        crd__fail(c, st, "%s", rq->why);
+    }
+    crd__req_free(rq);
+    caller_gone(e, false);
+    return st;
+}
+
+/* Waits for rq (submitted with waited set) under e->mu; see crd__engine_call. The thread
+ * sleeps on rq's own word without the mutex; done, it takes rq without the mutex too (64
+ * callers share it with the I/O thread: a woken thread that had to take it again would
+ * mostly sleep once more on it). */
 static crd_status wait_for(crd_client *c, crd__engine *e, crd__req *rq, redisReply **out,
                            int64_t *sent_ms, int *handed_over)
 {
-    struct timespec ts = crd__abstime(rq->deadline_ms);
-    e->callers++;
-    while (rq->state != RQ_DONE && !rq->abandoned && crd__now_ms() < rq->deadline_ms)
-        pthread_cond_timedwait(rq->cv, &e->mu, &ts);
-    if (--e->callers == 0)
-        pthread_cond_broadcast(&e->idle);
+    atomic_fetch_add(&e->callers, 1);
+    while (rq->state != RQ_DONE && !rq->abandoned && crd__now_ms() < rq->deadline_ms) {
+        pthread_mutex_unlock(&e->mu);
+        park(&rq->fin, rq->deadline_ms);
+        if (atomic_load_explicit(&rq->fin, memory_order_acquire) == 1)
+            return take_done(c, e, rq, out, sent_ms, handed_over);
+        pthread_mutex_lock(&e->mu);
+    }
+    if (rq->state == RQ_DONE && !rq->abandoned) {
+        pthread_mutex_unlock(&e->mu);
+        return take_done(c, e, rq, out, sent_ms, handed_over);
+    }
+    caller_gone(e, true);
     *sent_ms = rq->sent_ms;
     *handed_over = 0;
     crd_status st;
-    if (rq->state == RQ_DONE && !rq->abandoned) {
-        st = rq->st;
-        pthread_mutex_unlock(&e->mu);
-        trace(c, rq, st);
-        if (st == CRD_OK) {
-            /* Done and not abandoned: complete() let go of rq, it is this thread's now
-             * (no second trip through the engine's mutex, which 64 callers share). */
-            for (int i = 0; i < rq->nreply; i++) {
-                out[i] = rq->replies[i];
-                rq->replies[i] = NULL;
-            }
-            crd__req_free(rq);
-            return st;
-        }
-        pthread_mutex_lock(&e->mu);
-        {
-            /* CRD_TIMEOUT here: never written, its deadline passed in the queue. */
-            if (st == CRD_TIMEOUT) {
-                st = CRD_IO;
-                *handed_over = rq->unsent ? -1 : 0;
-            }
-            crd__fail(c, st, "%s", rq->why);
-        }
-        pthread_mutex_unlock(&e->mu);
-        crd__req_free(rq);
-        return st;
-    }
     if (rq->state == RQ_QUEUED) {
         unqueue(rq);
         char why[sizeof rq->why];
@@ -1247,7 +1306,7 @@ static bool lend(crd_client *c, crd__engine *e, crd__link *l, crd__req *rq)
         return false;
     l->borrowed = true;
     rq->lent = true;
-    e->callers++; /* crd__engine_stop waits for the round trip */
+    atomic_fetch_add(&e->callers, 1); /* crd__engine_stop waits for the round trip */
     return true;
 }
 
@@ -1260,8 +1319,7 @@ static void lend_end(crd_client *c, crd__engine *e, crd__link *l, crd__req *rq, 
     crd__pool *p = rq->peer;
     /* wait_for counts the caller again (it returns at once when rq is done); a hand-off's
      * failed send has no caller here yet, so crd__engine_stop may be waiting for zero. */
-    if (--e->callers == 0)
-        pthread_cond_broadcast(&e->idle);
+    caller_gone(e, true);
     l->borrowed = false;
     rq->lent = false;
     if (heard != 0) {
@@ -1304,7 +1362,7 @@ crd_status crd__engine_call(crd_client *c, crd__req *rq, redisReply **out, int64
                             int *handed_over)
 {
     crd__engine *e = engine_of(c);
-    rq->cv = thread_cv();
+    rq->waited = true;
     pthread_mutex_lock(&e->mu);
     crd__link *l = borrowable(c, e, rq);
     if (l != NULL && lend(c, e, l, rq))
@@ -1323,7 +1381,7 @@ crd_status crd__engine_call(crd_client *c, crd__req *rq, redisReply **out, int64
     return wait_for(c, e, rq, out, sent_ms, handed_over);
 }
 
-void crd__engine_prepare_wait(crd__req *rq) { rq->cv = thread_cv(); }
+void crd__engine_prepare_wait(crd__req *rq) { rq->waited = true; }
 
 crd_status crd__engine_submit_lent(crd_client *c, crd__req *rq)
 {
@@ -1475,7 +1533,8 @@ void crd__engine_stop(crd_client *c)
         return;
     pthread_mutex_lock(&e->mu);
     /* Callers still waiting finish first (each bounded by its deadline). */
-    while (e->callers > 0)
+    atomic_store(&e->draining, true);
+    while (atomic_load(&e->callers) > 0)
         pthread_cond_wait(&e->idle, &e->mu);
     bool started = e->started;
     e->stopping = true;
@@ -1582,7 +1641,9 @@ void crd__engine_after_fork_child(crd_client *c)
     e->started = false;
     e->polling = false;
     e->kicked = false;
-    e->callers = 0;
+    atomic_store(&e->callers, 0);
+    e->nwakes = 0; /* the parent's held-back wake-ups: its threads are not here */
+    atomic_store(&e->draining, false);
     e->done_head = e->done_tail = NULL; /* only ever non-empty during a pass */
     for (crd__pool *p = e->peers; p != NULL; p = p->next) {
         free_chain(p->qhead);

@@ -65,7 +65,11 @@ struct crd__req {
     int state;
     bool abandoned;
     bool retry;                /* async: wait through reconnects until the deadline */
-    pthread_cond_t *cv;        /* the waiting thread's */
+    bool waited;               /* a thread waits for it (crd__engine_call/await) */
+    atomic_int fin;            /* the waiting thread's wake-up word (a futex): 0 while it
+                                  waits, 1 done (the thread takes it without the engine's
+                                  mutex; the engine no longer touches it), 2 look (it was
+                                  told early: decided under the mutex) */
     bool notified;             /* its caller was told early (deadline, unhealthy link) */
     bool lent;                 /* on a link lent to its waiting thread (the direct path) */
     bool caller_left;          /* a waited-for request's caller left wait_for without it: the
