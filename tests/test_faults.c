@@ -406,17 +406,6 @@ Test(faults, a_read_back_of_a_lost_acquire_never_gives_back_the_same_owners_next
  * caller hears CRD_IO in time, and the hold it may have taken is not left to its lease --
  * undo.c reads it back once the node answers and gives it back. (Before, the acquire
  * ended with the read-back unresolved and forgot it: a silent hold for the 20 s lease.) */
-typedef struct key_watch {
-    redisContext *r;
-    const char *key;
-} key_watch;
-
-static bool key_gone(void *arg)
-{
-    key_watch *w = arg;
-    return crdt_cmd_int(w->r, "EXISTS %s", w->key) == 0;
-}
-
 Test(faults, an_acquire_whose_read_back_runs_out_of_time_leaves_no_hold, .timeout = 60)
 {
     proxied x;
@@ -436,8 +425,7 @@ Test(faults, an_acquire_whose_read_back_runs_out_of_time_leaves_no_hold, .timeou
               (long long)took);
     cr_assert(crdt_proxy_fired(x.p, ran) && crdt_proxy_fired(x.p, held));
     cr_assert_eq(crdt_cmd_int(x.r, "EXISTS %s", key), 1, "the acquire ran in Redis");
-    key_watch w = {x.r, key};
-    cr_assert(crdt_wait_until(key_gone, &w, 8000), "the hold nobody owns was not given back");
+    cr_assert(crdt_await_exists(x.r, key, false, 8000), "the hold nobody owns was not given back");
     cr_assert_eq(crd_client_metrics(x.c, &m1, sizeof m1), CRD_OK);
     cr_assert_geq(m1.outcomes_unknown - m0.outcomes_unknown, 1);
     cr_assert_eq(m1.late_holds_released - m0.late_holds_released, 1);
@@ -453,19 +441,6 @@ Test(faults, an_acquire_whose_read_back_runs_out_of_time_leaves_no_hold, .timeou
  * --conflict-exit-code depends on it). It returns by its deadline, not when the link
  * answers: whether the attempt went out on a cut link (its outcome then read back), behind
  * the new link's SELECT, or not at all. The same for the blocking and the event-loop API. */
-typedef struct slow_setup {
-    int done;
-    crd_status st;
-} slow_setup;
-
-static void slow_setup_done(void *user, crd_op *op, crd_status st)
-{
-    (void)op;
-    slow_setup *s = user;
-    s->st = st;
-    s->done++;
-}
-
 static void wait_ends_while_the_connection_is_set_up(bool loop)
 {
     crd_options o;
@@ -478,12 +453,12 @@ static void wait_ends_while_the_connection_is_set_up(bool loop)
     int64_t t0 = crdt_now_ms();
     crd_status st;
     if (loop) {
-        slow_setup s = {0, CRD_OK};
-        cr_assert_eq(crd_lock_acquire_async(l, crd_owner_new(), 50, 20000, slow_setup_done, &s,
+        crdt_op_rec s = {0, CRD_OK};
+        cr_assert_eq(crd_lock_acquire_async(l, crd_owner_new(), 50, 20000, crdt_op_rec_done, &s,
                                             NULL), CRD_OK, "%s", crd_client_errmsg(c));
         crdt_loop_until(c, &s.done, 1, 5000);
         cr_assert_eq(s.done, 1, "the loop acquire never completed");
-        st = s.st;
+        st = s.last;
     } else {
         st = crd_lock_acquire(l, 50, 20000);
     }

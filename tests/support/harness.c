@@ -1639,6 +1639,14 @@ void crdt_expect_untrusted_ca_refused(crd_options *o)
     crd_client_free(bad);
 }
 
+void crdt_op_rec_done(void *user, crd_op *op, crd_status st)
+{
+    (void)op;
+    crdt_op_rec *r = user;
+    r->last = st;
+    r->done++;
+}
+
 int64_t crdt_loop_until(crd_client *c, const int *done, int n, int64_t limit_ms)
 {
     int fd = crd_loop_fd(c);

@@ -124,6 +124,13 @@ bool crdt_wait_until(bool (*pred)(void *arg), void *arg, int64_t timeout_ms);
  * crd_loop_timeout_ms, at most 100 ms, then crd_loop_dispatch) until *done reaches n or
  * limit_ms pass. Returns the longest crd_loop_dispatch call, in microseconds. */
 int64_t crdt_loop_until(crd_client *c, const int *done, int n, int64_t limit_ms);
+/* The simplest event-loop callback: counts the operations done (a crdt_loop_until
+ * counter) and keeps the last status. */
+typedef struct crdt_op_rec {
+    int done;
+    crd_status last;
+} crdt_op_rec;
+void crdt_op_rec_done(void *user, crd_op *op, crd_status st);
 
 /* The slowdown factor of this run, the suite's one time-scale knob: CRDT_TIME_SCALE
  * from the environment (make test-valgrind sets it; memcheck runs the library many
