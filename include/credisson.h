@@ -675,6 +675,9 @@ CRD_API const char *crd_lock_name(const crd_lock *lock, size_t *len);
  * after the caller was told the acquire failed, a hold it took is given back at once
  * (when the connection died first, the owner's field is read back once the node
  * answers, and a blocking acquire of the same owner and lock waits for that read-back);
+ * a read-back that cannot finish by the call's deadline goes on after it returns
+ * (CRD_TIMEOUT for a wait on a node that is slow, CRD_IO for a try or a node that
+ * cannot be reached);
  * CRD_CLOSED (client shutting down).
  * Deadline: the call returns by wait_ms plus a few milliseconds even when the server or
  * the network stalls (measured: 1-7 ms over; tests/test_engine.c); a try with wait_ms 0,
