@@ -79,9 +79,9 @@ typedef struct crd__engine {
     crd__link **plinks;
     size_t pcap;
     crd__req *done_head, *done_tail; /* completions to run outside the mutex */
-    atomic_int *wakes[WAKES_MAX]; /* the I/O thread's wake-ups of waiting threads, made
-                                     after it lets go of mu (a woken thread that ran
-                                     while it still held mu would find it taken) */
+    crd__req *wakes[WAKES_MAX]; /* the I/O thread's wake-ups of waiting threads, made
+                                   after it lets go of mu (a woken thread that ran while
+                                   it still held mu would find it taken) */
     int nwakes;
     atomic_int callers;    /* threads waiting in crd__engine_call/await */
     atomic_bool draining;  /* crd__engine_stop waits for callers to drop to 0 */
@@ -113,6 +113,7 @@ crd__req *crd__req_new(crd__pool *peer, int nreply)
         return NULL;
     rq->peer = peer;
     rq->nreply = nreply;
+    atomic_init(&rq->refs, 1);
     rq->replies = rq->inline_replies;
     if (nreply > 2 && (rq->replies = calloc((size_t)nreply, sizeof *rq->replies)) == NULL) {
         free(rq);
@@ -128,7 +129,7 @@ bool crd__req_add(crd__req *rq, int argc, const char *const *argv, const size_t 
 
 void crd__req_free(crd__req *rq)
 {
-    if (rq == NULL)
+    if (rq == NULL || atomic_fetch_sub_explicit(&rq->refs, 1, memory_order_acq_rel) != 1)
         return;
     for (int i = 0; i < rq->nreply; i++)
         if (rq->replies[i] != NULL)
@@ -292,30 +293,38 @@ static void park(atomic_int *w, int64_t deadline_ms)
 
 static void unpark(atomic_int *w) { syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
 
+/* Wakes rq's thread and lets go of the reference the wake-up held. */
+static void wake_now(crd__req *rq)
+{
+    unpark(&rq->fin);
+    crd__req_free(rq);
+}
+
 /* Sets rq's word to v and wakes its thread (under e->mu; on the I/O thread the wake-up
  * waits until it lets go of the mutex: unlock_and_wake). With v 1 the thread may take rq at
- * once (and free it): the wake-up only names the word's address (a futex wake reads no
- * memory; a stale one is a spurious wake-up, which every futex sleeper allows for). */
+ * once and let go of it: the wake-up holds a reference of its own until it is made (the
+ * word stays valid memory for the futex call), and the last one frees rq. A wake-up that
+ * comes after the thread has moved on is a spurious one, which every sleeper allows for. */
 static void wake_caller(crd__engine *e, crd__req *rq, int v)
 {
-    atomic_int *w = &rq->fin;
-    atomic_store_explicit(w, v, memory_order_release);
+    atomic_fetch_add_explicit(&rq->refs, 1, memory_order_relaxed);
+    atomic_store_explicit(&rq->fin, v, memory_order_release);
     if (on_io_thread && e->nwakes < WAKES_MAX)
-        e->wakes[e->nwakes++] = w;
+        e->wakes[e->nwakes++] = rq;
     else
-        unpark(w);
+        wake_now(rq);
 }
 
 /* Lets go of e->mu and makes the wake-ups held back meanwhile. */
 static void unlock_and_wake(crd__engine *e)
 {
-    atomic_int *w[WAKES_MAX];
+    crd__req *w[WAKES_MAX];
     int n = e->nwakes;
     memcpy(w, e->wakes, sizeof w[0] * (size_t)n);
     e->nwakes = 0;
     pthread_mutex_unlock(&e->mu);
     for (int i = 0; i < n; i++)
-        unpark(w[i]);
+        wake_now(w[i]);
 }
 
 static void complete(crd__engine *e, crd__req *rq)
@@ -1642,7 +1651,9 @@ void crd__engine_after_fork_child(crd_client *c)
     e->polling = false;
     e->kicked = false;
     atomic_store(&e->callers, 0);
-    e->nwakes = 0; /* the parent's held-back wake-ups: its threads are not here */
+    for (int i = 0; i < e->nwakes; i++)
+        crd__req_free(e->wakes[i]); /* the parent's held-back wake-ups: no thread here */
+    e->nwakes = 0;
     atomic_store(&e->draining, false);
     e->done_head = e->done_tail = NULL; /* only ever non-empty during a pass */
     for (crd__pool *p = e->peers; p != NULL; p = p->next) {

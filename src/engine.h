@@ -68,8 +68,10 @@ struct crd__req {
     bool waited;               /* a thread waits for it (crd__engine_call/await) */
     atomic_int fin;            /* the waiting thread's wake-up word (a futex): 0 while it
                                   waits, 1 done (the thread takes it without the engine's
-                                  mutex; the engine no longer touches it), 2 look (it was
-                                  told early: decided under the mutex) */
+                                  mutex; the engine no longer touches it but to wake it),
+                                  2 look (it was told early: decided under the mutex) */
+    atomic_int refs;           /* 1, and 1 more while a wake-up of its word is on its way:
+                                  crd__req_free frees it when the last one lets go */
     bool notified;             /* its caller was told early (deadline, unhealthy link) */
     bool lent;                 /* on a link lent to its waiting thread (the direct path) */
     bool caller_left;          /* a waited-for request's caller left wait_for without it: the
