@@ -334,7 +334,8 @@ static void complete(crd__engine *e, crd__req *rq)
     if (rq->waited && !rq->caller_left) {
         /* Its caller waits, or has yet to (a hand-off's waiter): wait_for takes it from
          * here, also when it was told early and is woken but not yet running. Not told
-         * early, it is the caller's from now on: nothing here touches it again. */
+         * early, it is the caller's from now on: only the wake-up (its own reference)
+         * touches it again. */
         wake_caller(e, rq, rq->abandoned ? 2 : 1);
         return;
     }
