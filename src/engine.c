@@ -1204,8 +1204,9 @@ static crd_status wait_for(crd_client *c, crd__engine *e, crd__req *rq, redisRep
     }
     /* Written, no reply yet: the engine keeps it in line; its late reply goes to on_late.
      * The caller hears CRD_IO: the server did not answer in time. Traced from a copy (the
-     * I/O thread owns rq once the mutex is released). */
-    crd__req copy = *rq;
+     * I/O thread owns rq once the mutex is released). Only what trace() reads is copied:
+     * rq's words (refs, fin) belong to a wake-up that may still be on its way. */
+    crd__req copy = {.len = rq->len, .nreply = rq->nreply};
     copy.buf = c->opts.on_trace != NULL ? malloc(rq->len) : NULL;
     if (copy.buf != NULL)
         memcpy(copy.buf, rq->buf, rq->len);
