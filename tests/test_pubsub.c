@@ -2,8 +2,9 @@
  * test_pubsub.c -- waiting without polling: a blocked waiter sends the same small
  * number of commands whether the holder keeps the lock 0.3 s or 3 s; it wakes within
  * milliseconds of the release (latency printed); it survives its subscriber connection
- * being killed; local waiters share one subscription and hand the lock on; and no
- * channel stays subscribed after any test (PUBSUB CHANNELS is empty).
+ * being killed; local waiters share one subscription and hand the lock on; two lone
+ * waiters of one client on two names each wake on their own release only; and no channel
+ * stays subscribed after any test (PUBSUB CHANNELS is empty).
  *
  * This executable runs its tests one at a time (tests/CMakeLists.txt), so server-wide
  * numbers (INFO commandstats, PUBSUB CHANNELS, CLIENT KILL TYPE pubsub) are this
@@ -285,6 +286,79 @@ Test(pubsub, local_waiters_share_one_subscription_and_hand_the_lock_on, .timeout
                  "the subscription was handed on, not renewed");
     cr_assert_lt(last - t0, 3000, "the hand-off chain took %" PRId64 " ms", last - t0);
     cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", f.key), 0);
+    crdt_fixture_close(&f);
+    crdt_tracelog_free(tl);
+    cr_assert(crdt_pubsub_channels_empty(NULL), "PUBSUB CHANNELS is not empty");
+}
+
+struct two_blocked_pred {
+    crd_client *client;
+    redisContext *r;
+    const char *ch[2];
+};
+
+static bool two_blocked_fn(void *arg)
+{
+    struct two_blocked_pred *p = arg;
+    crd_metrics m;
+    crd_client_metrics(p->client, &m, sizeof m);
+    return m.waiting_now == 2 && crdt_numsub(p->r, p->ch[0]) >= 1 &&
+           crdt_numsub(p->r, p->ch[1]) >= 1;
+}
+
+/* Two lone waiters of one client on two names, each with its next attempt prepared on a
+ * spare connection and lent to the subscriber thread (acquire.c, lend_attempt): with the
+ * default pool of two connections both may be lent at once. Each wakes promptly on its
+ * own release and only on it. Which waiter came first, and which name is released
+ * first, change from round to round. */
+Test(pubsub, two_lone_waiters_of_one_client_on_two_names_each_wake_on_their_own_release,
+     .timeout = 120)
+{
+    enum { ROUNDS = 12 };
+    crdt_fixture f;
+    crdt_tracelog *tl = open_traced_b(&f, "X");
+    const char *ykey = crdt_key("Y");
+    crd_lock *ya = crdt_lock(f.a, ykey), *yb = crdt_lock(f.b, ykey);
+    char ych[400];
+    snprintf(ych, sizeof ych, "redisson_lock__channel:{%s}", ykey);
+    crd_lock *held[2] = {f.la, ya}, *waited[2] = {f.lb, yb};
+    struct two_blocked_pred bp = {f.b, f.r, {f.channel, ych}};
+    int64_t worst = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < 2; i++)
+            cr_assert_eq(crd_lock_acquire(held[i], 0, CRD_LEASE_WATCHDOG), CRD_OK);
+        crdt_waiter w[2];
+        int first = round % 2, freed = (round / 2) % 2;
+        for (int k = 0; k < 2; k++) {
+            int i = (first + k) % 2;
+            w[i] = (crdt_waiter){.lock = waited[i], .wait_ms = 20000, .lease_ms = 30000};
+            crdt_waiter_start(&w[i]);
+        }
+        cr_assert(crdt_wait_until(two_blocked_fn, &bp, 5000), "round %d: the waiters never "
+                  "blocked", round);
+        for (int k = 0; k < 2; k++) {
+            int i = (freed + k) % 2;
+            int64_t t0 = crdt_now_ms();
+            cr_assert_eq(crd_lock_release(held[i]), CRD_OK);
+            cr_assert(crdt_waiter_wait(&w[i], CRDT_WAITER_RETURNED, 20000));
+            cr_assert_eq(w[i].acquire_st, CRD_OK, "round %d, name %d: %s", round, i,
+                         crd_strerror(w[i].acquire_st));
+            int64_t took = w[i].t_acq_ms - t0;
+            worst = took > worst ? took : worst;
+            if (k == 0)
+                cr_assert_eq(crdt_gate_value(&w[1 - i].state), CRDT_WAITER_STARTED,
+                             "round %d: the other waiter returned on a message not its own",
+                             round);
+        }
+        for (int i = 0; i < 2; i++)
+            crdt_waiter_join(&w[i], 30000, NULL);
+    }
+    fprintf(stderr, "[pubsub] two waiters on two names, %d rounds: the slowest woke %" PRId64
+                    " ms after its release\n", ROUNDS, worst);
+    cr_assert_lt(worst, crdt_scaled_ms(500), "a waiter took %" PRId64 " ms to notice its release",
+                 worst);
+    crd_lock_free(ya);
+    crd_lock_free(yb);
     crdt_fixture_close(&f);
     crdt_tracelog_free(tl);
     cr_assert(crdt_pubsub_channels_empty(NULL), "PUBSUB CHANNELS is not empty");
