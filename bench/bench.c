@@ -209,7 +209,8 @@ static void fail_check(result *r, const char *what, double n)
 
 /* ---- lock-script and pub/sub floor -------------------------------------------------------- */
 
-static char ACQ_SHA[64], PUB_SHA[64];
+static char ACQ_SHA[64], PUB_SHA[64], REL_SHA[64];
+static bool load_release_script(void);
 static long FLOOR_KEYS;
 
 static char *read_file(const char *path)
@@ -272,6 +273,37 @@ static double script_rtt_once(redisContext *c)
         exit(2);
     }
     freeReplyObject(r);
+    return (double)(t1 - t0);
+}
+
+/* The raw pair (µs): credisson's acquire script and Redisson's unlock script
+ * (lua/rlock_unlock.lua, publish and unlock latch included) on one fresh key, back to back
+ * with raw hiredis: the server work of an uncontended acquire+release pair, no library
+ * around it. NAN without the unlock script. */
+static double raw_pair_once(redisContext *c)
+{
+    if (!load_release_script())
+        return NAN;
+    char k[96], ch[128], latch[160];
+    long id = FLOOR_KEYS++;
+    snprintf(k, sizeof k, "crdbench:%s:floor:%ld", RUN_ID, id);
+    snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", k);
+    snprintf(latch, sizeof latch, "redisson_unlock_latch:{%s}:%ld", k, id);
+    const char *owner = "00000000-0000-4000-8000-000000000000:1";
+    const char *acq[6] = {"EVALSHA", ACQ_SHA, "1", k, "10000", owner};
+    const char *rel[11] = {"EVALSHA", REL_SHA, "3", k, ch, latch, "0", "10000", owner,
+                           "PUBLISH", "7000"};
+    int64_t t0 = bn_now_us();
+    redisReply *a = bn_cmd(c, 6, acq);
+    redisReply *r = bn_cmd(c, 11, rel);
+    int64_t t1 = bn_now_us();
+    bool ok = a->type == REDIS_REPLY_NIL && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(a);
+    freeReplyObject(r);
+    if (!ok) {
+        fprintf(stderr, "credisson-bench: the raw pair did not acquire and release a fresh key\n");
+        exit(2);
+    }
     return (double)(t1 - t0);
 }
 
@@ -601,7 +633,7 @@ static void unc_credisson(int rep)
     crd_lock_acquire(l, -1, CRD_LEASE_WATCHDOG); /* warm-up: connection, scripts, threads */
     crd_lock_release(l);
     redisContext *fc = bn_connect(&EP);
-    bn_vec pairs = {0}, floor = {0};
+    bn_vec pairs = {0}, floor = {0}, raw = {0};
     int64_t cpu = 0, fcpu = 0;
     long long cmds = 0;
     long n = 0;
@@ -610,6 +642,11 @@ static void unc_credisson(int rep)
         for (int i = 0; i < P.unc_per_block; i++)
             bn_vec_push(&floor, script_rtt_once(fc));
         fcpu += bn_cpu_us() - f0;
+        for (int i = 0; i < P.unc_per_block / 2; i++) {
+            double v = raw_pair_once(fc);
+            if (!isnan(v))
+                bn_vec_push(&raw, v);
+        }
         bn_cmdstats s0 = bn_cmdstats_get(ADMIN);
         int64_t c0 = bn_cpu_us();
         for (int i = 0; i < P.unc_per_block; i++) {
@@ -640,6 +677,10 @@ static void unc_credisson(int rep)
     }
     double p50 = put_uncontended(r, &pairs, &floor, (double)cpu, (double)cmds, n);
     put(r, "raw_client_cpu_us_per_script_rtt", (double)fcpu / (double)(P.unc_blocks * P.unc_per_block));
+    if (raw.n > 0) {
+        put(r, "raw_pair_us_p50", bn_quantile(&raw, 0.5));
+        put(r, "ratio_to_raw_pair", p50 / bn_quantile(&raw, 0.5));
+    }
     unc_c_pair_p50 = p50;
     unc_c_done = true;
     redisFree(fc);
@@ -647,6 +688,7 @@ static void unc_credisson(int rep)
     crd_client_free(c);
     bn_vec_free(&pairs);
     bn_vec_free(&floor);
+    bn_vec_free(&raw);
 }
 
 static void unc_node(int rep)
@@ -1191,7 +1233,6 @@ static void sc_loop(int rep, const char *scenario, int n)
 #define CAP_OWNER "00000000-0000-4000-8000-000000000000:1"
 #define CAP_CHUNK 20000
 
-static char REL_SHA[64];
 static bool cap_noted;
 
 /* Connections the server has open now (CLIENT LIST lines), the bench's own included. */
