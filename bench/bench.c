@@ -209,6 +209,9 @@ static void fail_check(result *r, const char *what, double n)
 
 /* ---- lock-script and pub/sub floor -------------------------------------------------------- */
 
+/* The owner field of the raw scripts (floor, raw pair, capacity). */
+#define CAP_OWNER "00000000-0000-4000-8000-000000000000:1"
+
 static char ACQ_SHA[64], PUB_SHA[64], REL_SHA[64];
 static bool load_release_script(void);
 static long FLOOR_KEYS;
@@ -263,8 +266,7 @@ static double script_rtt_once(redisContext *c)
 {
     char k[96];
     snprintf(k, sizeof k, "crdbench:%s:floor:%ld", RUN_ID, FLOOR_KEYS++);
-    const char *argv[6] = {"EVALSHA", ACQ_SHA, "1", k, "10000",
-                           "00000000-0000-4000-8000-000000000000:1"};
+    const char *argv[6] = {"EVALSHA", ACQ_SHA, "1", k, "10000", CAP_OWNER};
     int64_t t0 = bn_now_us();
     redisReply *r = bn_cmd(c, 6, argv);
     int64_t t1 = bn_now_us();
@@ -289,9 +291,8 @@ static double raw_pair_once(redisContext *c)
     snprintf(k, sizeof k, "crdbench:%s:floor:%ld", RUN_ID, id);
     snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", k);
     snprintf(latch, sizeof latch, "redisson_unlock_latch:{%s}:%ld", k, id);
-    const char *owner = "00000000-0000-4000-8000-000000000000:1";
-    const char *acq[6] = {"EVALSHA", ACQ_SHA, "1", k, "10000", owner};
-    const char *rel[11] = {"EVALSHA", REL_SHA, "3", k, ch, latch, "0", "10000", owner,
+    const char *acq[6] = {"EVALSHA", ACQ_SHA, "1", k, "10000", CAP_OWNER};
+    const char *rel[11] = {"EVALSHA", REL_SHA, "3", k, ch, latch, "0", "10000", CAP_OWNER,
                            "PUBLISH", "7000"};
     int64_t t0 = bn_now_us();
     redisReply *a = bn_cmd(c, 6, acq);
@@ -1230,7 +1231,6 @@ static void sc_loop(int rep, const char *scenario, int n)
 /* ---- many-names: distinct names against the server's capacity ------------------------------- */
 
 #define MANY_NAMES 64
-#define CAP_OWNER "00000000-0000-4000-8000-000000000000:1"
 #define CAP_CHUNK 20000
 
 static bool cap_noted;
