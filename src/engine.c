@@ -48,6 +48,9 @@ enum { RQ_NEW, RQ_QUEUED, RQ_INFLIGHT, RQ_DONE };
 #define WAKES_MAX 128    /* wake-ups the I/O thread holds back per pass */
 
 static __thread bool on_io_thread;
+/* The engine whose submissions this thread holds back (crd__engine_cork), and how deep. */
+static __thread struct crd__engine *corked;
+static __thread int cork_depth;
 
 struct crd__pool {
     crd_client *c;
@@ -78,6 +81,9 @@ typedef struct crd__engine {
     struct pollfd *pfds;
     crd__link **plinks;
     size_t pcap;
+    size_t npoll;       /* entries of pfds in the poll() under way (while polling) */
+    int64_t poll_until; /* when that poll() returns by itself (0: never) */
+    bool held_back;     /* a corked submission queued without waking the thread */
     crd__req *done_head, *done_tail; /* completions to run outside the mutex */
     crd__req *wakes[WAKES_MAX]; /* the I/O thread's wake-ups of waiting threads, made
                                    after it lets go of mu (a woken thread that ran while
@@ -1021,6 +1027,8 @@ static void *io_main(void *arg)
         }
         e->polling = true;
         e->kicked = false;
+        e->npoll = n;
+        e->poll_until = timeout < 0 ? 0 : crd__now_ms() + timeout;
         unlock_and_wake(e);
         int rc = poll(e->pfds, n, timeout);
         pthread_mutex_lock(&e->mu);
@@ -1106,11 +1114,114 @@ crd_status crd__engine_submit(crd_client *c, crd__req *rq)
 {
     crd__engine *e = engine_of(c);
     pthread_mutex_lock(&e->mu);
-    crd_status st = queue(c, e, rq);
+    crd_status st;
+    if (corked == e && e->started && !e->stopping) {
+        bool was = e->kicked;
+        e->kicked = true; /* queue's wake-up is held back until crd__engine_uncork */
+        st = queue(c, e, rq);
+        e->kicked = was;
+        e->held_back = true;
+    } else {
+        st = queue(c, e, rq);
+    }
     pthread_mutex_unlock(&e->mu);
     if (st != CRD_OK)
         crd__req_free(rq);
     return st;
+}
+
+/* ---- corked submissions (the event loop's dispatch pass) ------------------------------------ */
+
+/* Whether the poll() under way watches l for replies and returns by itself by due (e->mu
+ * held, e->polling). */
+static bool poll_covers(const crd__engine *e, const crd__link *l, int64_t due)
+{
+    if (e->poll_until == 0 || e->poll_until > due)
+        return false;
+    for (size_t i = 1; i < e->npoll; i++)
+        if (e->plinks[i] == l)
+            return (e->pfds[i].events & POLLIN) != 0;
+    return false; /* lent when the poll began: the thread does not watch it */
+}
+
+/* A link of p this thread may write while the I/O thread sleeps in poll(): the least busy
+ * plaintext one that is not lent (an idle one only if the server did not close it
+ * meanwhile), as dispatch_peer would pick; NULL when none. */
+static crd__link *writable_link(crd_client *c, crd__pool *p)
+{
+    crd__link *best = NULL;
+    for (int i = 0; i < p->nlinks; i++) {
+        crd__link *l = &p->links[i];
+        if (!l->borrowed && l->ssl == NULL && usable(c, p, l) &&
+            (best == NULL || l->inflight < best->inflight) &&
+            (l->inflight > 0 || crd__link_quiet(l)))
+            best = l;
+    }
+    return best;
+}
+
+/* Moves p's queued requests onto its links and writes them from this thread, in one
+ * non-blocking send per link (e->mu held, the I/O thread in poll()). True when the thread's
+ * poll() already covers them all: every byte out, each link watched for its replies, no
+ * deadline or health limit before the poll's own timeout. */
+static bool write_queued(crd_client *c, crd__engine *e, crd__pool *p)
+{
+    int64_t now = crd__now_ms(), due = INT64_MAX;
+    bool covered = true;
+    while (p->qhead != NULL) {
+        crd__req *rq = p->qhead;
+        crd__link *l = writable_link(c, p);
+        if (l == NULL || rq->deadline_ms <= now || (rq->want_gen != 0 && rq->want_gen != l->topo_gen))
+            return false; /* the thread's pass decides */
+        p->qhead = rq->next;
+        if (p->qhead == NULL)
+            p->qtail = NULL;
+        assign(e, l, rq, now);
+        covered = covered && rq->state == RQ_INFLIGHT; /* else its failure is to be run */
+        if (rq->deadline_ms < due)
+            due = rq->deadline_ms;
+    }
+    for (int i = 0; i < p->nlinks; i++) {
+        crd__link *l = &p->links[i];
+        if (l->borrowed || l->ssl != NULL || l->state != CRD__LINK_READY || l->inflight == 0)
+            continue;
+        bool got = false;
+        crd_status st = CRD_IO;
+        char why[300] = "";
+        if (l->woff < l->wlen && crd__link_io(l, 0, &got, &st, why, sizeof why) < 0) {
+            link_broke(c, e, p, l, st, why); /* its requests fail with it, as on the thread */
+            return false;
+        }
+        int64_t health = l->quiet_since + health_limit(c, l);
+        if (l->woff < l->wlen || !poll_covers(e, l, due < health ? due : health))
+            covered = false;
+    }
+    return covered;
+}
+
+void crd__engine_cork(crd_client *c)
+{
+    if (cork_depth++ == 0)
+        corked = engine_of(c);
+}
+
+void crd__engine_uncork(crd_client *c)
+{
+    if (--cork_depth > 0)
+        return;
+    corked = NULL;
+    crd__engine *e = engine_of(c);
+    pthread_mutex_lock(&e->mu);
+    if (e->held_back) {
+        e->held_back = false;
+        bool covered = e->polling && !e->kicked && !e->stopping;
+        for (crd__pool *p = e->peers; covered && p != NULL; p = p->next)
+            if (p->qhead != NULL)
+                covered = write_queued(c, e, p);
+        if (!covered)
+            wake(e);
+    }
+    pthread_mutex_unlock(&e->mu);
 }
 
 /* Removes rq from its peer's queue (it was never sent). */

@@ -113,6 +113,13 @@ void crd__engine_free(crd_client *c);
 /* Queues rq (its completion is on_done on the I/O thread). CRD_CLOSED when the client
  * is closing (rq is then freed). Any thread; never blocks on the network. */
 crd_status crd__engine_submit(crd_client *c, crd__req *rq);
+/* Holds back the I/O thread's wake-ups for what this thread submits (crd__engine_submit)
+ * until the matching crd__engine_uncork, which writes the lot from this thread in one send
+ * per link when the I/O thread sleeps in poll() (its poll then reads the replies), or
+ * wakes it. The event loop's dispatch pass: the operations it steps submit one command
+ * each, and go out together. Nests; never blocks on the network. */
+void crd__engine_cork(crd_client *c);
+void crd__engine_uncork(crd_client *c);
 /* Queues rq and waits for it until its deadline (when the peer has nothing queued and an
  * idle link, the calling thread writes rq and reads its reply itself on that link, lent
  * to it by the I/O thread: the direct path; the outcome rules are the same). On CRD_OK

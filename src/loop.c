@@ -728,6 +728,7 @@ int crd_loop_dispatch(crd_client *c)
     crd__loop *lp = c->loop;
     bool nested = lp->dispatching;
     lp->dispatching = true;
+    crd__engine_cork(c); /* the pass's commands go out together, from this thread */
     unsigned pass = ++lp->pass != 0 ? lp->pass : ++lp->pass;
     /* Operations started by callbacks join at the tail and are stepped in this pass. */
     crd_op *prev = NULL, *op = lp->head;
@@ -747,6 +748,7 @@ int crd_loop_dispatch(crd_client *c)
          * are left for the next pass, which the notice below asks for. */
         op = next;
     }
+    crd__engine_uncork(c);
     lp->dispatching = nested;
     if (!nested && lp->tail != NULL && lp->tail->pass != pass)
         crd__pubsub_loop_notify(c);
