@@ -13,6 +13,11 @@
  * run after the mutex is released. The next poll() timeout is the earliest of the
  * requests' deadlines and the links' health limits.
  *
+ * Corked submissions: what one event-loop dispatch pass submits is queued without waking
+ * the thread and, when the pass ends, written by the loop thread itself (one non-blocking
+ * send per plaintext link) if the thread sleeps in poll() and that poll already covers it;
+ * otherwise the thread is woken as usual (crd__engine_uncork).
+ *
  * The direct path: a waiting caller whose peer has nothing queued and an idle link runs
  * its round trip on that link itself (the link is lent: the I/O thread leaves it alone),
  * so an uncontended call wakes no other thread; the hand-off lends one to its waiter. On
@@ -1171,7 +1176,8 @@ static bool write_queued(crd_client *c, crd__engine *e, crd__pool *p)
     while (p->qhead != NULL) {
         crd__req *rq = p->qhead;
         crd__link *l = writable_link(c, p);
-        if (l == NULL || rq->deadline_ms <= now || (rq->want_gen != 0 && rq->want_gen != l->topo_gen))
+        if (l == NULL || rq->deadline_ms <= now ||
+            (rq->want_gen != 0 && rq->want_gen != l->topo_gen))
             return false; /* the thread's pass decides */
         p->qhead = rq->next;
         if (p->qhead == NULL)
@@ -1207,7 +1213,7 @@ void crd__engine_cork(crd_client *c)
 
 void crd__engine_uncork(crd_client *c)
 {
-    if (--cork_depth > 0)
+    if (cork_depth > 0 && --cork_depth > 0)
         return;
     corked = NULL;
     crd__engine *e = engine_of(c);
@@ -1755,6 +1761,9 @@ void crd__engine_after_fork_child(crd_client *c)
     crd__engine *e = engine_of(c);
     if (e == NULL)
         return;
+    /* A fork inside a dispatch callback: the child's passes start uncorked. */
+    corked = NULL;
+    cork_depth = 0;
     /* The parent's I/O thread does not exist here, nor do its waiting threads. The fork
      * prepare handler held e->mu, so no pass of that thread was under way: the links and
      * requests are consistent, and the child frees them. Closing the child's copy of a
@@ -1763,6 +1772,7 @@ void crd__engine_after_fork_child(crd_client *c)
     e->started = false;
     e->polling = false;
     e->kicked = false;
+    e->held_back = false;
     atomic_store(&e->callers, 0);
     for (int i = 0; i < e->nwakes; i++)
         crd__req_free(e->wakes[i]); /* the parent's held-back wake-ups: no thread here */

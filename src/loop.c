@@ -4,8 +4,9 @@
  *
  * A pending acquire is the acquire state machine (acquire.c) in non-blocking mode: its
  * TRY step puts the acquire on the engine and returns (state IO; the engine's completion
- * writes the loop fd), its SUBSCRIBE step does not wait for the confirmation, and where
- * the blocking driver sleeps on a condition variable
+ * writes the loop fd; what a pass submits goes out together when it ends, written by
+ * this thread when the I/O thread sleeps: crd__engine_cork), its SUBSCRIBE step does not
+ * wait for the confirmation, and where the blocking driver sleeps on a condition variable
  * (WAIT), the loop records the wake time and polls nothing: the subscriber thread makes
  * the client's eventfd readable when a message or a subscription confirmation arrives
  * for a subscription that loop operations watch (pubsub.c), and dispatch then takes the
