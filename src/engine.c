@@ -1151,18 +1151,23 @@ static bool poll_covers(const crd__engine *e, const crd__link *l, int64_t due)
 
 /* A link of p this thread may write while the I/O thread sleeps in poll(): the least busy
  * plaintext one that is not lent (an idle one only if the server did not close it
- * meanwhile), as dispatch_peer would pick; NULL when none. */
+ * meanwhile), as dispatch_peer would pick; NULL when none, or when dispatch_peer would
+ * open another link instead (all busy, a free slot, no connect under way). */
 static crd__link *writable_link(crd_client *c, crd__pool *p)
 {
     crd__link *best = NULL;
+    bool spare = false;
     for (int i = 0; i < p->nlinks; i++) {
         crd__link *l = &p->links[i];
+        if (l->state != CRD__LINK_READY && l->state != CRD__LINK_CLOSED)
+            return NULL; /* a connect under way: the thread's */
+        spare = spare || l->state == CRD__LINK_CLOSED;
         if (!l->borrowed && l->ssl == NULL && usable(c, p, l) &&
             (best == NULL || l->inflight < best->inflight) &&
             (l->inflight > 0 || crd__link_quiet(l)))
             best = l;
     }
-    return best;
+    return best != NULL && best->inflight > 0 && spare ? NULL : best;
 }
 
 /* Moves p's queued requests onto its links and writes them from this thread, in one
