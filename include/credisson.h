@@ -929,8 +929,10 @@ CRD_API crd_status crd_lock_token(crd_lock *lock, int64_t *token);
  * client must come from one thread at a time (the loop's); callbacks run on that thread,
  * inside crd_loop_dispatch(). The blocking API may be used on the same client from other
  * threads meanwhile. A dispatch never waits on the network: an acquire's attempt, a
- * release and an extend are handed to the client's I/O thread, and their completion
- * makes crd_loop_fd() readable. On a cluster, with Sentinel, with replica sync on, or
+ * release and an extend go out when the dispatch's pass ends, together (written by the
+ * dispatch itself, one non-blocking send per plaintext connection, while the client's
+ * I/O thread is idle; otherwise handed to that thread), the I/O thread reads their
+ * replies, and their completion makes crd_loop_fd() readable. On a cluster, with Sentinel, with replica sync on, or
  * when a lost reply must be read back, a step is more than one command (redirects, the
  * primary's address, WAIT, the read-back): it runs on one of the client's helper threads
  * (started on first need, at most 16, until the client is freed), bounded by its
