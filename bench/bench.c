@@ -173,6 +173,14 @@ typedef struct result {
 static result RESULTS[2 * NSCEN];
 static int NRESULTS;
 
+/* The most CPU time the hypervisor took from this machine in one repetition of one
+ * scenario (bench/README.md, "Steal"), and where; above STEAL_NOTE the run says so. */
+#define STEAL_NOTE 0.05
+#define STEAL_MIN_TICKS 200
+static double STEAL_MAX;
+static const char *STEAL_WHERE = "";
+static int STEAL_REP;
+
 static result *res(const char *scenario, const char *impl)
 {
     for (int i = 0; i < NRESULTS; i++)
@@ -1192,12 +1200,15 @@ typedef struct side {
     int n, nnames;
     long errors;
     double value;
+    double steal; /* the share of the machine's CPU time stolen while it ran */
 } side;
 
 static void side_run(side *s)
 {
     crd_client *c = s->c != NULL ? s->c : new_client(s->own_threads);
+    bn_ticks k0 = bn_ticks_now();
     s->value = s->rate(c, s->name, s->n, s->nnames, &s->errors);
+    s->steal = bn_steal_share(k0, bn_ticks_now());
     if (c != s->c)
         crd_client_free(c);
 }
@@ -1224,6 +1235,8 @@ static void sc_loop(int rep, const char *scenario, int n)
     put(r, "loop_over_threads", lp.value / bl.value);
     put(r, "loop_threads_used", 1);
     put(r, "blocking_threads_used", n);
+    put(r, "loop_steal_share", lp.steal);
+    put(r, "threads_steal_share", bl.steal);
     if (lp.errors + bl.errors > 0)
         fail_check(r, "errors", (double)(lp.errors + bl.errors));
 }
@@ -1318,6 +1331,7 @@ static long cap_keys(const char *prefix, long from, long to, bool count)
 
 typedef struct capacity {
     double acq_rps, rel_rps, pairs_per_s, rel_full_fraction;
+    double steal; /* the share of the machine's CPU time stolen during the two runs */
 } capacity;
 
 /* The server's capacity for credisson's own two scripts, from redis-benchmark -P 16 on
@@ -1341,7 +1355,7 @@ static bool load_release_script(void)
 
 static capacity measure_capacity(int rep)
 {
-    capacity cp = {NAN, NAN, NAN, NAN};
+    capacity cp = {NAN, NAN, NAN, NAN, 0};
     load_release_script();
     char akey[128], rprefix[128], rkey[160], chan[128], latch[160];
     snprintf(akey, sizeof akey, "crdbench:%s:cap:%d:a:__rand_int__", RUN_ID, rep);
@@ -1353,7 +1367,9 @@ static capacity measure_capacity(int rep)
     const char *acq[6] = {"EVALSHA", ACQ_SHA, "1", akey, "10000", CAP_OWNER};
     const char *rel[11] = {"EVALSHA", REL_SHA, "3", rkey, chan, latch,
                            "0",       "10000", CAP_OWNER, "PUBLISH", "7000"};
+    bn_ticks k0 = bn_ticks_now();
     cp.acq_rps = rb_rps(P.cap_acq_n, 100000000, 6, acq);
+    bn_ticks k1 = bn_ticks_now();
     if (isnan(cp.acq_rps) || REL_SHA[0] == '\0') {
         if (!cap_noted)
             fprintf(stderr, "credisson-bench: NOTE: many-names: no capacity figure (%s or "
@@ -1364,7 +1380,12 @@ static capacity measure_capacity(int rep)
     }
     long held = 8 * P.cap_rel_n;
     cap_keys(rprefix, 0, held, false);
+    bn_ticks k2 = bn_ticks_now();
     cp.rel_rps = rb_rps(P.cap_rel_n, held, 11, rel);
+    bn_ticks k3 = bn_ticks_now();
+    k3.total += k1.total - k2.total; /* the two runs' ticks together, the filling between */
+    k3.steal += k1.steal - k2.steal; /* them left out */
+    cp.steal = bn_steal_share(k0, k3);
     long left = cap_keys(rprefix, 0, held, true);
     cp.rel_full_fraction = (double)(held - left) / (double)P.cap_rel_n;
     cp.pairs_per_s = 1.0 / (1.0 / cp.acq_rps + 1.0 / cp.rel_rps);
@@ -1379,19 +1400,23 @@ static void sc_many_names(int rep, const char *scenario)
     char tname[128], lname[128];
     mkname(tname, sizeof tname, scenario, rep, "threads");
     mkname(lname, sizeof lname, scenario, rep, "loop");
-    capacity cp = {NAN, NAN, NAN, NAN};
+    capacity cp = {NAN, NAN, NAN, NAN, 0};
     if (rep % 2 == 0)
         cp = measure_capacity(rep);
     long base = server_conns(), te = 0, le = 0;
     crd_metrics mt, ml;
     crd_client *c = new_client(0);
+    bn_ticks k0 = bn_ticks_now();
     double tr = blocking_rate_on(c, tname, MANY_NAMES, MANY_NAMES, &te);
+    bn_ticks k1 = bn_ticks_now();
     long tconns = server_conns() - base;
     crd_client_metrics(c, &mt, sizeof mt);
     crd_client_free(c);
     conns_settle(base);
     c = new_client(0);
+    bn_ticks k2 = bn_ticks_now();
     double lr = loop_rate_on(c, lname, MANY_NAMES, MANY_NAMES, &le);
+    bn_ticks k3 = bn_ticks_now();
     long lconns = server_conns() - base;
     crd_client_metrics(c, &ml, sizeof ml);
     crd_client_free(c);
@@ -1411,6 +1436,9 @@ static void sc_many_names(int rep, const char *scenario)
     put(r, "threads_connects", (double)mt.connects);
     put(r, "loop_connections", (double)lconns);
     put(r, "loop_connects", (double)ml.connects);
+    put(r, "threads_steal_share", bn_steal_share(k0, k1));
+    put(r, "loop_steal_share", bn_steal_share(k2, k3));
+    put(r, "capacity_steal_share", cp.steal);
     if (te + le > 0)
         fail_check(r, "errors", (double)(te + le));
 }
@@ -2247,7 +2275,12 @@ static void print_json(const result *r)
         json_num(mn);
         printf(", \"max\": ");
         json_num(mx);
-        printf("}");
+        printf(", \"values\": [");
+        for (size_t k = 0; k < r->vals[i].n; k++) {
+            printf("%s", k ? ", " : "");
+            json_num(r->vals[i].v[k]);
+        }
+        printf("]}");
     }
     printf("}, \"ok\": %s}\n", r->failed ? "false" : "true");
     fflush(stdout);
@@ -2482,6 +2515,7 @@ int main(int argc, char **argv)
             const char *s = ALL_SCENARIOS[k];
             int64_t t0 = bn_now_us();
             clean_server();
+            bn_ticks k0 = bn_ticks_now();
             if (strcmp(s, "floor") == 0)
                 sc_floor();
             else if (strcmp(s, "uncontended") == 0)
@@ -2516,11 +2550,29 @@ int main(int argc, char **argv)
                 sc_watchdog(rep, s, 10000, 1500);
             else if (strcmp(s, "watchdog-100k") == 0)
                 sc_watchdog(rep, s, 100000, 9000);
-            fprintf(stderr, "credisson-bench: rep %d/%d %-14s %.1f s\n", rep + 1, P.reps, s,
-                    (double)(bn_now_us() - t0) / 1e6);
+            bn_ticks k1 = bn_ticks_now();
+            double stolen = bn_steal_share(k0, k1);
+            result *sr = find_res(s, "credisson");
+            if (sr != NULL)
+                put(sr, "steal_share", stolen);
+            /* A short repetition's share is a few 10 ms ticks: noted from 2 s of CPU time. */
+            if (k1.total - k0.total >= STEAL_MIN_TICKS && stolen > STEAL_MAX) {
+                STEAL_MAX = stolen;
+                STEAL_WHERE = s;
+                STEAL_REP = rep;
+            }
+            fprintf(stderr, "credisson-bench: rep %d/%d %-14s %.1f s, %.1f %% stolen\n", rep + 1,
+                    P.reps, s, (double)(bn_now_us() - t0) / 1e6, 100.0 * stolen);
         }
     }
     clean_server();
+    if (STEAL_MAX > STEAL_NOTE)
+        fprintf(stderr, "credisson-bench: NOTE: the hypervisor took %.0f %% of this machine's CPU "
+                        "time during %s (repetition %d; steal, /proc/stat): figures taken under "
+                        "steal are slower, and a ratio between two phases is skewed when one "
+                        "of them was stolen from more (each side's steal_share says); compare "
+                        "runs at like steal (bench/README.md, \"Steal\")\n",
+                100.0 * STEAL_MAX, STEAL_WHERE, STEAL_REP + 1);
     if (P.json) {
         for (size_t s = 0; s < NSCEN; s++) {
             result *c = find_res(ALL_SCENARIOS[s], "credisson");

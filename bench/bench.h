@@ -61,6 +61,15 @@ bn_cmdstats bn_cmdstats_get(redisContext *c);
 /* CPU time of this process (all threads) in microseconds. */
 int64_t bn_cpu_us(void);
 
+/* The machine's CPU time so far (/proc/stat's "cpu" line, in clock ticks): all of it, and
+ * what the hypervisor took for other guests (steal). Both 0 where /proc/stat is missing. */
+typedef struct bn_ticks {
+    long long total, steal;
+} bn_ticks;
+bn_ticks bn_ticks_now(void);
+/* The share of the machine's CPU time between a and b that was stolen (0 without data). */
+double bn_steal_share(bn_ticks a, bn_ticks b);
+
 /* A child process with pipes on its stdin and stdout. */
 typedef struct bn_child {
     pid_t pid;

@@ -159,6 +159,31 @@ int64_t bn_cpu_us(void)
            (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
 }
 
+bn_ticks bn_ticks_now(void)
+{
+    bn_ticks t = {0, 0};
+    FILE *f = fopen("/proc/stat", "r");
+    if (f == NULL)
+        return t;
+    /* cpu user nice system idle iowait irq softirq steal guest guest_nice (guest time is
+     * inside user already) */
+    long long v[8];
+    if (fscanf(f, "cpu %lld %lld %lld %lld %lld %lld %lld %lld", &v[0], &v[1], &v[2], &v[3],
+               &v[4], &v[5], &v[6], &v[7]) == 8) {
+        for (int i = 0; i < 8; i++)
+            t.total += v[i];
+        t.steal = v[7];
+    }
+    fclose(f);
+    return t;
+}
+
+double bn_steal_share(bn_ticks a, bn_ticks b)
+{
+    long long total = b.total - a.total;
+    return total > 0 ? (double)(b.steal - a.steal) / (double)total : 0.0;
+}
+
 bool bn_spawn(bn_child *ch, char *const argv[], char *const env_add[])
 {
     int in[2], out[2];
