@@ -1233,10 +1233,10 @@ static void sc_loop(int rep, const char *scenario, int n)
     put(r, "loop_acq_per_s", lp.value);
     put(r, "threads_acq_per_s", bl.value);
     put(r, "loop_over_threads", lp.value / bl.value);
-    put(r, "loop_threads_used", 1);
-    put(r, "blocking_threads_used", n);
     put(r, "loop_steal_share", lp.steal);
     put(r, "threads_steal_share", bl.steal);
+    put(r, "loop_threads_used", 1);
+    put(r, "blocking_threads_used", n);
     if (lp.errors + bl.errors > 0)
         fail_check(r, "errors", (double)(lp.errors + bl.errors));
 }
@@ -1392,6 +1392,31 @@ static capacity measure_capacity(int rep)
     return cp;
 }
 
+/* One side of many-names on a fresh client: its pairs per second, the connections the
+ * server saw it open (over base), its own connect count and the share of the machine's
+ * CPU time stolen while it ran; the client is freed and its connections closed after. */
+typedef struct names_side {
+    double rate, steal;
+    long conns, errors;
+    crd_metrics m;
+} names_side;
+
+static names_side many_names_side(double (*rate)(crd_client *, const char *, int, int, long *),
+                                  const char *name, long base)
+{
+    names_side s;
+    memset(&s, 0, sizeof s);
+    crd_client *c = new_client(0);
+    bn_ticks k0 = bn_ticks_now();
+    s.rate = rate(c, name, MANY_NAMES, MANY_NAMES, &s.errors);
+    s.steal = bn_steal_share(k0, bn_ticks_now());
+    s.conns = server_conns() - base;
+    crd_client_metrics(c, &s.m, sizeof s.m);
+    crd_client_free(c);
+    conns_settle(base);
+    return s;
+}
+
 /* 64 threads of one client, each on its own name, then one loop thread with 64 chains on
  * 64 names (a fresh client each), against the server's capacity measured around them
  * (before them in even repetitions, after them in odd ones). */
@@ -1403,44 +1428,29 @@ static void sc_many_names(int rep, const char *scenario)
     capacity cp = {NAN, NAN, NAN, NAN, 0};
     if (rep % 2 == 0)
         cp = measure_capacity(rep);
-    long base = server_conns(), te = 0, le = 0;
-    crd_metrics mt, ml;
-    crd_client *c = new_client(0);
-    bn_ticks k0 = bn_ticks_now();
-    double tr = blocking_rate_on(c, tname, MANY_NAMES, MANY_NAMES, &te);
-    bn_ticks k1 = bn_ticks_now();
-    long tconns = server_conns() - base;
-    crd_client_metrics(c, &mt, sizeof mt);
-    crd_client_free(c);
-    conns_settle(base);
-    c = new_client(0);
-    bn_ticks k2 = bn_ticks_now();
-    double lr = loop_rate_on(c, lname, MANY_NAMES, MANY_NAMES, &le);
-    bn_ticks k3 = bn_ticks_now();
-    long lconns = server_conns() - base;
-    crd_client_metrics(c, &ml, sizeof ml);
-    crd_client_free(c);
-    conns_settle(base);
+    long base = server_conns();
+    names_side t = many_names_side(blocking_rate_on, tname, base);
+    names_side l = many_names_side(loop_rate_on, lname, base);
     if (rep % 2 != 0)
         cp = measure_capacity(rep);
     result *r = res(scenario, "credisson");
-    put(r, "threads_pairs_per_s", tr);
-    put(r, "loop_pairs_per_s", lr);
+    put(r, "threads_pairs_per_s", t.rate);
+    put(r, "loop_pairs_per_s", l.rate);
     put(r, "capacity_pairs_per_s", cp.pairs_per_s);
-    put(r, "threads_ratio_to_capacity", tr / cp.pairs_per_s);
-    put(r, "loop_ratio_to_capacity", lr / cp.pairs_per_s);
+    put(r, "threads_ratio_to_capacity", t.rate / cp.pairs_per_s);
+    put(r, "loop_ratio_to_capacity", l.rate / cp.pairs_per_s);
     put(r, "cap_acquire_rps", cp.acq_rps);
     put(r, "cap_release_rps", cp.rel_rps);
     put(r, "cap_release_hit_held_share", cp.rel_full_fraction);
-    put(r, "threads_connections", (double)tconns);
-    put(r, "threads_connects", (double)mt.connects);
-    put(r, "loop_connections", (double)lconns);
-    put(r, "loop_connects", (double)ml.connects);
-    put(r, "threads_steal_share", bn_steal_share(k0, k1));
-    put(r, "loop_steal_share", bn_steal_share(k2, k3));
+    put(r, "threads_connections", (double)t.conns);
+    put(r, "threads_connects", (double)t.m.connects);
+    put(r, "loop_connections", (double)l.conns);
+    put(r, "loop_connects", (double)l.m.connects);
+    put(r, "threads_steal_share", t.steal);
+    put(r, "loop_steal_share", l.steal);
     put(r, "capacity_steal_share", cp.steal);
-    if (te + le > 0)
-        fail_check(r, "errors", (double)(te + le));
+    if (t.errors + l.errors > 0)
+        fail_check(r, "errors", (double)(t.errors + l.errors));
 }
 
 /* ---- stall: the server stopped (SIGSTOP) under blocking and loop acquires ------------------- */
