@@ -10,7 +10,10 @@
  * the refreshed slot map names and its waiters are woken to re-check, exactly as after
  * a reconnect. Waiters take a reference on a per-channel entry;
  * the first reference makes the thread send SUBSCRIBE, the last one UNSUBSCRIBE, so all
- * local waiters of a lock share one subscription. Each entry has a permit counter and a
+ * local waiters of a lock share one subscription. After a hand-off (the thread sent its
+ * lone waiter's acquire) the last reference goes without waking the thread: it looks at
+ * the entry within HANDOFF_LOOK_MS on its own, so the acquire returns without a
+ * thread wake-up on its way out (bench/README.md, "The hand-off's way out"). Each entry has a permit counter and a
  * condition variable: a "0" message adds one permit and wakes one waiter, a "1" adds a
  * permit per waiter and wakes all (the lock rule; semaphore and latch channels have
  * their own, chosen by crd__sub_acquire_rule: CRD__WAKE_COUNT, CRD__WAKE_ALL). After a reconnect,
@@ -34,6 +37,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+/* After a hand-off the entry is looked at within this many ms unasked (its waiter's
+ * reference is dropped on the way out of the acquire, without waking this thread). */
+#define HANDOFF_LOOK_MS 2
+
 struct sublink;
 
 struct crd__sub {
@@ -54,6 +61,8 @@ struct crd__sub {
     bool recheck;      /* wake everyone once resubscribed (a message may be lost) */
     struct sublink *link; /* where it is subscribed or being subscribed (NULL: nowhere) */
     int64_t retry_at;  /* after a refused SUBSCRIBE: not again before this (monotonic ms) */
+    int64_t look_at;   /* after a hand-off: this thread looks at the entry by then unasked
+                          (monotonic ms; 0: not due) */
     pthread_cond_t cv;
     struct crd__sub *next;
 };
@@ -232,6 +241,10 @@ static int64_t sync_entries(crd_client *c, int64_t now)
     crd__sub **pp = &ps->subs;
     while (*pp != NULL) {
         crd__sub *s = *pp;
+        if (s->look_at != 0 && s->look_at <= now)
+            s->look_at = 0;
+        else if (s->look_at != 0 && s->look_at < next_retry)
+            next_retry = s->look_at;
         bool want = s->refs > 0 || s->watch_refs > 0;
         if (!s->inflight && want && !s->subscribed) {
             sublink *l = s->retry_at > now ? NULL : link_for(c, s);
@@ -300,8 +313,9 @@ static void subscribe_refused(crd_client *c, sublink *l, const redisReply *r)
 }
 
 /* A message on s's channel (ps->mu held): the hand-off's acquire goes out, or the waiters
- * its wake rule names are woken. True when a watched hold's channel spoke. */
-static bool on_message(crd_client *c, crd__sub *s, const redisReply *r)
+ * its wake rule names are woken. True when a watched hold's channel spoke. *handed: the
+ * hand-off's waiter is to be woken, by the caller once it has let go of ps->mu. */
+static bool on_message(crd_client *c, crd__sub *s, const redisReply *r, bool *handed)
 {
     crd__pubsub *ps = c->ps;
     /* A message that arrives while an UNSUBSCRIBE is in flight was published before any
@@ -310,22 +324,26 @@ static bool on_message(crd_client *c, crd__sub *s, const redisReply *r)
      * retry. */
     const redisReply *p = r->element[2];
     bool all = p->type == REDIS_REPLY_STRING && p->len == 1 && p->str[0] == '1';
-    bool handed = false;
+    *handed = false;
     if (live(s) && s->handoff != NULL && s->handoff->sent == 0) {
         /* The lone waiter's acquire goes out now; its wake-up overlaps the round trip. It
          * is the waiter this message wakes: no permit for another. */
         crd__handoff_send(c, s->handoff);
-        handed = true;
+        *handed = true;
+        /* Its waiter drops its reference as soon as the reply says it holds the lock:
+         * this thread then looks at the entry unasked (crd__sub_release), so that the
+         * waiter's wake-up of this thread is not on its way out of the acquire. */
+        s->look_at = crd__now_ms() + HANDOFF_LOOK_MS;
     }
-    if (live(s) && !handed && s->wake_rule == CRD__WAKE_COUNT) {
+    if (live(s) && !*handed && s->wake_rule == CRD__WAKE_COUNT) {
         wake_counted(ps, s, p->type == REDIS_REPLY_STRING ? p->str : "",
                      p->type == REDIS_REPLY_STRING ? p->len : 0);
-    } else if (live(s) && !handed && s->wake_rule == CRD__WAKE_ALL) {
+    } else if (live(s) && !*handed && s->wake_rule == CRD__WAKE_ALL) {
         wake(ps, s, true);
-    } else if (live(s) && (!handed || all)) {
+    } else if (live(s) && (!*handed || all)) {
         wake(ps, s, all);
-    } else if (handed) {
-        pthread_cond_broadcast(&s->cv);
+        *handed = false; /* woken here, with the others */
+    } else if (*handed) {
         notify_loop(ps, s);
     }
     if (s->watch_refs == 0 || !live(s))
@@ -357,12 +375,12 @@ static void handle_reply(crd_client *c, sublink *l, redisReply *r)
         size_t lens[2] = {strlen(word), ch->len};
         crd__trace(c, 2, argv, lens, r, NULL, true);
     }
-    bool moved = false, checks = false;
+    bool moved = false, checks = false, handed = false;
     pthread_mutex_lock(&ps->mu);
     crd__sub *s = find_on(ps, l, ch->str, ch->len);
     if (s != NULL) {
         if (message) {
-            checks = on_message(c, s, r);
+            checks = on_message(c, s, r, &handed);
         } else if (sub) {
             CRD__COUNT(c, subscribes);
             s->inflight = false;
@@ -393,6 +411,11 @@ static void handle_reply(crd_client *c, sublink *l, redisReply *r)
         }
     }
     pthread_mutex_unlock(&ps->mu);
+    /* The hand-off's waiter wakes to a free mutex (signalled under it, it woke only to
+     * sleep on it again until this thread let go). s lives on: entries are freed by this
+     * thread only (sync_entries), or after it ended. */
+    if (handed)
+        pthread_cond_broadcast(&s->cv);
     if (checks && c->on_watched_message != NULL)
         c->on_watched_message(c);
     if (moved) {
@@ -852,7 +875,11 @@ void crd__sub_release(crd_client *c, crd__sub *s)
     ps->total_refs--;
     if (s->refs == 0) {
         s->permits = 0;
-        poke(ps); /* under the mutex: crd__pubsub_stop may close the pipe once we leave */
+        /* Under the mutex: crd__pubsub_stop may close the pipe once we leave. Not when
+         * this thread will look anyway (after a hand-off; sync_entries runs at look_at
+         * or later, so it sees this release). */
+        if (crd__now_ms() >= s->look_at)
+            poke(ps);
     }
     if (ps->total_refs == 0)
         pthread_cond_broadcast(&ps->idle_cv);
