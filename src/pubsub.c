@@ -10,10 +10,7 @@
  * the refreshed slot map names and its waiters are woken to re-check, exactly as after
  * a reconnect. Waiters take a reference on a per-channel entry;
  * the first reference makes the thread send SUBSCRIBE, the last one UNSUBSCRIBE, so all
- * local waiters of a lock share one subscription. After a hand-off (the thread sent its
- * lone waiter's acquire) the last reference goes without waking the thread: it looks at
- * the entry within HANDOFF_LOOK_MS on its own, so the acquire returns without a
- * thread wake-up on its way out (bench/README.md, "The hand-off's way out"). Each entry has a permit counter and a
+ * local waiters of a lock share one subscription. Each entry has a permit counter and a
  * condition variable: a "0" message adds one permit and wakes one waiter, a "1" adds a
  * permit per waiter and wakes all (the lock rule; semaphore and latch channels have
  * their own, chosen by crd__sub_acquire_rule: CRD__WAKE_COUNT, CRD__WAKE_ALL). After a reconnect,
@@ -37,10 +34,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-/* After a hand-off the entry is looked at within this many ms unasked (its waiter's
- * reference is dropped on the way out of the acquire, without waking this thread). */
-#define HANDOFF_LOOK_MS 2
-
 struct sublink;
 
 struct crd__sub {
@@ -61,8 +54,6 @@ struct crd__sub {
     bool recheck;      /* wake everyone once resubscribed (a message may be lost) */
     struct sublink *link; /* where it is subscribed or being subscribed (NULL: nowhere) */
     int64_t retry_at;  /* after a refused SUBSCRIBE: not again before this (monotonic ms) */
-    int64_t look_at;   /* after a hand-off: this thread looks at the entry by then unasked
-                          (monotonic ms; 0: not due) */
     pthread_cond_t cv;
     struct crd__sub *next;
 };
@@ -241,10 +232,6 @@ static int64_t sync_entries(crd_client *c, int64_t now)
     crd__sub **pp = &ps->subs;
     while (*pp != NULL) {
         crd__sub *s = *pp;
-        if (s->look_at != 0 && s->look_at <= now)
-            s->look_at = 0;
-        else if (s->look_at != 0 && s->look_at < next_retry)
-            next_retry = s->look_at;
         bool want = s->refs > 0 || s->watch_refs > 0;
         if (!s->inflight && want && !s->subscribed) {
             sublink *l = s->retry_at > now ? NULL : link_for(c, s);
@@ -330,10 +317,6 @@ static bool on_message(crd_client *c, crd__sub *s, const redisReply *r, bool *ha
          * is the waiter this message wakes: no permit for another. */
         crd__handoff_send(c, s->handoff);
         *handed = true;
-        /* Its waiter drops its reference as soon as the reply says it holds the lock:
-         * this thread then looks at the entry unasked (crd__sub_release), so that the
-         * waiter's wake-up of this thread is not on its way out of the acquire. */
-        s->look_at = crd__now_ms() + HANDOFF_LOOK_MS;
     }
     if (live(s) && !*handed && s->wake_rule == CRD__WAKE_COUNT) {
         wake_counted(ps, s, p->type == REDIS_REPLY_STRING ? p->str : "",
@@ -875,11 +858,7 @@ void crd__sub_release(crd_client *c, crd__sub *s)
     ps->total_refs--;
     if (s->refs == 0) {
         s->permits = 0;
-        /* Under the mutex: crd__pubsub_stop may close the pipe once we leave. Not when
-         * this thread will look anyway (after a hand-off; sync_entries runs at look_at
-         * or later, so it sees this release). */
-        if (crd__now_ms() >= s->look_at)
-            poke(ps);
+        poke(ps); /* under the mutex: crd__pubsub_stop may close the pipe once we leave */
     }
     if (ps->total_refs == 0)
         pthread_cond_broadcast(&ps->idle_cv);
