@@ -10,7 +10,14 @@
  * the refreshed slot map names and its waiters are woken to re-check, exactly as after
  * a reconnect. Waiters take a reference on a per-channel entry;
  * the first reference makes the thread send SUBSCRIBE, the last one UNSUBSCRIBE, so all
- * local waiters of a lock share one subscription. Each entry has a permit counter and a
+ * local waiters of a lock share one subscription. After a hand-off (the thread sent its
+ * lone waiter's acquire) the last reference goes without waking the thread: the entry
+ * stays subscribed for HANDOFF_LOOK_MS and the thread looks at it then on its own, so
+ * the acquire returns without a thread wake-up on its way out (bench/README.md, "The
+ * hand-off's way out, kept"). A waiter that joins such a lingering entry would hear
+ * messages published before its own re-try: the entry turns stale (its messages wake
+ * nobody) and is subscribed afresh, UNSUBSCRIBE and SUBSCRIBE in one write, before it is
+ * live again. Each entry has a permit counter and a
  * condition variable: a "0" message adds one permit and wakes one waiter, a "1" adds a
  * permit per waiter and wakes all (the lock rule; semaphore and latch channels have
  * their own, chosen by crd__sub_acquire_rule: CRD__WAKE_COUNT, CRD__WAKE_ALL). After a reconnect,
@@ -34,6 +41,13 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+/* After a hand-off the entry stays subscribed this many ms with no reference, and is
+ * looked at then unasked: its waiter's reference is dropped on the way out of the
+ * acquire without waking this thread. Short: while it lingers, a release elsewhere still
+ * counts this connection among the receivers (release_defer_ms), and a waiter of this
+ * client that joins it pays for a fresh subscription (UNSUBSCRIBE and SUBSCRIBE). */
+#define HANDOFF_LOOK_MS 2
+
 struct sublink;
 
 struct crd__sub {
@@ -51,9 +65,14 @@ struct crd__sub {
     bool subscribed;   /* confirmed on its link's current connection */
     bool inflight;     /* (S)SUBSCRIBE or (S)UNSUBSCRIBE sent, confirmation pending */
     bool unsubscribing; /* the one in flight is an UNSUBSCRIBE: not live any more */
+    bool stale;        /* joined while lingering: what it hears is from before its waiter
+                          (not live until subscribed afresh) */
+    bool resubscribe;  /* the UNSUBSCRIBE in flight has a SUBSCRIBE behind it */
     bool recheck;      /* wake everyone once resubscribed (a message may be lost) */
     struct sublink *link; /* where it is subscribed or being subscribed (NULL: nowhere) */
     int64_t retry_at;  /* after a refused SUBSCRIBE: not again before this (monotonic ms) */
+    int64_t look_at;   /* after a hand-off: kept subscribed until then with no reference,
+                          then looked at unasked (monotonic ms; 0: not due) */
     pthread_cond_t cv;
     struct crd__sub *next;
 };
@@ -110,7 +129,7 @@ static crd__sub *find(crd__pubsub *ps, const char *ch, size_t len)
 }
 
 /* A message published now will reach this entry. */
-static bool live(const crd__sub *s) { return s->subscribed && !s->unsubscribing; }
+static bool live(const crd__sub *s) { return s->subscribed && !s->unsubscribing && !s->stale; }
 
 static void free_sub(crd__sub *s)
 {
@@ -232,8 +251,22 @@ static int64_t sync_entries(crd_client *c, int64_t now)
     crd__sub **pp = &ps->subs;
     while (*pp != NULL) {
         crd__sub *s = *pp;
+        if (s->look_at != 0 && s->look_at <= now)
+            s->look_at = 0;
+        else if (s->look_at != 0 && s->look_at < next_retry)
+            next_retry = s->look_at;
         bool want = s->refs > 0 || s->watch_refs > 0;
-        if (!s->inflight && want && !s->subscribed) {
+        if (!s->inflight && want && s->subscribed && s->stale) {
+            /* Subscribed afresh: what it hears after the new confirmation was published
+             * after its waiter joined. Both in one write; the gap between the two
+             * confirmations hears nothing. (Out of memory for the second: the SUBSCRIBE
+             * follows the confirmation, as for any entry nobody is subscribed for.) */
+            if (append(s->link, unsub_cmd, s)) {
+                s->inflight = true;
+                s->unsubscribing = true;
+                s->resubscribe = append(s->link, sub_cmd, s);
+            }
+        } else if (!s->inflight && want && !s->subscribed) {
             sublink *l = s->retry_at > now ? NULL : link_for(c, s);
             if (s->retry_at > now && s->retry_at < next_retry)
                 next_retry = s->retry_at;
@@ -243,13 +276,14 @@ static int64_t sync_entries(crd_client *c, int64_t now)
                 s->link = l;
                 s->inflight = true;
             }
-        } else if (!s->inflight && !want && s->subscribed) {
+        } else if (!s->inflight && !want && s->subscribed && s->look_at == 0) {
             if (!append(s->link, unsub_cmd, s)) {
                 pp = &s->next;
                 continue;
             }
             s->inflight = true;
             s->unsubscribing = true;
+            s->resubscribe = false;
         } else if (!s->inflight && !want && !s->subscribed) {
             *pp = s->next;
             free_sub(s);
@@ -317,6 +351,10 @@ static bool on_message(crd_client *c, crd__sub *s, const redisReply *r, bool *ha
          * is the waiter this message wakes: no permit for another. */
         crd__handoff_send(c, s->handoff);
         *handed = true;
+        /* Its waiter drops its reference as soon as the reply says it holds the lock:
+         * this thread then looks at the entry unasked (crd__sub_release), so that the
+         * waiter's wake-up of this thread is not on its way out of the acquire. */
+        s->look_at = crd__now_ms() + HANDOFF_LOOK_MS;
     }
     if (live(s) && !*handed && s->wake_rule == CRD__WAKE_COUNT) {
         wake_counted(ps, s, p->type == REDIS_REPLY_STRING ? p->str : "",
@@ -377,6 +415,13 @@ static void handle_reply(crd_client *c, sublink *l, redisReply *r)
                 pthread_cond_broadcast(&s->cv); /* waiters waiting for the confirmation */
                 notify_loop(ps, s);
             }
+        } else if (unsub && s->resubscribe && s->unsubscribing) {
+            /* The first half of a fresh subscription (a stale entry): the SUBSCRIBE
+             * behind it is in flight on the same link. */
+            s->unsubscribing = false;
+            s->resubscribe = false;
+            s->subscribed = false;
+            s->stale = false;
         } else if (unsub) {
             if (!s->unsubscribing && s->refs > 0) {
                 /* Pushed by the server: the channel's slot moved away from this node.
@@ -390,6 +435,7 @@ static void handle_reply(crd_client *c, sublink *l, redisReply *r)
             s->inflight = false;
             s->unsubscribing = false;
             s->subscribed = false;
+            s->stale = false;
             s->link = NULL;
         }
     }
@@ -421,6 +467,8 @@ static void lost_link(crd__pubsub *ps, sublink *l)
         s->subscribed = false;
         s->inflight = false;
         s->unsubscribing = false;
+        s->resubscribe = false;
+        s->stale = false;
         s->link = NULL;
     }
     pthread_mutex_unlock(&ps->mu);
@@ -834,6 +882,12 @@ crd_status crd__sub_acquire_rule(crd_client *c, const char *channel, size_t len,
         return crd__fail(c, CRD_NO_MEMORY, "cannot allocate a subscription");
     }
     s->wake_rule = rule; /* one channel, one kind of object: every waiter agrees */
+    if (s->refs == 0 && s->watch_refs == 0 && live(s)) {
+        /* Lingering (its last waiter left without waking the subscriber thread): what is
+         * still on its way here was published before this waiter's re-try. */
+        s->stale = true;
+        s->permits = 0;
+    }
     s->refs++;
     ps->total_refs++;
     if (!live(s))
@@ -858,7 +912,11 @@ void crd__sub_release(crd_client *c, crd__sub *s)
     ps->total_refs--;
     if (s->refs == 0) {
         s->permits = 0;
-        poke(ps); /* under the mutex: crd__pubsub_stop may close the pipe once we leave */
+        /* Under the mutex: crd__pubsub_stop may close the pipe once we leave. Not when
+         * the subscriber thread will look anyway (after a hand-off; sync_entries runs at
+         * look_at or later, so it sees this release). */
+        if (crd__now_ms() >= s->look_at)
+            poke(ps);
     }
     if (ps->total_refs == 0)
         pthread_cond_broadcast(&ps->idle_cv);

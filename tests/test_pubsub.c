@@ -3,8 +3,9 @@
  * number of commands whether the holder keeps the lock 0.3 s or 3 s; it wakes within
  * milliseconds of the release (latency printed); it survives its subscriber connection
  * being killed; local waiters share one subscription and hand the lock on; two lone
- * waiters of one client on two names each wake on their own release only; and no channel
- * stays subscribed after any test (PUBSUB CHANNELS is empty).
+ * waiters of one client on two names each wake on their own release only; a waiter that
+ * joins a subscription kept after a hand-off is not woken by what was published before it;
+ * and no channel stays subscribed after any test (PUBSUB CHANNELS is empty).
  *
  * This executable runs its tests one at a time (tests/CMakeLists.txt), so server-wide
  * numbers (INFO commandstats, PUBSUB CHANNELS, CLIENT KILL TYPE pubsub) are this
@@ -13,6 +14,7 @@
 #include <criterion/criterion.h>
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -377,5 +379,151 @@ Test(pubsub, a_waiter_that_times_out_or_acquires_at_once_leaves_no_subscription)
     cr_assert_eq(crd_lock_acquire(f.lb, 5000, 30000), CRD_OK);
     cr_assert_eq(crd_lock_release(f.lb), CRD_OK);
     crdt_fixture_close(&f);
+    cr_assert(crdt_pubsub_channels_empty(NULL), "PUBSUB CHANNELS is not empty");
+}
+
+/* ---- a subscription kept after a hand-off ------------------------------------------ */
+
+/* Client b's trace callback: the recorder's, and once armed, the subscriber thread stops
+ * in the confirmation of SUBSCRIBE `channel` until thaw opens (deadline 20 s). While it is
+ * stopped it reads nothing and sends nothing: what the server pushes waits in the socket. */
+struct freezer {
+    crd_trace_fn inner;
+    void *inner_ud;
+    const char *channel;
+    atomic_bool armed;
+    crdt_gate frozen, thaw;
+};
+
+static void freeze_cb(void *ud, const crd_trace *tr)
+{
+    struct freezer *fz = ud;
+    fz->inner(fz->inner_ud, tr);
+    if (tr->subscriber && tr->argc == 2 && tr->argvlen[0] == 9 &&
+        strncasecmp(tr->argv[0], "SUBSCRIBE", 9) == 0 && tr->argvlen[1] == strlen(fz->channel) &&
+        memcmp(tr->argv[1], fz->channel, tr->argvlen[1]) == 0 && atomic_exchange(&fz->armed, false)) {
+        crdt_gate_set(&fz->frozen, 1);
+        crdt_gate_wait(&fz->thaw, 1, 20000);
+    }
+}
+
+/* Scripts on key from entry from to entry to (a NOSCRIPT answered by an EVAL counts once). */
+static size_t scripts_on(crdt_tracelog *tl, size_t from, size_t to, const char *key)
+{
+    size_t n = 0;
+    for (size_t i = from; i < to; i++) {
+        crdt_trace_entry e;
+        if (!crdt_tracelog_get(tl, i, &e))
+            break;
+        bool script = e.argc >= 4 && (strcasecmp(e.argv[0], "EVALSHA") == 0 ||
+                                      strcasecmp(e.argv[0], "EVAL") == 0);
+        if (script && strcmp(e.argv[3], key) == 0 && strstr(e.reply, "NOSCRIPT") == NULL)
+            n++;
+        crdt_trace_entry_free(&e);
+    }
+    return n;
+}
+
+struct afresh_pred {
+    crdt_tracelog *tl;
+    size_t from;
+    const char *channel, *key;
+};
+
+static bool afresh_fn(void *arg)
+{
+    struct afresh_pred *p = arg;
+    return crdt_tracelog_has(p->tl, p->from, "SUBSCRIBE", p->channel) &&
+           scripts_on(p->tl, p->from, crdt_tracelog_count(p->tl), p->key) >= 2;
+}
+
+/* After a hand-off the waiter's last reference leaves without waking the subscriber
+ * thread, and the subscription stays up until that thread looks (pubsub.c). A waiter of
+ * the same client that joins it then must not count what was published before it: here
+ * the previous holder's own release, still unread in the socket while the subscriber
+ * thread is held in a trace callback. The joiner's entry is subscribed afresh (UNSUBSCRIBE,
+ * SUBSCRIBE) and it runs exactly the protocol's three scripts: the try, the re-try once
+ * subscribed, the hand-off. Were the stale message counted it would run a fourth. */
+Test(pubsub, a_waiter_that_joins_a_subscription_kept_after_a_hand_off_hears_only_what_follows,
+     .timeout = 90)
+{
+    crd_options o;
+    crdt_options(&o);
+    crdt_tracelog *tl = crdt_tracelog_new();
+    crdt_tracelog_attach(tl, &o);
+    const char *mkey = crdt_key("M");
+    char mch[400];
+    snprintf(mch, sizeof mch, "redisson_lock__channel:{%s}", mkey);
+    struct freezer fz = {.inner = o.on_trace, .inner_ud = o.trace_user_data, .channel = mch};
+    crdt_gate_init(&fz.frozen);
+    crdt_gate_init(&fz.thaw);
+    o.on_trace = freeze_cb;
+    o.trace_user_data = &fz;
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 2, "L", crdt_lock, NULL, &o);
+    crd_lock *vb = crdt_lock(f.b, f.key);
+    crd_lock *ma = crdt_lock(f.a, mkey), *mb = crdt_lock(f.b, mkey);
+    /* Warm the script cache: no NOSCRIPT on the way. */
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.lb), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(ma, 0, 30000), CRD_OK);
+
+    /* T waits on L alone (its next try lent to the subscriber thread) and is handed L. */
+    crdt_gate t_release;
+    crdt_gate_init(&t_release);
+    crdt_waiter t = {.lock = f.lb, .client = f.b, .trace = tl, .wait_ms = 20000,
+                     .lease_ms = 30000, .release_gate = &t_release};
+    crdt_waiter_start(&t);
+    cr_assert(crdt_await_waiting(f.b, 1, 5000), "T never went to sleep on L");
+    atomic_store(&fz.armed, true);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    cr_assert(crdt_waiter_wait(&t, CRDT_WAITER_RETURNED, 10000));
+    cr_assert_eq(t.acquire_st, CRD_OK, "T: %s", crd_strerror(t.acquire_st));
+
+    /* U's subscription to M stops the subscriber thread in its confirmation. */
+    crdt_waiter u = {.lock = mb, .client = f.b, .trace = tl, .wait_ms = 20000, .lease_ms = 30000};
+    crdt_waiter_start(&u);
+    cr_assert(crdt_gate_wait(&fz.frozen, 1, 5000), "the subscriber thread never confirmed M");
+
+    /* T's release publishes on L; nobody reads it yet. A takes L; V tries and joins. */
+    crdt_gate_set(&t_release, 1);
+    cr_assert(crdt_waiter_wait(&t, CRDT_WAITER_DONE, 10000));
+    cr_assert_eq(t.release_st, CRD_OK);
+    cr_assert_eq(crd_lock_acquire(f.la, 0, 30000), CRD_OK);
+    crdt_waiter v = {.lock = vb, .client = f.b, .trace = tl, .wait_ms = 20000, .lease_ms = 30000};
+    crdt_waiter_start(&v);
+    cr_assert(crdt_await_traced(tl, v.trace_from, NULL, -1, 1, 5000), "V never tried");
+    /* V joins the kept subscription now, with nothing read since. It must not take it as
+     * confirmed: its re-try waits for a confirmation of its own, which cannot come while
+     * the subscriber thread is held (joined as live, it would re-try at once). Nothing
+     * else of client b runs a script meanwhile: U waits for the thread too. */
+    cr_assert(!crdt_await_traced(tl, v.trace_from, NULL, -1, 2, crdt_scaled_ms(200)),
+              "V re-tried on a subscription that was not confirmed for it");
+    crdt_gate_set(&fz.thaw, 1);
+
+    struct afresh_pred ap = {tl, v.trace_from, f.channel, f.key};
+    cr_assert(crdt_wait_until(afresh_fn, &ap, 10000), "V's subscription to L was never "
+              "confirmed afresh with its re-try after it (scripts on L: %zu)",
+              scripts_on(tl, v.trace_from, crdt_tracelog_count(tl), f.key));
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    cr_assert(crdt_waiter_wait(&v, CRDT_WAITER_RETURNED, 10000));
+    cr_assert_eq(v.acquire_st, CRD_OK, "V: %s", crd_strerror(v.acquire_st));
+    size_t scripts = scripts_on(tl, v.trace_from, v.trace_to, f.key);
+    cr_assert_eq(scripts, 3, "V ran %zu acquire scripts on L (a message from before it "
+                 "joined woke it)", scripts);
+    crdt_waiter_join(&v, 10000, "V");
+    crdt_waiter_join(&t, 10000, "T");
+    cr_assert_eq(crd_lock_release(ma), CRD_OK);
+    crdt_waiter_join(&u, 10000, "U");
+    cr_assert_eq(u.acquire_st, CRD_OK, "U: %s", crd_strerror(u.acquire_st));
+    crd_lock_free(vb);
+    crd_lock_free(ma);
+    crd_lock_free(mb);
+    crdt_fixture_close(&f);
+    crdt_tracelog_free(tl);
+    crdt_gate_destroy(&t_release);
+    crdt_gate_destroy(&fz.frozen);
+    crdt_gate_destroy(&fz.thaw);
     cr_assert(crdt_pubsub_channels_empty(NULL), "PUBSUB CHANNELS is not empty");
 }
