@@ -131,6 +131,14 @@ static crd__sub *find(crd__pubsub *ps, const char *ch, size_t len)
 /* A message published now will reach this entry. */
 static bool live(const crd__sub *s) { return s->subscribed && !s->unsubscribing && !s->stale; }
 
+/* Subscribed nowhere, nothing in flight (its link's connection is gone, or the server
+ * confirmed its UNSUBSCRIBE). */
+static void unlinked(crd__sub *s)
+{
+    s->subscribed = s->inflight = s->unsubscribing = s->resubscribe = s->stale = false;
+    s->link = NULL;
+}
+
 static void free_sub(crd__sub *s)
 {
     pthread_cond_destroy(&s->cv);
@@ -432,11 +440,7 @@ static void handle_reply(crd_client *c, sublink *l, redisReply *r)
                 s->retry_at = crd__now_ms() + 50;
                 moved = true;
             }
-            s->inflight = false;
-            s->unsubscribing = false;
-            s->subscribed = false;
-            s->stale = false;
-            s->link = NULL;
+            unlinked(s);
         }
     }
     pthread_mutex_unlock(&ps->mu);
@@ -464,12 +468,7 @@ static void lost_link(crd__pubsub *ps, sublink *l)
             continue;
         if (s->subscribed || s->inflight)
             s->recheck = s->refs > 0;
-        s->subscribed = false;
-        s->inflight = false;
-        s->unsubscribing = false;
-        s->resubscribe = false;
-        s->stale = false;
-        s->link = NULL;
+        unlinked(s);
     }
     pthread_mutex_unlock(&ps->mu);
 }
