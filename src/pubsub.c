@@ -881,11 +881,14 @@ crd_status crd__sub_acquire_rule(crd_client *c, const char *channel, size_t len,
         return crd__fail(c, CRD_NO_MEMORY, "cannot allocate a subscription");
     }
     s->wake_rule = rule; /* one channel, one kind of object: every waiter agrees */
-    if (s->refs == 0 && s->watch_refs == 0 && live(s)) {
-        /* Lingering (its last waiter left without waking the subscriber thread): what is
-         * still on its way here was published before this waiter's re-try. */
-        s->stale = true;
+    if (s->refs == 0) {
+        /* The first waiter: a permit left by a message that found nobody waiting (a "1"
+         * gives one even then, e.g. a write unlock while the entry lingered or its
+         * UNSUBSCRIBE was on its way) was published before this waiter's re-try. */
         s->permits = 0;
+        /* Lingering (its last waiter left without waking the subscriber thread): what is
+         * still on its way here was published before that re-try too. */
+        s->stale = s->stale || (s->watch_refs == 0 && live(s));
     }
     s->refs++;
     ps->total_refs++;
