@@ -399,10 +399,13 @@ static void freeze_cb(void *ud, const crd_trace *tr)
 {
     struct freezer *fz = ud;
     fz->inner(fz->inner_ud, tr);
-    if (tr->subscriber && tr->argc == 2 && tr->argvlen[0] == strlen(fz->cmd) &&
+    /* armed first: cmd and channel are set before it is (the store orders them). */
+    if (atomic_load(&fz->armed) && tr->subscriber && tr->argc == 2 &&
+        tr->argvlen[0] == strlen(fz->cmd) &&
         strncasecmp(tr->argv[0], fz->cmd, tr->argvlen[0]) == 0 &&
         tr->argvlen[1] == strlen(fz->channel) &&
-        memcmp(tr->argv[1], fz->channel, tr->argvlen[1]) == 0 && atomic_exchange(&fz->armed, false)) {
+        memcmp(tr->argv[1], fz->channel, tr->argvlen[1]) == 0 &&
+        atomic_exchange(&fz->armed, false)) {
         crdt_gate_set(&fz->frozen, 1);
         crdt_gate_wait(&fz->thaw, 1, 20000);
     }
