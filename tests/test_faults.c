@@ -1002,7 +1002,18 @@ Test(faults, a_client_pause_longer_than_the_lease_ends_the_hold_without_overlap,
               crd_strerror(st));
     char wf[80];
     crdt_owner_field(wc, w.owner, wf, sizeof wf);
-    cr_assert_eq(crdt_hget_int(r, key, wf), 1, "the new hold is intact");
+    /* A lost attempt of the waiter's (its connection given up during the pause) may still
+     * run as the pause ends, an instant before Redis sees the close: Redis then counts one
+     * hold more than the waiter has, until the read-back after the waiter's acquire gives it
+     * back (undo.c). What must hold: the waiter's own hold stays, and only it. */
+    if (!crdt_await_hget_int(r, key, wf, 1, 3000)) {
+        crd_metrics m;
+        crd_client_metrics(wc, &m, sizeof m);
+        cr_assert_fail("the new hold is not intact: count %lld (outcomes unknown %llu, late "
+                       "holds released %llu)", crdt_hget_int(r, key, wf),
+                       (unsigned long long)m.outcomes_unknown,
+                       (unsigned long long)m.late_holds_released);
+    }
     fprintf(stderr,
             "[faults] CLIENT PAUSE 2000 over a 1000 ms lease: waiter in after %" PRId64 " ms\n",
             w.t_acq_ms - t_pause);
