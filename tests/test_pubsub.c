@@ -441,6 +441,34 @@ static bool afresh_fn(void *arg)
            scripts_on(p->tl, p->from, crdt_tracelog_count(p->tl), p->key) >= 2;
 }
 
+/* V (lock vb of client b, which the test's subscriber thread is held in fz) tries the lock
+ * that held (client a) holds and joins its channel with nothing read since. It must not
+ * take the entry as confirmed: its re-try waits for a confirmation of its own, which
+ * cannot come while the thread is held (nothing else of client b runs a script
+ * meanwhile). Then the thread goes on; V is subscribed to channel afresh, re-tries, is
+ * woken by held's release and runs exactly the protocol's three scripts on key. */
+static void joiner_runs_three(crdt_tracelog *tl, struct freezer *fz, crd_lock *vb,
+                              crd_client *b, crd_lock *held, const char *channel,
+                              const char *key)
+{
+    crdt_waiter v = {.lock = vb, .client = b, .trace = tl, .wait_ms = 20000, .lease_ms = 30000};
+    crdt_waiter_start(&v);
+    cr_assert(crdt_await_traced(tl, v.trace_from, NULL, -1, 1, 5000), "V never tried");
+    cr_assert(!crdt_await_traced(tl, v.trace_from, NULL, -1, 2, crdt_scaled_ms(200)),
+              "V re-tried on a subscription that was not confirmed for it");
+    crdt_gate_set(&fz->thaw, 1);
+    struct afresh_pred ap = {tl, v.trace_from, channel, key};
+    cr_assert(crdt_wait_until(afresh_fn, &ap, 10000), "V was never subscribed afresh with a "
+              "re-try after it (scripts: %zu)",
+              scripts_on(tl, v.trace_from, crdt_tracelog_count(tl), key));
+    cr_assert_eq(crd_lock_release(held), CRD_OK);
+    crdt_waiter_join(&v, 10000, "V");
+    cr_assert_eq(v.acquire_st, CRD_OK, "V: %s", crd_strerror(v.acquire_st));
+    size_t scripts = scripts_on(tl, v.trace_from, v.trace_to, key);
+    cr_assert_eq(scripts, 3, "V ran %zu acquire scripts (a message from before it joined woke "
+                 "it)", scripts);
+}
+
 /* After a hand-off the waiter's last reference leaves without waking the subscriber
  * thread, and the subscription stays up until that thread looks (pubsub.c). A waiter of
  * the same client that joins it then must not count what was published before it: here
@@ -496,28 +524,7 @@ Test(pubsub, a_waiter_that_joins_a_subscription_kept_after_a_hand_off_hears_only
     cr_assert(crdt_waiter_wait(&t, CRDT_WAITER_DONE, 10000));
     cr_assert_eq(t.release_st, CRD_OK);
     cr_assert_eq(crd_lock_acquire(f.la, 0, 30000), CRD_OK);
-    crdt_waiter v = {.lock = vb, .client = f.b, .trace = tl, .wait_ms = 20000, .lease_ms = 30000};
-    crdt_waiter_start(&v);
-    cr_assert(crdt_await_traced(tl, v.trace_from, NULL, -1, 1, 5000), "V never tried");
-    /* V joins the kept subscription now, with nothing read since. It must not take it as
-     * confirmed: its re-try waits for a confirmation of its own, which cannot come while
-     * the subscriber thread is held (joined as live, it would re-try at once). Nothing
-     * else of client b runs a script meanwhile: U waits for the thread too. */
-    cr_assert(!crdt_await_traced(tl, v.trace_from, NULL, -1, 2, crdt_scaled_ms(200)),
-              "V re-tried on a subscription that was not confirmed for it");
-    crdt_gate_set(&fz.thaw, 1);
-
-    struct afresh_pred ap = {tl, v.trace_from, f.channel, f.key};
-    cr_assert(crdt_wait_until(afresh_fn, &ap, 10000), "V's subscription to L was never "
-              "confirmed afresh with its re-try after it (scripts on L: %zu)",
-              scripts_on(tl, v.trace_from, crdt_tracelog_count(tl), f.key));
-    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
-    cr_assert(crdt_waiter_wait(&v, CRDT_WAITER_RETURNED, 10000));
-    cr_assert_eq(v.acquire_st, CRD_OK, "V: %s", crd_strerror(v.acquire_st));
-    size_t scripts = scripts_on(tl, v.trace_from, v.trace_to, f.key);
-    cr_assert_eq(scripts, 3, "V ran %zu acquire scripts on L (a message from before it "
-                 "joined woke it)", scripts);
-    crdt_waiter_join(&v, 10000, "V");
+    joiner_runs_three(tl, &fz, vb, f.b, f.la, f.channel, f.key);
     crdt_waiter_join(&t, 10000, "T");
     cr_assert_eq(crd_lock_release(ma), CRD_OK);
     crdt_waiter_join(&u, 10000, "U");
@@ -583,20 +590,7 @@ Test(pubsub, a_message_that_found_no_waiter_does_not_wake_the_next_one, .timeout
 
     /* A takes the lock; V tries and joins the entry whose UNSUBSCRIBE is in flight. */
     cr_assert_eq(crd_lock_acquire(wa, 0, 30000), CRD_OK);
-    crdt_waiter v = {.lock = vb, .client = f.b, .trace = tl, .wait_ms = 20000, .lease_ms = 30000};
-    crdt_waiter_start(&v);
-    cr_assert(crdt_await_traced(tl, v.trace_from, NULL, -1, 1, 5000), "V never tried");
-    cr_assert(!crdt_await_traced(tl, v.trace_from, NULL, -1, 2, crdt_scaled_ms(200)),
-              "V re-tried before its subscription was confirmed");
-    crdt_gate_set(&fz.thaw, 1);
-    struct afresh_pred ap = {tl, v.trace_from, ch, f.key};
-    cr_assert(crdt_wait_until(afresh_fn, &ap, 10000), "V never re-tried after its subscription");
-    cr_assert_eq(crd_lock_release(wa), CRD_OK);
-    crdt_waiter_join(&v, 10000, "V");
-    cr_assert_eq(v.acquire_st, CRD_OK, "V: %s", crd_strerror(v.acquire_st));
-    size_t scripts = scripts_on(tl, v.trace_from, v.trace_to, f.key);
-    cr_assert_eq(scripts, 3, "V ran %zu acquire scripts (a message that found no waiter woke it)",
-                 scripts);
+    joiner_runs_three(tl, &fz, vb, f.b, wa, ch, f.key);
     crd_rwlock_free(vrw);
     crdt_fixture_close(&f);
     crdt_tracelog_free(tl);
