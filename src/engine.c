@@ -5,9 +5,9 @@
  * Shape: one thread per client runs poll() over the wake-up eventfd and every link of
  * every peer. A submitter appends its request to the peer's queue under the engine's
  * mutex and wakes the thread (one eventfd write, only while it sleeps in poll). Each pass
- * the thread moves queued requests onto the least busy ready link of their peer (opening
- * another, up to opts.pool_size per peer, when all are busy), writes, reads, and
- * completes requests in order as their replies arrive: a waiting thread sleeps on its
+ * the thread moves queued requests onto the busiest ready link of their peer that may
+ * take more (opening another, up to opts.pool_size per peer, when none may), writes,
+ * reads, and completes requests in order as their replies arrive: a waiting thread sleeps on its
  * request's own word (a futex), is woken there once the thread has let go of the mutex,
  * and takes its reply without the mutex; an on_done/on_late completion is collected and
  * run after the mutex is released. The next poll() timeout is the earliest of the
@@ -18,9 +18,10 @@
  * send per plaintext link) if the thread sleeps in poll() and that poll already covers it;
  * otherwise the thread is woken as usual (crd__engine_uncork).
  *
- * The direct path: a waiting caller whose peer has nothing queued and an idle link runs
- * its round trip on that link itself (the link is lent: the I/O thread leaves it alone),
- * so an uncontended call wakes no other thread; the hand-off lends one to its waiter. On
+ * The direct path: a waiting caller whose peer has nothing queued or in flight on the
+ * thread's links, and an idle link, runs its round trip on that link itself (the link is
+ * lent: the I/O thread leaves it alone), so an uncontended call wakes no other thread;
+ * the hand-off lends one to its waiter. On
  * a plaintext link the caller waits for its reply in one blocking recv()
  * (crd__link_wait, link.c), otherwise in poll().
  *
@@ -51,6 +52,7 @@ enum { RQ_NEW, RQ_QUEUED, RQ_INFLIGHT, RQ_DONE };
 
 #define MAX_UNHEALTHY 16 /* unhealthy links kept per peer for their late replies */
 #define WAKES_MAX 128    /* wake-ups the I/O thread holds back per pass */
+#define PIPE_DEPTH 64    /* replies one link may owe before the next request goes elsewhere */
 
 static __thread bool on_io_thread;
 /* The engine whose submissions this thread holds back (crd__engine_cork), and how deep. */
@@ -451,6 +453,8 @@ static void unlink_head(crd__link *l)
     if (l->head == NULL)
         l->tail = NULL;
     l->inflight--;
+    if (rq->blocks_ms > 0)
+        l->waits--;
 }
 
 /* Fails every request l owes with st (they were sent: they may have run), closes it. */
@@ -740,6 +744,8 @@ static void assign(crd__engine *e, crd__link *l, crd__req *rq, int64_t now)
     else
         l->head = rq;
     l->tail = rq;
+    if (rq->blocks_ms > 0)
+        l->waits++;
     if (l->inflight++ == 0)
         l->quiet_since = now;
 }
@@ -814,8 +820,37 @@ static void check_idle(crd_client *c, crd__engine *e, crd__pool *p, int64_t now)
     }
 }
 
+/* Whether l may take more requests behind those it carries: it owes fewer than PIPE_DEPTH
+ * replies and none of them is a WAIT (which keeps the server from answering the rest). */
+static bool fillable(const crd__link *l)
+{
+    return l->inflight < PIPE_DEPTH && l->waits == 0;
+}
+
+/* Whether rq is packed onto l. A waiting thread's request is packed onto the busiest
+ * fillable link: its thread has nothing else to do, and the server reads and answers one
+ * link's batch in one go (64 threads on 64 names ran ~20 % faster with their requests on
+ * one link than spread over two, the server busier, the client spending less per pair).
+ * Any other request (the event loop's, the watchdog's, a helper's) is spread: it goes to
+ * the least busy link. The loop thread is one thread; with its batches alternating over
+ * two links it handles one link's replies while the server works on the other's (packed,
+ * its 64 chains ran ~12 % slower: thread and server took turns). */
+static bool packs(const crd__req *rq, const crd__link *l)
+{
+    return rq->waited && fillable(l);
+}
+
+/* Whether usable link a takes rq before usable link b. */
+static bool better(const crd__req *rq, const crd__link *a, const crd__link *b)
+{
+    bool fa = packs(rq, a), fb = packs(rq, b);
+    if (fa != fb)
+        return fa;
+    return fa ? a->inflight > b->inflight : a->inflight < b->inflight;
+}
+
 /* Moves p's queued requests onto links; opens links as needed: one connect at a time,
- * another link when every open one is busy. A caller's request connects at once (it
+ * another link when none would take the next request without spreading. A caller's request connects at once (it
  * hears the failure if there is one); background clean-ups wait for the backoff. */
 static void dispatch_peer(crd_client *c, crd__engine *e, crd__pool *p, int64_t now)
 {
@@ -841,17 +876,20 @@ static void dispatch_peer(crd_client *c, crd__engine *e, crd__pool *p, int64_t n
                     retire(p, l);
                 if (l->state == CRD__LINK_CLOSED && closed == NULL)
                     closed = l;
-            } else if (best == NULL || l->inflight < best->inflight) {
+            } else if (best == NULL || better(p->qhead, l, best)) {
                 best = l;
             }
         }
-        if (closed != NULL && connecting == 0 && (best == NULL || best->inflight > 0) &&
+        if (closed != NULL && connecting == 0 &&
+            (best == NULL || (best->inflight > 0 && !packs(p->qhead, best))) &&
             (now >= p->retry_at || caller_queued(p))) {
-            if (!open_link(c, e, p, closed, now) || best == NULL)
-                continue; /* failed: the queue was told; or wait for the connect */
+            open_link(c, e, p, closed, now);
+            continue; /* failed: the queue was told; connected at once; or connecting */
         }
-        if (best == NULL)
-            return; /* waiting for a connect (or, clean-ups only, its retry time) */
+        /* Waiting for a connect (or, clean-ups only, its retry time); and never behind a
+         * WAIT while another link is on its way. */
+        if (best == NULL || (best->waits > 0 && connecting > 0))
+            return;
         crd__req *rq = p->qhead;
         p->qhead = rq->next;
         if (p->qhead == NULL)
@@ -1151,8 +1189,9 @@ static bool poll_covers(const crd__engine *e, const crd__link *l, int64_t due)
 
 /* A link of p this thread may write while the I/O thread sleeps in poll(): the least busy
  * plaintext one that is not lent (an idle one only if the server did not close it
- * meanwhile), as dispatch_peer would pick; NULL when none, or when dispatch_peer would
- * open another link instead (all busy, a free slot, no connect under way). */
+ * meanwhile), as dispatch_peer would pick for the loop's requests; NULL when none, or when
+ * dispatch_peer would open another link instead (all busy, a free slot, no connect under
+ * way). */
 static crd__link *writable_link(crd_client *c, crd__pool *p)
 {
     crd__link *best = NULL;
@@ -1364,19 +1403,28 @@ static crd_status wait_for(crd_client *c, crd__engine *e, crd__req *rq, redisRep
 /* A link the calling thread may run rq on itself: the I/O thread runs, nothing waits in
  * the peer's queue (rq would overtake it), and a ready link owes nothing and has nothing
  * to read (a server that closed it while idle: the I/O thread has yet to see it, and
- * the request goes the usual way). Under e->mu. */
-static crd__link *borrowable(crd_client *c, crd__engine *e, const crd__req *rq)
+ * the request goes the usual way). With `alone`, also only while the I/O thread has
+ * nothing in flight to the peer: a busy client's request joins the next batch instead
+ * (a round trip of its own would split the server's batches and cost it a read and a
+ * write per request; with packing, 64 threads on 64 names ran ~20 % faster). Under
+ * e->mu. */
+static crd__link *borrowable(crd_client *c, crd__engine *e, const crd__req *rq, bool alone)
 {
     crd__pool *p = rq->peer;
     if (!e->started || e->stopping || p->qhead != NULL || rq->want_gen != 0)
         return NULL;
+    crd__link *idle = NULL;
     for (int i = 0; i < p->nlinks; i++) {
         crd__link *l = &p->links[i];
-        if (!l->borrowed && l->inflight == 0 && l->setup == 0 && l->woff == l->wlen &&
+        if (l->borrowed)
+            continue;
+        if (alone && l->inflight > 0)
+            return NULL;
+        if (idle == NULL && l->inflight == 0 && l->setup == 0 && l->woff == l->wlen &&
             usable(c, p, l) && crd__link_quiet(l))
-            return l;
+            idle = l;
     }
-    return NULL;
+    return idle;
 }
 
 /* Writes rq (already in l's buffer) and reads its replies on the calling thread, without
@@ -1497,7 +1545,7 @@ crd_status crd__engine_call(crd_client *c, crd__req *rq, redisReply **out, int64
     crd__engine *e = engine_of(c);
     rq->waited = true;
     pthread_mutex_lock(&e->mu);
-    crd__link *l = borrowable(c, e, rq);
+    crd__link *l = borrowable(c, e, rq, true);
     if (l != NULL && lend(c, e, l, rq))
         return call_direct(c, e, rq, out, sent_ms, handed_over);
     if (l != NULL)
@@ -1520,7 +1568,7 @@ crd_status crd__engine_submit_lent(crd_client *c, crd__req *rq)
 {
     crd__engine *e = engine_of(c);
     pthread_mutex_lock(&e->mu);
-    crd__link *l = borrowable(c, e, rq);
+    crd__link *l = borrowable(c, e, rq, false);
     if (l == NULL) {
         crd_status st = queue(c, e, rq);
         pthread_mutex_unlock(&e->mu);
@@ -1791,6 +1839,7 @@ void crd__engine_after_fork_child(crd_client *c)
             free_chain(p->links[i].head);
             p->links[i].head = p->links[i].tail = NULL;
             p->links[i].inflight = 0;
+            p->links[i].waits = 0;
             p->links[i].borrowed = false; /* its borrower is the parent's thread */
             crd__link_close(&p->links[i]);
         }

@@ -28,6 +28,7 @@ typedef struct crd__link {
     /* The requests whose replies this link owes, in order (engine.c). */
     crd__req *head, *tail;
     int inflight;
+    int waits;            /* how many of them are WAITs (blocks_ms > 0; engine.c) */
     int setup;            /* AUTH/SELECT replies still to come before the first request's */
     char setup_kind[2];   /* 'A' AUTH, 'S' SELECT, in the order sent */
     int setup_next;

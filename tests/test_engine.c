@@ -294,6 +294,32 @@ Test(engine, acquires_a_dispatch_pass_starts_on_a_stalled_server_end_by_their_de
  * undone: no hold is left, and the undo sends no WAIT of its own. Seen while building the
  * partition suite: the hold stayed (PTTL 4862 after the call), and a 3000 ms wait
  * returned after 4070 ms. */
+typedef struct unsynced_call {
+    crd_lock *l;
+    crd_status st;
+} unsynced_call;
+
+static void *acquire_unsynced(void *arg)
+{
+    unsynced_call *u = arg;
+    u->st = crd_lock_acquire(u->l, 3000, 5000);
+    return NULL;
+}
+
+/* Whether the server lists a client blocked in WAIT. */
+static bool blocked_in_wait(void *arg)
+{
+    redisReply *rep = crdt_cmd(arg, "CLIENT LIST");
+    bool found = false;
+    for (const char *q = rep->str; q != NULL && !found; q = strchr(q + 1, '\n')) {
+        const char *end = strchr(q + 1, '\n');
+        const char *cmd = strstr(q, " cmd=wait ");
+        found = cmd != NULL && (end == NULL || cmd < end);
+    }
+    freeReplyObject(rep);
+    return found;
+}
+
 Test(engine, a_replica_sync_wait_neither_kills_the_link_nor_overruns_the_callers_deadline,
      .timeout = 60)
 {
@@ -346,6 +372,23 @@ Test(engine, a_replica_sync_wait_neither_kills_the_link_nor_overruns_the_callers
         cr_expect_eq(crdt_cmd_int(r, "EXISTS %s", key), 0, "wait %lld: the hold was left",
                      (long long)cases[k].wait_ms);
     }
+    /* Another caller's command does not wait behind a WAIT in flight: the acquire's link
+     * (lent to its caller here) holds its answers back for up to 1 s. */
+    unsynced_call u = {l, CRD_OK};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, acquire_unsynced, &u), 0);
+    cr_assert(crdt_wait_until(blocked_in_wait, r, 5000), "the acquire's WAIT never blocked");
+    crd_lock *other = crdt_lock(c, crdt_key("other"));
+    bool held = true;
+    int64_t t0 = crdt_now_ms();
+    cr_expect_eq(crd_lock_is_held(other, &held), CRD_OK, "%s", crd_client_errmsg(c));
+    int64_t took = crdt_now_ms() - t0;
+    cr_expect(!held);
+    cr_expect_lt(took, crdt_scaled_ms(300), "a read waited %lld ms behind the WAIT",
+                 (long long)took);
+    pthread_join(th, NULL);
+    cr_expect_eq(u.st, CRD_NOT_SYNCED, "%s", crd_strerror(u.st));
+    crd_lock_free(other);
     cr_assert_eq(kill(replica.pid, SIGCONT), 0);
     crd_lock_free(l);
     crd_client_free(c);
