@@ -405,7 +405,7 @@ static void finish(crd__acquire *a, crd_status st)
          * freed waits for that reference, so the pool is still there for the cleanup. */
         give_up(a);
     /* The next local waiter inherits the subscription (no UNSUBSCRIBE). */
-    crd__gate_leave(a);
+    crd__gate_leave(a, st == CRD_OK);
     bool waited = a->sub != NULL || a->sub_handed;
     if (a->has_cv)
         pthread_cond_destroy(&a->gate_cv);
@@ -554,7 +554,16 @@ static void step_defer(crd__acquire *a, crd_status w)
         a->state = CRD__AS_TRY;
 }
 
-/* QUEUE: the head of the local queue goes on to TRY. */
+static void wait_slice(crd__acquire *a);
+
+/* QUEUE: the head of the local queue goes on to TRY, or, on an event loop, when the head
+ * before it left with the lock and its live subscription came down to this one, straight
+ * to WAIT: that holder's release publishes on the channel it already hears, and an
+ * attempt in the same dispatch pass would only find the lock held (64 chains on 16 names
+ * wasted 0.8 acquire scripts per acquisition so). Its slice is that holder's lease, as the
+ * attempt's TTL would have said. A blocking head wakes on its thread after the holder's
+ * caller has usually released already (its attempt failed 0.08 times per acquisition in
+ * the same test, and waiting for the message instead cost it ~30 % of its rate). */
 static void step_queue(crd__acquire *a, crd_status w)
 {
     if (w == CRD_CLOSED || atomic_load(&a->c->closed)) {
@@ -565,6 +574,15 @@ static void step_queue(crd__acquire *a, crd_status w)
         if (a->nonblocking && a->sub != NULL && !a->watching) {
             crd__sub_loop_watch(a->c, a->sub, true); /* inherited from the previous head */
             a->watching = true;
+        }
+        int64_t behind = a->behind_ms;
+        a->behind_ms = 0;
+        if (behind > 0 && a->nonblocking && a->sub != NULL && a->confirmed) {
+            a->outcome = CRD__ACQ_HELD;
+            a->hint_ms = behind;
+            a->last_failed = false;
+            wait_slice(a);
+            return;
         }
         a->state = CRD__AS_TRY;
         return;
@@ -622,6 +640,13 @@ static void after_attempt(crd__acquire *a, crd_status st)
     a->forgave = a->forgave || forgive;
     a->cut = false;
     a->last_failed = st != CRD_OK && !forgive;
+    wait_slice(a);
+}
+
+/* After an attempt that found the lock held (or failed on the connection): SUBSCRIBE
+ * first, or WAIT for the slice crd__wait_slice() gives (the deadline if sooner). */
+static void wait_slice(crd__acquire *a)
+{
     if (a->sub == NULL) {
         a->state = CRD__AS_SUBSCRIBE;
         return;

@@ -88,6 +88,8 @@ typedef struct crd__acquire {
     struct redisReply *pre_reply;
     int64_t pre_sent;
     bool gate_head;       /* first in that queue: the one that talks to Redis (gates->mu) */
+    int64_t behind_ms;    /* made head by one that took the lock with this lease (gate.c): it
+                             waits for that release instead of trying (0: it tries) */
     struct crd__acquire *gate_next; /* the next in the queue (gates->mu) */
     pthread_cond_t gate_cv; /* blocking driver: signalled when it becomes the head */
     struct crd__aio *aio;   /* CRD__AS_IO: the in-flight acquire (acquire.c) */
@@ -98,8 +100,9 @@ typedef struct crd__acquire {
 /* Joins a's lock's local queue at the tail; true when a is the head at once. */
 bool crd__gate_join(crd__acquire *a);
 /* Leaves the queue; the next waiter becomes the head, inherits a's subscription
- * reference when it has none, and is woken (its condition variable, or the loop fd). */
-void crd__gate_leave(crd__acquire *a);
+ * reference when it has none, and is woken (its condition variable, or the loop fd).
+ * took: a leaves holding the lock (the next head then waits for its release). */
+void crd__gate_leave(crd__acquire *a, bool took);
 /* Whether a is the head now (an event-loop acquire polls this). */
 bool crd__gate_is_head(crd__acquire *a);
 /* Blocking driver: waits until a is the head, the client closes (CRD_CLOSED) or

@@ -161,7 +161,7 @@ static bool unlink_waiter(crd__gate *e, crd__acquire *a)
     return true;
 }
 
-void crd__gate_leave(crd__acquire *a)
+void crd__gate_leave(crd__acquire *a, bool took)
 {
     if (!a->gated)
         return;
@@ -183,6 +183,7 @@ void crd__gate_leave(crd__acquire *a)
             a->sub = NULL;
             a->sub_handed = true;
         }
+        next->behind_ms = took ? a->lease : 0;
         /* Read under the mutex: once it is released, a blocking next may return and
          * reuse its memory (TSan saw the read race a new acquire's memset in chaos). */
         notify_loop = next->nonblocking;

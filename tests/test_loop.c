@@ -130,6 +130,68 @@ Test(loop, a_pending_acquire_is_served_by_the_release_message_not_by_the_lease)
     crd_client_free(c);
 }
 
+static bool never(void *arg)
+{
+    (void)arg;
+    return false;
+}
+
+/* Two pending acquires of one loop client on one name, the first waiting behind another
+ * client's hold: when the first gets the lock, the second (the local queue's next head,
+ * with the first one's live subscription) waits for the first one's release instead of
+ * trying in the same pass (where it could only find the lock held), and is served at that
+ * release. Without the rule the second runs an acquire script in the window below. */
+Test(loop, the_next_local_waiter_does_not_try_while_the_one_before_it_holds_the_lock)
+{
+    const char *name = crdt_key("l");
+    crd_options o;
+    crdt_tracelog *t = crdt_traced_options(&o);
+    crd_client *c = crdt_client_opts(&o);
+    crd_client *x = crdt_client();
+    crd_lock *l = crdt_lock(c, name), *xl = crdt_lock(x, name);
+    cr_assert_eq(crd_lock_acquire(xl, 0, 30000), CRD_OK);
+    uint64_t first = crd_owner_new(), second = crd_owner_new();
+    rec a = {0}, b = {0}, r = {0};
+    size_t from = crdt_tracelog_count(t);
+    cr_assert_eq(crd_lock_acquire_async(l, first, CRD_WAIT_FOREVER, 30000, done_rec, &a, NULL),
+                 CRD_OK);
+    cr_assert_eq(crd_lock_acquire_async(l, second, CRD_WAIT_FOREVER, 30000, done_rec, &b, NULL),
+                 CRD_OK);
+    /* the first tries, subscribes, tries again once the subscription is live and waits
+     * (3 scripts); the second waits behind it in the local queue */
+    int64_t until = crdt_now_ms() + 5000;
+    while (crdt_tracelog_count_scripts(t, from) < 3 && crdt_now_ms() < until)
+        run_loop(c, never, NULL, 20);
+    run_loop(c, never, NULL, 50);
+    size_t settled = crdt_tracelog_count_scripts(t, from);
+    cr_assert_eq(settled, 3, "the first waiter did not settle (%zu scripts)", settled);
+    /* counted from before the release: the second's attempt may be traced (on the I/O
+     * thread) before the first one's callback has returned */
+    size_t released_from = crdt_tracelog_count(t);
+    cr_assert_eq(crd_lock_release(xl), CRD_OK);
+    cr_assert(run_loop(c, calls_1, &a, 5000), "the first waiter was not served");
+    cr_assert_eq(a.st[0], CRD_OK);
+    cr_expect(!run_loop(c, calls_1, &b, crdt_scaled_ms(300)), "the second got a held lock");
+    size_t tried = crdt_tracelog_count_scripts(t, released_from) - 1;
+    cr_expect_eq(tried, 0, "the second waiter ran %zu acquire scripts while the first held the "
+                 "lock", tried);
+    int64_t released = crdt_now_ms();
+    cr_assert_eq(crd_lock_release_async(l, first, done_rec, &r, NULL), CRD_OK);
+    cr_assert(run_loop(c, calls_1, &b, 5000), "the second waiter was not served");
+    cr_expect_eq(r.st[0], CRD_OK);
+    cr_expect_eq(b.st[0], CRD_OK);
+    cr_expect_lt(b.at[0] - released, 1000, "served at the release, not at the lease's end");
+    rec f = {0};
+    cr_assert_eq(crd_lock_release_async(l, second, done_rec, &f, NULL), CRD_OK);
+    cr_assert(run_loop(c, calls_1, &f, 5000));
+    cr_expect_eq(f.st[0], CRD_OK);
+    crd_lock_free(xl);
+    crd_lock_free(l);
+    crd_client_free(x);
+    crd_client_free(c);
+    crdt_tracelog_free(t);
+}
+
 /* ---- 10 000 pending acquisitions over 1 000 names ------------------------------------------ */
 
 #define NAMES 1000
