@@ -83,12 +83,26 @@ static void done_rec(void *user, crd_op *op, crd_status st)
 
 static bool calls_1(void *arg) { return ((rec *)arg)->calls >= 1; }
 
+/* Releases first's hold on l through the loop; the pending acquire b is served at that
+ * release, not at its lease's end. */
+static void release_serves(crd_client *c, crd_lock *l, uint64_t first, rec *b)
+{
+    rec r = {0};
+    int64_t released = crdt_now_ms();
+    cr_assert_eq(crd_lock_release_async(l, first, done_rec, &r, NULL), CRD_OK);
+    cr_assert(run_loop(c, calls_1, b, 5000), "the waiter was not served");
+    cr_assert(run_loop(c, calls_1, &r, 5000), "the release never completed");
+    cr_expect_eq(r.st[0], CRD_OK);
+    cr_expect_eq(b->st[0], CRD_OK);
+    cr_expect_lt(b->at[0] - released, 1000, "served at the release, not at the lease's end");
+}
+
 Test(loop, a_pending_acquire_is_served_by_the_release_message_not_by_the_lease)
 {
     crd_client *c = crdt_client();
     crd_lock *l = crdt_lock(c, crdt_key("l"));
     uint64_t first = crd_owner_new(), second = crd_owner_new();
-    rec a = {0}, b = {0}, r = {0};
+    rec a = {0}, b = {0};
     cr_assert_eq(crd_lock_acquire_async(l, first, 0, 30000, done_rec, &a, NULL), CRD_OK);
     cr_expect_eq(a.calls, 0, "a callback never runs inside the start call");
     cr_assert(run_loop(c, calls_1, &a, 5000));
@@ -100,12 +114,7 @@ Test(loop, a_pending_acquire_is_served_by_the_release_message_not_by_the_lease)
     cr_expect_eq(crd_op_owner(op), second);
     /* it waits behind a 30 s lease, on no thread of its own */
     cr_expect(!run_loop(c, calls_1, &b, 300), "still waiting after 300 ms");
-    int64_t released = crdt_now_ms();
-    cr_assert_eq(crd_lock_release_async(l, first, done_rec, &r, NULL), CRD_OK);
-    cr_assert(run_loop(c, calls_1, &b, 5000), "the waiter was not served");
-    cr_expect_eq(r.st[0], CRD_OK);
-    cr_expect_eq(b.st[0], CRD_OK);
-    cr_expect_lt(b.at[0] - released, 1000, "served at the release, not at the lease's end");
+    release_serves(c, l, first, &b);
     bool held = false;
     cr_assert_eq(crd_lock_is_held_owner(l, second, &held), CRD_OK);
     cr_expect(held);
@@ -151,7 +160,7 @@ Test(loop, the_next_local_waiter_does_not_try_while_the_one_before_it_holds_the_
     crd_lock *l = crdt_lock(c, name), *xl = crdt_lock(x, name);
     cr_assert_eq(crd_lock_acquire(xl, 0, 30000), CRD_OK);
     uint64_t first = crd_owner_new(), second = crd_owner_new();
-    rec a = {0}, b = {0}, r = {0};
+    rec a = {0}, b = {0};
     size_t from = crdt_tracelog_count(t);
     cr_assert_eq(crd_lock_acquire_async(l, first, CRD_WAIT_FOREVER, 30000, done_rec, &a, NULL),
                  CRD_OK);
@@ -175,12 +184,7 @@ Test(loop, the_next_local_waiter_does_not_try_while_the_one_before_it_holds_the_
     size_t tried = crdt_tracelog_count_scripts(t, released_from) - 1;
     cr_expect_eq(tried, 0, "the second waiter ran %zu acquire scripts while the first held the "
                  "lock", tried);
-    int64_t released = crdt_now_ms();
-    cr_assert_eq(crd_lock_release_async(l, first, done_rec, &r, NULL), CRD_OK);
-    cr_assert(run_loop(c, calls_1, &b, 5000), "the second waiter was not served");
-    cr_expect_eq(r.st[0], CRD_OK);
-    cr_expect_eq(b.st[0], CRD_OK);
-    cr_expect_lt(b.at[0] - released, 1000, "served at the release, not at the lease's end");
+    release_serves(c, l, first, &b);
     rec f = {0};
     cr_assert_eq(crd_lock_release_async(l, second, done_rec, &f, NULL), CRD_OK);
     cr_assert(run_loop(c, calls_1, &f, 5000));
