@@ -249,9 +249,12 @@ typedef struct crd_options {
     int64_t command_timeout_ms;
     /* Command connections per server (per cluster node), shared by all threads and the
      * event loop and pipelined by the client's I/O thread. Default 2 (before 0.4: 8
-     * connections that each carried one command at a time). A blocking call that finds
-     * nothing queued and a connection idle runs its round trip on it itself (no thread
-     * hop); that connection is then its own until the reply or the call's deadline. */
+     * connections that each carried one command at a time). Blocking calls' commands
+     * are packed onto the busiest connection (up to 64 in flight, none behind a
+     * replica-sync WAIT), the event loop's spread over the least busy; another
+     * connection is opened when needed. A blocking call that finds nothing queued or in
+     * flight and a connection idle runs its round trip on it itself (no thread hop);
+     * that connection is then its own until the reply or the call's deadline. */
     int pool_size;
 
     /* Lease of locks taken with CRD_LEASE_WATCHDOG; renewed every third of it.
