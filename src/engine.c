@@ -7,10 +7,10 @@
  * mutex and wakes the thread (one eventfd write, only while it sleeps in poll). Each pass
  * the thread moves queued requests onto the busiest ready link of their peer that may
  * take more (opening another, up to opts.pool_size per peer, when none may), writes,
- * reads, and completes requests in order as their replies arrive: a waiting thread sleeps on its
- * request's own word (a futex), is woken there once the thread has let go of the mutex,
- * and takes its reply without the mutex; an on_done/on_late completion is collected and
- * run after the mutex is released. The next poll() timeout is the earliest of the
+ * reads, and completes requests in order as their replies arrive: a waiting thread
+ * sleeps on its request's own word (a futex), is woken there once the thread has let go
+ * of the mutex, and takes its reply without the mutex; an on_done/on_late completion is
+ * collected and run after the mutex is released. The next poll() timeout is the earliest of the
  * requests' deadlines and the links' health limits.
  *
  * Corked submissions: what one event-loop dispatch pass submits is queued without waking
@@ -21,9 +21,8 @@
  * The direct path: a waiting caller whose peer has nothing queued or in flight on the
  * thread's links, and an idle link, runs its round trip on that link itself (the link is
  * lent: the I/O thread leaves it alone), so an uncontended call wakes no other thread;
- * the hand-off lends one to its waiter. On
- * a plaintext link the caller waits for its reply in one blocking recv()
- * (crd__link_wait, link.c), otherwise in poll().
+ * the hand-off lends one to its waiter. On a plaintext link the caller waits for its
+ * reply in one blocking recv() (crd__link_wait, link.c), otherwise in poll().
  *
  * Connection failures: a connect that fails fails the peer's queued requests (nothing was
  * sent: CRD_IO, callers may route elsewhere), except "retry" requests (undo.c's
@@ -850,8 +849,9 @@ static bool better(const crd__req *rq, const crd__link *a, const crd__link *b)
 }
 
 /* Moves p's queued requests onto links; opens links as needed: one connect at a time,
- * another link when none would take the next request without spreading. A caller's request connects at once (it
- * hears the failure if there is one); background clean-ups wait for the backoff. */
+ * another link when none would take the next request without spreading. A caller's
+ * request connects at once (it hears the failure if there is one); background clean-ups
+ * wait for the backoff. */
 static void dispatch_peer(crd_client *c, crd__engine *e, crd__pool *p, int64_t now)
 {
     if (p->qhead != NULL)
