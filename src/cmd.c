@@ -129,13 +129,16 @@ int crd__cmd_head(crd__cmd *cmd, bool eval)
     if (cmd->script == CRD__PLAIN)
         return 3;
     const crd__script_src *src = &crd__scripts[cmd->script];
-    snprintf(cmd->numkeys, sizeof cmd->numkeys, "%d", cmd->nkeys);
+    /* Not snprintf: this runs for every command, and printf was ~9 % of an uncontended
+     * pair's instructions in the library (callgrind). */
+    char *end = crd__put_u64(cmd->numkeys, (uint64_t)cmd->nkeys);
+    *end = '\0';
     cmd->v[0] = eval ? "EVAL" : "EVALSHA";
     cmd->len[0] = eval ? 4 : 7;
     cmd->v[1] = eval ? src->text : src->sha1;
     cmd->len[1] = eval ? src->len : 40;
     cmd->v[2] = cmd->numkeys;
-    cmd->len[2] = strlen(cmd->numkeys);
+    cmd->len[2] = (size_t)(end - cmd->numkeys);
     return 0;
 }
 

@@ -65,7 +65,17 @@ uint64_t crd_owner_current(void)
 char *crd__put_u64(char *p, uint64_t v)
 {
     /* On every acquire, release and renewal (owner fields, RESP lengths, leases): printf
-     * was a measurable share of the hot path's CPU. */
+     * was a measurable share of the hot path's CPU. Most numbers written are RESP lengths
+     * and argument counts under 100: one or two digits without the loop. */
+    if (v < 10) {
+        *p++ = (char)('0' + v);
+        return p;
+    }
+    if (v < 100) {
+        p[0] = (char)('0' + v / 10);
+        p[1] = (char)('0' + v % 10);
+        return p + 2;
+    }
     char digits[20];
     int k = 0;
     do {

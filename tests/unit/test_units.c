@@ -451,7 +451,18 @@ Test(units, the_builder_grows_past_its_inline_words_and_formats_numbers)
     w = word(&cmd, 300);
     cr_expect_str_eq(w, "149");
     free(w);
+    cr_expect_eq(crd__cmd_head(&cmd, false), 0);
+    cr_expect_eq(cmd.len[2], 3);
+    cr_expect_str_eq(cmd.numkeys, "150");
     crd__cmd_free(&cmd);
+    /* crd__put_u64's one- and two-digit shortcuts and the loop meet at 10 and 100. */
+    const uint64_t v[] = {0, 9, 10, 99, 100, 101, 999, 1000, 18446744073709551615ULL};
+    const char *want[] = {"0", "9", "10", "99", "100", "101", "999", "1000", "18446744073709551615"};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        char buf[24];
+        *crd__put_u64(buf, v[i]) = '\0';
+        cr_expect_str_eq(buf, want[i]);
+    }
 }
 
 /* ---- cluster slots, redirects and cluster URLs ------------------------------------------------ */
