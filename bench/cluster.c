@@ -7,6 +7,7 @@
  */
 #include "bench.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,15 +16,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* A port in 20000..49999 on which nothing answers, nor on its cluster bus (port + 10000),
+ * or -1. Something may still hold either without answering, or take it before the node
+ * binds it: start_node tries again then. */
 static int free_port(void)
 {
-    /* The cluster bus takes port + 10000: stay below 55535. */
     for (int tries = 0; tries < 100; tries++) {
         int port = 20000 + (int)(((unsigned)getpid() * 7919u + (unsigned)bn_now_us()) % 30000u);
-        redisContext *c = redisConnect("127.0.0.1", port);
-        bool used = c != NULL && !c->err;
-        if (c != NULL)
-            redisFree(c);
+        bool used = false;
+        for (int k = 0; k < 2 && !used; k++) {
+            redisContext *c = redisConnect("127.0.0.1", port + k * 10000);
+            used = c != NULL && !c->err;
+            if (c != NULL)
+                redisFree(c);
+        }
         if (!used)
             return port;
     }
@@ -81,22 +87,37 @@ static bool cli_create(const bn_cluster *cl, const char *cli)
            WEXITSTATUS(status) == 0;
 }
 
-bool bn_cluster_start(bn_cluster *cl, int primaries, const char *server, const char *cli)
+/* Whether the node pid answers PING on port within 2 s; false at once when it exits (its
+ * port or its bus port was taken: the caller tries another). */
+static bool node_up(pid_t pid, int port)
 {
-    memset(cl, 0, sizeof *cl);
-    if (primaries < 1 || primaries > BN_CLUSTER_MAX || primaries == 2)
-        return false;
-    snprintf(cl->dir, sizeof cl->dir, "/tmp/crd-bench-cluster.XXXXXX");
-    if (mkdtemp(cl->dir) == NULL)
-        return false;
-    size_t o = snprintf(cl->url, sizeof cl->url, "redis-cluster://");
-    for (int i = 0; i < primaries; i++) {
+    for (int k = 0; k < 100; k++) {
+        if (waitpid(pid, NULL, WNOHANG) == pid)
+            return false;
+        redisContext *c = redisConnect("127.0.0.1", port);
+        bool up = c != NULL && !c->err && cmd_ok(c, "PING", NULL);
+        if (c != NULL)
+            redisFree(c);
+        if (up)
+            return true;
+        bn_sleep_us(20000);
+    }
+    return false;
+}
+
+/* Starts node i on a free port, up to 8 ports: a node whose port or bus port was taken
+ * between the check and its bind exits, and the cluster-3 scenario was once skipped so. */
+static bool start_node(bn_cluster *cl, int i, const char *server)
+{
+    for (int attempt = 0; attempt < 8; attempt++) {
         int port = free_port();
+        if (port < 0)
+            return false;
         char ports[16], nodes[300], dir[300];
         snprintf(ports, sizeof ports, "%d", port);
         snprintf(dir, sizeof dir, "%s/%d", cl->dir, port);
         snprintf(nodes, sizeof nodes, "nodes-%d.conf", port);
-        if (port < 0 || mkdir(dir, 0700) != 0)
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST)
             return false;
         pid_t pid = fork();
         if (pid == 0) {
@@ -112,20 +133,29 @@ bool bn_cluster_start(bn_cluster *cl, int primaries, const char *server, const c
         cl->pid[i] = pid;
         cl->port[i] = port;
         cl->n = i + 1;
-        o += (size_t)snprintf(cl->url + o, sizeof cl->url - o, "%s127.0.0.1:%d", i ? "," : "",
-                              port);
+        if (node_up(pid, port))
+            return true;
+        if (kill(pid, SIGKILL) == 0)
+            waitpid(pid, NULL, 0);
+        cl->pid[i] = 0;
     }
-    for (int i = 0; i < cl->n; i++) {
-        bool up = false;
-        for (int k = 0; k < 100 && !up; k++) {
-            bn_sleep_us(20000);
-            redisContext *c = redisConnect("127.0.0.1", cl->port[i]);
-            up = c != NULL && !c->err && cmd_ok(c, "PING", NULL);
-            if (c != NULL)
-                redisFree(c);
-        }
-        if (!up)
+    return false;
+}
+
+bool bn_cluster_start(bn_cluster *cl, int primaries, const char *server, const char *cli)
+{
+    memset(cl, 0, sizeof *cl);
+    if (primaries < 1 || primaries > BN_CLUSTER_MAX || primaries == 2)
+        return false;
+    snprintf(cl->dir, sizeof cl->dir, "/tmp/crd-bench-cluster.XXXXXX");
+    if (mkdtemp(cl->dir) == NULL)
+        return false;
+    size_t o = snprintf(cl->url, sizeof cl->url, "redis-cluster://");
+    for (int i = 0; i < primaries; i++) {
+        if (!start_node(cl, i, server))
             return false;
+        o += (size_t)snprintf(cl->url + o, sizeof cl->url - o, "%s127.0.0.1:%d", i ? "," : "",
+                              cl->port[i]);
     }
     if (primaries == 1) {
         redisContext *c = redisConnect("127.0.0.1", cl->port[0]);
