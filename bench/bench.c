@@ -632,6 +632,34 @@ static double put_uncontended(result *r, bn_vec *pairs, bn_vec *floor, double cp
     return p50;
 }
 
+/* One sample of each, in turn: a lock-script RTT, every other time a raw pair, and a
+ * credisson pair. Taken one by one rather than in blocks of each: this VM's round trip
+ * changes regime within a second (the pair's p50 at 330 or 800 µs from one second to the
+ * next), and blocks of a few hundred samples each then caught different regimes: the
+ * ratio of one run's medians swung 1.03 -> 1.14 between two back-to-back runs, and read
+ * 0.96 to the raw pair, faster than raw hiredis (bench/README.md, "Samples in turn"). */
+static void unc_samples(crd_client *c, crd_lock *l, redisContext *fc, bn_vec *pairs,
+                        bn_vec *floor, bn_vec *raw)
+{
+    for (int i = 0; i < P.unc_per_block; i++) {
+        bn_vec_push(floor, script_rtt_once(fc));
+        if (i % 2 == 0) {
+            double v = raw_pair_once(fc);
+            if (!isnan(v))
+                bn_vec_push(raw, v);
+        }
+        int64_t t0 = bn_now_us();
+        crd_status a = crd_lock_acquire(l, -1, CRD_LEASE_WATCHDOG);
+        crd_status r = crd_lock_release(l);
+        bn_vec_push(pairs, (double)(bn_now_us() - t0));
+        if (a != CRD_OK || r != CRD_OK) {
+            fprintf(stderr, "credisson-bench: uncontended: %s / %s (%s)\n", crd_strerror(a),
+                    crd_strerror(r), crd_client_errmsg(c));
+            exit(2);
+        }
+    }
+}
+
 static void unc_credisson(int rep)
 {
     char name[128];
@@ -643,37 +671,29 @@ static void unc_credisson(int rep)
     crd_lock_release(l);
     redisContext *fc = bn_connect(&EP);
     bn_vec pairs = {0}, floor = {0}, raw = {0};
-    int64_t cpu = 0, fcpu = 0;
-    long long cmds = 0;
-    long n = 0;
-    for (int b = 0; b < P.unc_blocks; b++) {
-        int64_t f0 = bn_cpu_us();
-        for (int i = 0; i < P.unc_per_block; i++)
-            bn_vec_push(&floor, script_rtt_once(fc));
-        fcpu += bn_cpu_us() - f0;
-        for (int i = 0; i < P.unc_per_block / 2; i++) {
-            double v = raw_pair_once(fc);
-            if (!isnan(v))
-                bn_vec_push(&raw, v);
+    for (int b = 0; b < P.unc_blocks; b++)
+        unc_samples(c, l, fc, &pairs, &floor, &raw);
+    /* Client CPU and Redis calls per pair from a block of pairs alone (getrusage counts
+     * every thread of this process), and the raw client's CPU per script RTT from a block
+     * of those. */
+    int64_t f0 = bn_cpu_us();
+    for (int i = 0; i < P.unc_per_block; i++)
+        script_rtt_once(fc);
+    int64_t fcpu = bn_cpu_us() - f0;
+    bn_cmdstats s0 = bn_cmdstats_get(ADMIN);
+    int64_t c0 = bn_cpu_us();
+    for (int i = 0; i < P.unc_per_block; i++) {
+        crd_status a = crd_lock_acquire(l, -1, CRD_LEASE_WATCHDOG);
+        crd_status r = crd_lock_release(l);
+        if (a != CRD_OK || r != CRD_OK) {
+            fprintf(stderr, "credisson-bench: uncontended: %s / %s (%s)\n", crd_strerror(a),
+                    crd_strerror(r), crd_client_errmsg(c));
+            exit(2);
         }
-        bn_cmdstats s0 = bn_cmdstats_get(ADMIN);
-        int64_t c0 = bn_cpu_us();
-        for (int i = 0; i < P.unc_per_block; i++) {
-            int64_t t0 = bn_now_us();
-            crd_status a = crd_lock_acquire(l, -1, CRD_LEASE_WATCHDOG);
-            crd_status r = crd_lock_release(l);
-            bn_vec_push(&pairs, (double)(bn_now_us() - t0));
-            if (a != CRD_OK || r != CRD_OK) {
-                fprintf(stderr, "credisson-bench: uncontended: %s / %s (%s)\n", crd_strerror(a),
-                        crd_strerror(r), crd_client_errmsg(c));
-                exit(2);
-            }
-        }
-        cpu += bn_cpu_us() - c0;
-        bn_cmdstats s1 = bn_cmdstats_get(ADMIN);
-        cmds += s1.total - s0.total;
-        n += P.unc_per_block;
     }
+    int64_t cpu = bn_cpu_us() - c0;
+    bn_cmdstats s1 = bn_cmdstats_get(ADMIN);
+    long n = P.unc_per_block;
     result *r = res("uncontended", "credisson");
     if (rep == 0) {
         monitor m;
@@ -684,8 +704,9 @@ static void unc_credisson(int rep)
         }
         put(r, "redis_cmds_sent_per_pair", (double)monitor_stop(&m) / COUNT_PAIRS);
     }
-    double p50 = put_uncontended(r, &pairs, &floor, (double)cpu, (double)cmds, n);
-    put(r, "raw_client_cpu_us_per_script_rtt", (double)fcpu / (double)(P.unc_blocks * P.unc_per_block));
+    double p50 = put_uncontended(r, &pairs, &floor, (double)cpu,
+                                 (double)(s1.total - s0.total), n);
+    put(r, "raw_client_cpu_us_per_script_rtt", (double)fcpu / (double)P.unc_per_block);
     if (raw.n > 0) {
         put(r, "raw_pair_us_p50", bn_quantile(&raw, 0.5));
         put(r, "ratio_to_raw_pair", p50 / bn_quantile(&raw, 0.5));
