@@ -632,26 +632,43 @@ static double put_uncontended(result *r, bn_vec *pairs, bn_vec *floor, double cp
     return p50;
 }
 
+/* CPU time of every thread of this process, µs: CLOCK_PROCESS_CPUTIME_ID, read around
+ * each sample below (one system call), so the CPU figures are taken in turn as well. */
+static int64_t proc_cpu_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+typedef struct unc_take {
+    bn_vec pairs, floor, raw;
+    int64_t cpu_us, floor_cpu_us; /* the credisson pairs', the script RTTs' */
+} unc_take;
+
 /* One sample of each, in turn: a lock-script RTT, every other time a raw pair, and a
- * credisson pair. Taken one by one rather than in blocks of each: this VM's round trip
- * changes regime within a second (the pair's p50 at 330 or 800 µs from one second to the
- * next), and blocks of a few hundred samples each then caught different regimes: the
- * ratio of one run's medians swung 1.03 -> 1.14 between two back-to-back runs, and read
- * 0.96 to the raw pair, faster than raw hiredis (bench/README.md, "Samples in turn"). */
-static void unc_samples(crd_client *c, crd_lock *l, redisContext *fc, bn_vec *pairs,
-                        bn_vec *floor, bn_vec *raw)
+ * credisson pair, each with the process's CPU time around it. Taken one by one rather
+ * than in blocks of each: this VM's round trip changes regime within a second (the
+ * pair's p50 at 330 or 800 µs from one second to the next), and blocks of a few hundred
+ * samples each then caught different regimes: the ratio of one run's medians swung
+ * 1.03 -> 1.14 between two back-to-back runs, and read 0.96 to the raw pair, faster than
+ * raw hiredis (bench/README.md, "Samples in turn"). */
+static void unc_samples(crd_client *c, crd_lock *l, redisContext *fc, unc_take *t)
 {
     for (int i = 0; i < P.unc_per_block; i++) {
-        bn_vec_push(floor, script_rtt_once(fc));
+        int64_t f0 = proc_cpu_us();
+        bn_vec_push(&t->floor, script_rtt_once(fc));
+        t->floor_cpu_us += proc_cpu_us() - f0;
         if (i % 2 == 0) {
             double v = raw_pair_once(fc);
             if (!isnan(v))
-                bn_vec_push(raw, v);
+                bn_vec_push(&t->raw, v);
         }
-        int64_t t0 = bn_now_us();
+        int64_t c0 = proc_cpu_us(), t0 = bn_now_us();
         crd_status a = crd_lock_acquire(l, -1, CRD_LEASE_WATCHDOG);
         crd_status r = crd_lock_release(l);
-        bn_vec_push(pairs, (double)(bn_now_us() - t0));
+        bn_vec_push(&t->pairs, (double)(bn_now_us() - t0));
+        t->cpu_us += proc_cpu_us() - c0;
         if (a != CRD_OK || r != CRD_OK) {
             fprintf(stderr, "credisson-bench: uncontended: %s / %s (%s)\n", crd_strerror(a),
                     crd_strerror(r), crd_client_errmsg(c));
@@ -670,30 +687,18 @@ static void unc_credisson(int rep)
     crd_lock_acquire(l, -1, CRD_LEASE_WATCHDOG); /* warm-up: connection, scripts, threads */
     crd_lock_release(l);
     redisContext *fc = bn_connect(&EP);
-    bn_vec pairs = {0}, floor = {0}, raw = {0};
+    unc_take t = {0};
     for (int b = 0; b < P.unc_blocks; b++)
-        unc_samples(c, l, fc, &pairs, &floor, &raw);
-    /* Client CPU and Redis calls per pair from a block of pairs alone (getrusage counts
-     * every thread of this process), and the raw client's CPU per script RTT from a block
-     * of those. */
-    int64_t f0 = bn_cpu_us();
-    for (int i = 0; i < P.unc_per_block; i++)
-        script_rtt_once(fc);
-    int64_t fcpu = bn_cpu_us() - f0;
+        unc_samples(c, l, fc, &t);
+    long n = (long)t.pairs.n;
+    /* Redis calls per pair from a block of pairs alone (INFO commandstats counts every
+     * client's). */
     bn_cmdstats s0 = bn_cmdstats_get(ADMIN);
-    int64_t c0 = bn_cpu_us();
     for (int i = 0; i < P.unc_per_block; i++) {
-        crd_status a = crd_lock_acquire(l, -1, CRD_LEASE_WATCHDOG);
-        crd_status r = crd_lock_release(l);
-        if (a != CRD_OK || r != CRD_OK) {
-            fprintf(stderr, "credisson-bench: uncontended: %s / %s (%s)\n", crd_strerror(a),
-                    crd_strerror(r), crd_client_errmsg(c));
-            exit(2);
-        }
+        crd_lock_acquire(l, -1, CRD_LEASE_WATCHDOG);
+        crd_lock_release(l);
     }
-    int64_t cpu = bn_cpu_us() - c0;
     bn_cmdstats s1 = bn_cmdstats_get(ADMIN);
-    long n = P.unc_per_block;
     result *r = res("uncontended", "credisson");
     if (rep == 0) {
         monitor m;
@@ -704,21 +709,25 @@ static void unc_credisson(int rep)
         }
         put(r, "redis_cmds_sent_per_pair", (double)monitor_stop(&m) / COUNT_PAIRS);
     }
-    double p50 = put_uncontended(r, &pairs, &floor, (double)cpu,
-                                 (double)(s1.total - s0.total), n);
-    put(r, "raw_client_cpu_us_per_script_rtt", (double)fcpu / (double)P.unc_per_block);
-    if (raw.n > 0) {
-        put(r, "raw_pair_us_p50", bn_quantile(&raw, 0.5));
-        put(r, "ratio_to_raw_pair", p50 / bn_quantile(&raw, 0.5));
+    /* put_uncontended divides both by n: the calls are scaled from their block to n. */
+    double calls = (double)(s1.total - s0.total) * (double)n / P.unc_per_block;
+    double p50 = put_uncontended(r, &t.pairs, &t.floor, (double)t.cpu_us, calls, n);
+    double floor_cpu = (double)t.floor_cpu_us / (double)t.floor.n;
+    put(r, "raw_client_cpu_us_per_script_rtt", floor_cpu);
+    if (floor_cpu > 0)
+        put(r, "cpu_ratio_to_2x_script_rtt", (double)t.cpu_us / (double)n / (2 * floor_cpu));
+    if (t.raw.n > 0) {
+        put(r, "raw_pair_us_p50", bn_quantile(&t.raw, 0.5));
+        put(r, "ratio_to_raw_pair", p50 / bn_quantile(&t.raw, 0.5));
     }
     unc_c_pair_p50 = p50;
     unc_c_done = true;
     redisFree(fc);
     crd_lock_free(l);
     crd_client_free(c);
-    bn_vec_free(&pairs);
-    bn_vec_free(&floor);
-    bn_vec_free(&raw);
+    bn_vec_free(&t.pairs);
+    bn_vec_free(&t.floor);
+    bn_vec_free(&t.raw);
 }
 
 static void unc_node(int rep)
