@@ -191,7 +191,8 @@ static int parse_run_args(int argc, char **argv, run_opts *o)
                                        MAX_PERMITS);
         } else if (cli_take_kind(a, &o->kind, &kinds_seen)) {
             if (kinds_seen > 1)
-                return cli_usage_error("run", "--fair, --read, --write and --fenced exclude each other");
+                return cli_usage_error("run",
+                                       "--fair, --read, --write and --fenced exclude each other");
         } else if (a[0] == '-' && a[1] != '\0') {
             return cli_usage_error("run", "unknown option '%s'", a);
         } else if (o->nnames < MAX_NAMES) {
@@ -335,7 +336,8 @@ static void renew_permit(const run_opts *o, permit_hold *h, supervision *s)
                   (long long)(h->valid_until - now));
     h->failing = true;
     /* Retry soon, but never past the lease's end. */
-    int64_t retry = h->lease_ms / 10 < 50 ? 50 : (h->lease_ms / 10 > 1000 ? 1000 : h->lease_ms / 10);
+    int64_t retry =
+        h->lease_ms / 10 < 50 ? 50 : (h->lease_ms / 10 > 1000 ? 1000 : h->lease_ms / 10);
     h->next_renew = now + retry < h->valid_until ? now + retry : h->valid_until;
 }
 

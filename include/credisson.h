@@ -476,10 +476,11 @@ CRD_API crd_status crd_options_init(crd_options *opts);
 /* Client                                                                              */
 /* ---------------------------------------------------------------------------------- */
 
-/* Create a client: validate opts (NULL means the crd_options_init() defaults), generate the client's random v4 UUID, open one
- * command connection (AUTH, SELECT) to prove the server is reachable, and start the
- * subscriber and watchdog threads. In cluster mode it first reads the slot map from a
- * seed, then PINGs a primary, then decides classic or sharded pub/sub.
+/* Create a client: validate opts (NULL means the crd_options_init() defaults), generate the
+ * client's random v4 UUID, open one command connection (AUTH, SELECT) to prove the server
+ * is reachable, and start the subscriber and watchdog threads. In cluster mode it first
+ * reads the slot map from a seed, then PINGs a primary, then decides classic or sharded
+ * pub/sub.
  *
  * Returns CRD_OK and sets *out. On failure (CRD_INVALID_ARGUMENT, CRD_IO, CRD_AUTH,
  * CRD_SERVER) *out is still set, to a failed client whose crd_client_errmsg() says
@@ -935,13 +936,13 @@ CRD_API crd_status crd_lock_token(crd_lock *lock, int64_t *token);
  * release and an extend go out when the dispatch's pass ends, together (written by the
  * dispatch itself, one non-blocking send per plaintext connection, while the client's
  * I/O thread is idle; otherwise handed to that thread), the I/O thread reads their
- * replies, and their completion makes crd_loop_fd() readable. On a cluster, with Sentinel, with replica sync on, or
- * when a lost reply must be read back, a step is more than one command (redirects, the
- * primary's address, WAIT, the read-back): it runs on one of the client's helper threads
- * (started on first need, at most 16, until the client is freed), bounded by its
- * deadline (the operation's wait_ms, or command_timeout_ms), and its end makes
- * crd_loop_fd() readable too. A fair waiter that gives up leaves the queue from a helper.
- * crd_client_free() waits for a step in progress on a helper (at most its deadline)
+ * replies, and their completion makes crd_loop_fd() readable. On a cluster, with Sentinel,
+ * with replica sync on, or when a lost reply must be read back, a step is more than one
+ * command (redirects, the primary's address, WAIT, the read-back): it runs on one of the
+ * client's helper threads (started on first need, at most 16, until the client is freed),
+ * bounded by its deadline (the operation's wait_ms, or command_timeout_ms), and its end
+ * makes crd_loop_fd() readable too. A fair waiter that gives up leaves the queue from a
+ * helper. crd_client_free() waits for a step in progress on a helper (at most its deadline)
  * before it ends the operation.
  *
  * Deadlines: an acquire with a wait that gets no answer from Redis by its deadline ends
@@ -1190,9 +1191,10 @@ CRD_API crd_status crd_permit_semaphore_acquire_async(crd_permit_semaphore *ps, 
 /* Give back the permit id (32 hex characters, either case).
  * Returns CRD_OK (released, its count published); CRD_LOCK_LOST (released by this call
  * all the same, but its lease had already run out: no other holder had it, yet the
- * caller worked past its lease; Redisson's release throws there); CRD_NOT_OWNER (not a permit out: never issued, already released, or reclaimed after
- * its lease: nothing changed); CRD_INVALID_ARGUMENT (NULL, not 32 hex characters);
- * CRD_SERVER; CRD_OUTCOME_UNKNOWN (sent, reply lost); CRD_IO (not sent); CRD_CLOSED. */
+ * caller worked past its lease; Redisson's release throws there); CRD_NOT_OWNER (not a
+ * permit out: never issued, already released, or reclaimed after its lease: nothing
+ * changed); CRD_INVALID_ARGUMENT (NULL, not 32 hex characters); CRD_SERVER;
+ * CRD_OUTCOME_UNKNOWN (sent, reply lost); CRD_IO (not sent); CRD_CLOSED. */
 CRD_API crd_status crd_permit_semaphore_release(crd_permit_semaphore *ps, const char *id);
 /* Give back n (1..1024, all different) permits, all or nothing (Redisson 3.44+): if any
  * id is not a permit out, nothing changes.

@@ -184,7 +184,8 @@ void crd__hist_add(crd__hist *h, int64_t ms);
 #define CRD__COUNT_N(c, field, n)                                                            \
     atomic_fetch_add_explicit(&(c)->metrics.field, (uint_fast64_t)(n), memory_order_relaxed)
 /* Moves the waiting gauge by d (+1 before a blocking wait, -1 after it). */
-#define CRD__WAITING(c, d) atomic_fetch_add_explicit(&(c)->metrics.waiting, (d), memory_order_relaxed)
+#define CRD__WAITING(c, d)                                                                     \
+    atomic_fetch_add_explicit(&(c)->metrics.waiting, (d), memory_order_relaxed)
 /* Sends one line to on_log, if set. */
 void crd__log(crd_client *c, crd_log_level level, const char *fmt, ...) CRD__PRINTF(3, 4);
 

@@ -378,7 +378,8 @@ crd_status crd__conn_command(crd_client *c, crd__conn *conn, int argc, const cha
             cap += 24 + 2 + lens[i] + 2;
         buf = malloc(cap);
         if (buf == NULL)
-            return crd__fail(c, CRD_NO_MEMORY, "cannot encode a %zu-argument command", (size_t)argc);
+            return crd__fail(c, CRD_NO_MEMORY, "cannot encode a %zu-argument command",
+                             (size_t)argc);
         n = encode_command(buf, cap, argc, argv, lens);
     }
     const char *why = NULL;

@@ -546,7 +546,8 @@ static bool open_link(crd_client *c, crd__engine *e, crd__pool *p, crd__link *l,
             snprintf(msg, sizeof msg, "%s", why);
         crd__link_close(l);
         CRD__COUNT(c, connection_failures);
-        p->backoff_ms = p->backoff_ms == 0 ? 50 : p->backoff_ms * 2 > 1000 ? 1000 : p->backoff_ms * 2;
+        /* 50 ms, doubling up to 1 s */
+        p->backoff_ms = p->backoff_ms == 0 ? 50 : p->backoff_ms >= 500 ? 1000 : p->backoff_ms * 2;
         p->retry_at = now + p->backoff_ms;
         p->last_st = st == CRD_OK ? CRD_IO : st;
         snprintf(p->last_why, sizeof p->last_why, "%s", msg);

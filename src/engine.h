@@ -123,12 +123,12 @@ void crd__engine_uncork(crd_client *c);
 /* Queues rq and waits for it until its deadline (when the peer has nothing queued and an
  * idle link, the calling thread writes rq and reads its reply itself on that link, lent
  * to it by the I/O thread: the direct path; the outcome rules are the same). On CRD_OK
- * the replies are moved to out[0..nreply-1] (the caller frees them). On CRD_TIMEOUT or CRD_IO *sent_ms says
- * whether it was written (0: not: it never runs); *handed_over is nonzero when the engine
- * now owns its outcome (rq->on_late will see the late reply): the caller must not read
- * it back; 1 when its connection had answered before (Redis went quiet), 2 when it never
- * had; -1 when it was never written because its deadline passed while it waited in the
- * queue (no connection was ready in time). rq is always consumed. */
+ * the replies are moved to out[0..nreply-1] (the caller frees them). On CRD_TIMEOUT or
+ * CRD_IO *sent_ms says whether it was written (0: not: it never runs); *handed_over is
+ * nonzero when the engine now owns its outcome (rq->on_late will see the late reply): the
+ * caller must not read it back; 1 when its connection had answered before (Redis went
+ * quiet), 2 when it never had; -1 when it was never written because its deadline passed
+ * while it waited in the queue (no connection was ready in time). rq is always consumed. */
 crd_status crd__engine_call(crd_client *c, crd__req *rq, redisReply **out, int64_t *sent_ms,
                             int *handed_over);
 /* Submits rq (crd__engine_prepare_wait done) for the thread that will await it (the

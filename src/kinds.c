@@ -308,8 +308,8 @@ static void write_is_locked(const crd_lock *l, crd__cmd *cmd) { rw_is_locked(l, 
 
 static void fenced_acquire(const crd_lock *l, const crd__acq_args *a, crd__cmd *cmd)
 {
-    crd__cmd_init(cmd, a->want_token ? CRD__SCRIPT_FENCED_ACQUIRE_TOKEN : CRD__SCRIPT_FENCED_ACQUIRE,
-                  0);
+    crd__cmd_init(cmd,
+                  a->want_token ? CRD__SCRIPT_FENCED_ACQUIRE_TOKEN : CRD__SCRIPT_FENCED_ACQUIRE, 0);
     name_key(l, cmd);
     key(cmd, &l->names.token);
     crd__cmd_arg_i64(cmd, a->lease_ms);
@@ -347,7 +347,7 @@ static void fenced_extend(const crd_lock *l, const char *field, size_t flen, int
     crd__cmd_arg(cmd, field, flen);
 }
 
-/* ---- the table -------------------------------------------------------------------------------- */
+/* ---- the table ------------------------------------------------------------------------------ */
 
 const crd__kind_ops crd__kinds[CRD__NKINDS] = {
     [CRD__RLOCK] = {.label = "lock",
@@ -411,7 +411,7 @@ const crd__kind_ops crd__kinds[CRD__NKINDS] = {
                      .is_locked = exists,
                      .extend = fenced_extend},
 };
-/* ---- lock records ------------------------------------------------------------------------------ */
+/* ---- lock records ---------------------------------------------------------------------------- */
 
 void crd__lock_clear(crd_lock *l)
 {

@@ -4,9 +4,9 @@
  * or a client closes.
  *
  * fork(): the prepare handler takes registry_mu and then every client's mutexes
- * (subscriber, cluster map and pools, holds, gates, watchdog, topology), so the child starts with all of them unlocked and
- * consistent. The child has none of the parent's threads and must never write on the
- * parent's sockets: each client gets a new identity, an empty pool (sockets closed,
+ * (subscriber, cluster map and pools, holds, gates, watchdog, topology), so the child starts with
+ * all of them unlocked and consistent. The child has none of the parent's threads and must never
+ * write on the parent's sockets: each client gets a new identity, an empty pool (sockets closed,
  * never written), no holds, and subscriber and watchdog threads that start on first use.
  *
  * Thread exit: the exiting thread's holds stop being renewed (they expire with their

@@ -136,8 +136,8 @@ static crd_op *new_op(crd_lock *l, uint64_t owner, op_type type, crd_op_done_fn 
     if (*st != CRD_OK)
         return NULL;
     if (done == NULL || owner == 0) {
-        *st = crd__fail(l->client, CRD_INVALID_ARGUMENT, "%s", done == NULL ? "done is NULL"
-                                                                            : "owner id 0 is not valid");
+        *st = crd__fail(l->client, CRD_INVALID_ARGUMENT, "%s",
+                        done == NULL ? "done is NULL" : "owner id 0 is not valid");
         return NULL;
     }
     crd_op *op = calloc(1, sizeof *op);

@@ -92,7 +92,10 @@ static void keys_ncz(crd__cmd *cmd, int script, const crd__sync *s, int cap)
     crd__cmd_key(cmd, s->timeouts.p, s->timeouts.len);
 }
 
-static crd_status check(crd_permit_semaphore *ps) { return crd__sync_check(ps != NULL ? &ps->s : NULL); }
+static crd_status check(crd_permit_semaphore *ps)
+{
+    return crd__sync_check(ps != NULL ? &ps->s : NULL);
+}
 
 /* check, then the id's 16 bytes into b (release, lease update). */
 static crd_status check_id(crd_permit_semaphore *ps, const char *id, unsigned char b[16])

@@ -388,8 +388,8 @@ static void handle_reply(crd_client *c, sublink *l, redisReply *r)
         subscribe_refused(c, l, r);
         return;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->element[0]->type != REDIS_REPLY_STRING ||
-        r->element[1]->type != REDIS_REPLY_STRING)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING)
         return;
     const char *kind = r->element[0]->str;
     const redisReply *ch = r->element[1];

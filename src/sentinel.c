@@ -482,8 +482,9 @@ static crd_status resolve_locked(crd_client *c, uint64_t gen_seen)
         return CRD_OK; /* someone already followed the move */
     if (t->resolving) {
         uint64_t round = t->rounds;
-        int64_t deadline = crd__now_ms() + (int64_t)t->cfg.naddrs * 2 *
-                                               (c->opts.connect_timeout_ms + c->opts.command_timeout_ms);
+        int64_t deadline =
+            crd__now_ms() +
+            (int64_t)t->cfg.naddrs * 2 * (c->opts.connect_timeout_ms + c->opts.command_timeout_ms);
         while (t->resolving && t->rounds == round && crd__now_ms() < deadline) {
             struct timespec ts = crd__abstime(deadline);
             pthread_cond_timedwait(&t->cv, &t->mu, &ts);

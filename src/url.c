@@ -92,8 +92,8 @@ void crd__endpoint_clear(crd__endpoint *ep)
 }
 
 /* One "host[:port]" (host may be "[v6-address]") in [h, end): *host allocated. */
-static crd_status host_port_d(const char *hostpart, const char *hp_end, char **host, int *port, int dflt,
-                            char *err, size_t errlen)
+static crd_status host_port_d(const char *hostpart, const char *hp_end, char **host, int *port,
+                              int dflt, char *err, size_t errlen)
 {
     const char *port_colon = NULL;
     const char *h = hostpart, *h_end;
@@ -170,7 +170,8 @@ crd_status crd__seeds_parse(const char *list, size_t len, crd__endpoint *out, ch
     return CRD_OK;
 }
 
-#define BAD(...) (snprintf(err, errlen, __VA_ARGS__), crd__endpoint_clear(out), CRD_INVALID_ARGUMENT)
+#define BAD(...)                                                                               \
+    (snprintf(err, errlen, __VA_ARGS__), crd__endpoint_clear(out), CRD_INVALID_ARGUMENT)
 #define OOM() (crd__endpoint_clear(out), CRD_NO_MEMORY)
 
 /* "[[user]:]password" of [s, end) into out: without a ':' it is a password alone, as
@@ -323,7 +324,8 @@ void crd__sentinel_cfg_clear(crd__sentinel_cfg *cfg)
 
 #undef BAD
 #undef OOM
-#define BAD(...) (snprintf(err, errlen, __VA_ARGS__), crd__sentinel_cfg_clear(out), CRD_INVALID_ARGUMENT)
+#define BAD(...)                                                                               \
+    (snprintf(err, errlen, __VA_ARGS__), crd__sentinel_cfg_clear(out), CRD_INVALID_ARGUMENT)
 #define OOM() (crd__sentinel_cfg_clear(out), CRD_NO_MEMORY)
 
 /* "host[:port],host[:port],..." of [s, end) appended to out->addrs, each with the port
