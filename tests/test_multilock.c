@@ -259,8 +259,14 @@ Test(multilock, run_policy_fail_skip_degrade_with_the_server_unreachable)
     cr_assert_eq(crd_lock_run_policy(c, l, 0, 5000, CRD_UNAVAILABLE_DEGRADE, work, NULL, &res),
                  CRD_OK);
     cr_expect(atomic_load(&ran) == 1 && res == 7);
-    /* Redis down */
+    /* Redis down. A no-wait acquire first, so that the client has seen it go: the policy
+     * calls below wait 200 ms, and without it the first of them could end before the
+     * cut was noticed (the proxy's close not yet read, or no reconnect tried yet, on a
+     * loaded machine: once in a CI-style run under ASan), which is CRD_TIMEOUT -- the wait
+     * ran out and nothing said Redis was gone -- not the outage this test is about. */
     cr_assert(crdt_proxy_set_refuse(p, true));
+    crd_status seen = crd_lock_acquire(l, 0, 5000);
+    cr_assert_eq(seen, CRD_IO, "%s: %s", crd_strerror(seen), crd_client_errmsg(c));
     atomic_store(&ran, 0);
     crd_status st = crd_lock_run_policy(c, l, 200, 5000, CRD_UNAVAILABLE_FAIL, work, NULL, &res);
     cr_expect_eq(st, CRD_IO, "%s: %s", crd_strerror(st), crd_client_errmsg(c));
