@@ -2401,12 +2401,13 @@ static void print_text(void)
 
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: credisson-bench [--quick] [--json] [--scenario NAME]... [--reps N]\n"
-            "                       [--url redis://HOST:PORT] [--no-node]\n"
-            "scenarios: floor uncontended uncontended-tls threads-4 threads-16 loop-64\n"
-            "           many-names stall procs-4 procs-16\n"
-            "           handoff fair-8 cluster-3 watchdog-10k watchdog-100k semaphore-8\n");
+    fprintf(stderr, "usage: credisson-bench [--quick] [--json] [--scenario NAME]... [--reps N]\n"
+                    "                       [--url redis://HOST:PORT] [--no-node]\n"
+                    "       credisson-bench --list-scenarios\n"
+                    "scenarios:");
+    for (size_t k = 0; k < NSCEN; k++)
+        fprintf(stderr, "%s%s", k % 6 == 0 && k > 0 ? "\n           " : " ", ALL_SCENARIOS[k]);
+    fprintf(stderr, "\n");
 }
 
 static bool parse_url(const char *url)
@@ -2459,7 +2460,11 @@ int main(int argc, char **argv)
     P.node = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--quick") == 0)
+        if (strcmp(a, "--list-scenarios") == 0) {
+            for (size_t k = 0; k < NSCEN; k++)
+                printf("%s\n", ALL_SCENARIOS[k]);
+            return 0;
+        } else if (strcmp(a, "--quick") == 0)
             P.quick = true;
         else if (strcmp(a, "--json") == 0)
             P.json = true;
