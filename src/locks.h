@@ -147,6 +147,10 @@ int crd__sub_take_checks(crd_client *c, crd__sub **out, int max);
 bool crd__sub_await_live(crd_client *c, const char *channel, size_t len, int64_t deadline_ms);
 /* Whether this client's subscriber has channel subscribed now. */
 bool crd__sub_is_live(crd_client *c, const char *channel, size_t len);
+/* Before a release of the lock whose channel this is: a subscription kept after a
+ * hand-off with nobody waiting on it ends now (its UNSUBSCRIBE written, or the subscriber
+ * thread woken to write it), ahead of the release's message. */
+void crd__sub_end_linger(crd_client *c, const char *channel, size_t len);
 /* Waits for one wake-up permit, or for the caller's lent attempt (mine, or NULL) to be
  * sent, or until deadline_ms. Returns CRD_OK when woken, CRD_TIMEOUT when the deadline
  * passed, CRD_CLOSED on shutdown. *confirmed is updated with whether the subscription is

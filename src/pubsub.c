@@ -10,22 +10,31 @@
  * the refreshed slot map names and its waiters are woken to re-check, exactly as after
  * a reconnect. Waiters take a reference on a per-channel entry;
  * the first reference makes the thread send SUBSCRIBE, the last one UNSUBSCRIBE, so all
- * local waiters of a lock share one subscription. After a hand-off (the thread sent its
- * lone waiter's acquire) the last reference goes without waking the thread: the entry
- * stays subscribed for HANDOFF_LOOK_MS and the thread looks at it then on its own, so
- * the acquire returns without a thread wake-up on its way out (bench/README.md, "The
- * hand-off's way out, kept"). A waiter that joins such a lingering entry would hear
- * messages published before its own re-try: the entry turns stale (its messages wake
- * nobody) and is subscribed afresh, UNSUBSCRIBE and SUBSCRIBE in one write, before it is
- * live again. Each entry has a permit counter and a
+ * local waiters of a lock share one subscription. The thread that lets go of the last
+ * reference writes that UNSUBSCRIBE itself on a plaintext link the subscriber thread is
+ * not writing (leave_direct: one send(), no wake-up of this thread); otherwise (TLS, a
+ * link busy or not connected) it wakes this thread, which sends it. After a hand-off
+ * (the thread sent its lone waiter's acquire) the last reference goes without either:
+ * the acquire returns with nothing sent and nobody woken on its way out (bench/
+ * README.md, "The hand-off's way out, kept"), and the entry stays subscribed until the
+ * holder's release of that lock writes the UNSUBSCRIBE first (crd__sub_end_linger), or
+ * HANDOFF_LOOK_MS pass and this thread sends it on its own. Kept past that release, it
+ * was counted among the receivers of the next holders' releases elsewhere, which then
+ * deferred for a waiter that did not wait (procs-4 at half its rate, issue #48). A
+ * waiter that joins an entry still subscribed with nobody waiting would hear messages
+ * published before its own re-try: the entry turns stale (its messages wake nobody) and
+ * is subscribed afresh, UNSUBSCRIBE and SUBSCRIBE in one write, before it is live again.
+ * Each entry has a permit counter and a
  * condition variable: a "0" message adds one permit and wakes one waiter, a "1" adds a
  * permit per waiter and wakes all (the lock rule; semaphore and latch channels have
  * their own, chosen by crd__sub_acquire_rule: CRD__WAKE_COUNT, CRD__WAKE_ALL). After a reconnect,
  * every entry is resubscribed and, once confirmed, every waiter is woken to re-check,
  * because messages published while disconnected are lost.
  *
- * Lock: ps->mu guards every entry and the connection state. Threads: the subscriber
- * thread (reads, writes the subscriber socket) and callers' threads (wait on entries).
+ * Lock: ps->mu guards every entry and the connection state; a link's wmu (a leaf, taken
+ * without ps->mu) its writes and the life of its connection. Threads: the subscriber
+ * thread (reads the subscriber sockets, writes them, opens and closes them) and callers'
+ * threads (wait on entries; the last waiter of an entry may write its UNSUBSCRIBE).
  * Waiters are told what to do through a self-pipe; the thread never blocks on a mutex
  * while holding the socket half-written. In sentinel mode the connection goes to the
  * current primary (sentinel.c) and is reopened when the primary moves.
@@ -39,13 +48,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
-/* After a hand-off the entry stays subscribed this many ms with no reference, and is
- * looked at then unasked: its waiter's reference is dropped on the way out of the
- * acquire without waking this thread. Short: while it lingers, a release elsewhere still
- * counts this connection among the receivers (release_defer_ms), and a waiter of this
- * client that joins it pays for a fresh subscription (UNSUBSCRIBE and SUBSCRIBE). */
+/* After a hand-off the entry stays subscribed at most this many ms with no reference,
+ * then this thread looks at it unasked; the holder's release ends it sooner. */
 #define HANDOFF_LOOK_MS 2
 
 struct sublink;
@@ -92,6 +99,13 @@ typedef struct sublink {
     char *out;        /* (UN)SUBSCRIBEs encoded under ps->mu, sent after it is released
                          through the connection's transport (plain or TLS) */
     size_t out_len, out_cap;
+    /* Writes to conn, and closing it, happen under wmu (a leaf, never with ps->mu): the
+     * thread's flush and a last waiter's own UNSUBSCRIBE (leave_direct). gen counts the
+     * connections closed; rest holds what a waiter's send() left unsent, sent first. */
+    pthread_mutex_t wmu;
+    atomic_uint gen;
+    char *rest;
+    size_t rest_len;
     int64_t owed_since; /* a confirmation is owed since (0: none): a link that owes one
                            for command_timeout_ms is given up (health_check) */
     struct sublink *next;
@@ -230,6 +244,10 @@ static sublink *link_for(crd_client *c, const crd__sub *s)
     sublink *l = calloc(1, sizeof *l);
     if (l == NULL)
         return NULL;
+    if (pthread_mutex_init(&l->wmu, NULL) != 0) {
+        free(l);
+        return NULL;
+    }
     l->node = node;
     l->backoff = 50;
     l->next = ps->links;
@@ -359,9 +377,8 @@ static bool on_message(crd_client *c, crd__sub *s, const redisReply *r, bool *ha
          * is the waiter this message wakes: no permit for another. */
         crd__handoff_send(c, s->handoff);
         *handed = true;
-        /* Its waiter drops its reference as soon as the reply says it holds the lock:
-         * this thread then looks at the entry unasked (crd__sub_release), so that the
-         * waiter's wake-up of this thread is not on its way out of the acquire. */
+        /* Its waiter drops its reference as soon as the reply says it holds the lock,
+         * with nothing written and nobody woken (crd__sub_release). */
         s->look_at = crd__now_ms() + HANDOFF_LOOK_MS;
     }
     if (live(s) && !*handed && s->wake_rule == CRD__WAKE_COUNT) {
@@ -473,11 +490,18 @@ static void lost_link(crd__pubsub *ps, sublink *l)
     pthread_mutex_unlock(&ps->mu);
 }
 
-/* Sends what sync_entries queued for link l through its transport (plain or TLS). */
+/* Sends what a waiter's own UNSUBSCRIBE left unsent, then what sync_entries queued for
+ * link l, through its transport (plain or TLS). */
 static bool flush_out(sublink *l)
 {
     const char *why = NULL;
-    bool ok = l->out_len == 0 || crd__conn_send(&l->conn, l->out, l->out_len, &why);
+    pthread_mutex_lock(&l->wmu);
+    bool ok = l->rest_len == 0 || crd__conn_send(&l->conn, l->rest, l->rest_len, &why);
+    free(l->rest);
+    l->rest = NULL;
+    l->rest_len = 0;
+    ok = ok && (l->out_len == 0 || crd__conn_send(&l->conn, l->out, l->out_len, &why));
+    pthread_mutex_unlock(&l->wmu);
     if (l->out_len > 0 && l->owed_since == 0)
         l->owed_since = crd__now_ms();
     l->out_len = 0;
@@ -534,7 +558,13 @@ static void connect_link(crd_client *c, sublink *l, int64_t now)
 
 static void close_link(crd_client *c, sublink *l)
 {
+    pthread_mutex_lock(&l->wmu);
     crd__conn_close(&l->conn);
+    atomic_fetch_add(&l->gen, 1);
+    free(l->rest);
+    l->rest = NULL;
+    l->rest_len = 0;
+    pthread_mutex_unlock(&l->wmu);
     l->out_len = 0; /* for the old connection: the entries are resubscribed */
     l->owed_since = 0;
     lost_link(c->ps, l);
@@ -757,6 +787,7 @@ void crd__pubsub_after_fork_child(crd_client *c)
         ps->links = l->next;
         crd__conn_abandon(&l->conn);
         free(l->out);
+        free(l->rest); /* wmu may have been held by a parent thread: never destroyed */
         free(l);
     }
     close(ps->pipe_fd[0]);
@@ -812,6 +843,8 @@ void crd__pubsub_stop(crd_client *c)
         ps->links = l->next;
         crd__conn_close(&l->conn);
         free(l->out);
+        free(l->rest);
+        pthread_mutex_destroy(&l->wmu);
         free(l);
     }
     close(ps->pipe_fd[0]);
@@ -906,23 +939,119 @@ crd_status crd__sub_acquire_rule(crd_client *c, const char *channel, size_t len,
     return atomic_load(&c->closed) ? CRD_CLOSED : CRD_OK;
 }
 
+/* The UNSUBSCRIBE of an entry nobody wants any more, written by the thread that let it
+ * go (leave_direct), outside ps->mu. */
+typedef struct leaving {
+    sublink *l;      /* NULL: nothing to write (the subscriber thread was woken instead) */
+    unsigned gen;    /* l's connection when it was decided */
+    char buf[256];
+    char *cmd;       /* buf, or allocated for a long channel */
+    size_t len;
+} leaving;
+
+/* s has no waiter and no watched hold left (ps->mu held): its UNSUBSCRIBE is encoded into
+ * *out for the caller to send once it has let go of ps->mu, when the link is plaintext,
+ * connected and holds nothing the thread has yet to send; else the thread is woken to
+ * send it. The entry is unsubscribing from now on, as if the thread had sent it. */
+static void leave(crd_client *c, crd__sub *s, leaving *out)
+{
+    crd__pubsub *ps = c->ps;
+    out->l = NULL;
+    sublink *l = s->link;
+    bool direct = s->subscribed && !s->inflight && !s->stale && l != NULL &&
+                  l->conn.ctx != NULL && l->conn.ssl == NULL && l->out_len == 0;
+    if (direct) {
+        const char *word = c->sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE";
+        const char *argv[2] = {word, s->channel};
+        size_t lens[2] = {strlen(word), s->len};
+        size_t cap = sizeof out->buf;
+        out->cmd = out->buf;
+        out->len = 0;
+        char *p = out->buf;
+        if (s->len + 128 > cap) { /* crd__resp_append wants ~90 bytes over the channel */
+            p = NULL; /* it allocates */
+            cap = 0;
+        }
+        direct = crd__resp_append(&p, &out->len, &cap, 2, argv, lens);
+        out->cmd = p;
+        if (!direct && p != out->buf)
+            free(p);
+    }
+    if (!direct) {
+        poke(ps); /* under the mutex: crd__pubsub_stop may close the pipe once we leave */
+        return;
+    }
+    s->inflight = true;
+    s->unsubscribing = true;
+    s->resubscribe = false;
+    out->l = l;
+    out->gen = atomic_load(&l->gen);
+    ps->total_refs++; /* crd__pubsub_stop waits for this send too (it frees the link) */
+}
+
+/* Writes what leave() encoded, without waiting: what send() does not take is left for
+ * the subscriber thread (woken), which sends it before anything else. The link's
+ * connection is the one leave() saw or the write is dropped: a connection closed since
+ * took the subscription with it. */
+static void leave_direct(crd_client *c, leaving *lv)
+{
+    crd__pubsub *ps = c->ps;
+    sublink *l = lv->l;
+    bool wake = false;
+    pthread_mutex_lock(&l->wmu);
+    if (l->conn.ctx != NULL && atomic_load(&l->gen) == lv->gen) {
+        size_t done = 0;
+        if (l->rest_len == 0) {
+            ssize_t n;
+            do
+                n = send(l->conn.ctx->fd, lv->cmd, lv->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+            while (n < 0 && errno == EINTR);
+            done = n > 0 ? (size_t)n : 0;
+        }
+        if (done < lv->len) {
+            /* Short, refused or behind an earlier rest: the thread sends the rest (a
+             * connection that failed is found dead when it next reads it). */
+            char *rest = realloc(l->rest, l->rest_len + lv->len - done);
+            if (rest != NULL) {
+                memcpy(rest + l->rest_len, lv->cmd + done, lv->len - done);
+                l->rest = rest;
+                l->rest_len += lv->len - done;
+            } else if (done > 0) {
+                l->conn.broken = true; /* half a command written: the connection is lost */
+                shutdown(l->conn.ctx->fd, SHUT_RDWR);
+            }
+            wake = true;
+        }
+    }
+    pthread_mutex_unlock(&l->wmu);
+    if (lv->cmd != lv->buf)
+        free(lv->cmd);
+    pthread_mutex_lock(&ps->mu);
+    if (wake)
+        poke(ps);
+    if (--ps->total_refs == 0)
+        pthread_cond_broadcast(&ps->idle_cv);
+    pthread_mutex_unlock(&ps->mu);
+}
+
 void crd__sub_release(crd_client *c, crd__sub *s)
 {
     crd__pubsub *ps = c->ps;
+    leaving lv = {.l = NULL};
     pthread_mutex_lock(&ps->mu);
     s->refs--;
     ps->total_refs--;
     if (s->refs == 0) {
         s->permits = 0;
-        /* Under the mutex: crd__pubsub_stop may close the pipe once we leave. Not when
-         * the subscriber thread will look anyway (after a hand-off; sync_entries runs at
-         * look_at or later, so it sees this release). */
-        if (crd__now_ms() >= s->look_at)
-            poke(ps);
+        /* Not after a hand-off: the holder's release or this thread ends that one. */
+        if (s->watch_refs == 0 && crd__now_ms() >= s->look_at)
+            leave(c, s, &lv);
     }
     if (ps->total_refs == 0)
         pthread_cond_broadcast(&ps->idle_cv);
     pthread_mutex_unlock(&ps->mu);
+    if (lv.l != NULL)
+        leave_direct(c, &lv);
 }
 
 /* ---- watched holds (prompt_loss_detection) ----------------------------------------------- */
@@ -941,13 +1070,31 @@ crd__sub *crd__sub_watch(crd_client *c, const char *channel, size_t len)
     return s;
 }
 
+void crd__sub_end_linger(crd_client *c, const char *channel, size_t len)
+{
+    crd__pubsub *ps = c->ps;
+    leaving lv = {.l = NULL};
+    pthread_mutex_lock(&ps->mu);
+    crd__sub *s = find(ps, channel, len);
+    if (s != NULL && s->look_at != 0 && s->refs == 0 && s->watch_refs == 0) {
+        s->look_at = 0;
+        leave(c, s, &lv);
+    }
+    pthread_mutex_unlock(&ps->mu);
+    if (lv.l != NULL)
+        leave_direct(c, &lv);
+}
+
 void crd__sub_unwatch(crd_client *c, crd__sub *s)
 {
     crd__pubsub *ps = c->ps;
+    leaving lv = {.l = NULL};
     pthread_mutex_lock(&ps->mu);
     if (--s->watch_refs == 0 && s->refs == 0)
-        poke(ps);
+        leave(c, s, &lv);
     pthread_mutex_unlock(&ps->mu);
+    if (lv.l != NULL)
+        leave_direct(c, &lv);
 }
 
 bool crd__sub_arm(crd_client *c, crd__sub *s, crd__handoff *h)

@@ -135,7 +135,12 @@ crd_status crd__release_begin(crd__rel *r, crd_lock *l, uint64_t owner)
         else if (hold->count <= 1)
             hold->releasing = true; /* cancel renewal before the final release is sent */
     }
+    bool final = hold != NULL && !was_lost && hold->count <= 1;
     pthread_mutex_unlock(&h->mu);
+    /* Its message must not reach a subscription of ours kept after the hand-off that gave
+     * us the lock: nobody here waits (issue #48). */
+    if (final && crd__kinds[l->kind].counts_receivers)
+        crd__sub_end_linger(c, l->names.channel.p, l->names.channel.len);
     if (was_lost)
         return lost_status(c, l); /* counted when the watchdog found it lost */
     char rid[33];

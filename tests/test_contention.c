@@ -282,6 +282,83 @@ Test(contention, a_release_that_woke_a_waiter_elsewhere_lets_that_waiter_in_firs
     crdt_fixture_close(&f);
 }
 
+/* The reply of the last script in t (an unlock's "(integer) 1 + receivers"), copied into
+ * out; false when there is none. */
+static bool last_script_reply(crdt_tracelog *t, char *out, size_t n)
+{
+    bool found = false;
+    for (size_t i = crdt_tracelog_count(t); i-- > 0 && !found;) {
+        crdt_trace_entry e;
+        if (!crdt_tracelog_get(t, i, &e))
+            continue;
+        if (!e.subscriber && e.argc > 1 && strcasecmp(e.argv[0], "EVALSHA") == 0) {
+            snprintf(out, n, "%s", e.reply);
+            found = true;
+        }
+        crdt_trace_entry_free(&e);
+    }
+    return found;
+}
+
+struct numsub_zero {
+    redisContext *r;
+    const char *channel;
+};
+
+static bool numsub_zero(void *arg)
+{
+    struct numsub_zero *z = arg;
+    return crdt_numsub(z->r, z->channel) == 0;
+}
+
+/* Issue #48: after a hand-off the waiter's subscription was kept 2 ms without a waiter
+ * (so that the acquire returned without waking the subscriber thread). Kept past that
+ * client's own release, it was counted among the receivers of the next holder's release
+ * elsewhere, which then deferred its next attempt for a waiter that did not wait: the
+ * lock lay idle for release_defer_ms, and procs-4 ran at half its rate. Now the last
+ * waiter writes the UNSUBSCRIBE itself on its way out (pubsub.c, leave_direct; over TLS
+ * it wakes the subscriber thread to do it). Here B is handed the lock and gives it back
+ * at once; A then takes it and releases with nobody waiting: A's unlock must reach
+ * nobody (reply 1). With the 2 ms linger every one of the 20 rounds said 2 (it outlived
+ * A's two round trips); written on the way out, none did in 10 runs, plain or TLS. */
+Test(contention, a_hand_off_s_subscription_ends_with_its_holder_s_release, .timeout = 90)
+{
+    enum { ROUNDS = 20 };
+    crd_options oa;
+    crdt_tracelog *ta = crdt_traced_options(&oa);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 2, "linger", crdt_lock, &oa, NULL);
+    /* Warm B's script cache and connections: its hand-off needs an idle one. */
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.lb), CRD_OK);
+    int counted = 0;
+    char reply[64] = "";
+    for (int round = 0; round < ROUNDS; round++) {
+        cr_assert_eq(crd_lock_acquire(f.la, 0, 30000), CRD_OK);
+        crdt_waiter b = {.lock = f.lb, .client = f.b, .wait_ms = 20000, .lease_ms = 30000};
+        crdt_waiter_start(&b);
+        cr_assert(crdt_await_waiting(f.b, 1, 5000), "round %d: B never went to sleep", round);
+        cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+        crdt_waiter_join(&b, 10000, "B");
+        cr_assert_eq(b.acquire_st, CRD_OK, "round %d: B: %s", round, crd_strerror(b.acquire_st));
+        cr_assert_eq(b.release_st, CRD_OK);
+        /* Nobody waits now: A takes the lock and gives it back. */
+        cr_assert_eq(crd_lock_acquire(f.la, 0, 30000), CRD_OK);
+        cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+        cr_assert(last_script_reply(ta, reply, sizeof reply), "A's unlock was not traced");
+        counted += strcmp(reply, "(integer) 1") != 0;
+        /* The next round starts with B's subscription gone (deadline: the linger's
+         * own end is 2 ms; this is not what the test measures). */
+        struct numsub_zero z = {f.r, f.channel};
+        cr_assert(crdt_wait_until(numsub_zero, &z, 5000), "B's subscription stayed");
+    }
+    cr_assert_leq(counted, ROUNDS / 4, "%d of %d unlocks with nobody waiting reached a "
+                  "subscription of B's that outlived B's release (last reply %s)", counted,
+                  ROUNDS, reply);
+    crdt_fixture_close(&f);
+    crdt_tracelog_free(ta);
+}
+
 /* ---- prompt loss detection ------------------------------------------------------------- */
 
 enum { TRIALS = 100 };
