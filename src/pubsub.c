@@ -100,9 +100,11 @@ typedef struct sublink {
                          through the connection's transport (plain or TLS) */
     size_t out_len, out_cap;
     /* Writes to conn, and closing it, happen under wmu (a leaf, never with ps->mu): the
-     * thread's flush and a last waiter's own UNSUBSCRIBE (leave_direct). gen counts the
-     * connections closed; rest holds what a waiter's send() left unsent, sent first. */
+     * thread's flush and a last waiter's own UNSUBSCRIBE (leave_direct). open says (under
+     * wmu) that conn is connected; gen counts the connections closed; rest holds what a
+     * waiter's send() left unsent, sent first. */
     pthread_mutex_t wmu;
+    bool open;
     atomic_uint gen;
     char *rest;
     size_t rest_len;
@@ -550,6 +552,9 @@ static void connect_link(crd_client *c, sublink *l, int64_t now)
         return;
     }
     l->backoff = 50;
+    pthread_mutex_lock(&l->wmu);
+    l->open = true;
+    pthread_mutex_unlock(&l->wmu);
     if (l->opened++ > 0)
         crd__log(c, CRD_LOG_INFO, "subscriber connection to %s:%d reopened; resubscribing and "
                  "waking every waiter to re-check", ep->host != NULL ? ep->host : "unix",
@@ -560,6 +565,7 @@ static void close_link(crd_client *c, sublink *l)
 {
     pthread_mutex_lock(&l->wmu);
     crd__conn_close(&l->conn);
+    l->open = false;
     atomic_fetch_add(&l->gen, 1);
     free(l->rest);
     l->rest = NULL;
@@ -727,8 +733,12 @@ static void *subscriber_main(void *arg)
             if (l->conn.ctx != NULL && l->conn.topo_gen != crd__topology_gen(c))
                 close_link(c, l);
     }
-    for (sublink *l = ps->links; l != NULL; l = l->next)
+    for (sublink *l = ps->links; l != NULL; l = l->next) {
+        pthread_mutex_lock(&l->wmu);
         crd__conn_close(&l->conn);
+        l->open = false;
+        pthread_mutex_unlock(&l->wmu);
+    }
     return NULL;
 }
 
@@ -950,16 +960,17 @@ typedef struct leaving {
 } leaving;
 
 /* s has no waiter and no watched hold left (ps->mu held): its UNSUBSCRIBE is encoded into
- * *out for the caller to send once it has let go of ps->mu, when the link is plaintext,
- * connected and holds nothing the thread has yet to send; else the thread is woken to
- * send it. The entry is unsubscribing from now on, as if the thread had sent it. */
+ * *out for the caller to send once it has let go of ps->mu, on a plaintext client; else
+ * the thread is woken to send it. The entry is unsubscribing from now on, as if the
+ * thread had sent it. */
 static void leave(crd_client *c, crd__sub *s, leaving *out)
 {
     crd__pubsub *ps = c->ps;
     out->l = NULL;
     sublink *l = s->link;
-    bool direct = s->subscribed && !s->inflight && !s->stale && l != NULL &&
-                  l->conn.ctx != NULL && l->conn.ssl == NULL && l->out_len == 0;
+    /* The link's connection is the subscriber thread's: leave_direct looks at it under
+     * wmu. TLS never: its session is read by that thread. */
+    bool direct = s->subscribed && !s->inflight && !s->stale && l != NULL && c->tls == NULL;
     if (direct) {
         const char *word = c->sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE";
         const char *argv[2] = {word, s->channel};
@@ -999,9 +1010,9 @@ static void leave_direct(crd_client *c, leaving *lv)
     sublink *l = lv->l;
     bool wake = false;
     pthread_mutex_lock(&l->wmu);
-    if (l->conn.ctx != NULL && atomic_load(&l->gen) == lv->gen) {
+    if (atomic_load(&l->gen) == lv->gen) {
         size_t done = 0;
-        if (l->rest_len == 0) {
+        if (l->open && l->rest_len == 0) {
             ssize_t n;
             do
                 n = send(l->conn.ctx->fd, lv->cmd, lv->len, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -1017,7 +1028,8 @@ static void leave_direct(crd_client *c, leaving *lv)
                 l->rest = rest;
                 l->rest_len += lv->len - done;
             } else if (done > 0) {
-                l->conn.broken = true; /* half a command written: the connection is lost */
+                /* Half a command written and no room for the rest: the connection is
+                 * lost (the thread finds it closed). */
                 shutdown(l->conn.ctx->fd, SHUT_RDWR);
             }
             wake = true;
