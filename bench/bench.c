@@ -60,7 +60,7 @@ static const char *const ALL_SCENARIOS[] = {
     "floor",   "uncontended", "uncontended-tls", "threads-4",    "threads-16",
     "loop-64", "many-names",  "stall",           "procs-4",      "procs-16",
     "handoff", "fair-8",      "cluster-3",       "watchdog-10k", "watchdog-100k",
-    "semaphore-8"};
+    "semaphore-8", "dispatch-2000"};
 #define NSCEN (sizeof ALL_SCENARIOS / sizeof ALL_SCENARIOS[0])
 
 typedef struct params {
@@ -1269,6 +1269,144 @@ static void sc_loop(int rep, const char *scenario, int n)
     put(r, "blocking_threads_used", n);
     if (lp.errors + bl.errors > 0)
         fail_check(r, "errors", (double)(lp.errors + bl.errors));
+}
+
+/* ---- dispatch-2000: one loop call's work is bounded (issue #48) --------------------------- */
+
+#define DISPATCH_OPS 2000
+
+typedef struct dispatch_run {
+    int done, errors, in_call, most_in_call;
+} dispatch_run;
+
+static void dispatch_done(void *user, crd_op *op, crd_status st)
+{
+    (void)op;
+    dispatch_run *d = user;
+    d->done++;
+    d->errors += st != CRD_OK;
+    if (++d->in_call > d->most_in_call)
+        d->most_in_call = d->in_call;
+}
+
+static int64_t thread_cpu_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Runs the loop as an application would (poll on the fd for crd_loop_timeout_ms, then
+ * dispatch) until stop(phase) or d->done reaches n, or 20 s pass. longest[0]: the longest
+ * dispatch call (us, wall clock), longest[1]: the most CPU time one took (this thread's:
+ * what the call did, without the time the machine gave others); *calls counts them. */
+static void dispatch_until(crd_client *c, dispatch_run *d, int n, int phase,
+                           bool (*stop)(int), int *calls, int64_t longest[2])
+{
+    int fd = crd_loop_fd(c);
+    int64_t until = bn_now_us() + 20000000;
+    while (d->done < n && !(stop != NULL && stop(phase)) && bn_now_us() < until) {
+        int64_t t0 = bn_now_us(), c0 = thread_cpu_us();
+        d->in_call = 0;
+        crd_loop_dispatch(c);
+        int64_t t = bn_now_us() - t0, cpu = thread_cpu_us() - c0;
+        longest[0] = t > longest[0] ? t : longest[0];
+        longest[1] = cpu > longest[1] ? cpu : longest[1];
+        (*calls)++;
+        int64_t ms = crd_loop_timeout_ms(c);
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, ms < 0 || ms > 100 ? 100 : (int)ms);
+    }
+}
+
+/* The names of the scenario, for all_ran (set by sc_dispatch). */
+static const char *DISPATCH_ARGV[DISPATCH_OPS + 1];
+static size_t DISPATCH_LENS[DISPATCH_OPS + 1];
+
+/* Whether the server has run every one of phase's operations (0: acquires, every name's
+ * key exists; 1: releases, none does). One EXISTS of all the names. */
+static bool all_ran(int phase)
+{
+    redisReply *r = redisCommandArgv(ADMIN, DISPATCH_OPS + 1, DISPATCH_ARGV, DISPATCH_LENS);
+    long long n = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (r != NULL)
+        freeReplyObject(r);
+    return phase == 0 ? n == DISPATCH_OPS : n == 0;
+}
+
+/* One loop client with 2 000 operations at once: 2 000 acquisitions on 2 000 free names,
+ * started together, the loop run as an application runs it until the server has run
+ * them all, then left alone 5 ms while the answers come in (so that what is left is ready
+ * together), then drained; then their 2 000 releases likewise. Every dispatch call is
+ * timed: the longest (target <= 5 ms), the most completions one call made, the calls,
+ * and the phase's completions per second from the first start to the last completion. */
+static void sc_dispatch(int rep, const char *scenario)
+{
+    crd_client *c = new_client(0);
+    crd_lock **ls = calloc(DISPATCH_OPS, sizeof *ls);
+    uint64_t *owners = calloc(DISPATCH_OPS, sizeof *owners);
+    char base[128];
+    mkname(base, sizeof base, scenario, rep, "d");
+    for (int i = 0; i < DISPATCH_OPS; i++) {
+        char name[200];
+        snprintf(name, sizeof name, "%s:%d", base, i);
+        crd_lock_new(c, name, &ls[i]);
+        owners[i] = crd_owner_new();
+        DISPATCH_ARGV[i + 1] = crd_lock_name(ls[i], &DISPATCH_LENS[i + 1]);
+    }
+    DISPATCH_ARGV[0] = "EXISTS";
+    DISPATCH_LENS[0] = 6;
+    /* Warm: connections and the script cache (a NOSCRIPT would take a second pass). */
+    if (crd_lock_acquire(ls[0], -1, 10000) == CRD_OK)
+        crd_lock_release(ls[0]);
+    double longest[2] = {0, 0}, cpu[2] = {0, 0}, rate[2] = {0, 0}, most[2] = {0, 0};
+    int calls[2] = {0, 0}, errors = 0;
+    for (int phase = 0; phase < 2; phase++) {
+        dispatch_run d = {0, 0, 0, 0};
+        int64_t t0 = bn_now_us();
+        for (int i = 0; i < DISPATCH_OPS; i++) {
+            crd_status st = phase == 0 ? crd_lock_acquire_async(ls[i], owners[i], -1, 10000,
+                                                                 dispatch_done, &d, NULL)
+                                       : crd_lock_release_async(ls[i], owners[i],
+                                                                dispatch_done, &d, NULL);
+            if (st != CRD_OK) {
+                d.done++;
+                d.errors++;
+            }
+        }
+        /* The loop runs until the server has run every one; then it stops looking while
+         * their answers come in, and drains them. */
+        int64_t worst[2] = {0, 0};
+        dispatch_until(c, &d, DISPATCH_OPS, phase, all_ran, &calls[phase], worst);
+        int64_t until = bn_now_us() + 20000000;
+        while (!all_ran(phase) && bn_now_us() < until)
+            bn_sleep_us(1000);
+        bn_sleep_us(5000); /* time for the I/O thread to read the answers: the point */
+        dispatch_until(c, &d, DISPATCH_OPS, phase, NULL, &calls[phase], worst);
+        rate[phase] = DISPATCH_OPS / ((double)(bn_now_us() - t0) / 1e6);
+        longest[phase] = (double)worst[0] / 1000.0;
+        cpu[phase] = (double)worst[1] / 1000.0;
+        most[phase] = d.most_in_call;
+        errors += d.errors + (d.done < DISPATCH_OPS);
+    }
+    result *r = res(scenario, "credisson");
+    put(r, "acquires_dispatch_ms_max", longest[0]);
+    put(r, "releases_dispatch_ms_max", longest[1]);
+    put(r, "acquires_dispatch_cpu_ms_max", cpu[0]);
+    put(r, "releases_dispatch_cpu_ms_max", cpu[1]);
+    put(r, "acquires_dispatch_calls", calls[0]);
+    put(r, "releases_dispatch_calls", calls[1]);
+    put(r, "acquires_completed_in_one_call_max", most[0]);
+    put(r, "releases_completed_in_one_call_max", most[1]);
+    put(r, "acquire_completions_per_s", rate[0]);
+    put(r, "release_completions_per_s", rate[1]);
+    if (errors > 0)
+        fail_check(r, "errors", (double)errors);
+    for (int i = 0; i < DISPATCH_OPS; i++)
+        crd_lock_free(ls[i]);
+    free(ls);
+    free(owners);
+    crd_client_free(c);
 }
 
 /* ---- many-names: distinct names against the server's capacity ------------------------------- */
@@ -2573,6 +2711,8 @@ int main(int argc, char **argv)
                 sc_threads(rep, s, 16);
             else if (strcmp(s, "loop-64") == 0)
                 sc_loop(rep, s, 64);
+            else if (strcmp(s, "dispatch-2000") == 0)
+                sc_dispatch(rep, s);
             else if (strcmp(s, "many-names") == 0)
                 sc_many_names(rep, s);
             else if (strcmp(s, "stall") == 0)

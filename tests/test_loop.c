@@ -1067,3 +1067,81 @@ Test(loop, an_operation_a_callback_starts_makes_the_fd_readable, .timeout = 60)
     crd_lock_free(n.locks[0]);
     crd_client_free(n.c);
 }
+
+/* ---- a dispatch's budget (issue #48) ------------------------------------------------------ */
+
+/* Counts completions and remembers the most any one dispatch call saw. */
+typedef struct budget_rec {
+    int done, in_call, most_in_call;
+} budget_rec;
+
+static void budget_done(void *user, crd_op *op, crd_status st)
+{
+    (void)op;
+    budget_rec *b = user;
+    cr_assert_eq(st, CRD_OK);
+    b->done++;
+    if (++b->in_call > b->most_in_call)
+        b->most_in_call = b->in_call;
+}
+
+/* 1 000 acquisitions on 1 000 free names, all answered before the loop looks: one
+ * dispatch used to complete them all in one go (2 000 took 20-24 ms). A call now completes
+ * at most 128 and says when it stopped with work left: crd_loop_timeout_ms() is 0, and the
+ * operations behind go first in the next call, so every one completes. */
+Test(loop, a_dispatch_completes_at_most_its_budget_and_says_more_is_ready, .timeout = 120)
+{
+    enum { N = 1000 };
+    crd_client *c = crdt_client();
+    crd_lock **ls = calloc(N, sizeof *ls);
+    cr_assert_not_null(ls);
+    budget_rec b = {0};
+    uint64_t owner = crd_owner_new();
+    /* Warm: the scripts are cached (a NOSCRIPT would need a second pass). */
+    crd_lock *w = crdt_lock(c, crdt_key("budget-warm"));
+    cr_assert_eq(crd_lock_acquire(w, 0, 30000), CRD_OK);
+    cr_assert_eq(crd_lock_release(w), CRD_OK);
+    crd_lock_free(w);
+    for (int i = 0; i < N; i++) {
+        char suffix[32];
+        snprintf(suffix, sizeof suffix, "budget:%d", i);
+        ls[i] = crdt_lock(c, crdt_key(suffix));
+        cr_assert_eq(crd_lock_acquire_async(ls[i], owner, 5000, 30000, budget_done, &b, NULL),
+                     CRD_OK);
+    }
+    /* Dispatch until every attempt is out (a call stopped by its budget leaves the rest to
+     * the next: crd_loop_timeout_ms() is 0); the server has run them all once every key
+     * exists, and their replies are on their way back. */
+    redisContext *r = crdt_redis();
+    char pattern[300];
+    snprintf(pattern, sizeof pattern, "%s", crdt_key("budget:*"));
+    int64_t deadline = crdt_now_ms() + crdt_scaled_ms(20000);
+    do {
+        b.in_call = 0;
+        crd_loop_dispatch(c);
+    } while (crd_loop_timeout_ms(c) == 0 && crdt_count_keys(r, pattern) < N &&
+             crdt_now_ms() < deadline);
+    while (crdt_count_keys(r, pattern) < N && crdt_now_ms() < deadline)
+        crdt_sleep_ms(5); /* the server's work, outside the loop: polled, not awaited */
+    cr_assert_eq(crdt_count_keys(r, pattern), N, "the acquires never ran");
+    int fd = crd_loop_fd(c);
+    while (b.done < N && crdt_now_ms() < deadline) {
+        struct pollfd p = {fd, POLLIN, 0};
+        int64_t t = crd_loop_timeout_ms(c);
+        poll(&p, 1, t < 0 || t > 100 ? 100 : (int)t);
+        b.in_call = 0;
+        int left = crd_loop_dispatch(c);
+        if (b.in_call == 128 && left > 0)
+            cr_assert_eq(crd_loop_timeout_ms(c), 0, "a dispatch stopped at its budget but "
+                         "crd_loop_timeout_ms() does not say more is ready");
+    }
+    cr_assert_eq(b.done, N, "%d of %d acquisitions completed", b.done, N);
+    cr_assert_leq(b.most_in_call, 128, "one dispatch completed %d operations", b.most_in_call);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(crd_lock_release_owner(ls[i], owner), CRD_OK);
+        crd_lock_free(ls[i]);
+    }
+    free(ls);
+    redisFree(r);
+    crd_client_free(c);
+}
