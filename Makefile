@@ -8,7 +8,7 @@ CMAKE_FLAGS += -DCREDISSON_WERROR=ON
 endif
 
 .PHONY: all deps build test test-valkey test-tls test-sanitize test-fuzz test-valgrind soak-sentinel soak-partition demo clean \
-	test-clang analyze test-hiredis1
+	test-clang analyze test-hiredis1 bench-compare
 
 all: build
 
@@ -199,6 +199,20 @@ soak-partition: build
 	        "losses reported %d, acquires refused not synced %d, overlaps %d\n", \
 	        s, p[s], h[s], l[s], n[s], o[s] }' $$log; \
 	exit $$rc
+
+# Another revision's library against the working tree's, every bench scenario (or
+# SCENARIOS="procs-4 handoff"), alternating in one sitting, ROUNDS rounds (default 3):
+# each metric's median and range per side, the ratio and a Mann-Whitney p-value
+# (bench/compare). BASE defaults to the previous release (bench/baseline). A report: a
+# difference never fails it (a failed exclusion check inside the bench does).
+# BENCH_COMPARE_FLAGS="--quick" for short runs (CI uses it).
+BASE ?= $(shell sed -n 's/^\([0-9a-f][0-9a-f]*\) .*/\1/p' bench/baseline | head -1)
+ROUNDS ?= 3
+SCENARIOS ?=
+BENCH_COMPARE_FLAGS ?=
+bench-compare: build
+	@BUILD=$(BUILD) bench/compare --rounds $(ROUNDS) $(BENCH_COMPARE_FLAGS) \
+	    $(foreach s,$(SCENARIOS),--scenario $(s)) $(BASE)
 
 demo: build
 	@scripts/demo.sh $(BUILD)
