@@ -31,45 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the slice ------------------------------------------------------------------------- */
-
-void crd__backoff_init(crd__backoff *b)
-{
-    b->io_ms = 25;
-    b->fair_ms = 4;
-}
-
-static int64_t doubled(int64_t v, int64_t cap) { return v * 2 < cap ? v * 2 : cap; }
-
-int64_t crd__wait_slice(const crd__slice_in *in, crd__backoff *b)
-{
-    int64_t slice;
-    if (in->failed) {
-        /* Redis failed (restart, cut): retry soon, backing off to the poll interval. */
-        slice = b->io_ms;
-        b->io_ms = doubled(b->io_ms, in->poll_ms);
-    } else if (in->outcome == CRD__ACQ_HELD_NO_TTL) {
-        slice = in->poll_ms; /* nothing expires: a release publishes, or we poll */
-    } else if (in->outcome == CRD__ACQ_NOT_MY_TURN) {
-        /* Fair: free, but the head's turn. Back off from 4 ms while it takes it. */
-        slice = b->fair_ms;
-        b->fair_ms = doubled(b->fair_ms, in->poll_ms);
-    } else {
-        /* The holder's TTL: a release publishes, an expiry does not. */
-        slice = in->hint_ms;
-        b->fair_ms = 4;
-    }
-    if (!in->failed)
-        b->io_ms = 25;
-    if (!in->confirmed && slice > in->poll_ms)
-        slice = in->poll_ms; /* no live subscription: a release could go unheard */
-    if (slice < 1)
-        slice = 1;
-    if (in->max_slice_ms > 0 && slice > in->max_slice_ms)
-        slice = in->max_slice_ms;
-    return slice;
-}
-
 /* ---- bookkeeping ------------------------------------------------------------------------ */
 
 /* prompt_loss_detection: the new hold (record id) keeps its lock's channel subscribed,
@@ -126,7 +87,7 @@ static crd_status record_acquire(crd__acquire *a, int64_t sent_ms)
     if (a->watchdog)
         crd__watchdog_kick(a->c);
     if (fresh != 0 && a->watchdog && a->c->opts.prompt_loss_detection &&
-        !crd__kinds[l->kind].own_channel)
+        crd__kinds[l->kind].wait != CRD__WAIT_OWN_CHANNEL)
         watch_hold(a, fresh);
     return CRD_OK;
 }
@@ -479,8 +440,7 @@ void crd__acquire_begin(crd__acquire *a, crd_lock *l, uint64_t owner, int64_t wa
     a->fair_wait = wait_ms > 0 ? wait_ms : c->opts.fair_wait_timeout_ms;
     a->wait_ms = wait_ms;
     a->start = a->wake_at = crd__now_ms();
-    /* +1: the clock is read in whole ms, so a wait never ends before wait_ms has passed. */
-    a->deadline = wait_ms < 0 ? INT64_MAX : a->start + wait_ms + 1;
+    a->deadline = crd__wait_deadline(a->start, wait_ms);
     crd__backoff_init(&a->backoff);
     a->state = CRD__AS_TRY;
 }
@@ -657,12 +617,12 @@ static void wait_slice(crd__acquire *a)
         return;
     }
     crd_client *c = a->c;
-    crd__slice_in in = {a->last_failed, a->confirmed, a->outcome, a->hint_ms,
-                        c->opts.poll_interval_ms, c->opts.max_wait_slice_ms};
-    /* One extra ms: PTTL rounds down, and waking just before the key expires would cost
-     * a useless retry. */
-    int64_t slice = crd__wait_slice(&in, &a->backoff);
-    a->wake_at = now + slice + 1 < a->deadline ? now + slice + 1 : a->deadline;
+    crd__busy busy = a->outcome == CRD__ACQ_HELD_NO_TTL   ? CRD__BUSY_NO_TTL
+                     : a->outcome == CRD__ACQ_NOT_MY_TURN ? CRD__BUSY_TURN
+                                                          : CRD__BUSY_TTL;
+    crd__slice_in in = {a->last_failed, a->confirmed, busy, a->hint_ms, c->opts.poll_interval_ms,
+                        c->opts.max_wait_slice_ms, crd__kinds[a->l->kind].wait};
+    a->wake_at = crd__wait_until(now, crd__wait_slice(&in, &a->backoff), a->deadline);
     a->state = CRD__AS_WAIT;
 }
 
@@ -788,7 +748,7 @@ static void step_subscribe(crd__acquire *a)
     const crd__buf *base = &l->names.channel;
     const char *chan = base->p;
     size_t chan_len = base->len;
-    if (crd__kinds[l->kind].own_channel) {
+    if (crd__kinds[l->kind].wait == CRD__WAIT_OWN_CHANNEL) {
         chan_len = base->len + 1 + a->flen;
         a->own_channel = malloc(chan_len + 1);
         if (a->own_channel == NULL) {

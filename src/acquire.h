@@ -21,25 +21,6 @@ typedef enum crd__acq_state {
     CRD__AS_DONE       /* result holds the outcome */
 } crd__acq_state;
 
-/* How long a waiter sleeps before it re-tries: the inputs of one decision. */
-typedef struct crd__slice_in {
-    bool failed;          /* the last try failed on the connection */
-    bool confirmed;       /* the subscription is live */
-    crd__acq_outcome outcome; /* of the last try, when it did not fail */
-    int64_t hint_ms;      /* its wait hint */
-    int64_t poll_ms, max_slice_ms; /* the client's options */
-} crd__slice_in;
-
-/* The backoffs a waiter carries between decisions. */
-typedef struct crd__backoff {
-    int64_t io_ms;   /* after a failure: 25 ms doubling to the poll interval */
-    int64_t fair_ms; /* fair, not my turn: 4 ms doubling to the poll interval */
-} crd__backoff;
-
-/* The wait slice in ms (>= 1) for one decision; updates the backoffs. Pure. */
-int64_t crd__wait_slice(const crd__slice_in *in, crd__backoff *b);
-void crd__backoff_init(crd__backoff *b);
-
 /* One acquire in progress: everything the waiter algorithm needs between steps. */
 typedef struct crd__acquire {
     crd__acq_state state;

@@ -363,7 +363,7 @@ const crd__kind_ops crd__kinds[CRD__NKINDS] = {
                     .extend = extend_exclusive},
     [CRD__FAIR] = {.label = "fair lock",
                    .queued = true,
-                   .own_channel = true,
+                   .wait = CRD__WAIT_OWN_CHANNEL,
                    .renew_script = CRD__SCRIPT_LOCK_RENEW,
                    .acquire = fair_acquire,
                    .acquire_reply = fair_acquire_reply,

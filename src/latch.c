@@ -161,7 +161,8 @@ crd_status crd_latch_await(crd_latch *l, int64_t wait_ms)
     crd_status st = check_await(l, wait_ms);
     if (st != CRD_OK)
         return st;
-    return crd__sync_wait(&l->s, wait_ms, CRD__WAKE_ALL, true, await_try, l, await_end);
+    crd__sync_op op = {&l->s, await_try, NULL, l, await_end, CRD__WAKE_ALL, true};
+    return crd__sync_wait(&op, wait_ms);
 }
 
 /* The event loop's await: its argument is a copy of the handle pointer (the loop frees
@@ -213,6 +214,6 @@ crd_status crd_latch_await_async(crd_latch *l, int64_t wait_ms, crd_op_done_fn d
     if (a == NULL)
         return crd__fail(l->s.client, CRD_NO_MEMORY, "cannot allocate an operation");
     a->l = l;
-    return crd__loop_sync_start(&l->s, wait_ms, CRD__WAKE_ALL, true, await_try_loop,
-                                &await_attempt, a, await_end, done, user, op);
+    crd__sync_op sop = {&l->s, await_try_loop, &await_attempt, a, await_end, CRD__WAKE_ALL, true};
+    return crd__loop_sync_start(&sop, wait_ms, done, user, op);
 }

@@ -8,6 +8,7 @@
 #define CRD_LOCKS_H
 
 #include "transport.h"
+#include "wait.h"
 
 /* ---- names.c: Redisson's derived names (PROTOCOL.md 2.1), the one place they live ----------- */
 
@@ -335,7 +336,8 @@ typedef struct crd__kind_ops {
     const char *label;     /* "lock", "fair lock", "read lock", "write lock" */
     bool write_field;      /* its owner field ends in ":write" */
     bool queued;           /* fair: a waiter joins a queue it must leave when it gives up */
-    bool own_channel;      /* fair: a waiter listens on "<channel>:<field>" */
+    crd__wait_how wait;    /* how its waiter learns it may try again (wait.h): the lock's
+                              channel, or (fair) its own "<channel>:<field>" */
     bool fenced;           /* draws a token with every acquire */
     bool local_fifo;       /* exclusive and not fair: local waiters queue (gate.c) */
     bool counts_receivers; /* its unlock replies 1 + the connections the message reached */

@@ -14,10 +14,10 @@
  * loop when the earliest slice ends (the holder's TTL, as in the blocking path).
  *
  * A synchronizer's wait (crd_semaphore_acquire_async, crd_permit_semaphore_acquire_async,
- * crd_latch_await_async) is sync.c's waiter loop cut into steps (OP_SYNC): an attempt
- * the object gives in halves (crd__sync_attempt) goes on the engine, any other is the
- * blocking try function; between them it waits on its subscription's events and its
- * wake time, as a lock's WAIT does.
+ * crd_latch_await_async) is sync.c's waiter machine (crd__swait) in non-blocking mode,
+ * stepped here as an acquire is (OP_SYNC): an attempt the object gives in halves goes on
+ * the engine, any other runs on the helper thread; between them it waits on its
+ * subscription's events and its wake time, with the same check as a lock's WAIT.
  *
  * A step that is more than one command (a cluster's redirects, Sentinel, replica sync, a
  * lost reply's read-back: crd__call) runs on a helper thread (offload.c): the operation
@@ -37,31 +37,6 @@
 
 typedef enum op_type { OP_ACQUIRE, OP_RELEASE, OP_EXTEND, OP_SYNC } op_type;
 
-/* A synchronizer's wait (semaphore acquire, latch await): sync.c's waiter loop as steps.
- * An attempt with a crd__sync_attempt goes on the engine where the loop's commands can
- * (standalone, no replica sync): its completion writes the fd. Otherwise it is the
- * blocking try function, run on a helper thread (bounded by command_timeout_ms). The
- * wait between attempts is on the subscription's events and the fd, never on the
- * thread. */
-typedef enum sync_phase { SP_FIRST, SP_TRY, SP_WAIT, SP_LAST } sync_phase;
-
-typedef struct sync_wait {
-    crd__sync *s;
-    crd__sync_try_fn fn;
-    const crd__sync_attempt *at; /* fn in halves, for the engine; may be NULL */
-    crd__aio *aio;             /* an attempt on the engine */
-    void *arg;                 /* fn's, freed when the operation ends */
-    crd__sync_end_fn end; /* the object's metrics, when the operation ends */
-    int rule;
-    bool last_try;
-    bool waited;
-    bool confirmed;
-    sync_phase phase;
-    int64_t wait_ms, deadline, wake_at, io_backoff;
-    crd__sub *sub;
-    uint64_t seen_events;
-} sync_wait;
-
 struct crd_op {
     crd__job job;     /* a step on the helper thread (offload.c): first, op_of() */
     op_type type;
@@ -72,15 +47,13 @@ struct crd_op {
     crd__acquire a;   /* acquire */
     crd__rel rel;     /* release */
     crd__aio *aio;    /* release, extend: the command in flight */
-    sync_wait sw;     /* a synchronizer's wait */
+    crd__swait sw;    /* a synchronizer's wait (sync.c) */
     int tries;        /* release: sends so far (one retry after CRD_IO, same request id) */
     bool begun;
     bool cancel;
     bool off;         /* the helper owns the operation until job is done */
-    bool landed;      /* a job's outcome not yet taken: off_st, off_epoch */
-    bool ending;      /* the job is a synchronizer's end hook (sync_finish) */
+    bool landed;      /* a job's outcome not yet taken: off_st */
     crd_status off_st;
-    int64_t off_epoch;
     char off_msg[512]; /* the job's detail string, for the loop thread's */
     crd_op_done_fn done;
     void *user;
@@ -245,10 +218,8 @@ static void run_step(crd__job *j, bool run)
         st = crd_lock_extend_owner(op->l, op->owner, op->lease_ms);
         break;
     case OP_SYNC:
-        if (op->ending)
-            st = op->sw.end(op->sw.s, op->sw.arg, op->off_st, op->sw.waited);
-        else
-            st = op->sw.fn(op->sw.arg, &op->off_epoch);
+        crd__swait_step(&op->sw);
+        st = op->sw.result;
         break;
     }
     op->off_st = st;
@@ -263,7 +234,6 @@ static bool offload(crd_op *op)
         return false;
     op->job.fn = run_step;
     op->job.detached = false;
-    op->off_epoch = 0;
     op->off = crd__offload_run(op->c, &op->job);
     return op->off;
 }
@@ -282,40 +252,54 @@ static bool in_helper(crd_op *op)
     return false;
 }
 
+/* ---- waiting on a subscription (acquires and synchronizers) ------------------------------ */
+
+/* Whether a loop operation's WAIT on sub, until wake_at, is over: a wake-up permit, the
+ * subscription going live (a release may have come before it), the wake time, or the
+ * client closing (*woke: CRD_OK, CRD_TIMEOUT, CRD_CLOSED); *confirmed is brought up to
+ * date. Nothing happened to the subscription since *seen: no mutex taken. */
+static bool wait_over(crd_client *c, crd__sub *sub, uint64_t *seen, bool *confirmed,
+                      int64_t wake_at, crd_status *woke)
+{
+    uint64_t events = crd__sub_events(sub);
+    bool news = events != *seen;
+    *seen = events;
+    bool closed = atomic_load(&c->closed);
+    if (!news && !closed && crd__now_ms() < wake_at)
+        return false;
+    bool was = *confirmed;
+    if (closed)
+        *woke = CRD_CLOSED;
+    else if (crd__sub_try_take(c, sub, confirmed) || (*confirmed && !was))
+        *woke = CRD_OK;
+    else if (crd__now_ms() >= wake_at)
+        *woke = CRD_TIMEOUT;
+    else
+        return false; /* nothing yet: the fd or the timeout brings it back */
+    return true;
+}
+
 /* ---- synchronizers ------------------------------------------------------------------- */
 
-crd_status crd__loop_sync_start(crd__sync *s, int64_t wait_ms, int rule, bool last_try,
-                                crd__sync_try_fn fn, const crd__sync_attempt *at, void *arg,
-                                crd__sync_end_fn end, crd_op_done_fn done, void *user,
-                                crd_op **out)
+crd_status crd__loop_sync_start(const crd__sync_op *sop, int64_t wait_ms, crd_op_done_fn done,
+                                void *user, crd_op **out)
 {
-    crd_client *c = s->client;
+    crd_client *c = sop->s->client;
     if (done == NULL) {
-        free(arg);
+        free(sop->arg);
         return crd__fail(c, CRD_INVALID_ARGUMENT, "done is NULL");
     }
     crd_op *op = calloc(1, sizeof *op);
     if (op == NULL || loop_of(c) == NULL) {
         free(op);
-        free(arg);
+        free(sop->arg);
         return crd__fail(c, CRD_NO_MEMORY, "cannot allocate an operation");
     }
     op->type = OP_SYNC;
     op->c = c;
     op->done = done;
     op->user = user;
-    sync_wait *w = &op->sw;
-    w->s = s;
-    w->fn = fn;
-    w->at = at;
-    w->arg = arg;
-    w->end = end;
-    w->rule = rule;
-    w->last_try = last_try;
-    w->wait_ms = wait_ms;
-    w->deadline = wait_ms < 0 ? INT64_MAX : crd__now_ms() + wait_ms;
-    w->io_backoff = 25;
-    w->phase = SP_FIRST;
+    crd__swait_begin(&op->sw, sop, wait_ms, true);
     enqueue(op);
     if (out != NULL)
         *out = op;
@@ -323,207 +307,37 @@ crd_status crd__loop_sync_start(crd__sync *s, int64_t wait_ms, int rule, bool la
     return CRD_OK;
 }
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
-/* What is left of a synchronizer's wait once its end hook gave st: its subscription
- * given back, its argument freed. */
-static int sync_end(crd_op *op, crd_status st)
-{
-    sync_wait *w = &op->sw;
-    if (w->sub != NULL) {
-        crd__sub_loop_watch(op->c, w->sub, false);
-        crd__sub_release(op->c, w->sub);
-        w->sub = NULL;
-    }
-    free(w->arg);
-    w->arg = NULL;
-    return (int)st;
-}
-
-/* The end of a synchronizer's wait: its end hook (metrics; a lost reply's read-back,
- * which runs on the helper thread: -1 until it has), then sync_end. */
-static int sync_finish(crd_op *op, crd_status st)
-{
-    sync_wait *w = &op->sw;
-    if (w->aio != NULL) { /* only when the client is freed */
-        redisReply *r = crd__aio_drop(w->aio);
-        freeReplyObject(r);
-        w->aio = NULL;
-    }
-    if (w->end == NULL)
-        return sync_end(op, st);
-    bool reads_back = st != CRD_OK && w->at != NULL && w->at->run_inline != NULL &&
-                      w->at->run_inline(w->arg);
-    if (reads_back) {
-        op->ending = true;
-        op->off_st = st;
-        if (offload(op))
-            return -1;
-        op->ending = false;
-    }
-    return sync_end(op, w->end(w->s, w->arg, st, w->waited));
-}
-
-static crd_status sync_ran_out(crd__sync *s)
-{
-    return crd__fail(s->client, CRD_TIMEOUT, "%s \"%.*s\": the wait ran out", s->label,
-                     CRD__SYNC_NAME_FMT(s));
-}
-
-/* Puts the attempt's command on the engine (EVAL after a NOSCRIPT). False with *st when
- * it cannot: the command's own refusal, or a client that is closing. */
-static bool sync_submit(crd_op *op, bool eval, crd_status *st)
-{
-    sync_wait *w = &op->sw;
-    crd__cmd cmd;
-    if ((*st = w->at->build(w->arg, &cmd)) != CRD_OK)
-        return false;
-    crd__req *rq = crd__call_request(op->c, &cmd, eval);
-    crd__cmd_free(&cmd);
-    w->aio = rq != NULL ? crd__aio_submit(op->c, rq, eval) : NULL;
-    if (w->aio == NULL)
-        *st = crd__fail(op->c, CRD_CLOSED, "client is closed");
-    return w->aio != NULL;
-}
-
-/* One attempt: true with its outcome in *st, or false while it is on the engine (its
- * completion writes the fd). */
-static bool sync_attempt(crd_op *op, crd_status *st, int64_t *retry_epoch)
-{
-    sync_wait *w = &op->sw;
-    if (op->landed) { /* the helper's attempt */
-        op->landed = false;
-        *st = op->off_st;
-        *retry_epoch = op->off_epoch;
-        return true;
-    }
-    if (w->aio == NULL) {
-        if (w->at == NULL || !crd__call_async_ok(op->c) ||
-            (w->at->run_inline != NULL && w->at->run_inline(w->arg))) {
-            if (offload(op))
-                return false;
-            *st = w->fn(w->arg, retry_epoch);
-            return true;
-        }
-        return !sync_submit(op, false, st);
-    }
-    if (!crd__aio_ready(w->aio))
-        return false;
-    redisReply *r = NULL;
-    int64_t sent = 0;
-    bool eval = false;
-    crd_status got = crd__aio_take(op->c, w->aio, &r, &sent, &eval);
-    w->aio = NULL;
-    if (got == CRD_OK && !eval && crd__reply_classify(r) == CRD__REPLY_NOSCRIPT) {
-        freeReplyObject(r); /* nothing ran */
-        return !sync_submit(op, true, st);
-    }
-    if (got == CRD_OK && r->type == REDIS_REPLY_ERROR) {
-        got = crd__reply_fail(op->c, r, w->s->label);
-        freeReplyObject(r);
-        r = NULL;
-    }
-    *st = w->at->read(w->arg, got, r, sent != 0, retry_epoch);
-    return true;
-}
-
-/* A synchronizer's wait, as far as it can go without waiting; its outcome or -1. */
+/* A synchronizer's wait as far as it can go without waiting: its outcome, or -1 while
+ * it waits (for its subscription, its wake time, its attempt on the engine, or the
+ * helper thread). An attempt on the engine is seen through first: a cancel then has no
+ * effect if it took the permits, as for a lock's acquire. */
 static int step_sync(crd_op *op)
 {
-    sync_wait *w = &op->sw;
-    crd__sync *s = w->s;
+    crd__swait *w = &op->sw;
     crd_client *c = op->c;
-    for (int guard = 0; guard < 8; guard++) {
-        /* An attempt on the engine is seen through (a cancel then has no effect if it
-         * took the permits, as for a lock's acquire). */
-        if (op->cancel && w->aio == NULL && !op->landed)
-            return sync_finish(op, crd__fail(c, CRD_CANCELLED, "%s \"%.*s\": cancelled",
-                                             s->label, CRD__SYNC_NAME_FMT(s)));
-        if (atomic_load(&c->closed) && w->aio == NULL && !op->landed)
-            return sync_finish(op, crd__fail(c, CRD_CLOSED, "client is closed"));
-        int64_t retry_epoch = 0;
-        crd_status st = CRD_OK;
-        if (w->phase == SP_LAST) {
-            if (!sync_attempt(op, &st, &retry_epoch))
+    for (int guard = 0; guard < 8 && w->state != CRD__SW_DONE; guard++) {
+        if (w->state != CRD__SW_IO && (op->cancel || atomic_load(&c->closed)))
+            crd__swait_cancel(w, op->cancel ? CRD_CANCELLED : CRD_CLOSED);
+        if (w->state == CRD__SW_WAIT) {
+            crd_status woke;
+            if (!wait_over(c, w->sub, &w->seen_events, &w->confirmed, w->wake_at, &woke))
                 return -1;
-            return sync_finish(op, st == CRD_BUSY ? sync_ran_out(s) : st);
+            crd__swait_woken(w, woke, w->confirmed);
+        } else if (w->state == CRD__SW_IO) {
+            crd__swait_step(w);
+            if (w->state == CRD__SW_IO)
+                return -1; /* its completion writes the fd */
+        } else if (crd__swait_blocks(w) && offload(op)) {
+            return -1; /* the helper thread's completion writes the fd */
+        } else {
+            crd__swait_step(w);
         }
-        if (w->phase == SP_FIRST) {
-            if (!sync_attempt(op, &st, &retry_epoch))
-                return -1;
-            if (op->cancel && st != CRD_OK)
-                continue;
-            if (st != CRD_BUSY && !(st == CRD_IO && w->wait_ms != 0))
-                return sync_finish(op, st);
-            if (w->wait_ms == 0)
-                return sync_finish(op, crd__fail(c, CRD_BUSY, "%s \"%.*s\": not now", s->label,
-                                                 CRD__SYNC_NAME_FMT(s)));
-            w->waited = st == CRD_BUSY;
-            /* No wait for the confirmation: the fd tells (as a lock's loop acquire). */
-            st = crd__sub_acquire_rule(c, s->channel.p, s->channel.len, w->rule, 0, &w->sub,
-                                       &w->confirmed);
-            if (w->sub == NULL)
-                return sync_finish(op, st == CRD_CLOSED ? crd__fail(c, CRD_CLOSED,
-                                                                    "client is closed")
-                                                        : st);
-            crd__sub_loop_watch(c, w->sub, true);
-            w->seen_events = crd__sub_events(w->sub);
-            w->phase = SP_TRY;
-            continue;
-        }
-        if (w->phase == SP_TRY) {
-            if (!sync_attempt(op, &st, &retry_epoch))
-                return -1;
-            if (op->cancel && st != CRD_OK)
-                continue;
-            bool failed = st == CRD_IO;
-            if (st != CRD_BUSY && !failed)
-                return sync_finish(op, st);
-            int64_t now = crd__now_ms();
-            if (now >= w->deadline)
-                return sync_finish(op, failed ? st : sync_ran_out(s));
-            int64_t wake_at = w->deadline;
-            if (failed) {
-                wake_at = min64(wake_at, now + w->io_backoff);
-                w->io_backoff = min64(w->io_backoff * 2, c->opts.poll_interval_ms);
-            } else {
-                w->io_backoff = 25;
-            }
-            if (retry_epoch > 0) {
-                int64_t in = retry_epoch - crd__epoch_ms();
-                wake_at = min64(wake_at, now + (in > 0 ? in : 0) + 1);
-            }
-            if (!w->confirmed)
-                wake_at = min64(wake_at, now + c->opts.poll_interval_ms);
-            if (c->opts.max_wait_slice_ms > 0)
-                wake_at = min64(wake_at, now + c->opts.max_wait_slice_ms);
-            w->wake_at = wake_at;
-            w->phase = SP_WAIT;
-        }
-        /* SP_WAIT: a wake-up permit, the subscription going live, or the wake time. */
-        uint64_t events = crd__sub_events(w->sub);
-        bool news = events != w->seen_events;
-        w->seen_events = events;
-        int64_t now = crd__now_ms();
-        if (!news && now < w->wake_at)
-            return -1;
-        bool was_confirmed = w->confirmed;
-        if (crd__sub_try_take(c, w->sub, &w->confirmed) ||
-            (w->confirmed && !was_confirmed)) {
-            w->phase = SP_TRY;
-            continue;
-        }
-        if (now < w->wake_at)
-            return -1;
-        if (now >= w->deadline) {
-            if (!w->last_try)
-                return sync_finish(op, sync_ran_out(s));
-            w->phase = SP_LAST;
-            continue;
-        }
-        w->phase = SP_TRY;
     }
-    return -1;
+    if (w->state != CRD__SW_DONE)
+        return -1;
+    free(w->op.arg);
+    w->op.arg = NULL;
+    return (int)w->result;
 }
 
 crd_status crd_op_cancel(crd_op *op)
@@ -565,23 +379,10 @@ static void step_acquire(crd_op *op)
             continue;
         }
         bool confirmed = a->confirmed;
-        uint64_t events = crd__sub_events(a->sub);
-        bool news = events != a->seen_events;
-        a->seen_events = events;
-        if (!news && !atomic_load(&a->c->closed) && crd__now_ms() < a->wake_at)
+        crd_status woke;
+        if (!wait_over(a->c, a->sub, &a->seen_events, &confirmed, a->wake_at, &woke))
             return; /* nothing happened to its subscription: no lock taken */
-        if (atomic_load(&a->c->closed)) {
-            crd__acquire_woken(a, CRD_CLOSED, confirmed);
-        } else if (crd__sub_try_take(a->c, a->sub, &confirmed)) {
-            crd__acquire_woken(a, CRD_OK, confirmed);
-        } else if (confirmed && !a->confirmed) {
-            /* The subscription became live: re-check, a release may have come before. */
-            crd__acquire_woken(a, CRD_OK, confirmed);
-        } else if (crd__now_ms() >= a->wake_at) {
-            crd__acquire_woken(a, CRD_TIMEOUT, confirmed);
-        } else {
-            return; /* nothing yet: the fd or the timeout brings it back */
-        }
+        crd__acquire_woken(a, woke, confirmed);
     }
 }
 
@@ -688,14 +489,11 @@ static int step(crd_op *op)
 {
     if (in_helper(op))
         return -1;
-    if (op->landed && op->type != OP_SYNC) {
+    if (op->landed) {
         op->landed = false;
-        if (op->type != OP_ACQUIRE) /* a release or an extend ran whole there */
+        /* A release or an extend ran whole there; an acquire's or a wait's machine moved. */
+        if (op->type == OP_RELEASE || op->type == OP_EXTEND)
             return (int)op->off_st;
-    }
-    if (op->landed && op->ending) { /* a synchronizer's end hook ran there */
-        op->landed = op->ending = false;
-        return sync_end(op, op->off_st);
     }
     switch (op->type) {
     case OP_ACQUIRE:
@@ -800,15 +598,18 @@ int64_t crd_loop_timeout_ms(crd_client *c)
         if (op->landed)
             return 0;
         if (op->type == OP_SYNC) {
-            if (op->sw.aio != NULL) {
-                if (crd__aio_ready(op->sw.aio))
+            const crd__swait *w = &op->sw;
+            if (w->state == CRD__SW_IO) {
+                if (crd__aio_ready(w->aio))
                     return 0;
                 continue; /* its completion writes the fd */
             }
             /* Waiting: until its wake time (the fd brings a message sooner). */
-            if (op->cancel || op->sw.phase != SP_WAIT)
+            if (op->cancel || w->state != CRD__SW_WAIT)
                 return 0;
-            int64_t left = op->sw.wake_at - now;
+            if (w->wake_at == INT64_MAX)
+                continue;
+            int64_t left = w->wake_at - now;
             left = left > 0 ? left : 0;
             if (best < 0 || left < best)
                 best = left;
@@ -851,15 +652,16 @@ void crd__loop_free(crd_client *c)
             crd__job_wait(c, &op->job);
             in_helper(op);
         }
-        if (op->landed && op->type == OP_SYNC) {
-            /* Its end hook ran there, or its attempt (what it took is kept: CRD_OK). */
-            st = (crd_status)(op->ending ? sync_end(op, op->off_st)
-                                         : sync_finish(op, op->off_st == CRD_OK ? CRD_OK
-                                                                                : CRD_CLOSED));
-        } else if (op->landed && op->type != OP_ACQUIRE) {
+        if (op->landed && (op->type == OP_RELEASE || op->type == OP_EXTEND)) {
             st = op->off_st; /* a release or an extend ran whole there */
         } else if (op->type == OP_SYNC) {
-            st = (crd_status)sync_finish(op, CRD_CLOSED);
+            /* What a landed attempt took is kept (its machine is at its end: CRD_OK). */
+            crd__swait *w = &op->sw;
+            crd__swait_cancel(w, CRD_CLOSED);
+            while (w->state != CRD__SW_DONE)
+                crd__swait_step(w); /* the end hook, on this thread */
+            free(w->op.arg);
+            st = w->result;
         } else if (op->type == OP_ACQUIRE) {
             op->a.nonblocking = false; /* a fair waiter leaves its queue now, not later */
             crd__acquire_cancel(&op->a, CRD_CLOSED);

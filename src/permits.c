@@ -371,7 +371,8 @@ crd_status crd_permit_semaphore_acquire_n(crd_permit_semaphore *ps, int64_t perm
     if (sent == NULL)
         return crd__fail(s->client, CRD_NO_MEMORY, "cannot allocate permit ids");
     pes_try t = {s, permits, lease_ms, ids, sent, false};
-    st = crd__sync_wait(s, wait_ms, CRD__WAKE_COUNT, false, pes_try_once, &t, pes_end);
+    crd__sync_op op = {s, pes_try_once, NULL, &t, pes_end, CRD__WAKE_COUNT, false};
+    st = crd__sync_wait(&op, wait_ms);
     free(sent);
     return st;
 }
@@ -396,8 +397,8 @@ crd_status crd_permit_semaphore_acquire_async(crd_permit_semaphore *ps, int64_t 
     t->lease_ms = lease_ms;
     t->ids = ids;
     t->sent = (char (*)[CRD_PERMIT_ID_SIZE])(void *)(t + 1);
-    return crd__loop_sync_start(s, wait_ms, CRD__WAKE_COUNT, false, pes_try_once, &pes_attempt,
-                                t, pes_end, done, user, op);
+    crd__sync_op sop = {s, pes_try_once, &pes_attempt, t, pes_end, CRD__WAKE_COUNT, false};
+    return crd__loop_sync_start(&sop, wait_ms, done, user, op);
 }
 
 crd_status crd_permit_semaphore_acquire(crd_permit_semaphore *ps, int64_t wait_ms,

@@ -161,7 +161,8 @@ crd_status crd_semaphore_acquire(crd_semaphore *sem, int64_t permits, int64_t wa
         return st;
     crd__sync *s = &sem->s;
     sem_try t = {s, permits};
-    return crd__sync_wait(s, wait_ms, CRD__WAKE_COUNT, false, sem_try_once, &t, sem_end);
+    crd__sync_op op = {s, sem_try_once, NULL, &t, sem_end, CRD__WAKE_COUNT, false};
+    return crd__sync_wait(&op, wait_ms);
 }
 
 crd_status crd_semaphore_acquire_async(crd_semaphore *sem, int64_t permits, int64_t wait_ms,
@@ -178,8 +179,8 @@ crd_status crd_semaphore_acquire_async(crd_semaphore *sem, int64_t permits, int6
         return crd__fail(s->client, CRD_NO_MEMORY, "cannot allocate an operation");
     t->s = s;
     t->permits = permits;
-    return crd__loop_sync_start(s, wait_ms, CRD__WAKE_COUNT, false, sem_try_once, &sem_attempt,
-                                t, sem_end, done, user, op);
+    crd__sync_op sop = {s, sem_try_once, &sem_attempt, t, sem_end, CRD__WAKE_COUNT, false};
+    return crd__loop_sync_start(&sop, wait_ms, done, user, op);
 }
 
 /* release and add: one script each, KEYS N, channel; ARGV amount, publish. */

@@ -13,6 +13,7 @@
  * Threads: any caller thread. Locks: none of its own (pubsub.c takes ps->mu inside its
  * calls); no Redis traffic under any mutex.
  */
+#include "engine.h"
 #include "sync.h"
 
 #include <stdlib.h>
@@ -227,94 +228,258 @@ void crd__sync_count_acquire(crd__sync *s, crd_status st, int64_t permits, bool 
     }
 }
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+/* ---- the waiter ------------------------------------------------------------------------ */
 
-/* A wait's end: the object's hook, then a success clears the detail string. */
-static crd_status end_wait(crd__sync *s, void *arg, crd_status st, bool waited,
-                           crd__sync_end_fn end)
+static crd_status ran_out(crd__swait *w)
 {
-    if (end != NULL)
-        st = end(s, arg, st, waited);
-    if (st == CRD_OK)
-        crd__ok(s->client);
-    return st;
+    crd__sync *s = w->op.s;
+    return crd__fail(s->client, CRD_TIMEOUT, "%s \"%.*s\": the wait ran out", s->label,
+                     CRD__SYNC_NAME_FMT(s));
 }
 
-crd_status crd__sync_wait(crd__sync *s, int64_t wait_ms, int rule, bool last_try,
-                          crd__sync_try_fn fn, void *arg, crd__sync_end_fn end)
+void crd__swait_begin(crd__swait *w, const crd__sync_op *op, int64_t wait_ms, bool nonblocking)
 {
-    crd_client *c = s->client;
-    int64_t start = crd__now_ms();
-    int64_t deadline = wait_ms < 0 ? INT64_MAX : start + wait_ms;
-    int64_t retry_epoch = 0;
-    crd_status st = fn(arg, &retry_epoch);
-    if (st != CRD_BUSY && !(st == CRD_IO && wait_ms != 0))
-        return end_wait(s, arg, st, false, end);
-    if (wait_ms == 0)
-        return end_wait(s, arg, crd__fail(c, CRD_BUSY, "%s \"%.*s\": not now", s->label,
-                                          CRD__SYNC_NAME_FMT(s)),
-                        false, end);
-    bool waited = st == CRD_BUSY;
+    memset(w, 0, sizeof *w);
+    w->op = *op;
+    w->nonblocking = nonblocking;
+    w->wait_ms = wait_ms;
+    w->deadline = crd__wait_deadline(crd__now_ms(), wait_ms);
+    crd__backoff_init(&w->backoff);
+    w->state = CRD__SW_TRY;
+}
 
-    crd__sub *sub = NULL;
-    bool confirmed = false;
-    int64_t sub_deadline = min64(deadline, crd__now_ms() + c->opts.subscription_timeout_ms);
-    crd_status sst = crd__sub_acquire_rule(c, s->channel.p, s->channel.len, rule, sub_deadline,
-                                           &sub, &confirmed);
-    if (sst != CRD_OK) {
-        if (sst == CRD_CLOSED)
-            sst = crd__fail(c, CRD_CLOSED, "client is closed");
-        sst = end_wait(s, arg, sst, waited, end);
-        if (sub != NULL)
-            crd__sub_release(c, sub);
-        return sst;
+/* The outcome is st: the end hook next (CRD__SW_END), then DONE. */
+static void finish(crd__swait *w, crd_status st)
+{
+    w->ending = st;
+    w->state = CRD__SW_END;
+}
+
+/* Whether the end hook must read a lost reply back (a blocking call). */
+static bool end_reads_back(const crd__swait *w)
+{
+    const crd__sync_attempt *at = w->op.at;
+    return w->ending != CRD_OK && w->op.end != NULL && at != NULL && at->run_inline != NULL &&
+           at->run_inline(w->op.arg);
+}
+
+/* END: the object's last word, then the subscription goes back. */
+static void step_end(crd__swait *w)
+{
+    crd__sync *s = w->op.s;
+    crd_client *c = s->client;
+    crd_status st = w->ending;
+    if (w->op.end != NULL)
+        st = w->op.end(s, w->op.arg, st, w->waited);
+    if (st == CRD_OK)
+        crd__ok(c);
+    w->result = st;
+    w->state = CRD__SW_DONE;
+    if (w->sub != NULL) {
+        if (w->nonblocking)
+            crd__sub_loop_watch(c, w->sub, false);
+        crd__sub_release(c, w->sub); /* the client may be gone from here on (crd_client_free) */
+        w->sub = NULL;
     }
-    int64_t io_backoff = 25;
-    for (;;) {
-        /* A try after the subscription is live: a release between the first try and the
-         * subscription is not missed. */
-        retry_epoch = 0;
-        st = fn(arg, &retry_epoch);
-        bool failed = st == CRD_IO;
-        if (st != CRD_BUSY && !failed)
-            break;
-        int64_t now = crd__now_ms();
-        if (now >= deadline) {
-            st = failed ? st : crd__fail(c, CRD_TIMEOUT, "%s \"%.*s\": the wait ran out",
-                                         s->label, CRD__SYNC_NAME_FMT(s));
-            break;
-        }
-        int64_t wake_at = deadline;
-        if (failed) {
-            wake_at = min64(wake_at, now + io_backoff);
-            io_backoff = min64(io_backoff * 2, c->opts.poll_interval_ms);
+}
+
+/* What follows an attempt whose outcome is st (retry_epoch its retry time). */
+static void after_attempt(crd__swait *w, crd_status st)
+{
+    crd__sync *s = w->op.s;
+    crd_client *c = s->client;
+    if (w->last) {
+        finish(w, st == CRD_BUSY ? ran_out(w) : st);
+        return;
+    }
+    bool failed = st == CRD_IO;
+    if (!w->tried) {
+        w->tried = true;
+        if (st != CRD_BUSY && !(failed && w->wait_ms != 0)) {
+            finish(w, st);
+        } else if (w->wait_ms == 0) {
+            finish(w, crd__fail(c, CRD_BUSY, "%s \"%.*s\": not now", s->label,
+                                CRD__SYNC_NAME_FMT(s)));
         } else {
-            io_backoff = 25;
+            w->waited = st == CRD_BUSY;
+            w->state = CRD__SW_SUBSCRIBE;
         }
-        if (retry_epoch > 0) {
-            /* The wall clock says when a permit's lease ends; sleep that long on ours
-             * (at least 1 ms: the retry comes once it has passed). */
-            int64_t in = retry_epoch - crd__epoch_ms();
-            wake_at = min64(wake_at, now + (in > 0 ? in : 0) + 1);
+        return;
+    }
+    if (st != CRD_BUSY && !failed) {
+        finish(w, st);
+        return;
+    }
+    w->failed = failed;
+    int64_t now = crd__now_ms();
+    if (now >= w->deadline) {
+        finish(w, failed ? st : ran_out(w));
+        return;
+    }
+    /* A permit's lease ends at a wall-clock time: sleep that long on our clock. */
+    int64_t in = w->retry_epoch > 0 ? w->retry_epoch - crd__epoch_ms() : 0;
+    crd__slice_in si = {failed, w->confirmed, w->retry_epoch > 0 ? CRD__BUSY_TTL : CRD__BUSY_MESSAGE,
+                        in > 0 ? in : 0, c->opts.poll_interval_ms, c->opts.max_wait_slice_ms,
+                        CRD__WAIT_CHANNEL};
+    w->wake_at = crd__wait_until(now, crd__wait_slice(&si, &w->backoff), w->deadline);
+    w->state = CRD__SW_WAIT;
+}
+
+/* Whether the attempt can go on the engine (an event loop's, standalone, nothing to read
+ * back first). */
+static bool async_ok(const crd__swait *w)
+{
+    const crd__sync_attempt *at = w->op.at;
+    return w->nonblocking && at != NULL && crd__call_async_ok(w->op.s->client) &&
+           (at->run_inline == NULL || !at->run_inline(w->op.arg));
+}
+
+/* Puts the attempt's command on the engine (EVAL after a NOSCRIPT): state IO, or the
+ * outcome of a command that cannot be built or sent. */
+static void submit(crd__swait *w, bool eval)
+{
+    crd_client *c = w->op.s->client;
+    crd__cmd cmd;
+    crd_status st = w->op.at->build(w->op.arg, &cmd);
+    if (st != CRD_OK) {
+        after_attempt(w, st);
+        return;
+    }
+    crd__req *rq = crd__call_request(c, &cmd, eval);
+    crd__cmd_free(&cmd);
+    w->aio = rq != NULL ? crd__aio_submit(c, rq, eval) : NULL;
+    if (w->aio == NULL) {
+        finish(w, crd__fail(c, CRD_CLOSED, "client is closed"));
+        return;
+    }
+    w->state = CRD__SW_IO;
+}
+
+/* IO: the attempt in flight answered (or not yet: nothing happens). */
+static void step_io(crd__swait *w)
+{
+    crd_client *c = w->op.s->client;
+    if (!crd__aio_ready(w->aio))
+        return;
+    redisReply *r = NULL;
+    int64_t sent = 0;
+    bool eval = false;
+    crd_status st = crd__aio_take(c, w->aio, &r, &sent, &eval);
+    w->aio = NULL;
+    w->state = CRD__SW_TRY;
+    if (st == CRD_OK && !eval && crd__reply_classify(r) == CRD__REPLY_NOSCRIPT) {
+        freeReplyObject(r); /* nothing ran */
+        submit(w, true);
+        return;
+    }
+    if (st == CRD_OK && r->type == REDIS_REPLY_ERROR) {
+        st = crd__reply_fail(c, r, w->op.s->label);
+        freeReplyObject(r);
+        r = NULL;
+    }
+    w->retry_epoch = 0;
+    after_attempt(w, w->op.at->read(w->op.arg, st, r, sent != 0, &w->retry_epoch));
+}
+
+/* SUBSCRIBE: the object's channel, then TRY again (a release between the first try and
+ * the subscription is not missed). A blocking wait waits for the confirmation (up to
+ * subscription_timeout_ms); an event loop's learns of it from its fd. */
+static void step_subscribe(crd__swait *w)
+{
+    crd__sync *s = w->op.s;
+    crd_client *c = s->client;
+    int64_t until = crd__now_ms() + c->opts.subscription_timeout_ms;
+    if (until > w->deadline)
+        until = w->deadline;
+    crd_status st = crd__sub_acquire_rule(c, s->channel.p, s->channel.len, w->op.rule,
+                                          w->nonblocking ? 0 : until, &w->sub, &w->confirmed);
+    if (st != CRD_OK || w->sub == NULL) {
+        bool closed = st == CRD_CLOSED || st == CRD_OK;
+        finish(w, closed ? crd__fail(c, CRD_CLOSED, "client is closed") : st);
+        return;
+    }
+    if (w->nonblocking) {
+        crd__sub_loop_watch(c, w->sub, true);
+        w->seen_events = crd__sub_events(w->sub);
+    }
+    w->state = CRD__SW_TRY;
+}
+
+void crd__swait_step(crd__swait *w)
+{
+    switch (w->state) {
+    case CRD__SW_TRY:
+        if (async_ok(w)) {
+            submit(w, false);
+        } else {
+            w->retry_epoch = 0;
+            after_attempt(w, w->op.fn(w->op.arg, &w->retry_epoch));
         }
-        if (!confirmed)
-            wake_at = min64(wake_at, now + c->opts.poll_interval_ms);
-        if (c->opts.max_wait_slice_ms > 0)
-            wake_at = min64(wake_at, now + c->opts.max_wait_slice_ms);
-        crd_status w = crd__sub_wait(c, sub, wake_at, NULL, &confirmed);
-        if (w == CRD_CLOSED) {
-            st = crd__fail(c, CRD_CLOSED, "client is closed");
-            break;
+        break;
+    case CRD__SW_IO: step_io(w); break;
+    case CRD__SW_SUBSCRIBE: step_subscribe(w); break;
+    case CRD__SW_END: step_end(w); break;
+    case CRD__SW_WAIT: /* the driver's turn: crd__swait_woken() */
+    case CRD__SW_DONE: break;
+    }
+}
+
+void crd__swait_woken(crd__swait *w, crd_status woke, bool confirmed)
+{
+    if (w->state != CRD__SW_WAIT)
+        return;
+    w->confirmed = confirmed;
+    crd_client *c = w->op.s->client;
+    if (woke == CRD_CLOSED) {
+        finish(w, crd__fail(c, CRD_CLOSED, "client is closed"));
+    } else if (woke == CRD_TIMEOUT && crd__now_ms() >= w->deadline) {
+        if (w->op.last_try) {
+            w->last = true;
+            w->state = CRD__SW_TRY;
+        } else {
+            /* The last attempt's own words stay when it failed on the connection. */
+            finish(w, w->failed ? CRD_IO : ran_out(w));
         }
-        if (w == CRD_TIMEOUT && crd__now_ms() >= deadline) {
-            st = last_try ? fn(arg, &retry_epoch) : failed ? CRD_IO : CRD_BUSY;
-            if (st == CRD_BUSY)
-                st = crd__fail(c, CRD_TIMEOUT, "%s \"%.*s\": the wait ran out", s->label,
-                               CRD__SYNC_NAME_FMT(s));
-            break;
+    } else {
+        w->state = CRD__SW_TRY;
+    }
+}
+
+bool crd__swait_blocks(const crd__swait *w)
+{
+    if (w->state == CRD__SW_TRY)
+        return !async_ok(w);
+    return w->state == CRD__SW_END && end_reads_back(w);
+}
+
+void crd__swait_cancel(crd__swait *w, crd_status st)
+{
+    if (w->state == CRD__SW_DONE || w->state == CRD__SW_END)
+        return;
+    crd_client *c = w->op.s->client;
+    if (w->aio != NULL) { /* only when the client is freed: its answer is not waited for */
+        redisReply *r = crd__aio_drop(w->aio);
+        if (r != NULL)
+            freeReplyObject(r);
+        w->aio = NULL;
+    }
+    finish(w, st == CRD_CANCELLED ? crd__fail(c, CRD_CANCELLED, "%s \"%.*s\": cancelled",
+                                              w->op.s->label, CRD__SYNC_NAME_FMT(w->op.s))
+                                  : crd__fail(c, st, "client is closed"));
+}
+
+crd_status crd__sync_wait(const crd__sync_op *op, int64_t wait_ms)
+{
+    crd__swait w;
+    crd__swait_begin(&w, op, wait_ms, false);
+    while (w.state != CRD__SW_DONE) {
+        if (w.state == CRD__SW_WAIT) {
+            bool confirmed = w.confirmed;
+            crd_status woke = crd__sub_wait(op->s->client, w.sub, w.wake_at, NULL, &confirmed);
+            crd__swait_woken(&w, woke, confirmed);
+        } else {
+            crd__swait_step(&w);
         }
     }
-    st = end_wait(s, arg, st, waited, end);
-    crd__sub_release(c, sub); /* the client may be gone from here on (crd_client_free) */
-    return st;
+    return w.result;
 }

@@ -81,16 +81,6 @@ typedef crd_status (*crd__sync_try_fn)(void *arg, int64_t *retry_epoch_ms);
  * metrics (waited: whether the first try was busy and the call went on to wait). What it
  * returns is the operation's status. */
 typedef crd_status (*crd__sync_end_fn)(crd__sync *s, void *arg, crd_status st, bool waited);
-/* The waiter: try; unless wait_ms is 0, take the channel with rule (shared by this
- * client's waiters), try again, then sleep until a message, the retry time, the
- * deadline, or (subscription not live) the poll interval, and try after each. When the
- * wait runs out: CRD_TIMEOUT, after one last try when last_try (the latch reads its
- * count once more, as Redisson does). wait_ms 0 and busy: CRD_BUSY. Then end (may be
- * NULL) and, on CRD_OK, the client's detail string is cleared: both before the channel's
- * reference is dropped, the last moment crd_client_free (which wakes a blocked wait and
- * waits for those references) leaves the client to this thread. */
-crd_status crd__sync_wait(crd__sync *s, int64_t wait_ms, int rule, bool last_try,
-                          crd__sync_try_fn fn, void *arg, crd__sync_end_fn end);
 /* A lost reply (st CRD_IO after the command was sent) of a command that is not
  * idempotent is CRD_OUTCOME_UNKNOWN, with a message; any other st is returned as is. */
 crd_status crd__sync_lost(crd__sync *s, crd_status st, bool sent, bool idempotent,
@@ -105,20 +95,86 @@ typedef struct crd__sync_attempt {
     crd_status (*build)(void *arg, crd__cmd *cmd);
     crd_status (*read)(void *arg, crd_status st, redisReply *r, bool sent,
                        int64_t *retry_epoch_ms);
-    /* May be NULL; true when the next attempt must be the try function, inside
-     * dispatch (a lost reply to read back first). */
+    /* May be NULL; true when the next attempt must be the try function (a lost reply to
+     * read back first), and then also the end hook: each a blocking call. */
     bool (*run_inline)(void *arg);
 } crd__sync_attempt;
 
-/* loop.c: a synchronizer's wait as an event-loop operation. arg (malloc'd, may be NULL)
- * is fn's and is freed by the loop, after end(s, arg, status, waited) ran (may be NULL):
- * the object's last word on the outcome (a lost reply's read-back) and its metrics; what
- * it returns is the operation's status. On failure to start, arg is freed and the
- * status returned. */
-crd_status crd__loop_sync_start(crd__sync *s, int64_t wait_ms, int rule, bool last_try,
-                                crd__sync_try_fn fn, const crd__sync_attempt *at, void *arg,
-                                crd__sync_end_fn end, crd_op_done_fn done, void *user,
-                                crd_op **out);
+/* What a synchronizer's wait is: its object, its attempt (fn; at, the same in halves for
+ * the engine, may be NULL), fn's argument, the end hook (may be NULL), the channel's wake
+ * rule (CRD__WAKE_*), and whether the wait's end makes one last attempt (the latch reads
+ * its count once more, as Redisson does). */
+typedef struct crd__sync_op {
+    crd__sync *s;
+    crd__sync_try_fn fn;
+    const crd__sync_attempt *at;
+    void *arg;
+    crd__sync_end_fn end;
+    int rule;
+    bool last_try;
+} crd__sync_op;
+
+/* The synchronizers' waiter, a state machine shaped like the lock's (acquire.h) and
+ * driven the same two ways: by the blocking call (crd__sync_wait) and by the event loop
+ * (loop.c). Try; unless wait_ms is 0, take the object's channel with its rule (shared by
+ * this client's waiters), try again, then sleep for the slice (wait.h: a message, the
+ * retry time the last try gave, the deadline, or without a live subscription the poll
+ * interval) and try after each. When the wait runs out: CRD_TIMEOUT (CRD_IO when the last
+ * attempt failed on the connection), after one last attempt when last_try. wait_ms 0 and
+ * busy: CRD_BUSY. Then the end hook and, on CRD_OK, the client's detail string is
+ * cleared: both before the channel's reference is given back, the last moment
+ * crd_client_free (which wakes a waiter and waits for those references) leaves the
+ * client to this wait. */
+typedef enum crd__sw_state {
+    CRD__SW_TRY,       /* one attempt (nonblocking: on the engine when it can go there) */
+    CRD__SW_IO,        /* event loop: the attempt is in flight; its completion writes the fd */
+    CRD__SW_SUBSCRIBE, /* take the channel, then TRY again */
+    CRD__SW_WAIT,      /* the driver waits for a wake-up or wake_at: crd__swait_woken */
+    CRD__SW_END,       /* the end hook runs on the outcome (a read-back may block) */
+    CRD__SW_DONE       /* result holds the outcome; the subscription is given back */
+} crd__sw_state;
+
+typedef struct crd__swait {
+    crd__sw_state state;
+    crd__sync_op op;
+    bool nonblocking;  /* driven by an event loop: never wait inside a step */
+    bool tried;        /* the first attempt has been made */
+    bool waited;       /* that first attempt was busy */
+    bool last;         /* the attempt under way is the one after the deadline */
+    bool failed;       /* the last attempt failed on the connection */
+    bool confirmed;    /* the subscription is live */
+    int64_t wait_ms, deadline, wake_at;
+    int64_t retry_epoch; /* the last attempt's retry time (wall clock ms), or 0 */
+    crd__backoff backoff;
+    crd__sub *sub;
+    uint64_t seen_events; /* crd__sub_events(sub) when the loop last looked */
+    struct crd__aio *aio; /* CRD__SW_IO */
+    crd_status ending;  /* CRD__SW_END: the outcome the end hook gets */
+    crd_status result;  /* CRD__SW_DONE */
+} crd__swait;
+
+/* Prepares w for a wait of wait_ms (-1 forever, 0 try once). State CRD__SW_TRY. */
+void crd__swait_begin(crd__swait *w, const crd__sync_op *op, int64_t wait_ms, bool nonblocking);
+/* Runs the current state's work and moves on (nothing in CRD__SW_WAIT or _DONE). */
+void crd__swait_step(crd__swait *w);
+/* The driver's report after CRD__SW_WAIT: woken (CRD_OK), slice over (CRD_TIMEOUT) or
+ * CRD_CLOSED; confirmed is the subscription's state now. */
+void crd__swait_woken(crd__swait *w, crd_status woke, bool confirmed);
+/* Whether the next step is a blocking call the event loop runs on its helper thread
+ * (an attempt that cannot go on the engine, an end hook that reads back). */
+bool crd__swait_blocks(const crd__swait *w);
+/* Ends a wait that is not done with st (CRD_CANCELLED, CRD_CLOSED) through its end hook
+ * (nonblocking: CRD__SW_END when that hook must read back); an attempt in flight is
+ * dropped (what it took stays taken: the outcome is then CRD_OK only if it had landed). */
+void crd__swait_cancel(crd__swait *w, crd_status st);
+/* The blocking driver: runs op's wait to its end on the calling thread. */
+crd_status crd__sync_wait(const crd__sync_op *op, int64_t wait_ms);
+
+/* loop.c: a synchronizer's wait as an event-loop operation. op->arg (malloc'd, may be
+ * NULL) is freed by the loop when the operation ends. On failure to start, op->arg is
+ * freed and the status returned. */
+crd_status crd__loop_sync_start(const crd__sync_op *op, int64_t wait_ms, crd_op_done_fn done,
+                                void *user, crd_op **out);
 /* The metrics of a semaphore or permit-semaphore acquire of permits that ended with st
  * (waited: as crd__sync_end_fn's). */
 void crd__sync_count_acquire(crd__sync *s, crd_status st, int64_t permits, bool waited);

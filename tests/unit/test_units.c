@@ -104,9 +104,9 @@ Test(units, integer_replies_and_strings_holding_integers_are_read_as_numbers)
 
 /* ---- the wait slice ---------------------------------------------------------------------- */
 
-static crd__slice_in slice_in(bool failed, bool confirmed, crd__acq_outcome o, int64_t hint)
+static crd__slice_in slice_in(bool failed, bool confirmed, crd__busy busy, int64_t hint)
 {
-    crd__slice_in in = {failed, confirmed, o, hint, 1000, 0};
+    crd__slice_in in = {failed, confirmed, busy, hint, 1000, 0, CRD__WAIT_CHANNEL};
     return in;
 }
 
@@ -114,7 +114,7 @@ Test(units, a_held_lock_is_waited_for_for_its_ttl_plus_nothing_more)
 {
     crd__backoff b;
     crd__backoff_init(&b);
-    crd__slice_in in = slice_in(false, true, CRD__ACQ_HELD, 2500);
+    crd__slice_in in = slice_in(false, true, CRD__BUSY_TTL, 2500);
     cr_expect_eq(crd__wait_slice(&in, &b), 2500);
     in.hint_ms = 0; /* about to expire: at least 1 ms */
     cr_expect_eq(crd__wait_slice(&in, &b), 1);
@@ -124,7 +124,7 @@ Test(units, without_a_live_subscription_the_slice_is_the_poll_interval_at_most)
 {
     crd__backoff b;
     crd__backoff_init(&b);
-    crd__slice_in in = slice_in(false, false, CRD__ACQ_HELD, 30000);
+    crd__slice_in in = slice_in(false, false, CRD__BUSY_TTL, 30000);
     cr_expect_eq(crd__wait_slice(&in, &b), 1000);
     in.hint_ms = 300;
     cr_expect_eq(crd__wait_slice(&in, &b), 300);
@@ -134,7 +134,7 @@ Test(units, a_lock_without_ttl_is_polled_at_the_poll_interval)
 {
     crd__backoff b;
     crd__backoff_init(&b);
-    crd__slice_in in = slice_in(false, true, CRD__ACQ_HELD_NO_TTL, -1);
+    crd__slice_in in = slice_in(false, true, CRD__BUSY_NO_TTL, -1);
     cr_expect_eq(crd__wait_slice(&in, &b), 1000);
 }
 
@@ -142,13 +142,13 @@ Test(units, failures_back_off_from_25_ms_doubling_to_the_poll_interval_and_reset
 {
     crd__backoff b;
     crd__backoff_init(&b);
-    crd__slice_in in = slice_in(true, true, CRD__ACQ_BAD, 0);
+    crd__slice_in in = slice_in(true, true, CRD__BUSY_TTL, 0);
     int64_t want[] = {25, 50, 100, 200, 400, 800, 1000, 1000};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_expect_eq(crd__wait_slice(&in, &b), want[i], "failure %zu", i);
-    in = slice_in(false, true, CRD__ACQ_HELD, 5000);
+    in = slice_in(false, true, CRD__BUSY_TTL, 5000);
     cr_expect_eq(crd__wait_slice(&in, &b), 5000);
-    in = slice_in(true, true, CRD__ACQ_BAD, 0);
+    in = slice_in(true, true, CRD__BUSY_TTL, 0);
     cr_expect_eq(crd__wait_slice(&in, &b), 25, "a success resets the backoff");
 }
 
@@ -156,21 +156,46 @@ Test(units, a_fair_waiter_not_at_the_head_backs_off_from_4_ms_and_resets_when_he
 {
     crd__backoff b;
     crd__backoff_init(&b);
-    crd__slice_in in = slice_in(false, true, CRD__ACQ_NOT_MY_TURN, 0);
+    crd__slice_in in = slice_in(false, true, CRD__BUSY_TURN, 0);
     int64_t want[] = {4, 8, 16, 32, 64, 128, 256, 512, 1000, 1000};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_expect_eq(crd__wait_slice(&in, &b), want[i], "turn %zu", i);
-    in = slice_in(false, true, CRD__ACQ_HELD, 700);
+    in = slice_in(false, true, CRD__BUSY_TTL, 700);
     cr_expect_eq(crd__wait_slice(&in, &b), 700);
-    in = slice_in(false, true, CRD__ACQ_NOT_MY_TURN, 0);
+    in = slice_in(false, true, CRD__BUSY_TURN, 0);
     cr_expect_eq(crd__wait_slice(&in, &b), 4);
+}
+
+Test(units, a_wait_for_a_message_has_no_timer_but_the_deadline_unless_unsubscribed)
+{
+    crd__backoff b;
+    crd__backoff_init(&b);
+    crd__slice_in in = slice_in(false, true, CRD__BUSY_MESSAGE, 0);
+    cr_expect_eq(crd__wait_slice(&in, &b), INT64_MAX);
+    in.confirmed = false;
+    cr_expect_eq(crd__wait_slice(&in, &b), 1000, "no live subscription: the poll interval");
+    in.how = CRD__WAIT_DELAY; /* no channel: nothing to be subscribed to */
+    in.busy = CRD__BUSY_TTL;
+    in.hint_ms = 2500;
+    cr_expect_eq(crd__wait_slice(&in, &b), 2500);
+}
+
+Test(units, a_wait_ends_one_ms_after_its_wait_and_a_slice_one_ms_after_itself)
+{
+    cr_expect_eq(crd__wait_deadline(1000, 0), 1001);
+    cr_expect_eq(crd__wait_deadline(1000, 250), 1251);
+    cr_expect_eq(crd__wait_deadline(1000, -1), INT64_MAX);
+    cr_expect_eq(crd__wait_until(1000, 100, 5000), 1101);
+    cr_expect_eq(crd__wait_until(1000, 100, 1050), 1050, "never past the deadline");
+    cr_expect_eq(crd__wait_until(1000, INT64_MAX, INT64_MAX), INT64_MAX);
+    cr_expect_eq(crd__wait_until(1000, INT64_MAX, 3000), 3000);
 }
 
 Test(units, max_wait_slice_caps_every_slice)
 {
     crd__backoff b;
     crd__backoff_init(&b);
-    crd__slice_in in = slice_in(false, true, CRD__ACQ_HELD, 30000);
+    crd__slice_in in = slice_in(false, true, CRD__BUSY_TTL, 30000);
     in.max_slice_ms = 50;
     cr_expect_eq(crd__wait_slice(&in, &b), 50);
 }
@@ -360,7 +385,7 @@ Test(units, replies_decode_into_named_outcomes_per_kind)
     cr_expect_eq(rd->release_reply(&one), CRD__REL_READ_ONE);
     cr_expect_eq(rd->release_reply(&nil), CRD__REL_NOT_HELD);
     cr_expect(crd__kinds[CRD__WRITE].write_field && !rl->write_field && fair->queued &&
-              fair->own_channel && rd->renew_key2_put != NULL && rl->renew_key2_put == NULL);
+              fair->wait == CRD__WAIT_OWN_CHANNEL && rd->renew_key2_put != NULL && rl->renew_key2_put == NULL);
 }
 
 Test(units, the_fenced_kind_draws_a_token_and_renews_with_its_counter)

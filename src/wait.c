@@ -1,0 +1,60 @@
+/*
+ * wait.c -- the rules every waiter shares (wait.h): the deadline of a wait and the slice
+ * a waiter sleeps before its next attempt. Used by the lock's acquire machine (acquire.c)
+ * and the synchronizers' (sync.c), for both drivers (a blocking call, the event loop).
+ *
+ * Pure functions; any thread.
+ */
+#include "wait.h"
+
+void crd__backoff_init(crd__backoff *b)
+{
+    b->io_ms = 25;
+    b->fair_ms = 4;
+}
+
+static int64_t doubled(int64_t v, int64_t cap) { return v * 2 < cap ? v * 2 : cap; }
+
+int64_t crd__wait_slice(const crd__slice_in *in, crd__backoff *b)
+{
+    int64_t slice;
+    if (in->failed) {
+        /* Redis failed (restart, cut): retry soon, backing off to the poll interval. */
+        slice = b->io_ms;
+        b->io_ms = doubled(b->io_ms, in->poll_ms);
+    } else if (in->busy == CRD__BUSY_NO_TTL) {
+        slice = in->poll_ms; /* nothing expires: a release publishes, or we poll */
+    } else if (in->busy == CRD__BUSY_TURN) {
+        /* Fair: free, but the head's turn. Back off from 4 ms while it takes it. */
+        slice = b->fair_ms;
+        b->fair_ms = doubled(b->fair_ms, in->poll_ms);
+    } else if (in->busy == CRD__BUSY_MESSAGE) {
+        slice = INT64_MAX; /* a message ends it, or the deadline */
+    } else {
+        /* A TTL: a release publishes, an expiry does not. */
+        slice = in->hint_ms;
+        b->fair_ms = 4;
+    }
+    if (!in->failed)
+        b->io_ms = 25;
+    bool channel = in->how == CRD__WAIT_CHANNEL || in->how == CRD__WAIT_OWN_CHANNEL;
+    if (channel && !in->confirmed && slice > in->poll_ms)
+        slice = in->poll_ms; /* no live subscription: a release could go unheard */
+    if (slice < 1)
+        slice = 1;
+    if (in->max_slice_ms > 0 && slice > in->max_slice_ms)
+        slice = in->max_slice_ms;
+    return slice;
+}
+
+int64_t crd__wait_until(int64_t now, int64_t slice, int64_t deadline)
+{
+    if (slice >= deadline - now - 1)
+        return deadline;
+    return now + slice + 1;
+}
+
+int64_t crd__wait_deadline(int64_t start, int64_t wait_ms)
+{
+    return wait_ms < 0 ? INT64_MAX : start + wait_ms + 1;
+}
