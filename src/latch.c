@@ -215,5 +215,5 @@ crd_status crd_latch_await_async(crd_latch *l, int64_t wait_ms, crd_op_done_fn d
         return crd__fail(l->s.client, CRD_NO_MEMORY, "cannot allocate an operation");
     a->l = l;
     crd__sync_op sop = {&l->s, await_try_loop, &await_attempt, a, await_end, CRD__WAKE_ALL, true};
-    return crd__loop_sync_start(&sop, wait_ms, done, user, op);
+    return crd__sync_start(&sop, wait_ms, done, user, op);
 }

@@ -7,6 +7,7 @@
  * Threads: any caller thread. Locks: holds->mu around bookkeeping only (never during
  * Redis traffic).
  */
+#include "engine.h"
 #include "locks.h"
 
 #include <inttypes.h>
@@ -455,4 +456,123 @@ crd_status crd_lock_extend_owner(crd_lock *l, uint64_t owner, int64_t lease_ms)
 crd_status crd_lock_extend(crd_lock *l, int64_t lease_ms)
 {
     return crd_lock_extend_owner(l, crd_owner_current(), lease_ms);
+}
+
+/* ---- the event loop's lock operations (loop.c) -------------------------------------------- */
+
+crd_op *crd__lock_op_new(crd_lock *l, uint64_t owner, const crd__op_kind *kind, size_t size,
+                         crd_op_done_fn done, void *user, crd_status *st)
+{
+    *st = crd__lock_check(l);
+    if (*st != CRD_OK)
+        return NULL;
+    if (done == NULL || owner == 0) {
+        *st = crd__fail(l->client, CRD_INVALID_ARGUMENT, "%s",
+                        done == NULL ? "done is NULL" : "owner id 0 is not valid");
+        return NULL;
+    }
+    crd_op *op = crd__op_new(l->client, kind, size, done, user);
+    if (op == NULL) {
+        *st = CRD_NO_MEMORY;
+        return NULL;
+    }
+    op->l = l;
+    op->owner = owner;
+    return op;
+}
+
+/* An extend on the event loop: on the engine (never resent after CRD_IO: a second extend
+ * is harmless, but the caller hears what happened). */
+typedef struct extend_op {
+    crd_op op;
+    int64_t lease_ms;
+    crd__aio *aio;
+    bool begun;
+} extend_op;
+
+static extend_op *xop(crd_op *op) { return (extend_op *)(void *)op; }
+
+/* Puts the extend on the engine (EVAL after a NOSCRIPT); false when refused or unbuilt. */
+static bool send_extend(extend_op *o, bool eval, crd_status *st)
+{
+    crd__cmd cmd;
+    char field[CRD__FIELD_MAX];
+    if ((*st = crd__extend_begin(o->op.l, o->op.owner, o->lease_ms, field, &cmd)) != CRD_OK)
+        return false;
+    crd__req *rq = crd__call_request(o->op.c, &cmd, eval);
+    crd__cmd_free(&cmd);
+    o->aio = rq != NULL ? crd__aio_submit(o->op.c, rq, eval) : NULL;
+    if (o->aio == NULL)
+        *st = crd__fail(o->op.c, CRD_CLOSED, "client is closed");
+    return o->aio != NULL;
+}
+
+static int xop_step(crd_op *op)
+{
+    extend_op *o = xop(op);
+    crd_client *c = op->c;
+    crd_status st;
+    if (op->landed)
+        return (int)op->off_st; /* it ran whole on the helper thread */
+    if (!o->begun) {
+        o->begun = true;
+        if (!crd__call_async_ok(c))
+            return crd__op_offload(op) ? -1 : (int)crd_lock_extend_owner(op->l, op->owner,
+                                                                          o->lease_ms);
+        return send_extend(o, false, &st) ? -1 : (int)st;
+    }
+    if (!crd__aio_ready(o->aio))
+        return -1;
+    redisReply *r = NULL;
+    int64_t sent;
+    bool eval;
+    st = crd__aio_take(c, o->aio, &r, &sent, &eval);
+    o->aio = NULL;
+    if (st == CRD_OK && !eval && crd__reply_classify(r) == CRD__REPLY_NOSCRIPT) {
+        freeReplyObject(r);
+        return send_extend(o, true, &st) ? -1 : (int)st; /* nothing ran */
+    }
+    return (int)crd__extend_end(op->l, op->owner, o->lease_ms, st, r, sent);
+}
+
+static crd_status xop_helper(crd_op *op)
+{
+    return crd_lock_extend_owner(op->l, op->owner, xop(op)->lease_ms);
+}
+
+static int64_t xop_timeout(crd_op *op, int64_t now)
+{
+    (void)now;
+    crd__aio *io = xop(op)->aio;
+    if (io == NULL)
+        return 0; /* not begun */
+    return crd__aio_ready(io) ? 0 : -1;
+}
+
+static crd_status xop_close(crd_op *op)
+{
+    extend_op *o = xop(op);
+    if (op->landed)
+        return op->off_st;
+    if (o->aio != NULL) {
+        redisReply *r = crd__aio_drop(o->aio);
+        o->aio = NULL;
+        if (r != NULL)
+            freeReplyObject(r);
+    }
+    return CRD_CLOSED;
+}
+
+static const crd__op_kind extend_kind = {xop_step, xop_helper, xop_timeout, xop_close, false};
+
+crd_status crd_lock_extend_async(crd_lock *l, uint64_t owner, int64_t lease_ms,
+                                 crd_op_done_fn done, void *user, crd_op **out)
+{
+    crd_status st;
+    crd_op *op = crd__lock_op_new(l, owner, &extend_kind, sizeof(extend_op), done, user, &st);
+    if (op == NULL)
+        return st;
+    xop(op)->lease_ms = lease_ms;
+    crd__op_start(op, out);
+    return CRD_OK;
 }

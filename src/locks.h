@@ -370,6 +370,12 @@ void crd__fair_give_up_cmd(const crd_lock *l, const char *field, size_t flen, in
 
 /* ---- lock.c: handles, force-unlock, introspection, extend -------------------------------- */
 
+typedef struct crd__op_kind crd__op_kind;
+/* A lock operation of the event loop (crd__op_new) for l and owner: the lock, the owner
+ * and done are checked (*st says why not: NULL lock, owner 0, done NULL, out of memory). */
+crd_op *crd__lock_op_new(crd_lock *l, uint64_t owner, const crd__op_kind *kind, size_t size,
+                         crd_op_done_fn done, void *user, crd_status *st);
+
 /* NULL lock, or a client that cannot be used. */
 crd_status crd__lock_check(crd_lock *l);
 /* crd__lock_check, then an out-parameter: "<what> is NULL" when it is missing. */
@@ -424,8 +430,64 @@ bool crd__offload_call(crd_client *c, const crd__cmd *cmd, const char *label);
 void crd__offload_stop(crd_client *c);
 void crd__offload_lock_for_fork(crd_client *c, bool lock);
 
-/* ---- loop.c: the event-loop API ---------------------------------------------------------- */
+/* ---- loop.c: the event-loop API's operations ---------------------------------------------- */
 
+/* What an operation of one kind does (acquire.c, release.c, lock.c, sync.c); every
+ * function runs on the loop thread but helper, which runs on the helper thread. */
+struct crd__op_kind {
+    /* Steps op as far as it goes without waiting: its outcome, or -1 while it is pending
+     * (in flight, waiting, or handed to the helper with crd__op_offload). op->landed: a
+     * helper's step has just ended (op->off_st). */
+    int (*step)(crd_op *op);
+    /* The blocking step crd__op_offload hands over; its status. */
+    crd_status (*helper)(crd_op *op);
+    /* Ms until op must be stepped although the fd stays quiet (0: now; -1: the fd says
+     * when). */
+    int64_t (*timeout)(crd_op *op, int64_t now);
+    /* The client is being freed: op ends now, on the calling thread (it may block, bounded
+     * by its deadline); the status its callback gets. */
+    crd_status (*close)(crd_op *op);
+    bool cancellable; /* crd_op_cancel accepts it */
+};
+
+/* One pending operation: the head of a kind's own struct, which begins with it. */
+struct crd_op {
+    crd__job job;     /* a step on the helper thread (offload.c): first */
+    const crd__op_kind *kind;
+    crd_client *c;
+    crd_lock *l;      /* a lock operation's lock (crd_op_lock), else NULL */
+    uint64_t owner;   /* a lock operation's owner (crd_op_owner) */
+    int64_t token;    /* a fenced acquire's token (crd_op_token) */
+    bool cancel;      /* crd_op_cancel was called: the kind's step ends it */
+    bool off;         /* the helper owns the operation until job is done */
+    bool landed;      /* a job's outcome not yet taken: off_st */
+    crd_status off_st;
+    char off_msg[512]; /* the job's detail string, for the loop thread's */
+    crd_op_done_fn done;
+    void *user;
+    unsigned pass;    /* the dispatch pass that last stepped it (0: none yet) */
+    struct crd_op *next;
+};
+
+/* A zeroed operation of size bytes (a kind's struct beginning with a crd_op) for c, not
+ * started; NULL (the client's error says why: done NULL, out of memory) on failure. */
+crd_op *crd__op_new(crd_client *c, const crd__op_kind *kind, size_t size, crd_op_done_fn done,
+                    void *user);
+/* Starts op (*out = op when out is not NULL): the next dispatch steps it, or the pass
+ * under way when a callback started it. */
+void crd__op_start(crd_op *op, crd_op **out);
+/* Hands op's blocking step (kind->helper) to the helper thread; false when it cannot (the
+ * client is being freed, no thread): the caller runs the step itself. */
+bool crd__op_offload(crd_op *op);
+/* Whether an operation's WAIT on sub until wake_at is over: a wake-up permit, the
+ * subscription going live (a release may have come before it), the wake time, or the
+ * client closing (*woke: CRD_OK, CRD_TIMEOUT, CRD_CLOSED); *confirmed is brought up to
+ * date. Nothing happened to the subscription since *seen: no mutex taken. */
+bool crd__loop_wait_over(crd_client *c, crd__sub *sub, uint64_t *seen, bool *confirmed,
+                         int64_t wake_at, crd_status *woke);
+/* What a kind's timeout returns for a wait until until: -1 for INT64_MAX, else the ms
+ * left (0: now). */
+int64_t crd__loop_left(int64_t until, int64_t now);
 /* Ends every pending operation with CRD_CLOSED, callbacks on the calling thread
  * (crd_client_free), and frees the loop. */
 void crd__loop_free(crd_client *c);

@@ -398,7 +398,7 @@ crd_status crd_permit_semaphore_acquire_async(crd_permit_semaphore *ps, int64_t 
     t->ids = ids;
     t->sent = (char (*)[CRD_PERMIT_ID_SIZE])(void *)(t + 1);
     crd__sync_op sop = {s, pes_try_once, &pes_attempt, t, pes_end, CRD__WAKE_COUNT, false};
-    return crd__loop_sync_start(&sop, wait_ms, done, user, op);
+    return crd__sync_start(&sop, wait_ms, done, user, op);
 }
 
 crd_status crd_permit_semaphore_acquire(crd_permit_semaphore *ps, int64_t wait_ms,

@@ -10,6 +10,7 @@
  * Threads: any caller thread, and the thread-exit hook. Locks: holds->mu around
  * bookkeeping only (never during Redis traffic).
  */
+#include "engine.h"
 #include "locks.h"
 
 #include <stdlib.h>
@@ -252,4 +253,117 @@ crd_status crd__release_by_name(crd_client *c, const char *name, size_t len, uin
     st = crd__release(&tmp, owner);
     crd__lock_clear(&tmp);
     return st;
+}
+
+/* ---- the event loop's driver (loop.c) ----------------------------------------------------- */
+
+/* A release on the event loop: begun at its first step, then on the engine. */
+typedef struct release_op {
+    crd_op op;
+    crd__rel rel;
+    crd__aio *aio; /* the unlock in flight */
+    int tries;     /* sends so far (one retry after CRD_IO, same request id) */
+    bool begun;
+} release_op;
+
+static release_op *rop(crd_op *op) { return (release_op *)(void *)op; }
+
+/* Puts the unlock on the engine (EVAL after a NOSCRIPT); false when refused. */
+static bool send_release(release_op *o, bool eval)
+{
+    crd__cmd cmd;
+    crd__release_cmd(&o->rel, &cmd);
+    cmd.sync = false; /* the async path runs only without replica sync */
+    crd__req *rq = crd__call_request(o->op.c, &cmd, eval);
+    crd__cmd_free(&cmd);
+    o->aio = rq != NULL ? crd__aio_submit(o->op.c, rq, eval) : NULL;
+    o->tries++;
+    return o->aio != NULL;
+}
+
+static int rop_step(crd_op *op)
+{
+    release_op *o = rop(op);
+    crd_client *c = op->c;
+    if (op->landed)
+        return (int)op->off_st; /* it ran whole on the helper thread */
+    if (!o->begun) {
+        o->begun = true;
+        crd_status st = crd__release_begin(&o->rel, op->l, op->owner);
+        if (st != CRD_OK) {
+            crd__release_clear(&o->rel);
+            return (int)st;
+        }
+        if (!crd__call_async_ok(c)) { /* through crd__call, bounded by its deadline */
+            if (crd__op_offload(op))
+                return -1;
+            redisReply *r = NULL;
+            st = crd__release_send(&o->rel, &r);
+            return (int)crd__release_end(&o->rel, st, r);
+        }
+        if (!send_release(o, false))
+            return (int)crd__release_end(&o->rel, crd__fail(c, CRD_CLOSED, "client is closed"),
+                                         NULL);
+        return -1;
+    }
+    if (!crd__aio_ready(o->aio))
+        return -1;
+    redisReply *r = NULL;
+    int64_t sent;
+    bool eval;
+    crd_status st = crd__aio_take(c, o->aio, &r, &sent, &eval);
+    o->aio = NULL;
+    if (st == CRD_OK && !eval && crd__reply_classify(r) == CRD__REPLY_NOSCRIPT) {
+        freeReplyObject(r);
+        if (send_release(o, true)) /* nothing ran */
+            return -1;
+        st = crd__fail(c, CRD_CLOSED, "client is closed");
+        r = NULL;
+    } else if (st == CRD_IO && o->tries < 2) {
+        if (send_release(o, eval)) /* the same request id: a replay if the first ran */
+            return -1;
+        st = crd__fail(c, CRD_CLOSED, "client is closed");
+    }
+    return (int)crd__release_end(&o->rel, st, r);
+}
+
+static crd_status rop_helper(crd_op *op)
+{
+    redisReply *r = NULL;
+    crd_status st = crd__release_send(&rop(op)->rel, &r);
+    return crd__release_end(&rop(op)->rel, st, r);
+}
+
+static int64_t rop_timeout(crd_op *op, int64_t now)
+{
+    (void)now;
+    crd__aio *io = rop(op)->aio;
+    if (io == NULL)
+        return 0; /* not begun */
+    return crd__aio_ready(io) ? 0 : -1; /* its completion writes the fd */
+}
+
+static crd_status rop_close(crd_op *op)
+{
+    release_op *o = rop(op);
+    if (op->landed)
+        return op->off_st;
+    if (o->aio == NULL)
+        return CRD_CLOSED;
+    redisReply *r = crd__aio_drop(o->aio);
+    o->aio = NULL;
+    return crd__release_end(&o->rel, r != NULL ? CRD_OK : CRD_CLOSED, r);
+}
+
+static const crd__op_kind release_kind = {rop_step, rop_helper, rop_timeout, rop_close, false};
+
+crd_status crd_lock_release_async(crd_lock *l, uint64_t owner, crd_op_done_fn done, void *user,
+                                  crd_op **out)
+{
+    crd_status st;
+    crd_op *op = crd__lock_op_new(l, owner, &release_kind, sizeof(release_op), done, user, &st);
+    if (op == NULL)
+        return st;
+    crd__op_start(op, out);
+    return CRD_OK;
 }

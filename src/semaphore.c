@@ -180,7 +180,7 @@ crd_status crd_semaphore_acquire_async(crd_semaphore *sem, int64_t permits, int6
     t->s = s;
     t->permits = permits;
     crd__sync_op sop = {s, sem_try_once, &sem_attempt, t, sem_end, CRD__WAKE_COUNT, false};
-    return crd__loop_sync_start(&sop, wait_ms, done, user, op);
+    return crd__sync_start(&sop, wait_ms, done, user, op);
 }
 
 /* release and add: one script each, KEYS N, channel; ARGV amount, publish. */

@@ -483,3 +483,92 @@ crd_status crd__sync_wait(const crd__sync_op *op, int64_t wait_ms)
     }
     return w.result;
 }
+
+/* ---- the event loop's driver (loop.c) ----------------------------------------------------- */
+
+/* A synchronizer's wait on the event loop: the machine in non-blocking mode. */
+typedef struct sync_op {
+    crd_op op;
+    crd__swait w;
+} sync_op;
+
+static crd__swait *swait_of(crd_op *op) { return &((sync_op *)(void *)op)->w; }
+
+/* As far as the wait goes without waiting: its outcome, or -1 while it waits (for its
+ * subscription, its wake time, its attempt on the engine, or the helper thread). An
+ * attempt on the engine is seen through first: a cancel then has no effect if it took
+ * the permits, as for a lock's acquire. */
+static int sop_step(crd_op *op)
+{
+    crd__swait *w = swait_of(op);
+    crd_client *c = op->c;
+    for (int guard = 0; guard < 8 && w->state != CRD__SW_DONE; guard++) {
+        if (w->state != CRD__SW_IO && (op->cancel || atomic_load(&c->closed)))
+            crd__swait_cancel(w, op->cancel ? CRD_CANCELLED : CRD_CLOSED);
+        if (w->state == CRD__SW_WAIT) {
+            crd_status woke;
+            if (!crd__loop_wait_over(c, w->sub, &w->seen_events, &w->confirmed, w->wake_at,
+                                     &woke))
+                return -1;
+            crd__swait_woken(w, woke, w->confirmed);
+        } else if (w->state == CRD__SW_IO) {
+            crd__swait_step(w);
+            if (w->state == CRD__SW_IO)
+                return -1; /* its completion writes the fd */
+        } else if (crd__swait_blocks(w) && crd__op_offload(op)) {
+            return -1; /* the helper thread's completion writes the fd */
+        } else {
+            crd__swait_step(w);
+        }
+    }
+    if (w->state != CRD__SW_DONE)
+        return -1;
+    free(w->op.arg);
+    w->op.arg = NULL;
+    return (int)w->result;
+}
+
+static crd_status sop_helper(crd_op *op)
+{
+    crd__swait_step(swait_of(op));
+    return swait_of(op)->result;
+}
+
+static int64_t sop_timeout(crd_op *op, int64_t now)
+{
+    const crd__swait *w = swait_of(op);
+    if (w->state == CRD__SW_IO)
+        return crd__aio_ready(w->aio) ? 0 : -1; /* its completion writes the fd */
+    if (op->cancel || w->state != CRD__SW_WAIT)
+        return 0;
+    return crd__loop_left(w->wake_at, now); /* the fd brings a message sooner */
+}
+
+/* The client is freed: what a landed attempt took is kept (its machine is at its end,
+ * CRD_OK); else CRD_CLOSED, through the end hook, on this thread. */
+static crd_status sop_close(crd_op *op)
+{
+    crd__swait *w = swait_of(op);
+    crd__swait_cancel(w, CRD_CLOSED);
+    while (w->state != CRD__SW_DONE)
+        crd__swait_step(w);
+    free(w->op.arg);
+    w->op.arg = NULL;
+    return w->result;
+}
+
+static const crd__op_kind sync_kind = {sop_step, sop_helper, sop_timeout, sop_close, true};
+
+crd_status crd__sync_start(const crd__sync_op *sop, int64_t wait_ms, crd_op_done_fn done,
+                           void *user, crd_op **out)
+{
+    crd_op *op = crd__op_new(sop->s->client, &sync_kind, sizeof(sync_op), done, user);
+    if (op == NULL) {
+        free(sop->arg);
+        return done == NULL ? CRD_INVALID_ARGUMENT : CRD_NO_MEMORY; /* said by crd__op_new */
+    }
+    crd__swait_begin(swait_of(op), sop, wait_ms, true);
+    crd__op_start(op, out);
+    crd__ok(sop->s->client);
+    return CRD_OK;
+}

@@ -170,11 +170,11 @@ void crd__swait_cancel(crd__swait *w, crd_status st);
 /* The blocking driver: runs op's wait to its end on the calling thread. */
 crd_status crd__sync_wait(const crd__sync_op *op, int64_t wait_ms);
 
-/* loop.c: a synchronizer's wait as an event-loop operation. op->arg (malloc'd, may be
- * NULL) is freed by the loop when the operation ends. On failure to start, op->arg is
- * freed and the status returned. */
-crd_status crd__loop_sync_start(const crd__sync_op *op, int64_t wait_ms, crd_op_done_fn done,
-                                void *user, crd_op **out);
+/* The event-loop driver: op's wait as an event-loop operation (loop.c). op->arg
+ * (malloc'd, may be NULL) is freed when the operation ends. On failure to start, op->arg
+ * is freed and the status returned. */
+crd_status crd__sync_start(const crd__sync_op *op, int64_t wait_ms, crd_op_done_fn done,
+                           void *user, crd_op **out);
 /* The metrics of a semaphore or permit-semaphore acquire of permits that ended with st
  * (waited: as crd__sync_end_fn's). */
 void crd__sync_count_acquire(crd__sync *s, crd_status st, int64_t permits, bool waited);
