@@ -6,6 +6,6 @@
 #ifndef CRD_INTERNAL_H
 #define CRD_INTERNAL_H
 
-#include "locks.h"
+#include "client.h"
 
 #endif /* CRD_INTERNAL_H */

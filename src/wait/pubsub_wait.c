@@ -1,0 +1,377 @@
+/*
+ * pubsub_wait.c -- the waiters' side of the client's subscriptions (pubsub.c has the
+ * subscriber thread): taking and giving back a reference on a channel's entry (the last
+ * one's UNSUBSCRIBE written by the thread that lets go, leave_direct), waiting on it for a
+ * wake-up permit or a lent attempt's sending, watched holds (prompt_loss_detection), and
+ * the event loop's eventfd and polls.
+ *
+ * Threads: callers' threads, the watchdog's, the loop thread. Lock: ps->mu; a link's wmu
+ * (a leaf, without ps->mu) for a direct UNSUBSCRIBE.
+ */
+#include "pubsub_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ---- waiters ------------------------------------------------------------------------- */
+
+crd_status crd__sub_acquire(crd_client *c, const char *channel, size_t len,
+                            int64_t deadline_ms, crd__sub **out, bool *confirmed)
+{
+    return crd__sub_acquire_rule(c, channel, len, CRD__WAKE_LOCK, deadline_ms, out, confirmed);
+}
+
+crd_status crd__sub_acquire_rule(crd_client *c, const char *channel, size_t len, int rule,
+                                 int64_t deadline_ms, crd__sub **out, bool *confirmed)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    crd_status st = crd__ps_start_thread(c);
+    if (st != CRD_OK) {
+        pthread_mutex_unlock(&ps->mu);
+        return st;
+    }
+    crd__sub *s = crd__ps_entry_for(ps, channel, len);
+    if (s == NULL) {
+        pthread_mutex_unlock(&ps->mu);
+        return crd__fail(c, CRD_NO_MEMORY, "cannot allocate a subscription");
+    }
+    s->wake_rule = rule; /* one channel, one kind of object: every waiter agrees */
+    if (s->refs == 0) {
+        /* The first waiter: a permit left by a message that found nobody waiting (a "1"
+         * gives one even then, e.g. a write unlock while the entry lingered or its
+         * UNSUBSCRIBE was on its way) was published before this waiter's re-try. */
+        s->permits = 0;
+        /* Lingering (its last waiter left without waking the subscriber thread): what is
+         * still on its way here was published before that re-try too. */
+        s->stale = s->stale || (s->watch_refs == 0 && live(s));
+    }
+    s->refs++;
+    ps->total_refs++;
+    if (!live(s))
+        poke(ps);
+    while (!live(s) && !atomic_load(&c->closed)) {
+        if (crd__now_ms() >= deadline_ms)
+            break;
+        struct timespec ts = crd__abstime(deadline_ms);
+        pthread_cond_timedwait(&s->cv, &ps->mu, &ts);
+    }
+    *confirmed = live(s);
+    pthread_mutex_unlock(&ps->mu);
+    *out = s;
+    return atomic_load(&c->closed) ? CRD_CLOSED : CRD_OK;
+}
+
+/* s has no waiter and no watched hold left (ps->mu held): its UNSUBSCRIBE is encoded into
+ * *out for the caller to send once it has let go of ps->mu, on a plaintext client; else
+ * the thread is woken to send it. The entry is unsubscribing from now on, as if the
+ * thread had sent it. */
+void crd__ps_leave(crd_client *c, crd__sub *s, leaving *out)
+{
+    crd__pubsub *ps = c->ps;
+    out->l = NULL;
+    sublink *l = s->link;
+    /* The link's connection is the subscriber thread's: leave_direct looks at it under
+     * wmu. TLS never: its session is read by that thread. */
+    bool direct = s->subscribed && !s->inflight && !s->stale && l != NULL && c->tls == NULL;
+    if (direct) {
+        const char *word = c->sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE";
+        const char *argv[2] = {word, s->channel};
+        size_t lens[2] = {strlen(word), s->len};
+        size_t cap = sizeof out->buf;
+        out->cmd = out->buf;
+        out->len = 0;
+        char *p = out->buf;
+        if (s->len + 128 > cap) { /* crd__resp_append wants ~90 bytes over the channel */
+            p = NULL; /* it allocates */
+            cap = 0;
+        }
+        direct = crd__resp_append(&p, &out->len, &cap, 2, argv, lens);
+        out->cmd = p;
+        if (!direct && p != out->buf)
+            free(p);
+    }
+    if (!direct) {
+        poke(ps); /* under the mutex: crd__pubsub_stop may close the pipe once we leave */
+        return;
+    }
+    s->inflight = true;
+    s->unsubscribing = true;
+    s->resubscribe = false;
+    out->l = l;
+    out->gen = atomic_load(&l->gen);
+    ps->total_refs++; /* crd__pubsub_stop waits for this send too (it frees the link) */
+}
+
+/* Writes what crd__ps_leave() encoded, without waiting: what send() does not take is left for
+ * the subscriber thread (woken), which sends it before anything else. The link's
+ * connection is the one crd__ps_leave() saw or the write is dropped: a connection closed since
+ * took the subscription with it. */
+void crd__ps_leave_direct(crd_client *c, leaving *lv)
+{
+    crd__pubsub *ps = c->ps;
+    sublink *l = lv->l;
+    bool wake = false;
+    pthread_mutex_lock(&l->wmu);
+    if (atomic_load(&l->gen) == lv->gen) {
+        size_t done = 0;
+        if (l->open && l->rest_len == 0) {
+            ssize_t n;
+            do
+                n = send(l->conn.ctx->fd, lv->cmd, lv->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+            while (n < 0 && errno == EINTR);
+            done = n > 0 ? (size_t)n : 0;
+        }
+        if (done < lv->len) {
+            /* Short, refused or behind an earlier rest: the thread sends the rest (a
+             * connection that failed is found dead when it next reads it). */
+            char *rest = realloc(l->rest, l->rest_len + lv->len - done);
+            if (rest != NULL) {
+                memcpy(rest + l->rest_len, lv->cmd + done, lv->len - done);
+                l->rest = rest;
+                l->rest_len += lv->len - done;
+            } else if (done > 0) {
+                /* Half a command written and no room for the rest: the connection is
+                 * lost (the thread finds it closed). */
+                shutdown(l->conn.ctx->fd, SHUT_RDWR);
+            }
+            wake = true;
+        }
+    }
+    pthread_mutex_unlock(&l->wmu);
+    if (lv->cmd != lv->buf)
+        free(lv->cmd);
+    pthread_mutex_lock(&ps->mu);
+    if (wake)
+        poke(ps);
+    if (--ps->total_refs == 0)
+        pthread_cond_broadcast(&ps->idle_cv);
+    pthread_mutex_unlock(&ps->mu);
+}
+
+void crd__sub_release(crd_client *c, crd__sub *s)
+{
+    crd__pubsub *ps = c->ps;
+    leaving lv = {.l = NULL};
+    pthread_mutex_lock(&ps->mu);
+    s->refs--;
+    ps->total_refs--;
+    if (s->refs == 0) {
+        s->permits = 0;
+        /* Not after a hand-off: the holder's release or this thread ends that one. */
+        if (s->watch_refs == 0 && crd__now_ms() >= s->look_at)
+            crd__ps_leave(c, s, &lv);
+    }
+    if (ps->total_refs == 0)
+        pthread_cond_broadcast(&ps->idle_cv);
+    pthread_mutex_unlock(&ps->mu);
+    if (lv.l != NULL)
+        crd__ps_leave_direct(c, &lv);
+}
+
+/* ---- watched holds (prompt_loss_detection) ----------------------------------------------- */
+
+crd__sub *crd__sub_watch(crd_client *c, const char *channel, size_t len)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    crd__sub *s = crd__ps_start_thread(c) == CRD_OK ? crd__ps_entry_for(ps, channel, len) : NULL;
+    if (s != NULL) {
+        s->watch_refs++;
+        if (!live(s))
+            poke(ps);
+    }
+    pthread_mutex_unlock(&ps->mu);
+    return s;
+}
+
+void crd__sub_end_linger(crd_client *c, const char *channel, size_t len)
+{
+    crd__pubsub *ps = c->ps;
+    leaving lv = {.l = NULL};
+    pthread_mutex_lock(&ps->mu);
+    crd__sub *s = find(ps, channel, len);
+    if (s != NULL && s->look_at != 0 && s->refs == 0 && s->watch_refs == 0) {
+        s->look_at = 0;
+        crd__ps_leave(c, s, &lv);
+    }
+    pthread_mutex_unlock(&ps->mu);
+    if (lv.l != NULL)
+        crd__ps_leave_direct(c, &lv);
+}
+
+void crd__sub_unwatch(crd_client *c, crd__sub *s)
+{
+    crd__pubsub *ps = c->ps;
+    leaving lv = {.l = NULL};
+    pthread_mutex_lock(&ps->mu);
+    if (--s->watch_refs == 0 && s->refs == 0)
+        crd__ps_leave(c, s, &lv);
+    pthread_mutex_unlock(&ps->mu);
+    if (lv.l != NULL)
+        crd__ps_leave_direct(c, &lv);
+}
+
+bool crd__sub_arm(crd_client *c, crd__sub *s, crd__handoff *h)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    bool ok = live(s) && s->handoff == NULL && s->refs == 1 && s->permits == 0;
+    if (ok)
+        s->handoff = h;
+    pthread_mutex_unlock(&ps->mu);
+    return ok;
+}
+
+void crd__sub_disarm(crd_client *c, crd__sub *s)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    s->handoff = NULL;
+    pthread_mutex_unlock(&ps->mu);
+}
+
+int crd__sub_take_checks(crd_client *c, crd__sub **out, int max)
+{
+    crd__pubsub *ps = c->ps;
+    int n = 0;
+    pthread_mutex_lock(&ps->mu);
+    for (crd__sub *s = ps->subs; s != NULL && n < max; s = s->next)
+        if (s->check) {
+            s->check = false;
+            out[n++] = s;
+        }
+    pthread_mutex_unlock(&ps->mu);
+    return n;
+}
+
+bool crd__sub_await_live(crd_client *c, const char *channel, size_t len, int64_t deadline_ms)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    crd__sub *s = find(ps, channel, len);
+    while (s != NULL && !live(s) && !atomic_load(&c->closed) && crd__now_ms() < deadline_ms) {
+        struct timespec ts = crd__abstime(deadline_ms);
+        pthread_cond_timedwait(&s->cv, &ps->mu, &ts);
+        s = find(ps, channel, len);
+    }
+    bool yes = s != NULL && live(s);
+    pthread_mutex_unlock(&ps->mu);
+    return yes;
+}
+
+bool crd__sub_is_live(crd_client *c, const char *channel, size_t len)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    crd__sub *s = find(ps, channel, len);
+    bool yes = s != NULL && live(s);
+    pthread_mutex_unlock(&ps->mu);
+    return yes;
+}
+
+crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms,
+                         const crd__handoff *mine, bool *confirmed)
+{
+    crd__pubsub *ps = c->ps;
+    crd_status st = CRD_TIMEOUT;
+    pthread_mutex_lock(&ps->mu);
+    CRD__WAITING(c, 1);
+    for (;;) {
+        if (mine != NULL && mine->sent != 0) {
+            st = CRD_OK; /* this waiter's lent attempt went out */
+            break;
+        }
+        if (atomic_load(&c->closed)) {
+            st = CRD_CLOSED;
+            break;
+        }
+        if (s->permits > 0) {
+            s->permits--;
+            st = CRD_OK;
+            break;
+        }
+        if (crd__now_ms() >= deadline_ms)
+            break;
+        struct timespec ts = crd__abstime(deadline_ms);
+        pthread_cond_timedwait(&s->cv, &ps->mu, &ts);
+    }
+    CRD__WAITING(c, -1);
+    *confirmed = live(s);
+    pthread_mutex_unlock(&ps->mu);
+    return st;
+}
+
+/* ---- the event-loop API's hooks (loop.c) ------------------------------------------------ */
+
+int crd__pubsub_loop_fd(crd_client *c)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    if (ps->loop_fd < 0)
+        ps->loop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    int fd = ps->loop_fd;
+    pthread_mutex_unlock(&ps->mu);
+    return fd;
+}
+
+void crd__pubsub_loop_notify(crd_client *c)
+{
+    crd__pubsub *ps = c->ps;
+    /* Written and not drained yet: the loop's next pass sees what the caller did before
+     * this (most notices, e.g. one per reply of a batch, end here without a lock). An
+     * exchange, not a load: a read-modify-write orders the caller's earlier stores before
+     * it, where a plain load could pass them. */
+    if (atomic_exchange(&ps->loop_signalled, true))
+        return;
+    pthread_mutex_lock(&ps->mu);
+    if (ps->loop_fd >= 0)
+        crd__ps_write_loop_fd(ps);
+    else
+        atomic_store(&ps->loop_signalled, false); /* no loop yet: nothing to tell */
+    pthread_mutex_unlock(&ps->mu);
+}
+
+void crd__pubsub_loop_drain(crd_client *c, int fd)
+{
+    /* Drain, then clear, then (the caller) look at the operations: a notice before the
+     * clear found the flag set and wrote nothing, but what it announced was done before
+     * it and is seen by the look that follows; a notice after the clear writes again. */
+    uint64_t drained;
+    while (read(fd, &drained, sizeof drained) == (ssize_t)sizeof drained) {
+    }
+    atomic_exchange(&c->ps->loop_signalled, false);
+}
+
+void crd__sub_loop_watch(crd_client *c, crd__sub *s, bool on)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    s->loop_refs += on ? 1 : -1;
+    pthread_mutex_unlock(&ps->mu);
+}
+
+bool crd__sub_try_take(crd_client *c, crd__sub *s, bool *confirmed)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    bool took = s->permits > 0;
+    if (took)
+        s->permits--;
+    *confirmed = live(s);
+    pthread_mutex_unlock(&ps->mu);
+    return took;
+}
+
+uint64_t crd__sub_events(const crd__sub *s)
+{
+    return atomic_load_explicit(&s->events, memory_order_acquire);
+}
+
