@@ -2,7 +2,7 @@
 # Installs the Debian packages credisson needs to build and test, if any are missing.
 # As root it runs apt-get itself; otherwise it prints the one command to run and fails.
 set -euo pipefail
-pkgs=(cmake make gcc pkg-config libhiredis-dev uuid-dev libcriterion-dev libjansson-dev
+pkgs=(cmake make gcc g++ pkg-config libhiredis-dev uuid-dev libcriterion-dev libjansson-dev
       redis-server redis-sentinel redis-tools dpkg-dev libssl-dev openssl libuv1-dev
       libevent-dev)
 # make test-fuzz and make test-valgrind need more; they ask for it with DEPS_EXTRA.
