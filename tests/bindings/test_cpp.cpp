@@ -61,8 +61,6 @@ struct failure {
     std::string what;
 };
 
-std::mutex report_mu;
-
 [[noreturn]] void fail_at(const char *file, int line, const std::string &what)
 {
     char where[64];

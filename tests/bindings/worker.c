@@ -5,6 +5,9 @@
  * bindings/python/tests/worker.py), which run the same rounds on the same keys.
  *
  * usage: crdt_worker PORT KIND NAME ROUNDS [HOLD_US]
+ *        crdt_worker layout     prints "field offset size" for every field of crd_options,
+ *                               crd_event and crd_metrics, for the Python package's test
+ *                               that its ctypes mirror of the structs matches the header
  *   KIND lock       ROUNDS times: crd_lock_acquire(NAME), the section, crd_lock_release
  *        semaphore  ROUNDS times: crd_semaphore_acquire(NAME, 1), the section,
  *                   crd_semaphore_release (the test sets the permits first)
@@ -27,6 +30,7 @@
 #include <credisson.h>
 #include <hiredis/hiredis.h>
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,8 +84,80 @@ static int section(redisContext *r, const char *name, long hold_us)
     return 0;
 }
 
+#define FIELD(type, f) printf(#type " " #f " %zu %zu\n", offsetof(type, f), sizeof(((type *)0)->f))
+
+static int layout(void)
+{
+    printf("crd_options sizeof %zu 0\n", sizeof(crd_options));
+    FIELD(crd_options, url);
+    FIELD(crd_options, host);
+    FIELD(crd_options, port);
+    FIELD(crd_options, unix_path);
+    FIELD(crd_options, username);
+    FIELD(crd_options, password);
+    FIELD(crd_options, db);
+    FIELD(crd_options, connect_timeout_ms);
+    FIELD(crd_options, command_timeout_ms);
+    FIELD(crd_options, pool_size);
+    FIELD(crd_options, watchdog_timeout_ms);
+    FIELD(crd_options, subscription_timeout_ms);
+    FIELD(crd_options, poll_interval_ms);
+    FIELD(crd_options, max_wait_slice_ms);
+    FIELD(crd_options, allow_unsafe_names);
+    FIELD(crd_options, release_on_close);
+    FIELD(crd_options, release_on_thread_exit);
+    FIELD(crd_options, on_event);
+    FIELD(crd_options, event_user_data);
+    FIELD(crd_options, on_trace);
+    FIELD(crd_options, trace_user_data);
+    FIELD(crd_options, fair_wait_timeout_ms);
+    FIELD(crd_options, on_log);
+    FIELD(crd_options, log_user_data);
+    FIELD(crd_options, tls);
+    FIELD(crd_options, tls_ca_file);
+    FIELD(crd_options, tls_ca_dir);
+    FIELD(crd_options, tls_cert_file);
+    FIELD(crd_options, tls_key_file);
+    FIELD(crd_options, tls_server_name);
+    FIELD(crd_options, tls_insecure_skip_verify);
+    FIELD(crd_options, events_on_loop);
+    FIELD(crd_options, deployment);
+    FIELD(crd_options, seeds);
+    FIELD(crd_options, sharded_pubsub);
+    FIELD(crd_options, sentinel_addrs);
+    FIELD(crd_options, sentinel_master);
+    FIELD(crd_options, sentinel_username);
+    FIELD(crd_options, sentinel_password);
+    FIELD(crd_options, replica_sync);
+    FIELD(crd_options, replica_sync_timeout_ms);
+    FIELD(crd_options, release_defer_ms);
+    FIELD(crd_options, local_fifo);
+    FIELD(crd_options, prompt_loss_detection);
+    FIELD(crd_options, sentinel_scan_interval_ms);
+    printf("crd_event sizeof %zu 0\n", sizeof(crd_event));
+    FIELD(crd_event, kind);
+    FIELD(crd_event, name);
+    FIELD(crd_event, name_len);
+    FIELD(crd_event, owner);
+    FIELD(crd_event, validity_ms);
+    FIELD(crd_event, status);
+    FIELD(crd_event, detail);
+    printf("crd_metrics sizeof %zu 0\n", sizeof(crd_metrics));
+    FIELD(crd_metrics, acquisitions);
+    FIELD(crd_metrics, holds_now);
+    FIELD(crd_metrics, wait_ms_p50);
+    FIELD(crd_metrics, hold_ms_max);
+    FIELD(crd_metrics, watchdog_round_trips);
+    FIELD(crd_metrics, outcomes_unknown);
+    FIELD(crd_metrics, latch_await_timeouts);
+    FIELD(crd_metrics, waiting_now);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "layout") == 0)
+        return layout();
     if (argc < 5 || (strcmp(argv[2], "lock") != 0 && strcmp(argv[2], "semaphore") != 0)) {
         fprintf(stderr, "usage: crdt_worker PORT lock|semaphore NAME ROUNDS [HOLD_US]\n");
         return 2;
