@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(cmake make gcc g++ pkg-config libhiredis-dev uuid-dev libcriterion-dev libjansson-dev
       redis-server redis-sentinel redis-tools dpkg-dev libssl-dev openssl libuv1-dev
-      libevent-dev python3 python3-pytest python3-venv python3-pip)
+      libevent-dev python3 python3-pytest python3-venv python3-pip python3-wheel)
 # make test-fuzz and make test-valgrind need more; they ask for it with DEPS_EXTRA.
 read -r -a extra <<< "${DEPS_EXTRA:-}"
 pkgs+=("${extra[@]}")
