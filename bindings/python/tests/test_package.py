@@ -35,3 +35,29 @@ def test_the_library_is_the_one_asked_for():
     if forced:
         assert credisson.library_path == forced
     assert credisson.library_version.count(".") == 2
+
+
+def _run_example(cmd, url):
+    out = subprocess.run([*cmd, url], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def test_the_python_examples_run(url):
+    import sys
+
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+    out = _run_example([sys.executable, os.path.join(here, "nightly_report.py")], url)
+    assert "step 2" in out
+    out = _run_example([sys.executable, os.path.join(here, "asyncio_workers.py")], url)
+    assert out.count("done on shard") == 20
+
+
+def test_the_cpp_example_runs(url):
+    path = os.environ.get("CRDT_CPP_EXAMPLE")
+    if not path:
+        import pytest
+
+        pytest.skip("CRDT_CPP_EXAMPLE does not name examples/cpp's program (ctest sets it)")
+    out = _run_example([path], url)
+    assert "step 2" in out and "released: ok" in out
