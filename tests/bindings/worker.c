@@ -5,6 +5,10 @@
  * bindings/python/tests/worker.py), which run the same rounds on the same keys.
  *
  * usage: crdt_worker PORT KIND NAME ROUNDS [HOLD_US]
+ *        crdt_worker PORT pairs NAME N   N uncontended crd_lock_acquire + crd_lock_release
+ *                               pairs after 200 unmeasured ones; prints "us_per_pair X
+ *                               cpu_us_per_pair Y" (wall time, and the process's CPU time)
+ *                               (bindings/python/bench.py sets it beside the Python pair)
  *        crdt_worker layout     prints "field offset size" for every field of crd_options,
  *                               crd_event and crd_metrics, for the Python package's test
  *                               that its ctypes mirror of the structs matches the header
@@ -154,10 +158,52 @@ static int layout(void)
     return 0;
 }
 
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* CPU time of the whole process (every thread: the library's I/O thread too). */
+static int64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int pairs(int port, const char *name, int n)
+{
+    crd_options o;
+    crd_options_init(&o);
+    o.port = port;
+    crd_client *c = NULL;
+    crd_lock *l = NULL;
+    if (crd_client_new(&o, &c) != CRD_OK || crd_lock_new(c, name, &l) != CRD_OK)
+        return fail(3, "client", crd_client_errmsg(c));
+    int64_t t0 = 0, cpu0 = 0;
+    for (int i = -200; i < n; i++) {
+        if (i == 0) {
+            t0 = now_ns();
+            cpu0 = cpu_ns();
+        }
+        if (crd_lock_acquire(l, CRD_WAIT_FOREVER, CRD_LEASE_WATCHDOG) != CRD_OK || crd_lock_release(l) != CRD_OK)
+            return fail(6, "pair", crd_client_errmsg(c));
+    }
+    printf("us_per_pair %.2f cpu_us_per_pair %.2f\n", (double)(now_ns() - t0) / 1000.0 / n,
+           (double)(cpu_ns() - cpu0) / 1000.0 / n);
+    crd_lock_free(l);
+    crd_client_free(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "layout") == 0)
         return layout();
+    if (argc == 5 && strcmp(argv[2], "pairs") == 0)
+        return pairs(atoi(argv[1]), argv[3], atoi(argv[4]));
     if (argc < 5 || (strcmp(argv[2], "lock") != 0 && strcmp(argv[2], "semaphore") != 0)) {
         fprintf(stderr, "usage: crdt_worker PORT lock|semaphore NAME ROUNDS [HOLD_US]\n");
         return 2;
