@@ -10,6 +10,7 @@ import pytest
 
 import credisson
 from conftest import SABOTAGE
+from resp import numsub
 
 
 def run(coro, timeout: float = 60.0):
@@ -164,7 +165,7 @@ def test_each_task_is_its_own_owner_and_holds_reentrantly(url, key):
     run(main())
 
 
-def test_a_cancelled_wait_takes_nothing(url, key):
+def test_a_cancelled_wait_takes_nothing(url, key, redis):
     name = key("l")
 
     async def main():
@@ -174,7 +175,12 @@ def test_a_cancelled_wait_takes_nothing(url, key):
             assert blocker.acquire(wait=0)
             lock = client.lock(name)
             waiter = asyncio.ensure_future(lock.acquire(wait=30))
-            await asyncio.sleep(0.05)  # let the waiter start its wait (it cannot finish: held)
+            channel = f"redisson_lock__channel:{{{name}}}"
+            for _ in range(2500):  # until the waiter sleeps on the lock's channel (5 s at most)
+                if numsub(redis, channel) > 0:
+                    break
+                await asyncio.sleep(0.002)
+            assert numsub(redis, channel) > 0, "the waiter never waited"
             waiter.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await waiter
