@@ -112,12 +112,13 @@ test-hiredis1: deps
 	    -R '^($(subst $(space),|,$(strip $(HIREDIS1_SUITES))))$$'
 
 # The whole tree (library, CLI, examples, tests, bench) built with clang and -Werror in
-# $(BUILD)-clang, then the suites that need no server and two that do. Clang's
-# warnings differ from gcc's (-Wformat-nonliteral under -Wformat=2, -Wfor-loop-analysis).
-CLANG_SUITES ?= units names lock cli openmetrics
+# $(BUILD)-clang, then the suites that need no server and two that do, and the C++
+# header's suite built with clang++. Clang's warnings differ from gcc's
+# (-Wformat-nonliteral under -Wformat=2, -Wfor-loop-analysis).
+CLANG_SUITES ?= units names lock cli openmetrics cpp
 test-clang:
 	@DEPS_EXTRA="clang" scripts/deps.sh
-	@CC=clang cmake -S . -B $(BUILD)-clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCREDISSON_WERROR=ON \
+	@CC=clang CXX=clang++ cmake -S . -B $(BUILD)-clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCREDISSON_WERROR=ON \
 	    $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD)-clang -j$(JOBS)
 	cd $(BUILD)-clang && ctest --output-on-failure --timeout 600 \

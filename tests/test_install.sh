@@ -191,6 +191,66 @@ cp -a "$prefix" "$tmp/moved"
 installed_cli "$tmp/moved/bin/credisson" moved
 consumers "$prefix" "$libdir" prefix
 
+# The C++ header, installed beside the C one: a consumer of the standard's lock types.
+if command -v c++ >/dev/null; then
+    step "prefix: C++ consumer of <credisson.hpp> (std::unique_lock)"
+    cat >"$tmp/consumer/main.cpp" <<'CPP'
+#include <credisson.hpp>
+#include <cstdio>
+#include <mutex>
+
+int main(int argc, char **argv)
+{
+    if (argc != 3)
+        return 2;
+    try {
+        credisson::client c(argv[1]);
+        credisson::reentrant_lock l(c, argv[2]);
+        std::unique_lock<credisson::reentrant_lock> held(l, std::defer_lock);
+        if (!held.try_lock_for(std::chrono::seconds(5)) || !l.is_held())
+            return 1;
+    } catch (const credisson::error &e) {
+        std::fprintf(stderr, "%s\n", e.what());
+        return 1;
+    }
+    std::puts("C++ consumer: lock taken and released");
+    return 0;
+}
+CPP
+    quiet c++ -std=c++17 -Wall -Wextra -Werror -o "$tmp/consumer_cpp" "$tmp/consumer/main.cpp" \
+        -I"$prefix/include" -L"$libdir" -lcredisson
+    LD_LIBRARY_PATH="$libdir" "$tmp/consumer_cpp" "$url" "install:prefix:cpp" || fail "C++ consumer"
+else
+    step "prefix: no c++ compiler: the C++ consumer is skipped"
+fi
+
+# The Python package, installed the README's way (a virtual environment that sees Debian's
+# packages, pip offline and without build isolation: nothing downloaded, nothing compiled),
+# from a copy so that the build leaves nothing in the source tree; it finds the installed
+# libcredisson.so.0 by its soname.
+if [[ -x /usr/bin/python3 ]] && /usr/bin/python3 -c 'import ensurepip, wheel' 2>/dev/null; then
+    step "prefix: Python package (python3 -m venv --system-site-packages; pip install --no-index --no-build-isolation)"
+    cp -r "$src/bindings/python" "$tmp/python-src"
+    rm -rf "$tmp/python-src/tests"
+    quiet /usr/bin/python3 -m venv --system-site-packages "$tmp/venv"
+    quiet "$tmp/venv/bin/pip" install --no-index --no-build-isolation "$tmp/python-src"
+    (cd "$tmp" && env -u CREDISSON_LIBRARY -u PYTHONPATH LD_LIBRARY_PATH="$libdir" "$tmp/venv/bin/python" - "$url" <<'PY'
+import sys
+import credisson
+
+assert credisson.library_path == "libcredisson.so.0", credisson.library_path
+assert credisson.__file__.startswith(sys.prefix), credisson.__file__
+client = credisson.Client(sys.argv[1])
+with client.lock("install:prefix:python", wait=5) as lock:
+    assert lock.is_held()
+client.close()
+print("Python consumer: lock taken and released")
+PY
+    ) || fail "Python package"
+else
+    step "prefix: no /usr/bin/python3 with ensurepip and wheel (python3-venv, python3-wheel): the Python package is skipped"
+fi
+
 # --- 2. cpack -G DEB, dpkg -x -----------------------------------------------------------
 step "cpack -G DEB"
 quiet cpack -G DEB --config "$build/CPackConfig.cmake" -B "$tmp/deb"
