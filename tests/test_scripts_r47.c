@@ -38,6 +38,7 @@
 #include <criterion/criterion.h>
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1281,4 +1282,201 @@ Test(scripts_r47, every_listed_deviation_is_a_call_of_our_scripts)
                   d->step, d->command);
         json_decref(root);
     }
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* credisson's own fixes, where the recordings show no case                           */
+/* ---------------------------------------------------------------------------------- */
+
+/* EVALSHA of our script for label with nkeys keys then the args (NULL-terminated). */
+static redisReply *eval_label(redisContext *r, const char *label, int nkeys, ...)
+{
+    int mi = mine_index(label);
+    cr_assert_geq(mi, 0);
+    const char *argv[64];
+    size_t lens[64];
+    char nk[8];
+    snprintf(nk, sizeof nk, "%d", nkeys);
+    int n = 0;
+    argv[n++] = "EVALSHA";
+    argv[n++] = mine_sha[mi];
+    argv[n++] = nk;
+    va_list ap;
+    va_start(ap, nkeys);
+    const char *a;
+    while ((a = va_arg(ap, const char *)) != NULL && n < 64)
+        argv[n++] = a;
+    va_end(ap);
+    for (int i = 0; i < n; i++)
+        lens[i] = strlen(argv[i]);
+    return crdt_cmd_argv(r, n, argv, lens);
+}
+
+static redisContext *fixes_setup(void)
+{
+    redisContext *r = crdt_redis();
+    select_db(r);
+    load_scripts(r);
+    freeReplyObject(crdt_cmd(r, "FLUSHDB"));
+    return r;
+}
+
+#define RL_KEYS "rl", "{rl}:value", "{rl}:value:u", "{rl}:permits", "{rl}:permits:u"
+
+/* A permit record as Redisson packs it: 0x10, 16 bytes, permits (32-bit little-endian). */
+static void record(redisContext *r, const char *zset, long long score, char id, unsigned permits)
+{
+    char m[21];
+    m[0] = 16;
+    memset(m + 1, id, 16);
+    for (int i = 0; i < 4; i++)
+        m[17 + i] = (char)(permits >> (8 * i));
+    freeReplyObject(crdt_cmd(r, "ZADD %s %lld %b", zset, score, m, sizeof m));
+}
+
+static long long get_int(redisContext *r, const char *key)
+{
+    char buf[32];
+    crdt_cmd_str(r, buf, sizeof buf, "GET %s", key);
+    return atoll(buf);
+}
+
+Test(scripts_r47, a_rate_limiter_value_that_outlived_its_records_refills)
+{
+    /* Redisson 4.7: value 0, no records: the refusal's zrange finds nothing and the script
+     * fails ("attempt to perform arithmetic on a nil value"); the permits never come back. */
+    redisContext *r = fixes_setup();
+    freeReplyObject(crdt_cmd(r, "HSET rl rate 3 interval 1000 type 0 keepAliveTime 0"));
+    freeReplyObject(crdt_cmd(r, "SET {rl}:value 0"));
+    redisReply *rep = eval_label(r, "ratelimiter.try_acquire", 5, RL_KEYS, "1", "5000",
+                                 "aaaaaaaaaaaaaaaa", NULL);
+    cr_expect_eq(rep->type, REDIS_REPLY_NIL, "granted");
+    freeReplyObject(rep);
+    cr_expect_eq(get_int(r, "{rl}:value"), 2);
+    /* A missing value beside a live record: the record's permits stay taken. */
+    freeReplyObject(crdt_cmd(r, "DEL {rl}:value"));
+    rep = eval_label(r, "ratelimiter.available_permits", 5, RL_KEYS, "5100", NULL);
+    cr_expect_eq(rep->integer, 2, "rate 3 less the live record's 1 (Redisson: 3)");
+    freeReplyObject(rep);
+    /* A value above the rate (left by a bigger rate) is cut to the rate. */
+    freeReplyObject(crdt_cmd(r, "SET {rl}:value 9"));
+    rep = eval_label(r, "ratelimiter.available_permits", 5, RL_KEYS, "5200", NULL);
+    cr_expect_eq(rep->integer, 3);
+    freeReplyObject(rep);
+    redisFree(r);
+}
+
+Test(scripts_r47, a_rate_limiter_release_is_not_counted_twice_and_waits_are_exact)
+{
+    redisContext *r = fixes_setup();
+    freeReplyObject(crdt_cmd(r, "HSET rl rate 3 interval 1000 type 0 keepAliveTime 0"));
+    freeReplyObject(crdt_cmd(r, "SET {rl}:value 0"));
+    record(r, "{rl}:permits", 1000, 'a', 2);
+    record(r, "{rl}:permits", 1100, 'b', 1);
+    /* Three permits are needed: they are all back when the newer record expires. */
+    redisReply *rep = eval_label(r, "ratelimiter.try_acquire", 5, RL_KEYS, "3", "1200",
+                                 "cccccccccccccccc", NULL);
+    cr_expect_eq(rep->type, REDIS_REPLY_INTEGER);
+    cr_expect_eq(rep->integer, 3 + 1000 - (1200 - 1100), "Redisson counts from the oldest: 803");
+    freeReplyObject(rep);
+    /* release(1) gives back the newest record's permit. */
+    freeReplyObject(eval_label(r, "ratelimiter.release", 5, RL_KEYS, "1", NULL));
+    cr_expect_eq(get_int(r, "{rl}:value"), 1);
+    cr_expect_eq(crdt_cmd_int(r, "ZCARD {rl}:permits"), 1);
+    /* Both records' time passes: 1 + 2, and the released permit is not given back again. */
+    rep = eval_label(r, "ratelimiter.available_permits", 5, RL_KEYS, "2101", NULL);
+    cr_expect_eq(rep->integer, 3, "Redisson 4.7: 4, above the rate");
+    freeReplyObject(rep);
+    redisFree(r);
+}
+
+#define GROUP_KEYS "g", "redisson_lock__channel:{g}"
+#define LATCH "redisson_unlock_latch:{g}:r1"
+
+Test(scripts_r47, a_group_unlock_never_frees_a_value_another_owner_holds)
+{
+    /* B took fb over A's lapsed entry with a Java client (A's sub-fields stay), and A's clock
+     * is behind: A's expire_time still looks live to A. Redisson's unlock would decrement A's
+     * stale count and delete fb, B's. */
+    redisContext *r = fixes_setup();
+    freeReplyObject(crdt_cmd(r, "HSET g fb B:1 fb:B:1:expire_time 9000 fb:B:1:lock_count 1 "
+                                "fb:A:1:expire_time 2000 fb:A:1:lock_count 1"));
+    freeReplyObject(crdt_cmd(r, "PEXPIRE g 30000"));
+    redisReply *rep = eval_label(r, "fml.unlock", 3, GROUP_KEYS, LATCH, "A:1", "0", "30000",
+                                 "PUBLISH", "5000", "1500", "fb", NULL);
+    cr_expect_eq(rep->type, REDIS_REPLY_NIL);
+    freeReplyObject(rep);
+    char h[16];
+    crdt_cmd_str(r, h, sizeof h, "HGET g fb");
+    cr_expect_str_eq(h, "B:1");
+    cr_expect_eq(crdt_exists(r, LATCH), 0, "nothing written, no latch");
+    redisFree(r);
+}
+
+Test(scripts_r47, a_group_unlock_of_a_partly_lost_hold_frees_what_it_held_once)
+{
+    redisContext *r = fixes_setup();
+    freeReplyObject(crdt_cmd(r, "HSET g fa A:1 fa:A:1:expire_time 9000 fa:A:1:lock_count 1"));
+    freeReplyObject(crdt_cmd(r, "PEXPIRE g 30000"));
+    redisReply *rep = eval_label(r, "fml.unlock", 3, GROUP_KEYS, LATCH, "A:1", "0", "30000",
+                                 "PUBLISH", "5000", "1500", "fa", "fb", NULL);
+    cr_expect_eq(rep->type, REDIS_REPLY_NIL, "fb was not held: the hold is lost");
+    freeReplyObject(rep);
+    cr_expect_eq(crdt_exists(r, "g"), 0, "fa, which A held, is free");
+    /* A retry with the same request id replays "not held" and frees nothing twice. */
+    freeReplyObject(crdt_cmd(r, "HSET g fa A:1 fa:A:1:expire_time 9000 fa:A:1:lock_count 1"));
+    rep = eval_label(r, "fml.unlock", 3, GROUP_KEYS, LATCH, "A:1", "0", "30000", "PUBLISH",
+                     "5000", "1500", "fa", "fb", NULL);
+    cr_expect_eq(rep->type, REDIS_REPLY_INTEGER);
+    cr_expect_eq(rep->integer, -1);
+    freeReplyObject(rep);
+    char c[8];
+    crdt_cmd_str(r, c, sizeof c, "HGET g fa:A:1:lock_count");
+    cr_expect_str_eq(c, "1");
+    redisFree(r);
+}
+
+Test(scripts_r47, a_new_group_hold_counts_from_one_over_a_stale_count)
+{
+    /* A's old hold of fa lapsed and was taken over by a Java client, which released it and left
+     * A's sub-fields: Redisson's acquire would make A's count 2, and one unlock would not free
+     * fa. */
+    redisContext *r = fixes_setup();
+    freeReplyObject(crdt_cmd(r, "HSET g other x fa:A:1:expire_time 1000 fa:A:1:lock_count 1"));
+    freeReplyObject(crdt_cmd(r, "PEXPIRE g 30000"));
+    redisReply *rep = eval_label(r, "fml.acquire", 1, "g", "30000", "5000", "A:1", "fa", NULL);
+    cr_expect_eq(rep->type, REDIS_REPLY_NIL);
+    freeReplyObject(rep);
+    cr_expect_eq(crdt_hget_int(r, "g", "fa:A:1:lock_count"), 1);
+    cr_expect_eq(crdt_hget_int(r, "g", "fa:A:1:expire_time"), 35000);
+    rep = eval_label(r, "fml.unlock", 3, GROUP_KEYS, LATCH, "A:1", "0", "30000", "PUBLISH",
+                     "5000", "6000", "fa", NULL);
+    cr_expect_eq(rep->type, REDIS_REPLY_INTEGER);
+    cr_expect_geq(rep->integer, 1, "released");
+    freeReplyObject(rep);
+    cr_expect_eq(crdt_hget_int(r, "g", "fa:A:1:lock_count"), 0);
+    redisFree(r);
+}
+
+Test(scripts_r47, a_group_renewal_with_a_lost_value_renews_nothing)
+{
+    redisContext *r = fixes_setup();
+    freeReplyObject(crdt_cmd(r, "HSET g fa A:1 fa:A:1:expire_time 4000 fa:A:1:lock_count 1 "
+                                "fb B:1 fb:B:1:expire_time 9000 fb:B:1:lock_count 1"));
+    redisReply *rep = eval_label(r, "fml.renew", 1, "g", "3000", "2000", "A:1", "fa", "fb", NULL);
+    cr_expect_eq(rep->integer, 0);
+    freeReplyObject(rep);
+    cr_expect_eq(crdt_hget_int(r, "g", "fa:A:1:expire_time"), 4000, "Redisson renews fa first");
+    redisFree(r);
+}
+
+Test(scripts_r47, the_spin_force_unlock_deletes_only_a_lock)
+{
+    redisContext *r = fixes_setup();
+    freeReplyObject(crdt_cmd(r, "SET sp data"));
+    redisReply *rep = eval_label(r, "spin.force_unlock", 1, "sp", NULL);
+    cr_expect(rep->type == REDIS_REPLY_STRING && strcmp(rep->str, "string") == 0);
+    freeReplyObject(rep);
+    cr_expect_eq(crdt_exists(r, "sp"), 1);
+    redisFree(r);
 }
