@@ -39,21 +39,27 @@ else
 end
 local res = nil
 if value < permits then
-    local have, wait = value, nil
     local records = redis.call('zrange', permits_key, 0, -1, 'withscores')
+    local recorded = 0
     for i = 1, #records, 2 do
-        have = have + record_permits(records[i])
-        if have >= permits then
-            wait = 3 + interval - (now - tonumber(records[i + 1]))
-            break
-        end
+        recorded = recorded + record_permits(records[i])
     end
-    if wait == nil then
+    if value + recorded < rate then
         -- Value and records no longer add up to the rate: what is not recorded is free.
-        value = rate - (have - value)
+        value = rate - recorded
         redis.call('set', value_key, value)
-    else
-        res = wait
+    end
+    if value < permits then
+        -- value + recorded >= rate >= permits: some record's expiry completes the request.
+        local have = value
+        res = 3 + interval
+        for i = 1, #records, 2 do
+            have = have + record_permits(records[i])
+            if have >= permits then
+                res = 3 + interval - (now - tonumber(records[i + 1]))
+                break
+            end
+        end
     end
 end
 if res == nil then

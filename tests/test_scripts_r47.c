@@ -1353,6 +1353,15 @@ Test(scripts_r47, a_rate_limiter_value_that_outlived_its_records_refills)
     cr_expect_eq(rep->type, REDIS_REPLY_NIL, "granted");
     freeReplyObject(rep);
     cr_expect_eq(get_int(r, "{rl}:value"), 2);
+    /* A partial loss: value 0 beside that live record of 1 (2 permits gone). Three are asked
+     * for: 2 are free, the third when the record expires. */
+    freeReplyObject(crdt_cmd(r, "SET {rl}:value 0"));
+    rep = eval_label(r, "ratelimiter.try_acquire", 5, RL_KEYS, "3", "5100", "bbbbbbbbbbbbbbbb",
+                     NULL);
+    cr_expect_eq(rep->type, REDIS_REPLY_INTEGER);
+    cr_expect_eq(rep->integer, 3 + 1000 - (5100 - 5000));
+    freeReplyObject(rep);
+    cr_expect_eq(get_int(r, "{rl}:value"), 2, "repaired, nothing taken");
     /* A missing value beside a live record: the record's permits stay taken. */
     freeReplyObject(crdt_cmd(r, "DEL {rl}:value"));
     rep = eval_label(r, "ratelimiter.available_permits", 5, RL_KEYS, "5100", NULL);
