@@ -13,6 +13,14 @@
 -- @include ratelimiter_config
 -- @include ratelimiter_records
 local give = tonumber(ARGV[1])
+-- A missing value is the rate less what is recorded (Redisson: the rate), read before the
+-- records give the permits up.
+local value = redis.call('get', value_key)
+if value == false then
+    value = math.max(0, rate - used())
+else
+    value = tonumber(value)
+end
 local left = give
 local records = redis.call('zrevrange', permits_key, 0, -1, 'withscores')
 for i = 1, #records, 2 do
@@ -29,12 +37,6 @@ for i = 1, #records, 2 do
     else
         left = left - permits
     end
-end
-local value = redis.call('get', value_key)
-if value == false then
-    value = math.max(0, rate - used())
-else
-    value = tonumber(value)
 end
 redis.call('set', value_key, math.min(rate, value + give))
 -- @include ratelimiter_ttl

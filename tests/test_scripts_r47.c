@@ -1396,6 +1396,14 @@ Test(scripts_r47, a_rate_limiter_release_is_not_counted_twice_and_waits_are_exac
     rep = eval_label(r, "ratelimiter.available_permits", 5, RL_KEYS, "2101", NULL);
     cr_expect_eq(rep->integer, 3, "Redisson 4.7: 4, above the rate");
     freeReplyObject(rep);
+    /* A release with no value key: the live records count before they give permits up. */
+    freeReplyObject(crdt_cmd(r, "DEL {rl}:value {rl}:permits"));
+    record(r, "{rl}:permits", 3000, 'd', 2);
+    freeReplyObject(eval_label(r, "ratelimiter.release", 5, RL_KEYS, "1", NULL));
+    cr_expect_eq(get_int(r, "{rl}:value"), 2, "1 free + 1 released; 1 still recorded");
+    rep = eval_label(r, "ratelimiter.available_permits", 5, RL_KEYS, "4001", NULL);
+    cr_expect_eq(rep->integer, 3, "the record's last permit comes back once");
+    freeReplyObject(rep);
     redisFree(r);
 }
 
