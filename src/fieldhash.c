@@ -48,9 +48,8 @@ static void hh_reset(hh_state *s, const uint64_t key[4])
 static void zipper_merge_add(uint64_t v1, uint64_t v0, uint64_t *add1, uint64_t *add0)
 {
     *add0 += (((v0 & 0xff000000ull) | (v1 & 0xff00000000ull)) >> 24) |
-             (((v0 & 0xff0000000000ull) | (v1 & 0xff000000000000ull)) >> 16) |
-             (v0 & 0xff0000ull) | ((v0 & 0xff00ull) << 32) |
-             ((v1 & 0xff00000000000000ull) >> 8) | (v0 << 56);
+             (((v0 & 0xff0000000000ull) | (v1 & 0xff000000000000ull)) >> 16) | (v0 & 0xff0000ull) |
+             ((v0 & 0xff00ull) << 32) | ((v1 & 0xff00000000000000ull) >> 8) | (v0 << 56);
     *add1 += (((v1 & 0xff000000ull) | (v0 & 0xff00000000ull)) >> 24) | (v1 & 0xff0000ull) |
              ((v1 & 0xff0000000000ull) >> 16) | ((v1 & 0xff00ull) << 24) |
              ((v0 & 0xff000000000000ull) >> 8) | ((v1 & 0xffull) << 48) |
@@ -163,8 +162,7 @@ void crd__highwayhash128(const uint64_t key[4], const void *data, size_t len, ui
 
 void crd__fml_field(const void *value, size_t len, char out[CRD__FML_FIELD_SIZE])
 {
-    static const char b64[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     uint64_t h[2];
     crd__highwayhash128(redisson_key, value, len, h);
     unsigned char bytes[18] = {0};

@@ -13,9 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void name_key(const crd_lock *l, crd__cmd *cmd) { crd__cmd_key(cmd, l->name, l->name_len); }
+static void name_key(const crd_lock *l, crd__cmd *cmd)
+{
+    crd__cmd_key(cmd, l->name, l->name_len);
+}
 
-static void buf_key(crd__cmd *cmd, const crd__buf *b) { crd__cmd_key(cmd, b->p, b->len); }
+static void buf_key(crd__cmd *cmd, const crd__buf *b)
+{
+    crd__cmd_key(cmd, b->p, b->len);
+}
 
 /* ---- non-reentrant lock and fair lock ------------------------------------------------------ */
 
@@ -211,8 +217,7 @@ crd__acq_outcome crd__group_acquire_reply(const redisReply *r, bool nowait, int6
     if (r->type != REDIS_REPLY_INTEGER)
         return CRD__ACQ_BAD;
     if (nowait)
-        return r->integer == 1 ? CRD__ACQ_TAKEN
-                               : r->integer == 0 ? CRD__ACQ_REFUSED : CRD__ACQ_BAD;
+        return r->integer == 1 ? CRD__ACQ_TAKEN : r->integer == 0 ? CRD__ACQ_REFUSED : CRD__ACQ_BAD;
     if (r->integer < 0)
         return CRD__ACQ_BAD;
     *hint_ms = r->integer;
@@ -354,9 +359,8 @@ void crd__rl_try_set_rate(const crd__rl_names *n, int64_t rate, int64_t interval
     crd__cmd_arg_i64(cmd, keep_alive_ms);
 }
 
-void crd__rl_set_rate(const crd__rl_names *n, int64_t rate, int64_t interval_ms,
-                      crd__rl_mode mode, int64_t keep_alive_ms, bool keep_state,
-                      bool require_exist, crd__cmd *cmd)
+void crd__rl_set_rate(const crd__rl_names *n, int64_t rate, int64_t interval_ms, crd__rl_mode mode,
+                      int64_t keep_alive_ms, bool keep_state, bool require_exist, crd__cmd *cmd)
 {
     rl_keys(cmd, CRD__SCRIPT_RATELIMITER_SET_RATE, n);
     crd__cmd_arg_i64(cmd, rate);

@@ -123,9 +123,8 @@ void crd__rl_names_clear(crd__rl_names *n);
 void crd__rl_try_set_rate(const crd__rl_names *n, int64_t rate, int64_t interval_ms,
                           crd__rl_mode mode, int64_t keep_alive_ms, crd__cmd *cmd);
 /* setRate(RateLimiterArgs) (require_exist false) and updateRate (true). */
-void crd__rl_set_rate(const crd__rl_names *n, int64_t rate, int64_t interval_ms,
-                      crd__rl_mode mode, int64_t keep_alive_ms, bool keep_state,
-                      bool require_exist, crd__cmd *cmd);
+void crd__rl_set_rate(const crd__rl_names *n, int64_t rate, int64_t interval_ms, crd__rl_mode mode,
+                      int64_t keep_alive_ms, bool keep_state, bool require_exist, crd__cmd *cmd);
 /* Draws the 16 random bytes of the record: CRD_IO when the OS gives none. */
 crd_status crd__rl_try_acquire(const crd__rl_names *n, int64_t permits, crd__cmd *cmd);
 void crd__rl_available(const crd__rl_names *n, crd__cmd *cmd);

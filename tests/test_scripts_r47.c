@@ -38,8 +38,8 @@
 #include <criterion/criterion.h>
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,9 +53,9 @@
 #error "CRD_GOLDEN_DIR must be defined by the build"
 #endif
 
-#define DB 9                          /* the database the replays use */
-#define T_BASE 1750000000000LL        /* T of <T+N> */
-#define TOL_MS 200                    /* PTTL-derived integers: a step's commands run within this */
+#define DB 9                   /* the database the replays use */
+#define T_BASE 1750000000000LL /* T of <T+N> */
+#define TOL_MS 200             /* PTTL-derived integers: a step's commands run within this */
 #define MAX_WORDS 512
 
 /* ---------------------------------------------------------------------------------- */
@@ -145,7 +145,10 @@ static void b_add(bytes *b, const void *p, size_t n)
     b->p[b->n] = '\0';
 }
 
-static void b_str(bytes *b, const char *s) { b_add(b, s, strlen(s)); }
+static void b_str(bytes *b, const char *s)
+{
+    b_add(b, s, strlen(s));
+}
 
 static void b_free(bytes *b)
 {
@@ -164,8 +167,10 @@ static void rnd_bytes(int n, unsigned char out[16])
 
 static int hexv(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
 }
 
 /* One placeholder's text (between '<' and '>'), appended to out; false if it is none. */
@@ -200,7 +205,8 @@ static bool placeholder(const char *t, size_t n, bytes *out)
         return true;
     }
     long long v;
-    if ((buf[0] == 'T' && (buf[1] == '+' || buf[1] == '-')) && sscanf(buf + 2, "%lld%7s", &v, tail) == 1) {
+    if ((buf[0] == 'T' && (buf[1] == '+' || buf[1] == '-')) &&
+        sscanf(buf + 2, "%lld%7s", &v, tail) == 1) {
         char d[24];
         snprintf(d, sizeof d, "%lld", T_BASE + (buf[1] == '+' ? v : -v));
         b_str(out, d);
@@ -344,8 +350,9 @@ static void words_add(words *w, const char *p, size_t n)
 static bool is_write(const char *cmd)
 {
     static const char *const writes[] = {
-        "hset", "hsetnx", "hincrby", "hdel", "del", "set", "pexpire", "expire", "zadd", "zincrby",
-        "zrem", "zremrangebyscore", "rpush", "lpop", "lrem", "incr", "incrby", "decrby",
+        "hset",    "hsetnx",   "hincrby", "hdel",    "del",    "set",
+        "pexpire", "expire",   "zadd",    "zincrby", "zrem",   "zremrangebyscore",
+        "rpush",   "lpop",     "lrem",    "incr",    "incrby", "decrby",
         "publish", "spublish", NULL};
     for (int i = 0; writes[i] != NULL; i++)
         if (strcasecmp(cmd, writes[i]) == 0)
@@ -358,13 +365,15 @@ static void recorded_writes(json_t *effects, cmdlist *out)
 {
     size_t i;
     json_t *e;
-    json_array_foreach(effects, i, e) {
+    json_array_foreach(effects, i, e)
+    {
         if (!is_write(json_string_value(json_array_get(e, 0))))
             continue;
         words *w = list_push(out);
         size_t j;
         json_t *a;
-        json_array_foreach(e, j, a) {
+        json_array_foreach(e, j, a)
+        {
             bytes b = subst(json_string_value(a));
             words_add(w, b.p, b.n);
             b_free(&b);
@@ -491,9 +500,9 @@ typedef struct replay {
     redisContext *r, *mon, *sub;
     int marker;
     char where[200];
-    int checked;      /* our script calls compared */
-    int deviated;     /* of which with a deviation */
-    bool fml;         /* a grouped multi-lock file: ARGV fields are checked against values */
+    int checked;  /* our script calls compared */
+    int deviated; /* of which with a deviation */
+    bool fml;     /* a grouped multi-lock file: ARGV fields are checked against values */
 } replay;
 
 /* Reads the MONITOR feed up to a marker; with out, the commands scripts ran in DB (in
@@ -513,7 +522,8 @@ static void drain_monitor(replay *s, cmdlist *out)
         freeReplyObject(rep);
         if (!parsed)
             continue;
-        bool done = m.argc == 2 && strcasecmp(m.argv[0], "echo") == 0 && strcmp(m.argv[1], marker) == 0;
+        bool done =
+            m.argc == 2 && strcasecmp(m.argv[0], "echo") == 0 && strcmp(m.argv[1], marker) == 0;
         if (!done && out != NULL && m.db == DB && strcmp(m.source, "lua") == 0) {
             words *w = list_push(out);
             for (int i = 0; i < m.argc; i++)
@@ -566,7 +576,8 @@ static void restore(replay *s, json_t *state)
     freeReplyObject(crdt_cmd(s->r, "FLUSHDB"));
     size_t i;
     json_t *k;
-    json_array_foreach(state, i, k) {
+    json_array_foreach(state, i, k)
+    {
         bytes key = subst(json_string_value(json_object_get(k, "key")));
         const char *type = json_string_value(json_object_get(k, "type"));
         json_t *value = json_object_get(k, "value");
@@ -576,7 +587,8 @@ static void restore(replay *s, json_t *state)
             words_add(&w, key.p, key.n);
             const char *f;
             json_t *v;
-            json_object_foreach(value, f, v) {
+            json_object_foreach(value, f, v)
+            {
                 bytes bf = subst(f), bv = subst(json_string_value(v));
                 words_add(&w, bf.p, bf.n);
                 words_add(&w, bv.p, bv.n);
@@ -594,7 +606,8 @@ static void restore(replay *s, json_t *state)
             words_add(&w, key.p, key.n);
             size_t j;
             json_t *pair;
-            json_array_foreach(value, j, pair) {
+            json_array_foreach(value, j, pair)
+            {
                 bytes m = subst(json_string_value(json_array_get(pair, 0)));
                 json_t *sc = json_array_get(pair, 1);
                 bytes score = json_is_string(sc) ? subst(json_string_value(sc)) : (bytes){0};
@@ -613,7 +626,8 @@ static void restore(replay *s, json_t *state)
             words_add(&w, key.p, key.n);
             size_t j;
             json_t *el;
-            json_array_foreach(value, j, el) {
+            json_array_foreach(value, j, el)
+            {
                 bytes be = subst(json_string_value(el));
                 words_add(&w, be.p, be.n);
                 b_free(&be);
@@ -622,7 +636,8 @@ static void restore(replay *s, json_t *state)
             cr_assert_fail("%s: no restore for type %s", s->where, type);
         }
         redisReply *rep = run_words(s->r, &w);
-        cr_assert_neq(rep->type, REDIS_REPLY_ERROR, "%s: restoring %s: %s", s->where, key.p, rep->str);
+        cr_assert_neq(rep->type, REDIS_REPLY_ERROR, "%s: restoring %s: %s", s->where, key.p,
+                      rep->str);
         freeReplyObject(rep);
         words_free(&w);
         json_t *pttl = json_object_get(k, "pttl_observed");
@@ -638,9 +653,8 @@ static bool reads_pttl(json_t *effects)
 {
     size_t i;
     json_t *e;
-    json_array_foreach(effects, i, e)
-        if (strcasecmp(json_string_value(json_array_get(e, 0)), "pttl") == 0)
-            return true;
+    json_array_foreach(effects, i, e) if (strcasecmp(json_string_value(json_array_get(e, 0)),
+                                                     "pttl") == 0) return true;
     return false;
 }
 
@@ -667,12 +681,24 @@ static void error_core(const char *text, char *out, size_t cap)
 static void render(const redisReply *r, char *buf, size_t cap)
 {
     switch (r->type) {
-    case REDIS_REPLY_NIL: snprintf(buf, cap, "nil"); return;
-    case REDIS_REPLY_INTEGER: snprintf(buf, cap, "(integer) %lld", r->integer); return;
-    case REDIS_REPLY_STRING: snprintf(buf, cap, "\"%s\"", show(r->str, r->len)); return;
-    case REDIS_REPLY_STATUS: snprintf(buf, cap, "status %s", r->str); return;
-    case REDIS_REPLY_ERROR: snprintf(buf, cap, "(error) %s", r->str); return;
-    default: snprintf(buf, cap, "(type %d)", r->type); return;
+    case REDIS_REPLY_NIL:
+        snprintf(buf, cap, "nil");
+        return;
+    case REDIS_REPLY_INTEGER:
+        snprintf(buf, cap, "(integer) %lld", r->integer);
+        return;
+    case REDIS_REPLY_STRING:
+        snprintf(buf, cap, "\"%s\"", show(r->str, r->len));
+        return;
+    case REDIS_REPLY_STATUS:
+        snprintf(buf, cap, "status %s", r->str);
+        return;
+    case REDIS_REPLY_ERROR:
+        snprintf(buf, cap, "(error) %s", r->str);
+        return;
+    default:
+        snprintf(buf, cap, "(type %d)", r->type);
+        return;
     }
 }
 
@@ -687,18 +713,19 @@ static void check_reply(replay *s, const char *label, json_t *rec, const redisRe
         cr_expect_eq(ours->type, REDIS_REPLY_NIL, "%s %s: reply %s, recorded nil", s->where, label,
                      got);
     } else if (json_is_integer(rec) || (numeric && json_is_string(rec))) {
-        long long want = json_is_integer(rec) ? json_integer_value(rec)
-                                              : atoll(json_string_value(rec));
+        long long want =
+            json_is_integer(rec) ? json_integer_value(rec) : atoll(json_string_value(rec));
         long long have = 0;
-        bool is_num = ours->type == REDIS_REPLY_INTEGER ||
-                      (numeric && ours->type == REDIS_REPLY_STRING);
+        bool is_num =
+            ours->type == REDIS_REPLY_INTEGER || (numeric && ours->type == REDIS_REPLY_STRING);
         if (is_num)
             have = ours->type == REDIS_REPLY_INTEGER ? ours->integer : atoll(ours->str);
         cr_expect(is_num && llabs(have - want) <= tol, "%s %s: reply %s, recorded %lld (+-%lld)",
                   s->where, label, got, want, tol);
     } else if (json_is_string(rec)) {
         bytes want = subst(json_string_value(rec));
-        cr_expect(ours->type == REDIS_REPLY_STRING && same_word(ours->str, ours->len, want.p, want.n, tol),
+        cr_expect(ours->type == REDIS_REPLY_STRING &&
+                      same_word(ours->str, ours->len, want.p, want.n, tol),
                   "%s %s: reply %s, recorded \"%s\"", s->where, label, got, show(want.p, want.n));
         b_free(&want);
     } else if (json_object_get(rec, "error") != NULL) {
@@ -784,11 +811,12 @@ static void check_fields(replay *s, json_t *step, const char *label, const words
     if (!json_is_array(values))
         return;
     size_t nv = json_array_size(values);
-    cr_expect_eq((size_t)(call->n - first), nv, "%s %s: %d fields for %zu values", s->where,
-                 label, call->n - first, nv);
+    cr_expect_eq((size_t)(call->n - first), nv, "%s %s: %d fields for %zu values", s->where, label,
+                 call->n - first, nv);
     size_t i;
     json_t *v;
-    json_array_foreach(values, i, v) {
+    json_array_foreach(values, i, v)
+    {
         char f[CRD__FML_FIELD_SIZE];
         const char *text = json_string_value(v);
         crd__fml_field(text, strlen(text), f);
@@ -804,7 +832,8 @@ static void check_fields(replay *s, json_t *step, const char *label, const words
 static void run_mine(replay *s, json_t *step, int ci, json_t *c, int mi)
 {
     const char *label = mine[mi].label;
-    const deviation *dev = deviation_at(s->file, (int)json_integer_value(json_object_get(step, "step")), ci);
+    const deviation *dev =
+        deviation_at(s->file, (int)json_integer_value(json_object_get(step, "step")), ci);
     json_t *keys = json_object_get(c, "keys"), *argv = json_object_get(c, "argv");
     words call = {0};
     words_add(&call, "EVALSHA", 7);
@@ -814,12 +843,14 @@ static void run_mine(replay *s, json_t *step, int ci, json_t *c, int mi)
     words_add(&call, nk, strlen(nk));
     size_t i;
     json_t *a;
-    json_array_foreach(keys, i, a) {
+    json_array_foreach(keys, i, a)
+    {
         bytes b = subst(json_string_value(a));
         words_add(&call, b.p, b.n);
         b_free(&b);
     }
-    json_array_foreach(argv, i, a) {
+    json_array_foreach(argv, i, a)
+    {
         bytes b = subst(json_string_value(a));
         words_add(&call, b.p, b.n);
         b_free(&b);
@@ -831,8 +862,11 @@ static void run_mine(replay *s, json_t *step, int ci, json_t *c, int mi)
     if (s->fml && client != NULL && caller != NULL && strcmp(client, caller) == 0) {
         /* Where the fields start in ARGV (after KEYS): acquire/try/renew 3, unlock 6, force 2,
          * is_locked 1, is_held 2. */
-        int skip = strcmp(label, "fml.unlock") == 0 ? 6 : strcmp(label, "fml.force_unlock") == 0 ? 2
-                 : strcmp(label, "fml.is_locked") == 0 ? 1 : strcmp(label, "fml.is_held_by_thread") == 0 ? 2 : 3;
+        int skip = strcmp(label, "fml.unlock") == 0              ? 6
+                   : strcmp(label, "fml.force_unlock") == 0      ? 2
+                   : strcmp(label, "fml.is_locked") == 0         ? 1
+                   : strcmp(label, "fml.is_held_by_thread") == 0 ? 2
+                                                                 : 3;
         check_fields(s, step, label, &call, 3 + (int)json_array_size(keys) + skip);
     }
     redisReply *reply = run_words(s->r, &call);
@@ -864,7 +898,8 @@ static void run_mine(replay *s, json_t *step, int ci, json_t *c, int mi)
         json_decref(n);
     } else {
         /* Only the lock acquires answer a PTTL (the holder's, or one a fair wait is made of). */
-        bool pttl_reply = strcmp(label, "nrlock.acquire") == 0 || strcmp(label, "spin.acquire") == 0 ||
+        bool pttl_reply = strcmp(label, "nrlock.acquire") == 0 ||
+                          strcmp(label, "spin.acquire") == 0 ||
                           strcmp(label, "nrfair.acquire") == 0;
         check_reply(s, label, want_reply, reply, pttl_reply ? tol : 0,
                     strcmp(label, "ratelimiter.available_permits") == 0);
@@ -914,7 +949,8 @@ static void run_other(replay *s, json_t *c)
         words_add(&w, "DEL", 3);
         size_t i;
         json_t *a;
-        json_array_foreach(json_object_get(c, "args"), i, a) {
+        json_array_foreach(json_object_get(c, "args"), i, a)
+        {
             bytes b = subst(json_string_value(a));
             words_add(&w, b.p, b.n);
             b_free(&b);
@@ -939,7 +975,8 @@ static void check_published(replay *s, json_t *step, const deviation *dev)
     }
     size_t i;
     json_t *m;
-    json_array_foreach(dev_pub != NULL ? dev_pub : rec, i, m) {
+    json_array_foreach(dev_pub != NULL ? dev_pub : rec, i, m)
+    {
         words *w = list_push(&want);
         bytes ch = subst(json_string_value(json_is_array(m) ? json_array_get(m, 0)
                                                             : json_object_get(m, "channel")));
@@ -970,9 +1007,11 @@ static json_t *expected_state(json_t *state, const deviation *dev)
     json_t *edits = parse(dev->state);
     size_t i, j;
     json_t *e, *k;
-    json_array_foreach(edits, i, e) {
+    json_array_foreach(edits, i, e)
+    {
         const char *key = json_string_value(json_object_get(e, "key"));
-        json_array_foreach(copy, j, k) {
+        json_array_foreach(copy, j, k)
+        {
             if (strcmp(json_string_value(json_object_get(k, "key")), key) != 0)
                 continue;
             if (json_is_true(json_object_get(e, "del"))) {
@@ -1002,14 +1041,17 @@ static void check_state(replay *s, json_t *state, const deviation *dev, long lon
     redisReply *keys = crdt_cmd(s->r, "KEYS *");
     cr_assert_eq(keys->type, REDIS_REPLY_ARRAY);
     size_t nwant = json_array_size(want);
-    cr_expect_eq(keys->elements, nwant, "%s: %zu keys, recorded %zu", s->where, keys->elements, nwant);
+    cr_expect_eq(keys->elements, nwant, "%s: %zu keys, recorded %zu", s->where, keys->elements,
+                 nwant);
     for (size_t i = 0; i < keys->elements; i++) {
         bool found = false;
         size_t j;
         json_t *k;
-        json_array_foreach(want, j, k) {
+        json_array_foreach(want, j, k)
+        {
             bytes kb = subst(json_string_value(json_object_get(k, "key")));
-            found = found || (kb.n == keys->element[i]->len && memcmp(kb.p, keys->element[i]->str, kb.n) == 0);
+            found = found || (kb.n == keys->element[i]->len &&
+                              memcmp(kb.p, keys->element[i]->str, kb.n) == 0);
             b_free(&kb);
         }
         cr_expect(found, "%s: key %s is not in the recorded state", s->where,
@@ -1018,29 +1060,34 @@ static void check_state(replay *s, json_t *state, const deviation *dev, long lon
     freeReplyObject(keys);
     size_t j;
     json_t *k;
-    json_array_foreach(want, j, k) {
+    json_array_foreach(want, j, k)
+    {
         bytes key = subst(json_string_value(json_object_get(k, "key")));
         const char *type = json_string_value(json_object_get(k, "type"));
         json_t *value = json_object_get(k, "value");
         char t[16];
         crdt_cmd_str(s->r, t, sizeof t, "TYPE %b", key.p, key.n);
         if (strcmp(t, type) != 0) {
-            cr_expect_fail("%s: key %s is a %s, recorded a %s", s->where, show(key.p, key.n), t, type);
+            cr_expect_fail("%s: key %s is a %s, recorded a %s", s->where, show(key.p, key.n), t,
+                           type);
             b_free(&key);
             continue;
         }
         if (strcmp(type, "hash") == 0) {
             redisReply *h = crdt_cmd(s->r, "HGETALL %b", key.p, key.n);
-            cr_expect_eq(h->elements / 2, json_object_size(value), "%s: %s has %zu fields, recorded %zu",
-                         s->where, key.p, h->elements / 2, json_object_size(value));
+            cr_expect_eq(h->elements / 2, json_object_size(value),
+                         "%s: %s has %zu fields, recorded %zu", s->where, key.p, h->elements / 2,
+                         json_object_size(value));
             const char *f;
             json_t *v;
-            json_object_foreach(value, f, v) {
+            json_object_foreach(value, f, v)
+            {
                 bytes bf = subst(f), bv = subst(json_string_value(v));
                 bool ok = false;
                 for (size_t e = 0; e + 1 < h->elements; e += 2)
                     if (h->element[e]->len == bf.n && memcmp(h->element[e]->str, bf.p, bf.n) == 0)
-                        ok = same_word(h->element[e + 1]->str, h->element[e + 1]->len, bv.p, bv.n, 0);
+                        ok = same_word(h->element[e + 1]->str, h->element[e + 1]->len, bv.p, bv.n,
+                                       0);
                 cr_expect(ok, "%s: %s field %s is not %s", s->where, key.p, show(bf.p, bf.n),
                           show(bv.p, bv.n));
                 b_free(&bf);
@@ -1060,8 +1107,9 @@ static void check_state(replay *s, json_t *state, const deviation *dev, long lon
              * a caller's clock, exact. */
             bool fair_deadlines = key.n > 22 && memcmp(key.p, "redisson_lock_timeout:", 22) == 0;
             redisReply *z = crdt_cmd(s->r, "ZRANGE %b 0 -1 WITHSCORES", key.p, key.n);
-            cr_expect_eq(z->elements / 2, json_array_size(value), "%s: %s has %zu members, recorded %zu",
-                         s->where, show(key.p, key.n), z->elements / 2, json_array_size(value));
+            cr_expect_eq(z->elements / 2, json_array_size(value),
+                         "%s: %s has %zu members, recorded %zu", s->where, show(key.p, key.n),
+                         z->elements / 2, json_array_size(value));
             for (size_t e = 0; e + 1 < z->elements && e / 2 < json_array_size(value); e += 2) {
                 json_t *pair = json_array_get(value, e / 2);
                 bytes m = subst(json_string_value(json_array_get(pair, 0)));
@@ -1077,9 +1125,9 @@ static void check_state(replay *s, json_t *state, const deviation *dev, long lon
                 cr_expect(same_word(z->element[e]->str, z->element[e]->len, m.p, m.n, 0) &&
                               same_word(z->element[e + 1]->str, z->element[e + 1]->len, score.p,
                                         score.n, fair_deadlines ? tol : 0),
-                          "%s: %s member %zu is %s %s, recorded %s %s", s->where, show(key.p, key.n),
-                          e / 2, show(z->element[e]->str, z->element[e]->len), z->element[e + 1]->str,
-                          show(m.p, m.n), score.p);
+                          "%s: %s member %zu is %s %s, recorded %s %s", s->where,
+                          show(key.p, key.n), e / 2, show(z->element[e]->str, z->element[e]->len),
+                          z->element[e + 1]->str, show(m.p, m.n), score.p);
                 b_free(&m);
                 b_free(&score);
             }
@@ -1120,7 +1168,8 @@ static long long last_offset(json_t *commands, long long step_t)
     long long last = 0;
     size_t i;
     json_t *c;
-    json_array_foreach(commands, i, c) {
+    json_array_foreach(commands, i, c)
+    {
         long long t = json_integer_value(json_object_get(c, "t_ms")) - step_t;
         last = t > last ? t : last;
     }
@@ -1172,7 +1221,8 @@ static int replay_file(const char *file)
     json_t *before = empty;
     size_t si;
     json_t *step;
-    json_array_foreach(json_object_get(s.root, "steps"), si, step) {
+    json_array_foreach(json_object_get(s.root, "steps"), si, step)
+    {
         int no = (int)json_integer_value(json_object_get(step, "step"));
         json_t *commands = json_object_get(step, "commands");
         bool ours = false;
@@ -1180,7 +1230,8 @@ static int replay_file(const char *file)
         const deviation *dev = NULL;
         size_t ci;
         json_t *c;
-        json_array_foreach(commands, ci, c) {
+        json_array_foreach(commands, ci, c)
+        {
             if (mine_index(json_string_value(json_object_get(c, "script"))) >= 0) {
                 ours = true;
                 if (reads_pttl(json_object_get(c, "effects")))
@@ -1199,7 +1250,8 @@ static int replay_file(const char *file)
         drain_monitor(&s, NULL);
         drain_sub(&s, NULL);
         int64_t t0 = crdt_now_ms(), step_t = json_integer_value(json_object_get(step, "t_ms"));
-        json_array_foreach(commands, ci, c) {
+        json_array_foreach(commands, ci, c)
+        {
             sleep_until(t0 + json_integer_value(json_object_get(c, "t_ms")) - step_t);
             int mi = mine_index(json_string_value(json_object_get(c, "script")));
             snprintf(s.where, sizeof s.where, "%s step %d command %zu", file, no, ci);
@@ -1236,13 +1288,14 @@ static int replay_file(const char *file)
  * would silently excuse nothing). */
 static void expect_calls(const char *file, int calls, int want)
 {
-    cr_expect_eq(calls, want, "%s: %d of our script calls compared, expected %d", file, calls, want);
+    cr_expect_eq(calls, want, "%s: %d of our script calls compared, expected %d", file, calls,
+                 want);
 }
 
-#define SCENARIO(name, calls)                                                                  \
-    Test(scripts_r47, name##_matches_redisson, .timeout = 120)                                \
-    {                                                                                          \
-        expect_calls(#name ".json", replay_file(#name ".json"), calls);                        \
+#define SCENARIO(name, calls)                                                                      \
+    Test(scripts_r47, name##_matches_redisson, .timeout = 120)                                     \
+    {                                                                                              \
+        expect_calls(#name ".json", replay_file(#name ".json"), calls);                            \
     }
 
 SCENARIO(r47_nrlock_a_reentry_rejected, 6)
@@ -1348,16 +1401,16 @@ Test(scripts_r47, a_rate_limiter_value_that_outlived_its_records_refills)
     redisContext *r = fixes_setup();
     freeReplyObject(crdt_cmd(r, "HSET rl rate 3 interval 1000 type 0 keepAliveTime 0"));
     freeReplyObject(crdt_cmd(r, "SET {rl}:value 0"));
-    redisReply *rep = eval_label(r, "ratelimiter.try_acquire", 5, RL_KEYS, "1", "5000",
-                                 "aaaaaaaaaaaaaaaa", NULL);
+    redisReply *rep =
+        eval_label(r, "ratelimiter.try_acquire", 5, RL_KEYS, "1", "5000", "aaaaaaaaaaaaaaaa", NULL);
     cr_expect_eq(rep->type, REDIS_REPLY_NIL, "granted");
     freeReplyObject(rep);
     cr_expect_eq(get_int(r, "{rl}:value"), 2);
     /* A partial loss: value 0 beside that live record of 1 (2 permits gone). Three are asked
      * for: 2 are free, the third when the record expires. */
     freeReplyObject(crdt_cmd(r, "SET {rl}:value 0"));
-    rep = eval_label(r, "ratelimiter.try_acquire", 5, RL_KEYS, "3", "5100", "bbbbbbbbbbbbbbbb",
-                     NULL);
+    rep =
+        eval_label(r, "ratelimiter.try_acquire", 5, RL_KEYS, "3", "5100", "bbbbbbbbbbbbbbbb", NULL);
     cr_expect_eq(rep->type, REDIS_REPLY_INTEGER);
     cr_expect_eq(rep->integer, 3 + 1000 - (5100 - 5000));
     freeReplyObject(rep);
@@ -1383,8 +1436,8 @@ Test(scripts_r47, a_rate_limiter_release_is_not_counted_twice_and_waits_are_exac
     record(r, "{rl}:permits", 1000, 'a', 2);
     record(r, "{rl}:permits", 1100, 'b', 1);
     /* Three permits are needed: they are all back when the newer record expires. */
-    redisReply *rep = eval_label(r, "ratelimiter.try_acquire", 5, RL_KEYS, "3", "1200",
-                                 "cccccccccccccccc", NULL);
+    redisReply *rep =
+        eval_label(r, "ratelimiter.try_acquire", 5, RL_KEYS, "3", "1200", "cccccccccccccccc", NULL);
     cr_expect_eq(rep->type, REDIS_REPLY_INTEGER);
     cr_expect_eq(rep->integer, 3 + 1000 - (1200 - 1100), "Redisson counts from the oldest: 803");
     freeReplyObject(rep);
@@ -1442,8 +1495,8 @@ Test(scripts_r47, a_group_unlock_of_a_partly_lost_hold_frees_what_it_held_once)
     cr_expect_eq(crdt_exists(r, "g"), 0, "fa, which A held, is free");
     /* A retry with the same request id replays "not held" and frees nothing twice. */
     freeReplyObject(crdt_cmd(r, "HSET g fa A:1 fa:A:1:expire_time 9000 fa:A:1:lock_count 1"));
-    rep = eval_label(r, "fml.unlock", 3, GROUP_KEYS, LATCH, "A:1", "0", "30000", "PUBLISH",
-                     "5000", "1500", "fa", "fb", NULL);
+    rep = eval_label(r, "fml.unlock", 3, GROUP_KEYS, LATCH, "A:1", "0", "30000", "PUBLISH", "5000",
+                     "1500", "fa", "fb", NULL);
     cr_expect_eq(rep->type, REDIS_REPLY_INTEGER);
     cr_expect_eq(rep->integer, -1);
     freeReplyObject(rep);
@@ -1466,8 +1519,8 @@ Test(scripts_r47, a_new_group_hold_counts_from_one_over_a_stale_count)
     freeReplyObject(rep);
     cr_expect_eq(crdt_hget_int(r, "g", "fa:A:1:lock_count"), 1);
     cr_expect_eq(crdt_hget_int(r, "g", "fa:A:1:expire_time"), 35000);
-    rep = eval_label(r, "fml.unlock", 3, GROUP_KEYS, LATCH, "A:1", "0", "30000", "PUBLISH",
-                     "5000", "6000", "fa", NULL);
+    rep = eval_label(r, "fml.unlock", 3, GROUP_KEYS, LATCH, "A:1", "0", "30000", "PUBLISH", "5000",
+                     "6000", "fa", NULL);
     cr_expect_eq(rep->type, REDIS_REPLY_INTEGER);
     cr_expect_geq(rep->integer, 1, "released");
     freeReplyObject(rep);

@@ -153,7 +153,8 @@ static const char *shape(const crd__cmd *cmd)
         }
         for (size_t k = 0; k < n; k++) {
             unsigned char c = (unsigned char)w[k];
-            o += (size_t)snprintf(out + o, sizeof out - o, c >= 32 && c < 127 ? "%c" : "\\x%02x", c);
+            o +=
+                (size_t)snprintf(out + o, sizeof out - o, c >= 32 && c < 127 ? "%c" : "\\x%02x", c);
         }
     }
     return out;
@@ -210,7 +211,8 @@ Test(units, the_spin_lock_releases_and_force_unlocks_without_a_channel)
     crd__cmd_free(&cmd);
     crd__lock_clear(&l);
 
-    cr_expect_eq(crd__spin_release_reply(reply_of(REDIS_REPLY_INTEGER, NULL, 1)), CRD__REL_RELEASED);
+    cr_expect_eq(crd__spin_release_reply(reply_of(REDIS_REPLY_INTEGER, NULL, 1)),
+                 CRD__REL_RELEASED);
     cr_expect_eq(crd__spin_release_reply(reply_of(REDIS_REPLY_INTEGER, NULL, 0)),
                  CRD__REL_STILL_HELD);
     cr_expect_eq(crd__spin_release_reply(reply_of(REDIS_REPLY_NIL, NULL, 0)), CRD__REL_NOT_HELD);
@@ -271,15 +273,17 @@ Test(units, the_group_scripts_send_redissons_keys_and_arguments)
     crd__group_release(&g, &r, "SPUBLISH", &cmd);
     cr_expect_eq(cmd.script, CRD__SCRIPT_GROUP_UNLOCK);
     char want[1024];
-    snprintf(want, sizeof want, "grp1|redisson_lock__channel:{grp1}|%s|ARGV:" OWNER
-             "|0|30000|SPUBLISH|17836|#|" FA "|" FB "|" FC, latch);
+    snprintf(want, sizeof want,
+             "grp1|redisson_lock__channel:{grp1}|%s|ARGV:" OWNER "|0|30000|SPUBLISH|17836|#|" FA
+             "|" FB "|" FC,
+             latch);
     cr_expect_str_eq(shape(&cmd), want);
     crd__cmd_free(&cmd);
 
     crd__group_force_unlock(&g, "PUBLISH", &cmd);
     cr_expect_eq(cmd.script, CRD__SCRIPT_GROUP_FORCE_UNLOCK);
-    cr_expect_str_eq(shape(&cmd), "grp1|redisson_lock__channel:{grp1}|ARGV:0|PUBLISH|" FA "|" FB
-                                  "|" FC);
+    cr_expect_str_eq(shape(&cmd),
+                     "grp1|redisson_lock__channel:{grp1}|ARGV:0|PUBLISH|" FA "|" FB "|" FC);
     crd__cmd_free(&cmd);
     crd__group_renew(&g, OWNER, strlen(OWNER), 3000, &cmd);
     cr_expect_eq(cmd.script, CRD__SCRIPT_GROUP_RENEW);
@@ -317,16 +321,16 @@ Test(units, group_replies_decode_into_named_outcomes)
     int64_t hint = -1, token = 0;
     cr_expect_eq(crd__group_acquire_reply(reply_of(REDIS_REPLY_NIL, NULL, 0), false, &hint, &token),
                  CRD__ACQ_TAKEN);
-    cr_expect_eq(crd__group_acquire_reply(reply_of(REDIS_REPLY_INTEGER, NULL, 27840), false, &hint,
-                                          &token),
-                 CRD__ACQ_HELD);
+    cr_expect_eq(
+        crd__group_acquire_reply(reply_of(REDIS_REPLY_INTEGER, NULL, 27840), false, &hint, &token),
+        CRD__ACQ_HELD);
     cr_expect_eq(hint, 27840);
-    cr_expect_eq(crd__group_acquire_reply(reply_of(REDIS_REPLY_INTEGER, NULL, 1), true, &hint,
-                                          &token),
-                 CRD__ACQ_TAKEN);
-    cr_expect_eq(crd__group_acquire_reply(reply_of(REDIS_REPLY_INTEGER, NULL, 0), true, &hint,
-                                          &token),
-                 CRD__ACQ_REFUSED);
+    cr_expect_eq(
+        crd__group_acquire_reply(reply_of(REDIS_REPLY_INTEGER, NULL, 1), true, &hint, &token),
+        CRD__ACQ_TAKEN);
+    cr_expect_eq(
+        crd__group_acquire_reply(reply_of(REDIS_REPLY_INTEGER, NULL, 0), true, &hint, &token),
+        CRD__ACQ_REFUSED);
     cr_expect_eq(crd__group_acquire_reply(reply_of(REDIS_REPLY_NIL, NULL, 0), true, &hint, &token),
                  CRD__ACQ_BAD);
     cr_expect_eq(crd__group_release_reply(reply_of(REDIS_REPLY_INTEGER, NULL, 3)),
@@ -345,8 +349,8 @@ Test(units, the_rate_limiter_names_its_five_keys_as_redisson_and_sends_its_argum
     crd__rl_names n;
     cr_assert_eq(crd__rl_names_init(&n, "rl1", 3, uuid), CRD_OK);
     char all[512];
-    snprintf(all, sizeof all, "rl1|{rl1}:value|{rl1}:value:%s|{rl1}:permits|{rl1}:permits:%s",
-             uuid, uuid);
+    snprintf(all, sizeof all, "rl1|{rl1}:value|{rl1}:value:%s|{rl1}:permits|{rl1}:permits:%s", uuid,
+             uuid);
     crd__cmd cmd;
     char want[1024];
     crd__rl_try_set_rate(&n, 3, 2000, CRD__RL_OVERALL, 0, &cmd);
@@ -402,9 +406,8 @@ Test(units, rate_limiter_replies_decode_into_named_outcomes)
     cr_expect_eq(crd__rl_acquire_reply(reply_of(REDIS_REPLY_INTEGER, NULL, 1190), &wait),
                  CRD__RL_WAIT);
     cr_expect_eq(wait, 1190);
-    cr_expect_eq(crd__rl_acquire_reply(reply_of(REDIS_REPLY_ERROR,
-                                                "ERR RateLimiter is not initialized", 0),
-                                       &wait),
+    cr_expect_eq(crd__rl_acquire_reply(
+                     reply_of(REDIS_REPLY_ERROR, "ERR RateLimiter is not initialized", 0), &wait),
                  CRD__RL_UNINITIALIZED);
     /* Redisson's own script's text (an assert) reads the same. */
     cr_expect_eq(crd__rl_acquire_reply(
@@ -419,9 +422,9 @@ Test(units, rate_limiter_replies_decode_into_named_outcomes)
                               "ERR Requested permits amount cannot exceed defined rate", 0),
                      &wait),
                  CRD__RL_TOO_MANY);
-    cr_expect_eq(crd__rl_acquire_reply(reply_of(REDIS_REPLY_ERROR, "WRONGTYPE Operation", 0),
-                                       &wait),
-                 CRD__RL_BAD);
+    cr_expect_eq(
+        crd__rl_acquire_reply(reply_of(REDIS_REPLY_ERROR, "WRONGTYPE Operation", 0), &wait),
+        CRD__RL_BAD);
     cr_expect(crd__rl_count_reply(reply_of(REDIS_REPLY_STRING, "3", 0), &count));
     cr_expect_eq(count, 3);
     cr_expect(crd__rl_count_reply(reply_of(REDIS_REPLY_INTEGER, NULL, 7), &count));
