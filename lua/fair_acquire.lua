@@ -12,25 +12,6 @@
 --                       queue behind it; 0 = free but not this caller's turn)
 local now, wait = ARGV[4], ARGV[3]
 -- @include fair_prune
--- @include fair_take_turn
-if redis.call('zscore', KEYS[3], ARGV[2]) ~= false then
-    -- Already queued: wait for the holder.
-    local holder = redis.call('pttl', KEYS[1])
-    return math.max(0, holder)
-end
-local ttl
-local last = redis.call('lindex', KEYS[2], -1)
-local last_deadline = false
-if last ~= false and last ~= ARGV[2] then
-    last_deadline = redis.call('zscore', KEYS[3], last)
-end
-if last_deadline ~= false then
-    ttl = tonumber(last_deadline) - tonumber(ARGV[4])
-else
-    ttl = redis.call('pttl', KEYS[1])
-end
-local deadline = ttl + tonumber(ARGV[3]) + tonumber(ARGV[4])
-if redis.call('zadd', KEYS[3], deadline, ARGV[2]) == 1 then
-    redis.call('rpush', KEYS[2], ARGV[2])
-end
-return ttl
+-- @include fair_take_free
+-- @include fair_reenter
+-- @include fair_join_queue

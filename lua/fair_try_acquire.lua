@@ -11,5 +11,6 @@
 --          1    not acquired
 local now, wait = ARGV[3], ARGV[4]
 -- @include fair_prune
--- @include fair_take_turn
+-- @include fair_take_free
+-- @include fair_reenter
 return 1

@@ -52,8 +52,8 @@ Test(scripts, every_evalsha_uses_the_sha1_redis_computes_for_the_lua_file)
 {
     redisContext *r = crdt_redis();
     freeReplyObject(crdt_cmd(r, "SCRIPT FLUSH"));
-    char shas[64][41];
-    int n = load_all(r, shas, 64);
+    char shas[128][41];
+    int n = load_all(r, shas, 128);
     cr_assert_geq(n, 16, "expected every script of lua/, found %d", n);
 
     crdt_tracelog *log = crdt_tracelog_new();

@@ -1,6 +1,6 @@
--- fair_take_turn (included by fair_acquire and fair_try_acquire): take a free fair lock when
--- the queue is empty or headed by this caller, or re-enter it when this caller holds it; in
--- both cases returns nil from the script. Otherwise writes nothing and falls through.
+-- fair_take_free (included by fair_acquire, fair_try_acquire, nrfair_acquire,
+-- nrfair_try_acquire): take a free fair lock when the queue is empty or headed by this
+-- caller, and return nil from the script. Otherwise writes nothing and falls through.
 -- Expects  KEYS[1]     lock hash N
 --          KEYS[2]     queue redisson_lock_queue:{N}
 --          KEYS[3]     deadlines redisson_lock_timeout:{N}
@@ -19,11 +19,6 @@ if (redis.call('exists', KEYS[1]) == 0) and
         redis.call('zincrby', KEYS[3], -tonumber(wait), rest[i])
     end
     redis.call('hset', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    return nil
-end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return nil
 end

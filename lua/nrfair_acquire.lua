@@ -1,0 +1,21 @@
+-- nrfair_acquire: take a Redisson RNonReentrantFairLock (4.4+), or join its FIFO queue:
+-- fair_acquire, except that a second acquire by the holder is refused instead of counted.
+-- KEYS[1]  lock hash N
+-- KEYS[2]  queue redisson_lock_queue:{N} (LIST of owner fields, head first)
+-- KEYS[3]  deadlines redisson_lock_timeout:{N} (ZSET owner field -> epoch ms)
+-- ARGV[1]  lease in ms
+-- ARGV[2]  owner field
+-- ARGV[3]  wait in ms: how long this waiter may hold up the queue once at its head
+-- ARGV[4]  now: the caller's wall clock in epoch ms
+-- ARGV[5]  the reentry error text, "NON_REENTRANT_REACQUIRE" (Redisson's)
+-- Returns  nil      acquired (field = 1 with HSET, TTL = lease)
+--          integer  not acquired: ms to wait before retrying (the holder's PTTL, or the
+--                   time until the previous waiter's deadline when joining the queue
+--                   behind it; 0 = free but not this caller's turn)
+--          error    "ERR NON_REENTRANT_REACQUIRE": this owner holds it already; nothing
+--                   written (the expired waiters at the head may have been pruned)
+local now, wait, reentry_error = ARGV[4], ARGV[3], ARGV[5]
+-- @include fair_prune
+-- @include fair_take_free
+-- @include refuse_reentry
+-- @include fair_join_queue

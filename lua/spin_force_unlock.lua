@@ -1,0 +1,11 @@
+-- spin_force_unlock: delete a Redisson RSpinLock whoever holds it. Nothing is published
+-- (the spin lock has no channel).
+-- KEYS[1]  lock hash N
+-- ARGV[1..] none (Redisson sends no arguments)
+-- Returns  1  N existed and was deleted
+--          0  N did not exist
+--          "<type>" (a string: "string", "list", "hash", ...)  N is not a lock (another
+--             type, or a hash with a field that is not an owner's, or over 64 fields):
+--             nothing deleted. Redisson deletes whatever is there.
+-- @include lock_hash_guard
+return redis.call('del', KEYS[1])
