@@ -96,7 +96,7 @@ void crd__spin_force_unlock(const crd_lock *l, crd__cmd *cmd)
     name_key(l, cmd);
 }
 
-void crd__backoff_exponential(crd__backoff *b, int64_t initial_ms, int64_t max_ms, int multiplier)
+void crd__spin_backoff_exponential(crd__spin_backoff *b, int64_t initial_ms, int64_t max_ms, int multiplier)
 {
     b->next_ms = initial_ms;
     b->max_ms = max_ms;
@@ -104,7 +104,7 @@ void crd__backoff_exponential(crd__backoff *b, int64_t initial_ms, int64_t max_m
     b->fails = 0;
 }
 
-void crd__backoff_constant(crd__backoff *b, int64_t delay_ms)
+void crd__spin_backoff_constant(crd__spin_backoff *b, int64_t delay_ms)
 {
     b->next_ms = delay_ms;
     b->max_ms = delay_ms;
@@ -112,7 +112,7 @@ void crd__backoff_constant(crd__backoff *b, int64_t delay_ms)
     b->fails = 0;
 }
 
-int64_t crd__backoff_next(crd__backoff *b, uint32_t random)
+int64_t crd__spin_backoff_next(crd__spin_backoff *b, uint32_t random)
 {
     if (b->multiplier == 0 || b->next_ms >= b->max_ms)
         return b->max_ms;

@@ -53,20 +53,20 @@ void crd__spin_force_unlock(const crd_lock *l, crd__cmd *cmd);
  * default: initial 1 ms, at most 128 ms, multiplier 2): each sleep is the previous one
  * times the multiplier plus a jitter in [0, failures), capped; constant: the same delay
  * every time (Redisson's default 64 ms). The caller bounds each sleep by its deadline. */
-typedef struct crd__backoff {
+typedef struct crd__spin_backoff {
     int64_t next_ms;
     int64_t max_ms;
     int multiplier; /* 0: constant */
     int fails;
-} crd__backoff;
+} crd__spin_backoff;
 #define CRD__SPIN_INITIAL_MS 1
 #define CRD__SPIN_MAX_MS 128
 #define CRD__SPIN_MULTIPLIER 2
 #define CRD__SPIN_CONSTANT_MS 64
-void crd__backoff_exponential(crd__backoff *b, int64_t initial_ms, int64_t max_ms, int multiplier);
-void crd__backoff_constant(crd__backoff *b, int64_t delay_ms);
+void crd__spin_backoff_exponential(crd__spin_backoff *b, int64_t initial_ms, int64_t max_ms, int multiplier);
+void crd__spin_backoff_constant(crd__spin_backoff *b, int64_t delay_ms);
 /* The next sleep in ms; random is any 32 random bits (the jitter is random % failures). */
-int64_t crd__backoff_next(crd__backoff *b, uint32_t random);
+int64_t crd__spin_backoff_next(crd__spin_backoff *b, uint32_t random);
 
 /* ---- grouped multi-lock (RedissonFasterMultiLock) ----------------------------------------- */
 

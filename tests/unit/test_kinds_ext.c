@@ -445,26 +445,26 @@ Test(units, release_if_exists_sends_the_semaphores_key_channel_and_permits)
 
 Test(units, the_spin_back_off_doubles_from_1_ms_with_jitter_up_to_128_or_stays_constant)
 {
-    crd__backoff b;
-    crd__backoff_exponential(&b, CRD__SPIN_INITIAL_MS, CRD__SPIN_MAX_MS, CRD__SPIN_MULTIPLIER);
+    crd__spin_backoff b;
+    crd__spin_backoff_exponential(&b, CRD__SPIN_INITIAL_MS, CRD__SPIN_MAX_MS, CRD__SPIN_MULTIPLIER);
     /* No jitter: 1, 2, 4, ... 128, then 128 for ever. */
     static const int64_t plain[] = {1, 2, 4, 8, 16, 32, 64, 128, 128, 128};
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
-        cr_expect_eq(crd__backoff_next(&b, 0), plain[i], "sleep %zu", i);
+        cr_expect_eq(crd__spin_backoff_next(&b, 0), plain[i], "sleep %zu", i);
     /* The most jitter: the k-th doubling adds k - 1 (Java's nextInt(++fails)). */
-    crd__backoff_exponential(&b, CRD__SPIN_INITIAL_MS, CRD__SPIN_MAX_MS, CRD__SPIN_MULTIPLIER);
+    crd__spin_backoff_exponential(&b, CRD__SPIN_INITIAL_MS, CRD__SPIN_MAX_MS, CRD__SPIN_MULTIPLIER);
     static const int64_t most[] = {1, 2, 5, 12, 27, 58, 121, 128, 128};
     for (size_t i = 0; i < sizeof most / sizeof most[0]; i++)
-        cr_expect_eq(crd__backoff_next(&b, (uint32_t)i), most[i], "sleep %zu", i);
+        cr_expect_eq(crd__spin_backoff_next(&b, (uint32_t)i), most[i], "sleep %zu", i);
     int64_t total = 0;
-    crd__backoff_exponential(&b, CRD__SPIN_INITIAL_MS, CRD__SPIN_MAX_MS, CRD__SPIN_MULTIPLIER);
+    crd__spin_backoff_exponential(&b, CRD__SPIN_INITIAL_MS, CRD__SPIN_MAX_MS, CRD__SPIN_MULTIPLIER);
     for (int i = 0; i < 100; i++) {
-        int64_t s = crd__backoff_next(&b, (uint32_t)rand());
+        int64_t s = crd__spin_backoff_next(&b, (uint32_t)rand());
         cr_expect(s >= 1 && s <= CRD__SPIN_MAX_MS);
         total += s;
     }
     cr_expect_gt(total, 0);
-    crd__backoff_constant(&b, CRD__SPIN_CONSTANT_MS);
+    crd__spin_backoff_constant(&b, CRD__SPIN_CONSTANT_MS);
     for (int i = 0; i < 5; i++)
-        cr_expect_eq(crd__backoff_next(&b, (uint32_t)i), 64);
+        cr_expect_eq(crd__spin_backoff_next(&b, (uint32_t)i), 64);
 }
