@@ -1,35 +1,40 @@
 /*
- * base.h -- the bottom layer of src/: what every unit shares (status and detail strings,
- * clocks, owner ids, URLs and endpoints, key slots, metrics and the log) and the client
- * itself, whose layers hang off it as opaque pointers and hooks. Nothing here talks to
- * Redis. Nothing is public.
+ * base.h -- the bottom layer of src/ (src/base/): what every unit shares (status and detail
+ * strings, clocks, owner ids, URLs and endpoints, key slots, metrics and the log) and the
+ * client itself, whose layers hang off it as opaque pointers and hooks. Nothing here talks
+ * to Redis. Nothing is public.
  *
- * The layers, each seeing only those below it:
- *   base.h       status.c clock.c owner.c url.c slot.c, and metrics.c's counters and
- *                log (its crd_client_metrics reads the holds count, so metrics.c
- *                itself includes locks.h)
- *   transport.h  tls.c conn.c reply.c sentinel.c engine.c (engine.h, link.h) link.c
- *                route.c cluster.c cmd.c script.c: where a command goes and how it comes
- *                back
- *   locks.h      names.c undo.c pubsub.c holds.c watchdog.c kinds.c lock.c gate.c
- *                acquire.c (acquire.h) release.c multilock.c offload.c loop.c
- *                lifecycle.c client.c: the lock family and what serves it
- *   sync.h       sync.c semaphore.c permits.c latch.c: Redisson's synchronizers
+ * The layers, lowest first, one folder of src/ each; a layer's files see only the headers
+ * of their own and the lower layers (CMake compiles each folder so, docs/ARCHITECTURE.md):
+ *   base/base.h            status.c clock.c owner.c url.c slot.c metrics.c
+ *   transport/transport.h  tls.c conn.c reply.c link.c engine.c engine_pass.c engine_call.c
+ *   topology/topology.h    sentinel.c cluster.c route.c cmd.c script.c
+ *   wait/wait.h            wait.c pubsub.c pubsub_wait.c offload.c loop.c
+ *   locks/locks.h          names.c kinds.c kinds_ext.c fieldhash.c undo.c holds.c
+ *                          watchdog.c gate.c acquire.c release.c lock.c multilock.c
+ *   sync/sync.h            sync.c semaphore.c permits.c latch.c
+ *   client/client.h        client.c lifecycle.c
  * A lower layer reaches a higher one only through a hook the higher one installs
- * (crd_client's primary_at, wake_loop, on_watched_message; crd__cmd's late).
- * internal.h includes them all, for the CLI, the fuzzers and the unit tests.
+ * (crd_client's primary_at, primary_gen, wake_loop, on_watched_message, on_primary_moved,
+ * on_loop_dispatch; crd__cmd's late). internal.h includes them all, for the CLI, the
+ * fuzzers and the unit tests.
  *
- * Units and their locks (a thread never takes them in another order than this):
+ * Units and their locks:
  *   lifecycle.c (registry_mu) the client registry, fork and thread-exit handling
  *   pubsub.c  (ps->mu)    subscriber thread, channel entries, waiter wake-ups (it reads
- *                         the cluster's slot map, cl->mu, while holding it)
+ *                         the cluster's slot map, cl->mu, while holding it); each
+ *                         subscriber connection's wmu (its writes and close; taken with
+ *                         no other mutex held)
  *   cluster.c (cl->mu)    a cluster's slot map and nodes
- *   engine.c  (e->mu)     the I/O thread's peers, links and requests (engine.h)
+ *   engine.c  (e->mu)     the I/O thread's peers, links and requests
  *   holds.c   (holds->mu) what this client believes it holds: count, lease, validity
  *   gate.c    (gates->mu) local waiter queues and release deferrals (a leaf)
- *   watchdog.c (wd->mu)   renewal thread's schedule
- * holds->mu and ps->mu are never held together outside the fork handler; no Redis traffic
- * happens under any of them.
+ *   watchdog.c (wd->mu)   renewal thread's schedule; wd->ev_mu (a leaf) its loop events
+ *   sentinel.c (topo->mu) where the primary is (a leaf; never during I/O)
+ *   offload.c (off->mu)   the loop's helper threads' queue (a leaf)
+ * Lock order: registry_mu -> ps->mu -> cl->mu -> e->mu -> holds->mu -> gates->mu ->
+ * wd->mu -> topo->mu. holds->mu and ps->mu are never held together outside the fork
+ * handler; no Redis traffic happens under any of them.
  */
 #ifndef CRD_BASE_H
 #define CRD_BASE_H
