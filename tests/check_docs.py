@@ -111,6 +111,12 @@ a_order, b_order = order(arch, "docs/ARCHITECTURE.md"), order(base, "base.h")
 if a_order != b_order:
     err("lock order: docs/ARCHITECTURE.md says %s, base.h says %s" % (" -> ".join(a_order), " -> ".join(b_order)))
 
+# The ranks the fork handler takes the client's mutexes in (base.h's crd__mu_rank) are the
+# documented order after registry_mu (off->mu, a leaf, goes first there only).
+ranks = re.findall(r"CRD__MU_[A-Z]+,\s*/\* ([a-z_]+->[a-z_]+) ", base)
+if [r for r in ranks if r != "off->mu"] != [n for n in a_order if n != "registry_mu"]:
+    err("base.h's crd__mu_rank takes %s, the documented order is %s" % (ranks, a_order))
+
 # ---- file heads ----------------------------------------------------------------------------
 for path in on_disk:
     head = read(*path.split("/"))[:400]

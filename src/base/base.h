@@ -198,6 +198,22 @@ void crd__log(crd_client *c, crd_log_level level, const char *fmt, ...) CRD__PRI
 
 /* ---- client.c ------------------------------------------------------------------------ */
 
+/* The client's mutexes, in the one order a thread may take them (docs/ARCHITECTURE.md;
+ * off->mu is a leaf taken first only by the fork handler). Each subsystem puts its mutex
+ * in crd_client.fork_mu when it makes it; the fork handler (lifecycle.c) takes them all in
+ * this order, after registry_mu, and lets go in the reverse one. */
+typedef enum crd__mu_rank {
+    CRD__MU_OFFLOAD,  /* off->mu (offload.c) */
+    CRD__MU_PUBSUB,   /* ps->mu (pubsub.c) */
+    CRD__MU_CLUSTER,  /* cl->mu (cluster.c) */
+    CRD__MU_ENGINE,   /* e->mu (engine.c) */
+    CRD__MU_HOLDS,    /* holds->mu (holds.c) */
+    CRD__MU_GATES,    /* gates->mu (gate.c) */
+    CRD__MU_WATCHDOG, /* wd->mu (watchdog.c) */
+    CRD__MU_TOPOLOGY, /* topo->mu (sentinel.c) */
+    CRD__MU_RANKS
+} crd__mu_rank;
+
 typedef struct crd__pool crd__pool;
 typedef struct crd__pubsub crd__pubsub;
 typedef struct crd__holds crd__holds;
@@ -248,6 +264,7 @@ struct crd_client {
     uint64_t (*primary_gen)(crd_client *c);
     void (*wake_loop)(crd_client *c);
 
+    pthread_mutex_t *fork_mu[CRD__MU_RANKS]; /* see crd__mu_rank; NULL: none (yet) */
     struct crd_client *next_client; /* registry (lifecycle.c) */
     crd__metrics metrics;
 };

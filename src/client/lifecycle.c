@@ -109,26 +109,15 @@ static void on_thread_exit(uint64_t owner)
 
 /* ---- fork ------------------------------------------------------------------------------- */
 
+/* Every mutex of the client, in the lock order (crd__mu_rank), or let go in reverse. */
 static void lock_client(crd_client *c, bool lock)
 {
-    /* ps->mu first: the subscriber thread reads the cluster's slot map (cl->mu) while
-     * holding it, so the map's and the pools' mutexes come after it here too. */
-    if (lock) {
-        crd__offload_lock_for_fork(c, true); /* taken alone, never around another */
-        crd__pubsub_lock_for_fork(c, true);
-        crd__pool_lock_for_fork(c, true);
-        pthread_mutex_lock(&c->holds->mu);
-        crd__gates_lock_for_fork(c, true);
-        crd__watchdog_lock_for_fork(c, true);
-        crd__topology_lock_for_fork(c, true);
-    } else {
-        crd__topology_lock_for_fork(c, false);
-        crd__watchdog_lock_for_fork(c, false);
-        crd__gates_lock_for_fork(c, false);
-        pthread_mutex_unlock(&c->holds->mu);
-        crd__pool_lock_for_fork(c, false);
-        crd__pubsub_lock_for_fork(c, false);
-        crd__offload_lock_for_fork(c, false);
+    for (int i = 0; i < CRD__MU_RANKS; i++) {
+        pthread_mutex_t *mu = c->fork_mu[lock ? i : CRD__MU_RANKS - 1 - i];
+        if (mu != NULL && lock)
+            pthread_mutex_lock(mu);
+        else if (mu != NULL)
+            pthread_mutex_unlock(mu);
     }
 }
 

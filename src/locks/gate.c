@@ -67,6 +67,7 @@ crd_status crd__gates_init(crd_client *c)
         return CRD_NO_MEMORY;
     pthread_mutex_init(&g->mu, NULL);
     c->gates = g;
+    c->fork_mu[CRD__MU_GATES] = &g->mu;
     return CRD_OK;
 }
 
@@ -86,6 +87,7 @@ void crd__gates_free(crd_client *c)
     crd__gates *g = c->gates;
     if (g == NULL)
         return;
+    c->fork_mu[CRD__MU_GATES] = NULL;
     drop_all(g);
     pthread_mutex_destroy(&g->mu);
     free(g);
@@ -303,14 +305,6 @@ int64_t crd__gate_deferred_until(crd__acquire *a)
     int64_t until = e != NULL ? e->defer_until_us : 0;
     pthread_mutex_unlock(&g->mu);
     return until;
-}
-
-void crd__gates_lock_for_fork(crd_client *c, bool lock)
-{
-    if (lock)
-        pthread_mutex_lock(&c->gates->mu);
-    else
-        pthread_mutex_unlock(&c->gates->mu);
 }
 
 void crd__gates_after_fork_child(crd_client *c)

@@ -41,6 +41,7 @@ crd_status crd__holds_init(crd_client *c)
         return CRD_NO_MEMORY;
     }
     c->holds = h;
+    c->fork_mu[CRD__MU_HOLDS] = &h->mu;
     return CRD_OK;
 }
 
@@ -60,6 +61,7 @@ void crd__holds_free(crd_client *c)
     free(h->buckets);
     free(h->unwatch);
     crd__settle_forget(h);
+    c->fork_mu[CRD__MU_HOLDS] = NULL;
     pthread_cond_destroy(&h->settled);
     pthread_mutex_destroy(&h->mu);
     free(h);

@@ -208,7 +208,6 @@ void crd__watchdog_free(crd_client *c);
  * mutex: the releasing thread after a release, the watchdog thread each round). */
 void crd__watch_flush(crd_client *c);
 void crd__watchdog_kick(crd_client *c);
-void crd__watchdog_lock_for_fork(crd_client *c, bool lock);
 void crd__watchdog_after_fork_child(crd_client *c);
 /* Logs an event and calls on_event (watchdog thread or caller, no lock held), or keeps
  * it for crd_loop_dispatch when the options say events_on_loop. */
@@ -332,7 +331,6 @@ void crd__gates_free(crd_client *c);
 void crd__gates_wake_all(crd_client *c);
 /* Defers this client's attempts on name until until_us (monotonic µs). */
 void crd__gate_defer(crd_client *c, const char *name, size_t len, int64_t until_us);
-void crd__gates_lock_for_fork(crd_client *c, bool lock);
 void crd__gates_after_fork_child(crd_client *c);
 
 /* ---- release.c ---------------------------------------------------------------------------- */

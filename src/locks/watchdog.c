@@ -691,6 +691,7 @@ crd_status crd__watchdog_start(crd_client *c)
     pthread_mutex_init(&wd->ev_mu, NULL);
     wd->ev_tail = &wd->ev_head;
     c->wd = wd;
+    c->fork_mu[CRD__MU_WATCHDOG] = &wd->mu;
     c->on_watched_message = watched_message;
     c->on_primary_moved = renew_now;
     if (c->opts.events_on_loop)
@@ -752,18 +753,11 @@ void crd__watchdog_free(crd_client *c)
         free(e);
     }
     pthread_mutex_destroy(&wd->ev_mu);
+    c->fork_mu[CRD__MU_WATCHDOG] = NULL;
     pthread_cond_destroy(&wd->cv);
     pthread_mutex_destroy(&wd->mu);
     free(wd);
     c->wd = NULL;
-}
-
-void crd__watchdog_lock_for_fork(crd_client *c, bool lock)
-{
-    if (lock)
-        pthread_mutex_lock(&c->wd->mu);
-    else
-        pthread_mutex_unlock(&c->wd->mu);
 }
 
 /* Rounds a parent's watchdog thread was in when a child was forked, kept reachable in

@@ -433,6 +433,7 @@ crd_status crd__cluster_init(crd_client *c)
     pthread_mutex_init(&cl->mu, NULL);
     crd__cond_init(&cl->cv);
     c->cluster = cl;
+    c->fork_mu[CRD__MU_CLUSTER] = &cl->mu;
     return crd__cluster_refresh(c);
 }
 
@@ -456,18 +457,11 @@ void crd__cluster_free(crd_client *c)
         free(n);
     }
     free(cl->good_host);
+    c->fork_mu[CRD__MU_CLUSTER] = NULL;
     pthread_cond_destroy(&cl->cv);
     pthread_mutex_destroy(&cl->mu);
     free(cl);
     c->cluster = NULL;
-}
-
-void crd__cluster_lock_for_fork(crd_client *c, bool lock)
-{
-    if (lock)
-        pthread_mutex_lock(&c->cluster->mu);
-    else
-        pthread_mutex_unlock(&c->cluster->mu);
 }
 
 /* In a forked child, with cl->mu held: a refresh a parent thread had in flight, and the

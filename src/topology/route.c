@@ -37,21 +37,6 @@ void crd__pool_free(crd_client *c)
     crd__cluster_free(c);
 }
 
-/* Fork: the cluster's map, then the engine (a new node's peer is made under the map's
- * mutex, so that order is the only one). */
-void crd__pool_lock_for_fork(crd_client *c, bool lock)
-{
-    if (lock) {
-        if (c->cluster != NULL)
-            crd__cluster_lock_for_fork(c, true);
-        crd__engine_lock_for_fork(c, true);
-    } else {
-        crd__engine_lock_for_fork(c, false);
-        if (c->cluster != NULL)
-            crd__cluster_lock_for_fork(c, false);
-    }
-}
-
 void crd__pool_after_fork_child(crd_client *c)
 {
     crd__engine_after_fork_child(c);

@@ -83,6 +83,7 @@ crd_status crd__topology_init(crd_client *c, crd__sentinel_cfg *cfg, const crd_o
     }
     pthread_mutex_init(&t->mu, NULL);
     crd__cond_init(&t->cv);
+    c->fork_mu[CRD__MU_TOPOLOGY] = &t->mu;
     atomic_init(&t->gen, 1);
     t->pipe_fd[0] = t->pipe_fd[1] = -1;
     if (cfg != NULL) {
@@ -965,20 +966,11 @@ void crd__topology_free(crd_client *c)
     }
     crd__sentinel_cfg_clear(&t->cfg);
     free(t->primary.host);
+    c->fork_mu[CRD__MU_TOPOLOGY] = NULL;
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->mu);
     free(t);
     c->topo = NULL;
-}
-
-void crd__topology_lock_for_fork(crd_client *c, bool lock)
-{
-    if (c->topo == NULL)
-        return;
-    if (lock)
-        pthread_mutex_lock(&c->topo->mu);
-    else
-        pthread_mutex_unlock(&c->topo->mu);
 }
 
 /* In a fork child (t->mu held): the listener does not exist here; its connection is

@@ -55,7 +55,6 @@ void crd__topology_suspect(crd_client *c);
  * *timeout_ms. May send ROLE to p (through the engine, bounded by deadline_ms) to refresh
  * the count. */
 int crd__sync_replicas(crd_client *c, crd__pool *p, int64_t *timeout_ms, int64_t deadline_ms);
-void crd__topology_lock_for_fork(crd_client *c, bool lock);
 void crd__topology_after_fork_child(crd_client *c);
 
 /* ---- route.c: which peer serves a key ---------------------------------------------------- */
@@ -116,11 +115,9 @@ void crd__cluster_foreach_pool(crd_client *c, void (*fn)(crd_client *, crd__pool
 /* The nodes serving slots now (the primaries), at most max, in slot order; nodes are
  * never freed before the client. */
 int crd__cluster_primaries(crd_client *c, crd__node **out, int max);
-void crd__cluster_lock_for_fork(crd_client *c, bool lock);
 void crd__cluster_after_fork_child(crd_client *c);
 /* Fork handlers (lifecycle.c): hold the pool's mutex across fork(); in the child, free
  * idle connections and abandon the ones parent threads had checked out. */
-void crd__pool_lock_for_fork(crd_client *c, bool lock);
 void crd__pool_after_fork_child(crd_client *c);
 
 /* ---- script.c: the one call path for scripts and commands ---------------------------- */

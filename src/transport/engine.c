@@ -632,6 +632,7 @@ crd_status crd__engine_start(crd_client *c)
     pthread_mutex_init(&e->mu, NULL);
     crd__cond_init(&e->idle);
     c->engine = e;
+    c->fork_mu[CRD__MU_ENGINE] = &e->mu;
     return CRD_OK;
 }
 
@@ -698,21 +699,11 @@ void crd__engine_free(crd_client *c)
     close(e->wake_fd);
     free(e->pfds);
     free(e->plinks);
+    c->fork_mu[CRD__MU_ENGINE] = NULL;
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->idle);
     free(e);
     c->engine = NULL;
-}
-
-void crd__engine_lock_for_fork(crd_client *c, bool lock)
-{
-    crd__engine *e = engine_of(c);
-    if (e == NULL)
-        return;
-    if (lock)
-        pthread_mutex_lock(&e->mu);
-    else
-        pthread_mutex_unlock(&e->mu);
 }
 
 

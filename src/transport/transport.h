@@ -317,7 +317,6 @@ redisReply *crd__aio_drop(crd__aio *io);
 
 /* Fork: the prepare handler holds the engine's mutex; the child forgets the parent's
  * thread, sockets and requests (kept reachable, never touched) and starts afresh. */
-void crd__engine_lock_for_fork(crd_client *c, bool lock);
 void crd__engine_after_fork_child(crd_client *c);
 
 /* Metrics the engine keeps (connections per peer). */

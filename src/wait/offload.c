@@ -157,6 +157,7 @@ crd_status crd__offload_init(crd_client *c)
         return CRD_NO_MEMORY;
     }
     c->off = off;
+    c->fork_mu[CRD__MU_OFFLOAD] = &off->mu;
     return CRD_OK;
 }
 
@@ -216,6 +217,7 @@ void crd__offload_stop(crd_client *c)
     if (off == NULL)
         return;
     c->off = NULL;
+    c->fork_mu[CRD__MU_OFFLOAD] = NULL;
     if (off->pid != 0 && off->pid != getpid()) {
         /* A fork child: the helper ran in the parent only; its mutex may have been taken
          * there at the fork, so nothing of it is touched here. */
@@ -244,17 +246,6 @@ void crd__offload_stop(crd_client *c)
     pthread_cond_destroy(&off->work);
     pthread_mutex_destroy(&off->mu);
     free(off);
-}
-
-void crd__offload_lock_for_fork(crd_client *c, bool lock)
-{
-    crd__offload *off = c->off;
-    if (off == NULL)
-        return;
-    if (lock)
-        pthread_mutex_lock(&off->mu);
-    else
-        pthread_mutex_unlock(&off->mu);
 }
 
 /* ---- a detached command: sent once, its reply ignored ------------------------------------ */

@@ -678,18 +678,11 @@ crd_status crd__pubsub_start(crd_client *c)
     pthread_mutex_init(&ps->mu, NULL);
     crd__cond_init(&ps->idle_cv);
     c->ps = ps;
+    c->fork_mu[CRD__MU_PUBSUB] = &ps->mu;
     pthread_mutex_lock(&ps->mu);
     crd_status st = crd__ps_start_thread(c);
     pthread_mutex_unlock(&ps->mu);
     return st;
-}
-
-void crd__pubsub_lock_for_fork(crd_client *c, bool lock)
-{
-    if (lock)
-        pthread_mutex_lock(&c->ps->mu);
-    else
-        pthread_mutex_unlock(&c->ps->mu);
 }
 
 /* In a forked child (ps->mu held by the fork handler): the subscriber thread does not
@@ -778,6 +771,7 @@ void crd__pubsub_free(crd_client *c)
         return;
     if (ps->loop_fd >= 0)
         close(ps->loop_fd);
+    c->fork_mu[CRD__MU_PUBSUB] = NULL;
     pthread_cond_destroy(&ps->idle_cv);
     pthread_mutex_destroy(&ps->mu);
     free(ps);

@@ -108,7 +108,6 @@ void crd__sub_end_linger(crd_client *c, const char *channel, size_t len);
  * live now. */
 crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms,
                          const crd__handoff *mine, bool *confirmed);
-void crd__pubsub_lock_for_fork(crd_client *c, bool lock);
 void crd__pubsub_after_fork_child(crd_client *c);
 /* The event-loop API (loop.c): one eventfd per client, made readable when an operation
  * may progress (a permit or a confirmation for a subscription with loop operations, or
@@ -169,7 +168,6 @@ bool crd__offload_call(crd_client *c, const crd__cmd *cmd, const char *label);
 /* Joins the helper (crd_client_free: after every loop operation ended); detached jobs not
  * yet run are freed unsent. */
 void crd__offload_stop(crd_client *c);
-void crd__offload_lock_for_fork(crd_client *c, bool lock);
 
 /* ---- loop.c: the event-loop API's operations ---------------------------------------------- */
 
