@@ -71,12 +71,17 @@ extern "C" {
 #define CRD_API
 #endif
 
+/* One version everywhere (CMake, the .so, pkg-config, the man page, the Python package read
+ * or are checked against these lines: ctest docs). Every user-visible change moves it and
+ * gains a line in CHANGES.md; while the major is 0 the minor moves (an added call, option,
+ * status or metric, a changed default). "Added in 0.N" notes below name the minor that
+ * brought a thing. */
 #define CRD_VERSION_MAJOR 0
-#define CRD_VERSION_MINOR 1
+#define CRD_VERSION_MINOR 7
 #define CRD_VERSION_PATCH 0
-#define CRD_VERSION_STRING "0.1.0"
+#define CRD_VERSION_STRING "0.7.0"
 
-/* The library's version string, e.g. "0.1.0". Static storage; thread-safe. */
+/* The library's version string, e.g. "0.7.0". Static storage; thread-safe. */
 CRD_API const char *crd_version(void);
 
 /* ---------------------------------------------------------------------------------- */
@@ -295,7 +300,7 @@ typedef struct crd_options {
     crd_log_fn on_log; /* reconnects, renewal failures, lost locks; default NULL */
     void *log_user_data;
 
-    /* ---- TLS (added after 0.1.0) ----------------------------------------------------
+    /* ---- TLS (added in 0.2) ---------------------------------------------------------
      * Every connection of the client (commands, subscriber, watchdog) uses TLS when url
      * is "rediss://..." or, without a url, when tls is true. OpenSSL does the TLS;
      * hiredis still parses the replies. crd_client_new() reads the files below once; a
@@ -353,7 +358,7 @@ typedef struct crd_options {
      * channels to re-check. */
     crd_sharded_mode sharded_pubsub;
 
-    /* ---- Sentinel (added after 0.1.0) -----------------------------------------------
+    /* ---- Sentinel (added in 0.3) ------------------------------------------------
      * Sentinel mode: the client asks the sentinels where the primary of a monitored
      * master is and follows it through failovers. It is on when sentinel_master is set
      * (with sentinel_addrs) or when url is
@@ -531,9 +536,8 @@ typedef struct crd_metrics {
     uint64_t holds_now;          /* holds this client records right now */
     int64_t wait_ms_p50, wait_ms_p99, wait_ms_max; /* wait of contended acquires */
     int64_t hold_ms_p50, hold_ms_p99, hold_ms_max; /* first acquire to final release */
-    /* Added after 0.1.0 (callers built against 0.1.0 pass a smaller size, without it): */
+    /* Added in 0.2 (callers built against 0.1 pass a smaller size, without these): */
     uint64_t watchdog_round_trips; /* renewal pipelines sent (up to 64 script calls each) */
-    /* Added in 0.2: */
     uint64_t runs_skipped;  /* crd_lock_run_policy calls that skipped the work */
     uint64_t runs_degraded; /* crd_lock_run_policy calls that ran the work without the lock */
     /* Added in 0.3: */

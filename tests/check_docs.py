@@ -124,6 +124,30 @@ for path in on_disk:
     if not re.match(r"/\*\n \* %s(?: \(|,| and| --)" % re.escape(name), head):
         err("%s does not open with a comment naming it ('/*\\n * %s -- ...')" % (path, name))
 
+# ---- one version ------------------------------------------------------------------------------
+hdr = read("include", "credisson.h")
+v = re.search(r'#define CRD_VERSION_STRING "([0-9.]+)"', hdr).group(1)
+parts = tuple(int(x) for x in v.split("."))
+for name in ("MAJOR", "MINOR", "PATCH"):
+    m = re.search(r"#define CRD_VERSION_%s (\d+)" % name, hdr)
+    if int(m.group(1)) != parts[("MAJOR", "MINOR", "PATCH").index(name)]:
+        err("credisson.h: CRD_VERSION_%s disagrees with CRD_VERSION_STRING %s" % (name, v))
+for where, pat in (("man/credisson.1", r'"credisson ([0-9.]+)"'),
+                   ("bindings/python/pyproject.toml", r'^version = "([0-9.]+)"'),
+                   ("bindings/python/credisson/__init__.py", r'^__version__ = "([0-9.]+)"')):
+    if not os.path.exists(os.path.join(root, where)):
+        continue
+    m = re.search(pat, read(*where.split("/")), re.M)
+    if m is None or m.group(1) != v:
+        err("%s says version %s, credisson.h %s" % (where, m.group(1) if m else "none", v))
+if "## %s" % v not in read("CHANGES.md"):
+    err("CHANGES.md has no section for %s" % v)
+for m in re.finditer(r"[Aa]dded (?:in|after) (\d+)\.(\d+)", hdr):
+    if (int(m.group(1)), int(m.group(2))) > parts[:2]:
+        err("credisson.h says 'added in %s.%s', the version is %s" % (m.group(1), m.group(2), v))
+if re.search(r"[Aa]dded after \d", hdr):
+    err("credisson.h: an 'added after' note; name the version that added it")
+
 # ---- the CLI's commands ----------------------------------------------------------------------
 main = read("cli", "main.c")
 tbl = re.search(r"COMMANDS\[\]\s*=\s*\{(.*?)\};", main, re.S)

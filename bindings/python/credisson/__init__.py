@@ -94,7 +94,7 @@ from ._asyncio import (
     AsyncSemaphore,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.7.0"
 
 __all__ = [
     "Client",
