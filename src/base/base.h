@@ -54,6 +54,17 @@
 typedef struct ssl_ctx_st SSL_CTX;
 typedef struct ssl_st SSL;
 
+/* Appends node to the singly linked list head ... tail through node's member next. */
+#define CRD__APPEND(head, tail, node, next)                                                  \
+    do {                                                                                     \
+        (node)->next = NULL;                                                                 \
+        if ((tail) != NULL)                                                                  \
+            (tail)->next = (node);                                                           \
+        else                                                                                 \
+            (head) = (node);                                                                 \
+        (tail) = (node);                                                                     \
+    } while (0)
+
 /* ---- status.c: thread-local detail messages ---------------------------------------- */
 
 /* Records the detail message for the calling thread and client, returns status. The
@@ -81,6 +92,11 @@ int64_t crd__epoch_ms(void);    /* CLOCK_REALTIME, for the fair lock's deadlines
 struct timespec crd__abstime(int64_t deadline_ms);
 /* A condition variable that waits on CLOCK_MONOTONIC. */
 int crd__cond_init(pthread_cond_t *cv);
+/* A subsystem's mutex (and its condition variable on the monotonic clock, when cv is not
+ * NULL) made and put in c->fork_mu at its rank; 0, or an error number (nothing made). */
+int crd__mutex_make(crd_client *c, int rank, pthread_mutex_t *mu, pthread_cond_t *cv);
+/* Their end: out of c->fork_mu first, then destroyed (cv may be NULL). */
+void crd__mutex_drop(crd_client *c, int rank, pthread_mutex_t *mu, pthread_cond_t *cv);
 
 /* ---- owner.c ----------------------------------------------------------------------- */
 

@@ -47,3 +47,22 @@ int crd__cond_init(pthread_cond_t *cv)
     pthread_condattr_destroy(&attr);
     return rc;
 }
+
+int crd__mutex_make(crd_client *c, int rank, pthread_mutex_t *mu, pthread_cond_t *cv)
+{
+    int rc = pthread_mutex_init(mu, NULL);
+    if (rc == 0 && cv != NULL && (rc = crd__cond_init(cv)) != 0)
+        pthread_mutex_destroy(mu);
+    if (rc == 0)
+        c->fork_mu[rank] = mu;
+    return rc;
+}
+
+void crd__mutex_drop(crd_client *c, int rank, pthread_mutex_t *mu, pthread_cond_t *cv)
+{
+    if (c->fork_mu[rank] == mu)
+        c->fork_mu[rank] = NULL;
+    if (cv != NULL)
+        pthread_cond_destroy(cv);
+    pthread_mutex_destroy(mu);
+}

@@ -65,9 +65,11 @@ crd_status crd__gates_init(crd_client *c)
     crd__gates *g = calloc(1, sizeof *g);
     if (g == NULL)
         return CRD_NO_MEMORY;
-    pthread_mutex_init(&g->mu, NULL);
+    if (crd__mutex_make(c, CRD__MU_GATES, &g->mu, NULL) != 0) {
+        free(g);
+        return CRD_NO_MEMORY;
+    }
     c->gates = g;
-    c->fork_mu[CRD__MU_GATES] = &g->mu;
     return CRD_OK;
 }
 
@@ -87,9 +89,8 @@ void crd__gates_free(crd_client *c)
     crd__gates *g = c->gates;
     if (g == NULL)
         return;
-    c->fork_mu[CRD__MU_GATES] = NULL;
     drop_all(g);
-    pthread_mutex_destroy(&g->mu);
+    crd__mutex_drop(c, CRD__MU_GATES, &g->mu, NULL);
     free(g);
     c->gates = NULL;
 }
@@ -135,12 +136,7 @@ bool crd__gate_join(crd__acquire *a)
         return true;
     }
     a->gated = true;
-    a->gate_next = NULL;
-    if (e->tail != NULL)
-        e->tail->gate_next = a;
-    else
-        e->head = a;
-    e->tail = a;
+    CRD__APPEND(e->head, e->tail, a, gate_next);
     a->gate_head = e->head == a;
     bool head = a->gate_head;
     pthread_mutex_unlock(&g->mu);

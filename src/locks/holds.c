@@ -33,15 +33,12 @@ crd_status crd__holds_init(crd_client *c)
         free(h);
         return CRD_NO_MEMORY;
     }
-    pthread_mutex_init(&h->mu, NULL);
-    if (crd__cond_init(&h->settled) != 0) {
-        pthread_mutex_destroy(&h->mu);
+    if (crd__mutex_make(c, CRD__MU_HOLDS, &h->mu, &h->settled) != 0) {
         free(h->buckets);
         free(h);
         return CRD_NO_MEMORY;
     }
     c->holds = h;
-    c->fork_mu[CRD__MU_HOLDS] = &h->mu;
     return CRD_OK;
 }
 
@@ -61,9 +58,7 @@ void crd__holds_free(crd_client *c)
     free(h->buckets);
     free(h->unwatch);
     crd__settle_forget(h);
-    c->fork_mu[CRD__MU_HOLDS] = NULL;
-    pthread_cond_destroy(&h->settled);
-    pthread_mutex_destroy(&h->mu);
+    crd__mutex_drop(c, CRD__MU_HOLDS, &h->mu, &h->settled);
     free(h);
     c->holds = NULL;
 }

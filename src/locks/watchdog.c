@@ -686,12 +686,13 @@ crd_status crd__watchdog_start(crd_client *c)
     crd__watchdog *wd = calloc(1, sizeof *wd);
     if (wd == NULL)
         return crd__fail(c, CRD_NO_MEMORY, "cannot allocate the watchdog");
-    pthread_mutex_init(&wd->mu, NULL);
-    crd__cond_init(&wd->cv);
+    if (crd__mutex_make(c, CRD__MU_WATCHDOG, &wd->mu, &wd->cv) != 0) {
+        free(wd);
+        return crd__fail(c, CRD_NO_MEMORY, "cannot make the watchdog's mutex");
+    }
     pthread_mutex_init(&wd->ev_mu, NULL);
     wd->ev_tail = &wd->ev_head;
     c->wd = wd;
-    c->fork_mu[CRD__MU_WATCHDOG] = &wd->mu;
     c->on_watched_message = watched_message;
     c->on_primary_moved = renew_now;
     if (c->opts.events_on_loop)
@@ -753,9 +754,7 @@ void crd__watchdog_free(crd_client *c)
         free(e);
     }
     pthread_mutex_destroy(&wd->ev_mu);
-    c->fork_mu[CRD__MU_WATCHDOG] = NULL;
-    pthread_cond_destroy(&wd->cv);
-    pthread_mutex_destroy(&wd->mu);
+    crd__mutex_drop(c, CRD__MU_WATCHDOG, &wd->mu, &wd->cv);
     free(wd);
     c->wd = NULL;
 }

@@ -430,10 +430,11 @@ crd_status crd__cluster_init(crd_client *c)
     crd__cluster *cl = calloc(1, sizeof *cl);
     if (cl == NULL)
         return crd__fail(c, CRD_NO_MEMORY, "cannot allocate the cluster slot map");
-    pthread_mutex_init(&cl->mu, NULL);
-    crd__cond_init(&cl->cv);
+    if (crd__mutex_make(c, CRD__MU_CLUSTER, &cl->mu, &cl->cv) != 0) {
+        free(cl);
+        return crd__fail(c, CRD_NO_MEMORY, "cannot make the cluster slot map's mutex");
+    }
     c->cluster = cl;
-    c->fork_mu[CRD__MU_CLUSTER] = &cl->mu;
     return crd__cluster_refresh(c);
 }
 
@@ -457,9 +458,7 @@ void crd__cluster_free(crd_client *c)
         free(n);
     }
     free(cl->good_host);
-    c->fork_mu[CRD__MU_CLUSTER] = NULL;
-    pthread_cond_destroy(&cl->cv);
-    pthread_mutex_destroy(&cl->mu);
+    crd__mutex_drop(c, CRD__MU_CLUSTER, &cl->mu, &cl->cv);
     free(cl);
     c->cluster = NULL;
 }

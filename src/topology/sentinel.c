@@ -81,9 +81,11 @@ crd_status crd__topology_init(crd_client *c, crd__sentinel_cfg *cfg, const crd_o
         crd__sentinel_cfg_clear(cfg);
         return crd__fail(c, CRD_NO_MEMORY, "cannot allocate the topology");
     }
-    pthread_mutex_init(&t->mu, NULL);
-    crd__cond_init(&t->cv);
-    c->fork_mu[CRD__MU_TOPOLOGY] = &t->mu;
+    if (crd__mutex_make(c, CRD__MU_TOPOLOGY, &t->mu, &t->cv) != 0) {
+        free(t);
+        crd__sentinel_cfg_clear(cfg);
+        return crd__fail(c, CRD_NO_MEMORY, "cannot make the topology's mutex");
+    }
     atomic_init(&t->gen, 1);
     t->pipe_fd[0] = t->pipe_fd[1] = -1;
     if (cfg != NULL) {
@@ -966,9 +968,7 @@ void crd__topology_free(crd_client *c)
     }
     crd__sentinel_cfg_clear(&t->cfg);
     free(t->primary.host);
-    c->fork_mu[CRD__MU_TOPOLOGY] = NULL;
-    pthread_cond_destroy(&t->cv);
-    pthread_mutex_destroy(&t->mu);
+    crd__mutex_drop(c, CRD__MU_TOPOLOGY, &t->mu, &t->cv);
     free(t);
     c->topo = NULL;
 }

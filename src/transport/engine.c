@@ -211,12 +211,7 @@ static void free_peer(crd__pool *p)
 /* rq is finished (replies, or a failure): wake its waiter, or collect its callback. */
 static void collect(crd__engine *e, crd__req *rq)
 {
-    rq->done_next = NULL;
-    if (e->done_tail != NULL)
-        e->done_tail->done_next = rq;
-    else
-        e->done_head = rq;
-    e->done_tail = rq;
+    CRD__APPEND(e->done_head, e->done_tail, rq, done_next);
 }
 
 /* An abandoned request's end (its late reply, or its link's): on_late, or freed. */
@@ -629,10 +624,12 @@ crd_status crd__engine_start(crd_client *c)
         free(e);
         return crd__fail(c, CRD_IO, "cannot create the engine's eventfd");
     }
-    pthread_mutex_init(&e->mu, NULL);
-    crd__cond_init(&e->idle);
+    if (crd__mutex_make(c, CRD__MU_ENGINE, &e->mu, &e->idle) != 0) {
+        close(e->wake_fd);
+        free(e);
+        return crd__fail(c, CRD_NO_MEMORY, "cannot make the engine's mutex");
+    }
     c->engine = e;
-    c->fork_mu[CRD__MU_ENGINE] = &e->mu;
     return CRD_OK;
 }
 
@@ -699,9 +696,7 @@ void crd__engine_free(crd_client *c)
     close(e->wake_fd);
     free(e->pfds);
     free(e->plinks);
-    c->fork_mu[CRD__MU_ENGINE] = NULL;
-    pthread_mutex_destroy(&e->mu);
-    pthread_cond_destroy(&e->idle);
+    crd__mutex_drop(c, CRD__MU_ENGINE, &e->mu, &e->idle);
     free(e);
     c->engine = NULL;
 }

@@ -70,12 +70,7 @@ void crd__eng_assign(crd__engine *e, crd__link *l, crd__req *rq, int64_t now)
     rq->link = l;
     rq->sent_ms = now;
     rq->topo_gen = l->topo_gen;
-    rq->next = NULL;
-    if (l->tail != NULL)
-        l->tail->next = rq;
-    else
-        l->head = rq;
-    l->tail = rq;
+    CRD__APPEND(l->head, l->tail, rq, next);
     if (rq->blocks_ms > 0)
         l->waits++;
     if (l->inflight++ == 0)
@@ -475,13 +470,8 @@ crd_status crd__eng_queue(crd_client *c, crd__engine *e, crd__req *rq)
     if (rq->deadline_ms == 0)
         rq->deadline_ms = crd__now_ms() + c->opts.command_timeout_ms;
     rq->state = RQ_QUEUED;
-    rq->next = NULL;
     crd__pool *p = rq->peer;
-    if (p->qtail != NULL)
-        p->qtail->next = rq;
-    else
-        p->qhead = rq;
-    p->qtail = rq;
+    CRD__APPEND(p->qhead, p->qtail, rq, next);
     crd__eng_wake(e);
     return CRD_OK;
 }

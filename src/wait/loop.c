@@ -84,11 +84,7 @@ crd_op *crd__op_new(crd_client *c, const crd__op_kind *kind, size_t size, crd_op
 void crd__op_start(crd_op *op, crd_op **out)
 {
     crd__loop *lp = op->c->loop;
-    if (lp->tail != NULL)
-        lp->tail->next = op;
-    else
-        lp->head = op;
-    lp->tail = op;
+    CRD__APPEND(lp->head, lp->tail, op, next);
     lp->n++;
     if (out != NULL)
         *out = op;

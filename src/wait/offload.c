@@ -180,11 +180,7 @@ bool crd__offload_run(crd_client *c, crd__job *j)
         }
         off->has_starter = true;
     }
-    if (off->tail != NULL)
-        off->tail->next = j;
-    else
-        off->head = j;
-    off->tail = j;
+    CRD__APPEND(off->head, off->tail, j, next);
     off->queued++;
     pthread_cond_signal(&off->work);
     if (short_of_helpers(off))

@@ -675,10 +675,13 @@ crd_status crd__pubsub_start(crd_client *c)
         return crd__fail(c, CRD_IO, "cannot create the subscriber's wake-up pipe");
     }
     ps->loop_fd = -1;
-    pthread_mutex_init(&ps->mu, NULL);
-    crd__cond_init(&ps->idle_cv);
+    if (crd__mutex_make(c, CRD__MU_PUBSUB, &ps->mu, &ps->idle_cv) != 0) {
+        close(ps->pipe_fd[0]);
+        close(ps->pipe_fd[1]);
+        free(ps);
+        return crd__fail(c, CRD_NO_MEMORY, "cannot make the subscriber's mutex");
+    }
     c->ps = ps;
-    c->fork_mu[CRD__MU_PUBSUB] = &ps->mu;
     pthread_mutex_lock(&ps->mu);
     crd_status st = crd__ps_start_thread(c);
     pthread_mutex_unlock(&ps->mu);
@@ -771,9 +774,7 @@ void crd__pubsub_free(crd_client *c)
         return;
     if (ps->loop_fd >= 0)
         close(ps->loop_fd);
-    c->fork_mu[CRD__MU_PUBSUB] = NULL;
-    pthread_cond_destroy(&ps->idle_cv);
-    pthread_mutex_destroy(&ps->mu);
+    crd__mutex_drop(c, CRD__MU_PUBSUB, &ps->mu, &ps->idle_cv);
     free(ps);
     c->ps = NULL;
 }
