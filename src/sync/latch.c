@@ -15,29 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-crd_status crd_latch_new_n(crd_client *c, const char *name, size_t len, crd_latch **out)
-{
-    crd__sync *s = NULL;
-    crd_status st = crd__sync_new(c, CRD__SYNC_LATCH, out, name, len, sizeof(crd_latch), &s);
-    if (out != NULL)
-        *out = (crd_latch *)s; /* s is its first member */
-    return st;
-}
-
-crd_status crd_latch_new(crd_client *c, const char *name, crd_latch **out)
-{
-    return crd_latch_new_n(c, name, name != NULL ? strlen(name) : 0, out);
-}
-
-void crd_latch_free(crd_latch *l)
-{
-    crd__sync_free(l != NULL ? &l->s : NULL);
-}
-
-const char *crd_latch_name(const crd_latch *l, size_t *len)
-{
-    return crd__sync_name(l != NULL ? &l->s : NULL, len);
-}
+CRD__SYNC_HANDLE_CALLS(latch, CRD__SYNC_LATCH)
 
 static crd_status check(crd_latch *l) { return crd__sync_check(l != NULL ? &l->s : NULL); }
 

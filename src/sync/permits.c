@@ -18,31 +18,7 @@
 
 #define MAX_PERMITS 1024 /* ids in one acquire or release: one script's ARGV */
 
-crd_status crd_permit_semaphore_new_n(crd_client *c, const char *name, size_t len,
-                                      crd_permit_semaphore **out)
-{
-    crd__sync *s = NULL;
-    crd_status st =
-        crd__sync_new(c, CRD__SYNC_PERMITS, out, name, len, sizeof(crd_permit_semaphore), &s);
-    if (out != NULL)
-        *out = (crd_permit_semaphore *)s; /* s is its first member */
-    return st;
-}
-
-crd_status crd_permit_semaphore_new(crd_client *c, const char *name, crd_permit_semaphore **out)
-{
-    return crd_permit_semaphore_new_n(c, name, name != NULL ? strlen(name) : 0, out);
-}
-
-void crd_permit_semaphore_free(crd_permit_semaphore *ps)
-{
-    crd__sync_free(ps != NULL ? &ps->s : NULL);
-}
-
-const char *crd_permit_semaphore_name(const crd_permit_semaphore *ps, size_t *len)
-{
-    return crd__sync_name(ps != NULL ? &ps->s : NULL, len);
-}
+CRD__SYNC_HANDLE_CALLS(permit_semaphore, CRD__SYNC_PERMITS)
 
 /* ---- ids ---------------------------------------------------------------------------- */
 

@@ -13,30 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-crd_status crd_semaphore_new_n(crd_client *c, const char *name, size_t len, crd_semaphore **out)
-{
-    crd__sync *s = NULL;
-    crd_status st = crd__sync_new(c, CRD__SYNC_SEMAPHORE, out, name, len, sizeof(crd_semaphore),
-                                  &s);
-    if (out != NULL)
-        *out = (crd_semaphore *)s; /* s is its first member */
-    return st;
-}
-
-crd_status crd_semaphore_new(crd_client *c, const char *name, crd_semaphore **out)
-{
-    return crd_semaphore_new_n(c, name, name != NULL ? strlen(name) : 0, out);
-}
-
-void crd_semaphore_free(crd_semaphore *sem)
-{
-    crd__sync_free(sem != NULL ? &sem->s : NULL);
-}
-
-const char *crd_semaphore_name(const crd_semaphore *sem, size_t *len)
-{
-    return crd__sync_name(sem != NULL ? &sem->s : NULL, len);
-}
+CRD__SYNC_HANDLE_CALLS(semaphore, CRD__SYNC_SEMAPHORE)
 
 /* KEYS N [, channel] for a semaphore script. */
 static void keys(crd__cmd *cmd, int script, const crd__sync *s, bool channel)

@@ -179,6 +179,28 @@ crd_status crd__sync_start(const crd__sync_op *op, int64_t wait_ms, crd_op_done_
  * (waited: as crd__sync_end_fn's). */
 void crd__sync_count_acquire(crd__sync *s, crd_status st, int64_t permits, bool waited);
 
+/* The four public calls every synchronizer handle has: type_new_n, type_new, type_free and
+ * type_name (crd_<type>_*), for a struct type whose only member is its crd__sync s. */
+#define CRD__SYNC_HANDLE_CALLS(type, kind)                                                    \
+    crd_status crd_##type##_new_n(crd_client *c, const char *name, size_t len,              \
+                                  crd_##type **out)                                         \
+    {                                                                                        \
+        crd__sync *s = NULL;                                                                 \
+        crd_status st = crd__sync_new(c, kind, out, name, len, sizeof(crd_##type), &s);      \
+        if (out != NULL)                                                                     \
+            *out = (crd_##type *)(void *)s; /* s is its first member */                      \
+        return st;                                                                           \
+    }                                                                                        \
+    crd_status crd_##type##_new(crd_client *c, const char *name, crd_##type **out)           \
+    {                                                                                        \
+        return crd_##type##_new_n(c, name, name != NULL ? strlen(name) : 0, out);            \
+    }                                                                                        \
+    void crd_##type##_free(crd_##type *h) { crd__sync_free(h != NULL ? &h->s : NULL); }      \
+    const char *crd_##type##_name(const crd_##type *h, size_t *len)                          \
+    {                                                                                        \
+        return crd__sync_name(h != NULL ? &h->s : NULL, len);                                \
+    }
+
 struct crd_semaphore {
     crd__sync s;
 };
