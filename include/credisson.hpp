@@ -151,26 +151,24 @@ public:
     }
     std::error_condition default_error_condition(int value) const noexcept override
     {
-        switch (value) {
-        case CRD_TIMEOUT:
-            return std::errc::timed_out;
-        case CRD_BUSY:
-            return std::errc::device_or_resource_busy;
-        case CRD_INVALID_ARGUMENT:
-            return std::errc::invalid_argument;
-        case CRD_NO_MEMORY:
-            return std::errc::not_enough_memory;
-        case CRD_NOT_OWNER:
-            return std::errc::operation_not_permitted;
-        case CRD_DEADLOCK:
-            return std::errc::resource_deadlock_would_occur;
-        case CRD_CANCELLED:
-            return std::errc::operation_canceled;
-        case CRD_IO:
-            return std::errc::io_error;
-        default:
-            return std::error_condition(value, *this);
-        }
+        /* The standard conditions the portable ones compare equal to. */
+        static const struct {
+            crd_status st;
+            std::errc cond;
+        } conditions[] = {
+            {CRD_TIMEOUT, std::errc::timed_out},
+            {CRD_BUSY, std::errc::device_or_resource_busy},
+            {CRD_INVALID_ARGUMENT, std::errc::invalid_argument},
+            {CRD_NO_MEMORY, std::errc::not_enough_memory},
+            {CRD_NOT_OWNER, std::errc::operation_not_permitted},
+            {CRD_DEADLOCK, std::errc::resource_deadlock_would_occur},
+            {CRD_CANCELLED, std::errc::operation_canceled},
+            {CRD_IO, std::errc::io_error},
+        };
+        for (const auto &m : conditions)
+            if (m.st == value)
+                return m.cond;
+        return std::error_condition(value, *this);
     }
 };
 } // namespace detail
@@ -745,51 +743,46 @@ protected:
         detail::set(ec, fn(c_, name.data(), name.size(), &l_));
     }
 };
+
+/* A lock type made by New (the C call named What in an exception): its two constructors. */
+template <lock_new_fn New, const char *What>
+class named_lock : public owned_lock {
+public:
+    named_lock(client &c, std::string_view name) : owned_lock(New, c, name, What) {}
+    named_lock(client &c, std::string_view name, std::error_code &ec) noexcept
+        : owned_lock(New, c, name, ec)
+    {
+    }
+};
+inline constexpr char lock_new_what[] = "crd_lock_new";
+inline constexpr char fair_lock_new_what[] = "crd_fair_lock_new";
+inline constexpr char fenced_lock_new_what[] = "crd_fenced_lock_new";
 } // namespace detail
 
 /* A reentrant lock (crd_lock_new; Redisson's RLock, getLock(name)). (Not called
  * "lock": a class of that name could not have a member lock(), which Lockable needs.) */
-class reentrant_lock : public detail::owned_lock {
+class reentrant_lock : public detail::named_lock<&crd_lock_new_n, detail::lock_new_what> {
 public:
     /* A handle on the lock named name (no Redis traffic). Throws credisson::error
-     * (errc::invalid_argument for an empty, too long or unsafe name). */
-    reentrant_lock(client &c, std::string_view name)
-        : owned_lock(&crd_lock_new_n, c, name, "crd_lock_new")
-    {
-    }
-    reentrant_lock(client &c, std::string_view name, std::error_code &ec) noexcept
-        : owned_lock(&crd_lock_new_n, c, name, ec)
-    {
-    }
+     * (errc::invalid_argument for an empty, too long or unsafe name); the error_code form
+     * does not throw. */
+    using named_lock::named_lock;
 };
 
 /* A fair lock (crd_fair_lock_new; Redisson's RFairLock): first come, first served across
  * processes and languages. Everything else as reentrant_lock. */
-class fair_lock : public detail::owned_lock {
+class fair_lock : public detail::named_lock<&crd_fair_lock_new_n, detail::fair_lock_new_what> {
 public:
-    fair_lock(client &c, std::string_view name)
-        : owned_lock(&crd_fair_lock_new_n, c, name, "crd_fair_lock_new")
-    {
-    }
-    fair_lock(client &c, std::string_view name, std::error_code &ec) noexcept
-        : owned_lock(&crd_fair_lock_new_n, c, name, ec)
-    {
-    }
+    using named_lock::named_lock;
 };
 
 /* A fenced lock (crd_fenced_lock_new; Redisson's RFencedLock): every acquire draws a
  * fencing token larger than any before it. lock() and the try_lock family draw one
  * without returning it, as Java's lock() does. */
-class fenced_lock : public detail::owned_lock {
+class fenced_lock
+    : public detail::named_lock<&crd_fenced_lock_new_n, detail::fenced_lock_new_what> {
 public:
-    fenced_lock(client &c, std::string_view name)
-        : owned_lock(&crd_fenced_lock_new_n, c, name, "crd_fenced_lock_new")
-    {
-    }
-    fenced_lock(client &c, std::string_view name, std::error_code &ec) noexcept
-        : owned_lock(&crd_fenced_lock_new_n, c, name, ec)
-    {
-    }
+    using named_lock::named_lock;
 
     /* Wait as long as it takes and return this acquire's token (lockAndGetToken). */
     std::int64_t lock_token()
@@ -839,44 +832,66 @@ private:
     }
 };
 
+namespace detail {
+
+/* The owner of one C handle of type T that New makes from a client and a name and Free
+ * frees: a throwing constructor (what names the call in the exception) and one with an
+ * error_code, moves, no copies. The read-write lock and the synchronizers are these with their members. */
+template <class T, crd_status (*New)(crd_client *, const char *, size_t, T **), void (*Free)(T *)>
+class named_handle {
+public:
+    named_handle(client &c, std::string_view name, const char *what) : c_(c.native_handle())
+    {
+        check(New(c_, name.data(), name.size(), &h_), c_, what);
+    }
+    named_handle(client &c, std::string_view name, std::error_code &ec) noexcept
+        : c_(c.native_handle())
+    {
+        set(ec, New(c_, name.data(), name.size(), &h_));
+    }
+    named_handle(named_handle &&other) noexcept
+        : h_(std::exchange(other.h_, nullptr)), c_(other.c_)
+    {
+    }
+    named_handle &operator=(named_handle &&other) noexcept
+    {
+        if (this != &other) {
+            Free(h_);
+            h_ = std::exchange(other.h_, nullptr);
+            c_ = other.c_;
+        }
+        return *this;
+    }
+    named_handle(const named_handle &) = delete;
+    named_handle &operator=(const named_handle &) = delete;
+    ~named_handle() { Free(h_); }
+
+    T *native_handle() const noexcept { return h_; }
+
+protected:
+    T *h_ = nullptr;
+    crd_client *c_ = nullptr;
+};
+
+} // namespace detail
+
 /* A read-write lock (crd_rwlock_new; Redisson's RReadWriteLock): the shape of
  * std::shared_timed_mutex. lock()/try_lock*()/unlock() take the write lock,
  * lock_shared()/try_lock_shared*()/unlock_shared() the read lock, each for the calling
  * thread (reader() and writer() give views, e.g. with_owner()). A reader asking for the
  * write lock fails at once with errc::deadlock (no upgrade, as in Redisson); a writer
  * may also read (downgrade). */
-class read_write_lock {
+class read_write_lock : public detail::named_handle<crd_rwlock, crd_rwlock_new_n, crd_rwlock_free> {
 public:
-    read_write_lock(client &c, std::string_view name) : c_(c.native_handle())
-    {
-        detail::check(crd_rwlock_new_n(c_, name.data(), name.size(), &rw_), c_, "crd_rwlock_new");
-    }
+    read_write_lock(client &c, std::string_view name) : named_handle(c, name, "crd_rwlock_new") {}
     read_write_lock(client &c, std::string_view name, std::error_code &ec) noexcept
-        : c_(c.native_handle())
-    {
-        detail::set(ec, crd_rwlock_new_n(c_, name.data(), name.size(), &rw_));
-    }
-    read_write_lock(read_write_lock &&other) noexcept
-        : rw_(std::exchange(other.rw_, nullptr)), c_(other.c_)
+        : named_handle(c, name, ec)
     {
     }
-    read_write_lock &operator=(read_write_lock &&other) noexcept
-    {
-        if (this != &other) {
-            crd_rwlock_free(rw_);
-            rw_ = std::exchange(other.rw_, nullptr);
-            c_ = other.c_;
-        }
-        return *this;
-    }
-    read_write_lock(const read_write_lock &) = delete;
-    read_write_lock &operator=(const read_write_lock &) = delete;
-    ~read_write_lock() { crd_rwlock_free(rw_); }
 
     /* The read and the write lock as views (valid while this object lives). */
-    lock_view reader() const noexcept { return lock_view(crd_rwlock_read(rw_), c_); }
-    lock_view writer() const noexcept { return lock_view(crd_rwlock_write(rw_), c_); }
-    crd_rwlock *native_handle() const noexcept { return rw_; }
+    lock_view reader() const noexcept { return lock_view(crd_rwlock_read(h_), c_); }
+    lock_view writer() const noexcept { return lock_view(crd_rwlock_write(h_), c_); }
 
     /* TimedLockable: the write lock. */
     void lock() { writer().lock(); }
@@ -907,9 +922,6 @@ public:
     }
     void unlock_shared() noexcept { reader().unlock(); }
 
-private:
-    crd_rwlock *rw_ = nullptr;
-    crd_client *c_ = nullptr;
 };
 
 /* ---------------------------------------------------------------------------------- */
@@ -920,47 +932,29 @@ private:
  * std::counting_semaphore. Permits have no owner: any thread, process or language may
  * release what another acquired. The count lives in Redis: set it once with
  * try_set_permits (the first one to call it sets it). */
-class semaphore {
+class semaphore : public detail::named_handle<crd_semaphore, crd_semaphore_new_n, crd_semaphore_free> {
 public:
-    semaphore(client &c, std::string_view name) : c_(c.native_handle())
+    semaphore(client &c, std::string_view name) : named_handle(c, name, "crd_semaphore_new") {}
+    semaphore(client &c, std::string_view name, std::error_code &ec) noexcept
+        : named_handle(c, name, ec)
     {
-        detail::check(crd_semaphore_new_n(c_, name.data(), name.size(), &s_), c_, "crd_semaphore_new");
     }
-    semaphore(client &c, std::string_view name, std::error_code &ec) noexcept : c_(c.native_handle())
-    {
-        detail::set(ec, crd_semaphore_new_n(c_, name.data(), name.size(), &s_));
-    }
-    semaphore(semaphore &&other) noexcept : s_(std::exchange(other.s_, nullptr)), c_(other.c_) {}
-    semaphore &operator=(semaphore &&other) noexcept
-    {
-        if (this != &other) {
-            crd_semaphore_free(s_);
-            s_ = std::exchange(other.s_, nullptr);
-            c_ = other.c_;
-        }
-        return *this;
-    }
-    semaphore(const semaphore &) = delete;
-    semaphore &operator=(const semaphore &) = delete;
-    /* Permits acquired stay acquired. */
-    ~semaphore() { crd_semaphore_free(s_); }
-
-    crd_semaphore *native_handle() const noexcept { return s_; }
+    /* Freed with the object: permits acquired stay acquired. */
 
     /* Take permits (default 1), waiting as long as it takes. Throws on a failure. */
     void acquire(std::int64_t permits = 1)
     {
-        detail::check(crd_semaphore_acquire(s_, permits, CRD_WAIT_FOREVER), c_, "crd_semaphore_acquire");
+        detail::check(crd_semaphore_acquire(h_, permits, CRD_WAIT_FOREVER), c_, "crd_semaphore_acquire");
     }
     void acquire(std::int64_t permits, std::error_code &ec) noexcept
     {
-        detail::set(ec, crd_semaphore_acquire(s_, permits, CRD_WAIT_FOREVER));
+        detail::set(ec, crd_semaphore_acquire(h_, permits, CRD_WAIT_FOREVER));
     }
     /* Try once. noexcept, as std::counting_semaphore::try_acquire: a failure returns
      * false and goes to credisson::last_error() (try_acquire(ec) reports it instead). */
     bool try_acquire() noexcept
     {
-        crd_status st = crd_semaphore_acquire(s_, 1, 0);
+        crd_status st = crd_semaphore_acquire(h_, 1, 0);
         if (st == CRD_BUSY) {
             detail::last_error_slot().clear();
             return false;
@@ -969,37 +963,37 @@ public:
     }
     bool try_acquire(std::error_code &ec) noexcept
     {
-        return detail::acquired(ec, crd_semaphore_acquire(s_, 1, 0));
+        return detail::acquired(ec, crd_semaphore_acquire(h_, 1, 0));
     }
     /* Wait at most d for permits (default 1): false when the wait ran out. */
     template <class Rep, class Period>
     bool try_acquire_for(const std::chrono::duration<Rep, Period> &d, std::int64_t permits = 1)
     {
-        return detail::acquired_or_throw(crd_semaphore_acquire(s_, permits, detail::wait_ms(d)), c_,
+        return detail::acquired_or_throw(crd_semaphore_acquire(h_, permits, detail::wait_ms(d)), c_,
                                          "crd_semaphore_acquire");
     }
     template <class Rep, class Period>
     bool try_acquire_for(const std::chrono::duration<Rep, Period> &d, std::int64_t permits,
                          std::error_code &ec) noexcept
     {
-        return detail::acquired(ec, crd_semaphore_acquire(s_, permits, detail::wait_ms(d)));
+        return detail::acquired(ec, crd_semaphore_acquire(h_, permits, detail::wait_ms(d)));
     }
     template <class Clock, class Duration>
     bool try_acquire_until(const std::chrono::time_point<Clock, Duration> &t, std::int64_t permits = 1)
     {
-        return detail::acquired_or_throw(crd_semaphore_acquire(s_, permits, detail::until_ms(t)), c_,
+        return detail::acquired_or_throw(crd_semaphore_acquire(h_, permits, detail::until_ms(t)), c_,
                                          "crd_semaphore_acquire");
     }
     /* Give update permits back (crd_semaphore_release). errc::outcome_unknown: the
      * release was sent and its reply lost (never resent). */
     void release(std::ptrdiff_t update = 1)
     {
-        detail::check(crd_semaphore_release(s_, static_cast<std::int64_t>(update)), c_,
+        detail::check(crd_semaphore_release(h_, static_cast<std::int64_t>(update)), c_,
                       "crd_semaphore_release");
     }
     void release(std::ptrdiff_t update, std::error_code &ec) noexcept
     {
-        detail::set(ec, crd_semaphore_release(s_, static_cast<std::int64_t>(update)));
+        detail::set(ec, crd_semaphore_release(h_, static_cast<std::int64_t>(update)));
     }
 
     /* Set the permits if the semaphore does not exist yet (trySetPermits; ttl 0: no
@@ -1008,7 +1002,7 @@ public:
                          std::chrono::milliseconds ttl = std::chrono::milliseconds(0))
     {
         bool set = false;
-        detail::check(crd_semaphore_try_set_permits(s_, permits, detail::lease_ms(ttl), &set), c_,
+        detail::check(crd_semaphore_try_set_permits(h_, permits, detail::lease_ms(ttl), &set), c_,
                       "crd_semaphore_try_set_permits");
         return set;
     }
@@ -1016,25 +1010,21 @@ public:
     std::int64_t available() const
     {
         std::int64_t v = 0;
-        detail::check(crd_semaphore_available(s_, &v), c_, "crd_semaphore_available");
+        detail::check(crd_semaphore_available(h_, &v), c_, "crd_semaphore_available");
         return v;
     }
     /* Add (or with a negative delta remove) permits. */
     void add_permits(std::int64_t delta)
     {
-        detail::check(crd_semaphore_add_permits(s_, delta), c_, "crd_semaphore_add_permits");
+        detail::check(crd_semaphore_add_permits(h_, delta), c_, "crd_semaphore_add_permits");
     }
     /* Take every available permit: how many. */
     std::int64_t drain()
     {
         std::int64_t v = 0;
-        detail::check(crd_semaphore_drain(s_, &v), c_, "crd_semaphore_drain");
+        detail::check(crd_semaphore_drain(h_, &v), c_, "crd_semaphore_drain");
         return v;
     }
-
-private:
-    crd_semaphore *s_ = nullptr;
-    crd_client *c_ = nullptr;
 };
 
 class permit_semaphore;
@@ -1111,45 +1101,23 @@ private:
 
 /* A semaphore whose permits have ids and leases (crd_permit_semaphore_new; Redisson's
  * RPermitExpirableSemaphore). Acquires return a permit object. */
-class permit_semaphore {
+class permit_semaphore : public detail::named_handle<crd_permit_semaphore, crd_permit_semaphore_new_n, crd_permit_semaphore_free> {
 public:
-    permit_semaphore(client &c, std::string_view name) : c_(c.native_handle())
-    {
-        detail::check(crd_permit_semaphore_new_n(c_, name.data(), name.size(), &s_), c_,
-                      "crd_permit_semaphore_new");
-    }
+    permit_semaphore(client &c, std::string_view name) : named_handle(c, name, "crd_permit_semaphore_new") {}
     permit_semaphore(client &c, std::string_view name, std::error_code &ec) noexcept
-        : c_(c.native_handle())
-    {
-        detail::set(ec, crd_permit_semaphore_new_n(c_, name.data(), name.size(), &s_));
-    }
-    permit_semaphore(permit_semaphore &&other) noexcept
-        : s_(std::exchange(other.s_, nullptr)), c_(other.c_)
+        : named_handle(c, name, ec)
     {
     }
-    permit_semaphore &operator=(permit_semaphore &&other) noexcept
-    {
-        if (this != &other) {
-            crd_permit_semaphore_free(s_);
-            s_ = std::exchange(other.s_, nullptr);
-            c_ = other.c_;
-        }
-        return *this;
-    }
-    permit_semaphore(const permit_semaphore &) = delete;
-    permit_semaphore &operator=(const permit_semaphore &) = delete;
-    /* Permits out stay out (a permit object must not outlive its semaphore). */
-    ~permit_semaphore() { crd_permit_semaphore_free(s_); }
-
-    crd_permit_semaphore *native_handle() const noexcept { return s_; }
+    /* Freed with the object: permits out stay out (a permit object must not outlive its
+     * semaphore). */
 
     /* Take one permit, waiting as long as it takes; lease: credisson::no_lease or > 0. */
     permit acquire(std::chrono::milliseconds lease = no_lease)
     {
         permit p;
-        detail::check(crd_permit_semaphore_acquire(s_, CRD_WAIT_FOREVER, detail::lease_ms(lease), p.id_), c_,
+        detail::check(crd_permit_semaphore_acquire(h_, CRD_WAIT_FOREVER, detail::lease_ms(lease), p.id_), c_,
                       "crd_permit_semaphore_acquire");
-        p.s_ = s_;
+        p.s_ = h_;
         p.c_ = c_;
         return p;
     }
@@ -1159,10 +1127,10 @@ public:
                                           std::chrono::milliseconds lease = no_lease)
     {
         permit p;
-        crd_status st = crd_permit_semaphore_acquire(s_, detail::wait_ms(d), detail::lease_ms(lease), p.id_);
+        crd_status st = crd_permit_semaphore_acquire(h_, detail::wait_ms(d), detail::lease_ms(lease), p.id_);
         if (!detail::acquired_or_throw(st, c_, "crd_permit_semaphore_acquire"))
             return std::nullopt;
-        p.s_ = s_;
+        p.s_ = h_;
         p.c_ = c_;
         return std::optional<permit>(std::move(p));
     }
@@ -1171,10 +1139,10 @@ public:
                                           std::chrono::milliseconds lease, std::error_code &ec) noexcept
     {
         permit p;
-        crd_status st = crd_permit_semaphore_acquire(s_, detail::wait_ms(d), detail::lease_ms(lease), p.id_);
+        crd_status st = crd_permit_semaphore_acquire(h_, detail::wait_ms(d), detail::lease_ms(lease), p.id_);
         if (!detail::acquired(ec, st))
             return std::nullopt;
-        p.s_ = s_;
+        p.s_ = h_;
         p.c_ = c_;
         return std::optional<permit>(std::move(p));
     }
@@ -1182,17 +1150,17 @@ public:
     bool try_set_permits(std::int64_t permits)
     {
         bool set = false;
-        detail::check(crd_permit_semaphore_try_set_permits(s_, permits, &set), c_,
+        detail::check(crd_permit_semaphore_try_set_permits(h_, permits, &set), c_,
                       "crd_permit_semaphore_try_set_permits");
         return set;
     }
     void set_permits(std::int64_t permits)
     {
-        detail::check(crd_permit_semaphore_set_permits(s_, permits), c_, "crd_permit_semaphore_set_permits");
+        detail::check(crd_permit_semaphore_set_permits(h_, permits), c_, "crd_permit_semaphore_set_permits");
     }
     void add_permits(std::int64_t delta)
     {
-        detail::check(crd_permit_semaphore_add_permits(s_, delta), c_, "crd_permit_semaphore_add_permits");
+        detail::check(crd_permit_semaphore_add_permits(h_, delta), c_, "crd_permit_semaphore_add_permits");
     }
     /* Available permits, all permits (available + out), permits out. */
     std::int64_t available() const { return count(&crd_permit_semaphore_available, "available"); }
@@ -1203,76 +1171,55 @@ private:
     std::int64_t count(crd_status (*fn)(crd_permit_semaphore *, std::int64_t *), const char *what) const
     {
         std::int64_t v = 0;
-        detail::check(fn(s_, &v), c_, what);
+        detail::check(fn(h_, &v), c_, what);
         return v;
     }
-
-    crd_permit_semaphore *s_ = nullptr;
-    crd_client *c_ = nullptr;
 };
 
 /* A count-down latch (crd_latch_new; Redisson's RCountDownLatch), with the members of
  * std::latch. The count lives in Redis: set it with try_set_count (only when the latch
  * does not exist, i.e. is at zero). */
-class latch {
+class latch : public detail::named_handle<crd_latch, crd_latch_new_n, crd_latch_free> {
 public:
-    latch(client &c, std::string_view name) : c_(c.native_handle())
+    latch(client &c, std::string_view name) : named_handle(c, name, "crd_latch_new") {}
+    latch(client &c, std::string_view name, std::error_code &ec) noexcept
+        : named_handle(c, name, ec)
     {
-        detail::check(crd_latch_new_n(c_, name.data(), name.size(), &l_), c_, "crd_latch_new");
     }
-    latch(client &c, std::string_view name, std::error_code &ec) noexcept : c_(c.native_handle())
-    {
-        detail::set(ec, crd_latch_new_n(c_, name.data(), name.size(), &l_));
-    }
-    latch(latch &&other) noexcept : l_(std::exchange(other.l_, nullptr)), c_(other.c_) {}
-    latch &operator=(latch &&other) noexcept
-    {
-        if (this != &other) {
-            crd_latch_free(l_);
-            l_ = std::exchange(other.l_, nullptr);
-            c_ = other.c_;
-        }
-        return *this;
-    }
-    latch(const latch &) = delete;
-    latch &operator=(const latch &) = delete;
-    ~latch() { crd_latch_free(l_); }
-
-    crd_latch *native_handle() const noexcept { return l_; }
 
     /* Lower the count by one (crd_latch_count_down; Redis decrements by one per call,
      * so there is no count_down(n)). errc::outcome_unknown: sent, reply lost. */
-    void count_down() { detail::check(crd_latch_count_down(l_), c_, "crd_latch_count_down"); }
-    void count_down(std::error_code &ec) noexcept { detail::set(ec, crd_latch_count_down(l_)); }
+    void count_down() { detail::check(crd_latch_count_down(h_), c_, "crd_latch_count_down"); }
+    void count_down(std::error_code &ec) noexcept { detail::set(ec, crd_latch_count_down(h_)); }
     /* Whether the count is zero, checked once. noexcept, as std::latch::try_wait: a
      * failure returns false and goes to credisson::last_error(). */
     bool try_wait() const noexcept
     {
-        crd_status st = crd_latch_await(l_, 0);
+        crd_status st = crd_latch_await(h_, 0);
         if (st == CRD_BUSY) {
             detail::last_error_slot().clear();
             return false;
         }
         return detail::record(st);
     }
-    bool try_wait(std::error_code &ec) const noexcept { return detail::acquired(ec, crd_latch_await(l_, 0)); }
+    bool try_wait(std::error_code &ec) const noexcept { return detail::acquired(ec, crd_latch_await(h_, 0)); }
     /* Wait until the count is zero. */
-    void wait() const { detail::check(crd_latch_await(l_, CRD_WAIT_FOREVER), c_, "crd_latch_await"); }
-    void wait(std::error_code &ec) const noexcept { detail::set(ec, crd_latch_await(l_, CRD_WAIT_FOREVER)); }
+    void wait() const { detail::check(crd_latch_await(h_, CRD_WAIT_FOREVER), c_, "crd_latch_await"); }
+    void wait(std::error_code &ec) const noexcept { detail::set(ec, crd_latch_await(h_, CRD_WAIT_FOREVER)); }
     /* Wait at most d: false when it ran out first. */
     template <class Rep, class Period> bool wait_for(const std::chrono::duration<Rep, Period> &d) const
     {
-        return detail::acquired_or_throw(crd_latch_await(l_, detail::wait_ms(d)), c_, "crd_latch_await");
+        return detail::acquired_or_throw(crd_latch_await(h_, detail::wait_ms(d)), c_, "crd_latch_await");
     }
     template <class Rep, class Period>
     bool wait_for(const std::chrono::duration<Rep, Period> &d, std::error_code &ec) const noexcept
     {
-        return detail::acquired(ec, crd_latch_await(l_, detail::wait_ms(d)));
+        return detail::acquired(ec, crd_latch_await(h_, detail::wait_ms(d)));
     }
     template <class Clock, class Duration>
     bool wait_until(const std::chrono::time_point<Clock, Duration> &t) const
     {
-        return detail::acquired_or_throw(crd_latch_await(l_, detail::until_ms(t)), c_, "crd_latch_await");
+        return detail::acquired_or_throw(crd_latch_await(h_, detail::until_ms(t)), c_, "crd_latch_await");
     }
     /* count_down(), then wait(). */
     void arrive_and_wait()
@@ -1285,27 +1232,23 @@ public:
     bool try_set_count(std::int64_t count)
     {
         bool set = false;
-        detail::check(crd_latch_try_set_count(l_, count, &set), c_, "crd_latch_try_set_count");
+        detail::check(crd_latch_try_set_count(h_, count, &set), c_, "crd_latch_try_set_count");
         return set;
     }
     /* The count (0 when the latch does not exist). */
     std::int64_t count() const
     {
         std::int64_t v = 0;
-        detail::check(crd_latch_count(l_, &v), c_, "crd_latch_count");
+        detail::check(crd_latch_count(h_, &v), c_, "crd_latch_count");
         return v;
     }
     /* Delete it whatever its count, waking its waiters: whether there was one. */
     bool remove()
     {
         bool deleted = false;
-        detail::check(crd_latch_delete(l_, &deleted), c_, "crd_latch_delete");
+        detail::check(crd_latch_delete(h_, &deleted), c_, "crd_latch_delete");
         return deleted;
     }
-
-private:
-    crd_latch *l_ = nullptr;
-    crd_client *c_ = nullptr;
 };
 
 } // namespace credisson
