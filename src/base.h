@@ -172,7 +172,7 @@ typedef struct crd__metrics {
         watchdog_round_trips, runs_skipped, runs_degraded, local_queued, deferred,
         late_holds_released, outcomes_unknown, permits_acquired, permits_released,
         permit_acquires_contended, permit_acquire_busy, latch_count_downs, latch_awaits_woken,
-        latch_await_timeouts;
+        latch_await_timeouts, eviction_warnings, sync_refusals, crossslot_rebatches;
     /* A gauge: threads asleep in a blocking acquire or await right now (pubsub.c's
      * crd__sub_wait, gate.c's queue and deferral); 0 in a forked child (lifecycle.c). */
     atomic_int_fast64_t waiting;
@@ -199,6 +199,7 @@ typedef struct crd__gate crd__gate;
 typedef struct crd__watchdog crd__watchdog;
 typedef struct crd__loop crd__loop;
 typedef struct crd__topology crd__topology;
+typedef struct crd__deploy crd__deploy;
 
 struct crd_client {
     crd_options opts;     /* copies; strings below are owned */
@@ -224,6 +225,7 @@ struct crd_client {
     crd__loop *loop; /* event-loop operations (loop.c); loop thread only */
     struct crd__offload *off; /* the loop API's helper thread (offload.c) */
     crd__topology *topo;  /* sentinel.c: where the primary is; replica sync */
+    crd__deploy *deploy;  /* deploy.c: what the deployment allows (WAIT, slots, eviction) */
     /* The subscriber thread's hook into the watchdog (set by watchdog.c; pubsub.c does
      * not call watchdog.c directly): a message came on a watched hold's channel. */
     void (*on_watched_message)(crd_client *c);
