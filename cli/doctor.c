@@ -73,6 +73,7 @@ typedef struct doctor {
     bool wait_ok, eval_ok, evalsha_ok;
     char acq_sha[48], pub_sha[48];
     int64_t lease_ms;
+    int cl_primaries, cl_covered, cl_min_rep; /* cluster: the slot map, replicas by INFO */
     char keys[64][240];    /* own keys to delete at the end */
     int nkeys;
     measured m;
@@ -311,22 +312,20 @@ static bool find_cluster_primary(doctor *d, slot_range *ranges, int *nranges)
             "no seed gave its slot map: %s", errs);
         return false;
     }
-    int primaries = 0, covered = 0, min_rep = 1 << 30;
+    int primaries = 0, covered = 0;
     for (int i = 0; i < *nranges; i++) {
         covered += ranges[i].to - ranges[i].from + 1;
-        min_rep = ranges[i].replicas < min_rep ? ranges[i].replicas : min_rep;
         bool seen = false;
         for (int j = 0; j < i; j++)
             seen = seen || (ranges[j].primary.port == ranges[i].primary.port &&
                             strcmp(ranges[j].primary.host, ranges[i].primary.host) == 0);
         primaries += !seen;
     }
-    add(d, "topology", covered == 16384 ? SEV_OK : SEV_FAIL,
-        covered == 16384 ? NULL : "a lock whose slot no primary serves cannot be taken "
-                                  "(CLUSTERDOWN)",
-        covered == 16384 ? NULL : "assign every slot (redis-cli --cluster fix)",
-        "Cluster: %d primaries serving %d of 16384 slots, at least %d replica(s) each",
-        primaries, covered, min_rep);
+    /* The finding comes once every primary has said how many replicas it has (INFO
+     * replication: CLUSTER SLOTS lists a replica only once gossip has spread it). */
+    d->cl_primaries = primaries;
+    d->cl_covered = covered;
+    d->cl_min_rep = 1 << 30;
     d->node = ranges[0].primary;
     /* A hash tag in the first range: this node serves the keys doctor makes. */
     for (int k = 0; k < 100000; k++) {
@@ -1321,10 +1320,14 @@ int cmd_doctor(const global_opts *g, int argc, char **argv)
                         "check that node", "%s%s", e2, t2 ? " (timed out)" : "");
                     continue;
                 }
-                redisReply *pi = probe_cmdv(c2, "INFO", "memory", NULL);
-                char pol[48] = "";
-                if (pi != NULL && pi->type == REDIS_REPLY_STRING)
+                redisReply *pi = probe_cmdv(c2, "INFO", NULL);
+                char pol[48] = "", reps[16] = "";
+                if (pi != NULL && pi->type == REDIS_REPLY_STRING) {
                     probe_info_field(pi->str, "maxmemory_policy", pol, sizeof pol);
+                    probe_info_field(pi->str, "connected_slaves", reps, sizeof reps);
+                    if (reps[0] && atoi(reps) < d->cl_min_rep)
+                        d->cl_min_rep = atoi(reps);
+                }
                 if (pi != NULL)
                     freeReplyObject(pi);
                 if (strncmp(pol, "volatile-", 9) == 0 || strncmp(pol, "allkeys-", 8) == 0)
@@ -1335,6 +1338,21 @@ int cmd_doctor(const global_opts *g, int argc, char **argv)
                         ranges[i].primary.port, pol);
                 redisFree(c2);
             }
+        }
+        if (d->t.kind == PROBE_CLUSTER) {
+            if (d->replicas >= 0 && d->replicas < d->cl_min_rep)
+                d->cl_min_rep = d->replicas;
+            bool full = d->cl_covered == 16384;
+            add(d, "topology", full ? SEV_OK : SEV_FAIL,
+                full ? NULL : "a lock whose slot no primary serves cannot be taken (CLUSTERDOWN)",
+                full ? NULL : "assign every slot (redis-cli --cluster fix)",
+                "Cluster: %d primaries serving %d of 16384 slots, at least %d replica(s) each",
+                d->cl_primaries, d->cl_covered, d->cl_min_rep == 1 << 30 ? 0 : d->cl_min_rep);
+            if (d->cl_min_rep == 0)
+                add(d, "replicas", SEV_WARN,
+                    "a primary without a replica loses its slots' locks when it dies, and the "
+                    "cluster refuses every lock (CLUSTERDOWN) until it is back",
+                    "give every primary a replica", "a primary has no replica");
         }
         if (!d->stopped && d->c != NULL) {
             check_slots(d);

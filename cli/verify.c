@@ -15,8 +15,10 @@
  * and the server behind it).
  *
  * It reports acquisitions, overlaps (must be 0), stale tokens, lost holds, failures by
- * status and the acquire latency. Exit: 0 no overlap and no lost hold; 1 lost holds or no
- * acquisition at all; 2 overlaps or stale tokens; 64 usage; 69 Redis unreachable. Its only
+ * status and the acquire latency. Exit: 0 no overlap, no stale token, no lost hold; 1 lost
+ * holds (each reported to its holder), stale tokens (a failover lost a write: a fenced
+ * store would refuse the later holder), a failover not done, or no acquisition; 2
+ * overlaps; 64 usage; 69 Redis unreachable. Its only
  * keys are PREFIX:<pid>:lock (with its token counter) and :sem, deleted at the end.
  * Main thread of each process.
  */
@@ -47,6 +49,7 @@ typedef struct ledger {
     atomic_int errors_by_status[32];
     atomic_int first_overlap_taken;
     char first_overlap[256];
+    atomic_int ready; /* processes that made their first attempt */
     atomic_int first_error_taken;
     char first_error[400];
     proc_slot slots[MAX_PROCS];
@@ -106,12 +109,17 @@ static int child_main(const global_opts *g, const verify_opts *vo, ledger *lg, i
         return 1;
     }
     unsigned seed = (unsigned)(getpid() * 2654435761u);
+    bool counted = false;
     while (now_ns() < end_ns) {
         /* The lock: a watchdog hold, a fencing token, a short critical section. */
         int64_t token = 0;
         int64_t t0 = now_ns();
         st = crd_lock_acquire_token(l, 2000, CRD_LEASE_WATCHDOG, &token);
         int64_t t1 = now_ns();
+        if (!counted) {
+            counted = true;
+            atomic_fetch_add(&lg->ready, 1);
+        }
         if (st == CRD_OK) {
             atomic_fetch_add(&lg->lock_acq, 1);
             int k = atomic_load(&lg->nlat[id]);
@@ -387,8 +395,9 @@ static void usage(FILE *out)
             "                   deleted at the end\n"
             "  --json           one JSON object\n"
             "\n"
-            "Exit: 0 no overlap and no lost hold; 1 lost holds (reported by the library) or no\n"
-            "acquisition; 2 overlaps or stale fencing tokens; 64 usage; 69 Redis unreachable.\n");
+            "Exit: 0 no overlap, stale token or lost hold; 1 lost holds (each reported to its\n"
+            "holder), stale fencing tokens (a failover lost a write), a failover not done, or\n"
+            "no acquisition; 2 overlaps; 64 usage; 69 Redis unreachable.\n");
 }
 
 static int cmp_i32(const void *a, const void *b)
@@ -509,20 +518,26 @@ int cmd_verify(const global_opts *g, int argc, char **argv)
             _exit(child_main(g, &vo, lg, i, lock_name, sem_name, end));
         pids[started++] = pid;
     }
-    bool failed_over = false;
+    bool failed_over = false, asked_failover = false, said_ready = false;
     char fo_detail[400] = "";
     int64_t fo_ms = 0;
-    if (vo.failover) {
-        sleep_us((end - start) / 3000);
-        failed_over = t.kind == PROBE_SENTINEL
-                          ? sentinel_failover(&t, fo_detail, sizeof fo_detail, &fo_ms)
-                          : cluster_failover(&t, lock_name, fo_detail, sizeof fo_detail, &fo_ms);
-    }
     /* The processes stop by themselves at the end; a straggler (a call past its deadline)
-     * gets 30 s more, then SIGKILL. */
+     * gets 30 s more, then SIGKILL. Meanwhile: say when every process is running (on
+     * stderr), and the failover a third of the way in. */
     int64_t give_up = end + 30000000000LL;
     int alive = started;
     while (alive > 0) {
+        if (!said_ready && atomic_load(&lg->ready) == started) {
+            said_ready = true;
+            fprintf(stderr, "%s: verify: %d processes running\n", CLI_PROG, started);
+        }
+        if (vo.failover && !asked_failover && now_ns() >= start + (end - start) / 3) {
+            asked_failover = true;
+            failed_over = t.kind == PROBE_SENTINEL
+                              ? sentinel_failover(&t, fo_detail, sizeof fo_detail, &fo_ms)
+                              : cluster_failover(&t, lock_name, fo_detail, sizeof fo_detail,
+                                                 &fo_ms);
+        }
         int status;
         pid_t w = waitpid(-1, &status, WNOHANG);
         if (w > 0) {
@@ -559,7 +574,10 @@ int cmd_verify(const global_opts *g, int argc, char **argv)
     long acq = atomic_load(&lg->lock_acq), overlaps = atomic_load(&lg->overlaps),
          stale = atomic_load(&lg->stale), lost = atomic_load(&lg->lost),
          sem_acq = atomic_load(&lg->sem_acq), sem_over = atomic_load(&lg->sem_overlaps);
-    int rc = overlaps + stale + sem_over > 0 ? 2 : (lost > 0 || acq == 0) ? 1 : 0;
+    /* Overlaps break exclusion; a stale token (the counter went back: a failover lost an
+     * acquire's write) is what fencing exists for, and a lost hold was reported to its
+     * holder: warnings. */
+    int rc = overlaps + sem_over > 0 ? 2 : (lost > 0 || stale > 0 || acq == 0) ? 1 : 0;
     if (vo.failover && !failed_over && rc == 0)
         rc = 1;
     char shown[512];
@@ -624,7 +642,9 @@ int cmd_verify(const global_opts *g, int argc, char **argv)
         printf("verify: %s: exit %d\n",
                rc == 2 ? "OVERLAPS: mutual exclusion was broken"
                : rc == 1 ? (vo.failover && !failed_over ? "the failover was not done"
-                            : acq == 0 ? "no acquisition" : "holds were lost (each reported)")
+                            : acq == 0 ? "no acquisition"
+                            : stale > 0 ? "stale fencing tokens (a failover lost a write)"
+                                        : "holds were lost (each reported)")
                          : "0 overlaps", rc);
     }
     munmap(lg, sizeof *lg);

@@ -146,10 +146,17 @@ static const char *why_text(crd__deploy *d)
     return atomic_load(&d->why_state) == 2 ? d->wait_why : "refused";
 }
 
-/* Whether a WAIT reply w says the server refuses WAIT (as opposed to an answer). */
+/* Whether a WAIT reply w says the server refuses WAIT itself: an ACL without it, or a
+ * server that does not know it (renamed away, a managed service that disabled it). Not
+ * the errors of a server that has WAIT but cannot run it now: "WAIT cannot be used with
+ * replica instances" comes from a primary just demoted by a failover, whose successor
+ * answers WAIT again. */
 static bool is_refusal(const redisReply *w)
 {
-    return w != NULL && w->type == REDIS_REPLY_ERROR;
+    if (w == NULL || w->type != REDIS_REPLY_ERROR)
+        return false;
+    return strncmp(w->str, "NOPERM", 6) == 0 || strstr(w->str, "unknown command") != NULL ||
+           strstr(w->str, "not allowed") != NULL || strstr(w->str, "disabled") != NULL;
 }
 
 void crd__deploy_wait_answer(crd_client *c, const redisReply *w)

@@ -261,6 +261,7 @@ typedef struct call_state {
     bool asking, cluster;
     int hop;
     int64_t *sent_ms;
+    char busy[120]; /* standalone: the last "not now" reply retried (LOADING, BUSY...) */
 } call_state;
 
 typedef enum hop_next { HOP_AGAIN, HOP_RETURN, HOP_FINAL } hop_next;
@@ -279,6 +280,12 @@ static hop_next hop_failed(call_state *cs, crd__pool *p, crd_status st, int hand
         return HOP_AGAIN;
     if (st == CRD_IO)
         primary_failed(c, p);
+    if (st == CRD_IO && cs->busy[0] != '\0') {
+        /* Retried after "not now": say what the server had answered. */
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s", crd_client_errmsg(c));
+        crd__fail(c, CRD_IO, "%s (before that the server answered %s)", msg, cs->busy);
+    }
     /* Handed over: the engine resolves what it did (undo.c); the caller must not read it
      * back, so it is told nothing was sent. */
     cs->cmd->handed = handed;
@@ -323,7 +330,13 @@ static hop_next hop_answered(call_state *cs, redisReply **r, const crd__endpoint
      * CLUSTERDOWN from a cluster node reached with redis://) within the call's deadline,
      * as a cluster client does; the last such reply is the call's error. */
     if (!cs->cluster && cls == CRD__REPLY_BUSY && cs->hop < MAX_HOPS * 8 &&
+        cs->deadline - crd__now_ms() - cs->backoff >= 50 &&
         pause_before_retry(c, &cs->backoff, cs->deadline)) {
+        /* At least 50 ms left for the next answer: a slow one must not turn the server's
+         * words into a timeout of ours. */
+        const char *text;
+        size_t n = crd__reply_error_text(*r, &text);
+        snprintf(cs->busy, sizeof cs->busy, "%.*s", (int)(n > 100 ? 100 : n), text);
         freeReplyObject(*r);
         *r = NULL;
         return HOP_AGAIN;
@@ -361,7 +374,7 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
     call_state cs = {c, cmd, what,
                      cmd->deadline_ms != 0 ? cmd->deadline_ms
                                            : crd__now_ms() + c->opts.command_timeout_ms,
-                     10, NULL, false, c->cluster != NULL, 0, sent_ms};
+                     10, NULL, false, c->cluster != NULL, 0, sent_ms, ""};
     redisReply *r = NULL;
     crd_status st;
     for (;; cs.hop++) {
