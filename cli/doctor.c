@@ -788,16 +788,21 @@ static void *sub_main(void *arg)
     }
 }
 
+/* Unmeasured rounds before each measurement: a connection's, a thread's and a script's
+ * first rounds (page faults, wake-ups of an idle CPU) are not the deployment's floor. */
+static int warmup(const doctor *d) { return d->samples / 10 > 5 ? d->samples / 10 : 5; }
+
 static void measure_raw(doctor *d)
 {
-    int n = d->samples;
+    int n = d->samples, w = warmup(d);
     double *v = calloc((size_t)n, sizeof *v);
     if (v == NULL)
         return;
-    for (int i = 0; i < n && !d->stopped; i++) {
+    for (int i = -w; i < n && !d->stopped; i++) {
         int64_t t0 = probe_now_us();
         redisReply *r = askv(d, "PING", "PING", NULL);
-        v[i] = (double)(probe_now_us() - t0);
+        if (i >= 0)
+            v[i] = (double)(probe_now_us() - t0);
         if (r != NULL)
             freeReplyObject(r);
     }
@@ -814,12 +819,13 @@ static void measure_raw(doctor *d)
         char k[240];
         snprintf(k, sizeof k, "%s%s:floor", d->keybase, d->tag);
         size_t kl = strlen(k);
-        for (int i = 0; i < n && !d->stopped; i++) {
+        for (int i = -w; i < n && !d->stopped; i++) {
             snprintf(k + kl, sizeof k - kl, ":%d", i);
             int64_t t0 = probe_now_us();
             redisReply *r = askv(d, "EVALSHA", "EVALSHA", d->acq_sha, "1", k, "10000",
                                  "00000000-0000-4000-8000-000000000000:1", NULL);
-            v[i] = (double)(probe_now_us() - t0);
+            if (i >= 0)
+                v[i] = (double)(probe_now_us() - t0);
             if (r != NULL)
                 freeReplyObject(r);
             if ((r = askv(d, "DEL", "DEL", k, NULL)) != NULL)
@@ -873,10 +879,10 @@ static void measure_pubsub(doctor *d)
         redisFree(s.c);
         return;
     }
-    int n = d->samples;
+    int n = d->samples, w = warmup(d);
     double *v = calloc((size_t)n, sizeof *v);
     int got = 0;
-    for (int i = 0; v != NULL && i <= n && !d->stopped && !atomic_load(&s.failed); i++) {
+    for (int i = -w; v != NULL && i <= n && !d->stopped && !atomic_load(&s.failed); i++) {
         bool last = i == n;
         pthread_mutex_lock(&s.mu);
         long want = s.got + 1;
@@ -898,7 +904,7 @@ static void measure_pubsub(doctor *d)
         pthread_mutex_unlock(&s.mu);
         if (!arrived)
             break;
-        if (!last)
+        if (!last && i >= 0)
             v[got++] = (double)(t1 - t0);
     }
     if (got < n || d->stopped) {
@@ -992,7 +998,7 @@ static void measure_library(doctor *d)
     int ok = 0;
     crd_status bad = CRD_OK;
     char bad_msg[400] = "";
-    for (int i = 0; v != NULL && i < n; i++) {
+    for (int i = -warmup(d); v != NULL && i < n; i++) {
         int64_t t0 = probe_now_us();
         st = crd_lock_acquire(la, 0, 10000);
         if (st == CRD_OK)
@@ -1002,7 +1008,8 @@ static void measure_library(doctor *d)
             snprintf(bad_msg, sizeof bad_msg, "%s", crd_client_errmsg(a));
             break;
         }
-        v[ok++] = (double)(probe_now_us() - t0);
+        if (i >= 0)
+            v[ok++] = (double)(probe_now_us() - t0);
     }
     if (bad != CRD_OK) {
         add(d, "library", SEV_FAIL, "an uncontended acquire and release must work on a healthy "
