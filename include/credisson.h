@@ -731,7 +731,15 @@ CRD_API const char *crd_lock_name(const crd_lock *lock, size_t *len);
  * a read-back that cannot finish by the call's deadline goes on after it returns
  * (CRD_TIMEOUT for a wait on a node that is slow, CRD_IO for a try or a node that
  * cannot be reached);
+ * CRD_SYNC_UNAVAILABLE (replica sync asked for, replicas to wait for, and the server
+ * refuses WAIT: nothing was sent; see CRD_REPLICA_SYNC_IF_ALLOWED);
  * CRD_CLOSED (client shutting down).
+ * A server that refuses for now (LOADING after a restart, BUSY behind a long script,
+ * MASTERDOWN, TRYAGAIN, CLUSTERDOWN) is asked again within the attempt's deadline (added
+ * in 0.7 for standalone and Sentinel clients; a cluster client always did); when it still
+ * refuses, CRD_SERVER with its words and what they mean (nothing ran, nothing is held).
+ * A read-only replica (READONLY) and a full server (OOM with noeviction) are CRD_SERVER
+ * the same way, at once.
  * Deadline: the call returns by wait_ms plus a few milliseconds even when the server or
  * the network stalls (measured: 1-7 ms over; tests/test_engine.c); a try with wait_ms 0,
  * and each attempt of an unbounded wait, get command_timeout_ms for the answer (plus

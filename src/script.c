@@ -13,7 +13,10 @@
  * updates the slot map, ASK resends once with ASKING, READONLY and TRYAGAIN/CLUSTERDOWN/
  * LOADING are retried with a backoff bounded by the command timeout, and a connection
  * that could not be opened (nothing sent) is retried at the slot's owner after a map
- * refresh. A command whose reply was lost after sending is never resent here; an
+ * refresh. A standalone or Sentinel client retries the "not now" replies (LOADING, BUSY,
+ * MASTERDOWN, TRYAGAIN, CLUSTERDOWN) the same way. A server that refuses WAIT (deploy.c)
+ * has an acquire that needs it refused before it is sent, everything else sent without
+ * it. A command whose reply was lost after sending is never resent here; an
  * acquire's requests carry undo.c's on_late. The watchdog's pipelined renewals use the
  * same builder and the same NOSCRIPT rule.
  *

@@ -376,7 +376,8 @@ int crd__cmd_argc(const crd__cmd *cmd, int first);
  * (the caller frees it); an error reply becomes a status with the server's words
  * (crd__reply_fail). In cluster mode redirects, READONLY and busy replies (all proofs
  * that nothing ran) are followed or retried here within the command timeout; in
- * standalone mode they are errors. CRD_IO: no reply; *sent_ms (may be NULL) is 0 when
+ * standalone mode redirects are errors and the "not now" replies (LOADING, BUSY,
+ * MASTERDOWN, TRYAGAIN, CLUSTERDOWN) are retried within the deadline too. CRD_IO: no reply; *sent_ms (may be NULL) is 0 when
  * nothing was sent, else the time of the last send, so a caller knows whether the
  * command may have run. what names the operation for messages. */
 crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply **reply,
