@@ -329,7 +329,7 @@ static bool find_cluster_primary(doctor *d, slot_range *ranges, int *nranges)
     d->node = ranges[0].primary;
     /* A hash tag in the first range: this node serves the keys doctor makes. */
     for (int k = 0; k < 100000; k++) {
-        char tag[24];
+        char tag[8];
         snprintf(tag, sizeof tag, "%d", k);
         int slot = probe_key_slot(tag, strlen(tag));
         if (slot >= ranges[0].from && slot <= ranges[0].to) {
@@ -930,6 +930,63 @@ static void measure_pubsub(doctor *d)
     free(v);
 }
 
+/* Sharded pub/sub (Redis 7.0+): one SSUBSCRIBE and one SPUBLISH. A cluster client uses
+ * it by default (Redisson's shardedSubscriptionMode AUTO), so there a refusal breaks the
+ * waiters' wake-ups; elsewhere it is information. */
+static void check_sharded(doctor *d)
+{
+    bool valkey = strcmp(d->server_name, "valkey") == 0;
+    if (d->stopped || d->major == 0 || (!valkey && d->major < 7))
+        return;
+    bool cluster = d->t.kind == PROBE_CLUSTER;
+    char err[300];
+    bool to;
+    redisContext *s = probe_connect(&d->t, &d->node, true, d->timeout_ms, err, sizeof err, &to);
+    if (s == NULL)
+        return;
+    char ch[240];
+    snprintf(ch, sizeof ch, "%s%s:sharded", d->keybase, d->tag);
+    redisReply *r = probe_cmdv(s, "SSUBSCRIBE", ch, NULL);
+    bool sub = r != NULL && r->type == REDIS_REPLY_ARRAY;
+    char why[200];
+    snprintf(why, sizeof why, "%s", r == NULL ? s->errstr : r->type == REDIS_REPLY_ERROR
+                                                                ? r->str : "?");
+    if (r != NULL)
+        freeReplyObject(r);
+    bool got = false;
+    if (sub) {
+        redisReply *p = askv(d, "SPUBLISH", "SPUBLISH", ch, "doctor", NULL);
+        if (p != NULL && p->type == REDIS_REPLY_ERROR)
+            snprintf(why, sizeof why, "SPUBLISH: %s", p->str);
+        bool published = p != NULL && p->type == REDIS_REPLY_INTEGER;
+        if (p != NULL)
+            freeReplyObject(p);
+        void *m = NULL;
+        got = published && redisGetReply(s, &m) == REDIS_OK && m != NULL &&
+              ((redisReply *)m)->type == REDIS_REPLY_ARRAY;
+        if (m != NULL)
+            freeReplyObject(m);
+        if (published && !got)
+            snprintf(why, sizeof why, "the message did not arrive within %lld ms",
+                     (long long)d->timeout_ms);
+    }
+    redisFree(s);
+    if (got)
+        add(d, "sharded-pubsub", SEV_OK, NULL, NULL, "SSUBSCRIBE and SPUBLISH deliver%s",
+            cluster ? " (a cluster client's default for unlock messages)" : "");
+    else
+        add(d, "sharded-pubsub", cluster ? SEV_FAIL : SEV_OK,
+            cluster ? "a cluster client publishes unlock messages with SPUBLISH and waits with "
+                      "SSUBSCRIBE by default (as Java 3.22+ does): without them waiters wake only "
+                      "at the lock's TTL"
+                    : NULL,
+            cluster ? "allow SSUBSCRIBE/SPUBLISH and the lock channels, or set sharded_pubsub "
+                      "OFF in every client of the fleet"
+                    : NULL,
+            "sharded pub/sub does not work: %s%s", why,
+            cluster ? "" : " (not used on a single server unless asked for)");
+}
+
 /* The library's own pair and hand-off. */
 typedef struct handoff_ctx {
     crd_lock *lock;
@@ -1023,7 +1080,8 @@ static void measure_library(doctor *d)
     /* Hand-offs: a waiter in another client, woken by the release. */
     int rounds = n < 100 ? n : 100, done = 0;
     crd_lock *lb = NULL;
-    if (bad == CRD_OK && crd_client_new(&o, &b) == CRD_OK && crd_lock_new(b, name, &lb) == CRD_OK) {
+    if (v != NULL && bad == CRD_OK && crd_client_new(&o, &b) == CRD_OK &&
+        crd_lock_new(b, name, &lb) == CRD_OK) {
         handoff_ctx h;
         memset(&h, 0, sizeof h);
         h.lock = lb;
@@ -1372,6 +1430,7 @@ int cmd_doctor(const global_opts *g, int argc, char **argv)
                 measure_raw(d);
                 measure_pubsub(d);
             }
+            check_sharded(d);
         }
     }
     if (!d->stopped && d->samples > 0)
