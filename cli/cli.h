@@ -65,6 +65,8 @@ int cmd_watch(const global_opts *g, int argc, char **argv);
 int cmd_list(const global_opts *g, int argc, char **argv);
 int cmd_semaphore(const global_opts *g, int argc, char **argv); /* sync.c */
 int cmd_latch(const global_opts *g, int argc, char **argv);     /* sync.c */
+int cmd_doctor(const global_opts *g, int argc, char **argv);    /* doctor.c */
+int cmd_verify(const global_opts *g, int argc, char **argv);    /* verify.c */
 
 /* ---- common.c: errors ---------------------------------------------------------------- */
 

@@ -88,6 +88,7 @@ int cli_exit_for_status(crd_status st)
     case CRD_DEADLOCK:
     case CRD_NOT_SYNCED: /* no replica acknowledged: the acquire was undone */
     case CRD_OUTCOME_UNKNOWN: /* a lost reply: the state must be read before acting */
+    case CRD_SYNC_UNAVAILABLE: /* the server refuses WAIT: nothing was sent */
         return EXIT_UNAVAILABLE;
     case CRD_SKIPPED:
     case CRD_DEGRADED:

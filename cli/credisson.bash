@@ -1,5 +1,5 @@
-# bash completion for credisson(1): commands, their flags, the values of --on-lost and
-# --on-unavailable, and files for the TLS options. Installed as share/bash-completion/completions/credisson.
+# bash completion for credisson(1): commands, their flags, the values of --on-lost,
+# --on-unavailable and --replica-sync, and files for the TLS options. Installed as share/bash-completion/completions/credisson.
 
 _credisson()
 {
@@ -48,7 +48,12 @@ _credisson()
     fi
     case $prev in
     --url | --watchdog-ms | --wait | --lease | --grace | -E | --conflict-exit-code | --sni | \
-        --permits | --count | --timeout | --interval)
+        --permits | --count | --timeout | --interval | --samples | --prefix | --procs | --seconds | \
+        --second-url)
+        return
+        ;;
+    --replica-sync)
+        COMPREPLY=($(compgen -W "auto on off if-allowed" -- "$cur"))
         return
         ;;
     --cacert | --cert | --key)
@@ -76,7 +81,7 @@ _credisson()
             opts="--url --watchdog-ms --cacert --cacertdir --cert --key --sni --insecure --help
                   --version"
         else
-            opts="run status unlock watch list"
+            opts="run status unlock watch list doctor verify"
         fi
         ;;
     run) opts="--wait -n --nonblock --lease --fair --read --write --fenced --permits --on-lost=
@@ -85,6 +90,9 @@ _credisson()
     unlock) opts="--force --fair --read --write --fenced --delete-non-lock --help" ;;
     watch) opts="--json --count --timeout --interval --help" ;;
     list) opts="--json --timeout --count --help" ;;
+    doctor) opts="--json --samples --timeout --prefix --help" ;;
+    verify) opts="--procs --seconds --permits --failover --replica-sync --second-url --prefix
+                  --json --help" ;;
     *) return ;;
     esac
     if [[ $cmd == "" || $cur == -* ]]; then

@@ -61,6 +61,11 @@ static void usage_main(FILE *f)
             "                   Redisson's RSemaphore / RPermitExpirableSemaphore NAME\n"
             "  latch set NAME N | count-down NAME | wait [--wait MS] NAME | status [--json] NAME\n"
             "                   Redisson's RCountDownLatch NAME\n"
+            "  doctor [--json] [--samples N] [--timeout MS] [--prefix P]\n"
+            "                   check this deployment for what threatens a lock, and measure\n"
+            "                   its floor (exit 0 fine, 1 warnings, 2 findings that break locks)\n"
+            "  verify [--procs N] [--seconds S] [--permits K] [--failover] [--json] ...\n"
+            "                   a bounded mutual-exclusion check of this deployment\n"
             "\n"
             "Global options (before COMMAND):\n"
             "  --url URL        redis://[[user]:password@]host[:port][/db],\n"
@@ -146,7 +151,9 @@ int main(int argc, char **argv)
         int (*run)(const global_opts *g, int argc, char **argv);
     } commands[] = {{"run", cmd_run},     {"status", cmd_status}, {"unlock", cmd_unlock},
                     {"watch", cmd_watch}, {"list", cmd_list},     {"semaphore", cmd_semaphore},
-                    {"latch", cmd_latch}};
+                    {"latch", cmd_latch},
+                    {"doctor", cmd_doctor},
+                    {"verify", cmd_verify}};
     const char *cmd = argv[i];
     for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
         if (strcmp(cmd, commands[k].name) == 0)

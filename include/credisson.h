@@ -114,11 +114,20 @@ typedef enum crd_status {
     CRD_NOT_SYNCED = 17,      /* the primary ran the script but no replica acknowledged it
                                  within replica_sync_timeout_ms (see replica_sync) */
     /* Semaphores and latches (added with them): */
-    CRD_OUTCOME_UNKNOWN = 18  /* a command that must not run twice (a release, an add, a
+    CRD_OUTCOME_UNKNOWN = 18, /* a command that must not run twice (a release, an add, a
                                  count-down, an anonymous acquire) was sent but its reply
                                  was lost: it may or may not have run, and it was not
                                  resent. Read the state (available permits, the count)
                                  before deciding what to do */
+    /* Deployments that refuse what was asked for (added in 0.7): */
+    CRD_SYNC_UNAVAILABLE = 19 /* replica sync was asked for (replica_sync), the primary has
+                                 replicas, and the server refuses WAIT (renamed away, denied
+                                 by an ACL, unknown): an acquire could never be acknowledged
+                                 by a replica, so it was NOT sent and nothing is held. Not
+                                 CRD_NOT_SYNCED: that one says a script ran and no replica
+                                 answered in time, and retrying may work; this one is the
+                                 deployment's configuration, and only a change of it or of
+                                 replica_sync (OFF, or IF_ALLOWED) makes the acquire work */
 } crd_status;
 
 /* Fixed English text for a status ("lock not held by this owner", ...). Never NULL;
@@ -415,14 +424,20 @@ typedef struct crd_options {
      *     watchdog no longer renews it);
      *   - none, after a renewal: the lease was extended on the primary, but the hold's
      *     validity (crd_lock_validity_ms) is not moved: the renewal counts as failed
-     *     (CRD_EVENT_RENEWAL_FAILING with CRD_NOT_SYNCED) and is retried sooner.
+     *     (CRD_EVENT_RENEWAL_FAILING with CRD_NOT_SYNCED) and is retried sooner;
+     *   - WAIT refused (renamed away, denied by an ACL: learned at start from WAIT 0 0):
+     *     with replicas to wait for, an acquire is not sent and returns
+     *     CRD_SYNC_UNAVAILABLE (or goes without WAIT with CRD_REPLICA_SYNC_IF_ALLOWED);
+     *     a WAIT refused in the pipeline of an acquire that ran counts as none
+     *     acknowledged (undone, CRD_NOT_SYNCED, the detail naming the refusal).
      * WAIT narrows the window in which a failover loses a lock; it does not close it:
      * Sentinel does not stop the old primary while it promotes a replica, so a write the
      * old primary accepted and one replica acknowledged can still be lost, and a replica
      * that acknowledged may not be the one promoted. See the README's Sentinel section
      * for the losses measured with and without it. */
     int replica_sync;              /* CRD_REPLICA_SYNC_AUTO (default: on in sentinel and
-                                      cluster mode, off otherwise, as in Java), _ON or
+                                      cluster mode, off otherwise, as in Java), _ON,
+                                      _IF_ALLOWED or
                                       _OFF (some providers forbid WAIT; it adds a round
                                       trip's latency to every lock operation). On a
                                       cluster WAIT goes to the node that ran the script,
@@ -472,6 +487,17 @@ typedef struct crd_options {
 #define CRD_REPLICA_SYNC_AUTO 0
 #define CRD_REPLICA_SYNC_ON 1
 #define CRD_REPLICA_SYNC_OFF 2
+/* Added in 0.7: as CRD_REPLICA_SYNC_ON where the server allows WAIT; where it refuses
+ * WAIT (a managed service that renames it, an ACL without +wait), every operation goes
+ * without it instead of failing: the guarantee is then Redis's asynchronous replication
+ * alone. Never silent: one CRD_LOG_WARN line per client the first time, and
+ * crd_metrics.sync_refusals counts the operations that went without WAIT. With _ON (and
+ * with _AUTO where it turns sync on) an acquire on such a server returns
+ * CRD_SYNC_UNAVAILABLE instead, without sending anything; releases and renewals always go
+ * without WAIT there (a hold must stay releasable and renewable), each said by the same
+ * one WARN line. How the client learns it: WAIT 0 0 sent once at start (as Redisson does),
+ * a WAIT refused in a pipeline, and again every 10 s while it is refused. */
+#define CRD_REPLICA_SYNC_IF_ALLOWED 3
 
 /* Fill *opts with the defaults documented above. Returns CRD_OK, or
  * CRD_INVALID_ARGUMENT if opts is NULL. Thread-safe. */
@@ -486,6 +512,16 @@ CRD_API crd_status crd_options_init(crd_options *opts);
  * is reachable, and start the subscriber and watchdog threads. In cluster mode it first
  * reads the slot map from a seed, then PINGs a primary, then decides classic or sharded
  * pub/sub.
+ * What it checks of the deployment at start (added in 0.7; one round trip each, a
+ * refusal of either is ignored): INFO memory, and when maxmemory-policy can evict lock
+ * keys (allkeys-*, volatile-*: volatile-* picks keys with a TTL, which every held lock
+ * has) one CRD_LOG_WARN line naming the policy and crd_metrics.eviction_warnings = 1 (an
+ * evicted lock is free for anyone while its holder still believes it holds it); and,
+ * when replica sync is on, WAIT 0 0 (see CRD_REPLICA_SYNC_IF_ALLOWED). A server that
+ * checks key slots although the URL is redis:// (a proxy in front of a cluster, a
+ * cluster node) is learned from its first CROSSSLOT answer: the watchdog then batches
+ * renewals one slot per script call (crd_metrics.crossslot_rebatches) and renews the
+ * holds of that round at once, so no hold is lost to it.
  *
  * Returns CRD_OK and sets *out. On failure (CRD_INVALID_ARGUMENT, CRD_IO, CRD_AUTH,
  * CRD_SERVER) *out is still set, to a failed client whose crd_client_errmsg() says
@@ -573,6 +609,18 @@ typedef struct crd_metrics {
                              behind this client's own waiters (local_fifo) or deferring
                              (release_defer_ms). A thread in a round trip is not asleep;
                              event-loop operations are never counted (they sleep nowhere) */
+    /* Added in 0.7 (deployments as users run them; README "Running on managed Redis"): */
+    uint64_t eviction_warnings;   /* 1 when the server's maxmemory-policy, read at start
+                                     (INFO memory), can evict lock keys (allkeys-* or
+                                     volatile-*): a CRD_LOG_WARN line said so; else 0 */
+    uint64_t sync_refusals;       /* operations that asked for replica sync on a server
+                                     refusing WAIT: acquires refused with
+                                     CRD_SYNC_UNAVAILABLE, and operations sent without WAIT
+                                     (releases, renewals; everything with IF_ALLOWED) */
+    uint64_t crossslot_rebatches; /* renewal rounds sent again one slot per script call
+                                     because the server answered CROSSSLOT (a proxy or a
+                                     cluster node that checks key slots); from then on the
+                                     client batches by slot: normally 0 or 1 */
 } crd_metrics;
 
 /* Fill *out with a snapshot of the client's counters. Pass sizeof(crd_metrics): fields
@@ -594,7 +642,8 @@ CRD_API crd_status crd_client_metrics(crd_client *client, crd_metrics *out, size
  *              watchdog_round_trips, runs_skipped, runs_degraded, local_queued, deferred,
  *              late_holds_released, outcomes_unknown, permits_acquired, permits_released,
  *              permit_acquires_contended, permit_acquire_busy, latch_count_downs,
- *              latch_awaits_woken, latch_await_timeouts)
+ *              latch_awaits_woken, latch_await_timeouts, eviction_warnings, sync_refusals,
+ *              crossslot_rebatches)
  *   gauges     credisson_holds (crd_metrics.holds_now), credisson_waiting
  *              (crd_metrics.waiting_now)
  *   histograms credisson_acquire_wait_seconds (acquires that had to wait) and
@@ -686,7 +735,15 @@ CRD_API const char *crd_lock_name(const crd_lock *lock, size_t *len);
  * a read-back that cannot finish by the call's deadline goes on after it returns
  * (CRD_TIMEOUT for a wait on a node that is slow, CRD_IO for a try or a node that
  * cannot be reached);
+ * CRD_SYNC_UNAVAILABLE (replica sync asked for, replicas to wait for, and the server
+ * refuses WAIT: nothing was sent; see CRD_REPLICA_SYNC_IF_ALLOWED);
  * CRD_CLOSED (client shutting down).
+ * A server that refuses for now (LOADING after a restart, BUSY behind a long script,
+ * MASTERDOWN, TRYAGAIN, CLUSTERDOWN) is asked again within the attempt's deadline (added
+ * in 0.7 for standalone and Sentinel clients; a cluster client always did); when it still
+ * refuses, CRD_SERVER with its words and what they mean (nothing ran, nothing is held).
+ * A read-only replica (READONLY) and a full server (OOM with noeviction) are CRD_SERVER
+ * the same way, at once.
  * Deadline: the call returns by wait_ms plus a few milliseconds even when the server or
  * the network stalls (measured: 1-7 ms over; tests/test_engine.c); a try with wait_ms 0,
  * and each attempt of an unbounded wait, get command_timeout_ms for the answer (plus

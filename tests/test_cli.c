@@ -1421,7 +1421,7 @@ Test(cli, bash_completion_offers_commands_and_flags)
     free(s);
     /* Bash splits the URL at each ':' (COMP_WORDBREAKS). */
     s = complete_in_bash("credisson --url redis : //h : 1 ");
-    cr_assert_str_eq(s, "run\nstatus\nunlock\nwatch\nlist\n");
+    cr_assert_str_eq(s, "run\nstatus\nunlock\nwatch\nlist\ndoctor\nverify\n");
     free(s);
     s = complete_in_bash("credisson run --");
     const char *const flags[] = {"--wait\n",     "--nonblock\n", "--lease\n",
@@ -1436,6 +1436,12 @@ Test(cli, bash_completion_offers_commands_and_flags)
     free(s);
     s = complete_in_bash("credisson list --");
     cr_assert_str_eq(s, "--json\n--timeout\n--count\n--help\n");
+    free(s);
+    s = complete_in_bash("credisson doctor --");
+    cr_assert_str_eq(s, "--json\n--samples\n--timeout\n--prefix\n--help\n");
+    free(s);
+    s = complete_in_bash("credisson verify --replica-sync ");
+    cr_assert_str_eq(s, "auto\non\noff\nif-allowed\n");
     free(s);
 }
 

@@ -376,7 +376,8 @@ Test(openmetrics, a_client_that_locked_exposes_valid_prometheus_text_matching_it
         "watchdog_round_trips", "runs_skipped", "runs_degraded", "local_queued", "deferred",
         "late_holds_released", "outcomes_unknown", "permits_acquired", "permits_released",
         "permit_acquires_contended", "permit_acquire_busy", "latch_count_downs",
-        "latch_awaits_woken", "latch_await_timeouts"};
+        "latch_awaits_woken", "latch_await_timeouts", "eviction_warnings", "sync_refusals",
+        "crossslot_rebatches"};
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {
         char full[128];
         snprintf(full, sizeof full, "credisson_%s_total", counters[i]);
@@ -396,7 +397,7 @@ Test(openmetrics, a_client_that_locked_exposes_valid_prometheus_text_matching_it
     cr_assert_eq(wait->le[0], 0.001);
     for (int i = 1; i + 1 < wait->nbuckets; i++)
         cr_assert_eq(wait->le[i], wait->le[i - 1] * 2, "powers of two milliseconds");
-    cr_assert_eq(e.n, 24 + 2 + 2, "24 counters, 2 gauges and 2 histograms");
+    cr_assert_eq(e.n, 27 + 2 + 2, "27 counters, 2 gauges and 2 histograms");
     free(text);
     crd_lock_free(l);
     crd_lock_free(ol);

@@ -8,7 +8,7 @@
  * of their own and the lower layers (CMake compiles each folder so, docs/ARCHITECTURE.md):
  *   base/base.h            status.c clock.c owner.c url.c slot.c metrics.c
  *   transport/transport.h  tls.c conn.c reply.c link.c engine.c engine_pass.c engine_call.c
- *   topology/topology.h    sentinel.c cluster.c route.c cmd.c script.c
+ *   topology/topology.h    sentinel.c cluster.c route.c cmd.c script.c deploy.c
  *   wait/wait.h            wait.c pubsub.c pubsub_wait.c offload.c loop.c
  *   locks/locks.h          names.c kinds.c kinds_ext.c fieldhash.c undo.c holds.c
  *                          watchdog.c gate.c acquire.c release.c lock.c multilock.c
@@ -193,7 +193,7 @@ typedef struct crd__metrics {
         watchdog_round_trips, runs_skipped, runs_degraded, local_queued, deferred,
         late_holds_released, outcomes_unknown, permits_acquired, permits_released,
         permit_acquires_contended, permit_acquire_busy, latch_count_downs, latch_awaits_woken,
-        latch_await_timeouts;
+        latch_await_timeouts, eviction_warnings, sync_refusals, crossslot_rebatches;
     /* A gauge: threads asleep in a blocking acquire or await right now (pubsub.c's
      * crd__sub_wait, gate.c's queue and deferral); 0 in a forked child (lifecycle.c). */
     atomic_int_fast64_t waiting;
@@ -238,6 +238,7 @@ typedef struct crd__gate crd__gate;
 typedef struct crd__watchdog crd__watchdog;
 typedef struct crd__loop crd__loop;
 typedef struct crd__topology crd__topology;
+typedef struct crd__deploy crd__deploy;
 
 struct crd_client {
     crd_options opts;     /* copies; strings below are owned */
@@ -263,6 +264,7 @@ struct crd_client {
     crd__loop *loop; /* event-loop operations (loop.c); loop thread only */
     struct crd__offload *off; /* the loop API's helper thread (offload.c) */
     crd__topology *topo;  /* sentinel.c: where the primary is; replica sync */
+    crd__deploy *deploy;  /* deploy.c: what the deployment allows (WAIT, slots, eviction) */
     /* The subscriber thread's hook into the watchdog (set by watchdog.c; pubsub.c does
      * not call watchdog.c directly): a message came on a watched hold's channel. */
     void (*on_watched_message)(crd_client *c);

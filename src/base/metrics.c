@@ -88,6 +88,9 @@ crd_status crd_client_metrics(crd_client *c, crd_metrics *out, size_t size)
     LOAD(latch_count_downs);
     LOAD(latch_awaits_woken);
     LOAD(latch_await_timeouts);
+    LOAD(eviction_warnings);
+    LOAD(sync_refusals);
+    LOAD(crossslot_rebatches);
 #undef LOAD
     int64_t holds = atomic_load_explicit(&k->holds, memory_order_relaxed);
     m.holds_now = holds > 0 ? (uint64_t)holds : 0;
@@ -222,6 +225,12 @@ size_t crd_client_metrics_openmetrics(crd_client *c, char *buf, size_t size)
           "Latch awaits that waited and saw the count reach zero (or the latch deleted)."),
         C(latch_await_timeouts, "latch_await_timeouts_total",
           "Latch awaits that returned CRD_BUSY or CRD_TIMEOUT."),
+        C(eviction_warnings, "eviction_warnings_total",
+          "1 when the server's maxmemory-policy, read at start, can evict lock keys."),
+        C(sync_refusals, "sync_refusals_total",
+          "Operations that asked for replica sync on a server refusing WAIT."),
+        C(crossslot_rebatches, "crossslot_rebatches_total",
+          "Renewal rounds sent again one slot per call after a CROSSSLOT answer."),
 #undef C
     };
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {

@@ -67,9 +67,9 @@ static crd_status validate(crd_client *c, const crd_options *o)
         o->sharded_pubsub != CRD_SHARDED_OFF)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "sharded_pubsub must be CRD_SHARDED_AUTO, ON "
                          "or OFF (got %d)", (int)o->sharded_pubsub);
-    if (o->replica_sync < CRD_REPLICA_SYNC_AUTO || o->replica_sync > CRD_REPLICA_SYNC_OFF)
+    if (o->replica_sync < CRD_REPLICA_SYNC_AUTO || o->replica_sync > CRD_REPLICA_SYNC_IF_ALLOWED)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "replica_sync must be CRD_REPLICA_SYNC_AUTO, "
-                         "_ON or _OFF (got %d)", o->replica_sync);
+                         "_ON, _OFF or _IF_ALLOWED (got %d)", o->replica_sync);
     if (o->pool_size < 1 || o->pool_size > 1024)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "pool_size must be from 1 to 1024 (got %d)",
                          o->pool_size);
@@ -311,6 +311,9 @@ static crd_status start(crd_client *c, const crd_options *opts)
     }
     if (st != CRD_OK)
         return st;
+    /* What the deployment allows (deploy.c): the eviction policy, and WAIT when replica
+     * sync is on. Advice only: nothing here fails the start. */
+    crd__deploy_probe(c, crd__sync_on(c));
     if ((st = choose_pubsub(c, opts)) != CRD_OK)
         return st;
     if ((st = crd__pubsub_start(c)) != CRD_OK)
@@ -344,7 +347,8 @@ crd_status crd_client_new(const crd_options *opts, crd_client **out)
     c->pid = getpid();
     atomic_init(&c->closed, false);
     if (crd__holds_init(c) != CRD_OK || crd__gates_init(c) != CRD_OK ||
-        crd__offload_init(c) != CRD_OK) {
+        crd__offload_init(c) != CRD_OK || crd__deploy_init(c) != CRD_OK) {
+        crd__deploy_free(c);
         crd__gates_free(c);
         crd__holds_free(c);
         free(c);
@@ -387,6 +391,7 @@ void crd_client_free(crd_client *c)
     crd__holds_free(c);
     crd__gates_free(c);
     crd__topology_free(c);
+    crd__deploy_free(c);
     crd__endpoint_clear(&c->ep);
     crd__tls_ctx_free(c->tls);
     free(c->tls_name);

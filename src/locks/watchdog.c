@@ -16,6 +16,11 @@
  * validity. In sentinel mode the connection follows the primary (sentinel.c): it is
  * reopened when the primary moves, and a READONLY or failed round re-resolves.
  *
+ * A server reached with redis:// may check key slots all the same (a proxy in front of a
+ * sharded database, a cluster node owning every slot): its CROSSSLOT answer to a mixed
+ * batch (nothing ran) makes the round go again at once one slot per call, and every later
+ * round too (deploy.c remembers it); elsewhere the batches mix slots, as before.
+ *
  * On a cluster one script call may only name keys of one slot: holds are grouped by the
  * primary serving them and by slot, and each primary's calls are pipelined on its own
  * pool (renew_list_cluster). A call the node did not run (MOVED after a resharding,
@@ -390,22 +395,67 @@ static void build_batch(crd_client *c, item_list *list, size_t from, size_t cnt,
         crd__cmd_arg(cmd, list->items[from + j].field, list->items[from + j].flen);
 }
 
+static int by_slot(const void *x, const void *y)
+{
+    const item *a = x, *b = y;
+    return a->slot < b->slot ? -1 : a->slot > b->slot;
+}
+
+/* Puts items [from, n) in slot order (a server that checks slots: deploy.c). */
+static void sort_by_slot(item_list *list, size_t from)
+{
+    for (size_t i = from; i < list->n; i++)
+        list->items[i].slot = crd__key_slot(list->items[i].name, list->items[i].name_len);
+    qsort(list->items + from, list->n - from, sizeof *list->items, by_slot);
+}
+
+/* The end of the script call that starts at item i: BATCH names, and with slot_checked
+ * only names of item i's slot (sorted by sort_by_slot). */
+static size_t batch_end(const item_list *list, size_t i, bool slot_checked)
+{
+    size_t j = i + 1;
+    while (j < list->n && j - i < BATCH &&
+           (!slot_checked || list->items[j].slot == list->items[i].slot))
+        j++;
+    return j;
+}
+
+/* Whether any reply of an answered round is CROSSSLOT (deploy.c logs the first one). */
+static bool crossslot(crd_client *c, redisReply **replies, int ncmd)
+{
+    bool any = false;
+    for (int k = 0; k < ncmd; k++)
+        any = crd__deploy_crossslot(c, replies[k]) || any;
+    return any;
+}
+
 /* Renews one list (all holds renewed by one script), BATCH holds per script call and
- * PIPELINE calls per round trip. Returns false when any renewal got no definite answer. */
+ * PIPELINE calls per round trip. Names of any slot share a call, unless the server
+ * checks slots (a proxy, a cluster node reached with redis://): then one slot per call,
+ * and a round it refused with CROSSSLOT (nothing ran) is sent again so, at once, the
+ * round's holds renewed in it. Returns false when any renewal got no definite answer. */
 static bool renew_list(crd_client *c, item_list *list)
 {
     events ev = {0};
     bool ok = true;
     char detail[256] = "";
-    for (size_t base = 0; base < list->n; base += (size_t)BATCH * PIPELINE) {
-        size_t end = base + (size_t)BATCH * PIPELINE < list->n ? base + (size_t)BATCH * PIPELINE
-                                                                : list->n;
-        int ncmd = (int)((end - base + BATCH - 1) / BATCH);
+    bool slot_checked = crd__deploy_slot_checked(c);
+    if (slot_checked)
+        sort_by_slot(list, 0);
+    size_t base = 0;
+    while (base < list->n) {
         crd__cmd cmds[PIPELINE];
         redisReply *replies[PIPELINE] = {NULL};
-        for (int k = 0; k < ncmd; k++) {
-            size_t from = base + (size_t)k * BATCH;
-            build_batch(c, list, from, end - from < BATCH ? end - from : BATCH, &cmds[k]);
+        size_t from[PIPELINE], cnt[PIPELINE];
+        int ncmd = 0;
+        size_t end = base;
+        while (end < list->n && ncmd < PIPELINE) {
+            size_t j = batch_end(list, end, slot_checked);
+            from[ncmd] = end;
+            cnt[ncmd] = j - end;
+            build_batch(c, list, end, j - end, &cmds[ncmd]);
+            ncmd++;
+            end = j;
         }
         /* The primary's peer (sentinel mode: the engine follows the primary's moves). */
         int64_t sent = crd__now_ms();
@@ -423,6 +473,18 @@ static bool renew_list(crd_client *c, item_list *list)
             st = crd__script_pipeline(c, c->pool, cmds, ncmd, replies, &sent);
             answered = st == CRD_OK || st == CRD_NOT_SYNCED;
         }
+        if (answered && !slot_checked && crossslot(c, replies, ncmd)) {
+            /* The server checks slots: the calls it refused did not run, and the others
+             * are idempotent. This round's remaining holds go again, one slot per call. */
+            for (int k = 0; k < ncmd; k++) {
+                freeReplyObject(replies[k]);
+                crd__cmd_free(&cmds[k]);
+            }
+            CRD__COUNT(c, crossslot_rebatches);
+            slot_checked = true;
+            sort_by_slot(list, base);
+            continue;
+        }
         bool readonly = false;
         for (int k = 0; answered && k < ncmd; k++)
             readonly = readonly || crd__reply_classify(replies[k]) == CRD__REPLY_READONLY;
@@ -434,12 +496,9 @@ static bool renew_list(crd_client *c, item_list *list)
         if (readonly) /* the old primary was demoted: find the new one; the next round goes there */
             crd__topology_changed(c, gen);
         pthread_mutex_lock(&c->holds->mu);
-        for (int k = 0; k < ncmd; k++) {
-            size_t from = base + (size_t)k * BATCH;
-            ok = settle_batch(c, list, from, end - from < BATCH ? end - from : BATCH,
-                              answered ? replies[k] : NULL, st, sent, &ev, detail,
-                              sizeof detail) && ok;
-        }
+        for (int k = 0; k < ncmd; k++)
+            ok = settle_batch(c, list, from[k], cnt[k], answered ? replies[k] : NULL, st, sent,
+                              &ev, detail, sizeof detail) && ok;
         pthread_mutex_unlock(&c->holds->mu);
         for (int k = 0; k < ncmd; k++) {
             if (answered)
@@ -447,6 +506,7 @@ static bool renew_list(crd_client *c, item_list *list)
             crd__cmd_free(&cmds[k]);
         }
         flush_events(c, &ev, detail[0] ? detail : NULL);
+        base = end;
     }
     free(ev.ev);
     return ok;

@@ -13,7 +13,10 @@
  * updates the slot map, ASK resends once with ASKING, READONLY and TRYAGAIN/CLUSTERDOWN/
  * LOADING are retried with a backoff bounded by the command timeout, and a connection
  * that could not be opened (nothing sent) is retried at the slot's owner after a map
- * refresh. A command whose reply was lost after sending is never resent here; an
+ * refresh. A standalone or Sentinel client retries the "not now" replies (LOADING, BUSY,
+ * MASTERDOWN, TRYAGAIN, CLUSTERDOWN) the same way. A server that refuses WAIT (deploy.c)
+ * has an acquire that needs it refused before it is sent, everything else sent without
+ * it. A command whose reply was lost after sending is never resent here; an
  * acquire's requests carry undo.c's on_late. The watchdog's pipelined renewals use the
  * same builder and the same NOSCRIPT rule.
  *
@@ -84,16 +87,24 @@ static crd__req *hop_request(crd__pool *p, crd__cmd *cmd, bool eval, bool asking
     return rq;
 }
 
-/* The acks of the WAIT reply w (a refused WAIT counts as none, and is said). */
+/* The acks of the WAIT reply w; -1 for a refused WAIT (it counts as none: deploy.c
+ * records it, and the next acquire is refused before it is sent). */
 static int64_t wait_acks(crd_client *c, const redisReply *w)
 {
     if (w->type == REDIS_REPLY_INTEGER)
         return w->integer;
-    crd__log(c, CRD_LOG_WARN, "replica sync: WAIT was refused (%.*s); set replica_sync to "
-             "CRD_REPLICA_SYNC_OFF where WAIT is not allowed",
-             w->type == REDIS_REPLY_ERROR ? (int)(w->len > 100 ? 100 : w->len) : 0,
-             w->type == REDIS_REPLY_ERROR ? w->str : "");
-    return 0;
+    crd__deploy_wait_answer(c, w);
+    return -1;
+}
+
+/* The words of a refused WAIT (replies[i] of a pipeline), for the NOT_SYNCED detail. */
+static void refusal_words(const redisReply *w, char *buf, size_t cap)
+{
+    const char *text = "";
+    size_t n = 0;
+    if (w != NULL && w->type == REDIS_REPLY_ERROR)
+        n = crd__reply_error_text(w, &text);
+    snprintf(buf, cap, "%.*s", (int)(n > 120 ? 120 : n), text);
 }
 
 /* The timeout of a WAIT sent now for a call whose deadline is deadline: at most
@@ -118,7 +129,8 @@ static int64_t wait_budget(int64_t wait_timeout, int64_t deadline)
  * and the WAIT's acks in *acks. *sent_ms as crd__call's. */
 static crd_status run_hop(crd_client *c, crd__pool *p, crd__cmd *cmd, bool asking, int replicas,
                           int64_t wait_timeout, int64_t deadline, uint64_t gen, redisReply **r,
-                          int64_t *acks, int64_t *sent_ms, int *handed)
+                          int64_t *acks, char *refusal, size_t refusal_cap, int64_t *sent_ms,
+                          int *handed)
 {
     *r = NULL;
     *acks = 0;
@@ -138,8 +150,8 @@ static crd_status run_hop(crd_client *c, crd__pool *p, crd__cmd *cmd, bool askin
         if (st != CRD_OK)
             return st;
         *r = all[at];
-        if (replicas > 0)
-            *acks = wait_acks(c, all[n - 1]);
+        if (replicas > 0 && (*acks = wait_acks(c, all[n - 1])) < 0)
+            refusal_words(all[n - 1], refusal, refusal_cap);
         for (int i = 0; i < n; i++)
             if (i != at)
                 freeReplyObject(all[i]);
@@ -252,6 +264,7 @@ typedef struct call_state {
     bool asking, cluster;
     int hop;
     int64_t *sent_ms;
+    char busy[120]; /* standalone: the last "not now" reply retried (LOADING, BUSY...) */
 } call_state;
 
 typedef enum hop_next { HOP_AGAIN, HOP_RETURN, HOP_FINAL } hop_next;
@@ -270,6 +283,12 @@ static hop_next hop_failed(call_state *cs, crd__pool *p, crd_status st, int hand
         return HOP_AGAIN;
     if (st == CRD_IO)
         primary_failed(c, p);
+    if (st == CRD_IO && cs->busy[0] != '\0') {
+        /* Retried after "not now": say what the server had answered. */
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s", crd_client_errmsg(c));
+        crd__fail(c, CRD_IO, "%s (before that the server answered %s)", msg, cs->busy);
+    }
     /* Handed over: the engine resolves what it did (undo.c); the caller must not read it
      * back, so it is told nothing was sent. */
     cs->cmd->handed = handed;
@@ -282,7 +301,8 @@ static hop_next hop_failed(call_state *cs, crd__pool *p, crd_status st, int hand
  * TRYAGAIN and the like: nothing ran; *r freed), the reply is final (HOP_FINAL), or the
  * call ends with *st (replica sync: no replica acknowledged; *r handed to the caller). */
 static hop_next hop_answered(call_state *cs, redisReply **r, const crd__endpoint *from,
-                             int replicas, int64_t acks, int64_t wait_timeout, crd_status *st)
+                             int replicas, int64_t acks, const char *refusal,
+                             int64_t wait_timeout, crd_status *st)
 {
     crd_client *c = cs->c;
     crd__reply_class cls = crd__reply_classify(*r);
@@ -295,11 +315,34 @@ static hop_next hop_answered(call_state *cs, redisReply **r, const crd__endpoint
         *r = NULL;
         return (*st = crd__topology_changed(c, 0)) == CRD_OK ? HOP_AGAIN : HOP_RETURN;
     }
+    if (cls == CRD__REPLY_OK && replicas > 0 && acks < 0) {
+        /* The script ran, but the server refused the WAIT behind it (an ACL changed, a
+         * failover to a primary configured otherwise): nothing says a replica has it. */
+        *st = crd__fail(c, CRD_NOT_SYNCED, "%s: the primary ran it, but it refused the WAIT "
+                        "behind it (%s), so no replica is known to have it", cs->what, refusal);
+        return HOP_RETURN;
+    }
     if (cls == CRD__REPLY_OK && replicas > 0 && acks == 0) {
         *st = crd__fail(c, CRD_NOT_SYNCED, "%s: the primary ran it, but none of its %d "
                         "replicas acknowledged it within %lld ms", cs->what, replicas,
                         (long long)wait_timeout);
         return HOP_RETURN;
+    }
+    /* A standalone or Sentinel client retries what proves nothing ran and says "not now"
+     * (LOADING after a restart, BUSY behind a long script, MASTERDOWN, TRYAGAIN,
+     * CLUSTERDOWN from a cluster node reached with redis://) within the call's deadline,
+     * as a cluster client does; the last such reply is the call's error. */
+    if (!cs->cluster && cls == CRD__REPLY_BUSY && cs->hop < MAX_HOPS * 8 &&
+        cs->deadline - crd__now_ms() - cs->backoff >= 50 &&
+        pause_before_retry(c, &cs->backoff, cs->deadline)) {
+        /* At least 50 ms left for the next answer: a slow one must not turn the server's
+         * words into a timeout of ours. */
+        const char *text;
+        size_t n = crd__reply_error_text(*r, &text);
+        snprintf(cs->busy, sizeof cs->busy, "%.*s", (int)(n > 100 ? 100 : n), text);
+        freeReplyObject(*r);
+        *r = NULL;
+        return HOP_AGAIN;
     }
     if (!cs->cluster || cs->hop >= MAX_HOPS)
         return HOP_FINAL;
@@ -334,7 +377,7 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
     call_state cs = {c, cmd, what,
                      cmd->deadline_ms != 0 ? cmd->deadline_ms
                                            : crd__now_ms() + c->opts.command_timeout_ms,
-                     10, NULL, false, c->cluster != NULL, 0, sent_ms};
+                     10, NULL, false, c->cluster != NULL, 0, sent_ms, ""};
     redisReply *r = NULL;
     crd_status st;
     for (;; cs.hop++) {
@@ -357,10 +400,23 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
         int64_t wait_timeout = 0;
         int replicas = cmd->sync && !ask_now ? crd__sync_replicas(c, p, &wait_timeout,
                                                                   cs.deadline) : 0;
+        if (replicas > 0) {
+            /* A server that refuses WAIT (deploy.c): an acquire (it carries undo.c's
+             * on_late) is refused before anything is sent, unless the user chose to go
+             * without WAIT; everything else goes without it. */
+            crd__sync_mode m = crd__deploy_sync_mode(c, p, cmd->late != NULL, cs.deadline, what);
+            if (m == CRD__SYNC_REFUSE) {
+                *sent_ms = 0;
+                return CRD_SYNC_UNAVAILABLE;
+            }
+            if (m == CRD__SYNC_WITHOUT)
+                replicas = 0;
+        }
         int64_t acks = 0;
+        char refusal[160] = "";
         int handed = 0;
         st = run_hop(c, p, cmd, ask_now, replicas, wait_timeout, cs.deadline, gen, &r, &acks,
-                     sent_ms, &handed);
+                     refusal, sizeof refusal, sent_ms, &handed);
         cmd->unsent = handed < 0;
         if (handed < 0)
             handed = 0;
@@ -390,8 +446,8 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
                 continue;
             return st;
         }
-        hop_next next = hop_answered(&cs, &r, crd__pool_ep(p), replicas, acks, wait_timeout,
-                                     &st);
+        hop_next next = hop_answered(&cs, &r, crd__pool_ep(p), replicas, acks, refusal,
+                                     wait_timeout, &st);
         if (next == HOP_AGAIN)
             continue;
         if (next == HOP_RETURN) {
@@ -410,17 +466,26 @@ static crd_status synced(crd_client *c, redisReply **all, int n, int replicas, i
     if (replicas == 0)
         return CRD_OK;
     bool none = all[n]->type != REDIS_REPLY_INTEGER || all[n]->integer == 0;
+    char refusal[160] = "";
+    if (all[n]->type != REDIS_REPLY_INTEGER) {
+        crd__deploy_wait_answer(c, all[n]);
+        refusal_words(all[n], refusal, sizeof refusal);
+    }
     freeReplyObject(all[n]);
     all[n] = NULL;
     if (!none)
         return CRD_OK;
+    if (refusal[0] != '\0')
+        return crd__fail(c, CRD_NOT_SYNCED, "renewal: the primary ran it, but it refused the "
+                         "WAIT behind it (%s)", refusal);
     return crd__fail(c, CRD_NOT_SYNCED, "renewal: the primary ran it, but none of its %d "
                      "replicas acknowledged it within %lld ms", replicas, (long long)timeout);
 }
 
 /* One round of the pipeline: every command of cmds (+ WAIT) in one request to p. */
 static crd_status round_trip(crd_client *c, crd__pool *p, crd__cmd *cmds, int ncmd, int replicas,
-                             int64_t wait_timeout, uint64_t gen, redisReply **all, int64_t *sent_ms)
+                             int64_t wait_timeout, uint64_t gen, bool eval, redisReply **all,
+                             int64_t *sent_ms)
 {
     int total = ncmd + (replicas > 0);
     crd__req *rq = crd__req_new(p, total);
@@ -428,7 +493,7 @@ static crd_status round_trip(crd_client *c, crd__pool *p, crd__cmd *cmds, int nc
         return crd__fail(c, CRD_NO_MEMORY, "cannot build a pipeline");
     bool ok = true;
     for (int k = 0; k < ncmd && ok; k++) {
-        crd__cmd_head(&cmds[k], false);
+        crd__cmd_head(&cmds[k], eval);
         ok = crd__req_add(rq, crd__cmd_argc(&cmds[k], 0), cmds[k].v, cmds[k].len);
     }
     if (ok && replicas > 0)
@@ -463,8 +528,12 @@ crd_status crd__script_pipeline(crd_client *c, crd__pool *p, crd__cmd *cmds, int
         /* Sentinel mode: the primary's generation, then its replica count (as crd__call). */
         gen = p == c->pool && crd__topology_sentinel(c) ? crd__topology_gen(c) : 0;
         replicas = ncmd > 0 && cmds[0].sync ? crd__sync_replicas(c, p, &wait_timeout, deadline) : 0;
-        st = round_trip(c, p, cmds, ncmd, replicas, wait_budget(wait_timeout, deadline), gen, all,
-                        sent_ms);
+        /* A server refusing WAIT (deploy.c): renewals go without it (never refused). */
+        if (replicas > 0 &&
+            crd__deploy_sync_mode(c, p, false, deadline, "renewal") != CRD__SYNC_WAIT)
+            replicas = 0;
+        st = round_trip(c, p, cmds, ncmd, replicas, wait_budget(wait_timeout, deadline), gen,
+                        false, all, sent_ms);
         /* Not sent, built for the replicas of a primary just replaced: once more. */
         if (st == CRD_IO && *sent_ms == 0 && gen != 0 && crd__topology_gen(c) != gen && round == 0)
             continue;
@@ -493,11 +562,17 @@ crd_status crd__script_pipeline(crd_client *c, crd__pool *p, crd__cmd *cmds, int
         redisReply *lr = NULL;
         int64_t lsent;
         int handed;
-        if ((st = crd__engine_call(c, rq, &lr, &lsent, &handed)) != CRD_OK)
+        st = crd__engine_call(c, rq, &lr, &lsent, &handed);
+        /* A proxy that forwards scripts but not SCRIPT LOAD (twemproxy closes the
+         * connection on it) or an ACL without script|load: the round goes as EVAL, which
+         * caches the script for the next round's EVALSHA. */
+        bool loaded = st == CRD_OK && lr->type != REDIS_REPLY_ERROR;
+        if (st == CRD_OK)
+            freeReplyObject(lr);
+        if (st == CRD_CLOSED || st == CRD_NO_MEMORY)
             return st;
-        freeReplyObject(lr);
         if ((st = round_trip(c, p, cmds, ncmd, replicas, wait_budget(wait_timeout, deadline), gen,
-                             all, sent_ms)) != CRD_OK)
+                             !loaded, all, sent_ms)) != CRD_OK)
             return st;
     }
     for (int k = 0; k < ncmd; k++)

@@ -105,6 +105,7 @@ crd_status crd__topology_init(crd_client *c, crd__sentinel_cfg *cfg, const crd_o
     }
     /* AUTO: on where Java does it (a primary with replicas: Sentinel, Cluster). */
     t->sync = o->replica_sync == CRD_REPLICA_SYNC_ON ||
+              o->replica_sync == CRD_REPLICA_SYNC_IF_ALLOWED ||
               (o->replica_sync == CRD_REPLICA_SYNC_AUTO && (t->sentinel || c->ep.cluster));
     t->sync_timeout_ms = o->replica_sync_timeout_ms;
     c->topo = t;
@@ -112,6 +113,8 @@ crd_status crd__topology_init(crd_client *c, crd__sentinel_cfg *cfg, const crd_o
 }
 
 bool crd__topology_sentinel(const crd_client *c) { return c->topo != NULL && c->topo->sentinel; }
+
+bool crd__sync_on(const crd_client *c) { return c->topo != NULL && c->topo->sync; }
 
 uint64_t crd__topology_gen(crd_client *c)
 {

@@ -27,6 +27,8 @@ crd_status crd__topology_start(crd_client *c);
 void crd__topology_stop(crd_client *c); /* joins the listener */
 void crd__topology_free(crd_client *c);
 bool crd__topology_sentinel(const crd_client *c);
+/* Whether replica sync is on (the options' rule: ON, IF_ALLOWED, AUTO on Sentinel/Cluster). */
+bool crd__sync_on(const crd_client *c);
 /* The primary's generation: it moves whenever the primary's address changes. A
  * connection opened under an older one must be reopened (crd__conn.topo_gen). */
 uint64_t crd__topology_gen(crd_client *c);
@@ -56,6 +58,31 @@ void crd__topology_suspect(crd_client *c);
  * the count. */
 int crd__sync_replicas(crd_client *c, crd__pool *p, int64_t *timeout_ms, int64_t deadline_ms);
 void crd__topology_after_fork_child(crd_client *c);
+
+/* ---- deploy.c: what the deployment allows (README "Running on managed Redis") ------ */
+
+crd_status crd__deploy_init(crd_client *c); /* no I/O */
+void crd__deploy_free(crd_client *c);
+/* At start, after the PING: INFO memory (one WARN line and crd_metrics.eviction_warnings
+ * when maxmemory-policy can evict lock keys) and, when sync, WAIT 0 0. Refusals and
+ * failures are ignored (advice, never a reason not to start). */
+void crd__deploy_probe(crd_client *c, bool sync);
+/* Whether a maxmemory-policy can evict lock keys (allkeys-*, volatile-*). Pure. */
+bool crd__deploy_policy_evicts(const char *policy);
+/* Replica sync on a server that may refuse WAIT: send the WAIT, send without it, or (an
+ * acquire, unless replica_sync is IF_ALLOWED) refuse before sending: CRD__SYNC_REFUSE with
+ * CRD_SYNC_UNAVAILABLE recorded as the detail naming what. May send WAIT 0 0 to p (every
+ * 10 s while refused). */
+typedef enum crd__sync_mode { CRD__SYNC_WAIT, CRD__SYNC_WITHOUT, CRD__SYNC_REFUSE } crd__sync_mode;
+crd__sync_mode crd__deploy_sync_mode(crd_client *c, crd__pool *p, bool acquire,
+                                     int64_t deadline, const char *what);
+/* A WAIT's reply seen in a pipeline: an error reply records the refusal. */
+void crd__deploy_wait_answer(crd_client *c, const redisReply *w);
+bool crd__deploy_wait_refused(crd_client *c);
+/* Whether r is a CROSSSLOT error; the first one is logged and makes
+ * crd__deploy_slot_checked true for the client's life. */
+bool crd__deploy_crossslot(crd_client *c, const redisReply *r);
+bool crd__deploy_slot_checked(crd_client *c);
 
 /* ---- route.c: which peer serves a key ---------------------------------------------------- */
 
@@ -193,7 +220,9 @@ int crd__cmd_argc(const crd__cmd *cmd, int first);
  * (the caller frees it); an error reply becomes a status with the server's words
  * (crd__reply_fail). In cluster mode redirects, READONLY and busy replies (all proofs
  * that nothing ran) are followed or retried here within the command timeout; in
- * standalone mode they are errors. CRD_IO: no reply; *sent_ms (may be NULL) is 0 when
+ * standalone mode redirects are errors and the "not now" replies (LOADING, BUSY,
+ * MASTERDOWN, TRYAGAIN, CLUSTERDOWN) are retried within the deadline too. CRD_IO: no
+ * reply; *sent_ms (may be NULL) is 0 when
  * nothing was sent, else the time of the last send, so a caller knows whether the
  * command may have run. what names the operation for messages. */
 crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply **reply,

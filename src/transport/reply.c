@@ -55,11 +55,42 @@ size_t crd__reply_error_text(const redisReply *r, const char **text)
     return n;
 }
 
+const char *crd__reply_meaning(const redisReply *r)
+{
+    /* Each of these says the server did not do what was asked, and why; a lock caller is
+     * told it in words, so that a failed acquire is never read as a held lock nor a
+     * refusal of the deployment as a bug of the caller. */
+    static const struct {
+        const char *code, *meaning;
+    } table[] = {
+        {"OOM", "maxmemory reached and the maxmemory-policy evicts nothing: the write was "
+                "refused, nothing was written (free memory or raise maxmemory)"},
+        {"LOADING", "a restart or a replica's full sync: nothing ran"},
+        {"BUSY", "another client's script runs past busy-reply-threshold: nothing ran"},
+        {"MASTERDOWN", "a replica without its primary that serves no stale data: nothing ran"},
+        {"CLUSTERDOWN", "slots without a primary, or this node cut off from the majority: "
+                        "nothing ran"},
+        {"TRYAGAIN", "the keys' slot is being migrated: nothing ran"},
+        {"CROSSSLOT", "a cluster node, or a proxy in front of a sharded database, checks key "
+                      "slots and these keys span slots: nothing ran"},
+        {"NOPERM", "the README's ACL rules list what each lock kind needs"},
+    };
+    if (r == NULL || r->type != REDIS_REPLY_ERROR)
+        return NULL;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (starts(r, table[i].code))
+            return table[i].meaning;
+    return NULL;
+}
+
 crd_status crd__reply_fail(crd_client *c, const redisReply *r, const char *what)
 {
     if (r != NULL && r->type == REDIS_REPLY_ERROR) {
         const char *text;
         size_t n = crd__reply_error_text(r, &text);
+        const char *meaning = crd__reply_meaning(r);
+        if (meaning != NULL)
+            return crd__fail(c, CRD_SERVER, "%s: %.*s (%s)", what, (int)n, text, meaning);
         return crd__fail(c, CRD_SERVER, "%s: %.*s", what, (int)n, text);
     }
     char text[200];

@@ -133,6 +133,9 @@ crd__reply_class crd__reply_classify(const redisReply *r);
  * position Redis appends: internal identifiers say nothing to a user), CRD_PROTOCOL with
  * the reply rendered for anything else. what names the operation. */
 crd_status crd__reply_fail(crd_client *c, const redisReply *r, const char *what);
+/* What an error reply means for a lock, as a sentence for messages (OOM, LOADING, BUSY,
+ * MASTERDOWN, CLUSTERDOWN, TRYAGAIN, CROSSSLOT, NOPERM), or NULL. Pure. */
+const char *crd__reply_meaning(const redisReply *r);
 /* The server's words of an error reply without the script tail; returns their length. */
 size_t crd__reply_error_text(const redisReply *r, const char **text);
 /* Renders a reply for traces and messages. */
