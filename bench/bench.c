@@ -2135,8 +2135,16 @@ static void sc_semaphore(int rep, const char *scenario, int n, int permits)
 
 /* ---- handoff -------------------------------------------------------------------------------- */
 
-/* Two workers alternate; returns the hand-off times (µs) or false. */
-static bool handoff_run(int rep, bool node, bn_vec *ho, long *stalls)
+/* What a hand-off costs in counts that do not move with the machine's load. */
+typedef struct handoff_counts {
+    long waits;     /* acquires that waited */
+    long switches;  /* context switches of the waiting process during them (C only) */
+    long long calls; /* its system calls during them; -1 unknown */
+    long long scripts, subs, cmds; /* the server's: scripts, (UN)SUBSCRIBEs, commands */
+} handoff_counts;
+
+/* Two workers alternate; returns the hand-off times (µs) and counts, or false. */
+static bool handoff_run(int rep, bool node, bn_vec *ho, long *stalls, handoff_counts *hc)
 {
     char name[128], prefix[200], rounds[16];
     mkname(name, sizeof name, "handoff", rep, node ? "node" : "c");
@@ -2153,6 +2161,8 @@ static bool handoff_run(int rep, bool node, bn_vec *ho, long *stalls)
         reap_all(ch, 2);
         return false;
     }
+    memset(hc, 0, sizeof *hc);
+    bn_cmdstats s0 = bn_cmdstats_get(ADMIN);
     go_all(ch, 2);
     int R = P.handoff_rounds;
     double *trel = calloc((size_t)R, sizeof *trel), *tacq = calloc((size_t)R, sizeof *tacq);
@@ -2162,9 +2172,15 @@ static bool handoff_run(int rep, bool node, bn_vec *ho, long *stalls)
             int k;
             char kind;
             long long t;
+            long w, sw;
+            long long sc;
             if (l[0] == 'S')
                 (*stalls)++;
-            else if (sscanf(l, "E %d %c %lld", &k, &kind, &t) == 3 && k >= 0 && k < R) {
+            else if (sscanf(l, "X %ld %ld %lld", &w, &sw, &sc) == 3) {
+                hc->waits += w;
+                hc->switches += sw;
+                hc->calls = sc < 0 || hc->calls < 0 ? -1 : hc->calls + sc;
+            } else if (sscanf(l, "E %d %c %lld", &k, &kind, &t) == 3 && k >= 0 && k < R) {
                 if (kind == 'r')
                     trel[k] = (double)t;
                 else
@@ -2173,6 +2189,10 @@ static bool handoff_run(int rep, bool node, bn_vec *ho, long *stalls)
             free(l);
         }
     }
+    bn_cmdstats s1 = bn_cmdstats_get(ADMIN);
+    hc->scripts = s1.scripts - s0.scripts;
+    hc->subs = s1.subs - s0.subs;
+    hc->cmds = s1.total - s0.total;
     int st0 = bn_reap(&ch[0]), st1 = bn_reap(&ch[1]);
     for (int k = 0; k < R; k++)
         if (trel[k] > 0 && tacq[k] > 0)
@@ -2193,8 +2213,10 @@ static bool handoff_run(int rep, bool node, bn_vec *ho, long *stalls)
  * releases as the handoff holder does, after a 3 ms pause with Redisson's unlock script.
  * Time from before the release to the worker's acquire reply: the least any client
  * pays for a hand-off on this machine, both scripts and every wake-up included. */
-static double measure_raw_handoff(int rep)
+static double measure_raw_handoff(int rep, double *switches, double *calls)
 {
+    *switches = NAN;
+    *calls = NAN;
     if (!load_release_script())
         return NAN;
     char name[128], prefix[200], rounds[16];
@@ -2236,6 +2258,16 @@ static double measure_raw_handoff(int rep)
         bn_vec_push(&v, (double)(t1 - t0));
     }
     redisFree(c);
+    char *l;
+    while ((l = bn_readline(ch.out)) != NULL) {
+        long n, sw;
+        long long sc;
+        if (sscanf(l, "X %ld %ld %lld", &n, &sw, &sc) == 3 && n > 0) {
+            *switches = (double)sw / (double)n;
+            *calls = sc < 0 ? NAN : (double)sc / (double)n;
+        }
+        free(l);
+    }
     int st = bn_reap(&ch);
     double p50 = st == 0 && v.n == (size_t)R ? bn_quantile(&v, 0.5) : NAN;
     if (isnan(p50))
@@ -2248,7 +2280,7 @@ static double measure_raw_handoff(int rep)
 /* One implementation's hand-off result, against the floors; returns it so that the
  * caller can add to it. */
 static result *put_handoff(const char *impl, bn_vec *ho, long stalls, double floor,
-                           double hot_floor, double raw_floor)
+                           double hot_floor, double raw_floor, const handoff_counts *hc)
 {
     result *r = res("handoff", impl);
     double p50 = bn_quantile(ho, 0.5);
@@ -2263,6 +2295,16 @@ static result *put_handoff(const char *impl, bn_vec *ho, long stalls, double flo
         put(r, "ratio_to_raw_floor", p50 / raw_floor);
     }
     put(r, "stalls_over_2s", (double)stalls);
+    /* per hand-off, counted by the server over the whole run: the C client's floor is 3
+     * scripts (the waiter's failed attempt, its winning one, the holder's release) */
+    double n = (double)P.handoff_rounds;
+    put(r, "scripts_per_handoff", (double)hc->scripts / n);
+    put(r, "subscribes_per_handoff", (double)hc->subs / n);
+    if (hc->waits > 0) {
+        put(r, "ctx_switches_per_waiting_acquire", (double)hc->switches / (double)hc->waits);
+        if (hc->calls >= 0)
+            put(r, "syscalls_per_waiting_acquire", (double)hc->calls / (double)hc->waits);
+    }
     return r;
 }
 
@@ -2273,23 +2315,29 @@ static void sc_handoff(int rep)
     floor_vals f = measure_floor(P.handoff_rounds > 50 ? P.handoff_rounds : 50, 3000);
     double floor = f.pubsub_p50 + hot.script_p50;
     double hot_floor = hot.pubsub_p50 + hot.script_p50;
-    double raw_floor = measure_raw_handoff(rep);
+    double raw_switches, raw_calls;
+    double raw_floor = measure_raw_handoff(rep, &raw_switches, &raw_calls);
+    handoff_counts cc, nc;
     bn_vec c = {0}, nd = {0};
     long c_stalls = 0, nd_stalls = 0;
     bool have_c = false, have_node = false;
     bool node_first = rep % 2 == 1;
     if (node_first && node_usable())
-        have_node = handoff_run(rep, true, &nd, &nd_stalls);
-    have_c = handoff_run(rep, false, &c, &c_stalls);
+        have_node = handoff_run(rep, true, &nd, &nd_stalls, &nc);
+    have_c = handoff_run(rep, false, &c, &c_stalls, &cc);
     if (!node_first && node_usable())
-        have_node = handoff_run(rep, true, &nd, &nd_stalls);
+        have_node = handoff_run(rep, true, &nd, &nd_stalls, &nc);
     if (have_c) {
-        result *r = put_handoff("credisson", &c, c_stalls, floor, hot_floor, raw_floor);
+        result *r = put_handoff("credisson", &c, c_stalls, floor, hot_floor, raw_floor, &cc);
+        if (!isnan(raw_switches))
+            put(r, "raw_ctx_switches_per_acquire", raw_switches);
+        if (!isnan(raw_calls))
+            put(r, "raw_syscalls_per_acquire", raw_calls);
         if (have_node)
             put(r, "node_over_credisson", bn_quantile(&nd, 0.5) / bn_quantile(&c, 0.5));
     }
     if (have_node)
-        put_handoff("node-redisson", &nd, nd_stalls, floor, hot_floor, raw_floor);
+        put_handoff("node-redisson", &nd, nd_stalls, floor, hot_floor, raw_floor, &nc);
     bn_vec_free(&c);
     bn_vec_free(&nd);
 }

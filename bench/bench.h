@@ -60,6 +60,14 @@ bn_cmdstats bn_cmdstats_get(redisContext *c);
 
 /* CPU time of this process (all threads) in microseconds. */
 int64_t bn_cpu_us(void);
+/* Context switches of this process so far, every thread's, voluntary and not. */
+long bn_ctx_switches(void);
+/* A counter of the system calls this thread and the threads it starts from now on make
+ * (perf's raw_syscalls:sys_enter tracepoint, inherited): an fd for bn_counter_read, or
+ * -1 where the kernel does not allow it (perf_event_paranoid, no tracefs). */
+int bn_syscalls_open(void);
+/* The counter's value summed over its threads; -1 when fd is -1 or the read fails. */
+long long bn_counter_read(int fd);
 
 /* The machine's CPU time so far (/proc/stat's "cpu" line, in clock ticks): all of it, and
  * what the hypervisor took for other guests (steal). Both 0 where /proc/stat is missing. */

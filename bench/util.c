@@ -12,9 +12,11 @@
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <linux/perf_event.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -157,6 +159,46 @@ int64_t bn_cpu_us(void)
     getrusage(RUSAGE_SELF, &ru);
     return (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
            (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
+}
+
+long bn_ctx_switches(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_nvcsw + u.ru_nivcsw;
+}
+
+int bn_syscalls_open(void)
+{
+    const char *paths[2] = {"/sys/kernel/tracing/events/raw_syscalls/sys_enter/id",
+                            "/sys/kernel/debug/tracing/events/raw_syscalls/sys_enter/id"};
+    long long id = -1;
+    for (int i = 0; i < 2 && id < 0; i++) {
+        FILE *f = fopen(paths[i], "r");
+        if (f != NULL) {
+            if (fscanf(f, "%lld", &id) != 1)
+                id = -1;
+            fclose(f);
+        }
+    }
+    if (id < 0)
+        return -1;
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.type = PERF_TYPE_TRACEPOINT;
+    a.size = sizeof a;
+    a.config = (unsigned long long)id;
+    a.inherit = 1;
+    a.exclude_kernel = 0;
+    return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+long long bn_counter_read(int fd)
+{
+    unsigned long long v;
+    if (fd < 0 || read(fd, &v, sizeof v) != (ssize_t)sizeof v)
+        return -1;
+    return (long long)v;
 }
 
 bn_ticks bn_ticks_now(void)

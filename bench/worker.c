@@ -9,7 +9,10 @@
  *             other than 1 is an exclusion violation), DECR guard, release.
  *             Prints "R acq viol timeouts errors cpu_us late" and "L <wait us>...".
  *   handoff   two of them alternate the lock; prints "E <round> r|a <t us>": the holder's
- *             time just before its release, the waiter's time when its acquire returned.
+ *             time just before its release, the waiter's time when its acquire returned;
+ *             at the end "X <acquires> <context switches> <system calls>": every
+ *             thread's, counted from just before each waiting acquire to its return (-1
+ *             system calls where perf's tracepoint is not allowed).
  *   fair      procs on a fair lock, plus a FIFO check inside the critical section (see
  *             FAIR_CHECK); prints "F acq viol fifo timeouts errors late" and
  *             "A <seq> <t_acq> <t_rel> <had_waiter> <counted>" per acquisition.
@@ -20,7 +23,9 @@
  *   rawwaiter the hand-off's floor, no library: a hiredis connection subscribed to the lock
  *             channel of --name; on each message it runs the acquire script (--sha) on a
  *             fresh key over a second connection and prints "T <round> <t us>" once the
- *             reply is in (the driver releases with Redisson's unlock script).
+ *             reply is in (the driver releases with Redisson's unlock script); at the end
+ *             "X <rounds> <context switches> <system calls>", counted from the wait for
+ *             each message to the acquire's reply.
  *   watchdog  one client holding N locks under the watchdog (timeout shortened); measures
  *             its own heap, its watchdog thread's CPU and write syscalls per renewal round;
  *             prints one "W key=value..." line.
@@ -287,6 +292,7 @@ static void wait_subscriber(redisContext *g, const char *name)
 
 static int run_handoff(const wopts *o)
 {
+    int sysfd = bn_syscalls_open(); /* before the client's threads start: they inherit it */
     crd_client *c;
     crd_lock *l = open_lock(o, false, &c);
     crd_status st;
@@ -302,6 +308,8 @@ static int run_handoff(const wopts *o)
     }
     if (r == 0 && (st = crd_lock_acquire(l, 10000, CRD_LEASE_WATCHDOG)) != CRD_OK)
         die("initial acquire", c, st);
+    long switches = 0, waits = 0;
+    long long calls = 0;
     ready_go();
     for (int k = 0; k < o->rounds; k++) {
         if (k % 2 == r) {
@@ -318,18 +326,26 @@ static int run_handoff(const wopts *o)
                 blpop(g, held[r]); /* the other side holds it now */
         } else {
             rpush(g, ready[other]);
+            long cs0 = bn_ctx_switches();
+            long long sc0 = bn_counter_read(sysfd);
             if ((st = crd_lock_acquire(l, 2000, CRD_LEASE_WATCHDOG)) != CRD_OK) {
                 printf("S %d\n", k); /* a stall: no wake-up within 2 s */
                 fflush(stdout);
                 exit(0);
             }
             int64_t t = bn_now_us();
+            switches += bn_ctx_switches() - cs0;
+            calls += sc0 < 0 ? 0 : bn_counter_read(sysfd) - sc0;
+            waits++;
             printf("E %d a %" PRId64 "\n", k, t);
             rpush(g, held[other]);
         }
     }
     /* Whoever holds it at the end lets it go. */
     crd_lock_release(l);
+    printf("X %ld %ld %lld\n", waits, switches, sysfd < 0 ? -1 : calls);
+    if (sysfd >= 0)
+        close(sysfd);
     fflush(stdout);
     crd_lock_free(l);
     crd_client_free(c);
@@ -344,14 +360,19 @@ static int run_handoff(const wopts *o)
  * reply. One process, no threads, no library. */
 static int run_rawwaiter(const wopts *o)
 {
+    int sysfd = bn_syscalls_open();
     redisContext *sub = bn_connect(&o->ep), *cmd = bn_connect(&o->ep);
     char chan[512];
     snprintf(chan, sizeof chan, "redisson_lock__channel:{%s}", o->name);
     const char *sa[2] = {"SUBSCRIBE", chan};
     freeReplyObject(bn_cmd(sub, 2, sa));
+    long switches = 0;
+    long long calls = 0;
     ready_go();
     for (int k = 0; k < o->rounds; k++) {
         void *m = NULL;
+        long cs0 = bn_ctx_switches();
+        long long sc0 = bn_counter_read(sysfd);
         if (redisGetReply(sub, &m) != REDIS_OK || m == NULL) {
             fprintf(stderr, "worker: rawwaiter: no message for round %d\n", k);
             return 5;
@@ -363,9 +384,15 @@ static int run_rawwaiter(const wopts *o)
                                "00000000-0000-4000-8000-000000000001:1"};
         freeReplyObject(bn_cmd(cmd, 6, argv));
         int64_t t = bn_now_us();
+        switches += bn_ctx_switches() - cs0;
+        calls += sc0 < 0 ? 0 : bn_counter_read(sysfd) - sc0;
         printf("T %d %" PRId64 "\n", k, t);
         fflush(stdout);
     }
+    printf("X %d %ld %lld\n", o->rounds, switches, sysfd < 0 ? -1 : calls);
+    if (sysfd >= 0)
+        close(sysfd);
+    fflush(stdout);
     redisFree(sub);
     redisFree(cmd);
     return 0;
