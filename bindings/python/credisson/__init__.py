@@ -60,6 +60,7 @@ from ._errors import (
     NotOwnerError,
     NotSyncedError,
     OutcomeUnknownError,
+    SyncUnavailableError,
     OutOfMemoryError,
     ProtocolError,
     ServerError,
@@ -140,6 +141,7 @@ __all__ = [
     "CancelledError",
     "NotSyncedError",
     "OutcomeUnknownError",
+    "SyncUnavailableError",
     "SkippedError",
     "DegradedError",
 ]

@@ -36,7 +36,10 @@ from ._client import (
     LogLevel,
     Name,
     Seconds,
+    _ClientBase,
     _Core,
+    _Named,
+    _Owned,
     _ms,
     _name_bytes,
     _name_str,
@@ -212,7 +215,7 @@ async def _await_op(driver: _Driver, uid: int, rec: _Op) -> Tuple[int, Any, str]
 # ---- the client --------------------------------------------------------------------------
 
 
-class AsyncClient:
+class AsyncClient(_ClientBase):
     """The client for asyncio: ``async with client.lock("x"):``, ``await sem.acquire()``.
 
     The same URL, options and callbacks as Client (see its documentation). Making it
@@ -230,7 +233,7 @@ class AsyncClient:
         on_log: Optional[Callable[[LogLevel, str], None]] = None,
         **options: Any,
     ) -> None:
-        self._core = _Core(url, on_event, on_log, options)
+        super().__init__(url, on_event=on_event, on_log=on_log, **options)
         self._drv: Optional[_Driver] = None
 
     @classmethod
@@ -276,14 +279,6 @@ class AsyncClient:
         """The count-down latch ``name``."""
         return AsyncLatch(self, name)
 
-    @property
-    def id(self) -> str:
-        return lib.crd_client_id(self._core.h()).decode()
-
-    @property
-    def closed(self) -> bool:
-        return self._core.handle is None
-
     def close(self) -> None:
         """Free the client now (crd_client_free): pending operations end (ClosedError)."""
         drv, self._drv = self._drv, None
@@ -299,9 +294,6 @@ class AsyncClient:
 
     async def __aexit__(self, *exc: Any) -> None:
         self.close()
-
-    def __repr__(self) -> str:
-        return f"<credisson.AsyncClient {'closed' if self.closed else self.id}>"
 
 
 async def _in_thread(core: _Core, fn: Callable[..., int], *args: Any) -> None:
@@ -328,7 +320,15 @@ def _outcome(st: int, detail: str) -> bool:
 # ---- locks ------------------------------------------------------------------------------
 
 
-class _AsyncLockBase:
+async def _ask(obj: Any, fn: Any, kind: Any, *args: Any) -> Any:
+    """fn(handle, *args, &out) for obj's handle on the executor, its status checked: out's
+    value (``kind``: c_bool or c_int64)."""
+    v = kind()
+    await _in_thread(obj._core, fn, obj._h(), *args, byref(v))
+    return v.value
+
+
+class _AsyncLockBase(_Named):
     _handle: Optional[int]
 
     def __init__(self, client: AsyncClient, raw: bytes, wait: Seconds, lease: Seconds) -> None:
@@ -395,27 +395,19 @@ class _AsyncLockBase:
 
     async def locked(self) -> bool:
         """Whether anyone holds it (a round trip on the executor)."""
-        v = c_bool()
-        await _in_thread(self._core, lib.crd_lock_is_locked, self._h(), byref(v))
-        return v.value
+        return bool(await _ask(self, lib.crd_lock_is_locked, c_bool))
 
     async def is_held(self) -> bool:
         """Whether the running task holds it (asked of Redis, on the executor)."""
-        v = c_bool()
-        await _in_thread(self._core, lib.crd_lock_is_held_owner, self._h(), task_owner(), byref(v))
-        return v.value
+        return bool(await _ask(self, lib.crd_lock_is_held_owner, c_bool, task_owner()))
 
     async def hold_count(self) -> int:
         """The running task's hold count."""
-        v = c_int64()
-        await _in_thread(self._core, lib.crd_lock_hold_count_owner, self._h(), task_owner(), byref(v))
-        return v.value
+        return int(await _ask(self, lib.crd_lock_hold_count_owner, c_int64, task_owner()))
 
     async def force_unlock(self) -> bool:
         """Delete the lock whoever holds it; whether one was."""
-        v = c_bool()
-        await _in_thread(self._core, lib.crd_lock_force_unlock, self._h(), byref(v))
-        return v.value
+        return bool(await _ask(self, lib.crd_lock_force_unlock, c_bool))
 
     def validity(self) -> float:
         """Seconds the running task may still trust its hold (local bookkeeping only, no
@@ -437,9 +429,6 @@ class _AsyncLockBase:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.release()
-
-    def __repr__(self) -> str:
-        return f"<credisson.{type(self).__name__} {self.name!r}>"
 
 
 class AsyncLock(_AsyncLockBase):
@@ -509,8 +498,7 @@ class AsyncReadWriteLock:
 # ---- semaphores and the latch -----------------------------------------------------------
 
 
-class _AsyncHandle:
-    _free: Any = None
+class _AsyncHandle(_Owned):
 
     def __init__(self, client: AsyncClient, name: Name, new: Any) -> None:
         self._handle = None
@@ -524,17 +512,7 @@ class _AsyncHandle:
         return self._handle  # type: ignore[return-value]
 
     async def _int(self, fn: Any) -> int:
-        v = c_int64()
-        await _in_thread(self._core, fn, self._h(), byref(v))
-        return v.value
-
-    def __del__(self) -> None:
-        h, self._handle = getattr(self, "_handle", None), None
-        if h is not None:
-            type(self)._free(h)
-
-    def __repr__(self) -> str:
-        return f"<credisson.{type(self).__name__} {self.name!r}>"
+        return int(await _ask(self, fn, c_int64))
 
 
 class AsyncSemaphore(_AsyncHandle):
@@ -576,11 +554,8 @@ class AsyncSemaphore(_AsyncHandle):
         await _in_thread(self._core, lib.crd_semaphore_release, self._h(), int(permits))
 
     async def try_set_permits(self, permits: int, ttl: Seconds = None) -> bool:
-        v = c_bool()
-        await _in_thread(
-            self._core, lib.crd_semaphore_try_set_permits, self._h(), int(permits), 0 if ttl is None else _ms(ttl, "ttl"), byref(v)
-        )
-        return v.value
+        ttl_ms = 0 if ttl is None else _ms(ttl, "ttl")
+        return bool(await _ask(self, lib.crd_semaphore_try_set_permits, c_bool, int(permits), ttl_ms))
 
     async def available(self) -> int:
         return await self._int(lib.crd_semaphore_available)
@@ -678,9 +653,7 @@ class AsyncPermitSemaphore(_AsyncHandle):
         await _in_thread(self._core, lib.crd_permit_semaphore_release_n, self._h(), arr, len(raw))
 
     async def try_set_permits(self, permits: int) -> bool:
-        v = c_bool()
-        await _in_thread(self._core, lib.crd_permit_semaphore_try_set_permits, self._h(), int(permits), byref(v))
-        return v.value
+        return bool(await _ask(self, lib.crd_permit_semaphore_try_set_permits, c_bool, int(permits)))
 
     async def available(self) -> int:
         return await self._int(lib.crd_permit_semaphore_available)
@@ -730,14 +703,10 @@ class AsyncLatch(_AsyncHandle):
         await _in_thread(self._core, lib.crd_latch_count_down, self._h())
 
     async def try_set_count(self, count: int) -> bool:
-        v = c_bool()
-        await _in_thread(self._core, lib.crd_latch_try_set_count, self._h(), int(count), byref(v))
-        return v.value
+        return bool(await _ask(self, lib.crd_latch_try_set_count, c_bool, int(count)))
 
     async def count(self) -> int:
         return await self._int(lib.crd_latch_count)
 
     async def delete(self) -> bool:
-        v = c_bool()
-        await _in_thread(self._core, lib.crd_latch_delete, self._h(), byref(v))
-        return v.value
+        return bool(await _ask(self, lib.crd_latch_delete, c_bool))

@@ -300,7 +300,34 @@ def _new_handle(core: _Core, fn: Any, name: Name) -> Tuple[int, bytes]:
     return out.value, raw
 
 
-class Client:
+class _ClientBase:
+    """What Client and AsyncClient share: the C client (``_core``), its id, whether it is
+    closed, how it prints."""
+
+    def __init__(
+        self,
+        url: Optional[str] = None,
+        *,
+        on_event: Optional[Callable[[LockEvent], None]] = None,
+        on_log: Optional[Callable[[LogLevel, str], None]] = None,
+        **options: Any,
+    ) -> None:
+        self._core = _Core(url, on_event, on_log, options)
+
+    @property
+    def id(self) -> str:
+        """The client's UUID, the first part of the owner fields it writes in Redis."""
+        return lib.crd_client_id(self._core.h()).decode()
+
+    @property
+    def closed(self) -> bool:
+        return self._core.handle is None
+
+    def __repr__(self) -> str:
+        return f"<credisson.{type(self).__name__} {'closed' if self.closed else self.id}>"
+
+
+class Client(_ClientBase):
     """A client of one Redis deployment (crd_client): a pool of connections, a subscriber
     thread that wakes waiters, a watchdog thread that renews holds.
 
@@ -328,16 +355,6 @@ class Client:
     (or are released first with ``release_on_close=True``). Call it when no other thread
     is inside another call on it, as in C.
     """
-
-    def __init__(
-        self,
-        url: Optional[str] = None,
-        *,
-        on_event: Optional[Callable[[LockEvent], None]] = None,
-        on_log: Optional[Callable[[LogLevel, str], None]] = None,
-        **options: Any,
-    ) -> None:
-        self._core = _Core(url, on_event, on_log, options)
 
     # -- the objects --------------------------------------------------------------
 
@@ -377,11 +394,6 @@ class Client:
 
     # -- the client ---------------------------------------------------------------
 
-    @property
-    def id(self) -> str:
-        """The client's UUID, the first part of the owner fields it writes in Redis."""
-        return lib.crd_client_id(self._core.h()).decode()
-
     def owner_field(self, owner: Optional[int] = None) -> str:
         """``<client id>:<owner>``, the field of a lock hash held by ``owner`` (by default the
         calling thread)."""
@@ -394,10 +406,6 @@ class Client:
         check(lib.crd_client_metrics(h, byref(m), ctypes.sizeof(m)), h)
         return {f: getattr(m, f) for f in _native.METRICS_FIELDS}
 
-    @property
-    def closed(self) -> bool:
-        return self._core.handle is None
-
     def close(self) -> None:
         """Free the client (crd_client_free). Safe to call twice."""
         self._core.close()
@@ -408,14 +416,29 @@ class Client:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __repr__(self) -> str:
-        return f"<credisson.Client {'closed' if self.closed else self.id}>"
-
 
 # ---- locks ----------------------------------------------------------------------------
 
 
-class _LockBase:
+def _ask(obj: Any, fn: Any, kind: Any, *args: Any) -> Any:
+    """fn(handle, *args, &out) for obj's handle, its status checked: out's value (``kind``
+    is the ctypes type of out: c_bool or c_int64)."""
+    h, c = obj._h()
+    v = kind()
+    check(fn(h, *args, byref(v)), c)
+    return v.value
+
+
+class _Named:
+    """What every handle-owning object prints as: ``<credisson.Kind 'name'>``."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return f"<credisson.{type(self).__name__} {self.name!r}>"
+
+
+class _LockBase(_Named):
     """The operations of one lock for the calling thread."""
 
     _handle: Optional[int]
@@ -459,32 +482,21 @@ class _LockBase:
 
     def locked(self) -> bool:
         """Whether anyone, of any client or language, holds it (crd_lock_is_locked)."""
-        h, c = self._h()
-        v = c_bool()
-        check(lib.crd_lock_is_locked(h, byref(v)), c)
-        return v.value
+        return bool(_ask(self, lib.crd_lock_is_locked, c_bool))
 
     def is_held(self) -> bool:
         """Whether the calling thread holds it (crd_lock_is_held, asked of Redis)."""
-        h, c = self._h()
-        v = c_bool()
-        check(lib.crd_lock_is_held(h, byref(v)), c)
-        return v.value
+        return bool(_ask(self, lib.crd_lock_is_held, c_bool))
 
     def hold_count(self) -> int:
         """The calling thread's hold count (0: none)."""
-        h, c = self._h()
-        v = c_int64()
-        check(lib.crd_lock_hold_count(h, byref(v)), c)
-        return v.value
+        return int(_ask(self, lib.crd_lock_hold_count, c_int64))
 
     def remaining_ttl(self) -> Optional[float]:
         """The lock key's time to live in seconds: None when nobody holds it, inf when it
         has no TTL (foreign or corrupt state)."""
-        h, c = self._h()
-        v = c_int64()
-        check(lib.crd_lock_remaining_ttl(h, byref(v)), c)
-        return None if v.value == -2 else math.inf if v.value == -1 else _seconds(v.value)
+        v = _ask(self, lib.crd_lock_remaining_ttl, c_int64)
+        return None if v == -2 else math.inf if v == -1 else _seconds(v)
 
     def validity(self) -> float:
         """Seconds the calling thread may still trust its hold, from local bookkeeping only
@@ -510,10 +522,7 @@ class _LockBase:
 
     def force_unlock(self) -> bool:
         """Delete the lock whoever holds it (crd_lock_force_unlock); whether one was."""
-        h, c = self._h()
-        v = c_bool()
-        check(lib.crd_lock_force_unlock(h, byref(v)), c)
-        return v.value
+        return bool(_ask(self, lib.crd_lock_force_unlock, c_bool))
 
     def __enter__(self) -> Any:
         st = self._status(DEFAULT, DEFAULT)
@@ -524,9 +533,6 @@ class _LockBase:
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
-
-    def __repr__(self) -> str:
-        return f"<credisson.{type(self).__name__} {self.name!r}>"
 
 
 class Lock(_LockBase):
@@ -573,10 +579,7 @@ class FencedLock(Lock):
 
     def token(self) -> int:
         """The newest token of anyone (crd_lock_token; 0 before the first acquire)."""
-        h, c = self._h()
-        t = c_int64()
-        check(lib.crd_lock_token(h, byref(t)), c)
-        return t.value
+        return int(_ask(self, lib.crd_lock_token, c_int64))
 
     def __enter__(self) -> int:  # type: ignore[override]
         w = wait_ms(self.wait)
@@ -627,8 +630,19 @@ class ReadWriteLock:
 # ---- semaphores and the latch ---------------------------------------------------------
 
 
-class _Handle:
+class _Owned(_Named):
+    """A handle of a kind whose class names its free function (``_free``)."""
+
     _free: Any = None
+    _handle: Optional[int]
+
+    def __del__(self) -> None:
+        h, self._handle = getattr(self, "_handle", None), None
+        if h is not None:
+            type(self)._free(h)
+
+
+class _Handle(_Owned):
 
     def __init__(self, core: _Core, name: Name, new: Any) -> None:
         self._handle = None
@@ -640,18 +654,7 @@ class _Handle:
         return self._handle, self._core.h()  # type: ignore[return-value]
 
     def _int(self, fn: Any) -> int:
-        h, c = self._h()
-        v = c_int64()
-        check(fn(h, byref(v)), c)
-        return v.value
-
-    def __del__(self) -> None:
-        h, self._handle = getattr(self, "_handle", None), None
-        if h is not None:
-            type(self)._free(h)
-
-    def __repr__(self) -> str:
-        return f"<credisson.{type(self).__name__} {self.name!r}>"
+        return int(_ask(self, fn, c_int64))
 
 
 class Semaphore(_Handle):
@@ -685,10 +688,8 @@ class Semaphore(_Handle):
 
     def try_set_permits(self, permits: int, ttl: Seconds = None) -> bool:
         """Set the permits if the semaphore does not exist yet: whether this call did."""
-        h, c = self._h()
-        v = c_bool()
-        check(lib.crd_semaphore_try_set_permits(h, int(permits), 0 if ttl is None else _ms(ttl, "ttl"), byref(v)), c)
-        return v.value
+        ttl_ms = 0 if ttl is None else _ms(ttl, "ttl")
+        return bool(_ask(self, lib.crd_semaphore_try_set_permits, c_bool, int(permits), ttl_ms))
 
     def available(self) -> int:
         """The available permits (may be negative)."""
@@ -796,17 +797,12 @@ class PermitSemaphore(_Handle):
         check(lib.crd_permit_semaphore_update_lease(h, permit_id.encode(), -1 if lease is None else _ms(lease, "lease")), c)
 
     def lease_left(self, permit_id: str) -> float:
-        h, c = self._h()
-        v = c_int64()
-        check(lib.crd_permit_semaphore_lease_left(h, permit_id.encode(), byref(v)), c)
-        return math.inf if v.value == -1 else _seconds(v.value)
+        v = _ask(self, lib.crd_permit_semaphore_lease_left, c_int64, permit_id.encode())
+        return math.inf if v == -1 else _seconds(v)
 
     def try_set_permits(self, permits: int) -> bool:
         """Set the permits if the semaphore does not exist yet: whether this call did."""
-        h, c = self._h()
-        v = c_bool()
-        check(lib.crd_permit_semaphore_try_set_permits(h, int(permits), byref(v)), c)
-        return v.value
+        return bool(_ask(self, lib.crd_permit_semaphore_try_set_permits, c_bool, int(permits)))
 
     def set_permits(self, permits: int) -> None:
         h, c = self._h()
@@ -857,10 +853,7 @@ class Latch(_Handle):
 
     def try_set_count(self, count: int) -> bool:
         """Set the count (>= 1) if the latch does not exist (is at zero): whether it did."""
-        h, c = self._h()
-        v = c_bool()
-        check(lib.crd_latch_try_set_count(h, int(count), byref(v)), c)
-        return v.value
+        return bool(_ask(self, lib.crd_latch_try_set_count, c_bool, int(count)))
 
     def count_down(self) -> None:
         """Lower the count by one; at zero every waiter, of any language, is woken."""
@@ -884,10 +877,7 @@ class Latch(_Handle):
 
     def delete(self) -> bool:
         """Delete the latch whatever its count, waking its waiters: whether there was one."""
-        h, c = self._h()
-        v = c_bool()
-        check(lib.crd_latch_delete(h, byref(v)), c)
-        return v.value
+        return bool(_ask(self, lib.crd_latch_delete, c_bool))
 
 
 def owner_of_this_thread() -> int:

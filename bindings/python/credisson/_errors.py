@@ -39,6 +39,7 @@ class Status(enum.IntEnum):
     CANCELLED = 16
     NOT_SYNCED = 17
     OUTCOME_UNKNOWN = 18
+    SYNC_UNAVAILABLE = 19
 
     @property
     def text(self) -> str:
@@ -147,6 +148,11 @@ class OutcomeUnknownError(Error):
     may or may not have run (it was not resent)."""
 
 
+class SyncUnavailableError(Error):
+    """CRD_SYNC_UNAVAILABLE: replica sync was asked for and the server refuses WAIT (a
+    proxy or managed endpoint): the acquire was not sent; not held."""
+
+
 class SkippedError(Error):
     """CRD_SKIPPED."""
 
@@ -174,6 +180,7 @@ _BY_STATUS: Dict[int, Type[Error]] = {
     Status.CANCELLED: CancelledError,
     Status.NOT_SYNCED: NotSyncedError,
     Status.OUTCOME_UNKNOWN: OutcomeUnknownError,
+    Status.SYNC_UNAVAILABLE: SyncUnavailableError,
 }
 
 

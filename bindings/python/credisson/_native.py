@@ -118,7 +118,8 @@ METRICS_FIELDS = (
     "hold_ms_p50 hold_ms_p99 hold_ms_max watchdog_round_trips runs_skipped runs_degraded "
     "local_queued deferred late_holds_released outcomes_unknown permits_acquired "
     "permits_released permit_acquires_contended permit_acquire_busy latch_count_downs "
-    "latch_awaits_woken latch_await_timeouts waiting_now"
+    "latch_awaits_woken latch_await_timeouts waiting_now eviction_warnings sync_refusals "
+    "crossslot_rebatches"
 ).split()
 
 

@@ -19,20 +19,26 @@ def _start(port: int, name: str, commands, redis: Resp):
     return procs
 
 
-def test_8_python_and_8_c_processes_increment_one_counter_with_no_update_lost(port, redis, key, c_worker):
-    name, rounds = key("counter"), 25
+def _run_pairs(port: int, redis: Resp, c_worker: str, kind: str, name: str, pairs: int, rounds: int, hold_ms: int) -> int:
+    """pairs Python and pairs C workers of kind on name, started at once, rounds each,
+    holding hold_ms: all must exit 0. Returns the most that were inside at once."""
     commands = []
-    for _ in range(8):
-        commands.append(python_worker(port, "lock", name, rounds, 200))
-        commands.append([c_worker, str(port), "lock", name, str(rounds), "200"])
+    for _ in range(pairs):
+        commands.append(python_worker(port, kind, name, rounds, hold_ms))
+        commands.append([c_worker, str(port), kind, name, str(rounds), str(hold_ms)])
     procs = _start(port, name, commands, redis)
     try:
         codes = wait_all(procs, 120)
     finally:
         kill_all(procs)
-    assert codes == [0] * 16, f"worker exit codes (Python, C, Python, ...): {codes}"
+    assert codes == [0] * (2 * pairs), f"worker exit codes (Python, C, Python, ...): {codes}"
+    return redis.int("GET", f"{name}:max")
+
+
+def test_8_python_and_8_c_processes_increment_one_counter_with_no_update_lost(port, redis, key, c_worker):
+    name, rounds = key("counter"), 25
+    most_inside = _run_pairs(port, redis, c_worker, "lock", name, 8, rounds, 200)
     counter = redis.int("GET", f"{name}:counter")
-    most_inside = redis.int("GET", f"{name}:max")
     total = 16 * rounds
     print(f"16 processes (8 Python, 8 C) x {rounds}: counter {counter} of {total}, most inside at once {most_inside}")
     assert counter == total, f"{total - counter} updates lost"
@@ -42,17 +48,7 @@ def test_8_python_and_8_c_processes_increment_one_counter_with_no_update_lost(po
 def test_a_semaphore_of_2_shared_by_python_and_c_never_has_more_than_2_holders(port, redis, key, client, c_worker):
     name, rounds = key("sem"), 12
     assert client.semaphore(name).try_set_permits(2)
-    commands = []
-    for _ in range(3):
-        commands.append(python_worker(port, "semaphore", name, rounds, 3000))
-        commands.append([c_worker, str(port), "semaphore", name, str(rounds), "3000"])
-    procs = _start(port, name, commands, redis)
-    try:
-        codes = wait_all(procs, 120)
-    finally:
-        kill_all(procs)
-    assert codes == [0] * 6, f"worker exit codes: {codes}"
-    most_inside = redis.int("GET", f"{name}:max")
+    most_inside = _run_pairs(port, redis, c_worker, "semaphore", name, 3, rounds, 3000)
     print(f"6 processes (3 Python, 3 C) x {rounds} on a semaphore of 2: most inside at once {most_inside}")
     assert most_inside <= 2, f"{most_inside} holders of a semaphore of 2"
     assert most_inside == 2, "the holders never overlapped: the test showed nothing"

@@ -70,6 +70,11 @@ def test_other_misuse(client, key, url):
 
 
 def test_the_hierarchy_covers_every_status():
+    # every status the C library has a text for is a Status member (a status added to
+    # credisson.h and not here fails)
+    unknown = credisson._native.lib.crd_strerror(1000)
+    known = [s for s in range(64) if credisson._native.lib.crd_strerror(s) != unknown]
+    assert known == [int(s) for s in credisson.Status]
     for status in credisson.Status:
         if status == credisson.Status.OK:
             continue
