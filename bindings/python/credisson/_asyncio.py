@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import itertools
-import math
 import threading
 import weakref
 from ctypes import byref, c_bool, c_char_p, c_int64, c_void_p
@@ -41,14 +40,13 @@ from ._client import (
     _Named,
     _Owned,
     _ms,
-    _name_bytes,
     _name_str,
     _new_handle,
     _seconds,
     lease_ms,
     wait_ms,
 )
-from ._errors import Error, Status, check, error_for, errmsg, raise_for
+from ._errors import Status, error_for, errmsg, raise_for
 from ._native import lib
 
 # ---- owners ----------------------------------------------------------------------------

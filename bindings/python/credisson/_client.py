@@ -14,16 +14,13 @@ import traceback
 import weakref
 from ctypes import byref, c_bool, c_char_p, c_int64, c_void_p
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import _native
 from ._errors import (
-    BusyError,
     ClosedError,
-    Error,
     InvalidArgumentError,
     Status,
-    TimeoutError,
     check,
     error_for,
     errmsg,

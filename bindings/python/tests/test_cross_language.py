@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 
-import credisson
 from conftest import await_true, kill_all, python_worker, wait_all
 from resp import Resp
 
