@@ -79,6 +79,18 @@ static bool parse_int(const char *s, size_t len, long min, long max, long *out)
     return true;
 }
 
+/* The database number after a URL's '/': [from, to) (empty: leaves *db). */
+static bool parse_db(const char *from, const char *to, int *db)
+{
+    long v;
+    if (from >= to)
+        return true;
+    if (!parse_int(from, (size_t)(to - from), 0, 1000000, &v))
+        return false;
+    *db = (int)v;
+    return true;
+}
+
 void crd__endpoint_clear(crd__endpoint *ep)
 {
     for (int i = 0; i < ep->nseeds; i++)
@@ -295,11 +307,9 @@ crd_status crd__url_parse(const char *url, crd__endpoint *out, char *err, size_t
         }
     }
     if (slash != NULL && slash + 1 < end) {
-        long db;
-        if (!parse_int(slash + 1, (size_t)(end - slash - 1), 0, 1000000, &db))
+        if (!parse_db(slash + 1, end, &out->db))
             return BAD("database must be a number after the '/'");
-        out->db = (int)db;
-        if (cluster && db != 0)
+        if (cluster && out->db != 0)
             return BAD("a cluster has only database 0");
     }
     return CRD_OK;
@@ -412,11 +422,7 @@ crd_status crd__sentinel_url_parse(const char *url, crd__sentinel_cfg *out, char
     crd__endpoint_clear(&auth);
     if (st != CRD_OK)
         return st;
-    if (slash != NULL && slash + 1 < hash) {
-        long db;
-        if (!parse_int(slash + 1, (size_t)(hash - slash - 1), 0, 1000000, &db))
-            return BAD("database must be a number after the '/'");
-        out->db = (int)db;
-    }
+    if (slash != NULL && !parse_db(slash + 1, hash, &out->db))
+        return BAD("database must be a number after the '/'");
     return CRD_OK;
 }

@@ -330,18 +330,12 @@ static int fill(crd__link *l, bool wait, bool *got, crd_status *st, char *why, s
 int crd__link_io(crd__link *l, short revents, bool *got, crd_status *st, char *why, size_t n)
 {
     *got = false;
-    if (l->state == CRD__LINK_CONNECTING) {
+    if (l->state == CRD__LINK_CONNECTING || l->state == CRD__LINK_HANDSHAKE) {
         if (revents == 0)
             return 0;
-        if (finish_connect(l, st, why, n) < 0)
-            return -1;
-        if (l->state != CRD__LINK_READY)
-            return 0;
-        revents = POLLOUT;
-    } else if (l->state == CRD__LINK_HANDSHAKE) {
-        if (revents == 0)
-            return 0;
-        if (handshake(l, st, why, n) < 0)
+        int rc = l->state == CRD__LINK_CONNECTING ? finish_connect(l, st, why, n)
+                                                  : handshake(l, st, why, n);
+        if (rc < 0)
             return -1;
         if (l->state != CRD__LINK_READY)
             return 0;

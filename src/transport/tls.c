@@ -116,44 +116,38 @@ static const char *ssl_reason(char *buf, size_t len, unsigned long *code)
     return buf;
 }
 
+/* Whether code is an SSL-library error whose reason is one of the n in reasons. */
+static bool ssl_reason_in(unsigned long code, const int *reasons, size_t n)
+{
+    if (ERR_GET_LIB(code) != ERR_LIB_SSL)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (ERR_GET_REASON(code) == reasons[i])
+            return true;
+    return false;
+}
+
 /* An alert by which the server says it did not accept our certificate (or that we sent
  * none), as opposed to a transport failure. */
 static bool refused_certificate(unsigned long code)
 {
-    if (ERR_GET_LIB(code) != ERR_LIB_SSL)
-        return false;
-    switch (ERR_GET_REASON(code)) {
-    case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
-    case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
-    case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
-    case SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED:
-    case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
-    case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
-    case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
-    case SSL_R_TLSV1_ALERT_ACCESS_DENIED:
-    case SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE:
-        return true;
-    default:
-        return false;
-    }
+    static const int reasons[] = {
+        SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED, SSL_R_SSLV3_ALERT_BAD_CERTIFICATE,
+        SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED,   SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED,
+        SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN,   SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE,
+        SSL_R_TLSV1_ALERT_UNKNOWN_CA,            SSL_R_TLSV1_ALERT_ACCESS_DENIED,
+        SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE};
+    return ssl_reason_in(code, reasons, sizeof reasons / sizeof reasons[0]);
 }
 
 /* Records that do not look like TLS: the other end speaks something else (a plaintext
  * Redis answers a ClientHello with "-ERR ..."). */
 static bool not_tls(unsigned long code)
 {
-    if (ERR_GET_LIB(code) != ERR_LIB_SSL)
-        return false;
-    switch (ERR_GET_REASON(code)) {
-    case SSL_R_WRONG_VERSION_NUMBER:
-    case SSL_R_PACKET_LENGTH_TOO_LONG:
-    case SSL_R_RECORD_LENGTH_MISMATCH:
-    case SSL_R_UNKNOWN_PROTOCOL:
-    case SSL_R_HTTP_REQUEST:
-        return true;
-    default:
-        return false;
-    }
+    static const int reasons[] = {SSL_R_WRONG_VERSION_NUMBER, SSL_R_PACKET_LENGTH_TOO_LONG,
+                                  SSL_R_RECORD_LENGTH_MISMATCH, SSL_R_UNKNOWN_PROTOCOL,
+                                  SSL_R_HTTP_REQUEST};
+    return ssl_reason_in(code, reasons, sizeof reasons / sizeof reasons[0]);
 }
 
 /* ---- the context ------------------------------------------------------------------------- */
