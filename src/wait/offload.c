@@ -134,30 +134,17 @@ crd_status crd__offload_init(crd_client *c)
     crd__offload *off = calloc(1, sizeof *off);
     if (off == NULL)
         return CRD_NO_MEMORY;
-    if (pthread_mutex_init(&off->mu, NULL) != 0) {
-        free(off);
-        return CRD_NO_MEMORY;
-    }
-    if (pthread_cond_init(&off->work, NULL) != 0) {
-        pthread_mutex_destroy(&off->mu);
-        free(off);
-        return CRD_NO_MEMORY;
-    }
-    if (pthread_cond_init(&off->grow, NULL) != 0) {
-        pthread_cond_destroy(&off->work);
-        pthread_mutex_destroy(&off->mu);
-        free(off);
-        return CRD_NO_MEMORY;
-    }
-    if (crd__cond_init(&off->done) != 0) {
-        pthread_cond_destroy(&off->grow);
-        pthread_cond_destroy(&off->work);
-        pthread_mutex_destroy(&off->mu);
+    bool work = pthread_cond_init(&off->work, NULL) == 0;
+    bool grow = work && pthread_cond_init(&off->grow, NULL) == 0;
+    if (!grow || crd__mutex_make(c, CRD__MU_OFFLOAD, &off->mu, &off->done) != 0) {
+        if (grow)
+            pthread_cond_destroy(&off->grow);
+        if (work)
+            pthread_cond_destroy(&off->work);
         free(off);
         return CRD_NO_MEMORY;
     }
     c->off = off;
-    c->fork_mu[CRD__MU_OFFLOAD] = &off->mu;
     return CRD_OK;
 }
 
