@@ -177,16 +177,8 @@ static int probe_wait(crd_client *c, crd__pool *p, int64_t deadline)
         crd__ok(c);
         return -1;
     }
-    crd__req *rq = crd__req_new(p, 1);
-    if (rq == NULL || !crd__req_add(rq, 3, argv, lens)) {
-        crd__req_free(rq);
-        return -1;
-    }
-    rq->deadline_ms = deadline;
-    redisReply *r = NULL;
-    int64_t sent = 0;
-    int handed = 0;
-    crd_status st = crd__engine_call(c, rq, &r, &sent, &handed);
+    redisReply *r;
+    crd_status st = crd__engine_call_argv(c, p, 3, argv, lens, deadline, &r);
     crd__ok(c);
     if (st != CRD_OK)
         return -1;

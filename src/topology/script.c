@@ -554,15 +554,8 @@ crd_status crd__script_pipeline(crd_client *c, crd__pool *p, crd__cmd *cmds, int
         const crd__script_src *src = &crd__scripts[script];
         const char *la[3] = {"SCRIPT", "LOAD", src->text};
         size_t ll[3] = {6, 4, src->len};
-        crd__req *rq = crd__req_new(p, 1);
-        if (rq == NULL || !crd__req_add(rq, 3, la, ll)) {
-            crd__req_free(rq);
-            return crd__fail(c, CRD_NO_MEMORY, "cannot build a pipeline");
-        }
-        redisReply *lr = NULL;
-        int64_t lsent;
-        int handed;
-        st = crd__engine_call(c, rq, &lr, &lsent, &handed);
+        redisReply *lr;
+        st = crd__engine_call_argv(c, p, 3, la, ll, 0, &lr);
         /* A proxy that forwards scripts but not SCRIPT LOAD (twemproxy closes the
          * connection on it) or an ACL without script|load: the round goes as EVAL, which
          * caches the script for the next round's EVALSHA. */

@@ -193,16 +193,8 @@ static int role_at(crd_client *c, crd__pool *p, int *replicas, int64_t deadline_
 {
     static const char *const argv[1] = {"ROLE"};
     static const size_t lens[1] = {4};
-    crd__req *rq = crd__req_new(p, 1);
-    if (rq == NULL || !crd__req_add(rq, 1, argv, lens)) {
-        crd__req_free(rq);
-        return -1;
-    }
-    rq->deadline_ms = deadline_ms;
-    redisReply *r = NULL;
-    int64_t sent = 0;
-    int handed = 0;
-    if (crd__engine_call(c, rq, &r, &sent, &handed) != CRD_OK)
+    redisReply *r;
+    if (crd__engine_call_argv(c, p, 1, argv, lens, deadline_ms, &r) != CRD_OK)
         return -1;
     char role[32], why[200];
     int res = parse_role(r, replicas, role, sizeof role, why, sizeof why);

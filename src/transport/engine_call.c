@@ -406,6 +406,22 @@ crd_status crd__engine_call(crd_client *c, crd__req *rq, redisReply **out, int64
     return wait_for(c, e, rq, out, sent_ms, handed_over);
 }
 
+crd_status crd__engine_call_argv(crd_client *c, crd__pool *p, int argc, const char *const *argv,
+                                 const size_t *lens, int64_t deadline_ms, redisReply **out)
+{
+    *out = NULL;
+    crd__req *rq = crd__req_new(p, 1);
+    if (rq == NULL || !crd__req_add(rq, argc, argv, lens)) {
+        crd__req_free(rq);
+        return crd__fail(c, CRD_NO_MEMORY, "cannot build a request");
+    }
+    if (deadline_ms != 0)
+        rq->deadline_ms = deadline_ms;
+    int64_t sent = 0;
+    int handed = 0;
+    return crd__engine_call(c, rq, out, &sent, &handed);
+}
+
 void crd__engine_prepare_wait(crd__req *rq) { rq->waited = true; }
 
 crd_status crd__engine_submit_lent(crd_client *c, crd__req *rq)

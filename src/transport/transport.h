@@ -284,6 +284,11 @@ void crd__engine_uncork(crd_client *c);
  * while it waited in the queue (no connection was ready in time). rq is always consumed. */
 crd_status crd__engine_call(crd_client *c, crd__req *rq, redisReply **out, int64_t *sent_ms,
                             int *handed_over);
+/* One command of argc words at pool p, as crd__engine_call runs it (deadline_ms 0: the
+ * request's own default): its status, *out the reply (NULL unless CRD_OK; the caller frees
+ * it). CRD_NO_MEMORY when the request cannot be built. */
+crd_status crd__engine_call_argv(crd_client *c, crd__pool *p, int argc, const char *const *argv,
+                                 const size_t *lens, int64_t deadline_ms, redisReply **out);
 /* Submits rq (crd__engine_prepare_wait done) for the thread that will await it (the
  * hand-off): on an idle link it is written at once by the calling thread, and the link is
  * lent to the awaiting thread, which reads the reply itself (no I/O thread hop on either
