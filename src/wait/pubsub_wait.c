@@ -77,6 +77,8 @@ void crd__ps_leave(crd_client *c, crd__sub *s, leaving *out)
 {
     crd__pubsub *ps = c->ps;
     out->l = NULL;
+    out->cmd = out->buf;
+    out->len = 0;
     sublink *l = s->link;
     /* The link's connection is the subscriber thread's: leave_direct looks at it under
      * wmu. TLS never: its session is read by that thread. */
@@ -86,17 +88,16 @@ void crd__ps_leave(crd_client *c, crd__sub *s, leaving *out)
         const char *argv[2] = {word, s->channel};
         size_t lens[2] = {strlen(word), s->len};
         size_t cap = sizeof out->buf;
-        out->cmd = out->buf;
-        out->len = 0;
         char *p = out->buf;
         if (s->len + 128 > cap) { /* crd__resp_append wants ~90 bytes over the channel */
             p = NULL; /* it allocates */
             cap = 0;
         }
         direct = crd__resp_append(&p, &out->len, &cap, 2, argv, lens);
-        out->cmd = p;
-        if (!direct && p != out->buf)
-            free(p);
+        if (direct)
+            out->cmd = p;
+        else if (p != out->buf)
+            free(p); /* out->cmd stays out->buf: nothing of it is freed twice */
     }
     if (!direct) {
         poke(ps); /* under the mutex: crd__pubsub_stop may close the pipe once we leave */
