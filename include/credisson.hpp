@@ -129,7 +129,8 @@ enum class errc : int {
     degraded = CRD_DEGRADED,
     cancelled = CRD_CANCELLED,
     not_synced = CRD_NOT_SYNCED,
-    outcome_unknown = CRD_OUTCOME_UNKNOWN
+    outcome_unknown = CRD_OUTCOME_UNKNOWN,
+    interrupted = CRD_INTERRUPTED
 };
 
 } // namespace credisson

@@ -176,6 +176,7 @@ static const char *status_name(crd_status st)
     case CRD_CANCELLED: return "CANCELLED";
     case CRD_NOT_SYNCED: return "NOT_SYNCED";
     case CRD_OUTCOME_UNKNOWN: return "OUTCOME_UNKNOWN";
+    case CRD_INTERRUPTED: return "INTERRUPTED";
     }
     return "UNKNOWN";
 }

@@ -35,6 +35,7 @@ const char *crd_strerror(crd_status status)
     case CRD_CANCELLED: return "operation cancelled";
     case CRD_NOT_SYNCED: return "no replica acknowledged the write in time (replica sync)";
     case CRD_OUTCOME_UNKNOWN: return "the reply was lost: the operation may or may not have run";
+    case CRD_INTERRUPTED: return "the wait was interrupted";
     }
     return "unknown status";
 }

@@ -150,6 +150,8 @@ typedef struct item {
 typedef struct item_list {
     int script;   /* the renewal script of every hold in the list */
     int keys_per; /* 1 (N) or 2 (N and a second key) */
+    int kind;     /* a kind of the list (the one whose renew_one builds, when one) */
+    bool one;     /* one hold per call (crd__kind_ops.renew_one: a group's values) */
     item *items;
     size_t n, cap;
     char *arena; /* every name and second key of the round, one allocation */
@@ -228,6 +230,8 @@ static void collect_one(crd__hold *h, void *arg)
         list = &col->lists[col->nlists++];
         list->script = ops->renew_script;
         list->keys_per = ops->renew_key2_put != NULL ? 2 : 1;
+        list->kind = h->kind;
+        list->one = ops->renew_one != NULL;
     }
     if (list->n == list->cap) {
         size_t cap = list->cap ? list->cap * 2 : 64;
@@ -297,13 +301,14 @@ static void push_event(events *e, crd_event_kind kind, const crd__hold *h, crd_s
         e->cap = cap;
     }
     pending_event *pe = &e->ev[e->n];
-    pe->name = malloc(h->name_len + 1);
+    size_t len = crd__route_len(h->kind, h->name, h->name_len); /* a group's name */
+    pe->name = malloc(len + 1);
     if (pe->name == NULL)
         return;
-    memcpy(pe->name, h->name, h->name_len);
-    pe->name[h->name_len] = '\0';
+    memcpy(pe->name, h->name, len);
+    pe->name[len] = '\0';
     pe->kind = kind;
-    pe->name_len = h->name_len;
+    pe->name_len = len;
     pe->owner = h->owner;
     pe->valid_until = h->valid_until;
     pe->st = st;
@@ -334,7 +339,9 @@ static bool settle_batch(crd_client *c, item_list *list, size_t from, size_t cnt
     bool unsynced = st == CRD_NOT_SYNCED;
     crd__holds *hs = c->holds;
     bool ok = true;
-    bool good = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == cnt;
+    /* A list renewed one hold per call answers each with an integer. */
+    bool good = r != NULL && (list->one ? cnt == 1 && r->type == REDIS_REPLY_INTEGER
+                                        : r->type == REDIS_REPLY_ARRAY && r->elements == cnt);
     if (r != NULL && !good) {
         char text[200];
         crd__reply_render(r, text, sizeof text);
@@ -345,9 +352,9 @@ static bool settle_batch(crd_client *c, item_list *list, size_t from, size_t cnt
         crd__hold *h = crd__holds_find(hs, it->name, it->name_len, it->owner, it->kind);
         if (h == NULL || h->id != it->id || h->releasing || h->lost)
             continue; /* released or replaced meanwhile: this answer is stale */
-        if (good && r->element[j]->type == REDIS_REPLY_INTEGER &&
-            !(unsynced && r->element[j]->integer == 1)) {
-            if (r->element[j]->integer == 1) {
+        const redisReply *e = good ? (list->one ? r : r->element[j]) : NULL;
+        if (good && e->type == REDIS_REPLY_INTEGER && !(unsynced && e->integer == 1)) {
+            if (e->integer == 1) {
                 CRD__COUNT(c, renewals);
                 if (sent + c->opts.watchdog_timeout_ms > h->valid_until)
                     h->valid_until = sent + c->opts.watchdog_timeout_ms;
@@ -376,6 +383,13 @@ static bool settle_batch(crd_client *c, item_list *list, size_t from, size_t cnt
  * key), ARGV the timeout then each owner field. */
 static void build_batch(crd_client *c, item_list *list, size_t from, size_t cnt, crd__cmd *cmd)
 {
+    if (list->one) {
+        item *it = &list->items[from];
+        crd__kinds[list->kind].renew_one(c, it->name, it->name_len, it->field, it->flen,
+                                          c->opts.watchdog_timeout_ms, cmd);
+        cmd->sync = true;
+        return;
+    }
     int keys_per = list->keys_per;
     crd__cmd_init(cmd, list->script, (int)(cnt * (size_t)(keys_per + 1)) + 1);
     for (size_t j = 0; j < cnt; j++) {
@@ -397,15 +411,15 @@ static bool renew_list(crd_client *c, item_list *list)
     events ev = {0};
     bool ok = true;
     char detail[256] = "";
-    for (size_t base = 0; base < list->n; base += (size_t)BATCH * PIPELINE) {
-        size_t end = base + (size_t)BATCH * PIPELINE < list->n ? base + (size_t)BATCH * PIPELINE
-                                                                : list->n;
-        int ncmd = (int)((end - base + BATCH - 1) / BATCH);
+    size_t per = list->one ? 1 : BATCH;
+    for (size_t base = 0; base < list->n; base += per * PIPELINE) {
+        size_t end = base + per * PIPELINE < list->n ? base + per * PIPELINE : list->n;
+        int ncmd = (int)((end - base + per - 1) / per);
         crd__cmd cmds[PIPELINE];
         redisReply *replies[PIPELINE] = {NULL};
         for (int k = 0; k < ncmd; k++) {
-            size_t from = base + (size_t)k * BATCH;
-            build_batch(c, list, from, end - from < BATCH ? end - from : BATCH, &cmds[k]);
+            size_t from = base + (size_t)k * per;
+            build_batch(c, list, from, end - from < per ? end - from : per, &cmds[k]);
         }
         /* The primary's peer (sentinel mode: the engine follows the primary's moves). */
         int64_t sent = crd__now_ms();
@@ -435,8 +449,8 @@ static bool renew_list(crd_client *c, item_list *list)
             crd__topology_changed(c, gen);
         pthread_mutex_lock(&c->holds->mu);
         for (int k = 0; k < ncmd; k++) {
-            size_t from = base + (size_t)k * BATCH;
-            ok = settle_batch(c, list, from, end - from < BATCH ? end - from : BATCH,
+            size_t from = base + (size_t)k * per;
+            ok = settle_batch(c, list, from, end - from < per ? end - from : per,
                               answered ? replies[k] : NULL, st, sent, &ev, detail,
                               sizeof detail) && ok;
         }
@@ -484,10 +498,12 @@ static void follow(crd_client *c, crd__cmd *cmd, redisReply **reply)
 static bool renew_list_cluster(crd_client *c, item_list *list)
 {
     crd__cluster_node_for(c, NULL, 0); /* a due refresh happens before the grouping */
+    size_t per = list->one ? 1 : BATCH;
     for (size_t i = 0; i < list->n; i++) {
         item *it = &list->items[i];
-        it->slot = crd__key_slot(it->name, it->name_len);
-        it->node = crd__cluster_node_peek(c, it->name, it->name_len);
+        size_t rlen = crd__route_len(it->kind, it->name, it->name_len); /* a group's G */
+        it->slot = crd__key_slot(it->name, rlen);
+        it->node = crd__cluster_node_peek(c, it->name, rlen);
     }
     qsort(list->items, list->n, sizeof *list->items, by_node_then_slot);
     events ev = {0};
@@ -502,7 +518,7 @@ static bool renew_list_cluster(crd_client *c, item_list *list)
         int ncmd = 0;
         while (i < list->n && ncmd < PIPELINE && list->items[i].node == node) {
             size_t j = i;
-            while (j < list->n && j - i < BATCH && list->items[j].node == node &&
+            while (j < list->n && j - i < per && list->items[j].node == node &&
                    list->items[j].slot == list->items[i].slot)
                 j++;
             from[ncmd] = i;

@@ -39,6 +39,7 @@ class Status(enum.IntEnum):
     CANCELLED = 16
     NOT_SYNCED = 17
     OUTCOME_UNKNOWN = 18
+    INTERRUPTED = 19
 
     @property
     def text(self) -> str:
