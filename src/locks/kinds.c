@@ -560,6 +560,7 @@ void crd__lock_clear(crd_lock *l)
     free(l->name);
     crd__names_clear(&l->names);
     free(l->group); /* a view over name and names */
+    free(l->group_name);
     memset(l, 0, sizeof *l);
 }
 
@@ -591,6 +592,13 @@ crd_status crd__lock_init(crd_lock *l, crd_client *c, crd__kind kind, const char
             return bad;
         }
         l->route_len = l->group->name_len;
+        l->group_name = malloc(l->route_len + 1);
+        if (l->group_name == NULL) {
+            crd__lock_clear(l);
+            return CRD_NO_MEMORY;
+        }
+        memcpy(l->group_name, name, l->route_len);
+        l->group_name[l->route_len] = '\0';
     }
     crd_status st = crd__names_init(&l->names, kind, name, l->route_len);
     if (st == CRD_OK && l->group != NULL) {

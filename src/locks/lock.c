@@ -311,7 +311,7 @@ const char *crd_lock_name(const crd_lock *l, size_t *len)
     }
     if (len != NULL)
         *len = l->route_len; /* a group's name, not its hold key */
-    return l->name;
+    return l->group_name != NULL ? l->group_name : l->name;
 }
 
 crd_status crd__lock_check(crd_lock *l)

@@ -238,6 +238,7 @@ struct crd_lock {
     const char *publish; /* what its unlock scripts publish with: PUBLISH or SPUBLISH */
     bool view;        /* read or write view owned by a crd_rwlock */
     struct crd__group *group; /* CRD__GROUP: the group, decoded from name; else NULL */
+    char *group_name;         /* CRD__GROUP: its name, NUL-terminated (crd_lock_name) */
     crd__spin_backoff spin;   /* CRD__SPIN: the back-off each acquire starts from */
 };
 
