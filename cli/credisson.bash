@@ -48,7 +48,7 @@ _credisson()
     fi
     case $prev in
     --url | --watchdog-ms | --wait | --lease | --grace | -E | --conflict-exit-code | --sni | \
-        --permits | --count | --timeout | --interval)
+        --permits | --count | --timeout | --interval | --rate | --keep-alive)
         return
         ;;
     --cacert | --cert | --key)
@@ -79,12 +79,14 @@ _credisson()
             opts="run status unlock watch list"
         fi
         ;;
-    run) opts="--wait -n --nonblock --lease --fair --read --write --fenced --permits --on-lost=
-               --on-unavailable= --grace -E --conflict-exit-code --verbose --help" ;;
+    run) opts="--wait -n --nonblock --lease --fair --read --write --fenced --spin --nonreentrant
+               --nonreentrant-fair --permits --rate --on-lost= --on-unavailable= --grace -E
+               --conflict-exit-code --verbose --help" ;;
     status) opts="--json --help" ;;
     unlock) opts="--force --fair --read --write --fenced --delete-non-lock --help" ;;
     watch) opts="--json --count --timeout --interval --help" ;;
     list) opts="--json --timeout --count --help" ;;
+    ratelimit) opts="status set delete --json --per-client --keep-alive --reset --help" ;;
     *) return ;;
     esac
     if [[ $cmd == "" || $cur == -* ]]; then

@@ -17,7 +17,8 @@ const char cli_exit_codes_text[] =
     "  N      run: CMD's own exit status N\n"
     "  3      run --on-unavailable=degrade: CMD succeeded, WITHOUT the lock\n"
     "  64     usage error (unknown option, missing NAME or '--', bad number or URL);\n"
-    "         run --permits N: semaphore NAME exists with another number of permits\n"
+    "         run --permits N: semaphore NAME exists with another number of permits;\n"
+    "         run --rate: rate limiter NAME exists with another rate\n"
     "  65     unlock --force: NAME is not a lock (nothing deleted)\n"
     "  69     Redis cannot be reached, or it refused the connection (AUTH, SELECT, TLS:\n"
     "         the message names the problem) or a command (e.g. NAME holds a value that is\n"
@@ -29,6 +30,8 @@ const char cli_exit_codes_text[] =
     "  71     operating-system error (fork, pipe, out of memory)\n"
     "  75     run: the lock (or a permit) was not acquired within --wait (-E N changes this\n"
     "         code)\n"
+    "  129, 130, 143  run: SIGHUP, SIGINT or SIGTERM while waiting for the lock: it left the\n"
+    "         wait (a fair lock's queue too) and died of the signal\n"
     "  126    run: CMD could not be executed; 127: CMD was not found\n"
     "  128+S  run: CMD was killed by signal S\n"
     "status, unlock, watch and list exit 0 whatever the lock's state (watch: after --count\n"
@@ -61,6 +64,10 @@ static void usage_main(FILE *f)
             "                   Redisson's RSemaphore / RPermitExpirableSemaphore NAME\n"
             "  latch set NAME N | count-down NAME | wait [--wait MS] NAME | status [--json] NAME\n"
             "                   Redisson's RCountDownLatch NAME\n"
+            "  run --rate N/DURATION [--wait MS] NAME -- CMD [ARG...]\n"
+            "                   start CMD when rate limiter NAME gives a permit (10/1s, 100/1m)\n"
+            "  ratelimit status [--json] NAME | set NAME N/DURATION | delete NAME\n"
+            "                   Redisson's RRateLimiter NAME\n"
             "\n"
             "Global options (before COMMAND):\n"
             "  --url URL        redis://[[user]:password@]host[:port][/db],\n"
@@ -146,11 +153,11 @@ int main(int argc, char **argv)
         int (*run)(const global_opts *g, int argc, char **argv);
     } commands[] = {{"run", cmd_run},     {"status", cmd_status}, {"unlock", cmd_unlock},
                     {"watch", cmd_watch}, {"list", cmd_list},     {"semaphore", cmd_semaphore},
-                    {"latch", cmd_latch}};
+                    {"latch", cmd_latch}, {"ratelimit", cmd_ratelimit}};
     const char *cmd = argv[i];
     for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
         if (strcmp(cmd, commands[k].name) == 0)
             return commands[k].run(&g, argc - i, argv + i);
     return cli_usage_error(NULL, "unknown command '%s' (run, status, unlock, watch, list, "
-                           "semaphore or latch)", cmd);
+                           "semaphore, latch or ratelimit)", cmd);
 }

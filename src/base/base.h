@@ -12,7 +12,7 @@
  *   wait/wait.h            wait.c pubsub.c pubsub_wait.c offload.c loop.c
  *   locks/locks.h          names.c kinds.c kinds_ext.c fieldhash.c undo.c holds.c
  *                          watchdog.c gate.c acquire.c release.c lock.c multilock.c
- *   sync/sync.h            sync.c semaphore.c permits.c latch.c
+ *   sync/sync.h            sync.c semaphore.c permits.c latch.c ratelimiter.c
  *   client/client.h        client.c lifecycle.c
  * A lower layer reaches a higher one only through a hook the higher one installs
  * (crd_client's primary_at, primary_gen, wake_loop, on_watched_message, on_primary_moved,
@@ -34,9 +34,11 @@
  *   watchdog.c (wd->mu)   renewal thread's schedule; wd->ev_mu (a leaf) its loop events
  *   sentinel.c (topo->mu) where the primary is (a leaf; never during I/O)
  *   offload.c (off->mu)   the loop's helper threads' queue (a leaf)
- * Lock order: intr->mu -> registry_mu -> ps->mu -> cl->mu -> e->mu -> holds->mu -> gates->mu ->
+ * Lock order: registry_mu -> ps->mu -> cl->mu -> e->mu -> holds->mu -> gates->mu ->
  * wd->mu -> topo->mu. holds->mu and ps->mu are never held together outside the fork
- * handler; no Redis traffic happens under any of them.
+ * handler; no Redis traffic happens under any of them. An interrupt token's intr->mu (not
+ * a client's) comes before all of them: its thread takes a wait's mutex under it, and a
+ * waiter takes it with no other mutex held.
  */
 #ifndef CRD_BASE_H
 #define CRD_BASE_H

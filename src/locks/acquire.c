@@ -221,8 +221,8 @@ static void build_acquire(crd__acquire *a, crd__cmd *cmd, crd__undo *u)
     arm(a, cmd, u);
     /* A blocking wait's attempt ends when its thread's interrupt token is raised (the
      * engine gives a late hold back), except a fair one's: abandoned, it could put the
-     * waiter back in the queue after it left. */
-    cmd->interruptible = !a->nonblocking && !ops->queued;
+     * waiter back in the queue after it left. A try (wait_ms 0) is not a wait. */
+    cmd->interruptible = !a->nonblocking && !ops->queued && a->wait_ms != 0;
 }
 
 /* Sends the kind's acquire script once. */
