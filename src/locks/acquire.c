@@ -875,9 +875,11 @@ void crd__acquire_cancel(crd__acquire *a, crd_status st)
  * crd__handoff). Only a lone waiter of an exclusive kind with nothing to resolve. */
 static bool lend_attempt(crd__acquire *a, crd__handoff *h)
 {
-    if (!a->deferrable || a->pending || !a->confirmed)
-        return false;
     const crd__kind_ops *ops = &crd__kinds[a->l->kind];
+    /* A clocked acquire prepared now would write now + lease when it is sent later: the
+     * lease would start at the wait's start. */
+    if (!a->deferrable || a->pending || !a->confirmed || ops->clocked)
+        return false;
     crd__acq_args args = {a->field, a->flen, a->lease, a->nowait, a->fair_wait, a->want_token};
     ops->acquire(a->l, &args, &h->cmd);
     crd__undo u;

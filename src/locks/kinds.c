@@ -506,6 +506,7 @@ const crd__kind_ops crd__kinds[CRD__NKINDS] = {
      * watchdog renews each group hold with one call of its own. */
     [CRD__GROUP] = {.label = "grouped multi-lock",
                     .try_form = true,
+                    .clocked = true,
                     .renew_script = CRD__SCRIPT_GROUP_RENEW,
                     .renew_one = group_renew_one,
                     .acquire = group_acquire,

@@ -291,6 +291,9 @@ typedef struct crd__kind_ops {
     bool queued;           /* fair: a waiter joins a queue it must leave when it gives up */
     bool try_form;         /* a try without a wait (wait_ms 0) sends its own script
                               (crd__acq_args.nowait): fair, the group */
+    bool clocked;          /* its acquire carries the caller's clock (the group: the expiry
+                              it writes is now + lease): never prepared ahead of its send
+                              (no hand-off, acquire.c lend_attempt) */
     crd__wait_how wait;    /* how its waiter learns it may try again (wait.h): the lock's
                               channel, or (fair) its own "<channel>:<field>" */
     bool fenced;           /* draws a token with every acquire */
