@@ -7,7 +7,7 @@ ifeq ($(CI),true)
 CMAKE_FLAGS += -DCREDISSON_WERROR=ON
 endif
 
-.PHONY: all deps build test test-valkey test-tls test-sanitize test-fuzz test-valgrind soak-sentinel soak-partition demo clean \
+.PHONY: all deps build test test-valkey test-tls test-sanitize test-fuzz test-valgrind soak-sentinel soak-partition soak-r47 demo clean \
 	test-clang analyze test-hiredis1 bench-compare
 
 all: build
@@ -176,6 +176,12 @@ test-valgrind: build
 # Exclusion across Sentinel failovers (a failover every 20 s), replica sync on and then
 # off, SOAK_SECONDS each (default 300); prints overlaps and lost locks per mode.
 SOAK_SECONDS ?= 300
+# Issue 44's rate limiter at full length: 8 processes sharing 50 permits a second for 10 s
+# (make test runs the same test over 3 s), standalone; about 15 s.
+soak-r47: build
+	cd $(BUILD) && CRDT_RL_WINDOW_S=10 ./tests/test_r47 --jobs 1 \
+	    --filter 'r47/eight_processes_sharing_fifty_permits_a_second_get_fifty_a_second' --verbose
+
 soak-sentinel: build
 	$(BUILD)/tests/soak_sentinel $(SOAK_SECONDS) both
 

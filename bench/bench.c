@@ -60,7 +60,7 @@ static const char *const ALL_SCENARIOS[] = {
     "floor",   "uncontended", "uncontended-tls", "threads-4",    "threads-16",
     "loop-64", "many-names",  "stall",           "procs-4",      "procs-16",
     "handoff", "fair-8",      "cluster-3",       "watchdog-10k", "watchdog-100k",
-    "semaphore-8", "dispatch-2000"};
+    "semaphore-8", "dispatch-2000", "group-100"};
 #define NSCEN (sizeof ALL_SCENARIOS / sizeof ALL_SCENARIOS[0])
 
 typedef struct params {
@@ -2080,6 +2080,115 @@ static void sc_procs(int rep, const char *scenario, int n)
     }
 }
 
+/* ---- group-100 ---------------------------------------------------------------------------------- */
+
+/* One job locking 100 row ids (issue 44): the grouped multi-lock (one hash, one script for
+ * all values) against 100 separate locks taken one after another and against the composed
+ * multi-lock over those 100 locks (crd_multilock: the same 100 scripts, all or nothing),
+ * in one sitting, on one client: latency of acquire + release of all 100 values, and the
+ * round trips it took (the client's own commands, counted by on_trace). Uncontended. */
+#define GROUP_VALUES 100
+
+static atomic_long GROUP_CMDS;
+
+static void count_cmd(void *user, const crd_trace *t)
+{
+    (void)user;
+    if (!t->subscriber && strncmp(t->reply, "(error) NOSCRIPT", 16) != 0)
+        atomic_fetch_add(&GROUP_CMDS, 1);
+}
+
+static void sc_group(int rep, const char *scenario)
+{
+    char base[128];
+    mkname(base, sizeof base, scenario, rep, "c");
+    crd_options o;
+    crd_options_init(&o);
+    o.url = EP.url;
+    o.on_trace = count_cmd;
+    crd_client *c = NULL;
+    if (crd_client_new(&o, &c) != CRD_OK) {
+        fprintf(stderr, "credisson-bench: %s: crd_client_new: %s\n", scenario, crd_client_errmsg(c));
+        crd_client_free(c);
+        return;
+    }
+    char vals[GROUP_VALUES][32];
+    const char *vp[GROUP_VALUES];
+    crd_lock *sep[GROUP_VALUES];
+    for (int i = 0; i < GROUP_VALUES; i++) {
+        snprintf(vals[i], sizeof vals[i], "row-%d", i);
+        vp[i] = vals[i];
+        char name[200];
+        snprintf(name, sizeof name, "%.120s:%.30s", base, vals[i]);
+        crd_lock_new(c, name, &sep[i]);
+    }
+    crd_lock *g = NULL;
+    crd_multilock *m = NULL;
+    char gname[160];
+    snprintf(gname, sizeof gname, "%.120s:rows", base);
+    crd_group_lock_new(c, gname, vp, GROUP_VALUES, &g);
+    crd_multilock_new(sep, GROUP_VALUES, &m);
+    int n = P.quick ? 30 : 200;
+    bn_vec lat[3] = {{0}};
+    double rts[3] = {0};
+    bool bad = false;
+    for (int k = 0; k < 3; k++) { /* warm-up: scripts loaded, connections up */
+        if (k == 0) {
+            bad |= crd_lock_acquire(g, -1, CRD_LEASE_WATCHDOG) != CRD_OK;
+            crd_lock_release(g);
+        } else if (k == 1) {
+            for (int i = 0; i < GROUP_VALUES; i++)
+                bad |= crd_lock_acquire(sep[i], -1, CRD_LEASE_WATCHDOG) != CRD_OK;
+            for (int i = 0; i < GROUP_VALUES; i++)
+                crd_lock_release(sep[i]);
+        }
+    }
+    for (int it = 0; it < n && !bad; it++) {
+        for (int k = 0; k < 3; k++) { /* interleaved: the three see the same machine */
+            long c0 = atomic_load(&GROUP_CMDS);
+            int64_t t0 = bn_now_us();
+            if (k == 0) {
+                bad |= crd_lock_acquire(g, -1, CRD_LEASE_WATCHDOG) != CRD_OK;
+                bad |= crd_lock_release(g) != CRD_OK;
+            } else if (k == 1) {
+                for (int i = 0; i < GROUP_VALUES; i++)
+                    bad |= crd_lock_acquire(sep[i], -1, CRD_LEASE_WATCHDOG) != CRD_OK;
+                for (int i = GROUP_VALUES - 1; i >= 0; i--)
+                    bad |= crd_lock_release(sep[i]) != CRD_OK;
+            } else {
+                bad |= crd_multilock_acquire(m, -1, CRD_LEASE_WATCHDOG) != CRD_OK;
+                bad |= crd_multilock_release(m) != CRD_OK;
+            }
+            bn_vec_push(&lat[k], (double)(bn_now_us() - t0));
+            rts[k] += (double)(atomic_load(&GROUP_CMDS) - c0);
+        }
+    }
+    result *r = res(scenario, "credisson");
+    if (bad) {
+        fail_check(r, "acquires or releases failed", 1);
+    } else {
+        static const char *const what[3] = {"group", "separate", "multilock"};
+        for (int k = 0; k < 3; k++) {
+            char key[48];
+            snprintf(key, sizeof key, "%s_us_p50", what[k]);
+            put(r, key, bn_quantile(&lat[k], 0.5));
+            snprintf(key, sizeof key, "%s_us_p99", what[k]);
+            put(r, key, bn_quantile(&lat[k], 0.99));
+            snprintf(key, sizeof key, "%s_round_trips", what[k]);
+            put(r, key, rts[k] / n);
+        }
+        put(r, "separate_over_group_p50", bn_quantile(&lat[1], 0.5) / bn_quantile(&lat[0], 0.5));
+        put(r, "multilock_over_group_p50", bn_quantile(&lat[2], 0.5) / bn_quantile(&lat[0], 0.5));
+    }
+    for (int k = 0; k < 3; k++)
+        bn_vec_free(&lat[k]);
+    crd_multilock_free(m);
+    crd_lock_free(g);
+    for (int i = 0; i < GROUP_VALUES; i++)
+        crd_lock_free(sep[i]);
+    crd_client_free(c);
+}
+
 /* ---- semaphore-8 ---------------------------------------------------------------------------- */
 
 static int by_time(const void *a, const void *b)
@@ -2777,6 +2886,8 @@ int main(int argc, char **argv)
                 sc_semaphore(rep, s, 8, 2);
             else if (strcmp(s, "cluster-3") == 0)
                 sc_cluster(rep, s);
+            else if (strcmp(s, "group-100") == 0)
+                sc_group(rep, s);
             else if (P.quick && rep > 0 && strncmp(s, "watchdog", 8) == 0)
                 continue; /* --quick: the watchdog scenarios (~10 s each) run once */
             else if (strcmp(s, "watchdog-10k") == 0)

@@ -67,6 +67,19 @@ int cmd_semaphore(const global_opts *g, int argc, char **argv); /* sync.c */
 int cmd_latch(const global_opts *g, int argc, char **argv);     /* sync.c */
 int cmd_doctor(const global_opts *g, int argc, char **argv);    /* doctor.c */
 int cmd_verify(const global_opts *g, int argc, char **argv);    /* verify.c */
+int cmd_ratelimit(const global_opts *g, int argc, char **argv); /* ratelimit.c */
+
+/* ---- ratelimit.c: what run --rate needs ------------------------------------------------ */
+
+/* "N/DURATION": N >= 1 permits per DURATION (a count and ms, s, m or h; a bare unit is 1 of
+ * it; a bare number is ms). */
+bool cli_parse_rate(const char *v, int64_t *rate, int64_t *interval_ms);
+/* Creates rate limiter name with the rate when it has none (a different existing rate is
+ * a usage error: *rc 64, nothing changed) and waits up to wait_ms for one permit. Returns
+ * CRD_OK, or the failure with the exit code in *rc (a line printed; CRD_INTERRUPTED is the
+ * caller's to report). */
+crd_status cli_rate_acquire(crd_client *c, const char *name, int64_t rate, int64_t interval_ms,
+                            int64_t wait_ms, int conflict_exit, bool verbose, int *rc);
 
 /* ---- common.c: errors ---------------------------------------------------------------- */
 

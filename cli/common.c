@@ -95,6 +95,8 @@ int cli_exit_for_status(crd_status st)
         return 0; /* run decides what these mean for CMD */
     case CRD_CANCELLED:
         return EXIT_NOT_ACQUIRED;
+    case CRD_INTERRUPTED:
+        return 128 + 2; /* run exits with the signal's own code; SIGINT's otherwise */
     }
     return EXIT_UNAVAILABLE;
 }
@@ -279,6 +281,12 @@ bool cli_take_kind(const char *a, crd__kind *kind, int *seen)
         k = CRD__WRITE;
     else if (strcmp(a, "--fenced") == 0)
         k = CRD__FENCED;
+    else if (strcmp(a, "--spin") == 0)
+        k = CRD__SPIN;
+    else if (strcmp(a, "--nonreentrant") == 0)
+        k = CRD__NRLOCK;
+    else if (strcmp(a, "--nonreentrant-fair") == 0)
+        k = CRD__NRFAIR;
     else
         return false;
     if (*seen && *kind != k)
@@ -298,6 +306,13 @@ crd_status cli_open_lock(crd_client *client, crd__kind kind, const char *name, c
         return crd_fair_lock_new(client, name, &out->lock);
     case CRD__FENCED:
         return crd_fenced_lock_new(client, name, &out->lock);
+    case CRD__SPIN:
+        return crd_spin_lock_new(client, name, &out->lock);
+    case CRD__NRLOCK:
+        return crd_nonreentrant_lock_new(client, name, &out->lock);
+    case CRD__NRFAIR:
+        return crd_nonreentrant_fair_lock_new(client, name, &out->lock);
+    case CRD__GROUP: /* not a kind of NAME: a group takes values */
     case CRD__READ:
     case CRD__WRITE: {
         crd_status st = crd_rwlock_new(client, name, &out->rw);

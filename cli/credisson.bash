@@ -1,4 +1,5 @@
-# bash completion for credisson(1): commands, their flags, the values of --on-lost,
+# bash completion for credisson(1): commands (and the subcommands of semaphore, latch and
+# ratelimit), their flags, the values of --on-lost,
 # --on-unavailable and --replica-sync, and files for the TLS options. Installed as share/bash-completion/completions/credisson.
 
 _credisson()
@@ -49,7 +50,7 @@ _credisson()
     case $prev in
     --url | --watchdog-ms | --wait | --lease | --grace | -E | --conflict-exit-code | --sni | \
         --permits | --count | --timeout | --interval | --samples | --prefix | --procs | --seconds | \
-        --second-url)
+        --second-url | --rate | --keep-alive)
         return
         ;;
     --replica-sync)
@@ -74,6 +75,8 @@ _credisson()
         ;;
     esac
 
+    # The commands, as cli/main.c's COMMANDS table has them (tests/check_docs.py compares).
+    local commands="run status unlock watch list semaphore latch ratelimit doctor verify"
     local opts
     case $cmd in
     "")
@@ -81,11 +84,12 @@ _credisson()
             opts="--url --watchdog-ms --cacert --cacertdir --cert --key --sni --insecure --help
                   --version"
         else
-            opts="run status unlock watch list doctor verify"
+            opts=$commands
         fi
         ;;
-    run) opts="--wait -n --nonblock --lease --fair --read --write --fenced --permits --on-lost=
-               --on-unavailable= --grace -E --conflict-exit-code --verbose --help" ;;
+    run) opts="--wait -n --nonblock --lease --fair --read --write --fenced --spin --nonreentrant
+               --nonreentrant-fair --permits --rate --on-lost= --on-unavailable= --grace -E
+               --conflict-exit-code --verbose --help" ;;
     status) opts="--json --help" ;;
     unlock) opts="--force --fair --read --write --fenced --delete-non-lock --help" ;;
     watch) opts="--json --count --timeout --interval --help" ;;
@@ -93,6 +97,9 @@ _credisson()
     doctor) opts="--json --samples --timeout --prefix --help" ;;
     verify) opts="--procs --seconds --permits --failover --replica-sync --second-url --prefix
                   --json --help" ;;
+    semaphore) opts="status set add --json --help" ;;
+    latch) opts="set count-down wait status --wait --json --help" ;;
+    ratelimit) opts="status set delete --json --per-client --keep-alive --reset --help" ;;
     *) return ;;
     esac
     if [[ $cmd == "" || $cur == -* ]]; then

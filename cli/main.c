@@ -1,8 +1,8 @@
 /*
  * main.c -- the `credisson` command-line tool's entry point: the global options (--url,
  * --watchdog-ms, --help, --version), the main help text with the exit codes every
- * command shares, and the dispatch to one command's file (run.c, status.c, unlock.c,
- * watch.c, list.c).
+ * command shares, and the dispatch to one command's file through one table (COMMANDS: run.c,
+ * status.c, unlock.c, watch.c, list.c, sync.c, ratelimit.c, doctor.c, verify.c).
  *
  *   credisson [--url URL] [--watchdog-ms N] COMMAND [OPTIONS] NAME ...
  */
@@ -17,7 +17,8 @@ const char cli_exit_codes_text[] =
     "  N      run: CMD's own exit status N\n"
     "  3      run --on-unavailable=degrade: CMD succeeded, WITHOUT the lock\n"
     "  64     usage error (unknown option, missing NAME or '--', bad number or URL);\n"
-    "         run --permits N: semaphore NAME exists with another number of permits\n"
+    "         run --permits N: semaphore NAME exists with another number of permits;\n"
+    "         run --rate: rate limiter NAME exists with another rate\n"
     "  65     unlock --force: NAME is not a lock (nothing deleted)\n"
     "  69     Redis cannot be reached, or it refused the connection (AUTH, SELECT, TLS:\n"
     "         the message names the problem) or a command (e.g. NAME holds a value that is\n"
@@ -29,13 +30,78 @@ const char cli_exit_codes_text[] =
     "  71     operating-system error (fork, pipe, out of memory)\n"
     "  75     run: the lock (or a permit) was not acquired within --wait (-E N changes this\n"
     "         code)\n"
+    "  129, 130, 143  run: SIGHUP, SIGINT or SIGTERM while waiting for the lock: it left the\n"
+    "         wait (a fair lock's queue too) and died of the signal\n"
     "  126    run: CMD could not be executed; 127: CMD was not found\n"
     "  128+S  run: CMD was killed by signal S\n"
     "status, unlock, watch and list exit 0 whatever the lock's state (watch: after --count\n"
     "events or --timeout), 64 on a usage error and 69 when Redis is unreachable.\n";
 
+/* Every command: its name, its function and its lines in the main help. The help, the
+ * "missing COMMAND" and "unknown command" messages are made from it; the bash completion's
+ * commands="..." and the man page's sections are checked against it (tests/check_docs.py). */
+static const struct {
+    const char *name;
+    int (*run)(const global_opts *g, int argc, char **argv);
+    const char *usage;
+} COMMANDS[] = {
+    {"run", cmd_run,
+     "  run [--wait MS] [--lease MS] [--fair|--read|--write|--fenced|--spin|--nonreentrant]\n"
+     "      [--on-lost=term|kill|ignore] [--grace MS] NAME -- CMD [ARG...]\n"
+     "                   run CMD while holding lock NAME\n"
+     "  run --permits N [--wait MS] [--lease MS] NAME -- CMD [ARG...]\n"
+     "                   run CMD while holding one of N permits of semaphore NAME\n"
+     "                   (at most N at once, fleet-wide); CMD gets CREDISSON_PERMIT\n"
+     "  run --rate N/DURATION [--wait MS] NAME -- CMD [ARG...]\n"
+     "                   start CMD when rate limiter NAME gives a permit (10/1s, 100/1m)\n"},
+    {"status", cmd_status,
+     "  status [--json] NAME\n"
+     "                   show the kind, holders, TTL and queue of lock NAME\n"},
+    {"unlock", cmd_unlock,
+     "  unlock --force [--fair|--read|--write] NAME\n"
+     "                   delete lock NAME whoever holds it and wake a waiter\n"},
+    {"watch", cmd_watch,
+     "  watch [--json] [--count N] [--timeout MS] [--interval MS] NAME\n"
+     "                   print hold and release events of lock NAME as they happen\n"},
+    {"list", cmd_list,
+     "  list [--json] [--timeout MS] [--count N] [PATTERN]\n"
+     "                   the locks held right now (SCAN), with holders and TTL\n"},
+    {"semaphore", cmd_semaphore,
+     "  semaphore status [--json] NAME | set NAME N | add NAME N\n"
+     "                   Redisson's RSemaphore / RPermitExpirableSemaphore NAME\n"},
+    {"latch", cmd_latch,
+     "  latch set NAME N | count-down NAME | wait [--wait MS] NAME | status [--json] NAME\n"
+     "                   Redisson's RCountDownLatch NAME\n"},
+    {"ratelimit", cmd_ratelimit,
+     "  ratelimit status [--json] NAME | set NAME N/DURATION | delete NAME\n"
+     "                   Redisson's RRateLimiter NAME\n"},
+    {"doctor", cmd_doctor,
+     "  doctor [--json] [--samples N] [--timeout MS] [--prefix P]\n"
+     "                   check this deployment for what threatens a lock, and measure\n"
+     "                   its floor (exit 0 fine, 1 warnings, 2 findings that break locks)\n"},
+    {"verify", cmd_verify,
+     "  verify [--procs N] [--seconds S] [--permits K] [--failover] [--json] ...\n"
+     "                   a bounded mutual-exclusion check of this deployment\n"},
+};
+#define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
+
+/* "run, status, ... or verify": the commands' names for a usage error. */
+static const char *command_names(void)
+{
+    static char names[256];
+    size_t at = 0;
+    for (size_t k = 0; k < NCOMMANDS && at < sizeof names; k++)
+        at += (size_t)snprintf(names + at, sizeof names - at, "%s%s",
+                               k == 0 ? "" : k + 1 == NCOMMANDS ? " or " : ", ", COMMANDS[k].name);
+    return names;
+}
+
 static void usage_main(FILE *f)
 {
+    char commands[4096];
+    size_t at = 0;
+    for (size_t k = 0; k < NCOMMANDS && at < sizeof commands; k++)
+        at += (size_t)snprintf(commands + at, sizeof commands - at, "%s", COMMANDS[k].usage);
     fprintf(f,
             "usage: credisson [--url URL] [--watchdog-ms N] [TLS OPTIONS] COMMAND [OPTIONS] NAME ...\n"
             "\n"
@@ -43,29 +109,7 @@ static void usage_main(FILE *f)
             "the same lock as Java Redisson's getLock(NAME).\n"
             "\n"
             "Commands:\n"
-            "  run [--wait MS] [--lease MS] [--fair|--read|--write|--fenced]\n"
-            "      [--on-lost=term|kill|ignore] [--grace MS] NAME -- CMD [ARG...]\n"
-            "                   run CMD while holding lock NAME\n"
-            "  run --permits N [--wait MS] [--lease MS] NAME -- CMD [ARG...]\n"
-            "                   run CMD while holding one of N permits of semaphore NAME\n"
-            "                   (at most N at once, fleet-wide); CMD gets CREDISSON_PERMIT\n"
-            "  status [--json] NAME\n"
-            "                   show the kind, holders, TTL and queue of lock NAME\n"
-            "  unlock --force [--fair|--read|--write] NAME\n"
-            "                   delete lock NAME whoever holds it and wake a waiter\n"
-            "  watch [--json] [--count N] [--timeout MS] [--interval MS] NAME\n"
-            "                   print hold and release events of lock NAME as they happen\n"
-            "  list [--json] [--timeout MS] [--count N] [PATTERN]\n"
-            "                   the locks held right now (SCAN), with holders and TTL\n"
-            "  semaphore status [--json] NAME | set NAME N | add NAME N\n"
-            "                   Redisson's RSemaphore / RPermitExpirableSemaphore NAME\n"
-            "  latch set NAME N | count-down NAME | wait [--wait MS] NAME | status [--json] NAME\n"
-            "                   Redisson's RCountDownLatch NAME\n"
-            "  doctor [--json] [--samples N] [--timeout MS] [--prefix P]\n"
-            "                   check this deployment for what threatens a lock, and measure\n"
-            "                   its floor (exit 0 fine, 1 warnings, 2 findings that break locks)\n"
-            "  verify [--procs N] [--seconds S] [--permits K] [--failover] [--json] ...\n"
-            "                   a bounded mutual-exclusion check of this deployment\n"
+            "%s"
             "\n"
             "Global options (before COMMAND):\n"
             "  --url URL        redis://[[user]:password@]host[:port][/db],\n"
@@ -91,7 +135,7 @@ static void usage_main(FILE *f)
             "  CREDISSON_URL    the default for --url\n"
             "\n"
             "%s",
-            cli_exit_codes_text);
+            commands, cli_exit_codes_text);
 }
 
 int main(int argc, char **argv)
@@ -142,22 +186,13 @@ int main(int argc, char **argv)
         }
     }
     if (i >= argc)
-        return cli_usage_error(NULL, "missing COMMAND (run, status, unlock, watch or list)");
+        return cli_usage_error(NULL, "missing COMMAND (%s)", command_names());
     bool tls_opts = g.cacert || g.cacertdir || g.cert || g.key || g.sni || g.insecure;
     if (tls_opts && strncmp(g.url, "rediss://", 9) != 0)
         return cli_usage_error(NULL, "TLS options need a rediss:// URL");
-    static const struct {
-        const char *name;
-        int (*run)(const global_opts *g, int argc, char **argv);
-    } commands[] = {{"run", cmd_run},     {"status", cmd_status}, {"unlock", cmd_unlock},
-                    {"watch", cmd_watch}, {"list", cmd_list},     {"semaphore", cmd_semaphore},
-                    {"latch", cmd_latch},
-                    {"doctor", cmd_doctor},
-                    {"verify", cmd_verify}};
     const char *cmd = argv[i];
-    for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
-        if (strcmp(cmd, commands[k].name) == 0)
-            return commands[k].run(&g, argc - i, argv + i);
-    return cli_usage_error(NULL, "unknown command '%s' (run, status, unlock, watch, list, "
-                           "semaphore or latch)", cmd);
+    for (size_t k = 0; k < NCOMMANDS; k++)
+        if (strcmp(cmd, COMMANDS[k].name) == 0)
+            return COMMANDS[k].run(&g, argc - i, argv + i);
+    return cli_usage_error(NULL, "unknown command '%s' (%s)", cmd, command_names());
 }

@@ -32,8 +32,10 @@ static void usage_run(FILE *f)
             "CMD runs in a process group of its own (as with timeout(1)): SIGINT, SIGTERM and\n"
             "SIGHUP are forwarded to that group, and --on-lost signals the group, so what CMD\n"
             "started (a shell's children) stops with it. When credisson runs in the terminal's\n"
-            "foreground, CMD's group has the terminal while it runs. Interrupting credisson\n"
-            "while it still waits for the lock simply ends it.\n"
+            "foreground, CMD's group has the terminal while it runs. SIGINT, SIGTERM or SIGHUP\n"
+            "while credisson still waits for the lock ends the wait at once (a fair lock's\n"
+            "queue entry is removed, so the next waiter is not held up), then credisson dies\n"
+            "of the signal (exit status 130, 143, 129).\n"
             "\n"
             "Options:\n"
             "  --wait MS    give up after MS milliseconds without the lock (exit 75);\n"
@@ -81,7 +83,15 @@ static void usage_run(FILE *f)
             "               ends; a renewal that finds the permit gone is a loss: --on-lost,\n"
             "               exit 70). A waiter waits on the semaphore's channel and wakes\n"
             "               when a permit is released or a lease ends. CMD finds the permit's\n"
-            "               id in CREDISSON_PERMIT\n", f);
+            "               id in CREDISSON_PERMIT\n"
+            "  --rate N/DURATION\n"
+            "               instead of a lock, start CMD once rate limiter NAME (Redisson\n"
+            "               getRateLimiter) gives a permit: at most N starts per DURATION\n"
+            "               fleet-wide (10/1s, 100/1m, 5/250ms); NAME is created with that\n"
+            "               rate when missing, another rate is exit 64. --wait applies (exit\n"
+            "               75 when it runs out); the wait is the server's delay, no polling\n"
+            "  --spin, --nonreentrant, --nonreentrant-fair\n"
+            "               Redisson's RSpinLock, RNonReentrantLock, RNonReentrantFairLock of NAME\n", f);
     fprintf(f,
             "  -h, --help   this help\n"
             "\n"
@@ -111,6 +121,7 @@ typedef struct run_opts {
     crd_unavailable_policy on_unavailable;
     bool verbose;
     int64_t permits;  /* --permits N: a permit of semaphore NAME instead of a lock; 0: a lock */
+    int64_t rate, rate_interval_ms; /* --rate N/DURATION: a rate limiter's permit; 0: none */
     const char *noun; /* for messages: "lock" or "the permit of semaphore" */
     const char *name; /* for messages: the NAME, or all NAMEs joined by spaces */
     const char *names[MAX_NAMES];
@@ -189,6 +200,10 @@ static int parse_run_args(int argc, char **argv, run_opts *o)
                 o->permits > MAX_PERMITS)
                 return cli_usage_error("run", "--permits needs a number of permits from 1 to %d",
                                        MAX_PERMITS);
+        } else if (cli_take_opt(argc, argv, &i, "--rate", &v)) {
+            if (!cli_parse_rate(v, &o->rate, &o->rate_interval_ms))
+                return cli_usage_error("run", "--rate needs N/DURATION (e.g. 10/1s, 100/1m, "
+                                       "5/250ms), N and the duration positive");
         } else if (cli_take_kind(a, &o->kind, &kinds_seen)) {
             if (kinds_seen > 1)
                 return cli_usage_error("run",
@@ -214,6 +229,11 @@ static int parse_run_args(int argc, char **argv, run_opts *o)
                                "--fair, --read, --write or --fenced");
     if (o->permits > 0 && o->nnames > 1)
         return cli_usage_error("run", "--permits takes one semaphore NAME");
+    if (o->rate > 0 && (kinds_seen > 0 || o->permits > 0 || o->nnames > 1))
+        return cli_usage_error("run", "--rate waits for a permit of one rate limiter NAME: no "
+                               "--permits, lock kind or second NAME");
+    if (o->rate > 0 && o->lease_ms > 0)
+        return cli_usage_error("run", "--rate: a rate limiter's permit has no lease (--lease)");
     o->noun = o->permits > 0 ? "the permit of semaphore" : "lock";
     size_t off = 0;
     for (int i = 0; i < o->nnames && off < sizeof o->joined; i++)
@@ -466,6 +486,10 @@ static crd_status acquire(const run_opts *o, crd_client *client, held_set *set, 
         *rc = o->conflict_exit;
         return st;
     }
+    if (st == CRD_INTERRUPTED) { /* a signal: the caller dies of it */
+        *rc = 128 + run_wait_signal();
+        return st;
+    }
     char what[300];
     snprintf(what, sizeof what, "cannot acquire lock '%.200s'", o->name);
     cli_report("run", what, st, client);
@@ -600,6 +624,10 @@ static crd_status acquire_permit(const run_opts *o, const global_opts *g, crd_cl
         *rc = o->conflict_exit;
         return st;
     }
+    if (st == CRD_INTERRUPTED) {
+        *rc = 128 + run_wait_signal();
+        return st;
+    }
     if (st != CRD_OK) {
         char what[300];
         snprintf(what, sizeof what, "cannot acquire a permit of semaphore '%.200s'", o->name);
@@ -679,6 +707,34 @@ static int run_with_permit(const run_opts *o, const global_opts *g, crd_client *
     return rc;
 }
 
+/* run --rate: a permit of the rate limiter, then CMD; nothing to give back. Returns the
+ * exit code; *st says how the acquire went (for --on-unavailable). */
+static int run_with_rate(const run_opts *o, crd_client *client, crd_status *st)
+{
+    int rc = 0;
+    *st = cli_rate_acquire(client, o->name, o->rate, o->rate_interval_ms, o->wait_ms,
+                           o->conflict_exit, o->verbose, &rc);
+    if (*st == CRD_INTERRUPTED)
+        return 128 + run_wait_signal();
+    if (*st != CRD_OK)
+        return rc;
+    atomic_store(&run_phase, RUN_STARTING);
+    bool lost = false, spawned = false;
+    int exit_code = supervise(o, NULL, NULL, &lost, &spawned);
+    atomic_store(&run_phase, RUN_DONE);
+    return exit_code;
+}
+
+/* The end of a run that a signal interrupted while it waited: everything is released
+ * (the client is freed), then the process dies of the signal. */
+static int finish_run(int rc)
+{
+    int sig = run_wait_signal();
+    if (sig != 0 && atomic_load(&run_phase) == RUN_WAITING)
+        return run_die_of_signal(sig);
+    return rc;
+}
+
 int cmd_run(const global_opts *g, int argc, char **argv)
 {
     run_opts o = {.kind = CRD__RLOCK,
@@ -702,13 +758,14 @@ int cmd_run(const global_opts *g, int argc, char **argv)
         return without_the_lock(&o);
     if (rc != 0)
         return rc;
-    if (o.permits > 0) {
+    if (o.permits > 0 || o.rate > 0) {
         crd_status pst = CRD_OK;
-        rc = run_with_permit(&o, g, client, &pst);
+        rc = o.permits > 0 ? run_with_permit(&o, g, client, &pst)
+                           : run_with_rate(&o, client, &pst);
         crd_client_free(client);
         if (pst != CRD_OK && unavailable(pst) && o.on_unavailable != CRD_UNAVAILABLE_FAIL)
             return without_the_lock(&o);
-        return rc;
+        return finish_run(rc);
     }
     held_set set;
     crd_status st = open_set(&o, client, &set);
@@ -717,6 +774,11 @@ int cmd_run(const global_opts *g, int argc, char **argv)
         return cli_exit_for_status(st);
     }
     st = acquire(&o, client, &set, &rc);
+    if (st == CRD_OK && run_wait_signal() != 0) {
+        /* Taken just as the signal came: given back, and the signal ends the run. */
+        release(&o, client, &set, false, 0);
+        st = CRD_INTERRUPTED;
+    }
     if (st == CRD_OK) {
         /* The lock is watched (prompt loss detection) before CMD starts: a force-unlock
          * right away is heard, and no subscriber connect is in flight at the fork. */
@@ -738,5 +800,5 @@ int cmd_run(const global_opts *g, int argc, char **argv)
     crd_client_free(client);
     if (st != CRD_OK && unavailable(st) && o.on_unavailable != CRD_UNAVAILABLE_FAIL)
         return without_the_lock(&o);
-    return rc;
+    return finish_run(rc);
 }

@@ -24,9 +24,16 @@ extern atomic_int run_recovered;   /* renewals recovered: 1 = new */
 
 /* crd_options.on_event: runs on the library's watchdog thread; records and wakes. */
 void run_on_event(void *user_data, const crd_event *ev);
-/* The self-pipe and the handlers of SIGINT, SIGTERM, SIGHUP, SIGCHLD. Returns 0 or an
- * exit code (a line printed). */
+/* The self-pipe and the handlers of SIGINT, SIGTERM, SIGHUP, SIGCHLD, and the interrupt
+ * token bound to the calling (main) thread: a signal while `run` waits for its lock raises
+ * it, so the wait ends (CRD_INTERRUPTED), a fair waiter leaves its queue, and `run` then dies
+ * of the signal (run_die_of_signal). Returns 0 or an exit code (a line printed). */
 int run_install_handlers(void);
+/* The signal that interrupted the wait (0: none). */
+int run_wait_signal(void);
+/* After the library let go of everything: dies of that signal (the exit status a shell
+ * sees is 128 + it); returns 128 + sig only if the signal did not end the process. */
+int run_die_of_signal(int sig);
 /* The fd the main thread polls, and how it empties it after a wake-up. */
 int run_wake_fd(void);
 void run_drain_wakes(void);

@@ -19,6 +19,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,10 @@ atomic_int run_lost = 0;
 atomic_int run_lost_status = 0;
 atomic_int run_failing = 0;
 atomic_int run_recovered = 0;
+/* While waiting: the first SIGINT/SIGTERM/SIGHUP raises the token (the wait ends and the
+ * queue is left); a second one ends the process at once. */
+static crd_interrupt *run_intr;
+static atomic_int wait_sig = 0;
 
 /* Self-pipe: [0] polled by the main thread, [1] written by handlers and callbacks. */
 static int self_pipe[2] = {-1, -1};
@@ -80,9 +85,16 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
          * terminal's SIGINT (when the terminal is CMD's, it never comes to us). */
         kill(-child, sig);
     } else if (atomic_load(&run_phase) == RUN_WAITING) {
-        /* Still waiting for the lock: nothing to clean up, die of the signal. */
-        signal(sig, SIG_DFL);
-        raise(sig);
+        /* Still waiting for the lock: the wait ends (CRD_INTERRUPTED) and leaves what it
+         * joined (a fair lock's queue), then the main thread dies of the signal. A second
+         * signal, or one without a token, ends the process now. */
+        int expected = 0;
+        if (run_intr != NULL && atomic_compare_exchange_strong(&wait_sig, &expected, sig)) {
+            crd_interrupt_raise(run_intr);
+        } else {
+            signal(sig, SIG_DFL);
+            raise(sig);
+        }
     } else {
         /* Between acquire and fork, or after CMD exited: the main loop forwards it. */
         atomic_store(&run_pending_sig, sig);
@@ -91,12 +103,30 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
     errno = saved_errno;
 }
 
+int run_wait_signal(void) { return atomic_load(&wait_sig); }
+
+int run_die_of_signal(int sig)
+{
+    fflush(stdout);
+    fflush(stderr);
+    signal(sig, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+    raise(sig);
+    return 128 + sig;
+}
+
 int run_install_handlers(void)
 {
     if (pipe2(self_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         cli_error("run", "cannot create a pipe: %s", strerror(errno));
         return EXIT_OSERR;
     }
+    /* Without a token a signal while waiting just ends the process, as before. */
+    if (crd_interrupt_new(&run_intr) == CRD_OK)
+        crd_interrupt_bind(run_intr);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_signal;

@@ -120,7 +120,7 @@ typedef enum crd_status {
                                  resent. Read the state (available permits, the count)
                                  before deciding what to do */
     /* Deployments that refuse what was asked for (added in 0.7): */
-    CRD_SYNC_UNAVAILABLE = 19 /* replica sync was asked for (replica_sync), the primary has
+    CRD_SYNC_UNAVAILABLE = 19, /* replica sync was asked for (replica_sync), the primary has
                                  replicas, and the server refuses WAIT (renamed away, denied
                                  by an ACL, unknown): an acquire could never be acknowledged
                                  by a replica, so it was NOT sent and nothing is held. Not
@@ -128,6 +128,11 @@ typedef enum crd_status {
                                  answered in time, and retrying may work; this one is the
                                  deployment's configuration, and only a change of it or of
                                  replica_sync (OFF, or IF_ALLOWED) makes the acquire work */
+    /* Interruptible waits and Redisson 4.7's lock family (added in 0.7): */
+    CRD_INTERRUPTED = 20       /* a blocking wait (an acquire of any lock kind, a semaphore
+                                 or rate limiter acquire, a latch await) was ended by the
+                                 interrupt token its thread bound (crd_interrupt_raise):
+                                 nothing is held, a fair waiter left its queue */
 } crd_status;
 
 /* Fixed English text for a status ("lock not held by this owner", ...). Never NULL;
@@ -156,6 +161,8 @@ typedef struct crd_lock crd_lock;
 typedef struct crd_semaphore crd_semaphore;
 typedef struct crd_permit_semaphore crd_permit_semaphore;
 typedef struct crd_latch crd_latch;
+typedef struct crd_rate_limiter crd_rate_limiter;
+typedef struct crd_interrupt crd_interrupt;
 
 /* What a crd_event_fn is told about. */
 typedef enum crd_event_kind {
@@ -687,6 +694,66 @@ CRD_API uint64_t crd_owner_current(void);
 CRD_API uint64_t crd_owner_new(void);
 
 /* ---------------------------------------------------------------------------------- */
+/* Interrupting a blocking wait                                                        */
+/* ---------------------------------------------------------------------------------- */
+
+/* An interrupt token: what lets another thread, or a signal handler, end a blocking wait
+ * of this library (Java's Thread.interrupt() for lockInterruptibly and friends). A thread
+ * binds a token (crd_interrupt_bind); from then on every blocking wait that thread makes
+ * on any client -- crd_lock_acquire* on every lock kind (and crd_lock_run,
+ * crd_multilock_acquire), crd_semaphore_acquire, crd_permit_semaphore_acquire(_n),
+ * crd_latch_await, crd_rate_limiter_acquire -- returns CRD_INTERRUPTED once the token is
+ * raised, within a few milliseconds (measured: tests/test_interrupt.c), and leaves
+ * nothing held: an attempt whose answer had not come is given back when it comes (as
+ * after a deadline), and a fair waiter leaves the queue with the same script a timed-out
+ * waiter sends, so the waiters behind it move up at once. A wait that starts while its
+ * token is raised returns CRD_INTERRUPTED without sending anything.
+ * What is and is not cut short: every sleep (on a channel, in the local queue, a
+ * back-off, a rate limiter's delay, a read-back's turn) ends at once; a lock attempt
+ * whose reply is on its way is abandoned at once too (the engine gives the hold back if
+ * the reply says it was taken), except a fair lock's, whose reply is awaited (at most
+ * command_timeout_ms): abandoned, it could queue the waiter again after it left. A
+ * semaphore's, latch's or rate limiter's attempt (not idempotent, no owner to give back
+ * from) is always awaited, so the permits it took are never lost: an acquire whose
+ * attempt took the permits returns CRD_OK. A successful acquire is never undone: when the
+ * lock was taken the call returns CRD_OK, and the token stays raised for the caller to
+ * see. Releases, renewals and every call that does not wait are never interrupted.
+ * A raised token stays raised (every later wait of a thread bound to it returns
+ * CRD_INTERRUPTED at once) until crd_interrupt_clear(). One token may be bound by many
+ * threads (a process-wide shutdown token); a thread binds at most one.
+ * Cost: a thread with a token bound sends its lock attempts through the client's I/O
+ * thread rather than on a connection it borrows (a few microseconds per attempt); a
+ * token has a thread of its own, asleep until it is raised. The event-loop API is not
+ * affected (crd_op_cancel ends a loop operation).
+ *
+ * Create a token. Returns CRD_OK; CRD_INVALID_ARGUMENT (out NULL); CRD_NO_MEMORY; CRD_IO
+ * (no eventfd). Ownership: free with crd_interrupt_free(). Thread safety: any thread.
+ * After fork() a token made before it does not work in the child (its thread is not
+ * there): make a new one there. */
+CRD_API crd_status crd_interrupt_new(crd_interrupt **out);
+
+/* Raise the token: every wait of a thread bound to it ends with CRD_INTERRUPTED.
+ * Async-signal-safe (one atomic exchange and, the first time, one write(2) to an
+ * eventfd; errno is preserved), so a SIGINT handler may call it; any thread. NULL is
+ * ignored. */
+CRD_API void crd_interrupt_raise(crd_interrupt *intr);
+
+/* Whether the token is raised (false for NULL). Async-signal-safe; any thread. */
+CRD_API bool crd_interrupt_raised(const crd_interrupt *intr);
+
+/* Lower the token again: later waits sleep as usual. Any thread. NULL is ignored. */
+CRD_API void crd_interrupt_clear(crd_interrupt *intr);
+
+/* Bind intr to the calling thread (NULL unbinds): the thread's blocking waits obey it
+ * from now on. Returns the token bound before (or NULL). Thread safety: affects the
+ * calling thread only. */
+CRD_API crd_interrupt *crd_interrupt_bind(crd_interrupt *intr);
+
+/* Free the token. No thread may be waiting with it bound, and none may bind it later;
+ * the calling thread's own binding is dropped. Accepts NULL. */
+CRD_API void crd_interrupt_free(crd_interrupt *intr);
+
+/* ---------------------------------------------------------------------------------- */
 /* Reentrant lock (Redisson RLock)                                                     */
 /* ---------------------------------------------------------------------------------- */
 
@@ -981,6 +1048,121 @@ CRD_API crd_status crd_lock_acquire_token_owner(crd_lock *lock, uint64_t owner,
 CRD_API crd_status crd_lock_token(crd_lock *lock, int64_t *token);
 
 /* ---------------------------------------------------------------------------------- */
+/* Non-reentrant locks (Redisson 4.4+ RNonReentrantLock, RNonReentrantFairLock)         */
+/* ---------------------------------------------------------------------------------- */
+
+/* Create a handle for the non-reentrant lock named name: the reentrant lock's hash,
+ * owner field, channel, unlock, force-unlock and renewal (crd_lock_new), whose acquire
+ * refuses a second acquire by the owner that holds it instead of counting up -- for
+ * coroutines, fibers and callback pools that share one owner id and must not walk into
+ * each other's critical sections (Redisson #4468, #4956). Java's getNonReentrantLock(N),
+ * getLock(N) and C's crd_lock_new(N) exclude each other on one name.
+ * Every crd_lock_* function works on the handle. crd_lock_acquire by the owner that
+ * holds the lock returns CRD_DEADLOCK at once, whatever wait_ms says: one round trip (the
+ * script decides, as Redisson's does: it answers the error reply "NON_REENTRANT_REACQUIRE",
+ * told apart from every other server error by its exact text), nothing changed in Redis
+ * (the hold count stays 1, the TTL is not refreshed) and no wait. Every other status as
+ * crd_lock_acquire's. Errors, ownership and thread safety as crd_lock_new(). */
+CRD_API crd_status crd_nonreentrant_lock_new(crd_client *client, const char *name,
+                                             crd_lock **out);
+CRD_API crd_status crd_nonreentrant_lock_new_n(crd_client *client, const char *name,
+                                               size_t name_len, crd_lock **out);
+
+/* The same for the fair lock (crd_fair_lock_new's queue, deadlines, per-waiter channel,
+ * unlock and give-up): waiters of the non-reentrant and the reentrant fair lock of one
+ * name, in any language, share one FIFO queue. A refused reentry writes nothing, not
+ * even a queue entry. */
+CRD_API crd_status crd_nonreentrant_fair_lock_new(crd_client *client, const char *name,
+                                                  crd_lock **out);
+CRD_API crd_status crd_nonreentrant_fair_lock_new_n(crd_client *client, const char *name,
+                                                    size_t name_len, crd_lock **out);
+
+/* ---------------------------------------------------------------------------------- */
+/* Spin lock (Redisson RSpinLock)                                                      */
+/* ---------------------------------------------------------------------------------- */
+
+/* How a spin lock's waiter spaces its attempts (Redisson's LockOptions back-off). */
+typedef enum crd_backoff_kind {
+    CRD_BACKOFF_EXPONENTIAL = 0, /* initial_delay_ms, then times multiplier plus a jitter in
+                                    [0, failures) ms, at most max_delay_ms (Redisson's
+                                    default: 1, 2, 4+j, ... 128 ms) */
+    CRD_BACKOFF_CONSTANT = 1     /* delay_ms every time */
+} crd_backoff_kind;
+
+typedef struct crd_spin_options {
+    crd_backoff_kind backoff; /* default CRD_BACKOFF_EXPONENTIAL */
+    int64_t initial_delay_ms; /* exponential: default 1 */
+    int64_t max_delay_ms;     /* exponential: default 128 */
+    int multiplier;           /* exponential: default 2 */
+    int64_t delay_ms;         /* constant: default 64 */
+} crd_spin_options;
+
+/* Fill *opts with the defaults above (Redisson's). CRD_OK, or CRD_INVALID_ARGUMENT for
+ * NULL. Thread-safe. */
+CRD_API crd_status crd_spin_options_init(crd_spin_options *opts);
+
+/* Create a handle for the spin lock named name: the reentrant lock's hash, owner field,
+ * acquire script and renewal, whose release publishes nothing and whose waiters never
+ * subscribe: a waiter tries again after each step of its back-off (exponential by
+ * default: 1, 2, 4.., at most 128 ms apart), and sooner when the holder's TTL ends first.
+ * The kind for very many short locks where a subscription per waiting name costs more
+ * than the polls; a release is noticed at the waiter's next attempt, at most one back-off
+ * step (max_delay_ms) later. Every wait ends by its deadline (the last sleep is cut to
+ * it). Java's getSpinLock(N) and getLock(N) exclude it on one name (a reentrant-lock or
+ * Java RLock waiter behind a spin holder is woken by the holder's TTL only, or by
+ * max_wait_slice_ms).
+ * Every crd_lock_* function works on the handle; crd_lock_force_unlock deletes only a
+ * lock (as for crd_lock_new), and publishes nothing.
+ * opts: NULL for Redisson's defaults. Returns as crd_lock_new(), and
+ * CRD_INVALID_ARGUMENT for an unknown back-off or delays out of range. */
+CRD_API crd_status crd_spin_lock_new(crd_client *client, const char *name, crd_lock **out);
+CRD_API crd_status crd_spin_lock_new_n(crd_client *client, const char *name, size_t name_len,
+                                       const crd_spin_options *opts, crd_lock **out);
+
+/* ---------------------------------------------------------------------------------- */
+/* Grouped multi-lock (Redisson getMultiLock(group, values), RedissonFasterMultiLock)  */
+/* ---------------------------------------------------------------------------------- */
+
+/* Create a handle that locks n values of one group at once, on the keys of Redisson's
+ * getMultiLock(group, values): one hash named group (as given, no braces added) with, for
+ * each value held, a field naming the holder and two of the holder's own (its clock's
+ * expiry, its count), the channel redisson_lock__channel:{group} (message "0"). A value's
+ * field is Redisson's HighwayHash-128 of the value's codec bytes, so a group shared with
+ * Java needs the Java side to use StringCodec (Config.setCodec(StringCodec.INSTANCE) or
+ * getMultiLock with a StringCodec'd client): the values here are those bytes (UTF-8 text
+ * for Java Strings). Redisson's default Kryo5Codec writes other bytes, so its fields --
+ * and its locks -- are not these.
+ * Every crd_lock_* function works on the handle: an acquire takes every value in one
+ * script, all or none (a try with wait_ms 0 sends Redisson's try-once script), and waits on
+ * the group's channel, woken by a release of any value of the group or when the blocking
+ * holder's entry lapses; the watchdog renews the whole hold with one call per period; a
+ * release gives back every value at once; reentry counts per value set. Two handles on
+ * one group with the same values (in any order, repeats ignored) are one hold; handles
+ * with other values are other holds, excluded value by value (by Java's too, both ways).
+ * crd_lock_name() is the group's name. On a cluster every key is the group's: a group
+ * named with braces that would split it is refused as a lock name is.
+ * Where Redisson's grouped lock misbehaves, credisson answers correctly and writes
+ * nothing Java would read differently: crd_lock_is_held checks every value (Redisson skips
+ * the first); crd_lock_force_unlock sets *was_locked when it freed any value (Redisson's
+ * returns false for more than one, and fails on a value nobody holds); a value taken
+ * over an expired holder's entry drops that holder's stale fields; a release never frees
+ * a value another owner took over (docs/KINDS-R47.md lists every difference).
+ * crd_lock_remaining_ttl is the group hash's TTL; crd_lock_hold_count reads the first
+ * value's count (0 when its entry lapsed).
+ * Returns CRD_OK; CRD_INVALID_ARGUMENT (a NULL client, group, values or out, n 0, a NULL
+ * value, more than 100000 values, a value over CRD_NAME_MAX bytes, a group name refused
+ * as crd_lock_new refuses names); CRD_CLOSED; CRD_NO_MEMORY. No Redis traffic.
+ * Ownership: the values are copied (hashed); free with crd_lock_free(). Thread safety as
+ * crd_lock_new(). */
+CRD_API crd_status crd_group_lock_new(crd_client *client, const char *group,
+                                      const char *const *values, size_t n, crd_lock **out);
+/* The same for a group name and values of given lengths (binary-safe: the bytes are the
+ * codec's bytes). */
+CRD_API crd_status crd_group_lock_new_n(crd_client *client, const char *group, size_t group_len,
+                                        const void *const *values, const size_t *value_lens,
+                                        size_t n, crd_lock **out);
+
+/* ---------------------------------------------------------------------------------- */
 /* Event-loop API                                                                      */
 /* ---------------------------------------------------------------------------------- */
 
@@ -1148,6 +1330,16 @@ CRD_API crd_status crd_semaphore_acquire_async(crd_semaphore *sem, int64_t permi
  * lost: never resent, since a second release would add permits twice); CRD_IO (not
  * sent); CRD_CLOSED. Thread-safe. */
 CRD_API crd_status crd_semaphore_release(crd_semaphore *sem, int64_t permits);
+
+/* Give permits back only if the semaphore exists (Redisson 4's releaseIfExists): on a
+ * missing semaphore nothing is written or published and *released (may be NULL) is
+ * false; otherwise as crd_semaphore_release() (the new count is published, waiters wake)
+ * and *released is true. permits 0 sends nothing and answers false, as Java.
+ * Returns CRD_OK; CRD_INVALID_ARGUMENT (NULL handle, permits < 0); CRD_SERVER (WRONGTYPE:
+ * nothing changed); CRD_OUTCOME_UNKNOWN (sent, reply lost: never resent); CRD_IO (not
+ * sent); CRD_CLOSED. Thread-safe. */
+CRD_API crd_status crd_semaphore_release_if_exists(crd_semaphore *sem, int64_t permits,
+                                                   bool *released);
 
 /* Add delta permits; a negative delta removes them and may leave the count below zero
  * (acquires then wait until enough are added or released). The new count is published,
@@ -1359,6 +1551,115 @@ CRD_API crd_status crd_latch_count(crd_latch *latch, int64_t *count);
  * return CRD_OK). *deleted (may be NULL) says whether there was one. Returns as
  * crd_latch_count(). Idempotent. */
 CRD_API crd_status crd_latch_delete(crd_latch *latch, bool *deleted);
+
+/* ---------------------------------------------------------------------------------- */
+/* Rate limiter (Redisson RRateLimiter)                                                */
+/* ---------------------------------------------------------------------------------- */
+
+/* Whose budget a rate limiter's permits come from. */
+typedef enum crd_rate_mode {
+    CRD_RATE_OVERALL = 0,   /* one budget shared by every client (Redisson's OVERALL) */
+    CRD_RATE_PER_CLIENT = 1 /* one budget per client (PER_CLIENT: keyed by crd_client_id) */
+} crd_rate_mode;
+
+/* A rate: rate permits per interval_ms, for the whole fleet or per client. keep_alive_ms
+ * > 0 (at least interval_ms, as Java requires): the limiter and its state expire when
+ * nobody acquires for that long (Redisson 4.x's keepAliveTime); 0: they stay. */
+typedef struct crd_rate_config {
+    crd_rate_mode mode;
+    int64_t rate;          /* >= 1 */
+    int64_t interval_ms;   /* >= 1 */
+    int64_t keep_alive_ms; /* 0, or >= interval_ms */
+} crd_rate_config;
+
+/* A rate limiter on the same keys as Redisson's getRateLimiter(name): the configuration
+ * hash N (fields rate, interval, type, keepAliveTime), the permits left {N}:value and the
+ * permits given in the last interval, one record each, in the sorted set {N}:permits
+ * ({N}:value:<client id> and {N}:permits:<client id> in PER_CLIENT mode); every key
+ * shares N's cluster slot. No channel: a waiting acquire sleeps as long as the server
+ * says (the time until enough permits are given back), then tries again. Permits are
+ * given back by time, not by a release: an acquire takes them for one interval.
+ * Where Redisson's limiter has bugs (permits that never refill after a lost value key,
+ * an acquire above the rate that waits for ever, a rate set before every acquire that
+ * never limits, release counted twice), credisson's scripts behave correctly and Java
+ * reads the same keys the same way (interop/README.md, "Rate limiter").
+ * Create: no Redis traffic; name rules as crd_lock_new() (in cluster mode a name whose
+ * braces split its keys is refused). Ownership: free with crd_rate_limiter_free() before
+ * the client. Thread safety: any thread; one handle may be shared by threads. */
+CRD_API crd_status crd_rate_limiter_new(crd_client *client, const char *name,
+                                        crd_rate_limiter **out);
+CRD_API crd_status crd_rate_limiter_new_n(crd_client *client, const char *name,
+                                          size_t name_len, crd_rate_limiter **out);
+/* Free a handle (the limiter stays in Redis). Accepts NULL. */
+CRD_API void crd_rate_limiter_free(crd_rate_limiter *rl);
+/* The name and its length. Library-owned, valid until crd_rate_limiter_free(). */
+CRD_API const char *crd_rate_limiter_name(const crd_rate_limiter *rl, size_t *len);
+
+/* Set the rate if the limiter has none (trySetRate). *set (may be NULL) says whether it
+ * was set; an existing rate is left alone.
+ * Returns CRD_OK; CRD_INVALID_ARGUMENT (NULL handle or cfg, an unknown mode, a rate or
+ * interval below 1, a keep-alive below the interval: nothing sent); CRD_SERVER (WRONGTYPE:
+ * N is not a hash; nothing changed); CRD_IO (the rate may have been set: read it);
+ * CRD_CLOSED. Thread-safe. */
+CRD_API crd_status crd_rate_limiter_try_set_rate(crd_rate_limiter *rl, const crd_rate_config *cfg,
+                                                 bool *set);
+/* Set the rate, creating the limiter when missing (setRate(RateLimiterArgs)).
+ * keep_state: the permits given in the last interval still count against the new rate
+ * (permits left = rate - those, at least 0); false starts afresh (the state is deleted). A
+ * change of mode deletes the old mode's state either way. Never Redisson's deprecated
+ * setRate form (#5487: a rate set before every acquire then never limits).
+ * Returns as crd_rate_limiter_try_set_rate(). */
+CRD_API crd_status crd_rate_limiter_set_rate(crd_rate_limiter *rl, const crd_rate_config *cfg,
+                                             bool keep_state);
+/* The same only if the limiter has a rate (updateRate): *updated (may be NULL) says
+ * whether it had one (nothing is written otherwise). */
+CRD_API crd_status crd_rate_limiter_update_rate(crd_rate_limiter *rl, const crd_rate_config *cfg,
+                                                bool keep_state, bool *updated);
+/* The rate (getConfig, HGETALL N): *exists (may be NULL) is false and *cfg zeroed when the
+ * limiter has none. Returns CRD_OK, CRD_INVALID_ARGUMENT, CRD_SERVER (WRONGTYPE),
+ * CRD_PROTOCOL (N is a hash that is not a rate's), CRD_IO, CRD_CLOSED. */
+CRD_API crd_status crd_rate_limiter_get_rate(crd_rate_limiter *rl, crd_rate_config *cfg,
+                                             bool *exists);
+
+/* Take permits (>= 1) at once: all or none.
+ *   wait_ms  CRD_WAIT_FOREVER (-1): wait until they are given; 0: try once; > 0: wait at
+ *            most this long. The wait is the server's: each refused attempt answers how
+ *            long until enough permits come back, and the caller sleeps exactly that long
+ *            (nothing is sent meanwhile, no subscription), then tries again; when that time
+ *            ends after the wait's deadline the call returns CRD_TIMEOUT at once (nothing
+ *            could be given sooner), so it never sleeps past its deadline.
+ * Returns CRD_OK (taken); CRD_BUSY (wait_ms 0, not enough now); CRD_TIMEOUT;
+ * CRD_INVALID_ARGUMENT (NULL handle, permits < 1 or more than the rate -- they could never
+ * be given at once --, wait_ms out of range, or a limiter without a rate: never set,
+ * deleted, or its keep-alive ran out; the message says which); CRD_SERVER (WRONGTYPE);
+ * CRD_OUTCOME_UNKNOWN (the attempt's reply was lost and reading its record back failed
+ * too: the permits may have been taken); CRD_IO (Redis unreachable until the wait ran
+ * out); CRD_INTERRUPTED (crd_interrupt_bind); CRD_CLOSED. A lost reply is read back (the
+ * attempt's record, by its random bytes), never resent blindly. Thread-safe; blocks only
+ * the calling thread. */
+CRD_API crd_status crd_rate_limiter_acquire(crd_rate_limiter *rl, int64_t permits,
+                                            int64_t wait_ms);
+/* Start crd_rate_limiter_acquire() on the event loop: done is called from a later
+ * crd_loop_dispatch() with the status it would return (CRD_CANCELLED after
+ * crd_op_cancel(op)). The waits are the loop's timeouts (crd_loop_timeout_ms), no thread
+ * sleeps; each attempt goes to the I/O thread as crd_semaphore_acquire_async()'s do.
+ * Returns CRD_OK (started), or without starting (done never called) as
+ * crd_rate_limiter_acquire() refuses arguments, CRD_CLOSED, CRD_FORKED, CRD_NO_MEMORY.
+ * Ownership: the handle must outlive the operation. Thread safety: the loop thread. */
+CRD_API crd_status crd_rate_limiter_acquire_async(crd_rate_limiter *rl, int64_t permits,
+                                                  int64_t wait_ms, crd_op_done_fn done,
+                                                  void *user_data, crd_op **op);
+/* The permits that could be taken now (availablePermits; the expired records are given
+ * back first). Returns CRD_OK; CRD_INVALID_ARGUMENT (NULL argument, no rate set);
+ * CRD_SERVER; CRD_PROTOCOL; CRD_IO; CRD_CLOSED. */
+CRD_API crd_status crd_rate_limiter_available(crd_rate_limiter *rl, int64_t *available);
+/* Give permits (>= 1) back before their interval ends (release): the permits left rise,
+ * at most to the rate. Not idempotent: a lost reply is CRD_OUTCOME_UNKNOWN. */
+CRD_API crd_status crd_rate_limiter_release(crd_rate_limiter *rl, int64_t permits);
+/* Delete the limiter: its rate and this client's state (delete(): other clients'
+ * PER_CLIENT state stays, as in Java). *deleted (may be NULL): whether anything was
+ * there. Returns CRD_OK, CRD_INVALID_ARGUMENT, CRD_IO, CRD_CLOSED. */
+CRD_API crd_status crd_rate_limiter_delete(crd_rate_limiter *rl, bool *deleted);
 
 #ifdef __cplusplus
 }

@@ -51,7 +51,8 @@
  *   std::errc::invalid_argument, errc::no_memory == std::errc::not_enough_memory,
  *   errc::not_owner == std::errc::operation_not_permitted, errc::deadlock ==
  *   std::errc::resource_deadlock_would_occur, errc::cancelled ==
- *   std::errc::operation_canceled, errc::io == std::errc::io_error.
+ *   std::errc::operation_canceled, errc::io == std::errc::io_error, errc::interrupted ==
+ *   std::errc::interrupted.
  *   - Every call that can fail has an overload taking std::error_code& that never
  *     throws: it clears ec on success and sets it on failure. Outcomes are not
  *     failures: a try that finds the lock held, or a wait that runs out, returns false
@@ -130,7 +131,8 @@ enum class errc : int {
     cancelled = CRD_CANCELLED,
     not_synced = CRD_NOT_SYNCED,
     outcome_unknown = CRD_OUTCOME_UNKNOWN,
-    sync_unavailable = CRD_SYNC_UNAVAILABLE
+    sync_unavailable = CRD_SYNC_UNAVAILABLE,
+    interrupted = CRD_INTERRUPTED
 };
 
 } // namespace credisson
@@ -165,6 +167,7 @@ public:
             {CRD_DEADLOCK, std::errc::resource_deadlock_would_occur},
             {CRD_CANCELLED, std::errc::operation_canceled},
             {CRD_IO, std::errc::io_error},
+            {CRD_INTERRUPTED, std::errc::interrupted},
         };
         for (const auto &m : conditions)
             if (m.st == value)

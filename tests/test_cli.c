@@ -1416,12 +1416,13 @@ static char *complete_in_bash(const char *line)
 
 Test(cli, bash_completion_offers_commands_and_flags)
 {
-    char *s = complete_in_bash("credisson r");
+    char *s = complete_in_bash("credisson ru");
     cr_assert_str_eq(s, "run\n");
     free(s);
     /* Bash splits the URL at each ':' (COMP_WORDBREAKS). */
     s = complete_in_bash("credisson --url redis : //h : 1 ");
-    cr_assert_str_eq(s, "run\nstatus\nunlock\nwatch\nlist\ndoctor\nverify\n");
+    cr_assert_str_eq(s, "run\nstatus\nunlock\nwatch\nlist\nsemaphore\nlatch\nratelimit\ndoctor\n"
+                        "verify\n");
     free(s);
     s = complete_in_bash("credisson run --");
     const char *const flags[] = {"--wait\n",     "--nonblock\n", "--lease\n",

@@ -177,6 +177,7 @@ static const char *status_name(crd_status st)
     case CRD_NOT_SYNCED: return "NOT_SYNCED";
     case CRD_OUTCOME_UNKNOWN: return "OUTCOME_UNKNOWN";
     case CRD_SYNC_UNAVAILABLE: return "SYNC_UNAVAILABLE";
+    case CRD_INTERRUPTED: return "INTERRUPTED";
     }
     return "UNKNOWN";
 }

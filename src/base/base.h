@@ -6,13 +6,13 @@
  *
  * The layers, lowest first, one folder of src/ each; a layer's files see only the headers
  * of their own and the lower layers (CMake compiles each folder so, docs/ARCHITECTURE.md):
- *   base/base.h            status.c clock.c owner.c url.c slot.c metrics.c
+ *   base/base.h            status.c clock.c owner.c url.c slot.c metrics.c interrupt.c
  *   transport/transport.h  tls.c conn.c reply.c link.c engine.c engine_pass.c engine_call.c
  *   topology/topology.h    sentinel.c cluster.c route.c cmd.c script.c deploy.c
  *   wait/wait.h            wait.c pubsub.c pubsub_wait.c offload.c loop.c
  *   locks/locks.h          names.c kinds.c kinds_ext.c fieldhash.c undo.c holds.c
  *                          watchdog.c gate.c acquire.c release.c lock.c multilock.c
- *   sync/sync.h            sync.c semaphore.c permits.c latch.c
+ *   sync/sync.h            sync.c semaphore.c permits.c latch.c ratelimiter.c
  *   client/client.h        client.c lifecycle.c
  * A lower layer reaches a higher one only through a hook the higher one installs
  * (crd_client's primary_at, primary_gen, wake_loop, on_watched_message, on_primary_moved,
@@ -20,6 +20,8 @@
  * fuzzers and the unit tests.
  *
  * Units and their locks:
+ *   interrupt.c (intr->mu) an interrupt token's registered waits (taken by a waiter with
+ *                         no other mutex held; its thread takes a wait's mutex under it)
  *   lifecycle.c (registry_mu) the client registry, fork and thread-exit handling
  *   pubsub.c  (ps->mu)    subscriber thread, channel entries, waiter wake-ups (it reads
  *                         the cluster's slot map, cl->mu, while holding it); each
@@ -34,7 +36,9 @@
  *   offload.c (off->mu)   the loop's helper threads' queue (a leaf)
  * Lock order: registry_mu -> ps->mu -> cl->mu -> e->mu -> holds->mu -> gates->mu ->
  * wd->mu -> topo->mu. holds->mu and ps->mu are never held together outside the fork
- * handler; no Redis traffic happens under any of them.
+ * handler; no Redis traffic happens under any of them. An interrupt token's intr->mu (not
+ * a client's) comes before all of them: its thread takes a wait's mutex under it, and a
+ * waiter takes it with no other mutex held.
  */
 #ifndef CRD_BASE_H
 #define CRD_BASE_H
@@ -115,6 +119,25 @@ pid_t crd__process_pid(void);
 void crd__process_refresh(void);
 /* Thread-exit hook: called with the exiting thread's owner id (if it had one). */
 void crd__owner_set_exit_hook(void (*hook)(uint64_t owner));
+
+/* ---- interrupt.c: interrupt tokens (crd_interrupt) ------------------------------------- */
+
+/* One wait registered on a token: its thread calls wake(arg) when the token is raised
+ * while the wait is registered. The caller owns the record (a stack variable of the wait). */
+typedef struct crd__intr_wait {
+    void (*wake)(void *arg);
+    void *arg;
+    struct crd__intr_wait *prev, *next;
+} crd__intr_wait;
+/* The token the calling thread bound (crd_interrupt_bind), or NULL. */
+crd_interrupt *crd__intr_current(void);
+/* Whether in (may be NULL) is raised. */
+bool crd__intr_raised(const crd_interrupt *in);
+/* Registers w on in (NULL: nothing) before a wait sleeps, and removes it after the wait
+ * has let go of its own mutex; once _leave returns, wake is not called for w any more.
+ * Both take in's mutex: call them with no other mutex held. */
+void crd__intr_enter(crd_interrupt *in, crd__intr_wait *w, void (*wake)(void *arg), void *arg);
+void crd__intr_leave(crd_interrupt *in, crd__intr_wait *w);
 
 /* ---- url.c: the URL forms of crd_options.url --------------------------------------- */
 

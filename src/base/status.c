@@ -36,6 +36,7 @@ const char *crd_strerror(crd_status status)
     case CRD_NOT_SYNCED: return "no replica acknowledged the write in time (replica sync)";
     case CRD_OUTCOME_UNKNOWN: return "the reply was lost: the operation may or may not have run";
     case CRD_SYNC_UNAVAILABLE: return "replica sync asked for, but the server refuses WAIT";
+    case CRD_INTERRUPTED: return "the wait was interrupted";
     }
     return "unknown status";
 }

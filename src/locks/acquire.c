@@ -25,6 +25,7 @@
  * Redis traffic); the waits are pubsub.c's.
  */
 #include "acquire.h"
+#include "kinds_ext.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,7 +87,7 @@ static crd_status record_acquire(crd__acquire *a, int64_t sent_ms)
     if (a->watchdog)
         crd__watchdog_kick(a->c);
     if (fresh != 0 && a->watchdog && a->c->opts.prompt_loss_detection &&
-        crd__kinds[l->kind].wait != CRD__WAIT_OWN_CHANNEL)
+        crd__kinds[l->kind].wait == CRD__WAIT_CHANNEL)
         watch_hold(a, fresh);
     return CRD_OK;
 }
@@ -95,6 +96,16 @@ static crd_status record_acquire(crd__acquire *a, int64_t sent_ms)
  * the hold when it was taken. */
 static crd_status read_outcome(crd__acquire *a, const redisReply *r, int64_t sent_ms)
 {
+    if (crd__kinds[a->l->kind].refuses_reentry && crd__reentry_refused(r)) {
+        /* Redisson's script refused the holder's reentry and wrote nothing (not even a
+         * fair queue entry): the owner holds the lock, and waiting would wait for itself. */
+        a->outcome = CRD__ACQ_REFUSED;
+        a->queued = false;
+        return crd__fail(a->c, CRD_DEADLOCK, "%s \"%.*s\" is already held by owner %llu: it "
+                         "is not reentrant (the server refused the reentry; nothing changed)",
+                         crd__kinds[a->l->kind].label, CRD__NAME_FMT(a->l),
+                         (unsigned long long)a->owner);
+    }
     a->outcome = crd__kinds[a->l->kind].acquire_reply(r, a->nowait, &a->hint_ms, &a->token);
     if (a->outcome == CRD__ACQ_BAD)
         return crd__reply_fail(a->c, r, "acquire");
@@ -109,7 +120,7 @@ static crd_status read_outcome(crd__acquire *a, const redisReply *r, int64_t sen
 static int64_t call_deadline(const crd__acquire *a)
 {
     int64_t per = a->c->opts.command_timeout_ms +
-                  crd__sync_budget_ms(a->c, a->l->name, a->l->name_len);
+                  crd__sync_budget_ms(a->c, a->l->name, a->l->route_len);
     int64_t budget = crd__now_ms() + per;
     if (a->wait_ms == 0)
         return a->start + per;
@@ -120,7 +131,7 @@ static int64_t call_deadline(const crd__acquire *a)
  * reason in why): a wait that runs out then ends with CRD_IO, not CRD_TIMEOUT. */
 static bool node_failing(const crd__acquire *a, char *why, size_t n)
 {
-    crd__pool *p = crd__pool_for(a->c, a->l->name, a->l->name_len);
+    crd__pool *p = crd__pool_for(a->c, a->l->name, a->l->route_len);
     return p != NULL && crd__pool_failing(p, why, n);
 }
 
@@ -137,10 +148,7 @@ static crd_status resolve_lost_reply(crd__acquire *a, bool *happened)
     crd_lock *l = a->l;
     int64_t expected = crd__local_count(l, a->owner, l->kind) + 1;
     crd__cmd cmd;
-    crd__cmd_init(&cmd, CRD__PLAIN, 3);
-    crd__cmd_arg_str(&cmd, "HGET");
-    crd__cmd_arg(&cmd, l->name, l->name_len);
-    crd__cmd_arg(&cmd, a->field, a->flen);
+    crd__hold_count_cmd(l, a->field, a->flen, &cmd);
     /* Bounded by the caller's deadline like the acquire itself: if it runs out, the
      * outcome goes to undo.c when the acquire ends (finish). */
     cmd.deadline_ms = call_deadline(a);
@@ -162,7 +170,7 @@ static crd_status resolve_lost_reply(crd__acquire *a, bool *happened)
                          "be read back: %s", detail);
     }
     int64_t now_count = 0;
-    if (r->type == REDIS_REPLY_STRING && !crd__reply_int(r, &now_count))
+    if (!crd__hold_count_of(l->kind, r, a->field, a->flen, &now_count))
         now_count = 0;
     freeReplyObject(r);
     *happened = now_count == expected;
@@ -194,6 +202,8 @@ static crd_status read_token(crd__acquire *a)
 static void arm(crd__acquire *a, crd__cmd *cmd, crd__undo *u)
 {
     cmd->sync = true;
+    if (crd__kinds[a->l->kind].refuses_reentry)
+        cmd->keep_error = crd__reentry_refused; /* the refusal is read, not a failure */
     cmd->deadline_ms = call_deadline(a);
     *u = undo_of(a);
     cmd->late = &crd__acquire_late;
@@ -209,6 +219,10 @@ static void build_acquire(crd__acquire *a, crd__cmd *cmd, crd__undo *u)
     if (ops->queued && !a->nowait)
         a->queued = true;
     arm(a, cmd, u);
+    /* A blocking wait's attempt ends when its thread's interrupt token is raised (the
+     * engine gives a late hold back), except a fair one's: abandoned, it could put the
+     * waiter back in the queue after it left. A try (wait_ms 0) is not a wait. */
+    cmd->interruptible = !a->nonblocking && !ops->queued && a->wait_ms != 0;
 }
 
 /* Sends the kind's acquire script once. */
@@ -401,6 +415,13 @@ static crd_status ran_out(crd__acquire *a)
                      CRD__NAME_FMT(a->l), (long long)(crd__now_ms() - a->start));
 }
 
+static crd_status interrupted(crd__acquire *a)
+{
+    return crd__fail(a->c, CRD_INTERRUPTED, "the wait for %s \"%.*s\" was interrupted after %lld "
+                     "ms (crd_interrupt_raise); nothing is held", crd__kinds[a->l->kind].label,
+                     CRD__NAME_FMT(a->l), (long long)(crd__now_ms() - a->start));
+}
+
 static bool check_ms(int64_t v) { return v == -1 || (v >= 0 && v <= CRD_DURATION_MAX_MS); }
 
 void crd__acquire_begin(crd__acquire *a, crd_lock *l, uint64_t owner, int64_t wait_ms,
@@ -435,12 +456,13 @@ void crd__acquire_begin(crd__acquire *a, crd_lock *l, uint64_t owner, int64_t wa
     a->flen = crd__field(c->uuid, owner, crd__kinds[l->kind].write_field, a->field);
     a->watchdog = lease_ms <= 0;
     a->lease = a->watchdog ? c->opts.watchdog_timeout_ms : lease_ms;
-    a->nowait = crd__kinds[l->kind].queued && wait_ms == 0;
+    a->nowait = crd__kinds[l->kind].try_form && wait_ms == 0;
     a->fair_wait = wait_ms > 0 ? wait_ms : c->opts.fair_wait_timeout_ms;
     a->wait_ms = wait_ms;
     a->start = a->wake_at = crd__now_ms();
     a->deadline = crd__wait_deadline(a->start, wait_ms);
     crd__backoff_init(&a->backoff);
+    a->backoff.spin = l->spin; /* a spin lock's back-off (wait.c), new for each acquire */
     a->state = CRD__AS_TRY;
 }
 
@@ -452,9 +474,15 @@ void crd__acquire_enter(crd__acquire *a, bool park)
     /* A try waits for a read-back no longer than one command timeout. */
     int64_t until = !park ? 0 : a->wait_ms == 0 ? a->start + a->c->opts.command_timeout_ms
                                                 : a->deadline;
-    if (crd__settle_enter(a->c, l->name, l->name_len, a->owner, l->kind, until, &a->entered) ==
-        CRD_OK)
+    crd_status st = crd__settle_enter(a->c, l->name, l->name_len, a->owner, l->kind, until,
+                                      &a->entered);
+    if (st == CRD_OK)
         return;
+    if (st == CRD_INTERRUPTED) {
+        a->result = interrupted(a);
+        a->state = CRD__AS_DONE;
+        return;
+    }
     /* The read-back is waiting for the node: a try is told so as one that got no answer
      * (CRD_IO), a wait that it ran out (CRD_TIMEOUT), unless the node cannot be reached
      * (its last connect failed: CRD_IO, as an attempt of its own would have heard). */
@@ -509,6 +537,8 @@ static void step_defer(crd__acquire *a, crd_status w)
 {
     if (w == CRD_CLOSED || atomic_load(&a->c->closed))
         finish(a, crd__fail(a->c, CRD_CLOSED, "client closed while waiting"));
+    else if (w == CRD_INTERRUPTED)
+        finish(a, interrupted(a));
     else if (crd__now_ms() >= a->wake_at)
         a->state = CRD__AS_TRY;
 }
@@ -527,6 +557,10 @@ static void step_queue(crd__acquire *a, crd_status w)
 {
     if (w == CRD_CLOSED || atomic_load(&a->c->closed)) {
         finish(a, crd__fail(a->c, CRD_CLOSED, "client closed while waiting"));
+        return;
+    }
+    if (w == CRD_INTERRUPTED) {
+        finish(a, interrupted(a));
         return;
     }
     if (w == CRD_OK && crd__gate_is_head(a)) {
@@ -606,21 +640,39 @@ static void after_attempt(crd__acquire *a, crd_status st)
  * first, or WAIT for the slice crd__wait_slice() gives (the deadline if sooner). */
 static void wait_slice(crd__acquire *a)
 {
-    if (a->sub == NULL) {
+    crd_client *c = a->c;
+    crd__wait_how how = crd__kinds[a->l->kind].wait;
+    if (a->sub == NULL && (how == CRD__WAIT_CHANNEL || how == CRD__WAIT_OWN_CHANNEL)) {
         a->state = CRD__AS_SUBSCRIBE;
         return;
+    }
+    if (a->sub == NULL) {
+        /* No channel (the spin lock's back-off): a wait of its own that only the client's
+         * end or an interrupt cuts short. No re-try first: no message could be missed. */
+        crd_status st = crd__sub_quiet(c, &a->sub);
+        if (st != CRD_OK) {
+            finish(a, st);
+            return;
+        }
+        a->confirmed = false;
+        if (a->nonblocking) {
+            crd__sub_loop_watch(c, a->sub, true);
+            a->watching = true;
+            a->seen_events = crd__sub_events(a->sub);
+        }
     }
     int64_t now = crd__now_ms();
     if (now >= a->deadline) {
         finish(a, ran_out(a));
         return;
     }
-    crd_client *c = a->c;
     crd__busy busy = a->outcome == CRD__ACQ_HELD_NO_TTL   ? CRD__BUSY_NO_TTL
                      : a->outcome == CRD__ACQ_NOT_MY_TURN ? CRD__BUSY_TURN
                                                           : CRD__BUSY_TTL;
+    /* The back-off's jitter: any bits will do (Redisson's is a ThreadLocalRandom's). */
+    uint32_t random = (uint32_t)((uint64_t)crd__now_us() * 2654435761u >> 7) ^ (uint32_t)a->owner;
     crd__slice_in in = {a->last_failed, a->confirmed, busy, a->hint_ms, c->opts.poll_interval_ms,
-                        c->opts.max_wait_slice_ms, crd__kinds[a->l->kind].wait};
+                        c->opts.max_wait_slice_ms, how, random};
     a->wake_at = crd__wait_until(now, crd__wait_slice(&in, &a->backoff), a->deadline);
     a->state = CRD__AS_WAIT;
 }
@@ -693,7 +745,9 @@ static void step_io(crd__acquire *a)
             start_async(a, true); /* nothing ran */
             return;
         }
-        st = cls != CRD__REPLY_OK ? crd__reply_fail(a->c, r, "acquire") : read_outcome(a, r, sent);
+        bool refusal = crd__kinds[a->l->kind].refuses_reentry && crd__reentry_refused(r);
+        st = cls != CRD__REPLY_OK && !refusal ? crd__reply_fail(a->c, r, "acquire")
+                                              : read_outcome(a, r, sent);
         freeReplyObject(r);
     }
     after_attempt(a, st);
@@ -796,6 +850,8 @@ void crd__acquire_woken(crd__acquire *a, crd_status w, bool confirmed)
     a->confirmed = confirmed;
     if (w == CRD_CLOSED)
         finish(a, crd__fail(a->c, CRD_CLOSED, "client closed while waiting"));
+    else if (w == CRD_INTERRUPTED)
+        finish(a, interrupted(a));
     else if (w == CRD_TIMEOUT && crd__now_ms() >= a->deadline)
         /* The wait ran out with no release seen: give up without another attempt
          * (PROTOCOL.md 4.2 step 5). */
@@ -819,9 +875,11 @@ void crd__acquire_cancel(crd__acquire *a, crd_status st)
  * crd__handoff). Only a lone waiter of an exclusive kind with nothing to resolve. */
 static bool lend_attempt(crd__acquire *a, crd__handoff *h)
 {
-    if (!a->deferrable || a->pending || !a->confirmed)
-        return false;
     const crd__kind_ops *ops = &crd__kinds[a->l->kind];
+    /* A clocked acquire prepared now would write now + lease when it is sent later: the
+     * lease would start at the wait's start. */
+    if (!a->deferrable || a->pending || !a->confirmed || ops->clocked)
+        return false;
     crd__acq_args args = {a->field, a->flen, a->lease, a->nowait, a->fair_wait, a->want_token};
     ops->acquire(a->l, &args, &h->cmd);
     crd__undo u;
@@ -853,6 +911,9 @@ static bool take_back(crd__acquire *a, crd__handoff *h)
 /* Runs the machine to its end on the calling thread, sleeping on the subscription. */
 static void drive(crd__acquire *a)
 {
+    /* A wait that starts interrupted sends nothing (Java's lockInterruptibly). */
+    if (a->state != CRD__AS_DONE && a->wait_ms != 0 && crd__intr_raised(crd__intr_current()))
+        finish(a, interrupted(a));
     while (a->state != CRD__AS_DONE) {
         if (a->state == CRD__AS_QUEUE) {
             step_queue(a, crd__gate_wait(a, a->deadline));

@@ -212,15 +212,32 @@ bool crd__gate_is_head(crd__acquire *a)
     return head;
 }
 
+/* An interrupt of a blocking waiter asleep in the queue or a deferral (interrupt.c). */
+static void wake_waiter(void *arg)
+{
+    crd__acquire *a = arg;
+    crd__gates *g = a->c->gates;
+    pthread_mutex_lock(&g->mu);
+    pthread_cond_signal(&a->gate_cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
 crd_status crd__gate_wait(crd__acquire *a, int64_t deadline_ms)
 {
     crd__gates *g = a->c->gates;
     crd_status st = CRD_OK;
+    crd_interrupt *in = crd__intr_current();
+    crd__intr_wait iw;
+    crd__intr_enter(in, &iw, wake_waiter, a);
     pthread_mutex_lock(&g->mu);
     CRD__WAITING(a->c, 1);
     while (!a->gate_head) {
         if (atomic_load(&a->c->closed)) {
             st = CRD_CLOSED;
+            break;
+        }
+        if (crd__intr_raised(in)) {
+            st = CRD_INTERRUPTED;
             break;
         }
         if (crd__now_ms() >= deadline_ms) {
@@ -232,21 +249,28 @@ crd_status crd__gate_wait(crd__acquire *a, int64_t deadline_ms)
     }
     CRD__WAITING(a->c, -1);
     pthread_mutex_unlock(&g->mu);
+    crd__intr_leave(in, &iw);
     return st;
 }
 
 crd_status crd__gate_sleep(crd__acquire *a, int64_t deadline_ms)
 {
     crd__gates *g = a->c->gates;
+    crd_interrupt *in = crd__intr_current();
+    crd__intr_wait iw;
+    crd__intr_enter(in, &iw, wake_waiter, a);
     pthread_mutex_lock(&g->mu);
     CRD__WAITING(a->c, 1);
-    while (!atomic_load(&a->c->closed) && crd__now_ms() < deadline_ms) {
+    while (!atomic_load(&a->c->closed) && !crd__intr_raised(in) && crd__now_ms() < deadline_ms) {
         struct timespec ts = crd__abstime(deadline_ms);
         pthread_cond_timedwait(&a->gate_cv, &g->mu, &ts);
     }
     CRD__WAITING(a->c, -1);
-    crd_status st = atomic_load(&a->c->closed) ? CRD_CLOSED : CRD_OK;
+    crd_status st = atomic_load(&a->c->closed) ? CRD_CLOSED
+                    : crd__intr_raised(in)     ? CRD_INTERRUPTED
+                                               : CRD_OK;
     pthread_mutex_unlock(&g->mu);
+    crd__intr_leave(in, &iw);
     return st;
 }
 

@@ -11,7 +11,7 @@
  *
  * Pure functions over a lock's names; no lock, any thread.
  */
-#include "locks.h"
+#include "kinds_ext.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +19,7 @@
 
 static void key(crd__cmd *cmd, const crd__buf *b) { crd__cmd_key(cmd, b->p, b->len); }
 
-static void name_key(const crd_lock *l, crd__cmd *cmd) { crd__cmd_key(cmd, l->name, l->name_len); }
+static void name_key(const crd_lock *l, crd__cmd *cmd) { crd__cmd_key(cmd, l->name, l->route_len); }
 
 /* ---- replies shared by several kinds ----------------------------------------------------- */
 
@@ -347,6 +347,57 @@ static void fenced_extend(const crd_lock *l, const char *field, size_t flen, int
     crd__cmd_arg(cmd, field, flen);
 }
 
+/* ---- Redisson 4.7's kinds (kinds_ext.c builds their scripts) -------------------------------- */
+
+/* The grouped multi-lock: its builders take the group (decoded from the lock's name). */
+static void group_acquire(const crd_lock *l, const crd__acq_args *a, crd__cmd *cmd)
+{
+    crd__group_acquire(l->group, a, cmd);
+}
+
+static void group_release(const crd_lock *l, const crd__rel_args *a, crd__cmd *cmd)
+{
+    crd__group_release(l->group, a, l->publish, cmd);
+}
+
+static void group_force_unlock(const crd_lock *l, crd__cmd *cmd)
+{
+    crd__group_force_unlock(l->group, l->publish, cmd);
+}
+
+static void group_is_locked(const crd_lock *l, crd__cmd *cmd) { crd__group_is_locked(l->group, cmd); }
+
+static void group_is_held(const crd_lock *l, const char *field, size_t flen, crd__cmd *cmd)
+{
+    crd__group_is_held(l->group, field, flen, cmd);
+}
+
+static void group_extend(const crd_lock *l, const char *field, size_t flen, int64_t lease_ms,
+                         crd__cmd *cmd)
+{
+    crd__group_renew(l->group, field, flen, lease_ms, cmd);
+}
+
+static void group_hold_count(const crd_lock *l, const char *field, size_t flen, crd__cmd *cmd)
+{
+    crd__group_hold_count(l->group, field, flen, cmd);
+}
+
+/* The watchdog's renewal of one group hold: the command's words point into name (the
+ * round's copy of the hold key), nothing is allocated. */
+static void group_renew_one(crd_client *c, const char *name, size_t len, const char *field,
+                            size_t flen, int64_t timeout_ms, crd__cmd *cmd)
+{
+    (void)c;
+    crd__group g;
+    if (!crd__group_view(&g, name, len)) {
+        crd__cmd_init(cmd, CRD__SCRIPT_GROUP_RENEW, 0);
+        cmd->oom = true; /* never a hold key of a group: nothing sent */
+        return;
+    }
+    crd__group_renew(&g, field, flen, timeout_ms, cmd);
+}
+
 /* ---- the table ------------------------------------------------------------------------------ */
 
 const crd__kind_ops crd__kinds[CRD__NKINDS] = {
@@ -363,6 +414,7 @@ const crd__kind_ops crd__kinds[CRD__NKINDS] = {
                     .extend = extend_exclusive},
     [CRD__FAIR] = {.label = "fair lock",
                    .queued = true,
+                   .try_form = true,
                    .wait = CRD__WAIT_OWN_CHANNEL,
                    .renew_script = CRD__SCRIPT_LOCK_RENEW,
                    .acquire = fair_acquire,
@@ -410,13 +462,106 @@ const crd__kind_ops crd__kinds[CRD__NKINDS] = {
                      .force_unlock = rlock_force_unlock,
                      .is_locked = exists,
                      .extend = fenced_extend},
+    /* Redisson 4.7's non-reentrant locks: the RLock and RFairLock but for the acquire,
+     * which refuses the holder's reentry with an error reply (docs/KINDS-R47.md). */
+    [CRD__NRLOCK] = {.label = "non-reentrant lock",
+                     .refuses_reentry = true,
+                     .renew_script = CRD__SCRIPT_LOCK_RENEW,
+                     .acquire = crd__nrlock_acquire,
+                     .acquire_reply = acquire_reply,
+                     .release = rlock_release,
+                     .release_reply = exclusive_release_reply,
+                     .local_fifo = true,
+                     .counts_receivers = true,
+                     .force_unlock = rlock_force_unlock,
+                     .is_locked = exists,
+                     .extend = extend_exclusive},
+    [CRD__NRFAIR] = {.label = "non-reentrant fair lock",
+                     .refuses_reentry = true,
+                     .queued = true,
+                     .try_form = true,
+                     .wait = CRD__WAIT_OWN_CHANNEL,
+                     .renew_script = CRD__SCRIPT_LOCK_RENEW,
+                     .acquire = crd__nrfair_acquire,
+                     .acquire_reply = fair_acquire_reply,
+                     .release = fair_release,
+                     .release_reply = release_reply,
+                     .force_unlock = fair_force_unlock,
+                     .is_locked = exists,
+                     .extend = extend_exclusive},
+    /* RSpinLock: the RLock's hash and acquire; no channel: a release publishes nothing and
+     * a waiter backs off between attempts (wait.c). */
+    [CRD__SPIN] = {.label = "spin lock",
+                   .wait = CRD__WAIT_BACKOFF,
+                   .renew_script = CRD__SCRIPT_LOCK_RENEW,
+                   .acquire = rlock_acquire,
+                   .acquire_reply = acquire_reply,
+                   .release = crd__spin_release,
+                   .release_reply = crd__spin_release_reply,
+                   .local_fifo = true,
+                   .force_unlock = crd__spin_force_unlock,
+                   .is_locked = exists,
+                   .extend = extend_exclusive},
+    /* RedissonFasterMultiLock: every value of a group in one hash, one script for all; the
+     * watchdog renews each group hold with one call of its own. */
+    [CRD__GROUP] = {.label = "grouped multi-lock",
+                    .try_form = true,
+                    .clocked = true,
+                    .renew_script = CRD__SCRIPT_GROUP_RENEW,
+                    .renew_one = group_renew_one,
+                    .acquire = group_acquire,
+                    .acquire_reply = crd__group_acquire_reply,
+                    .release = group_release,
+                    .release_reply = crd__group_release_reply,
+                    .local_fifo = true,
+                    .counts_receivers = true,
+                    .force_unlock = group_force_unlock,
+                    .is_locked = group_is_locked,
+                    .is_held = group_is_held,
+                    .hold_count = group_hold_count,
+                    .hold_count_reply = crd__group_count_reply,
+                    .extend = group_extend},
 };
+
+size_t crd__route_len(int kind, const char *name, size_t len)
+{
+    return kind == CRD__GROUP ? crd__group_key_route(name, len) : len;
+}
+
+void crd__hold_count_cmd(const crd_lock *l, const char *field, size_t flen, crd__cmd *cmd)
+{
+    const crd__kind_ops *ops = &crd__kinds[l->kind];
+    if (ops->hold_count != NULL) {
+        ops->hold_count(l, field, flen, cmd);
+        return;
+    }
+    crd__cmd_init(cmd, CRD__PLAIN, 3);
+    crd__cmd_arg_str(cmd, "HGET");
+    crd__cmd_arg(cmd, l->name, l->route_len);
+    crd__cmd_arg(cmd, field, flen);
+}
+
+bool crd__hold_count_of(int kind, const redisReply *r, const char *field, size_t flen,
+                        int64_t *count)
+{
+    const crd__kind_ops *ops = &crd__kinds[kind];
+    if (ops->hold_count_reply != NULL)
+        return ops->hold_count_reply(r, field, flen, count);
+    *count = 0;
+    if (r == NULL)
+        return false;
+    if (r->type == REDIS_REPLY_NIL)
+        return true;
+    return r->type == REDIS_REPLY_STRING && crd__reply_int(r, count);
+}
 /* ---- lock records ---------------------------------------------------------------------------- */
 
 void crd__lock_clear(crd_lock *l)
 {
     free(l->name);
     crd__names_clear(&l->names);
+    free(l->group); /* a view over name and names */
+    free(l->group_name);
     memset(l, 0, sizeof *l);
 }
 
@@ -435,7 +580,32 @@ crd_status crd__lock_init(crd_lock *l, crd_client *c, crd__kind kind, const char
     memcpy(l->name, name, len);
     l->name[len] = '\0';
     l->name_len = len;
-    crd_status st = crd__names_init(&l->names, kind, name, len);
+    l->route_len = len;
+    crd__spin_backoff_exponential(&l->spin, CRD__SPIN_INITIAL_MS, CRD__SPIN_MAX_MS,
+                                  CRD__SPIN_MULTIPLIER);
+    if (kind == CRD__GROUP) {
+        /* The name is the hold key: the group and its fields are read from it, and the
+         * keys and channel are the group name's (its prefix). */
+        l->group = malloc(sizeof *l->group);
+        if (l->group == NULL || !crd__group_view(l->group, l->name, len)) {
+            crd_status bad = l->group == NULL ? CRD_NO_MEMORY : CRD_INVALID_ARGUMENT;
+            crd__lock_clear(l);
+            return bad;
+        }
+        l->route_len = l->group->name_len;
+        l->group_name = malloc(l->route_len + 1);
+        if (l->group_name == NULL) {
+            crd__lock_clear(l);
+            return CRD_NO_MEMORY;
+        }
+        memcpy(l->group_name, name, l->route_len);
+        l->group_name[l->route_len] = '\0';
+    }
+    crd_status st = crd__names_init(&l->names, kind, name, l->route_len);
+    if (st == CRD_OK && l->group != NULL) {
+        l->group->channel = l->names.channel;
+        l->group->latch_prefix = l->names.latch_prefix;
+    }
     if (st != CRD_OK)
         crd__lock_clear(l);
     return st;

@@ -96,33 +96,6 @@ void crd__spin_force_unlock(const crd_lock *l, crd__cmd *cmd)
     name_key(l, cmd);
 }
 
-void crd__spin_backoff_exponential(crd__spin_backoff *b, int64_t initial_ms, int64_t max_ms, int multiplier)
-{
-    b->next_ms = initial_ms;
-    b->max_ms = max_ms;
-    b->multiplier = multiplier;
-    b->fails = 0;
-}
-
-void crd__spin_backoff_constant(crd__spin_backoff *b, int64_t delay_ms)
-{
-    b->next_ms = delay_ms;
-    b->max_ms = delay_ms;
-    b->multiplier = 0;
-    b->fails = 0;
-}
-
-int64_t crd__spin_backoff_next(crd__spin_backoff *b, uint32_t random)
-{
-    if (b->multiplier == 0 || b->next_ms >= b->max_ms)
-        return b->max_ms;
-    int64_t sleep = b->next_ms;
-    b->fails++;
-    int64_t next = sleep * b->multiplier + (int64_t)(random % (uint32_t)b->fails);
-    b->next_ms = next < b->max_ms ? next : b->max_ms;
-    return sleep;
-}
-
 /* ---- grouped multi-lock --------------------------------------------------------------------- */
 
 crd_status crd__group_init(crd__group *g, const char *name, size_t len, const void *const *values,
@@ -172,6 +145,10 @@ crd_status crd__group_init(crd__group *g, const char *name, size_t len, const vo
 
 void crd__group_clear(crd__group *g)
 {
+    if (g->view) {
+        memset(g, 0, sizeof *g);
+        return;
+    }
     free(g->name);
     free(g->channel.p);
     free(g->latch_prefix.p);
@@ -182,7 +159,132 @@ void crd__group_clear(crd__group *g)
 static void group_fields(const crd__group *g, crd__cmd *cmd)
 {
     for (size_t i = 0; i < g->nfields; i++)
-        crd__cmd_arg(cmd, g->fields[i], CRD__FML_FIELD_SIZE - 1);
+        crd__cmd_arg(cmd, g->packed != NULL ? g->packed + i * (CRD__FML_FIELD_SIZE - 1)
+                                            : g->fields[i],
+                     CRD__FML_FIELD_SIZE - 1);
+}
+
+#define FIELD_LEN (CRD__FML_FIELD_SIZE - 1)
+#define COUNT_HEX 8
+
+static int by_bytes(const void *a, const void *b) { return memcmp(a, b, FIELD_LEN); }
+
+crd_status crd__group_key(const char *name, size_t len, const void *const *values,
+                          const size_t *lens, size_t n, crd__buf *out)
+{
+    out->p = NULL;
+    out->len = 0;
+    if (n == 0 || n > CRD__GROUP_MAX || values == NULL || lens == NULL)
+        return CRD_INVALID_ARGUMENT;
+    for (size_t i = 0; i < n; i++)
+        if (values[i] == NULL && lens[i] != 0)
+            return CRD_INVALID_ARGUMENT;
+    char *p = malloc(len + n * FIELD_LEN + COUNT_HEX + 1);
+    if (p == NULL)
+        return CRD_NO_MEMORY;
+    memcpy(p, name, len);
+    char *f = p + len;
+    for (size_t i = 0; i < n; i++) {
+        char one[CRD__FML_FIELD_SIZE];
+        crd__fml_field(values[i] != NULL ? values[i] : "", lens[i], one);
+        memcpy(f + i * FIELD_LEN, one, FIELD_LEN);
+    }
+    /* Sorted and without repeats: one set of values, one key (Java's set of fields). */
+    qsort(f, n, FIELD_LEN, by_bytes);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || memcmp(f + (k - 1) * FIELD_LEN, f + i * FIELD_LEN, FIELD_LEN) != 0)
+            memmove(f + k++ * FIELD_LEN, f + i * FIELD_LEN, FIELD_LEN);
+    static const char hex[] = "0123456789abcdef";
+    char *t = f + k * FIELD_LEN;
+    for (int i = 0; i < COUNT_HEX; i++)
+        t[i] = hex[(k >> (4 * (COUNT_HEX - 1 - i))) & 0xf];
+    t[COUNT_HEX] = '\0';
+    out->p = p;
+    out->len = len + k * FIELD_LEN + COUNT_HEX;
+    return CRD_OK;
+}
+
+/* The field count a hold key ends with, and the group name's length; false when (key,
+ * len) is not a hold key. */
+static bool key_parts(const char *key, size_t len, size_t *glen, size_t *k)
+{
+    if (len < COUNT_HEX)
+        return false;
+    size_t v = 0;
+    for (int i = 0; i < COUNT_HEX; i++) {
+        char ch = key[len - COUNT_HEX + (size_t)i];
+        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        if (d < 0)
+            return false;
+        v = v * 16 + (size_t)d;
+    }
+    if (v == 0 || v > CRD__GROUP_MAX || v * FIELD_LEN > len - COUNT_HEX)
+        return false;
+    *k = v;
+    *glen = len - COUNT_HEX - v * FIELD_LEN;
+    return true;
+}
+
+size_t crd__group_key_route(const char *key, size_t len)
+{
+    size_t glen = 0, k = 0;
+    return key_parts(key, len, &glen, &k) ? glen : 0;
+}
+
+bool crd__group_view(crd__group *g, const char *key, size_t len)
+{
+    memset(g, 0, sizeof *g);
+    size_t glen = 0, k = 0;
+    if (!key_parts(key, len, &glen, &k))
+        return false;
+    g->name = (char *)key; /* a view: never freed, never written */
+    g->name_len = glen;
+    g->packed = key + glen;
+    g->nfields = k;
+    g->view = true;
+    return true;
+}
+
+void crd__group_hold_count(const crd__group *g, const char *field, size_t flen, crd__cmd *cmd)
+{
+    crd__cmd_init(cmd, CRD__PLAIN, 5);
+    crd__cmd_arg_str(cmd, "HMGET");
+    crd__cmd_arg(cmd, g->name, g->name_len);
+    const char *f1 = g->packed != NULL ? g->packed : g->fields[0];
+    crd__cmd_arg(cmd, f1, FIELD_LEN);
+    static const char *const suffix[2] = {":lock_count", ":expire_time"};
+    for (int i = 0; i < 2; i++) {
+        size_t slen = strlen(suffix[i]);
+        char *w = crd__cmd_space(cmd, FIELD_LEN + 1 + flen + slen);
+        if (w == NULL) {
+            crd__cmd_arg(cmd, "", 0);
+            continue;
+        }
+        memcpy(w, f1, FIELD_LEN);
+        w[FIELD_LEN] = ':';
+        memcpy(w + FIELD_LEN + 1, field, flen);
+        memcpy(w + FIELD_LEN + 1 + flen, suffix[i], slen);
+        crd__cmd_arg(cmd, w, FIELD_LEN + 1 + flen + slen);
+    }
+}
+
+bool crd__group_count_reply(const redisReply *r, const char *field, size_t flen, int64_t *count)
+{
+    *count = 0;
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 3)
+        return false;
+    const redisReply *owner = r->element[0];
+    if (owner->type != REDIS_REPLY_STRING || owner->len != flen ||
+        memcmp(owner->str, field, flen) != 0)
+        return true; /* not this owner's: no hold */
+    int64_t n = 0, expire = 0;
+    if (!crd__reply_int(r->element[1], &n) || !crd__reply_int(r->element[2], &expire))
+        return true;
+    if (r->element[2]->type == REDIS_REPLY_NIL || expire <= crd__epoch_ms())
+        return true; /* lapsed: another owner may take it over (KINDS-R47.md) */
+    *count = n;
+    return true;
 }
 
 /* Words a group command has besides its fields (the builder's inline room is small). */
@@ -286,181 +388,3 @@ void crd__group_is_held(const crd__group *g, const char *field, size_t flen, crd
     group_fields(g, cmd);
 }
 
-/* ---- rate limiter --------------------------------------------------------------------------- */
-
-/* "{N}:<suffix>" or "N:<suffix>" (Redisson's suffixName), then ":<uuid>" when uuid. */
-static crd_status suffix_name(const char *name, size_t len, const char *suffix, const char *uuid,
-                              crd__buf *out)
-{
-    size_t plen = crd__rw_prefix_len(name, len), slen = strlen(suffix);
-    size_t ulen = uuid != NULL ? strlen(uuid) + 1 : 0;
-    char *p = malloc(plen + 1 + slen + ulen + 1);
-    if (p == NULL)
-        return CRD_NO_MEMORY;
-    size_t o = crd__rw_prefix_put(name, len, p);
-    p[o++] = ':';
-    memcpy(p + o, suffix, slen);
-    o += slen;
-    if (uuid != NULL) {
-        p[o++] = ':';
-        memcpy(p + o, uuid, ulen - 1);
-        o += ulen - 1;
-    }
-    p[o] = '\0';
-    out->p = p;
-    out->len = o;
-    return CRD_OK;
-}
-
-crd_status crd__rl_names_init(crd__rl_names *n, const char *name, size_t len, const char *uuid)
-{
-    memset(n, 0, sizeof *n);
-    crd_status st = CRD_NO_MEMORY;
-    n->keys[0].p = malloc(len + 1);
-    if (n->keys[0].p != NULL) {
-        memcpy(n->keys[0].p, name, len);
-        n->keys[0].p[len] = '\0';
-        n->keys[0].len = len;
-        st = suffix_name(name, len, "value", NULL, &n->keys[1]);
-    }
-    if (st == CRD_OK)
-        st = suffix_name(name, len, "value", uuid, &n->keys[2]);
-    if (st == CRD_OK)
-        st = suffix_name(name, len, "permits", NULL, &n->keys[3]);
-    if (st == CRD_OK)
-        st = suffix_name(name, len, "permits", uuid, &n->keys[4]);
-    if (st != CRD_OK)
-        crd__rl_names_clear(n);
-    return st;
-}
-
-void crd__rl_names_clear(crd__rl_names *n)
-{
-    for (int i = 0; i < 5; i++)
-        free(n->keys[i].p);
-    memset(n, 0, sizeof *n);
-}
-
-static void rl_keys(crd__cmd *cmd, int script, const crd__rl_names *n)
-{
-    crd__cmd_init(cmd, script, 0);
-    for (int i = 0; i < 5; i++)
-        buf_key(cmd, &n->keys[i]);
-}
-
-void crd__rl_try_set_rate(const crd__rl_names *n, int64_t rate, int64_t interval_ms,
-                          crd__rl_mode mode, int64_t keep_alive_ms, crd__cmd *cmd)
-{
-    crd__cmd_init(cmd, CRD__SCRIPT_RATELIMITER_TRY_SET_RATE, 0);
-    buf_key(cmd, &n->keys[0]);
-    crd__cmd_arg_i64(cmd, rate);
-    crd__cmd_arg_i64(cmd, interval_ms);
-    crd__cmd_arg_i64(cmd, (int64_t)mode);
-    crd__cmd_arg_i64(cmd, keep_alive_ms);
-}
-
-void crd__rl_set_rate(const crd__rl_names *n, int64_t rate, int64_t interval_ms, crd__rl_mode mode,
-                      int64_t keep_alive_ms, bool keep_state, bool require_exist, crd__cmd *cmd)
-{
-    rl_keys(cmd, CRD__SCRIPT_RATELIMITER_SET_RATE, n);
-    crd__cmd_arg_i64(cmd, rate);
-    crd__cmd_arg_i64(cmd, interval_ms);
-    crd__cmd_arg_i64(cmd, (int64_t)mode);
-    crd__cmd_arg_i64(cmd, keep_alive_ms);
-    crd__cmd_arg_i64(cmd, crd__epoch_ms());
-    crd__cmd_arg_str(cmd, keep_state ? "1" : "0");
-    crd__cmd_arg_str(cmd, require_exist ? "1" : "0");
-}
-
-static int hex_value(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : 0;
-}
-
-crd_status crd__rl_try_acquire(const crd__rl_names *n, int64_t permits, crd__cmd *cmd)
-{
-    char hex[33];
-    crd_status st = crd__random_hex32(hex);
-    rl_keys(cmd, CRD__SCRIPT_RATELIMITER_TRY_ACQUIRE, n);
-    crd__cmd_arg_i64(cmd, permits);
-    crd__cmd_arg_i64(cmd, crd__epoch_ms());
-    /* The command borrows its words: the bytes go into its own scratch space. */
-    char *random = crd__cmd_space(cmd, 16);
-    if (random == NULL) {
-        crd__cmd_arg(cmd, "", 0);
-        return CRD_NO_MEMORY;
-    }
-    for (int i = 0; i < 16; i++)
-        random[i] = (char)(hex_value(hex[2 * i]) << 4 | hex_value(hex[2 * i + 1]));
-    crd__cmd_arg(cmd, random, 16);
-    return st;
-}
-
-void crd__rl_available(const crd__rl_names *n, crd__cmd *cmd)
-{
-    rl_keys(cmd, CRD__SCRIPT_RATELIMITER_AVAILABLE, n);
-    crd__cmd_arg_i64(cmd, crd__epoch_ms());
-}
-
-void crd__rl_release(const crd__rl_names *n, int64_t permits, crd__cmd *cmd)
-{
-    rl_keys(cmd, CRD__SCRIPT_RATELIMITER_RELEASE, n);
-    crd__cmd_arg_i64(cmd, permits);
-}
-
-void crd__rl_expire(const crd__rl_names *n, int64_t ttl_ms, crd__cmd *cmd)
-{
-    rl_keys(cmd, CRD__SCRIPT_RATELIMITER_EXPIRE, n);
-    crd__cmd_arg_i64(cmd, ttl_ms);
-    crd__cmd_arg_str(cmd, "");
-}
-
-void crd__rl_delete(const crd__rl_names *n, crd__cmd *cmd)
-{
-    crd__cmd_init(cmd, CRD__PLAIN, 6);
-    crd__cmd_arg_str(cmd, "DEL");
-    for (int i = 0; i < 5; i++)
-        crd__cmd_arg(cmd, n->keys[i].p, n->keys[i].len);
-}
-
-/* Whether the error text of r contains words (Redisson's assert adds "user_script:1: "
- * before them and " script: <sha>, ..." after; credisson's scripts send them bare). */
-static bool error_says(const redisReply *r, const char *words)
-{
-    return r->type == REDIS_REPLY_ERROR && memmem(r->str, r->len, words, strlen(words)) != NULL;
-}
-
-crd__rl_outcome crd__rl_acquire_reply(const redisReply *r, int64_t *wait_ms)
-{
-    *wait_ms = 0;
-    if (r->type == REDIS_REPLY_NIL)
-        return CRD__RL_GRANTED;
-    if (r->type == REDIS_REPLY_INTEGER) {
-        if (r->integer < 0)
-            return CRD__RL_BAD;
-        *wait_ms = r->integer;
-        return CRD__RL_WAIT;
-    }
-    if (error_says(r, "RateLimiter is not initialized"))
-        return CRD__RL_UNINITIALIZED;
-    if (error_says(r, "Requested permits amount cannot exceed defined rate"))
-        return CRD__RL_TOO_MANY;
-    return CRD__RL_BAD;
-}
-
-bool crd__rl_count_reply(const redisReply *r, int64_t *count)
-{
-    return crd__reply_int(r, count);
-}
-
-/* ---- RSemaphore.releaseIfExists ------------------------------------------------------------ */
-
-void crd__semaphore_release_if_exists(const char *name, size_t len, const crd__buf *channel,
-                                      const char *publish, int64_t permits, crd__cmd *cmd)
-{
-    crd__cmd_init(cmd, CRD__SCRIPT_SEMAPHORE_RELEASE_IF_EXISTS, 0);
-    crd__cmd_key(cmd, name, len);
-    buf_key(cmd, channel);
-    crd__cmd_arg_i64(cmd, permits);
-    crd__cmd_arg_str(cmd, publish);
-}

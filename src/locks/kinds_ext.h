@@ -49,24 +49,7 @@ void crd__spin_release(const crd_lock *l, const crd__rel_args *a, crd__cmd *cmd)
 crd__rel_outcome crd__spin_release_reply(const redisReply *r);
 void crd__spin_force_unlock(const crd_lock *l, crd__cmd *cmd);
 
-/* Redisson's LockOptions back-off between a spin waiter's attempts. Exponential (the
- * default: initial 1 ms, at most 128 ms, multiplier 2): each sleep is the previous one
- * times the multiplier plus a jitter in [0, failures), capped; constant: the same delay
- * every time (Redisson's default 64 ms). The caller bounds each sleep by its deadline. */
-typedef struct crd__spin_backoff {
-    int64_t next_ms;
-    int64_t max_ms;
-    int multiplier; /* 0: constant */
-    int fails;
-} crd__spin_backoff;
-#define CRD__SPIN_INITIAL_MS 1
-#define CRD__SPIN_MAX_MS 128
-#define CRD__SPIN_MULTIPLIER 2
-#define CRD__SPIN_CONSTANT_MS 64
-void crd__spin_backoff_exponential(crd__spin_backoff *b, int64_t initial_ms, int64_t max_ms, int multiplier);
-void crd__spin_backoff_constant(crd__spin_backoff *b, int64_t delay_ms);
-/* The next sleep in ms; random is any 32 random bits (the jitter is random % failures). */
-int64_t crd__spin_backoff_next(crd__spin_backoff *b, uint32_t random);
+/* The spin waiter's back-off is the wait layer's (wait.h, crd__spin_backoff). */
 
 /* ---- grouped multi-lock (RedissonFasterMultiLock) ----------------------------------------- */
 
@@ -79,7 +62,26 @@ typedef struct crd__group {
     crd__buf latch_prefix; /* redisson_unlock_latch:{G}: (a latch is this plus a request id) */
     char (*fields)[CRD__FML_FIELD_SIZE];
     size_t nfields;
+    /* A view (crd__group_view): name and the fields point into a hold key (packed: the
+     * fields one after the other, 22 bytes each, no NUL), channel and latch_prefix are
+     * borrowed or empty, and crd__group_clear frees nothing. */
+    const char *packed;
+    bool view;
 } crd__group;
+
+/* A group's hold key (crd_lock.name of a CRD__GROUP lock): the group name G, the distinct
+ * fields of the values sorted bytewise (22 bytes each), and their count in 8 hex digits.
+ * The same set of values (in any order, with repeats) gives the same key; G is its prefix,
+ * so the key routes as G does. n >= 1 values (binary-safe); *out allocated.
+ * CRD_INVALID_ARGUMENT (n 0, a NULL value of non-zero length, over CRD__GROUP_MAX values),
+ * CRD_NO_MEMORY. */
+#define CRD__GROUP_MAX 100000
+crd_status crd__group_key(const char *name, size_t len, const void *const *values,
+                          const size_t *lens, size_t n, crd__buf *out);
+/* A view of the group in hold key (key, len): false when it is not one. */
+bool crd__group_view(crd__group *g, const char *key, size_t len);
+/* The group name's length in a hold key (0 when it is not one). */
+size_t crd__group_key_route(const char *key, size_t len);
 /* n >= 1 values (binary-safe: values[i], lens[i]); CRD_INVALID_ARGUMENT for none,
  * CRD_NO_MEMORY. */
 crd_status crd__group_init(crd__group *g, const char *name, size_t len, const void *const *values,
@@ -97,6 +99,11 @@ void crd__group_release(const crd__group *g, const crd__rel_args *a, const char 
 /* 1 + n released (n as the reentrant unlock's: receivers), 0 still held, nil or -1 (a
  * replayed nil) not held. */
 crd__rel_outcome crd__group_release_reply(const redisReply *r);
+/* Owner field's hold count in the group: HMGET G F1 F1:<field>:lock_count
+ * F1:<field>:expire_time, read by crd__group_count_reply (the count when F1 names field
+ * with a live entry, else 0): all values are taken and counted together. */
+void crd__group_hold_count(const crd__group *g, const char *field, size_t flen, crd__cmd *cmd);
+bool crd__group_count_reply(const redisReply *r, const char *field, size_t flen, int64_t *count);
 /* Reply: the number of values freed. */
 void crd__group_force_unlock(const crd__group *g, const char *publish, crd__cmd *cmd);
 /* The watchdog's renewal of one owner's hold on the whole group: reply 1, or 0 (lost). */
@@ -105,50 +112,7 @@ void crd__group_renew(const crd__group *g, const char *field, size_t flen, int64
 void crd__group_is_locked(const crd__group *g, crd__cmd *cmd);
 void crd__group_is_held(const crd__group *g, const char *field, size_t flen, crd__cmd *cmd);
 
-/* ---- rate limiter (RRateLimiter) ------------------------------------------------------------ */
-
-typedef enum crd__rl_mode {
-    CRD__RL_OVERALL = 0,   /* one budget for every client */
-    CRD__RL_PER_CLIENT = 1 /* one budget per client id (its uuid) */
-} crd__rl_mode;
-
-/* The five keys every rate limiter script but try_set_rate takes, in Redisson's order. */
-typedef struct crd__rl_names {
-    crd__buf keys[5]; /* N, {N}:value, {N}:value:<uuid>, {N}:permits, {N}:permits:<uuid> */
-} crd__rl_names;
-/* Redisson's suffixName rule: "{N}:value", or "N:value" when N has a '{'. */
-crd_status crd__rl_names_init(crd__rl_names *n, const char *name, size_t len, const char *uuid);
-void crd__rl_names_clear(crd__rl_names *n);
-
-void crd__rl_try_set_rate(const crd__rl_names *n, int64_t rate, int64_t interval_ms,
-                          crd__rl_mode mode, int64_t keep_alive_ms, crd__cmd *cmd);
-/* setRate(RateLimiterArgs) (require_exist false) and updateRate (true). */
-void crd__rl_set_rate(const crd__rl_names *n, int64_t rate, int64_t interval_ms, crd__rl_mode mode,
-                      int64_t keep_alive_ms, bool keep_state, bool require_exist, crd__cmd *cmd);
-/* Draws the 16 random bytes of the record: CRD_IO when the OS gives none. */
-crd_status crd__rl_try_acquire(const crd__rl_names *n, int64_t permits, crd__cmd *cmd);
-void crd__rl_available(const crd__rl_names *n, crd__cmd *cmd);
-void crd__rl_release(const crd__rl_names *n, int64_t permits, crd__cmd *cmd);
-void crd__rl_expire(const crd__rl_names *n, int64_t ttl_ms, crd__cmd *cmd);
-/* delete(): a plain DEL of the five keys (another client's PER_CLIENT keys stay). */
-void crd__rl_delete(const crd__rl_names *n, crd__cmd *cmd);
-
-typedef enum crd__rl_outcome {
-    CRD__RL_GRANTED,       /* nil: the permits were taken */
-    CRD__RL_WAIT,          /* an integer: try again in *wait_ms */
-    CRD__RL_UNINITIALIZED, /* "RateLimiter is not initialized": no rate set (or it expired) */
-    CRD__RL_TOO_MANY,      /* "Requested permits amount cannot exceed defined rate" */
-    CRD__RL_BAD            /* anything else (the caller reports the server's words) */
-} crd__rl_outcome;
-/* Reads ratelimiter_try_acquire's reply (also Redisson's own script's error texts). */
-crd__rl_outcome crd__rl_acquire_reply(const redisReply *r, int64_t *wait_ms);
-/* A count answered as an integer or as a bulk string holding one (available_permits). */
-bool crd__rl_count_reply(const redisReply *r, int64_t *count);
-
-/* ---- RSemaphore.releaseIfExists ------------------------------------------------------------ */
-
-/* KEYS N, channel; ARGV permits, publish: reply 1 released, 0 no such semaphore. */
-void crd__semaphore_release_if_exists(const char *name, size_t len, const crd__buf *channel,
-                                      const char *publish, int64_t permits, crd__cmd *cmd);
+/* The rate limiter's and RSemaphore.releaseIfExists's builders are the synchronizers'
+ * (sync.h: ratelimiter.c, semaphore.c). */
 
 #endif /* CRD_KINDS_EXT_H */

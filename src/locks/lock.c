@@ -7,7 +7,7 @@
  * Threads: any caller thread. Locks: holds->mu around bookkeeping only (never during
  * Redis traffic).
  */
-#include "locks.h"
+#include "kinds_ext.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -99,6 +99,155 @@ crd_status crd_fenced_lock_new(crd_client *c, const char *name, crd_lock **out)
     return new_lock(c, CRD__FENCED, name, name != NULL ? strlen(name) : 0, out);
 }
 
+crd_status crd_nonreentrant_lock_new_n(crd_client *c, const char *name, size_t len,
+                                       crd_lock **out)
+{
+    return new_lock(c, CRD__NRLOCK, name, len, out);
+}
+
+crd_status crd_nonreentrant_lock_new(crd_client *c, const char *name, crd_lock **out)
+{
+    return new_lock(c, CRD__NRLOCK, name, name != NULL ? strlen(name) : 0, out);
+}
+
+crd_status crd_nonreentrant_fair_lock_new_n(crd_client *c, const char *name, size_t len,
+                                            crd_lock **out)
+{
+    return new_lock(c, CRD__NRFAIR, name, len, out);
+}
+
+crd_status crd_nonreentrant_fair_lock_new(crd_client *c, const char *name, crd_lock **out)
+{
+    return new_lock(c, CRD__NRFAIR, name, name != NULL ? strlen(name) : 0, out);
+}
+
+crd_status crd_spin_options_init(crd_spin_options *o)
+{
+    if (o == NULL)
+        return crd__fail(NULL, CRD_INVALID_ARGUMENT, "options is NULL");
+    memset(o, 0, sizeof *o);
+    o->backoff = CRD_BACKOFF_EXPONENTIAL;
+    o->initial_delay_ms = CRD__SPIN_INITIAL_MS;
+    o->max_delay_ms = CRD__SPIN_MAX_MS;
+    o->multiplier = CRD__SPIN_MULTIPLIER;
+    o->delay_ms = CRD__SPIN_CONSTANT_MS;
+    return CRD_OK;
+}
+
+/* The back-off a spin lock's waiters use, from its options (NULL: Redisson's defaults). */
+static crd_status spin_backoff(crd_client *c, const crd_spin_options *o, crd__spin_backoff *b)
+{
+    crd_spin_options d;
+    if (o == NULL) {
+        crd_spin_options_init(&d);
+        o = &d;
+    }
+    if (o->backoff == CRD_BACKOFF_CONSTANT) {
+        if (o->delay_ms < 1 || o->delay_ms > CRD_DURATION_MAX_MS)
+            return crd__fail(c, CRD_INVALID_ARGUMENT, "spin lock: a constant back-off's delay_ms "
+                             "must be 1..%lld (got %lld)", (long long)CRD_DURATION_MAX_MS,
+                             (long long)o->delay_ms);
+        crd__spin_backoff_constant(b, o->delay_ms);
+        return CRD_OK;
+    }
+    if (o->backoff != CRD_BACKOFF_EXPONENTIAL)
+        return crd__fail(c, CRD_INVALID_ARGUMENT, "spin lock: unknown back-off %d (use "
+                         "CRD_BACKOFF_EXPONENTIAL or CRD_BACKOFF_CONSTANT)", (int)o->backoff);
+    if (o->initial_delay_ms < 1 || o->max_delay_ms < o->initial_delay_ms ||
+        o->max_delay_ms > CRD_DURATION_MAX_MS || o->multiplier < 1 || o->multiplier > 1000)
+        return crd__fail(c, CRD_INVALID_ARGUMENT, "spin lock: an exponential back-off needs "
+                         "1 <= initial_delay_ms <= max_delay_ms <= %lld and a multiplier of "
+                         "1..1000 (got %lld, %lld, %d)", (long long)CRD_DURATION_MAX_MS,
+                         (long long)o->initial_delay_ms, (long long)o->max_delay_ms,
+                         o->multiplier);
+    crd__spin_backoff_exponential(b, o->initial_delay_ms, o->max_delay_ms, o->multiplier);
+    return CRD_OK;
+}
+
+crd_status crd_spin_lock_new_n(crd_client *c, const char *name, size_t len,
+                               const crd_spin_options *opts, crd_lock **out)
+{
+    if (out != NULL)
+        *out = NULL;
+    crd__spin_backoff b;
+    crd_status st = check_new(c, out, name, len);
+    if (st == CRD_OK)
+        st = spin_backoff(c, opts, &b);
+    if (st != CRD_OK)
+        return st;
+    st = new_lock(c, CRD__SPIN, name, len, out);
+    if (st == CRD_OK)
+        (*out)->spin = b;
+    return st;
+}
+
+crd_status crd_spin_lock_new(crd_client *c, const char *name, crd_lock **out)
+{
+    return crd_spin_lock_new_n(c, name, name != NULL ? strlen(name) : 0, NULL, out);
+}
+
+crd_status crd_group_lock_new_n(crd_client *c, const char *group, size_t group_len,
+                                const void *const *values, const size_t *value_lens, size_t n,
+                                crd_lock **out)
+{
+    crd_status st = check_new(c, out, group, group_len);
+    if (out != NULL)
+        *out = NULL;
+    if (st != CRD_OK)
+        return st;
+    if (n == 0 || values == NULL || value_lens == NULL)
+        return crd__fail(c, CRD_INVALID_ARGUMENT, "grouped lock \"%.*s\": %s", (int)(group_len > 60
+                         ? 60 : group_len), group, n == 0 ? "no values (a group locks 1 or more)"
+                         : "values or their lengths are NULL");
+    if (n > CRD__GROUP_MAX)
+        return crd__fail(c, CRD_INVALID_ARGUMENT, "grouped lock: %zu values; at most %d", n,
+                         CRD__GROUP_MAX);
+    for (size_t i = 0; i < n; i++) {
+        if (values[i] == NULL && value_lens[i] != 0)
+            return crd__fail(c, CRD_INVALID_ARGUMENT, "grouped lock: value %zu is NULL", i);
+        if (value_lens[i] > CRD_NAME_MAX)
+            return crd__fail(c, CRD_INVALID_ARGUMENT, "grouped lock: value %zu is %zu bytes; "
+                             "the maximum is %d", i, value_lens[i], CRD_NAME_MAX);
+    }
+    crd__buf key;
+    st = crd__group_key(group, group_len, values, value_lens, n, &key);
+    if (st != CRD_OK)
+        return crd__fail(c, st, "grouped lock: cannot build its key");
+    crd_lock *l = malloc(sizeof *l);
+    st = l == NULL ? CRD_NO_MEMORY : crd__lock_init(l, c, CRD__GROUP, key.p, key.len);
+    free(key.p);
+    if (st != CRD_OK) {
+        free(l);
+        return crd__fail(c, st, "cannot allocate a grouped lock");
+    }
+    crd__ok(c);
+    *out = l;
+    return CRD_OK;
+}
+
+crd_status crd_group_lock_new(crd_client *c, const char *group, const char *const *values,
+                              size_t n, crd_lock **out)
+{
+    size_t small[64];
+    size_t *lens = n <= 64 ? small : malloc(n * sizeof *lens);
+    if (lens == NULL)
+        return crd__fail(c, CRD_NO_MEMORY, "cannot allocate a grouped lock");
+    bool bad = false;
+    for (size_t i = 0; values != NULL && i < n; i++) {
+        lens[i] = values[i] != NULL ? strlen(values[i]) : 0;
+        bad = bad || values[i] == NULL;
+    }
+    crd_status st =
+        bad ? crd__fail(c, CRD_INVALID_ARGUMENT, "grouped lock: a value is NULL")
+            : crd_group_lock_new_n(c, group, group != NULL ? strlen(group) : 0,
+                                   (const void *const *)values, lens, n, out);
+    if (bad && out != NULL)
+        *out = NULL;
+    if (lens != small)
+        free(lens);
+    return st;
+}
+
 void crd_lock_free(crd_lock *l)
 {
     if (l == NULL || l->view)
@@ -161,8 +310,8 @@ const char *crd_lock_name(const crd_lock *l, size_t *len)
         return NULL;
     }
     if (len != NULL)
-        *len = l->name_len;
-    return l->name;
+        *len = l->route_len; /* a group's name, not its hold key */
+    return l->group_name != NULL ? l->group_name : l->name;
 }
 
 crd_status crd__lock_check(crd_lock *l)
@@ -216,7 +365,7 @@ crd_status crd_lock_force_unlock(crd_lock *l, bool *was_locked)
         return st;
     if (r->type == REDIS_REPLY_INTEGER) {
         if (was_locked != NULL)
-            *was_locked = r->integer == 1;
+            *was_locked = r->integer >= 1; /* a group's: the values it freed */
         crd__ok(c);
     } else if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
         /* The script names what the key is when it is not a lock: it deleted nothing.
@@ -264,7 +413,7 @@ static void hash_read(crd__cmd *cmd, const char *word, const crd_lock *l, const 
 {
     crd__cmd_init(cmd, CRD__PLAIN, 3);
     crd__cmd_arg_str(cmd, word);
-    crd__cmd_arg(cmd, l->name, l->name_len);
+    crd__cmd_arg(cmd, l->name, l->route_len);
     if (field != NULL)
         crd__cmd_arg(cmd, field, flen);
 }
@@ -297,8 +446,17 @@ crd_status crd_lock_is_held_owner(crd_lock *l, uint64_t owner, bool *held)
 {
     crd_status st = crd__lock_check_out(l, held, "held");
     int64_t v = 0;
-    if (st == CRD_OK)
+    if (st == CRD_OK && crd__kinds[l->kind].is_held != NULL) {
+        /* The group's: every value names the owner with a live entry (Redisson's skips
+         * the first value). */
+        char field[CRD__FIELD_MAX];
+        size_t flen = crd__field(l->client->uuid, owner, false, field);
+        crd__cmd cmd;
+        crd__kinds[l->kind].is_held(l, field, flen, &cmd);
+        st = read_int(l, &cmd, &v, "is-held");
+    } else if (st == CRD_OK) {
         st = read_owner_field(l, owner, "HEXISTS", &v);
+    }
     if (held != NULL)
         *held = v == 1;
     return st;
@@ -315,7 +473,23 @@ crd_status crd_lock_hold_count_owner(crd_lock *l, uint64_t owner, int64_t *count
     if (st != CRD_OK)
         return st;
     *count = 0;
-    return read_owner_field(l, owner, "HGET", count);
+    if (crd__kinds[l->kind].hold_count == NULL)
+        return read_owner_field(l, owner, "HGET", count);
+    char field[CRD__FIELD_MAX];
+    size_t flen = crd__field(l->client->uuid, owner, false, field);
+    crd__cmd cmd;
+    crd__hold_count_cmd(l, field, flen, &cmd);
+    redisReply *r = NULL;
+    st = crd__call(l->client, &cmd, "hold count", &r, NULL);
+    crd__cmd_free(&cmd);
+    if (st != CRD_OK)
+        return st;
+    if (!crd__hold_count_of(l->kind, r, field, flen, count))
+        st = crd__reply_fail(l->client, r, "hold count");
+    freeReplyObject(r);
+    if (st == CRD_OK)
+        crd__ok(l->client);
+    return st;
 }
 
 crd_status crd_lock_hold_count(crd_lock *l, int64_t *count)
@@ -424,9 +598,13 @@ crd_status crd__extend_end(crd_lock *l, uint64_t owner, int64_t lease_ms, crd_st
     crd_client *c = l->client;
     if (st != CRD_OK)
         return st;
-    if (crd__reply_classify(r) == CRD__REPLY_OK && r->type == REDIS_REPLY_ARRAY &&
-        r->elements == 1 && r->element[0]->type == REDIS_REPLY_INTEGER) {
-        bool ok = r->element[0]->integer == 1;
+    /* {1} / {0}, or a group's 1 / 0 */
+    const redisReply *v = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 1
+                              ? r->element[0]
+                              : r;
+    if (crd__reply_classify(r) == CRD__REPLY_OK && v->type == REDIS_REPLY_INTEGER &&
+        (v != r || crd__kinds[l->kind].renew_one != NULL)) {
+        bool ok = v->integer == 1;
         settle_extend(l, owner, ok, sent, lease_ms);
         st = ok ? CRD_OK : crd__fail(c, CRD_LOCK_LOST, "the hold expired or was force-unlocked");
         if (ok)

@@ -23,9 +23,13 @@ typedef enum crd__kind {
     CRD__FAIR = 1,
     CRD__READ = 2,
     CRD__WRITE = 3,
-    CRD__FENCED = 4
+    CRD__FENCED = 4,
+    CRD__NRLOCK = 5, /* Redisson 4.7's RNonReentrantLock */
+    CRD__NRFAIR = 6, /* RNonReentrantFairLock */
+    CRD__SPIN = 7,   /* RSpinLock */
+    CRD__GROUP = 8   /* RedissonFasterMultiLock: a group's values in one hash */
 } crd__kind;
-#define CRD__NKINDS 5
+#define CRD__NKINDS 9
 
 #define CRD__LOCK_CHANNEL "redisson_lock__channel" /* RLock, fair (+ ":<field>" per waiter) */
 #define CRD__RW_CHANNEL "redisson_rwlock"          /* read-write lock */
@@ -216,14 +220,26 @@ void crd__emit_event(crd_client *c, crd_event_kind kind, const char *name, size_
 
 /* ---- kinds.c: the lock kinds as data ----------------------------------------------------- */
 
+struct crd__group; /* kinds_ext.h: a grouped multi-lock's hash and fields */
+
 struct crd_lock {
     crd_client *client;
     crd__kind kind;
+    /* The lock's identity: the Redis key for every kind but the group, whose name is its
+     * hold key (crd__group_key: the group name, its sorted fields and their count), so that
+     * holds, the local queue and undo.c's registry tell two value sets of one group apart
+     * and any of them can rebuild the group from the name alone (crd__lock_init). */
     char *name;
     size_t name_len;
+    /* The Redis key's length: a prefix of name (name_len for every kind but the group).
+     * Commands are routed, and messages name the lock, by name[0..route_len). */
+    size_t route_len;
     crd__names names; /* the keys and channels of its kind */
     const char *publish; /* what its unlock scripts publish with: PUBLISH or SPUBLISH */
     bool view;        /* read or write view owned by a crd_rwlock */
+    struct crd__group *group; /* CRD__GROUP: the group, decoded from name; else NULL */
+    char *group_name;         /* CRD__GROUP: its name, NUL-terminated (crd_lock_name) */
+    crd__spin_backoff spin;   /* CRD__SPIN: the back-off each acquire starts from */
 };
 
 /* What an acquire script's reply means. */
@@ -273,6 +289,11 @@ typedef struct crd__kind_ops {
     const char *label;     /* "lock", "fair lock", "read lock", "write lock" */
     bool write_field;      /* its owner field ends in ":write" */
     bool queued;           /* fair: a waiter joins a queue it must leave when it gives up */
+    bool try_form;         /* a try without a wait (wait_ms 0) sends its own script
+                              (crd__acq_args.nowait): fair, the group */
+    bool clocked;          /* its acquire carries the caller's clock (the group: the expiry
+                              it writes is now + lease): never prepared ahead of its send
+                              (no hand-off, acquire.c lend_attempt) */
     crd__wait_how wait;    /* how its waiter learns it may try again (wait.h): the lock's
                               channel, or (fair) its own "<channel>:<field>" */
     bool fenced;           /* draws a token with every acquire */
@@ -292,14 +313,34 @@ typedef struct crd__kind_ops {
     void (*force_unlock)(const crd_lock *l, crd__cmd *cmd);
     void (*is_locked)(const crd_lock *l, crd__cmd *cmd); /* integer reply 1 = locked */
     void (*extend)(const crd_lock *l, const char *field, size_t flen, int64_t lease_ms,
-                   crd__cmd *cmd); /* array reply {1} = extended, {0} = gone */
+                   crd__cmd *cmd); /* reply {1} or 1 = extended, {0} or 0 = gone */
+    /* Redisson 4.7's kinds (docs/KINDS-R47.md): */
+    bool refuses_reentry; /* non-reentrant: a reentry is the script's error reply, told
+                             apart by crd__reentry_refused, and the acquire is CRD_DEADLOCK */
+    /* Whether owner's field holds the lock (integer reply 1/0); NULL: HEXISTS N field. */
+    void (*is_held)(const crd_lock *l, const char *field, size_t flen, crd__cmd *cmd);
+    /* The owner's hold count as Redis has it (hold count, and the read-back of a lost
+     * acquire); NULL: HGET N field, a count or nil. With it, hold_count_reply reads the
+     * reply: false for a reply it does not know. */
+    void (*hold_count)(const crd_lock *l, const char *field, size_t flen, crd__cmd *cmd);
+    bool (*hold_count_reply)(const redisReply *r, const char *field, size_t flen,
+                             int64_t *count);
+    /* The watchdog's renewal of one hold by itself (one call per hold, integer reply 1 or
+     * 0), for a kind whose renewal names more than its key; NULL: renew_script in batches.
+     * name is the hold's (crd__hold.name). */
+    void (*renew_one)(crd_client *c, const char *name, size_t len, const char *field,
+                      size_t flen, int64_t timeout_ms, crd__cmd *cmd);
 } crd__kind_ops;
 
 extern const crd__kind_ops crd__kinds[CRD__NKINDS];
 
-/* Fills l with a copy of the name and the keys and channels of its kind. */
+/* Fills l with a copy of the name and the keys and channels of its kind (a group's name
+ * is its hold key, crd__group_key: the group is decoded from it). */
 crd_status crd__lock_init(crd_lock *l, crd_client *c, crd__kind kind, const char *name,
                           size_t len);
+/* The length of the Redis key that (name, len) of kind routes by: len, or for a group the
+ * group name's length, a prefix of its hold key. Pure. */
+size_t crd__route_len(int kind, const char *name, size_t len);
 void crd__lock_clear(crd_lock *l);
 /* The lock kind's fair-waiter builder: give up a place in the queue. */
 void crd__fair_give_up_cmd(const crd_lock *l, const char *field, size_t flen, int64_t wait_ms,
@@ -318,8 +359,8 @@ crd_status crd__lock_check(crd_lock *l);
 crd_status crd__lock_check_out(crd_lock *l, const void *out, const char *what);
 /* crd__lock_check_out for a token, then the lock's kind must be fenced; why ends the message. */
 crd_status crd__lock_check_fenced(crd_lock *l, const int64_t *token, const char *why);
-/* A name (at most 60 bytes of it) for messages. */
-#define CRD__NAME_FMT(l) (int)((l)->name_len > 60 ? 60 : (l)->name_len), (l)->name
+/* A name (at most 60 bytes of it) for messages: a group's name, not its hold key. */
+#define CRD__NAME_FMT(l) (int)((l)->route_len > 60 ? 60 : (l)->route_len), (l)->name
 /* This client's local hold count of (name, owner, kind): 0 when none or lost. */
 int64_t crd__local_count(const crd_lock *l, uint64_t owner, crd__kind kind);
 
@@ -374,6 +415,12 @@ crd_status crd__release(crd_lock *l, uint64_t owner);
 /* The same without a lock handle (shutdown and thread exit). */
 crd_status crd__release_by_name(crd_client *c, const char *name, size_t len, uint64_t owner,
                                 crd__kind kind);
+/* The reply of a hold count read (crd__kind_ops.hold_count, or HGET N field) as a count;
+ * false for a reply that is not one. */
+bool crd__hold_count_of(int kind, const redisReply *r, const char *field, size_t flen,
+                        int64_t *count);
+/* Builds the hold count read of owner's field on l. */
+void crd__hold_count_cmd(const crd_lock *l, const char *field, size_t flen, crd__cmd *cmd);
 
 /* ==== What the lock layer shares with the synchronizers (sync.h has the rest) ==== */
 

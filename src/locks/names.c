@@ -70,9 +70,10 @@ crd_status crd__names_init(crd__names *n, crd__kind kind, const char *name, size
     crd_status st = prefix_name(rw ? CRD__RW_CHANNEL : CRD__LOCK_CHANNEL, name, len, &n->channel);
     if (st == CRD_OK)
         st = prefix_name(CRD__LATCH, name, len, &n->latch_prefix);
-    if (st == CRD_OK && kind == CRD__FAIR)
+    bool fair = kind == CRD__FAIR || kind == CRD__NRFAIR;
+    if (st == CRD_OK && fair)
         st = prefix_name(CRD__FAIR_QUEUE, name, len, &n->queue);
-    if (st == CRD_OK && kind == CRD__FAIR)
+    if (st == CRD_OK && fair)
         st = prefix_name(CRD__FAIR_DEADLINES, name, len, &n->deadlines);
     if (st == CRD_OK && rw)
         st = rw_prefix(name, len, &n->rw_prefix);

@@ -98,7 +98,7 @@ static undo_job *copy_job(const undo_job *j)
 static crd__req *clean_up_request(crd_client *c, crd__cmd *cmd, const undo_job *j,
                                   int64_t deadline_ms)
 {
-    crd__pool *p = crd__pool_for(c, j->name, j->name_len);
+    crd__pool *p = crd__pool_for(c, j->name, crd__route_len(j->kind, j->name, j->name_len));
     if (p == NULL || cmd->oom)
         return NULL;
     crd__req *rq = crd__req_new(p, 1);
@@ -116,19 +116,33 @@ static crd__req *clean_up_request(crd_client *c, crd__cmd *cmd, const undo_job *
 
 /* ---- the registry: acquires under way, lost ones to read back ----------------------------- */
 
+/* An interrupt of a blocking acquire parked on a read-back turn (interrupt.c). */
+static void wake_parked(void *arg)
+{
+    crd__holds *h = arg;
+    pthread_mutex_lock(&h->mu);
+    pthread_cond_broadcast(&h->settled);
+    pthread_mutex_unlock(&h->mu);
+}
+
 crd_status crd__settle_enter(crd_client *c, const char *name, size_t len, uint64_t owner,
                              int kind, int64_t park_until, bool *entered)
 {
     crd__holds *h = c->holds;
     *entered = false;
+    crd_interrupt *in = park_until > 0 ? crd__intr_current() : NULL;
+    crd__intr_wait iw;
+    crd__intr_enter(in, &iw, wake_parked, h);
     pthread_mutex_lock(&h->mu);
     if (park_until > 0) {
         struct timespec ts = crd__abstime(park_until);
         crd__settle *s;
         while ((s = crd__settle_find(h, name, len, owner, kind)) != NULL && s->turn) {
-            if (crd__now_ms() >= park_until) {
+            bool out = crd__now_ms() >= park_until, intr = crd__intr_raised(in);
+            if (out || intr) {
                 pthread_mutex_unlock(&h->mu);
-                return CRD_TIMEOUT;
+                crd__intr_leave(in, &iw);
+                return intr ? CRD_INTERRUPTED : CRD_TIMEOUT;
             }
             pthread_cond_timedwait(&h->settled, &h->mu, &ts);
         }
@@ -140,6 +154,7 @@ crd_status crd__settle_enter(crd_client *c, const char *name, size_t len, uint64
         *entered = true;
     }
     pthread_mutex_unlock(&h->mu);
+    crd__intr_leave(in, &iw);
     return CRD_OK;
 }
 
@@ -313,8 +328,7 @@ static void read_back_done(crd_client *c, crd__req *rq)
     if (t->pid != c->pid)
         return;
     int64_t redis = 0;
-    if (rq->st == CRD_OK && rq->replies[0]->type == REDIS_REPLY_STRING &&
-        !crd__reply_int(rq->replies[0], &redis))
+    if (rq->st == CRD_OK && !crd__hold_count_of(t->kind, rq->replies[0], t->field, t->flen, &redis))
         redis = 0;
     crd__holds *h = c->holds;
     int give = 0;
@@ -352,13 +366,15 @@ static void read_back_done(crd_client *c, crd__req *rq)
 /* Sends the turn's HGET; t goes with the request. False when nothing was sent. */
 static bool read_back(crd_client *c, undo_job *t)
 {
-    crd__cmd cmd;
-    crd__cmd_init(&cmd, CRD__PLAIN, 3);
-    crd__cmd_arg_str(&cmd, "HGET");
-    crd__cmd_arg(&cmd, t->name, t->name_len);
-    crd__cmd_arg(&cmd, t->field, t->flen);
-    crd__req *rq = clean_up_request(c, &cmd, t, crd__now_ms() + t->lease_ms);
-    crd__cmd_free(&cmd);
+    crd_lock l;
+    crd__req *rq = NULL;
+    if (crd__lock_init(&l, c, t->kind, t->name, t->name_len) == CRD_OK) {
+        crd__cmd cmd;
+        crd__hold_count_cmd(&l, t->field, t->flen, &cmd); /* HGET N field, for most kinds */
+        rq = clean_up_request(c, &cmd, t, crd__now_ms() + t->lease_ms);
+        crd__cmd_free(&cmd);
+        crd__lock_clear(&l);
+    }
     return send_clean_up(c, rq, t, read_back_done);
 }
 

@@ -155,6 +155,8 @@ typedef struct item {
 typedef struct item_list {
     int script;   /* the renewal script of every hold in the list */
     int keys_per; /* 1 (N) or 2 (N and a second key) */
+    int kind;     /* a kind of the list (the one whose renew_one builds, when one) */
+    bool one;     /* one hold per call (crd__kind_ops.renew_one: a group's values) */
     item *items;
     size_t n, cap;
     char *arena; /* every name and second key of the round, one allocation */
@@ -233,6 +235,8 @@ static void collect_one(crd__hold *h, void *arg)
         list = &col->lists[col->nlists++];
         list->script = ops->renew_script;
         list->keys_per = ops->renew_key2_put != NULL ? 2 : 1;
+        list->kind = h->kind;
+        list->one = ops->renew_one != NULL;
     }
     if (list->n == list->cap) {
         size_t cap = list->cap ? list->cap * 2 : 64;
@@ -302,13 +306,14 @@ static void push_event(events *e, crd_event_kind kind, const crd__hold *h, crd_s
         e->cap = cap;
     }
     pending_event *pe = &e->ev[e->n];
-    pe->name = malloc(h->name_len + 1);
+    size_t len = crd__route_len(h->kind, h->name, h->name_len); /* a group's name */
+    pe->name = malloc(len + 1);
     if (pe->name == NULL)
         return;
-    memcpy(pe->name, h->name, h->name_len);
-    pe->name[h->name_len] = '\0';
+    memcpy(pe->name, h->name, len);
+    pe->name[len] = '\0';
     pe->kind = kind;
-    pe->name_len = h->name_len;
+    pe->name_len = len;
     pe->owner = h->owner;
     pe->valid_until = h->valid_until;
     pe->st = st;
@@ -339,7 +344,9 @@ static bool settle_batch(crd_client *c, item_list *list, size_t from, size_t cnt
     bool unsynced = st == CRD_NOT_SYNCED;
     crd__holds *hs = c->holds;
     bool ok = true;
-    bool good = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == cnt;
+    /* A list renewed one hold per call answers each with an integer. */
+    bool good = r != NULL && (list->one ? cnt == 1 && r->type == REDIS_REPLY_INTEGER
+                                        : r->type == REDIS_REPLY_ARRAY && r->elements == cnt);
     if (r != NULL && !good) {
         char text[200];
         crd__reply_render(r, text, sizeof text);
@@ -350,9 +357,9 @@ static bool settle_batch(crd_client *c, item_list *list, size_t from, size_t cnt
         crd__hold *h = crd__holds_find(hs, it->name, it->name_len, it->owner, it->kind);
         if (h == NULL || h->id != it->id || h->releasing || h->lost)
             continue; /* released or replaced meanwhile: this answer is stale */
-        if (good && r->element[j]->type == REDIS_REPLY_INTEGER &&
-            !(unsynced && r->element[j]->integer == 1)) {
-            if (r->element[j]->integer == 1) {
+        const redisReply *e = good ? (list->one ? r : r->element[j]) : NULL;
+        if (good && e->type == REDIS_REPLY_INTEGER && !(unsynced && e->integer == 1)) {
+            if (e->integer == 1) {
                 CRD__COUNT(c, renewals);
                 if (sent + c->opts.watchdog_timeout_ms > h->valid_until)
                     h->valid_until = sent + c->opts.watchdog_timeout_ms;
@@ -381,6 +388,13 @@ static bool settle_batch(crd_client *c, item_list *list, size_t from, size_t cnt
  * key), ARGV the timeout then each owner field. */
 static void build_batch(crd_client *c, item_list *list, size_t from, size_t cnt, crd__cmd *cmd)
 {
+    if (list->one) {
+        item *it = &list->items[from];
+        crd__kinds[list->kind].renew_one(c, it->name, it->name_len, it->field, it->flen,
+                                          c->opts.watchdog_timeout_ms, cmd);
+        cmd->sync = true;
+        return;
+    }
     int keys_per = list->keys_per;
     crd__cmd_init(cmd, list->script, (int)(cnt * (size_t)(keys_per + 1)) + 1);
     for (size_t j = 0; j < cnt; j++) {
@@ -409,12 +423,13 @@ static void sort_by_slot(item_list *list, size_t from)
     qsort(list->items + from, list->n - from, sizeof *list->items, by_slot);
 }
 
-/* The end of the script call that starts at item i: BATCH names, and with slot_checked
- * only names of item i's slot (sorted by sort_by_slot). */
+/* The end of the script call that starts at item i: BATCH names (one for a list renewed one
+ * hold per call), and with slot_checked only names of item i's slot (sorted by
+ * sort_by_slot). */
 static size_t batch_end(const item_list *list, size_t i, bool slot_checked)
 {
     size_t j = i + 1;
-    while (j < list->n && j - i < BATCH &&
+    while (!list->one && j < list->n && j - i < BATCH &&
            (!slot_checked || list->items[j].slot == list->items[i].slot))
         j++;
     return j;
@@ -544,10 +559,12 @@ static void follow(crd_client *c, crd__cmd *cmd, redisReply **reply)
 static bool renew_list_cluster(crd_client *c, item_list *list)
 {
     crd__cluster_node_for(c, NULL, 0); /* a due refresh happens before the grouping */
+    size_t per = list->one ? 1 : BATCH;
     for (size_t i = 0; i < list->n; i++) {
         item *it = &list->items[i];
-        it->slot = crd__key_slot(it->name, it->name_len);
-        it->node = crd__cluster_node_peek(c, it->name, it->name_len);
+        size_t rlen = crd__route_len(it->kind, it->name, it->name_len); /* a group's G */
+        it->slot = crd__key_slot(it->name, rlen);
+        it->node = crd__cluster_node_peek(c, it->name, rlen);
     }
     qsort(list->items, list->n, sizeof *list->items, by_node_then_slot);
     events ev = {0};
@@ -562,7 +579,7 @@ static bool renew_list_cluster(crd_client *c, item_list *list)
         int ncmd = 0;
         while (i < list->n && ncmd < PIPELINE && list->items[i].node == node) {
             size_t j = i;
-            while (j < list->n && j - i < BATCH && list->items[j].node == node &&
+            while (j < list->n && j - i < per && list->items[j].node == node &&
                    list->items[j].slot == list->items[i].slot)
                 j++;
             from[ncmd] = i;

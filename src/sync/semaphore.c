@@ -216,3 +216,47 @@ crd_status crd_semaphore_drain(crd_semaphore *sem, int64_t *drained)
     keys(&cmd, CRD__SCRIPT_SEMAPHORE_DRAIN, &sem->s, false);
     return run(&sem->s, &cmd, "semaphore drain", false, drained);
 }
+
+/* ---- RSemaphore.releaseIfExists ------------------------------------------------------------ */
+
+void crd__semaphore_release_if_exists(const char *name, size_t len, const crd__buf *channel,
+                                      const char *publish, int64_t permits, crd__cmd *cmd)
+{
+    crd__cmd_init(cmd, CRD__SCRIPT_SEMAPHORE_RELEASE_IF_EXISTS, 0);
+    crd__cmd_key(cmd, name, len);
+    crd__cmd_key(cmd, channel->p, channel->len);
+    crd__cmd_arg_i64(cmd, permits);
+    crd__cmd_arg_str(cmd, publish);
+}
+
+crd_status crd_semaphore_release_if_exists(crd_semaphore *sem, int64_t permits, bool *released)
+{
+    if (released != NULL)
+        *released = false;
+    crd_status st = crd__sync_check(sem != NULL ? &sem->s : NULL);
+    if (st != CRD_OK)
+        return st;
+    crd__sync *s = &sem->s;
+    if (permits < 0 || permits > INT64_MAX / 2)
+        return crd__fail(s->client, CRD_INVALID_ARGUMENT,
+                         "semaphore \"%.*s\": release_if_exists of %lld permits; nothing was "
+                         "changed", CRD__SYNC_NAME_FMT(s), (long long)permits);
+    if (permits == 0) { /* as Java: nothing is sent, and nothing was released */
+        crd__ok(s->client);
+        return CRD_OK;
+    }
+    crd__cmd cmd;
+    crd__semaphore_release_if_exists(s->name, s->name_len, &s->channel, s->publish, permits, &cmd);
+    int64_t v = 0;
+    st = run(s, &cmd, "semaphore release_if_exists", false, &v);
+    if (st != CRD_OK)
+        return st;
+    if (v != 0 && v != 1)
+        return crd__fail(s->client, CRD_PROTOCOL, "semaphore release_if_exists: reply %lld",
+                         (long long)v);
+    if (v == 1)
+        CRD__COUNT_N(s->client, permits_released, permits);
+    if (released != NULL)
+        *released = v == 1;
+    return CRD_OK;
+}

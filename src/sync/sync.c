@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const labels[] = {"semaphore", "permit semaphore", "latch"};
+static const char *const labels[] = {"semaphore", "permit semaphore", "latch", "rate limiter"};
 
 /* The name checks of a lock (lock.c), worded for this object. */
 static crd_status check_name(crd_client *c, const char *label, const char *name, size_t len)
@@ -85,9 +85,11 @@ crd_status crd__sync_init(crd__sync *s, crd_client *c, crd__sync_kind kind, cons
         memcpy(s->name, name, len);
         s->name[len] = '\0';
         s->name_len = len;
-        st = kind == CRD__SYNC_LATCH ? crd__latch_channel_name(name, len, &s->channel)
-                                     : crd__derived_name(CRD__SEMAPHORE_CHANNEL, name, len,
-                                                         &s->channel);
+        /* The rate limiter has no channel: its waits are the server's delays. */
+        st = kind == CRD__SYNC_LATCH     ? crd__latch_channel_name(name, len, &s->channel)
+             : kind == CRD__SYNC_LIMITER ? CRD_OK
+                                         : crd__derived_name(CRD__SEMAPHORE_CHANNEL, name, len,
+                                                             &s->channel);
         if (st == CRD_OK && kind == CRD__SYNC_PERMITS)
             st = crd__timeouts_name(name, len, &s->timeouts);
     }
@@ -229,11 +231,37 @@ void crd__sync_count_acquire(crd__sync *s, crd_status st, int64_t permits, bool 
 
 /* ---- the waiter ------------------------------------------------------------------------ */
 
+static void finish(crd__swait *w, crd_status st);
+
 static crd_status ran_out(crd__swait *w)
 {
     crd__sync *s = w->op.s;
     return crd__fail(s->client, CRD_TIMEOUT, "%s \"%.*s\": the wait ran out", s->label,
                      CRD__SYNC_NAME_FMT(s));
+}
+
+static crd_status interrupted(crd__swait *w)
+{
+    crd__sync *s = w->op.s;
+    return crd__fail(s->client, CRD_INTERRUPTED, "%s \"%.*s\": the wait was interrupted "
+                     "(crd_interrupt_raise); nothing was taken", s->label, CRD__SYNC_NAME_FMT(s));
+}
+
+/* A channel-less wait's own entry (a rate limiter's delays: crd__sub_quiet); false when
+ * the wait ended instead. */
+static bool quiet_entry(crd__swait *w)
+{
+    crd_client *c = w->op.s->client;
+    crd_status st = crd__sub_quiet(c, &w->sub);
+    if (st != CRD_OK) {
+        finish(w, st);
+        return false;
+    }
+    if (w->nonblocking) {
+        crd__sub_loop_watch(c, w->sub, true);
+        w->seen_events = crd__sub_events(w->sub);
+    }
+    return true;
 }
 
 void crd__swait_begin(crd__swait *w, const crd__sync_op *op, int64_t wait_ms, bool nonblocking)
@@ -282,6 +310,8 @@ static void step_end(crd__swait *w)
     }
 }
 
+static void slice(crd__swait *w, crd_status st);
+
 /* What follows an attempt whose outcome is st (retry_epoch its retry time). */
 static void after_attempt(crd__swait *w, crd_status st)
 {
@@ -301,7 +331,14 @@ static void after_attempt(crd__swait *w, crd_status st)
                                 CRD__SYNC_NAME_FMT(s)));
         } else {
             w->waited = st == CRD_BUSY;
-            w->state = CRD__SW_SUBSCRIBE;
+            if (w->op.how == CRD__WAIT_CHANNEL || w->op.how == CRD__WAIT_OWN_CHANNEL) {
+                w->state = CRD__SW_SUBSCRIBE;
+                return;
+            }
+            /* No channel: no re-try first (nothing could be missed), straight to the
+             * slice the attempt named. */
+            if (quiet_entry(w))
+                slice(w, st);
         }
         return;
     }
@@ -309,18 +346,34 @@ static void after_attempt(crd__swait *w, crd_status st)
         finish(w, st);
         return;
     }
+    slice(w, st);
+}
+
+/* After a busy or failed attempt (st): sleep for the slice, or end when the wait is over. */
+static void slice(crd__swait *w, crd_status st)
+{
+    crd_client *c = w->op.s->client;
+    bool failed = st == CRD_IO;
     w->failed = failed;
     int64_t now = crd__now_ms();
     if (now >= w->deadline) {
         finish(w, failed ? st : ran_out(w));
         return;
     }
-    /* A permit's lease ends at a wall-clock time: sleep that long on our clock. */
+    /* A permit's lease, or a rate limiter's delay, ends at a wall-clock time: sleep that
+     * long on our clock. */
     int64_t in = w->retry_epoch > 0 ? w->retry_epoch - crd__epoch_ms() : 0;
     crd__slice_in si = {failed, w->confirmed, w->retry_epoch > 0 ? CRD__BUSY_TTL : CRD__BUSY_MESSAGE,
                         in > 0 ? in : 0, c->opts.poll_interval_ms, c->opts.max_wait_slice_ms,
-                        CRD__WAIT_CHANNEL};
-    w->wake_at = crd__wait_until(now, crd__wait_slice(&si, &w->backoff), w->deadline);
+                        w->op.how, 0};
+    int64_t sl = crd__wait_slice(&si, &w->backoff);
+    if (crd__wait_futile(&si, sl, now, w->deadline)) {
+        /* The server's delay ends after the deadline and nothing else can come sooner:
+         * the wait is over now rather than at its deadline. */
+        finish(w, ran_out(w));
+        return;
+    }
+    w->wake_at = crd__wait_until(now, sl, w->deadline);
     w->state = CRD__SW_WAIT;
 }
 
@@ -371,7 +424,8 @@ static void step_io(crd__swait *w)
         submit(w, true);
         return;
     }
-    if (st == CRD_OK && r->type == REDIS_REPLY_ERROR) {
+    if (st == CRD_OK && r->type == REDIS_REPLY_ERROR &&
+        (w->op.at->keep_error == NULL || !w->op.at->keep_error(r))) {
         st = crd__reply_fail(c, r, w->op.s->label);
         freeReplyObject(r);
         r = NULL;
@@ -431,6 +485,8 @@ void crd__swait_woken(crd__swait *w, crd_status woke, bool confirmed)
     crd_client *c = w->op.s->client;
     if (woke == CRD_CLOSED) {
         finish(w, crd__fail(c, CRD_CLOSED, "client is closed"));
+    } else if (woke == CRD_INTERRUPTED) {
+        finish(w, interrupted(w));
     } else if (woke == CRD_TIMEOUT && crd__now_ms() >= w->deadline) {
         if (w->op.last_try) {
             w->last = true;
@@ -471,6 +527,9 @@ crd_status crd__sync_wait(const crd__sync_op *op, int64_t wait_ms)
 {
     crd__swait w;
     crd__swait_begin(&w, op, wait_ms, false);
+    /* A wait that starts interrupted sends nothing. */
+    if (wait_ms != 0 && crd__intr_raised(crd__intr_current()))
+        finish(&w, interrupted(&w));
     while (w.state != CRD__SW_DONE) {
         if (w.state == CRD__SW_WAIT) {
             bool confirmed = w.confirmed;

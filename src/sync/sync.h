@@ -14,7 +14,8 @@
 typedef enum crd__sync_kind {
     CRD__SYNC_SEMAPHORE = 0, /* RSemaphore: string N */
     CRD__SYNC_PERMITS = 1,   /* RPermitExpirableSemaphore: string N + zset {N}:timeout */
-    CRD__SYNC_LATCH = 2      /* RCountDownLatch: string N */
+    CRD__SYNC_LATCH = 2,     /* RCountDownLatch: string N */
+    CRD__SYNC_LIMITER = 3    /* RRateLimiter: hash N, {N}:value, {N}:permits (no channel) */
 } crd__sync_kind;
 
 /* What the three handles share: the client, the name, and the keys and channel of its
@@ -98,12 +99,18 @@ typedef struct crd__sync_attempt {
     /* May be NULL; true when the next attempt must be the try function (a lost reply to
      * read back first), and then also the end hook: each a blocking call. */
     bool (*run_inline)(void *arg);
+    /* May be NULL; an error reply it says yes to is read (read gets it with CRD_OK) rather
+     * than turned into CRD_SERVER (crd__cmd.keep_error: the rate limiter's states). */
+    bool (*keep_error)(const redisReply *r);
 } crd__sync_attempt;
 
 /* What a synchronizer's wait is: its object, its attempt (fn; at, the same in halves for
  * the engine, may be NULL), fn's argument, the end hook (may be NULL), the channel's wake
- * rule (CRD__WAKE_*), and whether the wait's end makes one last attempt (the latch reads
- * its count once more, as Redisson does). */
+ * rule (CRD__WAKE_*), whether the wait's end makes one last attempt (the latch reads its
+ * count once more, as Redisson does), and how it waits (wait.h): its object's channel
+ * (CRD__WAIT_CHANNEL, 0) or the delay each attempt's server answer names
+ * (CRD__WAIT_DELAY, the rate limiter: no channel, and a delay past the deadline ends the
+ * wait at once). */
 typedef struct crd__sync_op {
     crd__sync *s;
     crd__sync_try_fn fn;
@@ -112,6 +119,7 @@ typedef struct crd__sync_op {
     crd__sync_end_fn end;
     int rule;
     bool last_try;
+    crd__wait_how how;
 } crd__sync_op;
 
 /* The synchronizers' waiter, a state machine shaped like the lock's (acquire.h) and
@@ -210,5 +218,60 @@ struct crd_permit_semaphore {
 struct crd_latch {
     crd__sync s;
 };
+
+/* ---- ratelimiter.c: RRateLimiter's scripts (golden r47_rl_*, docs/KINDS-R47.md) ------------ */
+
+typedef enum crd__rl_mode {
+    CRD__RL_OVERALL = 0,   /* one budget for every client */
+    CRD__RL_PER_CLIENT = 1 /* one budget per client id (its uuid) */
+} crd__rl_mode;
+
+/* The five keys every rate limiter script but try_set_rate takes, in Redisson's order. */
+typedef struct crd__rl_names {
+    crd__buf keys[5]; /* N, {N}:value, {N}:value:<uuid>, {N}:permits, {N}:permits:<uuid> */
+} crd__rl_names;
+/* Redisson's suffixName rule: "{N}:value", or "N:value" when N has a '{'. */
+crd_status crd__rl_names_init(crd__rl_names *n, const char *name, size_t len, const char *uuid);
+void crd__rl_names_clear(crd__rl_names *n);
+
+void crd__rl_try_set_rate(const crd__rl_names *n, int64_t rate, int64_t interval_ms,
+                          crd__rl_mode mode, int64_t keep_alive_ms, crd__cmd *cmd);
+/* setRate(RateLimiterArgs) (require_exist false) and updateRate (true). */
+void crd__rl_set_rate(const crd__rl_names *n, int64_t rate, int64_t interval_ms, crd__rl_mode mode,
+                      int64_t keep_alive_ms, bool keep_state, bool require_exist, crd__cmd *cmd);
+/* Draws the 16 random bytes of the record (into random[16] too, for a read-back): CRD_IO
+ * when the OS gives none. */
+crd_status crd__rl_try_acquire(const crd__rl_names *n, int64_t permits, crd__cmd *cmd);
+/* The same, the 16 bytes also written to drawn (may be NULL). */
+crd_status crd__rl_try_acquire_with(const crd__rl_names *n, int64_t permits, crd__cmd *cmd,
+                                    unsigned char drawn[16]);
+void crd__rl_available(const crd__rl_names *n, crd__cmd *cmd);
+void crd__rl_release(const crd__rl_names *n, int64_t permits, crd__cmd *cmd);
+void crd__rl_expire(const crd__rl_names *n, int64_t ttl_ms, crd__cmd *cmd);
+/* delete(): a plain DEL of the five keys (another client's PER_CLIENT keys stay). */
+void crd__rl_delete(const crd__rl_names *n, crd__cmd *cmd);
+
+typedef enum crd__rl_outcome {
+    CRD__RL_GRANTED,       /* nil: the permits were taken */
+    CRD__RL_WAIT,          /* an integer: try again in *wait_ms */
+    CRD__RL_UNINITIALIZED, /* "RateLimiter is not initialized": no rate set (or it expired) */
+    CRD__RL_TOO_MANY,      /* "Requested permits amount cannot exceed defined rate" */
+    CRD__RL_BAD            /* anything else (the caller reports the server's words) */
+} crd__rl_outcome;
+/* Reads ratelimiter_try_acquire's reply (also Redisson's own script's error texts). */
+crd__rl_outcome crd__rl_acquire_reply(const redisReply *r, int64_t *wait_ms);
+/* A count answered as an integer or as a bulk string holding one (available_permits). */
+bool crd__rl_count_reply(const redisReply *r, int64_t *count);
+
+struct crd_rate_limiter {
+    crd__sync s;
+    crd__rl_names names;
+};
+
+/* ---- semaphore.c: RSemaphore.releaseIfExists ------------------------------------------------ */
+
+/* KEYS N, channel; ARGV permits, publish: reply 1 released, 0 no such semaphore. */
+void crd__semaphore_release_if_exists(const char *name, size_t len, const crd__buf *channel,
+                                      const char *publish, int64_t permits, crd__cmd *cmd);
 
 #endif /* CRD_SYNC_H */

@@ -25,6 +25,8 @@ void crd__cmd_init(crd__cmd *cmd, int script, int cap)
     cmd->late_what = NULL;
     cmd->handed = 0;
     cmd->unsent = false;
+    cmd->interruptible = false;
+    cmd->keep_error = NULL;
     memset(cmd->heap, 0, sizeof cmd->heap);
     cmd->heap_used = cmd->heap_cap = 0;
     cmd->cap = CRD__CMD_INLINE;

@@ -66,6 +66,7 @@ static crd__req *hop_request(crd__pool *p, crd__cmd *cmd, bool eval, bool asking
     if (rq == NULL)
         return NULL;
     rq->deadline_ms = deadline;
+    rq->intr = cmd->interruptible ? crd__intr_current() : NULL;
     static const char *const ask[1] = {"ASKING"};
     static const size_t asklen[1] = {6};
     bool ok = !asking || crd__req_add(rq, 1, ask, asklen);
@@ -204,10 +205,16 @@ static crd__node *redirect_target(crd_client *c, const redisReply *r, crd__reply
 
 /* What crd__call returns for the last reply r: CRD_OK with *reply = r, or a status and
  * message naming what (r freed). */
-static crd_status final_status(crd_client *c, redisReply *r, const char *what, redisReply **reply)
+static crd_status final_status(crd_client *c, const crd__cmd *cmd, redisReply *r,
+                               const char *what, redisReply **reply)
 {
     bool cluster = c->cluster != NULL;
     crd_status st = CRD_OK;
+    if (cmd->keep_error != NULL && r != NULL && r->type == REDIS_REPLY_ERROR &&
+        cmd->keep_error(r)) {
+        *reply = r;
+        return CRD_OK;
+    }
     switch (crd__reply_classify(r)) {
     case CRD__REPLY_OK:
         *reply = r;
@@ -456,7 +463,7 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
         }
         break;
     }
-    return final_status(c, r, what, reply);
+    return final_status(c, cmd, r, what, reply);
 }
 
 /* The WAIT at all[n] (when replicas > 0): freed here; CRD_NOT_SYNCED when none

@@ -194,6 +194,14 @@ typedef struct crd__cmd {
                     that had answered before, 2 on one that never had; 0: not so */
     bool unsent; /* out (crd__call): never written, its deadline passed while it waited for
                     a connection (CRD_IO) */
+    /* A lock attempt inside a blocking wait: the calling thread's interrupt token ends the
+     * wait for its reply as its deadline would (crd__call returns CRD_INTERRUPTED; a late
+     * reply goes to late). */
+    bool interruptible;
+    /* When it says so, an error reply is the caller's to read: crd__call returns CRD_OK
+     * with it in *reply (the non-reentrant locks' refusal, crd__reentry_refused). NULL: every
+     * error reply becomes a status. */
+    bool (*keep_error)(const redisReply *r);
 } crd__cmd;
 
 /* ---- cmd.c, script.c: building commands and calling ---------------------------------- */

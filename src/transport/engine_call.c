@@ -181,11 +181,17 @@ static crd_status wait_for(crd_client *c, crd__engine *e, crd__req *rq, redisRep
                            int64_t *sent_ms, int *handed_over)
 {
     atomic_fetch_add(&e->callers, 1);
-    while (rq->state != RQ_DONE && !rq->abandoned && crd__now_ms() < rq->deadline_ms) {
+    while (rq->state != RQ_DONE && !rq->abandoned && crd__now_ms() < rq->deadline_ms &&
+           !crd__intr_raised(rq->intr)) {
         pthread_mutex_unlock(&e->mu);
         crd__eng_park(&rq->fin, rq->deadline_ms);
-        if (atomic_load_explicit(&rq->fin, memory_order_acquire) == 1)
+        int fin = atomic_load_explicit(&rq->fin, memory_order_acquire);
+        if (fin == 1)
             return take_done(c, e, rq, out, sent_ms, handed_over);
+        if (fin == 3) { /* an interrupt's look (wake_request): the loop's test decides */
+            int three = 3;
+            atomic_compare_exchange_strong(&rq->fin, &three, 0);
+        }
         pthread_mutex_lock(&e->mu);
     }
     if (rq->state == RQ_DONE && !rq->abandoned) {
@@ -196,16 +202,21 @@ static crd_status wait_for(crd_client *c, crd__engine *e, crd__req *rq, redisRep
     *sent_ms = rq->sent_ms;
     *handed_over = 0;
     crd_status st;
+    bool interrupted = !rq->abandoned && crd__now_ms() < rq->deadline_ms &&
+                       crd__intr_raised(rq->intr);
     if (rq->state == RQ_QUEUED) {
         unqueue(rq);
         char why[sizeof rq->why];
-        snprintf(why, sizeof why, "the deadline passed before the command could be sent (no "
-                 "connection was ready)");
+        snprintf(why, sizeof why, interrupted ? "interrupted before the command could be sent"
+                                              : "the deadline passed before the command could "
+                                                "be sent (no connection was ready)");
         *handed_over = crd__eng_not_sent(rq, why, sizeof why);
         pthread_mutex_unlock(&e->mu);
         crd__req_free(rq);
         *sent_ms = 0;
-        return crd__fail(c, CRD_IO, "%s", why);
+        if (interrupted)
+            *handed_over = 0;
+        return crd__fail(c, interrupted ? CRD_INTERRUPTED : CRD_IO, "%s", why);
     }
     /* Written, no reply yet: the engine keeps it in line; its late reply goes to on_late.
      * The caller hears CRD_IO: the server did not answer in time. Traced from a copy (the
@@ -215,10 +226,13 @@ static crd_status wait_for(crd_client *c, crd__engine *e, crd__req *rq, redisRep
     copy.buf = c->opts.on_trace != NULL ? malloc(rq->len) : NULL;
     if (copy.buf != NULL)
         memcpy(copy.buf, rq->buf, rq->len);
-    st = CRD_IO;
+    st = interrupted ? CRD_INTERRUPTED : CRD_IO;
     char why[300];
     if (rq->abandoned)
         snprintf(why, sizeof why, "%s", rq->why);
+    else if (interrupted)
+        snprintf(why, sizeof why, "interrupted while waiting for the reply%s",
+                 rq->on_late != NULL ? "; if it ran, the engine gives it back" : "");
     else
         snprintf(why, sizeof why, "no reply within the call's deadline (%lld ms after it was "
                  "sent)%s", (long long)(rq->deadline_ms - rq->sent_ms),
@@ -255,7 +269,7 @@ static crd_status wait_for(crd_client *c, crd__engine *e, crd__req *rq, redisRep
 static crd__link *borrowable(crd_client *c, crd__engine *e, const crd__req *rq, bool alone)
 {
     crd__pool *p = rq->peer;
-    if (!e->started || e->stopping || p->qhead != NULL || rq->want_gen != 0)
+    if (!e->started || e->stopping || p->qhead != NULL || rq->want_gen != 0 || rq->intr != NULL)
         return NULL;
     crd__link *idle = NULL;
     for (int i = 0; i < p->nlinks; i++) {
@@ -383,8 +397,40 @@ static crd_status call_direct(crd_client *c, crd__engine *e, crd__req *rq, redis
     return wait_for(c, e, rq, out, sent_ms, handed_over);
 }
 
+static crd_status engine_call(crd_client *c, crd__req *rq, redisReply **out, int64_t *sent_ms,
+                              int *handed_over);
+
+/* The interrupt of a caller asleep on rq's word (interrupt.c's thread): a futex wake-up;
+ * the caller finds its token raised and leaves as at its deadline. */
+static void wake_request(void *arg)
+{
+    crd__req *rq = arg;
+    /* 3 ("look, interrupted") unless the I/O thread has already set its 1 or 2: a caller
+     * between its test and its futex wait then finds the word moved and does not sleep. */
+    int zero = 0;
+    atomic_compare_exchange_strong(&rq->fin, &zero, 3);
+    syscall(SYS_futex, &rq->fin, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
 crd_status crd__engine_call(crd_client *c, crd__req *rq, redisReply **out, int64_t *sent_ms,
                             int *handed_over)
+{
+    crd_interrupt *in = rq->intr;
+    if (in == NULL)
+        return engine_call(c, rq, out, sent_ms, handed_over);
+    /* rq stays valid memory for the wake-up until this caller has left the token: a
+     * reference of its own, dropped after. */
+    atomic_fetch_add_explicit(&rq->refs, 1, memory_order_relaxed);
+    crd__intr_wait iw;
+    crd__intr_enter(in, &iw, wake_request, rq);
+    crd_status st = engine_call(c, rq, out, sent_ms, handed_over);
+    crd__intr_leave(in, &iw);
+    crd__req_free(rq);
+    return st;
+}
+
+static crd_status engine_call(crd_client *c, crd__req *rq, redisReply **out, int64_t *sent_ms,
+                              int *handed_over)
 {
     crd__engine *e = engine_of(c);
     rq->waited = true;

@@ -229,7 +229,8 @@ struct crd__req {
     atomic_int fin;            /* the waiting thread's wake-up word (a futex): 0 while it
                                   waits, 1 done (the thread takes it without the engine's
                                   mutex; the engine no longer touches it but to wake it),
-                                  2 look (it was told early: decided under the mutex) */
+                                  2 look (it was told early: decided under the mutex),
+                                  3 look (its interrupt token was raised: intr) */
     atomic_int refs;           /* 1, and 1 more while a wake-up of its word is on its way:
                                   crd__req_free frees it when the last one lets go */
     bool notified;             /* its caller was told early (deadline, unhealthy link) */
@@ -245,6 +246,11 @@ struct crd__req {
     crd__req *next;            /* the peer's queue, or the link's reply queue */
     crd__req *done_next;       /* the completions list */
     struct crd__link *link;
+    /* A waited-for request whose caller's interrupt token (crd_interrupt_bind) ends the
+     * wait as its deadline would (CRD_INTERRUPTED; a late reply goes to on_late); NULL:
+     * not interruptible. Such a request never takes the direct path (a blocking recv()
+     * cannot be woken). */
+    crd_interrupt *intr;
 };
 
 /* A request for peer with room for nreply replies; NULL when out of memory. */

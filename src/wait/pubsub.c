@@ -722,6 +722,7 @@ void crd__pubsub_after_fork_child(crd_client *c)
     memset(&ps->idle_cv, 0, sizeof ps->idle_cv);
     crd__cond_init(&ps->idle_cv);
     ps->total_refs = 0;
+    ps->quiet = NULL; /* the parent's sleepers' entries: their threads are not here */
     ps->thread_started = false;
     ps->stop = false;
     if (ps->loop_fd >= 0)
@@ -738,6 +739,8 @@ void crd__pubsub_stop(crd_client *c)
     /* Waiters see c->closed; wait for them to drop their references. */
     pthread_mutex_lock(&ps->mu);
     for (crd__sub *s = ps->subs; s != NULL; s = s->next)
+        pthread_cond_broadcast(&s->cv);
+    for (crd__sub *s = ps->quiet; s != NULL; s = s->next)
         pthread_cond_broadcast(&s->cv);
     while (ps->total_refs > 0)
         pthread_cond_wait(&ps->idle_cv, &ps->mu);

@@ -77,6 +77,8 @@ struct crd__pubsub {
     pthread_mutex_t mu;
     pthread_cond_t idle_cv; /* signalled when total_refs drops to 0 */
     crd__sub *subs;
+    crd__sub *quiet; /* waiters' entries without a channel (crd__sub_quiet): never
+                        subscribed, woken only by the client's end and interrupts */
     int total_refs;
     int pipe_fd[2];
     pthread_t thread;

@@ -22,6 +22,8 @@
 
 /* ---- waiters ------------------------------------------------------------------------- */
 
+static void quiet_release(crd__pubsub *ps, crd__sub *s);
+
 crd_status crd__sub_acquire(crd_client *c, const char *channel, size_t len,
                             int64_t deadline_ms, crd__sub **out, bool *confirmed)
 {
@@ -162,6 +164,13 @@ void crd__sub_release(crd_client *c, crd__sub *s)
     crd__pubsub *ps = c->ps;
     leaving lv = {.l = NULL};
     pthread_mutex_lock(&ps->mu);
+    if (s->channel == NULL) {
+        quiet_release(ps, s);
+        if (ps->total_refs == 0)
+            pthread_cond_broadcast(&ps->idle_cv);
+        pthread_mutex_unlock(&ps->mu);
+        return;
+    }
     s->refs--;
     ps->total_refs--;
     if (s->refs == 0) {
@@ -278,11 +287,66 @@ bool crd__sub_is_live(crd_client *c, const char *channel, size_t len)
     return yes;
 }
 
+/* An interrupt of a waiter asleep on s (interrupt.c's thread, no other mutex held). */
+typedef struct sub_sleeper {
+    crd__pubsub *ps;
+    crd__sub *s;
+} sub_sleeper;
+
+static void wake_sleeper(void *arg)
+{
+    sub_sleeper *z = arg;
+    pthread_mutex_lock(&z->ps->mu);
+    pthread_cond_broadcast(&z->s->cv);
+    pthread_mutex_unlock(&z->ps->mu);
+}
+
+crd_status crd__sub_quiet(crd_client *c, crd__sub **out)
+{
+    crd__pubsub *ps = c->ps;
+    *out = NULL;
+    crd__sub *s = calloc(1, sizeof *s);
+    if (s == NULL || crd__cond_init(&s->cv) != 0) {
+        free(s);
+        return crd__fail(c, CRD_NO_MEMORY, "cannot allocate a wait");
+    }
+    atomic_init(&s->events, 0);
+    s->refs = 1;
+    pthread_mutex_lock(&ps->mu);
+    if (atomic_load(&c->closed)) {
+        pthread_mutex_unlock(&ps->mu);
+        crd__ps_free_sub(s);
+        return crd__fail(c, CRD_CLOSED, "client closed while waiting");
+    }
+    s->next = ps->quiet;
+    ps->quiet = s;
+    ps->total_refs++;
+    pthread_mutex_unlock(&ps->mu);
+    *out = s;
+    return CRD_OK;
+}
+
+/* Gives a quiet entry back (crd__sub_release of one without a channel); ps->mu held. */
+static void quiet_release(crd__pubsub *ps, crd__sub *s)
+{
+    for (crd__sub **pp = &ps->quiet; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    ps->total_refs--;
+    crd__ps_free_sub(s);
+}
+
 crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms,
                          const crd__handoff *mine, bool *confirmed)
 {
     crd__pubsub *ps = c->ps;
     crd_status st = CRD_TIMEOUT;
+    crd_interrupt *in = crd__intr_current();
+    sub_sleeper z = {ps, s};
+    crd__intr_wait iw;
+    crd__intr_enter(in, &iw, wake_sleeper, &z);
     pthread_mutex_lock(&ps->mu);
     CRD__WAITING(c, 1);
     for (;;) {
@@ -292,6 +356,10 @@ crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms,
         }
         if (atomic_load(&c->closed)) {
             st = CRD_CLOSED;
+            break;
+        }
+        if (crd__intr_raised(in)) {
+            st = CRD_INTERRUPTED;
             break;
         }
         if (s->permits > 0) {
@@ -307,6 +375,7 @@ crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms,
     CRD__WAITING(c, -1);
     *confirmed = live(s);
     pthread_mutex_unlock(&ps->mu);
+    crd__intr_leave(in, &iw);
     return st;
 }
 

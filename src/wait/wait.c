@@ -7,10 +7,40 @@
  */
 #include "wait.h"
 
+void crd__spin_backoff_exponential(crd__spin_backoff *b, int64_t initial_ms, int64_t max_ms,
+                                   int multiplier)
+{
+    b->next_ms = initial_ms;
+    b->max_ms = max_ms;
+    b->multiplier = multiplier;
+    b->fails = 0;
+}
+
+void crd__spin_backoff_constant(crd__spin_backoff *b, int64_t delay_ms)
+{
+    b->next_ms = delay_ms;
+    b->max_ms = delay_ms;
+    b->multiplier = 0;
+    b->fails = 0;
+}
+
+int64_t crd__spin_backoff_next(crd__spin_backoff *b, uint32_t random)
+{
+    if (b->multiplier == 0 || b->next_ms >= b->max_ms)
+        return b->max_ms;
+    int64_t sleep = b->next_ms;
+    b->fails++;
+    int64_t next = sleep * b->multiplier + (int64_t)(random % (uint32_t)b->fails);
+    b->next_ms = next < b->max_ms ? next : b->max_ms;
+    return sleep;
+}
+
 void crd__backoff_init(crd__backoff *b)
 {
     b->io_ms = 25;
     b->fair_ms = 4;
+    crd__spin_backoff_exponential(&b->spin, CRD__SPIN_INITIAL_MS, CRD__SPIN_MAX_MS,
+                                  CRD__SPIN_MULTIPLIER);
 }
 
 static int64_t doubled(int64_t v, int64_t cap) { return v * 2 < cap ? v * 2 : cap; }
@@ -37,6 +67,12 @@ int64_t crd__wait_slice(const crd__slice_in *in, crd__backoff *b)
     }
     if (!in->failed)
         b->io_ms = 25;
+    if (!in->failed && in->how == CRD__WAIT_BACKOFF) {
+        /* No message ever comes (a spin holder's release publishes nothing): the next
+         * attempt is the back-off's, or the holder's TTL's end when that is sooner. */
+        int64_t step = crd__spin_backoff_next(&b->spin, in->random);
+        slice = in->busy == CRD__BUSY_TTL && in->hint_ms < step ? in->hint_ms : step;
+    }
     bool channel = in->how == CRD__WAIT_CHANNEL || in->how == CRD__WAIT_OWN_CHANNEL;
     if (channel && !in->confirmed && slice > in->poll_ms)
         slice = in->poll_ms; /* no live subscription: a release could go unheard */
@@ -57,4 +93,10 @@ int64_t crd__wait_until(int64_t now, int64_t slice, int64_t deadline)
 int64_t crd__wait_deadline(int64_t start, int64_t wait_ms)
 {
     return wait_ms < 0 ? INT64_MAX : start + wait_ms + 1;
+}
+
+bool crd__wait_futile(const crd__slice_in *in, int64_t slice, int64_t now, int64_t deadline)
+{
+    return in->how == CRD__WAIT_DELAY && !in->failed && deadline != INT64_MAX &&
+           slice > deadline - now;
 }

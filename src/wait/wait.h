@@ -43,21 +43,53 @@ typedef struct crd__slice_in {
     bool failed;        /* the last attempt failed on the connection */
     bool confirmed;     /* the subscription is live (kinds with a channel) */
     crd__busy busy;     /* when it did not fail */
-    int64_t hint_ms;    /* CRD__BUSY_TTL's */
+    int64_t hint_ms;    /* CRD__BUSY_TTL's (CRD__WAIT_DELAY: the server's delay) */
     int64_t poll_ms, max_slice_ms; /* the client's options */
     crd__wait_how how;
+    uint32_t random;    /* CRD__WAIT_BACKOFF: any 32 random bits (the back-off's jitter) */
 } crd__slice_in;
+
+/* Redisson's LockOptions back-off between a spin waiter's attempts (CRD__WAIT_BACKOFF).
+ * Exponential (the default: initial 1 ms, at most 128 ms, multiplier 2): each sleep is the
+ * previous one times the multiplier plus a jitter in [0, failures), capped; constant: the
+ * same delay every time (Redisson's default 64 ms). The slice bounds each sleep by the
+ * deadline. */
+typedef struct crd__spin_backoff {
+    int64_t next_ms;
+    int64_t max_ms;
+    int multiplier; /* 0: constant */
+    int fails;
+} crd__spin_backoff;
+#define CRD__SPIN_INITIAL_MS 1
+#define CRD__SPIN_MAX_MS 128
+#define CRD__SPIN_MULTIPLIER 2
+#define CRD__SPIN_CONSTANT_MS 64
+void crd__spin_backoff_exponential(crd__spin_backoff *b, int64_t initial_ms, int64_t max_ms,
+                                   int multiplier);
+void crd__spin_backoff_constant(crd__spin_backoff *b, int64_t delay_ms);
+/* The next sleep in ms; random is any 32 random bits (the jitter is random % failures). */
+int64_t crd__spin_backoff_next(crd__spin_backoff *b, uint32_t random);
 
 /* What a waiter carries between decisions. */
 typedef struct crd__backoff {
     int64_t io_ms;   /* after a failure: 25 ms doubling to the poll interval */
     int64_t fair_ms; /* fair, not my turn: 4 ms doubling to the poll interval */
+    crd__spin_backoff spin; /* CRD__WAIT_BACKOFF: the kind's back-off (exponential unless
+                               the waiter sets another before its first decision) */
 } crd__backoff;
 
 void crd__backoff_init(crd__backoff *b);
 /* The slice in ms (>= 1; INT64_MAX: until a message or the deadline) for one decision;
- * updates the back-offs. */
+ * updates the back-offs. CRD__WAIT_BACKOFF: the back-off's next step, or the holder's TTL
+ * when that ends sooner (the lock is free then, and no release publishes); with
+ * CRD__WAIT_DELAY: the server's delay. Kinds without a channel are never capped by the
+ * poll interval: nothing is missed without a subscription. */
 int64_t crd__wait_slice(const crd__slice_in *in, crd__backoff *b);
+/* Whether a wait for slice ms from now, ending after deadline, cannot succeed: a kind
+ * whose waits are the server's own delays (CRD__WAIT_DELAY) hears no message, so an
+ * attempt before the delay has passed is refused again; such a wait ends at once with
+ * the wait's outcome instead of sleeping to its deadline. Never for the other kinds. */
+bool crd__wait_futile(const crd__slice_in *in, int64_t slice, int64_t now, int64_t deadline);
 /* When a slice of slice ms that starts at now ends, by deadline at the latest; one ms
  * over the slice itself: a TTL is read in whole ms, and waking just before it ends would
  * cost a useless attempt. */
@@ -82,6 +114,11 @@ void crd__pubsub_free(crd_client *c);
 crd_status crd__sub_acquire(crd_client *c, const char *channel, size_t len,
                             int64_t deadline_ms, crd__sub **out, bool *confirmed);
 void crd__sub_release(crd_client *c, crd__sub *s);
+/* A wait without a channel (the spin lock's back-off, the rate limiter's delays): an entry
+ * of its own that nothing is published to, so crd__sub_wait on it sleeps until its
+ * deadline, the client's end or an interrupt; crd_client_free waits for it as for a
+ * channel's reference. Given back with crd__sub_release. CRD_CLOSED, CRD_NO_MEMORY. */
+crd_status crd__sub_quiet(crd_client *c, crd__sub **out);
 /* prompt_loss_detection: a hold's reference on its lock's channel, kept subscribed while
  * held (no wait for the confirmation; NULL when out of memory). A message on it marks
  * the entry for a check and calls c->on_watched_message. */
@@ -104,8 +141,9 @@ bool crd__sub_is_live(crd_client *c, const char *channel, size_t len);
 void crd__sub_end_linger(crd_client *c, const char *channel, size_t len);
 /* Waits for one wake-up permit, or for the caller's lent attempt (mine, or NULL) to be
  * sent, or until deadline_ms. Returns CRD_OK when woken, CRD_TIMEOUT when the deadline
- * passed, CRD_CLOSED on shutdown. *confirmed is updated with whether the subscription is
- * live now. */
+ * passed, CRD_CLOSED on shutdown, CRD_INTERRUPTED when the calling thread's interrupt
+ * token (crd_interrupt_bind) is raised. *confirmed is updated with whether the
+ * subscription is live now. */
 crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms,
                          const crd__handoff *mine, bool *confirmed);
 void crd__pubsub_after_fork_child(crd_client *c);

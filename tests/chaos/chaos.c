@@ -197,7 +197,8 @@ static void *worker_thread(void *arg)
         case CRD_BUSY: case CRD_TIMEOUT: case CRD_INVALID_ARGUMENT: case CRD_PROTOCOL:
         case CRD_SERVER: case CRD_NO_MEMORY: case CRD_CLOSED: case CRD_AUTH: case CRD_DEADLOCK:
         case CRD_FORKED: case CRD_SKIPPED: case CRD_DEGRADED: case CRD_CANCELLED:
-        case CRD_NOT_SYNCED: case CRD_OUTCOME_UNKNOWN: case CRD_SYNC_UNAVAILABLE:
+        case CRD_NOT_SYNCED: case CRD_OUTCOME_UNKNOWN:
+        case CRD_SYNC_UNAVAILABLE: case CRD_INTERRUPTED:
         default: t.other_errors++; break;
         }
         buf[nbuf++] = r;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kinds_ext.h"
+#include "sync.h"
 
 /* ---- field hash ---------------------------------------------------------------------------- */
 

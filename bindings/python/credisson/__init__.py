@@ -61,6 +61,7 @@ from ._errors import (
     NotSyncedError,
     OutcomeUnknownError,
     SyncUnavailableError,
+    WaitInterruptedError,
     OutOfMemoryError,
     ProtocolError,
     ServerError,
@@ -142,6 +143,7 @@ __all__ = [
     "NotSyncedError",
     "OutcomeUnknownError",
     "SyncUnavailableError",
+    "WaitInterruptedError",
     "SkippedError",
     "DegradedError",
 ]

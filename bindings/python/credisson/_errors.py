@@ -40,6 +40,7 @@ class Status(enum.IntEnum):
     NOT_SYNCED = 17
     OUTCOME_UNKNOWN = 18
     SYNC_UNAVAILABLE = 19
+    INTERRUPTED = 20
 
     @property
     def text(self) -> str:
@@ -153,6 +154,12 @@ class SyncUnavailableError(Error):
     proxy or managed endpoint): the acquire was not sent; not held."""
 
 
+class WaitInterruptedError(Error):
+    """CRD_INTERRUPTED: a blocking wait was ended by the interrupt token its thread bound
+    (crd_interrupt_raise): nothing is held, a fair waiter left its queue. Not Python's
+    InterruptedError (an OSError for EINTR)."""
+
+
 class SkippedError(Error):
     """CRD_SKIPPED."""
 
@@ -181,6 +188,7 @@ _BY_STATUS: Dict[int, Type[Error]] = {
     Status.NOT_SYNCED: NotSyncedError,
     Status.OUTCOME_UNKNOWN: OutcomeUnknownError,
     Status.SYNC_UNAVAILABLE: SyncUnavailableError,
+    Status.INTERRUPTED: WaitInterruptedError,
 }
 
 
