@@ -19,6 +19,62 @@ typedef struct ex_worker {
     unsigned seed;
 } ex_worker;
 
+/* One worker's handle of the run's kind, and the permit it holds. */
+typedef struct ex_handle {
+    crd_lock *l;
+    crd_rwlock *rw;
+    crd_semaphore *s;
+    crd_permit_semaphore *ps;
+    crd_lock *held; /* the lock or the rwlock's side taken */
+    char id[CRD_PERMIT_ID_SIZE];
+} ex_handle;
+
+static crd_status ex_open(const ex_worker *w, ex_handle *h)
+{
+    const char *name = w->x->key.lock;
+    switch (w->x->kind) {
+    case CRDT_EX_LOCK:
+        return crd_lock_new(w->client, name, &h->l);
+    case CRDT_EX_FAIR_LOCK:
+        return crd_fair_lock_new(w->client, name, &h->l);
+    case CRDT_EX_RWLOCK:
+        return crd_rwlock_new(w->client, name, &h->rw);
+    case CRDT_EX_SEMAPHORE:
+        return crd_semaphore_new(w->client, name, &h->s);
+    case CRDT_EX_PERMIT_SEMAPHORE:
+        return crd_permit_semaphore_new(w->client, name, &h->ps);
+    }
+    return CRD_INVALID_ARGUMENT;
+}
+
+static crd_status ex_acquire(ex_handle *h, bool write, int64_t lease)
+{
+    if (h->s != NULL)
+        return crd_semaphore_acquire(h->s, 1, 30000);
+    if (h->ps != NULL)
+        return crd_permit_semaphore_acquire(h->ps, 30000, lease, h->id);
+    h->rw != NULL ? (h->held = write ? crd_rwlock_write(h->rw) : crd_rwlock_read(h->rw))
+                  : (h->held = h->l);
+    return crd_lock_acquire(h->held, 30000, lease);
+}
+
+static crd_status ex_release(ex_handle *h)
+{
+    if (h->s != NULL)
+        return crd_semaphore_release(h->s, 1);
+    if (h->ps != NULL)
+        return crd_permit_semaphore_release(h->ps, h->id);
+    return crd_lock_release(h->held);
+}
+
+static void ex_close(ex_handle *h)
+{
+    crd_lock_free(h->l);
+    crd_rwlock_free(h->rw);
+    crd_semaphore_free(h->s);
+    crd_permit_semaphore_free(h->ps);
+}
+
 /* A read-write hold's check: a writer must be alone, a reader must see no writer.
  * Returns the violations it saw (0, 1 or 2). */
 static int rw_section(redisContext *r, const crdt_ex *x, bool write)
@@ -35,18 +91,27 @@ static int rw_section(redisContext *r, const crdt_ex *x, bool write)
     return violations;
 }
 
-static crd_status new_handle(const ex_worker *w, crd_lock **l, crd_rwlock **rw)
+/* A semaphore's: at most permits holders inside. Returns 1 when there were more. */
+static int permits_section(redisContext *r, const crdt_ex *x)
 {
-    const char *name = w->x->key.lock;
-    switch (w->x->kind) {
-    case CRDT_EX_LOCK:
-        return crd_lock_new(w->client, name, l);
-    case CRDT_EX_FAIR_LOCK:
-        return crd_fair_lock_new(w->client, name, l);
+    long long in = crdt_reply_int(redisCommand(r, "INCR %s", x->key.inside));
+    crdt_reply_int(redisCommand(r, "DECR %s", x->key.inside));
+    return in > x->permits || in < 1;
+}
+
+static int ex_section(redisContext *r, const crdt_ex *x, bool write)
+{
+    switch (x->kind) {
     case CRDT_EX_RWLOCK:
-        return crd_rwlock_new(w->client, name, rw);
+        return rw_section(r, x, write);
+    case CRDT_EX_SEMAPHORE:
+    case CRDT_EX_PERMIT_SEMAPHORE:
+        return permits_section(r, x);
+    case CRDT_EX_LOCK:
+    case CRDT_EX_FAIR_LOCK:
+        break;
     }
-    return CRD_INVALID_ARGUMENT;
+    return crdt_exclusion_section(r, x->key.inside, x->key.counter);
 }
 
 static void add_to(redisContext *r, const char *key, int n)
@@ -63,25 +128,24 @@ static void ex_work(ex_worker *w)
     redisContext *r = crdt_raw_connect(x->port, 30000);
     if (r == NULL)
         return;
-    crd_lock *l = NULL;
-    crd_rwlock *rw = NULL;
+    ex_handle h = {0};
     int violations = 0, failures = 0, done = 0, writes = 0;
-    if (new_handle(w, &l, &rw) != CRD_OK)
+    bool open = ex_open(w, &h) == CRD_OK;
+    if (!open)
         failures = w->iterations;
     int64_t lease = x->lease_ms != CRDT_EX_HALF_WATCHDOG ? x->lease_ms
                     : w->index % 2 == 1                  ? CRD_LEASE_WATCHDOG
                                                          : 20000;
-    for (int i = 0; (l != NULL || rw != NULL) && i < w->iterations; i++) {
-        bool write = rw != NULL && (int)(rand_r(&w->seed) % 100) < x->write_percent;
-        crd_lock *h = rw == NULL ? l : write ? crd_rwlock_write(rw) : crd_rwlock_read(rw);
-        if (crd_lock_acquire(h, 30000, lease) != CRD_OK) {
+    for (int i = 0; open && i < w->iterations; i++) {
+        bool write = x->kind == CRDT_EX_RWLOCK &&
+                     (int)(rand_r(&w->seed) % 100) < x->write_percent;
+        if (ex_acquire(&h, write, lease) != CRD_OK) {
             failures++;
             continue;
         }
-        violations += rw != NULL ? rw_section(r, x, write)
-                                 : crdt_exclusion_section(r, x->key.inside, x->key.counter);
+        violations += ex_section(r, x, write);
         writes += write;
-        if (crd_lock_release(h) != CRD_OK)
+        if (ex_release(&h) != CRD_OK)
             failures++;
         done++;
     }
@@ -89,8 +153,7 @@ static void ex_work(ex_worker *w)
     add_to(r, x->key.failures, failures);
     add_to(r, x->key.done, done);
     add_to(r, x->key.writes, writes);
-    crd_lock_free(l);
-    crd_rwlock_free(rw);
+    ex_close(&h);
     redisFree(r);
 }
 
@@ -104,8 +167,16 @@ static void *ex_thread(void *arg)
 static int ex_process(void *arg)
 {
     ex_worker *ws = arg;
-    int n = ws[0].x->per_proc > 0 ? ws[0].x->per_proc : 1;
-    crd_client *c = crdt_plain_client(ws[0].x->port);
+    const crdt_ex *x = ws[0].x;
+    int n = x->per_proc > 0 ? x->per_proc : 1;
+    redisContext *r = crdt_raw_connect(x->port, 10000);
+    if (r == NULL)
+        return 5;
+    bool go = crdt_await_go(r, x->key.go);
+    redisFree(r);
+    if (!go)
+        return 6;
+    crd_client *c = crdt_plain_client(x->port);
     if (c == NULL)
         return 3;
     pthread_t th[CRDT_EX_MAX_WORKERS];
@@ -145,7 +216,9 @@ void crdt_ex_run(crdt_ex *x)
     x->key.failures = crdt_key("failures");
     x->key.done = crdt_key("done");
     x->key.writes = crdt_key("writes");
+    x->key.go = crdt_key("go");
     x->port = crdt_port();
+    redisContext *go = crdt_redis();
     ex_worker ws[CRDT_EX_MAX_WORKERS];
     memset(ws, 0, sizeof ws);
     for (int i = 0; i < workers; i++) {
@@ -160,7 +233,11 @@ void crdt_ex_run(crdt_ex *x)
     pid_t pids[CRDT_EX_MAX_PROCS];
     for (int p = 0; p < x->procs; p++)
         pids[p] = crdt_fork(ex_process, &ws[x->threads + p * per]);
-    crd_client *c = x->threads > 0 ? crdt_client() : NULL;
+    crd_client *c = x->threads > 0 || x->prepare != NULL ? crdt_client() : NULL;
+    if (x->prepare != NULL)
+        x->prepare(x, c);
+    for (int p = 0; p < x->procs; p++)
+        freeReplyObject(crdt_cmd(go, "RPUSH %s 1", x->key.go));
     pthread_t th[CRDT_EX_MAX_WORKERS];
     for (int t = 0; t < x->threads; t++) {
         ws[t].client = c;
@@ -176,7 +253,7 @@ void crdt_ex_run(crdt_ex *x)
     x->elapsed_ms = crdt_now_ms() - t0;
     crd_client_free(c);
 
-    redisContext *r = crdt_redis();
+    redisContext *r = go;
     x->got.counter = get_counter(r, x->key.counter);
     x->got.inside = get_counter(r, x->key.inside);
     x->got.readers = get_counter(r, x->key.readers);
@@ -202,7 +279,7 @@ void crdt_ex_assert(const crdt_ex *x)
                  x->got.violations);
     cr_assert_eq(x->got.failures, 0, "%lld acquires or releases failed", x->got.failures);
     cr_assert_eq(x->got.done, x->total, "%lld holds done, not %d", x->got.done, x->total);
-    if (x->kind != CRDT_EX_RWLOCK)
+    if (x->kind == CRDT_EX_LOCK || x->kind == CRDT_EX_FAIR_LOCK)
         cr_assert_eq(x->got.counter, x->total, "the counter ended at %lld, not %d",
                      x->got.counter, x->total);
     cr_assert_eq(x->got.inside, 0, "%lld holders left inside", x->got.inside);
