@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "faultproxy.h"
+#include "failover.h"
 #include "harness.h"
 #include "sentinel.h"
 #include "syncs.h"
@@ -764,26 +765,11 @@ static void on_stalled_done(void *user, crd_op *op, crd_status st)
     t->last = st;
 }
 
-typedef struct role_pred {
-    int port;
-    const char *key;
-} role_pred;
-
-/* The node at port is a replica with its link up and has no copy of key. */
-static bool demoted_and_clean(void *arg)
+/* failover.h's view of the two primaries: ports[0] the old one, ports[1] the new. */
+static redisContext *topo_node(void *arg, bool old)
 {
-    role_pred *rp = arg;
-    redisContext *r = crdt_topo_connect(&topo, rp->port, 500);
-    if (r == NULL)
-        return false;
-    redisReply *info = redisCommand(r, "INFO replication");
-    bool ok = info != NULL && info->type == REDIS_REPLY_STRING &&
-              strstr(info->str, "role:slave") != NULL &&
-              strstr(info->str, "master_link_status:up") != NULL;
-    freeReplyObject(info);
-    ok = ok && crdt_cmd_int(r, "EXISTS %s", rp->key) == 0;
-    redisFree(r);
-    return ok;
+    const int *ports = arg;
+    return crdt_topo_connect(&topo, ports[old ? 0 : 1], 500);
 }
 
 /* The primary stops (SIGSTOP: a fork stall, a blip) and stays stopped until the sentinels
@@ -816,16 +802,10 @@ Test(sentinel, a_primary_stalled_until_the_sentinels_replace_it_keeps_every_dead
     const int64_t slack = crdt_scaled_ms(50);
 
     cr_assert_eq(kill(topo.nodes[idx].pid, SIGSTOP), 0);
-    int64_t t0 = crdt_now_ms();
-    crd_status st = crd_lock_acquire(l, 100, 30000);
-    int64_t took = crdt_now_ms() - t0;
-    cr_assert(st == CRD_TIMEOUT || st == CRD_IO, "acquire during the stall: %s (%s)",
-              crd_strerror(st), crd_client_errmsg(c));
-    cr_assert(took <= 100 + slack, "a 100 ms wait returned after %lld ms: %s (%s)",
-              (long long)took, crd_strerror(st), crd_client_errmsg(c));
+    int64_t took = crdt_stalled_acquire(c, l, slack, "acquire");
 
     loop_tally lt = {0, 0, CRD_OK};
-    t0 = crdt_now_ms();
+    int64_t t0 = crdt_now_ms();
     for (int i = 0; i < N; i++)
         cr_assert_eq(crd_lock_acquire_async(l, crd_owner_new(), 500, 30000, on_stalled_done, &lt,
                                             NULL), CRD_OK);
@@ -845,23 +825,9 @@ Test(sentinel, a_primary_stalled_until_the_sentinels_replace_it_keeps_every_dead
     /* Still stopped: the sentinels see it down and promote a replica. */
     int next = crdt_topo_await_switch(&topo, old, 30000);
     cr_assert(next > 0, "%s", topo.err);
-    t0 = crdt_now_ms();
-    st = crd_lock_acquire(l, 30000, 30000);
-    int64_t found = crdt_now_ms() - t0;
-    cr_assert_eq(st, CRD_OK, "acquire after the switch: %s (%s)", crd_strerror(st),
-                 crd_client_errmsg(c));
-    cr_assert_eq(crd_lock_release(l), CRD_OK, "%s", crd_client_errmsg(c));
-
-    /* The old primary resumes: it runs the acquires left in its socket buffers, then the
-     * sentinels make it a replica of the new one and its data is replaced. */
-    cr_assert_eq(kill(topo.nodes[idx].pid, SIGCONT), 0);
-    role_pred rp = {old, key};
-    cr_assert(crdt_wait_until(demoted_and_clean, &rp, 30000),
-              "the old primary was not demoted, or still has the lock");
-    redisContext *r = crdt_topo_connect(&topo, next, 1000);
-    cr_assert_not_null(r);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0, "the new primary has a hold nobody owns");
-    redisFree(r);
+    int ports[2] = {old, next};
+    int64_t found = crdt_failover_check(c, l, key, topo.nodes[idx].pid, topo_node, ports,
+                                        "switch");
     crd_metrics m;
     cr_assert_eq(crd_client_metrics(c, &m, sizeof m), CRD_OK);
     fprintf(stderr, "[sentinel] stalled primary: 100 ms acquire back after %lld ms; %d loop "
