@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "standalone/events.h"
 #include "failover.h"
 #include "harness.h"
 #include "syncs.h"
@@ -166,19 +167,6 @@ Test(cluster, locks_on_every_primary_are_routed_reentered_and_woken_by_sharded_m
 
 /* ---- resharding and failover while locked ----------------------------------------------------- */
 
-typedef struct topo_watch {
-    atomic_int lost, failing;
-} topo_watch;
-
-static void on_event(void *ud, const crd_event *ev)
-{
-    topo_watch *tw = ud;
-    if (ev->kind == CRD_EVENT_LOCK_LOST)
-        atomic_fetch_add(&tw->lost, 1);
-    else if (ev->kind == CRD_EVENT_RENEWAL_FAILING)
-        atomic_fetch_add(&tw->failing, 1);
-}
-
 typedef struct shard_pred {
     redisContext *r;
     const char *channel;
@@ -195,8 +183,6 @@ static bool shard_subscribed(void *arg)
         freeReplyObject(rep);
     return yes;
 }
-
-static bool lost_reported(void *arg) { return atomic_load(&((topo_watch *)arg)->lost) > 0; }
 
 typedef struct renewed_pred {
     crd_client *c;
@@ -238,7 +224,7 @@ static void reenter_midway(void *arg)
 
 typedef struct scenario {
     crdt_cluster cl;
-    topo_watch tw;
+    crdt_events tw;
     crdt_tracelog *tla, *tlb;
     crd_client *a, *b;
     char held[300], renewed[300], channel[400];
@@ -259,8 +245,7 @@ static void scenario_start(scenario *sc, int replicas)
     if (sc->watchdog_ms == 0)
         sc->watchdog_ms = 3000;
     o.watchdog_timeout_ms = sc->watchdog_ms;
-    o.on_event = on_event;
-    o.event_user_data = &sc->tw;
+    crdt_events_attach(&sc->tw, &o);
     crdt_tracelog_attach(sc->tla, &o);
     sc->a = crdt_client_opts(&o);
     crdt_cluster_options(&sc->cl, &o);
@@ -678,14 +663,11 @@ Test(cluster, an_acquire_the_replica_never_got_is_reported_lost_after_the_failov
 {
     crdt_cluster cl;
     crdt_cluster_start(&cl, 3, 1);
-    topo_watch tw;
-    atomic_init(&tw.lost, 0);
-    atomic_init(&tw.failing, 0);
+    crdt_events tw;
     crd_options o;
     crdt_cluster_options(&cl, &o);
     o.watchdog_timeout_ms = 15000;
-    o.on_event = on_event;
-    o.event_user_data = &tw;
+    crdt_events_attach(&tw, &o);
     o.replica_sync = CRD_REPLICA_SYNC_OFF; /* the loss WAIT would have prevented */
     crd_client *a = crdt_client_opts(&o);
     crdt_cluster_options(&cl, &o);
@@ -722,7 +704,7 @@ Test(cluster, an_acquire_the_replica_never_got_is_reported_lost_after_the_failov
     cr_assert_eq(promoted, replica);
     int64_t t_promoted = crdt_now_ms() - t0;
     /* The next renewal, at the new primary, finds no hold: reported lost, never kept. */
-    cr_assert(crdt_wait_until(lost_reported, &tw, 15000), "the lost hold was not reported");
+    cr_assert(crdt_wait_until(crdt_events_saw_lost, &tw, 15000), "the lost hold was not reported");
     int64_t t_lost = crdt_now_ms() - t0;
     cr_assert_eq(atomic_load(&tw.lost), 1);
     int64_t valid = -1;

@@ -24,6 +24,7 @@
 #include "failover.h"
 #include "harness.h"
 #include "sentinel.h"
+#include "standalone/events.h"
 #include "syncs.h"
 #include "waiters.h"
 
@@ -93,25 +94,6 @@ static void *wait_thread(void *arg)
     if (w->st == CRD_OK && w->release_after)
         crd_lock_release(w->l);
     return NULL;
-}
-
-/* Events of the watchdog, counted. */
-typedef struct events {
-    pthread_mutex_t mu;
-    int lost, failing, recovered;
-} events;
-
-static void on_event(void *ud, const crd_event *e)
-{
-    events *ev = ud;
-    pthread_mutex_lock(&ev->mu);
-    if (e->kind == CRD_EVENT_LOCK_LOST)
-        ev->lost++;
-    else if (e->kind == CRD_EVENT_RENEWAL_FAILING)
-        ev->failing++;
-    else
-        ev->recovered++;
-    pthread_mutex_unlock(&ev->mu);
 }
 
 /* ---- discovery ----------------------------------------------------------------------- */
@@ -188,9 +170,8 @@ static void hold_through(bool kill_primary)
     /* Renewals every 3 s; the failover (about 1-3 s here: down-after 1 s, then the
      * election) fits in the lease even on a loaded machine. */
     o.watchdog_timeout_ms = crdt_scaled_ms(9000);
-    events ev = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0};
-    o.on_event = on_event;
-    o.event_user_data = &ev;
+    crdt_events ev;
+    crdt_events_attach(&ev, &o);
     crd_client *a = sentinel_client(&o);
     const char *name = crdt_key("held");
     crd_lock *l = crdt_lock(a, name);
@@ -210,9 +191,7 @@ static void hold_through(bool kill_primary)
         ttl = pttl_on(next, name);
         renewed = low != LLONG_MAX && ttl > low + 100;
         low = ttl > 0 && ttl < low ? ttl : low;
-        pthread_mutex_lock(&ev.mu);
-        lost = ev.lost;
-        pthread_mutex_unlock(&ev.mu);
+        lost = atomic_load(&ev.lost);
     }
     cr_assert(renewed || lost > 0, "hold neither renewed on the new primary (pttl %lld at its "
               "promotion, %lld now) nor reported lost", at_promotion, ttl);
@@ -375,7 +354,7 @@ typedef struct short_hold {
     int go[2], res[2];
     pid_t child;
     crd_options o;
-    events ev;
+    crdt_events ev;
     primary_log pl;
     crd_client *a;
     crd_lock *l;
@@ -403,9 +382,7 @@ static void short_hold_start(short_hold *h, const char *key)
 
     url_options(&h->o, h->url, sizeof h->url);
     h->o.watchdog_timeout_ms = crdt_scaled_ms(3000); /* renewals every second */
-    pthread_mutex_init(&h->ev.mu, NULL);
-    h->o.on_event = on_event;
-    h->o.event_user_data = &h->ev;
+    crdt_events_attach(&h->ev, &h->o);
     pthread_mutex_init(&h->pl.mu, NULL);
     h->o.on_log = on_primary_log;
     h->o.log_user_data = &h->pl;
@@ -424,10 +401,7 @@ static void short_hold_start(short_hold *h, const char *key)
 
 static int short_hold_lost(short_hold *h)
 {
-    pthread_mutex_lock(&h->ev.mu);
-    int lost = h->ev.lost;
-    pthread_mutex_unlock(&h->ev.mu);
-    return lost;
+    return atomic_load(&h->ev.lost);
 }
 
 /* The monotonic time the waiter process got the lock (asserts that it did). */
