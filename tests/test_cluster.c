@@ -392,19 +392,6 @@ static redisContext *cluster_node(void *arg, bool old)
     return r;
 }
 
-typedef struct one_op {
-    int done;
-    crd_status st;
-} one_op;
-
-static void on_one(void *user, crd_op *op, crd_status st)
-{
-    (void)op;
-    one_op *o = user;
-    o->done++;
-    o->st = st;
-}
-
 typedef struct loop_count {
     int done, ok;
     int failed; /* CRD_TIMEOUT or CRD_IO: the wait ran out on the stopped node */
@@ -505,16 +492,17 @@ Test(cluster, a_primary_stalled_until_its_replica_takes_over_keeps_every_deadlin
                  crd_client_errmsg(a));
     /* The free waits for the step on the helper (its 1000 ms deadline) and then ends the
      * operation: its callback runs once, inside the free. */
-    one_op o2 = {0, CRD_OK};
-    cr_assert_eq(crd_lock_acquire_async(l2, crd_owner_new(), 1000, 30000, on_one, &o2, NULL),
+    crdt_op_rec o2 = {0, CRD_OK};
+    cr_assert_eq(crd_lock_acquire_async(l2, crd_owner_new(), 1000, 30000, crdt_op_rec_done, &o2,
+                                        NULL),
                  CRD_OK);
     crd_loop_dispatch(a2); /* hands the attempt to a helper */
     int64_t tf = crdt_now_ms();
     crd_client_free(a2);
     int64_t free_ms = crdt_now_ms() - tf;
     cr_assert_eq(o2.done, 1, "the freed client's operation completed %d times", o2.done);
-    cr_assert(o2.st == CRD_TIMEOUT || o2.st == CRD_IO || o2.st == CRD_CLOSED, "%s",
-              crd_strerror(o2.st));
+    cr_assert(o2.last == CRD_TIMEOUT || o2.last == CRD_IO || o2.last == CRD_CLOSED, "%s",
+              crd_strerror(o2.last));
     cr_assert(free_ms <= 1000 + slack, "the free took %lld ms", (long long)free_ms);
     crd_lock_free(l2);
 
@@ -546,12 +534,12 @@ Test(cluster, a_primary_stalled_until_its_replica_takes_over_keeps_every_deadlin
 
 /* Runs the loop until the operation is done; its status. The longest dispatch so far is
  * kept in *worst_us. */
-static crd_status loop_result(crd_client *c, one_op *o, int64_t *worst_us)
+static crd_status loop_result(crd_client *c, crdt_op_rec *o, int64_t *worst_us)
 {
     int64_t w = crdt_loop_until(c, &o->done, 1, 15000);
     *worst_us = w > *worst_us ? w : *worst_us;
     cr_assert_eq(o->done, 1, "a loop operation did not complete in 15 s");
-    return o->st;
+    return o->last;
 }
 
 /* In cluster mode every step of a loop operation goes through crd__call's hops on the
@@ -572,20 +560,21 @@ Test(cluster, every_loop_operation_runs_through_the_helper_threads_of_a_cluster_
 
     /* A wait, woken by b's release; then an extend and a release of that hold. */
     cr_assert_eq(crd_lock_acquire(lb, 0, 30000), CRD_OK);
-    one_op o = {0, CRD_OK};
+    crdt_op_rec o = {0, CRD_OK};
     uint64_t owner = crd_owner_new();
-    cr_assert_eq(crd_lock_acquire_async(la, owner, 10000, 5000, on_one, &o, NULL), CRD_OK);
+    cr_assert_eq(crd_lock_acquire_async(la, owner, 10000, 5000, crdt_op_rec_done, &o, NULL),
+                 CRD_OK);
     worst = crdt_loop_until(a, &o.done, 1, crdt_scaled_ms(200));
     cr_assert_eq(o.done, 0, "the loop acquire completed while b held the lock: %s",
-                 crd_strerror(o.st));
+                 crd_strerror(o.last));
     cr_assert_eq(crd_lock_release(lb), CRD_OK);
     cr_assert_eq(loop_result(a, &o, &worst), CRD_OK, "%s", crd_client_errmsg(a));
-    o = (one_op){0, CRD_OK};
-    cr_assert_eq(crd_lock_extend_async(la, owner, 60000, on_one, &o, NULL), CRD_OK);
+    o = (crdt_op_rec){0, CRD_OK};
+    cr_assert_eq(crd_lock_extend_async(la, owner, 60000, crdt_op_rec_done, &o, NULL), CRD_OK);
     cr_assert_eq(loop_result(a, &o, &worst), CRD_OK, "%s", crd_client_errmsg(a));
     cr_assert_gt(crdt_cmd_int(r, "PTTL %s", name), 30000, "the extend did not reach Redis");
-    o = (one_op){0, CRD_OK};
-    cr_assert_eq(crd_lock_release_async(la, owner, on_one, &o, NULL), CRD_OK);
+    o = (crdt_op_rec){0, CRD_OK};
+    cr_assert_eq(crd_lock_release_async(la, owner, crdt_op_rec_done, &o, NULL), CRD_OK);
     cr_assert_eq(loop_result(a, &o, &worst), CRD_OK, "%s", crd_client_errmsg(a));
     cr_assert_eq(crdt_exists(r, name), 0, "the release did not reach Redis");
     redisFree(r);
@@ -599,9 +588,10 @@ Test(cluster, every_loop_operation_runs_through_the_helper_threads_of_a_cluster_
     char queue[256];
     snprintf(queue, sizeof queue, "redisson_lock_queue:{%s}", fname);
     r = crdt_cluster_redis_for_key(&cl, fname);
-    o = (one_op){0, CRD_OK};
+    o = (crdt_op_rec){0, CRD_OK};
     crd_op *op = NULL;
-    cr_assert_eq(crd_lock_acquire_async(fa, crd_owner_new(), 10000, 5000, on_one, &o, &op),
+    cr_assert_eq(crd_lock_acquire_async(fa, crd_owner_new(), 10000, 5000, crdt_op_rec_done, &o,
+                                        &op),
                  CRD_OK);
     for (int64_t t0 = crdt_now_ms();
          crdt_cmd_int(r, "LLEN %s", queue) != 1 && crdt_now_ms() - t0 < 5000;) {
@@ -622,8 +612,8 @@ Test(cluster, every_loop_operation_runs_through_the_helper_threads_of_a_cluster_
     cr_assert_eq(crd_semaphore_new(a, sname, &sa), CRD_OK);
     cr_assert_eq(crd_semaphore_new(b, sname, &sb), CRD_OK);
     cr_assert_eq(crd_semaphore_try_set_permits(sb, 0, 0, NULL), CRD_OK);
-    o = (one_op){0, CRD_OK};
-    cr_assert_eq(crd_semaphore_acquire_async(sa, 1, 10000, on_one, &o, NULL), CRD_OK);
+    o = (crdt_op_rec){0, CRD_OK};
+    cr_assert_eq(crd_semaphore_acquire_async(sa, 1, 10000, crdt_op_rec_done, &o, NULL), CRD_OK);
     int64_t w = crdt_loop_until(a, &o.done, 1, crdt_scaled_ms(200));
     worst = w > worst ? w : worst;
     cr_assert_eq(o.done, 0, "the semaphore acquire completed with no permit");
@@ -634,8 +624,8 @@ Test(cluster, every_loop_operation_runs_through_the_helper_threads_of_a_cluster_
     cr_assert_eq(crd_latch_new(a, cname, &ca), CRD_OK);
     cr_assert_eq(crd_latch_new(b, cname, &cb), CRD_OK);
     cr_assert_eq(crd_latch_try_set_count(cb, 1, NULL), CRD_OK);
-    o = (one_op){0, CRD_OK};
-    cr_assert_eq(crd_latch_await_async(ca, 10000, on_one, &o, NULL), CRD_OK);
+    o = (crdt_op_rec){0, CRD_OK};
+    cr_assert_eq(crd_latch_await_async(ca, 10000, crdt_op_rec_done, &o, NULL), CRD_OK);
     w = crdt_loop_until(a, &o.done, 1, crdt_scaled_ms(200));
     worst = w > worst ? w : worst;
     cr_assert_eq(o.done, 0, "the latch await completed before the count-down");

@@ -724,21 +724,6 @@ Test(sentinel, a_handed_off_acquire_answered_after_a_switch_holds_the_lock_on_th
 
 /* ---- a primary that stalls until the sentinels replace it ------------------------------- */
 
-typedef struct loop_tally {
-    int done;
-    int failed; /* CRD_TIMEOUT or CRD_IO: the wait ran out on the stalled primary */
-    crd_status last;
-} loop_tally;
-
-static void on_stalled_done(void *user, crd_op *op, crd_status st)
-{
-    (void)op;
-    loop_tally *t = user;
-    t->done++;
-    t->failed += st == CRD_TIMEOUT || st == CRD_IO;
-    t->last = st;
-}
-
 /* failover.h's view of the two primaries: ports[0] the old one, ports[1] the new. */
 static redisContext *topo_node(void *arg, bool old)
 {
@@ -778,10 +763,10 @@ Test(sentinel, a_primary_stalled_until_the_sentinels_replace_it_keeps_every_dead
     cr_assert_eq(kill(topo.nodes[idx].pid, SIGSTOP), 0);
     int64_t took = crdt_stalled_acquire(c, l, slack, "acquire");
 
-    loop_tally lt = {0, 0, CRD_OK};
+    crdt_op_rec lt = {0, CRD_OK, 0};
     int64_t t0 = crdt_now_ms();
     for (int i = 0; i < N; i++)
-        cr_assert_eq(crd_lock_acquire_async(l, crd_owner_new(), 500, 30000, on_stalled_done, &lt,
+        cr_assert_eq(crd_lock_acquire_async(l, crd_owner_new(), 500, 30000, crdt_op_rec_done, &lt,
                                             NULL), CRD_OK);
     int64_t worst_us = crdt_loop_until(c, &lt.done, N, 10000);
     int64_t all = crdt_now_ms() - t0;
