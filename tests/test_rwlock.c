@@ -716,33 +716,21 @@ Test(rwlock, readers_and_writers_in_four_processes_never_overlap_wrongly, .timeo
 {
     /* 4 processes of 2 threads, 20 % of the holds writes, 5 s leases:
      * support/exclusion.h's checker. */
-    crdt_ex x = {.tag = "rwlock",
-                 .kind = CRDT_EX_RWLOCK,
-                 .suffix = "rw",
-                 .procs = 4,
-                 .per_proc = 2,
-                 .total = crdt_scaled_count(10000, 8),
-                 .write_percent = 20,
-                 .lease_ms = 5000,
-                 .deadline_ms = 110000};
+    crdt_ex x = {.tag = "rwlock", .kind = CRDT_EX_RWLOCK, .suffix = "rw", .check = assert_rw_clean,
+                 .procs = 4, .per_proc = 2, .write_percent = 20, .lease_ms = 5000,
+                 .total = crdt_scaled_count(10000, 8), .deadline_ms = 110000};
     crdt_ex_run(&x);
     crdt_ex_assert(&x);
-    redisContext *r = crdt_redis();
-    assert_rw_clean(r, x.key.lock);
-    redisFree(r);
 }
 
 Test(rwlock, force_unlock_of_each_lock_only_deletes_in_its_own_mode)
 {
     crdt_fixture f;
     crdt_fixture_open_rw(&f, 2, "rw", NULL, NULL);
-    char chan[400];
-    chan_of(f.key, chan, sizeof chan);
-    char af[128], tk[400];
-    crdt_owner_field(f.a, crd_owner_current(), af, sizeof af);
-    tkey_of(f.key, af, 1, tk, sizeof tk);
+    rw_owner ao;
+    rw_owner_of(f.a, f.key, &ao);
     crdt_watch wt;
-    crdt_watch_open(&wt, chan, false);
+    crdt_watch_open(&wt, f.channel, false);
     crdt_msg m[4];
     bool was = true;
 

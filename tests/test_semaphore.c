@@ -152,23 +152,18 @@ static void two_permits(crdt_ex *x, crd_client *c)
     cr_assert(set);
 }
 
+static void two_back(redisContext *r, const char *name)
+{
+    cr_assert_eq(get_int(r, name), 2, "every permit came back");
+}
+
 static void exclusion(crdt_ex_kind kind)
 {
-    crdt_ex x = {.tag = "semaphore",
-                 .kind = kind,
-                 .suffix = "excl",
-                 .threads = 4,
-                 .procs = 3,
-                 .total = 7 * crdt_scaled_count(150, 20),
-                 .lease_ms = 20000,
-                 .deadline_ms = 120000,
-                 .permits = 2,
-                 .prepare = two_permits};
+    crdt_ex x = {.tag = "semaphore", .kind = kind, .suffix = "excl", .prepare = two_permits,
+                 .check = two_back, .permits = 2, .threads = 4, .procs = 3, .lease_ms = 20000,
+                 .total = 7 * crdt_scaled_count(150, 20), .deadline_ms = 120000};
     crdt_ex_run(&x);
     crdt_ex_assert(&x);
-    redisContext *r = crdt_redis();
-    cr_assert_eq(get_int(r, x.key.lock), 2, "every permit came back");
-    redisFree(r);
 }
 
 Test(semaphore, two_permits_are_never_held_by_more_than_two_threads_and_processes, .timeout = 180)

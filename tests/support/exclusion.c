@@ -285,4 +285,9 @@ void crdt_ex_assert(const crdt_ex *x)
     cr_assert_eq(x->got.inside, 0, "%lld holders left inside", x->got.inside);
     cr_assert_eq(x->got.readers, 0, "%lld readers left inside", x->got.readers);
     cr_assert_eq(x->got.writers, 0, "%lld writers left inside", x->got.writers);
+    if (x->check != NULL) {
+        redisContext *r = crdt_redis();
+        x->check(r, x->key.lock);
+        redisFree(r);
+    }
 }

@@ -62,6 +62,9 @@ typedef struct crdt_ex {
     /* Run in the test process once the processes are forked, before any worker starts,
      * on the client its threads share (NULL: nothing to prepare). */
     void (*prepare)(struct crdt_ex *x, crd_client *c);
+    /* Run by crdt_ex_assert after its own checks, on a raw connection and the lock's
+     * name: what the kind must not leave behind (NULL: nothing more). */
+    void (*check)(redisContext *r, const char *name);
     /* Made by crdt_ex_run. */
     struct {
         const char *lock, *inside, *counter, *readers, *writers;
@@ -81,8 +84,7 @@ typedef struct crdt_ex {
 void crdt_ex_run(crdt_ex *x);
 /* Asserts what an exclusion run must show: every process exited 0, no violation, no
  * failed acquire or release, total holds done (the counter at the total for a plain or
- * fair lock: no lost update), and nobody left inside. A semaphore's count is the
- * test's to check. */
+ * fair lock: no lost update), and nobody left inside; then x->check. */
 void crdt_ex_assert(const crdt_ex *x);
 
 #endif /* CRDT_EXCLUSION_H */
