@@ -20,6 +20,8 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "standalone/events.h"
+#include "failover.h"
 #include "harness.h"
 #include "syncs.h"
 #include "waiters.h"
@@ -165,19 +167,6 @@ Test(cluster, locks_on_every_primary_are_routed_reentered_and_woken_by_sharded_m
 
 /* ---- resharding and failover while locked ----------------------------------------------------- */
 
-typedef struct topo_watch {
-    atomic_int lost, failing;
-} topo_watch;
-
-static void on_event(void *ud, const crd_event *ev)
-{
-    topo_watch *tw = ud;
-    if (ev->kind == CRD_EVENT_LOCK_LOST)
-        atomic_fetch_add(&tw->lost, 1);
-    else if (ev->kind == CRD_EVENT_RENEWAL_FAILING)
-        atomic_fetch_add(&tw->failing, 1);
-}
-
 typedef struct shard_pred {
     redisContext *r;
     const char *channel;
@@ -194,8 +183,6 @@ static bool shard_subscribed(void *arg)
         freeReplyObject(rep);
     return yes;
 }
-
-static bool lost_reported(void *arg) { return atomic_load(&((topo_watch *)arg)->lost) > 0; }
 
 typedef struct renewed_pred {
     crd_client *c;
@@ -237,7 +224,7 @@ static void reenter_midway(void *arg)
 
 typedef struct scenario {
     crdt_cluster cl;
-    topo_watch tw;
+    crdt_events tw;
     crdt_tracelog *tla, *tlb;
     crd_client *a, *b;
     char held[300], renewed[300], channel[400];
@@ -258,8 +245,7 @@ static void scenario_start(scenario *sc, int replicas)
     if (sc->watchdog_ms == 0)
         sc->watchdog_ms = 3000;
     o.watchdog_timeout_ms = sc->watchdog_ms;
-    o.on_event = on_event;
-    o.event_user_data = &sc->tw;
+    crdt_events_attach(&sc->tw, &o);
     crdt_tracelog_attach(sc->tla, &o);
     sc->a = crdt_client_opts(&o);
     crdt_cluster_options(&sc->cl, &o);
@@ -390,40 +376,20 @@ Test(cluster, a_killed_primary_is_replaced_by_its_replica_and_renewals_and_wake_
     scenario_finish(&sc, promoted, "killed primary");
 }
 
-typedef struct demoted_pred {
+typedef struct cluster_nodes {
     crdt_cluster *cl;
-    int node;
-    const char *key;
-} demoted_pred;
+    int old, promoted;
+} cluster_nodes;
 
-/* Node d->node is a replica with its link up and has no copy of d->key. */
-static bool demoted_and_clean(void *arg)
+/* failover.h's view of the two primaries; the old one, a replica by now, reads its own
+ * data after READONLY. */
+static redisContext *cluster_node(void *arg, bool old)
 {
-    demoted_pred *d = arg;
-    redisContext *r = crdt_cluster_redis(d->cl, d->node);
-    redisReply *info = redisCommand(r, "INFO replication");
-    bool ok = info != NULL && info->type == REDIS_REPLY_STRING &&
-              strstr(info->str, "role:slave") != NULL &&
-              strstr(info->str, "master_link_status:up") != NULL;
-    freeReplyObject(info);
-    redisReply *ro = ok ? redisCommand(r, "READONLY") : NULL; /* read the replica's own data */
-    freeReplyObject(ro);
-    ok = ok && crdt_exists(r, d->key) == 0;
-    redisFree(r);
-    return ok;
-}
-
-typedef struct one_op {
-    int done;
-    crd_status st;
-} one_op;
-
-static void on_one(void *user, crd_op *op, crd_status st)
-{
-    (void)op;
-    one_op *o = user;
-    o->done++;
-    o->st = st;
+    cluster_nodes *n = arg;
+    redisContext *r = crdt_cluster_redis(n->cl, old ? n->old : n->promoted);
+    if (old)
+        freeReplyObject(redisCommand(r, "READONLY"));
+    return r;
 }
 
 typedef struct loop_count {
@@ -493,17 +459,12 @@ Test(cluster, a_primary_stalled_until_its_replica_takes_over_keeps_every_deadlin
 
     cr_assert_eq(kill(cl.node[0].pid, SIGSTOP), 0);
     int64_t t0 = crdt_now_ms(), took = 0;
-    crd_status st;
     /* Three in a row: the second comes after the 100 ms between two refresh attempts. */
     for (int i = 0; i < 3; i++) {
-        int64_t t1 = crdt_now_ms();
-        st = crd_lock_acquire(l, 100, 30000);
-        int64_t this_one = crdt_now_ms() - t1;
+        char what[32];
+        snprintf(what, sizeof what, "acquire %d", i);
+        int64_t this_one = crdt_stalled_acquire(a, l, slack, what);
         took = this_one > took ? this_one : took;
-        cr_assert(st == CRD_TIMEOUT || st == CRD_IO, "acquire %d during the stall: %s (%s)", i,
-                  crd_strerror(st), crd_client_errmsg(a));
-        cr_assert(this_one <= 100 + slack, "acquire %d: a 100 ms wait returned after %lld ms: "
-                  "%s (%s)", i, (long long)this_one, crd_strerror(st), crd_client_errmsg(a));
     }
     /* The loop API, same stall: eight acquires of 500 ms on distinct names of the stopped
      * node and one (of 5 s) on a live node, each through crd__call's hops on the loop's helper
@@ -531,38 +492,28 @@ Test(cluster, a_primary_stalled_until_its_replica_takes_over_keeps_every_deadlin
                  crd_client_errmsg(a));
     /* The free waits for the step on the helper (its 1000 ms deadline) and then ends the
      * operation: its callback runs once, inside the free. */
-    one_op o2 = {0, CRD_OK};
-    cr_assert_eq(crd_lock_acquire_async(l2, crd_owner_new(), 1000, 30000, on_one, &o2, NULL),
+    crdt_op_rec o2 = {0, CRD_OK};
+    cr_assert_eq(crd_lock_acquire_async(l2, crd_owner_new(), 1000, 30000, crdt_op_rec_done, &o2,
+                                        NULL),
                  CRD_OK);
     crd_loop_dispatch(a2); /* hands the attempt to a helper */
     int64_t tf = crdt_now_ms();
     crd_client_free(a2);
     int64_t free_ms = crdt_now_ms() - tf;
     cr_assert_eq(o2.done, 1, "the freed client's operation completed %d times", o2.done);
-    cr_assert(o2.st == CRD_TIMEOUT || o2.st == CRD_IO || o2.st == CRD_CLOSED, "%s",
-              crd_strerror(o2.st));
+    cr_assert(o2.last == CRD_TIMEOUT || o2.last == CRD_IO || o2.last == CRD_CLOSED, "%s",
+              crd_strerror(o2.last));
     cr_assert(free_ms <= 1000 + slack, "the free took %lld ms", (long long)free_ms);
     crd_lock_free(l2);
 
     int promoted = crdt_cluster_await_takeover(&cl, 0);
     int64_t promoted_ms = crdt_now_ms() - t0;
-    t0 = crdt_now_ms();
-    /* Its first attempt may still go to the stopped node (the map read before the
-     * takeover) and take one attempt's budget (command timeout + replica sync timeout:
-     * 6 s); the wait covers that under memcheck too. */
-    st = crd_lock_acquire(l, 30000, 30000);
-    int64_t found = crdt_now_ms() - t0;
-    cr_assert_eq(st, CRD_OK, "acquire after the promotion: %s (%s)", crd_strerror(st),
-                 crd_client_errmsg(a));
-    cr_assert_eq(crd_lock_release(l), CRD_OK, "%s", crd_client_errmsg(a));
-
-    cr_assert_eq(kill(cl.node[0].pid, SIGCONT), 0);
-    demoted_pred dp = {&cl, 0, name};
-    cr_assert(crdt_wait_until(demoted_and_clean, &dp, 30000),
-              "the old primary was not demoted, or still has the lock");
-    redisContext *r = crdt_cluster_redis(&cl, promoted);
-    cr_assert_eq(crdt_exists(r, name), 0, "the new primary has a hold nobody owns");
-    redisFree(r);
+    /* The next acquire's first attempt may still go to the stopped node (the map read
+     * before the takeover) and take one attempt's budget (command timeout + replica sync
+     * timeout: 6 s); its 30 s wait covers that under memcheck too. */
+    cluster_nodes nodes = {&cl, 0, promoted};
+    int64_t found = crdt_failover_check(a, l, name, cl.node[0].pid, cluster_node, &nodes,
+                                        "promotion");
     crd_metrics m;
     cr_assert_eq(crd_client_metrics(a, &m, sizeof m), CRD_OK);
     say("stalled primary: three 100 ms acquires, the slowest back after %lld ms; %d loop "
@@ -583,12 +534,12 @@ Test(cluster, a_primary_stalled_until_its_replica_takes_over_keeps_every_deadlin
 
 /* Runs the loop until the operation is done; its status. The longest dispatch so far is
  * kept in *worst_us. */
-static crd_status loop_result(crd_client *c, one_op *o, int64_t *worst_us)
+static crd_status loop_result(crd_client *c, crdt_op_rec *o, int64_t *worst_us)
 {
     int64_t w = crdt_loop_until(c, &o->done, 1, 15000);
     *worst_us = w > *worst_us ? w : *worst_us;
     cr_assert_eq(o->done, 1, "a loop operation did not complete in 15 s");
-    return o->st;
+    return o->last;
 }
 
 /* In cluster mode every step of a loop operation goes through crd__call's hops on the
@@ -609,20 +560,21 @@ Test(cluster, every_loop_operation_runs_through_the_helper_threads_of_a_cluster_
 
     /* A wait, woken by b's release; then an extend and a release of that hold. */
     cr_assert_eq(crd_lock_acquire(lb, 0, 30000), CRD_OK);
-    one_op o = {0, CRD_OK};
+    crdt_op_rec o = {0, CRD_OK};
     uint64_t owner = crd_owner_new();
-    cr_assert_eq(crd_lock_acquire_async(la, owner, 10000, 5000, on_one, &o, NULL), CRD_OK);
+    cr_assert_eq(crd_lock_acquire_async(la, owner, 10000, 5000, crdt_op_rec_done, &o, NULL),
+                 CRD_OK);
     worst = crdt_loop_until(a, &o.done, 1, crdt_scaled_ms(200));
     cr_assert_eq(o.done, 0, "the loop acquire completed while b held the lock: %s",
-                 crd_strerror(o.st));
+                 crd_strerror(o.last));
     cr_assert_eq(crd_lock_release(lb), CRD_OK);
     cr_assert_eq(loop_result(a, &o, &worst), CRD_OK, "%s", crd_client_errmsg(a));
-    o = (one_op){0, CRD_OK};
-    cr_assert_eq(crd_lock_extend_async(la, owner, 60000, on_one, &o, NULL), CRD_OK);
+    o = (crdt_op_rec){0, CRD_OK};
+    cr_assert_eq(crd_lock_extend_async(la, owner, 60000, crdt_op_rec_done, &o, NULL), CRD_OK);
     cr_assert_eq(loop_result(a, &o, &worst), CRD_OK, "%s", crd_client_errmsg(a));
     cr_assert_gt(crdt_cmd_int(r, "PTTL %s", name), 30000, "the extend did not reach Redis");
-    o = (one_op){0, CRD_OK};
-    cr_assert_eq(crd_lock_release_async(la, owner, on_one, &o, NULL), CRD_OK);
+    o = (crdt_op_rec){0, CRD_OK};
+    cr_assert_eq(crd_lock_release_async(la, owner, crdt_op_rec_done, &o, NULL), CRD_OK);
     cr_assert_eq(loop_result(a, &o, &worst), CRD_OK, "%s", crd_client_errmsg(a));
     cr_assert_eq(crdt_exists(r, name), 0, "the release did not reach Redis");
     redisFree(r);
@@ -636,9 +588,10 @@ Test(cluster, every_loop_operation_runs_through_the_helper_threads_of_a_cluster_
     char queue[256];
     snprintf(queue, sizeof queue, "redisson_lock_queue:{%s}", fname);
     r = crdt_cluster_redis_for_key(&cl, fname);
-    o = (one_op){0, CRD_OK};
+    o = (crdt_op_rec){0, CRD_OK};
     crd_op *op = NULL;
-    cr_assert_eq(crd_lock_acquire_async(fa, crd_owner_new(), 10000, 5000, on_one, &o, &op),
+    cr_assert_eq(crd_lock_acquire_async(fa, crd_owner_new(), 10000, 5000, crdt_op_rec_done, &o,
+                                        &op),
                  CRD_OK);
     for (int64_t t0 = crdt_now_ms();
          crdt_cmd_int(r, "LLEN %s", queue) != 1 && crdt_now_ms() - t0 < 5000;) {
@@ -659,8 +612,8 @@ Test(cluster, every_loop_operation_runs_through_the_helper_threads_of_a_cluster_
     cr_assert_eq(crd_semaphore_new(a, sname, &sa), CRD_OK);
     cr_assert_eq(crd_semaphore_new(b, sname, &sb), CRD_OK);
     cr_assert_eq(crd_semaphore_try_set_permits(sb, 0, 0, NULL), CRD_OK);
-    o = (one_op){0, CRD_OK};
-    cr_assert_eq(crd_semaphore_acquire_async(sa, 1, 10000, on_one, &o, NULL), CRD_OK);
+    o = (crdt_op_rec){0, CRD_OK};
+    cr_assert_eq(crd_semaphore_acquire_async(sa, 1, 10000, crdt_op_rec_done, &o, NULL), CRD_OK);
     int64_t w = crdt_loop_until(a, &o.done, 1, crdt_scaled_ms(200));
     worst = w > worst ? w : worst;
     cr_assert_eq(o.done, 0, "the semaphore acquire completed with no permit");
@@ -671,8 +624,8 @@ Test(cluster, every_loop_operation_runs_through_the_helper_threads_of_a_cluster_
     cr_assert_eq(crd_latch_new(a, cname, &ca), CRD_OK);
     cr_assert_eq(crd_latch_new(b, cname, &cb), CRD_OK);
     cr_assert_eq(crd_latch_try_set_count(cb, 1, NULL), CRD_OK);
-    o = (one_op){0, CRD_OK};
-    cr_assert_eq(crd_latch_await_async(ca, 10000, on_one, &o, NULL), CRD_OK);
+    o = (crdt_op_rec){0, CRD_OK};
+    cr_assert_eq(crd_latch_await_async(ca, 10000, crdt_op_rec_done, &o, NULL), CRD_OK);
     w = crdt_loop_until(a, &o.done, 1, crdt_scaled_ms(200));
     worst = w > worst ? w : worst;
     cr_assert_eq(o.done, 0, "the latch await completed before the count-down");
@@ -700,14 +653,11 @@ Test(cluster, an_acquire_the_replica_never_got_is_reported_lost_after_the_failov
 {
     crdt_cluster cl;
     crdt_cluster_start(&cl, 3, 1);
-    topo_watch tw;
-    atomic_init(&tw.lost, 0);
-    atomic_init(&tw.failing, 0);
+    crdt_events tw;
     crd_options o;
     crdt_cluster_options(&cl, &o);
     o.watchdog_timeout_ms = 15000;
-    o.on_event = on_event;
-    o.event_user_data = &tw;
+    crdt_events_attach(&tw, &o);
     o.replica_sync = CRD_REPLICA_SYNC_OFF; /* the loss WAIT would have prevented */
     crd_client *a = crdt_client_opts(&o);
     crdt_cluster_options(&cl, &o);
@@ -744,7 +694,7 @@ Test(cluster, an_acquire_the_replica_never_got_is_reported_lost_after_the_failov
     cr_assert_eq(promoted, replica);
     int64_t t_promoted = crdt_now_ms() - t0;
     /* The next renewal, at the new primary, finds no hold: reported lost, never kept. */
-    cr_assert(crdt_wait_until(lost_reported, &tw, 15000), "the lost hold was not reported");
+    cr_assert(crdt_wait_until(crdt_events_saw_lost, &tw, 15000), "the lost hold was not reported");
     int64_t t_lost = crdt_now_ms() - t0;
     cr_assert_eq(atomic_load(&tw.lost), 1);
     int64_t valid = -1;

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "standalone/events.h"
 #include "waiters.h"
 
 /* The channels of this test's keys (the suite's tests run in parallel processes). */
@@ -363,35 +364,13 @@ Test(contention, a_hand_off_s_subscription_ends_with_its_holder_s_release, .time
 
 enum { TRIALS = 100 };
 
-typedef struct loss_seen {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int lost;
-    int64_t at_ns;
-} loss_seen;
-
-static void on_event(void *user, const crd_event *ev)
-{
-    loss_seen *s = user;
-    if (ev->kind != CRD_EVENT_LOCK_LOST)
-        return;
-    pthread_mutex_lock(&s->mu);
-    s->lost++;
-    s->at_ns = crdt_now_ns();
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-}
-
 Test(contention, a_force_unlock_is_reported_to_the_holder_within_milliseconds, .timeout = 120)
 {
-    loss_seen seen = {.lost = 0};
-    pthread_mutex_init(&seen.mu, NULL);
-    pthread_cond_init(&seen.cv, NULL);
+    crdt_events seen;
     crd_options oa;
     crdt_options(&oa);
     oa.prompt_loss_detection = true;
-    oa.on_event = on_event;
-    oa.event_user_data = &seen;
+    crdt_events_attach(&seen, &oa);
     crd_client *a = crdt_client_opts(&oa);
     crd_client *b = crdt_client();
     redisContext *r = crdt_redis();
@@ -406,25 +385,14 @@ Test(contention, a_force_unlock_is_reported_to_the_holder_within_milliseconds, .
         /* the holder keeps its lock's channel subscribed while it holds it */
         cr_assert(crdt_await_subscribed(r, channel, 5000), "trial %d: the hold is not watched", i);
         bool was = false;
-        int before = seen.lost;
+        int before = atomic_load(&seen.lost);
         int64_t t0 = crdt_now_ns();
         cr_assert_eq(crd_lock_force_unlock(lb, &was), CRD_OK);
         cr_assert(was);
-        pthread_mutex_lock(&seen.mu);
-        int64_t deadline = crdt_now_ms() + 5000;
-        while (seen.lost == before && crdt_now_ms() < deadline) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 50 * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&seen.cv, &seen.mu, &ts);
-        }
-        cr_assert_eq(seen.lost, before + 1, "trial %d: no CRD_EVENT_LOCK_LOST within 5 s", i);
-        took_us[i] = (seen.at_ns - t0) / 1000;
-        pthread_mutex_unlock(&seen.mu);
+        crdt_events_await_lost(&seen, before + 1, 5000);
+        cr_assert_eq(atomic_load(&seen.lost), before + 1,
+                     "trial %d: no CRD_EVENT_LOCK_LOST within 5 s", i);
+        took_us[i] = (atomic_load(&seen.last_lost_ns) - t0) / 1000;
         int64_t valid = -1;
         cr_assert_eq(crd_lock_validity_ms(la, &valid), CRD_LOCK_LOST);
         cr_assert_eq(valid, 0);

@@ -120,23 +120,6 @@ Test(engine, sixty_four_threads_on_distinct_names_share_at_most_two_connections,
     crd_client_free(c);
 }
 
-typedef struct loop_run {
-    int done;
-    int io;
-    crd_status last;
-} loop_run;
-
-static void on_loop_done(void *user, crd_op *op, crd_status st)
-{
-    (void)op;
-    loop_run *lr = user;
-    lr->done++;
-    /* The wait ran out (CRD_TIMEOUT) on the connection that had answered before; on a
-     * second connection opened during the stall, which never answered, it is CRD_IO. */
-    lr->io += st == CRD_TIMEOUT || st == CRD_IO;
-    lr->last = st;
-}
-
 Test(engine, a_stalled_server_never_blocks_the_loop_thread_and_late_holds_are_given_back,
      .timeout = 60)
 {
@@ -158,15 +141,20 @@ Test(engine, a_stalled_server_never_blocks_the_loop_thread_and_late_holds_are_gi
     cr_assert(fd >= 0);
 
     cr_assert_eq(kill(s.pid, SIGSTOP), 0);
-    loop_run lr = {0, 0, CRD_OK};
+    /* The wait runs out (CRD_TIMEOUT) on the connection that had answered before; on a
+     * second connection opened during the stall, which never answered, it is CRD_IO:
+     * crdt_op_rec counts both as failed. */
+    crdt_op_rec lr = {0, CRD_OK, 0};
     int64_t t0 = crdt_now_ms();
     for (int i = 0; i < N; i++)
-        cr_assert_eq(crd_lock_acquire_async(l[i], crd_owner_new(), 500, 30000, on_loop_done, &lr,
-                                            NULL), CRD_OK);
+        cr_assert_eq(crd_lock_acquire_async(l[i], crd_owner_new(), 500, 30000, crdt_op_rec_done,
+                                            &lr, NULL),
+                     CRD_OK);
     int64_t worst = crdt_loop_until(c, &lr.done, N, 10000);
     int64_t all = crdt_now_ms() - t0;
     cr_assert_eq(lr.done, N, "%d of %d acquires completed", lr.done, N);
-    cr_assert_eq(lr.io, N, "every acquire failed by its deadline on the stalled server (last %s)",
+    cr_assert_eq(lr.failed, N,
+                 "every acquire failed by its deadline on the stalled server (last %s)",
                  crd_strerror(lr.last));
     cr_assert(worst < DISPATCH_MAX_US, "a dispatch call took %" PRId64 " us", worst);
     cr_assert(all <= 500 + SLACK_MS, "the 500 ms acquires completed after %" PRId64 " ms", all);
@@ -209,7 +197,7 @@ static long unread_at_server(int port)
 typedef struct pass_run {
     crd_lock **l;
     int n;
-    loop_run shorts;
+    crdt_op_rec shorts;
     int64_t started;
     crd_status victim;
 } pass_run;
@@ -222,7 +210,7 @@ static void start_shorts(void *user, crd_op *op, crd_status st)
     p->victim = st;
     p->started = crdt_now_ms();
     for (int i = 0; i < p->n; i++)
-        cr_assert_eq(crd_lock_acquire_async(p->l[i], crd_owner_new(), 300, 30000, on_loop_done,
+        cr_assert_eq(crd_lock_acquire_async(p->l[i], crd_owner_new(), 300, 30000, crdt_op_rec_done,
                                             &p->shorts, NULL),
                      CRD_OK);
 }
@@ -249,11 +237,11 @@ Test(engine, acquires_a_dispatch_pass_starts_on_a_stalled_server_end_by_their_de
     cr_assert_eq(crd_lock_release(l[N]), CRD_OK);
     cr_assert_geq(crd_loop_fd(c), 0);
     cr_assert_eq(kill(s.pid, SIGSTOP), 0);
-    loop_run longs = {0, 0, CRD_OK};
-    pass_run p = {l, N, {0, 0, CRD_OK}, 0, CRD_OK};
+    crdt_op_rec longs = {0, CRD_OK, 0};
+    pass_run p = {l, N, {0, CRD_OK, 0}, 0, CRD_OK};
     /* The long acquire goes out; a second one of the same lock queues behind it in this
      * client (local_fifo) and sends nothing: cancelled, its callback runs in a pass. */
-    cr_assert_eq(crd_lock_acquire_async(l[N], crd_owner_new(), 4000, 30000, on_loop_done,
+    cr_assert_eq(crd_lock_acquire_async(l[N], crd_owner_new(), 4000, 30000, crdt_op_rec_done,
                                         &longs, NULL), CRD_OK);
     crd_op *victim = NULL;
     cr_assert_eq(crd_lock_acquire_async(l[N], crd_owner_new(), 4000, 30000, start_shorts, &p,
@@ -269,7 +257,7 @@ Test(engine, acquires_a_dispatch_pass_starts_on_a_stalled_server_end_by_their_de
     int64_t took = crdt_now_ms() - p.started;
     cr_assert_eq(p.victim, CRD_CANCELLED, "%s", crd_strerror(p.victim));
     cr_assert_eq(p.shorts.done, N, "%d of %d short acquires completed", p.shorts.done, N);
-    cr_assert_eq(p.shorts.io, N, "every short acquire failed on the stalled server (last %s)",
+    cr_assert_eq(p.shorts.failed, N, "every short acquire failed on the stalled server (last %s)",
                  crd_strerror(p.shorts.last));
     cr_assert(took <= 300 + SLACK_MS, "the 300 ms acquires completed after %" PRId64 " ms", took);
     cr_assert(worst < DISPATCH_MAX_US, "a dispatch call took %" PRId64 " us", worst);

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "exclusion.h"
 #include "harness.h"
 #include "waiters.h"
 
@@ -1021,108 +1022,16 @@ Test(fair, a_queued_waiter_whose_client_is_freed_returns_closed_and_leaves_the_q
 
 /* ---- mutual exclusion ------------------------------------------------------------------ */
 
-enum { EX_THREADS = 8, EX_PROCS = 4, EX_WORKERS = EX_THREADS + EX_PROCS };
-
-typedef struct ex_shared {
-    const char *lock, *inside, *counter, *violations, *failures;
-    int port;
-} ex_shared;
-
-typedef struct ex_worker {
-    const ex_shared *sh;
-    crd_client *client;
-    int iterations;
-    bool watchdog;
-} ex_worker;
-
-static void ex_work(ex_worker *w)
-{
-    const ex_shared *sh = w->sh;
-    redisContext *r = crdt_raw_connect(sh->port, 30000);
-    if (r == NULL)
-        return;
-    crd_lock *l = NULL;
-    int violations = 0, failures = 0;
-    if (crd_fair_lock_new(w->client, sh->lock, &l) != CRD_OK)
-        failures = w->iterations;
-    for (int i = 0; l != NULL && i < w->iterations; i++) {
-        if (crd_lock_acquire(l, 30000, w->watchdog ? CRD_LEASE_WATCHDOG : 20000) != CRD_OK) {
-            failures++;
-            continue;
-        }
-        violations += crdt_exclusion_section(r, sh->inside, sh->counter);
-        if (crd_lock_release(l) != CRD_OK)
-            failures++;
-    }
-    if (violations > 0)
-        freeReplyObject(redisCommand(r, "INCRBY %s %d", sh->violations, violations));
-    if (failures > 0)
-        freeReplyObject(redisCommand(r, "INCRBY %s %d", sh->failures, failures));
-    crd_lock_free(l);
-    redisFree(r);
-}
-
-static void *ex_thread(void *arg)
-{
-    ex_work(arg);
-    return NULL;
-}
-
-static int ex_process(void *arg)
-{
-    ex_worker *w = arg;
-    crd_client *c = crdt_plain_client(w->sh->port);
-    if (c == NULL)
-        return 3;
-    w->client = c;
-    ex_work(w);
-    crd_client_free(c);
-    return 0;
-}
-
 Test(fair, threads_and_processes_never_hold_the_fair_lock_together, .timeout = 120)
 {
-    ex_shared sh = {crdt_key("fair"), crdt_key("inside"), crdt_key("counter"),
-                    crdt_key("violations"), crdt_key("failures"), crdt_port()};
-    int total = crdt_scaled_count(3000, EX_WORKERS);
-    ex_worker ws[EX_WORKERS];
-    memset(ws, 0, sizeof ws);
-    for (int i = 0; i < EX_WORKERS; i++) {
-        ws[i].sh = &sh;
-        ws[i].iterations = total / EX_WORKERS + (i < total % EX_WORKERS ? 1 : 0);
-        ws[i].watchdog = i % 2 == 1;
-    }
-    int64_t t0 = crdt_now_ms();
-    pid_t pids[EX_PROCS];
-    for (int p = 0; p < EX_PROCS; p++)
-        pids[p] = crdt_fork(ex_process, &ws[EX_THREADS + p]);
-    crd_client *c = crdt_client();
-    pthread_t th[EX_THREADS];
-    for (int t = 0; t < EX_THREADS; t++) {
-        ws[t].client = c;
-        cr_assert_eq(pthread_create(&th[t], NULL, ex_thread, &ws[t]), 0);
-    }
-    for (int t = 0; t < EX_THREADS; t++)
-        pthread_join(th[t], NULL);
-    for (int p = 0; p < EX_PROCS; p++)
-        cr_assert_eq(crdt_wait_child(pids[p], 100000), 0, "worker process %d failed", p);
-    int64_t elapsed = crdt_now_ms() - t0;
-
-    redisContext *r = crdt_redis();
-    long long counter = crdt_reply_int(crdt_cmd(r, "GET %s", sh.counter));
-    long long violations = crdt_reply_int(crdt_cmd(r, "GET %s", sh.violations));
-    long long failures = crdt_reply_int(crdt_cmd(r, "GET %s", sh.failures));
-    fprintf(stderr,
-            "[fair] exclusion: %d acquisitions by %d threads + %d processes in %.2f s "
-            "(%.0f/s): counter=%lld violations=%lld failures=%lld\n",
-            total, EX_THREADS, EX_PROCS, (double)elapsed / 1000.0,
-            elapsed > 0 ? total * 1000.0 / (double)elapsed : 0.0, counter, violations, failures);
-    cr_assert_eq(violations, 0, "%lld times two owners were inside together", violations);
-    cr_assert_eq(failures, 0, "%lld acquires or releases failed", failures);
-    cr_assert_eq(counter, total);
-    crd_client_free(c);
-    assert_fair_clean(r, sh.lock);
-    redisFree(r);
+    /* 8 threads of this process and 4 processes, half of them renewing through the
+     * watchdog: support/exclusion.h's checker, as test_exclusion runs it on a plain lock. */
+    crdt_ex x = {.tag = "fair", .kind = CRDT_EX_FAIR_LOCK, .suffix = "fair",
+                 .check = assert_fair_clean, .threads = 8, .procs = 4,
+                 .lease_ms = CRDT_EX_HALF_WATCHDOG, .total = crdt_scaled_count(3000, 12),
+                 .deadline_ms = 100000};
+    crdt_ex_run(&x);
+    crdt_ex_assert(&x);
 }
 
 Test(fair, the_watchdog_keeps_a_fair_hold_alive_past_three_timeouts, .timeout = 60)

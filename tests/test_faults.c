@@ -25,6 +25,7 @@
 
 #include "faultproxy.h"
 #include "harness.h"
+#include "standalone/events.h"
 #include "waiters.h"
 
 /* ---------------------------------------------------------------------------------- */
@@ -100,39 +101,10 @@ static void nth_latch(crdt_tracelog *tl, size_t from, int nth, char *buf, size_t
     }
 }
 
-/* Watchdog events, recorded for the tests that expect a loss. */
-typedef struct evlog {
-    pthread_mutex_t mu;
-    int lost, failing;
-    int64_t t_lost;
-} evlog;
-
-static void on_event(void *ud, const crd_event *ev)
-{
-    evlog *e = ud;
-    pthread_mutex_lock(&e->mu);
-    if (ev->kind == CRD_EVENT_LOCK_LOST) {
-        if (e->lost++ == 0)
-            e->t_lost = crdt_now_ms();
-    } else if (ev->kind == CRD_EVENT_RENEWAL_FAILING) {
-        e->failing++;
-    }
-    pthread_mutex_unlock(&e->mu);
-}
-
-static bool lost_seen(void *arg)
-{
-    evlog *e = arg;
-    pthread_mutex_lock(&e->mu);
-    bool b = e->lost > 0;
-    pthread_mutex_unlock(&e->mu);
-    return b;
-}
-
 /* Two clients on the keys k1 ("watchdog") and k2 ("lease"): hc holds (its watchdog events
  * in ev) with h1 and h2, wc waits with w1 and w2. */
 typedef struct holders {
-    evlog ev;
+    crdt_events ev;
     crd_client *hc, *wc;
     const char *k1, *k2;
     crd_lock *h1, *h2, *w1, *w2;
@@ -142,10 +114,7 @@ typedef struct holders {
  * direct client. */
 static void holders_open(holders *hw, crd_options *o, bool waiter_proxied)
 {
-    memset(&hw->ev, 0, sizeof hw->ev);
-    pthread_mutex_init(&hw->ev.mu, NULL);
-    o->on_event = on_event;
-    o->event_user_data = &hw->ev;
+    crdt_events_attach(&hw->ev, o);
     hw->hc = crdt_client_opts(o);
     o->on_event = NULL;
     hw->wc = waiter_proxied ? crdt_client_opts(o) : crdt_client();
@@ -155,6 +124,12 @@ static void holders_open(holders *hw, crd_options *o, bool waiter_proxied)
     hw->h2 = crdt_lock(hw->hc, hw->k2);
     hw->w1 = crdt_lock(hw->wc, hw->k1);
     hw->w2 = crdt_lock(hw->wc, hw->k2);
+}
+
+/* When hc was first told a hold was lost (crdt_now_ms() clock). */
+static int64_t first_lost_ms(holders *hw)
+{
+    return atomic_load(&hw->ev.first_lost_ns) / 1000000;
 }
 
 static void holders_close(holders *hw)
@@ -762,7 +737,7 @@ Test(faults, a_redis_restart_without_persistence_lets_waiters_in_reports_holders
                  crd_strerror(pair[1 - first]->acquire_st));
     crdt_waiter *last = pair[1 - first];
 
-    cr_assert(crdt_wait_until(lost_seen, &hw.ev, 5000), "the watchdog holder was never told");
+    cr_assert(crdt_events_await_lost(&hw.ev, 1, 5000), "the watchdog holder was never told");
     cr_assert_eq(crd_lock_release(hw.h1), CRD_LOCK_LOST, "watchdog hold after the restart");
     cr_assert_eq(crd_lock_release(hw.h2), CRD_LOCK_LOST, "leased hold after the restart");
     redisContext *r = crdt_redis_port(s2.port);
@@ -774,7 +749,8 @@ Test(faults, a_redis_restart_without_persistence_lets_waiters_in_reports_holders
     fprintf(stderr,
             "[faults] restart took %" PRId64 " ms; waiters in %" PRId64 " and %" PRId64
             " ms after it; holder told lost %" PRId64 " ms after it\n",
-            t_up - t_down, pair[first]->t_acq_ms - t_up, b.t_acq_ms - t_up, hw.ev.t_lost - t_up);
+            t_up - t_down, pair[first]->t_acq_ms - t_up, b.t_acq_ms - t_up,
+            first_lost_ms(&hw) - t_up);
 
     cr_assert_eq(crd_lock_release_owner(hw.w1, last->owner), CRD_OK);
     cr_assert_eq(crd_lock_release_owner(hw.w2, b.owner), CRD_OK);
@@ -1052,12 +1028,13 @@ Test(faults, a_black_holed_network_longer_than_the_lease_reports_the_hold_lost_a
     int64_t t_in = crdt_now_ms();
     cr_assert(t_in - t_cut >= 600, "the lock cannot free before the lease (in %" PRId64 " ms)",
               t_in - t_cut);
-    cr_assert(crdt_wait_until(lost_seen, &hw.ev, 3000), "the watchdog holder was never told");
+    cr_assert(crdt_events_await_lost(&hw.ev, 1, 3000), "the watchdog holder was never told");
     int64_t v = 1;
     cr_assert_eq(crd_lock_validity_ms(hw.h1, &v), CRD_LOCK_LOST);
     cr_assert_eq(crd_lock_validity_ms(hw.h2, &v), CRD_LOCK_LOST);
-    cr_assert(hw.ev.t_lost - t_cut <= 1000 + 400 + 300, "lost reported %" PRId64 " ms after the cut",
-              hw.ev.t_lost - t_cut);
+    cr_assert(first_lost_ms(&hw) - t_cut <= 1000 + 400 + 300,
+              "lost reported %" PRId64 " ms after the cut",
+              first_lost_ms(&hw) - t_cut);
     while (crdt_now_ms() - t_cut < 2500)
         crdt_sleep_ms(50);
     crdt_proxy_set_blackhole(p, CRDT_PROXY_BOTH, false);
@@ -1072,7 +1049,7 @@ Test(faults, a_black_holed_network_longer_than_the_lease_reports_the_hold_lost_a
     cr_assert_eq(crdt_cmd_int(r, "HLEN %s", hw.k1), 1);
     cr_assert_eq(crdt_cmd_int(r, "HLEN %s", hw.k2), 1);
     fprintf(stderr, "[faults] black hole 2500 ms over 1000 ms leases: others in after %" PRId64
-            " ms, loss reported after %" PRId64 " ms\n", t_in - t_cut, hw.ev.t_lost - t_cut);
+            " ms, loss reported after %" PRId64 " ms\n", t_in - t_cut, first_lost_ms(&hw) - t_cut);
     cr_assert_eq(crd_lock_release(hw.w1), CRD_OK);
     cr_assert_eq(crd_lock_release(hw.w2), CRD_OK);
     holders_close(&hw);

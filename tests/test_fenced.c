@@ -19,6 +19,7 @@
 
 #include "../examples/fenced_store.h"
 #include "harness.h"
+#include "standalone/events.h"
 
 static crd_lock *fenced(crd_client *c, const char *name)
 {
@@ -191,27 +192,14 @@ Test(fenced, a_holder_paused_past_its_lease_has_its_write_refused_by_the_store)
 
 /* ---- a vanished counter ------------------------------------------------------------------ */
 
-typedef struct lost_seen {
-    atomic_int lost;
-} lost_seen;
-
-static void on_event(void *user, const crd_event *ev)
-{
-    if (ev->kind == CRD_EVENT_LOCK_LOST)
-        atomic_fetch_add(&((lost_seen *)user)->lost, 1);
-}
-
-static bool saw_lost(void *arg) { return atomic_load(&((lost_seen *)arg)->lost) > 0; }
-
 Test(fenced, a_hold_whose_counter_vanished_is_reported_lost_by_the_watchdog)
 {
     const char *name = crdt_key("deleted");
-    lost_seen seen = {0};
+    crdt_events seen;
     crd_options o;
     crdt_options(&o);
     o.watchdog_timeout_ms = crdt_scaled_ms(900); /* renewals every 300 ms */
-    o.on_event = on_event;
-    o.event_user_data = &seen;
+    crdt_events_attach(&seen, &o);
     crd_client *c = crdt_client_opts(&o);
     crd_lock *l = fenced(c, name);
     int64_t t = 0;
@@ -222,7 +210,7 @@ Test(fenced, a_hold_whose_counter_vanished_is_reported_lost_by_the_watchdog)
     /* Java's RFencedLock.delete() on the counter alone (it deletes both; the hash part is
      * an ordinary force-unlock): tokens would start again at 1 */
     cr_assert_eq(crdt_cmd_int(r, "DEL %s", token_key_of(name)), 1);
-    cr_assert(crdt_wait_until(saw_lost, &seen, crdt_scaled_ms(3000)),
+    cr_assert(crdt_events_await_lost(&seen, 1, crdt_scaled_ms(3000)),
               "no LOCK_LOST within a few renewal periods");
     cr_expect_eq(crd_lock_release(l), CRD_LOCK_LOST);
     redisFree(r);

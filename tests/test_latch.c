@@ -21,35 +21,31 @@
 
 Test(latch, try_set_count_and_count_down_keep_redissons_key_and_messages)
 {
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("cdl");
-    char channel[400];
-    crdt_sync_channel(CRDT_SYNC_LATCH, name, channel, sizeof channel);
+    crdt_sync_fixture f;
+    crdt_sync_open_opts(&f, CRDT_SYNC_LATCH, "cdl", 1, NULL);
     crdt_watch w;
-    crdt_watch_open(&w, channel, false);
-    crd_latch *l = crdt_latch_of(c, name);
+    crdt_watch_open(&w, f.channel, false);
     int64_t n = -1;
-    CRDT_OK(c, crd_latch_count(l, &n));
+    CRDT_OK(f.a, crd_latch_count(f.la, &n));
     cr_assert_eq(n, 0);
-    CRDT_OK(c, crd_latch_await(l, 0));
+    CRDT_OK(f.a, crd_latch_await(f.la, 0));
     bool set = false;
-    CRDT_OK(c, crd_latch_try_set_count(l, 2, &set));
+    CRDT_OK(f.a, crd_latch_try_set_count(f.la, 2, &set));
     cr_assert(set);
-    CRDT_OK(c, crd_latch_try_set_count(l, 5, &set));
+    CRDT_OK(f.a, crd_latch_try_set_count(f.la, 5, &set));
     cr_assert_not(set, "an existing latch keeps its count");
-    cr_assert_eq(crdt_reply_int(crdt_cmd(r, "GET %s", name)), 2, "nothing changed");
-    cr_assert_eq(crd_latch_await(l, 0), CRD_BUSY);
-    CRDT_OK(c, crd_latch_count_down(l));
-    CRDT_OK(c, crd_latch_count(l, &n));
+    cr_assert_eq(crdt_reply_int(crdt_cmd(f.r, "GET %s", f.name)), 2, "nothing changed");
+    cr_assert_eq(crd_latch_await(f.la, 0), CRD_BUSY);
+    CRDT_OK(f.a, crd_latch_count_down(f.la));
+    CRDT_OK(f.a, crd_latch_count(f.la, &n));
     cr_assert_eq(n, 1);
-    CRDT_OK(c, crd_latch_count_down(l));
-    cr_assert_eq(crdt_exists(r, name), 0, "deleted at zero");
-    CRDT_OK(c, crd_latch_await(l, 0));
-    CRDT_OK(c, crd_latch_count_down(l)); /* on a missing latch: nothing */
-    cr_assert_eq(crdt_exists(r, name), 0);
+    CRDT_OK(f.a, crd_latch_count_down(f.la));
+    cr_assert_eq(crdt_exists(f.r, f.name), 0, "deleted at zero");
+    CRDT_OK(f.a, crd_latch_await(f.la, 0));
+    CRDT_OK(f.a, crd_latch_count_down(f.la)); /* on a missing latch: nothing */
+    cr_assert_eq(crdt_exists(f.r, f.name), 0);
     bool deleted = true;
-    CRDT_OK(c, crd_latch_delete(l, &deleted));
+    CRDT_OK(f.a, crd_latch_delete(f.la, &deleted));
     cr_assert_not(deleted);
     crdt_msg m[8];
     int k = crdt_watch_collect(&w, m, 8);
@@ -57,28 +53,24 @@ Test(latch, try_set_count_and_count_down_keep_redissons_key_and_messages)
     cr_assert_str_eq(m[0].payload, "1");
     cr_assert_str_eq(m[1].payload, "0");
     crdt_watch_close(&w);
-    crd_latch_free(l);
-    crd_client_free(c);
-    redisFree(r);
+    crdt_sync_close(&f);
 }
 
 Test(latch, an_await_times_out_at_its_deadline_after_one_last_read)
 {
     crd_options o;
     crdt_tracelog *tl = crdt_traced_options(&o);
-    crd_client *c = crdt_client_opts(&o);
-    const char *name = crdt_key("timeout");
-    crd_latch *l = crdt_latch_of(c, name);
-    CRDT_OK(c, crd_latch_try_set_count(l, 1, NULL));
+    crdt_sync_fixture f;
+    crdt_sync_open_opts(&f, CRDT_SYNC_LATCH, "timeout", 1, &o);
+    CRDT_OK(f.a, crd_latch_try_set_count(f.la, 1, NULL));
     size_t from = crdt_tracelog_count(tl);
     int64_t t0 = crdt_now_ms();
-    cr_assert_eq(crd_latch_await(l, 300), CRD_TIMEOUT);
+    cr_assert_eq(crd_latch_await(f.la, 300), CRD_TIMEOUT);
     int64_t took = crdt_now_ms() - t0;
     cr_assert(took >= 300 && took < 2000, "took %lld ms", (long long)took);
     cr_assert_eq(crdt_tracelog_count_cmd(tl, from, "GET", 0), 3,
                  "GET, SUBSCRIBE, GET, (the wait), GET: as Redisson");
-    crd_latch_free(l);
-    crd_client_free(c);
+    crdt_sync_close(&f);
     crdt_tracelog_free(tl);
 }
 
@@ -179,36 +171,32 @@ Test(latch, eight_waiters_across_processes_are_released_by_the_last_count_down, 
 
 Test(latch, bad_input_is_refused_with_a_status_and_changes_nothing)
 {
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("hash");
-    freeReplyObject(crdt_cmd(r, "HSET %s f v", name));
-    crd_latch *l = crdt_latch_of(c, name);
-    crd_status st = crd_latch_count_down(l);
+    crdt_sync_fixture f;
+    crdt_sync_open_opts(&f, CRDT_SYNC_LATCH, "hash", 1, NULL);
+    freeReplyObject(crdt_cmd(f.r, "HSET %s f v", f.name));
+    crd_status st = crd_latch_count_down(f.la);
     cr_assert_eq(st, CRD_SERVER, "%s", crd_strerror(st));
-    cr_assert(strstr(crd_client_errmsg(c), "WRONGTYPE") != NULL, "%s", crd_client_errmsg(c));
-    cr_assert_eq(crd_latch_await(l, 0), CRD_SERVER);
+    cr_assert(strstr(crd_client_errmsg(f.a), "WRONGTYPE") != NULL, "%s", crd_client_errmsg(f.a));
+    cr_assert_eq(crd_latch_await(f.la, 0), CRD_SERVER);
     int64_t n;
-    cr_assert_eq(crd_latch_count(l, &n), CRD_SERVER);
+    cr_assert_eq(crd_latch_count(f.la, &n), CRD_SERVER);
     bool set = true;
-    CRDT_OK(c, crd_latch_try_set_count(l, 2, &set));
+    CRDT_OK(f.a, crd_latch_try_set_count(f.la, 2, &set));
     cr_assert_not(set, "the name exists: not set");
-    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", name), 1, "the hash is untouched");
-    cr_assert_eq(crd_latch_try_set_count(l, 0, NULL), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_latch_try_set_count(l, -3, NULL), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_latch_await(l, -2), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crdt_cmd_int(f.r, "HLEN %s", f.name), 1, "the hash is untouched");
+    cr_assert_eq(crd_latch_try_set_count(f.la, 0, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_latch_try_set_count(f.la, -3, NULL), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_latch_await(f.la, -2), CRD_INVALID_ARGUMENT);
     cr_assert_eq(crd_latch_count_down(NULL), CRD_INVALID_ARGUMENT);
     crd_latch *x = NULL;
-    cr_assert_eq(crd_latch_new(c, NULL, &x), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_latch_new(f.a, NULL, &x), CRD_INVALID_ARGUMENT);
     cr_assert_null(x);
     /* A braced name works on a single server (golden cdl_d). */
-    crd_latch *braced = crdt_latch_of(c, "crdt-latch{1}");
-    CRDT_OK(c, crd_latch_try_set_count(braced, 1, NULL));
-    CRDT_OK(c, crd_latch_count_down(braced));
+    crd_latch *braced = crdt_latch_of(f.a, "crdt-latch{1}");
+    CRDT_OK(f.a, crd_latch_try_set_count(braced, 1, NULL));
+    CRDT_OK(f.a, crd_latch_count_down(braced));
     crd_latch_free(braced);
-    crd_latch_free(l);
-    crd_client_free(c);
-    redisFree(r);
+    crdt_sync_close(&f);
 }
 
 Test(latch, a_count_down_whose_reply_is_lost_is_an_unknown_outcome_and_is_not_resent)

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "standalone/events.h"
 #include "syncs.h"
 
 /* CRDT_SERIAL_TEST: it counts the process's threads and the server's channels. */
@@ -457,31 +458,13 @@ Test(loop, cancelling_1000_of_2000_pending_acquisitions_leaves_no_subscription_o
 
 /* ---- lock-lost signals on the loop thread -------------------------------------------------- */
 
-typedef struct lost_rec {
-    int lost;
-    bool on_loop_thread;
-    pthread_t loop_thread;
-} lost_rec;
-
-static void on_event_rec(void *user, const crd_event *ev)
-{
-    lost_rec *r = user;
-    if (ev->kind == CRD_EVENT_LOCK_LOST) {
-        r->lost++;
-        r->on_loop_thread = pthread_equal(pthread_self(), r->loop_thread);
-    }
-}
-
-static bool saw_lost(void *arg) { return ((lost_rec *)arg)->lost > 0; }
-
 Test(loop, a_lock_lost_event_is_delivered_on_the_loop_thread)
 {
-    lost_rec lr = {0, false, pthread_self()};
+    crdt_events lr;
     crd_options o;
     crdt_options(&o);
     o.watchdog_timeout_ms = crdt_scaled_ms(600); /* renewals every 200 ms */
-    o.on_event = on_event_rec;
-    o.event_user_data = &lr;
+    crdt_events_attach(&lr, &o);
     o.events_on_loop = true;
     crd_client *c = crdt_client_opts(&o);
     const char *name = crdt_key("lost");
@@ -498,8 +481,9 @@ Test(loop, a_lock_lost_event_is_delivered_on_the_loop_thread)
     bool was = false;
     cr_assert_eq(crd_lock_force_unlock(ol, &was), CRD_OK);
     cr_assert(was);
-    cr_assert(run_loop(c, saw_lost, &lr, crdt_scaled_ms(5000)), "no LOCK_LOST event");
-    cr_expect(lr.on_loop_thread, "on_event ran on the loop thread");
+    cr_assert(run_loop(c, crdt_events_saw_lost, &lr, crdt_scaled_ms(5000)), "no LOCK_LOST event");
+    cr_expect(pthread_equal(atomic_load(&lr.lost_thread), pthread_self()),
+              "on_event ran on the loop thread");
     crd_lock_free(ol);
     crd_client_free(other);
     crd_lock_free(l);

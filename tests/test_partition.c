@@ -43,6 +43,7 @@
 #include "cluster.h"
 #include "faultproxy.h"
 #include "harness.h"
+#include "standalone/events.h"
 #include "holds.h"
 #include "sentinel.h"
 
@@ -90,14 +91,6 @@ static crdt_proxy *proxy_to(int port)
     return p;
 }
 
-/* on_event: counts lock-lost events (the watchdog thread calls it). */
-static void count_lost(void *user_data, const crd_event *e)
-{
-    if (e->kind == CRD_EVENT_LOCK_LOST)
-        atomic_fetch_add((atomic_int *)user_data, 1);
-}
-
-static bool positive(void *arg) { return atomic_load((atomic_int *)arg) > 0; }
 
 /* The end of a hold's trust as its holder sees it now: now + crd_lock_validity_ms. */
 static int64_t trusted_until_ns(crd_lock *l)
@@ -116,15 +109,14 @@ static void cut_holder_round(figures *f, crdt_holds *holds)
 {
     const int64_t lease = crdt_scaled_ms(1500);
     crdt_proxy *px = proxy_to(crdt_port());
-    atomic_int lost = 0;
+    crdt_events ev;
     crd_options oa;
     crdt_options(&oa);
     oa.port = crdt_proxy_port(px);
     oa.connect_timeout_ms = 500;
     oa.command_timeout_ms = 500;
     oa.watchdog_timeout_ms = lease;
-    oa.on_event = count_lost;
-    oa.event_user_data = &lost;
+    crdt_events_attach(&ev, &oa);
     crd_client *a = crdt_client_opts(&oa);
     crd_client *b = crdt_client(); /* direct: on the server's side of the partition */
     const char *name = crdt_key("cut");
@@ -152,7 +144,7 @@ static void cut_holder_round(figures *f, crdt_holds *holds)
                  "other client has the lock", (long long)va, crd_strerror(vst));
     cr_assert(a_end <= b_start, "the cut holder trusted its hold %.1f ms into the next hold",
               (double)(a_end - b_start) / NS_PER_MS);
-    cr_assert(crdt_wait_until(positive, &lost, crdt_scaled_ms(5000)),
+    cr_assert(crdt_events_await_lost(&ev, 1, crdt_scaled_ms(5000)),
               "the cut holder was never told it lost the lock");
 
     crdt_proxy_set_blackhole(px, CRDT_PROXY_BOTH, false);
@@ -160,7 +152,7 @@ static void cut_holder_round(figures *f, crdt_holds *holds)
     crd_status st = crd_lock_release(la);
     cr_assert(st == CRD_LOCK_LOST || st == CRD_NOT_OWNER,
               "the healed holder's release: %s", crd_strerror(st));
-    f->losses += atomic_load(&lost); /* one event per lost hold */
+    f->losses += atomic_load(&ev.lost); /* one event per lost hold */
     char field[200];
     crdt_owner_field(b, crd_owner_current(), field, sizeof field);
     cr_assert_eq(crdt_hget_int(r, name, field), 1,

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exclusion.h"
 #include "harness.h"
 #include "waiters.h"
 
@@ -711,126 +712,15 @@ Test(rwlock, two_watchdog_read_holds_keep_their_timeout_keys_alive_before_and_af
 
 /* ---- exclusion checker ------------------------------------------------------------------ */
 
-enum { EX_PROCS = 4, EX_THREADS_PER_PROC = 2, EX_WRITE_PERCENT = 20 };
-
-typedef struct ex_shared {
-    const char *lock, *readers, *writers, *violations, *failures, *done, *writes;
-    int port;
-} ex_shared;
-
-typedef struct ex_worker {
-    const ex_shared *sh;
-    crd_client *client;
-    int ops;
-    unsigned seed;
-} ex_worker;
-
-/* Plain C: runs in the children's threads. */
-static void ex_work(ex_worker *w)
-{
-    const ex_shared *sh = w->sh;
-    redisContext *r = crdt_raw_connect(sh->port, 30000);
-    if (r == NULL)
-        return;
-    crd_rwlock *rw = NULL;
-    int violations = 0, failures = 0, done = 0, writes = 0;
-    if (crd_rwlock_new(w->client, sh->lock, &rw) != CRD_OK)
-        failures = w->ops;
-    for (int i = 0; rw != NULL && i < w->ops; i++) {
-        bool write = (int)(rand_r(&w->seed) % 100) < EX_WRITE_PERCENT;
-        crd_lock *l = write ? crd_rwlock_write(rw) : crd_rwlock_read(rw);
-        if (crd_lock_acquire(l, 30000, 5000) != CRD_OK) {
-            failures++;
-            continue;
-        }
-        if (write) {
-            if (crdt_reply_int(redisCommand(r, "INCR %s", sh->writers)) != 1)
-                violations++;
-            if (crdt_reply_int(redisCommand(r, "GET %s", sh->readers)) != 0)
-                violations++;
-            crdt_reply_int(redisCommand(r, "DECR %s", sh->writers));
-            writes++;
-        } else {
-            crdt_reply_int(redisCommand(r, "INCR %s", sh->readers));
-            if (crdt_reply_int(redisCommand(r, "GET %s", sh->writers)) != 0)
-                violations++;
-            crdt_reply_int(redisCommand(r, "DECR %s", sh->readers));
-        }
-        if (crd_lock_release(l) != CRD_OK)
-            failures++;
-        done++;
-    }
-    freeReplyObject(redisCommand(r, "INCRBY %s %d", sh->violations, violations));
-    freeReplyObject(redisCommand(r, "INCRBY %s %d", sh->failures, failures));
-    freeReplyObject(redisCommand(r, "INCRBY %s %d", sh->done, done));
-    freeReplyObject(redisCommand(r, "INCRBY %s %d", sh->writes, writes));
-    crd_rwlock_free(rw);
-    redisFree(r);
-}
-
-static void *ex_thread(void *arg)
-{
-    ex_work(arg);
-    return NULL;
-}
-
-static int ex_process(void *arg)
-{
-    ex_worker *ws = arg; /* EX_THREADS_PER_PROC workers */
-    crd_client *c = crdt_plain_client(ws[0].sh->port);
-    if (c == NULL)
-        return 3;
-    pthread_t th[EX_THREADS_PER_PROC];
-    for (int t = 0; t < EX_THREADS_PER_PROC; t++) {
-        ws[t].client = c;
-        if (pthread_create(&th[t], NULL, ex_thread, &ws[t]) != 0)
-            return 4;
-    }
-    for (int t = 0; t < EX_THREADS_PER_PROC; t++)
-        pthread_join(th[t], NULL);
-    crd_client_free(c);
-    return 0;
-}
-
 Test(rwlock, readers_and_writers_in_four_processes_never_overlap_wrongly, .timeout = 120)
 {
-    ex_shared sh = {crdt_key("rw"),         crdt_key("readers"), crdt_key("writers"),
-                    crdt_key("violations"), crdt_key("failures"), crdt_key("done"),
-                    crdt_key("writes"),     crdt_port()};
-    enum { WORKERS = EX_PROCS * EX_THREADS_PER_PROC };
-    int total = crdt_scaled_count(10000, WORKERS);
-    ex_worker ws[WORKERS];
-    memset(ws, 0, sizeof ws);
-    for (int i = 0; i < WORKERS; i++) {
-        ws[i].sh = &sh;
-        ws[i].ops = total / WORKERS + (i < total % WORKERS ? 1 : 0);
-        ws[i].seed = 1000u + (unsigned)i;
-    }
-    int64_t t0 = crdt_now_ms();
-    pid_t pids[EX_PROCS];
-    for (int p = 0; p < EX_PROCS; p++)
-        pids[p] = crdt_fork(ex_process, &ws[p * EX_THREADS_PER_PROC]);
-    for (int p = 0; p < EX_PROCS; p++)
-        cr_assert_eq(crdt_wait_child(pids[p], 110000), 0, "worker process %d failed", p);
-    int64_t elapsed = crdt_now_ms() - t0;
-
-    redisContext *r = crdt_redis();
-    long long violations = crdt_reply_int(crdt_cmd(r, "GET %s", sh.violations));
-    long long failures = crdt_reply_int(crdt_cmd(r, "GET %s", sh.failures));
-    long long done = crdt_reply_int(crdt_cmd(r, "GET %s", sh.done));
-    long long writes = crdt_reply_int(crdt_cmd(r, "GET %s", sh.writes));
-    fprintf(stderr,
-            "[rwlock] exclusion: %d operations (%lld writes) by %d processes x %d threads in "
-            "%.2f s (%.0f/s): violations=%lld failures=%lld\n",
-            total, writes, EX_PROCS, EX_THREADS_PER_PROC, (double)elapsed / 1000.0,
-            elapsed > 0 ? total * 1000.0 / (double)elapsed : 0.0, violations, failures);
-    cr_assert_eq(violations, 0, "%lld overlaps of a writer with anyone", violations);
-    cr_assert_eq(failures, 0, "%lld acquires or releases failed", failures);
-    cr_assert_eq(done, total);
-    cr_assert_eq(crdt_reply_int(crdt_cmd(r, "GET %s", sh.readers)), 0);
-    cr_assert_eq(crdt_reply_int(crdt_cmd(r, "GET %s", sh.writers)), 0);
-    assert_rw_clean(r, sh.lock);
-    redisFree(r);
+    /* 4 processes of 2 threads, 20 % of the holds writes, 5 s leases:
+     * support/exclusion.h's checker. */
+    crdt_ex x = {.tag = "rwlock", .kind = CRDT_EX_RWLOCK, .suffix = "rw", .check = assert_rw_clean,
+                 .procs = 4, .per_proc = 2, .write_percent = 20, .lease_ms = 5000,
+                 .total = crdt_scaled_count(10000, 8), .deadline_ms = 110000};
+    crdt_ex_run(&x);
+    crdt_ex_assert(&x);
 }
 
 Test(rwlock, force_unlock_of_each_lock_only_deletes_in_its_own_mode)

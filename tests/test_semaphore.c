@@ -9,12 +9,11 @@
  */
 #include <criterion/criterion.h>
 
-#include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "exclusion.h"
 #include "faultproxy.h"
 #include "harness.h"
 #include "syncs.h"
@@ -29,36 +28,32 @@ static long long get_int(redisContext *r, const char *key)
 
 Test(semaphore, try_set_acquire_release_drain_keep_the_count_in_the_string_and_publish_it)
 {
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("sem");
-    char channel[400];
-    snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+    crdt_sync_fixture f;
+    crdt_sync_open_opts(&f, CRDT_SYNC_SEMAPHORE, "sem", 1, NULL);
     crdt_watch w;
-    crdt_watch_open(&w, channel, false);
-    crd_semaphore *s = crdt_sem_of(c, name);
+    crdt_watch_open(&w, f.channel, false);
 
-    cr_assert_eq(crd_semaphore_acquire(s, 1, 0), CRD_BUSY, "no semaphore: nothing to take");
+    cr_assert_eq(crd_semaphore_acquire(f.sa, 1, 0), CRD_BUSY, "no semaphore: nothing to take");
     int64_t n = -7;
-    CRDT_OK(c, crd_semaphore_available(s, &n));
+    CRDT_OK(f.a, crd_semaphore_available(f.sa, &n));
     cr_assert_eq(n, 0);
     bool set = false;
-    CRDT_OK(c, crd_semaphore_try_set_permits(s, 3, 0, &set));
+    CRDT_OK(f.a, crd_semaphore_try_set_permits(f.sa, 3, 0, &set));
     cr_assert(set);
-    CRDT_OK(c, crd_semaphore_try_set_permits(s, 5, 0, &set));
+    CRDT_OK(f.a, crd_semaphore_try_set_permits(f.sa, 5, 0, &set));
     cr_assert_not(set, "a second try-set must not set");
-    cr_assert_eq(get_int(r, name), 3);
-    CRDT_OK(c, crd_semaphore_acquire(s, 2, 0));
-    cr_assert_eq(crd_semaphore_acquire(s, 2, 0), CRD_BUSY);
-    CRDT_OK(c, crd_semaphore_acquire(s, 1, 0));
-    cr_assert_eq(get_int(r, name), 0);
-    CRDT_OK(c, crd_semaphore_release(s, 3));
-    cr_assert_eq(get_int(r, name), 3);
-    CRDT_OK(c, crd_semaphore_drain(s, &n));
+    cr_assert_eq(get_int(f.r, f.name), 3);
+    CRDT_OK(f.a, crd_semaphore_acquire(f.sa, 2, 0));
+    cr_assert_eq(crd_semaphore_acquire(f.sa, 2, 0), CRD_BUSY);
+    CRDT_OK(f.a, crd_semaphore_acquire(f.sa, 1, 0));
+    cr_assert_eq(get_int(f.r, f.name), 0);
+    CRDT_OK(f.a, crd_semaphore_release(f.sa, 3));
+    cr_assert_eq(get_int(f.r, f.name), 3);
+    CRDT_OK(f.a, crd_semaphore_drain(f.sa, &n));
     cr_assert_eq(n, 3);
-    cr_assert_eq(get_int(r, name), 0);
-    CRDT_OK(c, crd_semaphore_add_permits(s, -2));
-    CRDT_OK(c, crd_semaphore_available(s, &n));
+    cr_assert_eq(get_int(f.r, f.name), 0);
+    CRDT_OK(f.a, crd_semaphore_add_permits(f.sa, -2));
+    CRDT_OK(f.a, crd_semaphore_available(f.sa, &n));
     cr_assert_eq(n, -2, "add with a negative amount goes below zero");
 
     crdt_msg m[8];
@@ -68,27 +63,21 @@ Test(semaphore, try_set_acquire_release_drain_keep_the_count_in_the_string_and_p
     cr_assert_str_eq(m[1].payload, "3");
     cr_assert_str_eq(m[2].payload, "-2");
     crdt_watch_close(&w);
-    crd_semaphore_free(s);
-    crd_client_free(c);
-    redisFree(r);
+    crdt_sync_close(&f);
 }
 
 Test(semaphore, try_set_with_a_ttl_sets_px_and_acquire_keeps_it)
 {
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("ttl");
-    crd_semaphore *s = crdt_sem_of(c, name);
-    CRDT_OK(c, crd_semaphore_try_set_permits(s, 2, 60000, NULL));
-    long long ttl = crdt_pttl(r, name);
+    crdt_sync_fixture f;
+    crdt_sync_open_opts(&f, CRDT_SYNC_SEMAPHORE, "ttl", 1, NULL);
+    CRDT_OK(f.a, crd_semaphore_try_set_permits(f.sa, 2, 60000, NULL));
+    long long ttl = crdt_pttl(f.r, f.name);
     cr_assert(ttl > 50000 && ttl <= 60000, "pttl %lld", ttl);
-    CRDT_OK(c, crd_semaphore_acquire(s, 1, 0));
-    CRDT_OK(c, crd_semaphore_release(s, 1));
-    ttl = crdt_pttl(r, name);
+    CRDT_OK(f.a, crd_semaphore_acquire(f.sa, 1, 0));
+    CRDT_OK(f.a, crd_semaphore_release(f.sa, 1));
+    ttl = crdt_pttl(f.r, f.name);
     cr_assert(ttl > 50000 && ttl <= 60000, "acquire and release keep the TTL: pttl %lld", ttl);
-    crd_semaphore_free(s);
-    crd_client_free(c);
-    redisFree(r);
+    crdt_sync_close(&f);
 }
 
 Test(semaphore, a_blocked_acquire_is_woken_by_the_release_message_not_by_its_deadline)
@@ -112,19 +101,15 @@ Test(semaphore, a_blocked_acquire_is_woken_by_the_release_message_not_by_its_dea
 
 Test(semaphore, try_acquire_with_a_wait_times_out_at_its_deadline_and_takes_nothing)
 {
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("timeout");
-    crd_semaphore *s = crdt_sem_of(c, name);
-    CRDT_OK(c, crd_semaphore_try_set_permits(s, 1, 0, NULL));
+    crdt_sync_fixture f;
+    crdt_sync_open_opts(&f, CRDT_SYNC_SEMAPHORE, "timeout", 1, NULL);
+    CRDT_OK(f.a, crd_semaphore_try_set_permits(f.sa, 1, 0, NULL));
     int64_t t0 = crdt_now_ms();
-    cr_assert_eq(crd_semaphore_acquire(s, 2, 300), CRD_TIMEOUT);
+    cr_assert_eq(crd_semaphore_acquire(f.sa, 2, 300), CRD_TIMEOUT);
     int64_t took = crdt_now_ms() - t0;
     cr_assert(took >= 300 && took < 2000, "timed out after %lld ms", (long long)took);
-    cr_assert_eq(get_int(r, name), 1, "nothing taken");
-    crd_semaphore_free(s);
-    crd_client_free(c);
-    redisFree(r);
+    cr_assert_eq(get_int(f.r, f.name), 1, "nothing taken");
+    crdt_sync_close(&f);
 }
 
 Test(semaphore, a_release_of_two_wakes_both_local_waiters_and_negative_counts_wake_none)
@@ -149,174 +134,88 @@ Test(semaphore, a_release_of_two_wakes_both_local_waiters_and_negative_counts_wa
     crdt_sync_close(&f);
 }
 
-/* Exclusion: workers take one of 2 permits and check that no more than 2 are inside. */
-typedef struct excl {
-    const char *name, *inside, *over, *go;
-    int port, rounds;
-    bool expirable;
-} excl;
-
-static int excl_worker(const excl *e, crd_client *c)
+/* Exclusion: 4 threads of this process and 3 processes take one of 2 permits and check
+ * that no more than 2 are inside (support/exclusion.h's checker); every permit comes
+ * back. */
+static void two_permits(crdt_ex *x, crd_client *c)
 {
-    redisContext *r = crdt_raw_connect(e->port, 10000);
-    if (r == NULL)
-        return 2;
-    crd_semaphore *s = NULL;
-    crd_permit_semaphore *ps = NULL;
-    int bad = 0;
-    if ((e->expirable ? crd_permit_semaphore_new(c, e->name, &ps)
-                      : crd_semaphore_new(c, e->name, &s)) != CRD_OK)
-        bad = 3;
-    for (int i = 0; i < e->rounds && bad == 0; i++) {
-        char id[CRD_PERMIT_ID_SIZE];
-        crd_status st = ps != NULL ? crd_permit_semaphore_acquire(ps, 20000, 20000, id)
-                                   : crd_semaphore_acquire(s, 1, 20000);
-        if (st != CRD_OK) {
-            bad = 4;
-            break;
-        }
-        long long in = crdt_reply_int(redisCommand(r, "INCR %s", e->inside));
-        if (in > 2 || in < 1)
-            crdt_reply_int(redisCommand(r, "INCR %s", e->over));
-        crdt_reply_int(redisCommand(r, "DECR %s", e->inside));
-        st = ps != NULL ? crd_permit_semaphore_release(ps, id) : crd_semaphore_release(s, 1);
-        if (st != CRD_OK)
-            bad = 5;
-    }
-    crd_semaphore_free(s);
-    crd_permit_semaphore_free(ps);
-    redisFree(r);
-    return bad;
-}
-
-typedef struct excl_thread {
-    const excl *e;
-    crd_client *c;
-    int result;
-    pthread_t th;
-} excl_thread;
-
-static void *excl_thread_body(void *arg)
-{
-    excl_thread *t = arg;
-    t->result = excl_worker(t->e, t->c);
-    return NULL;
-}
-
-/* A child process: forked before the test's process starts a thread (ThreadSanitizer
- * cannot follow a fork of a threaded process); it starts when the go list says so. */
-static int excl_child(void *arg)
-{
-    const excl *e = arg;
-    redisContext *r = crdt_raw_connect(e->port, 10000);
-    if (r == NULL)
-        return 5;
-    bool started = crdt_await_go(r, e->go);
-    redisFree(r);
-    if (!started)
-        return 7;
-    crd_client *c = crdt_plain_client(e->port);
-    if (c == NULL)
-        return 6;
-    int rc = excl_worker(e, c);
-    crd_client_free(c);
-    return rc;
-}
-
-static void exclusion(bool expirable)
-{
-    excl e = {crdt_key("excl"), crdt_key("inside"), crdt_key("over"), crdt_key("go"), crdt_port(),
-              crdt_scaled_count(150, 20), expirable};
-    pid_t kids[3];
-    for (int i = 0; i < 3; i++)
-        kids[i] = crdt_fork(excl_child, &e);
-    redisContext *r = crdt_redis();
-    crd_client *c = crdt_client();
     bool set = false;
-    if (expirable) {
-        crd_permit_semaphore *ps = crdt_pes_of(c, e.name);
+    if (x->kind == CRDT_EX_PERMIT_SEMAPHORE) {
+        crd_permit_semaphore *ps = crdt_pes_of(c, x->key.lock);
         CRDT_OK(c, crd_permit_semaphore_try_set_permits(ps, 2, &set));
         crd_permit_semaphore_free(ps);
     } else {
-        crd_semaphore *s = crdt_sem_of(c, e.name);
+        crd_semaphore *s = crdt_sem_of(c, x->key.lock);
         CRDT_OK(c, crd_semaphore_try_set_permits(s, 2, 0, &set));
         crd_semaphore_free(s);
     }
     cr_assert(set);
-    excl_thread th[4];
-    for (int i = 0; i < 4; i++) {
-        th[i] = (excl_thread){&e, c, -1, 0};
-        cr_assert_eq(pthread_create(&th[i].th, NULL, excl_thread_body, &th[i]), 0);
-    }
-    freeReplyObject(crdt_cmd(r, "RPUSH %s 1 1 1", e.go));
-    int codes[3], ok = 0;
-    for (int i = 0; i < 3; i++)
-        ok += (codes[i] = crdt_wait_child(kids[i], 120000)) == 0;
-    for (int i = 0; i < 4; i++) {
-        pthread_join(th[i].th, NULL);
-        cr_assert_eq(th[i].result, 0, "thread %d failed (%d)", i, th[i].result);
-    }
-    cr_assert_eq(ok, 3, "children: %d %d %d", codes[0], codes[1], codes[2]);
-    cr_assert_eq(get_int(r, e.over), 0, "more than 2 holders were inside at once");
-    cr_assert_eq(get_int(r, e.name), 2, "every permit came back");
-    crd_client_free(c);
-    redisFree(r);
+}
+
+static void two_back(redisContext *r, const char *name)
+{
+    cr_assert_eq(get_int(r, name), 2, "every permit came back");
+}
+
+static void exclusion(crdt_ex_kind kind)
+{
+    crdt_ex x = {.tag = "semaphore", .kind = kind, .suffix = "excl", .prepare = two_permits,
+                 .check = two_back, .permits = 2, .threads = 4, .procs = 3, .lease_ms = 20000,
+                 .total = 7 * crdt_scaled_count(150, 20), .deadline_ms = 120000};
+    crdt_ex_run(&x);
+    crdt_ex_assert(&x);
 }
 
 Test(semaphore, two_permits_are_never_held_by_more_than_two_threads_and_processes, .timeout = 180)
 {
-    exclusion(false);
+    exclusion(CRDT_EX_SEMAPHORE);
 }
 
 Test(semaphore, expirable_two_permits_are_never_held_by_more_than_two_holders, .timeout = 180)
 {
-    exclusion(true);
+    exclusion(CRDT_EX_PERMIT_SEMAPHORE);
 }
 
 Test(semaphore, bad_input_is_refused_with_a_status_and_changes_nothing)
 {
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("hash");
-    freeReplyObject(crdt_cmd(r, "HSET %s f v", name));
-    crd_semaphore *s = crdt_sem_of(c, name);
-    crd_status st = crd_semaphore_acquire(s, 1, 0);
+    crdt_sync_fixture f;
+    crdt_sync_open_opts(&f, CRDT_SYNC_SEMAPHORE, "hash", 1, NULL);
+    freeReplyObject(crdt_cmd(f.r, "HSET %s f v", f.name));
+    crd_status st = crd_semaphore_acquire(f.sa, 1, 0);
     cr_assert_eq(st, CRD_SERVER, "%s", crd_strerror(st));
-    cr_assert(strstr(crd_client_errmsg(c), "WRONGTYPE") != NULL, "%s", crd_client_errmsg(c));
-    cr_assert_eq(crd_semaphore_release(s, 1), CRD_SERVER);
-    cr_assert_eq(crd_semaphore_add_permits(s, 1), CRD_SERVER);
-    cr_assert_eq(crd_semaphore_try_set_permits(s, 1, 0, NULL), CRD_SERVER);
+    cr_assert(strstr(crd_client_errmsg(f.a), "WRONGTYPE") != NULL, "%s", crd_client_errmsg(f.a));
+    cr_assert_eq(crd_semaphore_release(f.sa, 1), CRD_SERVER);
+    cr_assert_eq(crd_semaphore_add_permits(f.sa, 1), CRD_SERVER);
+    cr_assert_eq(crd_semaphore_try_set_permits(f.sa, 1, 0, NULL), CRD_SERVER);
     char type[32];
-    cr_assert_str_eq(crdt_cmd_str(r, type, sizeof type, "TYPE %s", name), "hash");
-    cr_assert_eq(crdt_cmd_int(r, "HLEN %s", name), 1, "the hash is untouched");
+    cr_assert_str_eq(crdt_cmd_str(f.r, type, sizeof type, "TYPE %s", f.name), "hash");
+    cr_assert_eq(crdt_cmd_int(f.r, "HLEN %s", f.name), 1, "the hash is untouched");
 
     const char *good = crdt_key("good");
-    crd_semaphore *g = crdt_sem_of(c, good);
-    CRDT_OK(c, crd_semaphore_try_set_permits(g, 2, 0, NULL));
+    crd_semaphore *g = crdt_sem_of(f.a, good);
+    CRDT_OK(f.a, crd_semaphore_try_set_permits(g, 2, 0, NULL));
     cr_assert_eq(crd_semaphore_acquire(g, 0, 0), CRD_INVALID_ARGUMENT);
     cr_assert_eq(crd_semaphore_acquire(g, -1, 0), CRD_INVALID_ARGUMENT);
     cr_assert_eq(crd_semaphore_release(g, -2), CRD_INVALID_ARGUMENT);
-    cr_assert(strstr(crd_client_errmsg(c), "-2") != NULL, "%s", crd_client_errmsg(c));
+    cr_assert(strstr(crd_client_errmsg(f.a), "-2") != NULL, "%s", crd_client_errmsg(f.a));
     cr_assert_eq(crd_semaphore_try_set_permits(g, -1, 0, NULL), CRD_INVALID_ARGUMENT);
     cr_assert_eq(crd_semaphore_acquire(g, 1, -5), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(get_int(r, good), 2, "nothing changed");
-    freeReplyObject(crdt_cmd(r, "SET %s abc", good));
+    cr_assert_eq(get_int(f.r, good), 2, "nothing changed");
+    freeReplyObject(crdt_cmd(f.r, "SET %s abc", good));
     cr_assert_eq(crd_semaphore_acquire(g, 1, 0), CRD_SERVER, "a value that is not a number");
     int64_t n = 0;
     cr_assert_eq(crd_semaphore_available(g, &n), CRD_PROTOCOL);
     char v[16];
-    cr_assert_str_eq(crdt_cmd_str(r, v, sizeof v, "GET %s", good), "abc");
+    cr_assert_str_eq(crdt_cmd_str(f.r, v, sizeof v, "GET %s", good), "abc");
 
     crd_semaphore *x = NULL;
-    cr_assert_eq(crd_semaphore_new(c, "", &x), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_semaphore_new(c, "a}b", &x), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_semaphore_new(f.a, "", &x), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_semaphore_new(f.a, "a}b", &x), CRD_INVALID_ARGUMENT);
     cr_assert_null(x);
     cr_assert_eq(crd_semaphore_acquire(NULL, 1, 0), CRD_INVALID_ARGUMENT);
     crd_semaphore_free(NULL);
-    crd_semaphore_free(s);
     crd_semaphore_free(g);
-    crd_client_free(c);
-    redisFree(r);
+    crdt_sync_close(&f);
 }
 
 /* A release whose reply is lost after Redis ran it: CRD_OUTCOME_UNKNOWN, never resent. */
@@ -357,91 +256,79 @@ static bool is_hex32(const char *id)
 /* ZSCORE of a permit (its hex id decoded to the 16 bytes Redis keeps); -1 when absent. */
 Test(semaphore, expirable_acquire_returns_an_id_kept_with_its_deadline_and_release_by_id)
 {
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("pes");
-    char zset[400];
-    snprintf(zset, sizeof zset, "{%s}:timeout", name);
-    crd_permit_semaphore *ps = crdt_pes_of(c, name);
-    CRDT_OK(c, crd_permit_semaphore_try_set_permits(ps, 2, NULL));
+    crdt_sync_fixture f;
+    crdt_sync_open_opts(&f, CRDT_SYNC_PERMIT_SEMAPHORE, "pes", 1, NULL);
+    CRDT_OK(f.a, crd_permit_semaphore_try_set_permits(f.pa, 2, NULL));
     char a[CRD_PERMIT_ID_SIZE], b[CRD_PERMIT_ID_SIZE], x[CRD_PERMIT_ID_SIZE];
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     long long before = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    CRDT_OK(c, crd_permit_semaphore_acquire(ps, 0, 10000, a));
-    CRDT_OK(c, crd_permit_semaphore_acquire(ps, 0, CRD_PERMIT_NO_LEASE, b));
+    CRDT_OK(f.a, crd_permit_semaphore_acquire(f.pa, 0, 10000, a));
+    CRDT_OK(f.a, crd_permit_semaphore_acquire(f.pa, 0, CRD_PERMIT_NO_LEASE, b));
     cr_assert(is_hex32(a) && is_hex32(b) && strcmp(a, b) != 0, "%s %s", a, b);
-    long long sa = crdt_permit_score(r, zset, a);
+    long long sa = crdt_permit_score(f.r, f.timeouts, a);
     cr_assert(sa >= before + 10000 && sa < before + 12000, "deadline %lld", sa);
-    cr_assert_eq(crdt_permit_score(r, zset, b), 922337203685477LL);
-    cr_assert_eq(crd_permit_semaphore_acquire(ps, 0, 1000, x), CRD_BUSY);
+    cr_assert_eq(crdt_permit_score(f.r, f.timeouts, b), 922337203685477LL);
+    cr_assert_eq(crd_permit_semaphore_acquire(f.pa, 0, 1000, x), CRD_BUSY);
     int64_t n = -1;
-    CRDT_OK(c, crd_permit_semaphore_available(ps, &n));
+    CRDT_OK(f.a, crd_permit_semaphore_available(f.pa, &n));
     cr_assert_eq(n, 0);
-    CRDT_OK(c, crd_permit_semaphore_permits(ps, &n));
+    CRDT_OK(f.a, crd_permit_semaphore_permits(f.pa, &n));
     cr_assert_eq(n, 2);
-    CRDT_OK(c, crd_permit_semaphore_acquired(ps, &n));
+    CRDT_OK(f.a, crd_permit_semaphore_acquired(f.pa, &n));
     cr_assert_eq(n, 2);
     int64_t left = 0;
-    CRDT_OK(c, crd_permit_semaphore_lease_left(ps, a, &left));
+    CRDT_OK(f.a, crd_permit_semaphore_lease_left(f.pa, a, &left));
     cr_assert(left > 8000 && left <= 10000, "left %lld", (long long)left);
-    CRDT_OK(c, crd_permit_semaphore_lease_left(ps, b, &left));
+    CRDT_OK(f.a, crd_permit_semaphore_lease_left(f.pa, b, &left));
     cr_assert_eq(left, -1);
-    CRDT_OK(c, crd_permit_semaphore_update_lease(ps, a, 20000));
-    CRDT_OK(c, crd_permit_semaphore_lease_left(ps, a, &left));
+    CRDT_OK(f.a, crd_permit_semaphore_update_lease(f.pa, a, 20000));
+    CRDT_OK(f.a, crd_permit_semaphore_lease_left(f.pa, a, &left));
     cr_assert(left > 18000 && left <= 20000, "left %lld", (long long)left);
-    CRDT_OK(c, crd_permit_semaphore_release(ps, a));
-    cr_assert_eq(crdt_permit_score(r, zset, a), -1);
-    cr_assert_eq(get_int(r, name), 1);
-    cr_assert_eq(crd_permit_semaphore_release(ps, a), CRD_NOT_OWNER, "released twice");
-    cr_assert_eq(get_int(r, name), 1, "nothing changed");
-    CRDT_OK(c, crd_permit_semaphore_release(ps, b));
-    cr_assert_eq(crdt_exists(r, zset), 0);
-    cr_assert_eq(get_int(r, name), 2);
-    crd_permit_semaphore_free(ps);
-    crd_client_free(c);
-    redisFree(r);
+    CRDT_OK(f.a, crd_permit_semaphore_release(f.pa, a));
+    cr_assert_eq(crdt_permit_score(f.r, f.timeouts, a), -1);
+    cr_assert_eq(get_int(f.r, f.name), 1);
+    cr_assert_eq(crd_permit_semaphore_release(f.pa, a), CRD_NOT_OWNER, "released twice");
+    cr_assert_eq(get_int(f.r, f.name), 1, "nothing changed");
+    CRDT_OK(f.a, crd_permit_semaphore_release(f.pa, b));
+    cr_assert_eq(crdt_exists(f.r, f.timeouts), 0);
+    cr_assert_eq(get_int(f.r, f.name), 2);
+    crdt_sync_close(&f);
 }
 
 Test(semaphore, expirable_unknown_and_malformed_ids_are_refused_and_change_nothing)
 {
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("ids");
-    char zset[400];
-    snprintf(zset, sizeof zset, "{%s}:timeout", name);
-    crd_permit_semaphore *ps = crdt_pes_of(c, name);
-    CRDT_OK(c, crd_permit_semaphore_try_set_permits(ps, 3, NULL));
+    crdt_sync_fixture f;
+    crdt_sync_open_opts(&f, CRDT_SYNC_PERMIT_SEMAPHORE, "ids", 1, NULL);
+    CRDT_OK(f.a, crd_permit_semaphore_try_set_permits(f.pa, 3, NULL));
     char ids[2][CRD_PERMIT_ID_SIZE];
-    CRDT_OK(c, crd_permit_semaphore_acquire_n(ps, 2, 0, 60000, ids));
+    CRDT_OK(f.a, crd_permit_semaphore_acquire_n(f.pa, 2, 0, 60000, ids));
     const char *unknown = "00112233445566778899aabbccddeeff";
-    cr_assert_eq(crd_permit_semaphore_release(ps, unknown), CRD_NOT_OWNER);
-    cr_assert(strstr(crd_client_errmsg(c), "not a permit") != NULL, "%s", crd_client_errmsg(c));
-    cr_assert_eq(crd_permit_semaphore_release(ps, "xyz"), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(crd_permit_semaphore_update_lease(ps, unknown, 1000), CRD_NOT_OWNER);
+    cr_assert_eq(crd_permit_semaphore_release(f.pa, unknown), CRD_NOT_OWNER);
+    cr_assert(strstr(crd_client_errmsg(f.a), "not a permit") != NULL, "%s", crd_client_errmsg(f.a));
+    cr_assert_eq(crd_permit_semaphore_release(f.pa, "xyz"), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_permit_semaphore_update_lease(f.pa, unknown, 1000), CRD_NOT_OWNER);
     int64_t left = 5;
-    cr_assert_eq(crd_permit_semaphore_lease_left(ps, unknown, &left), CRD_NOT_OWNER);
+    cr_assert_eq(crd_permit_semaphore_lease_left(f.pa, unknown, &left), CRD_NOT_OWNER);
     const char *mixed[2] = {ids[0], unknown};
-    cr_assert_eq(crd_permit_semaphore_release_n(ps, mixed, 2), CRD_NOT_OWNER,
+    cr_assert_eq(crd_permit_semaphore_release_n(f.pa, mixed, 2), CRD_NOT_OWNER,
                  "all or nothing");
-    cr_assert_neq(crdt_permit_score(r, zset, ids[0]), -1, "the good id was not released");
+    cr_assert_neq(crdt_permit_score(f.r, f.timeouts, ids[0]), -1, "the good id was not released");
     const char *twice[2] = {ids[0], ids[0]};
-    cr_assert_eq(crd_permit_semaphore_release_n(ps, twice, 2), CRD_INVALID_ARGUMENT);
-    cr_assert_eq(get_int(r, name), 1, "nothing changed");
-    cr_assert_eq(crd_permit_semaphore_acquire(ps, 0, 0, ids[0]), CRD_INVALID_ARGUMENT,
+    cr_assert_eq(crd_permit_semaphore_release_n(f.pa, twice, 2), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(get_int(f.r, f.name), 1, "nothing changed");
+    cr_assert_eq(crd_permit_semaphore_acquire(f.pa, 0, 0, ids[0]), CRD_INVALID_ARGUMENT,
                  "a lease of 0");
-    cr_assert_eq(crd_permit_semaphore_set_permits(ps, -1), CRD_INVALID_ARGUMENT);
+    cr_assert_eq(crd_permit_semaphore_set_permits(f.pa, -1), CRD_INVALID_ARGUMENT);
     const char *both[2] = {ids[0], ids[1]};
-    CRDT_OK(c, crd_permit_semaphore_release_n(ps, both, 2));
-    cr_assert_eq(get_int(r, name), 3);
+    CRDT_OK(f.a, crd_permit_semaphore_release_n(f.pa, both, 2));
+    cr_assert_eq(get_int(f.r, f.name), 3);
     /* setPermits moves the total; addPermits the available count. */
-    CRDT_OK(c, crd_permit_semaphore_set_permits(ps, 5));
-    cr_assert_eq(get_int(r, name), 5);
-    CRDT_OK(c, crd_permit_semaphore_add_permits(ps, -6));
-    cr_assert_eq(get_int(r, name), -1);
-    crd_permit_semaphore_free(ps);
-    crd_client_free(c);
-    redisFree(r);
+    CRDT_OK(f.a, crd_permit_semaphore_set_permits(f.pa, 5));
+    cr_assert_eq(get_int(f.r, f.name), 5);
+    CRDT_OK(f.a, crd_permit_semaphore_add_permits(f.pa, -6));
+    cr_assert_eq(get_int(f.r, f.name), -1);
+    crdt_sync_close(&f);
 }
 
 Test(semaphore, expirable_a_dead_holders_permit_is_reclaimed_at_its_lease_without_a_message)
@@ -469,19 +356,15 @@ Test(semaphore, expirable_a_dead_holders_permit_is_reclaimed_at_its_lease_withou
 
 Test(semaphore, expirable_a_release_after_the_lease_gives_it_back_and_reports_lock_lost)
 {
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *name = crdt_key("late");
-    crd_permit_semaphore *ps = crdt_pes_of(c, name);
-    CRDT_OK(c, crd_permit_semaphore_try_set_permits(ps, 1, NULL));
+    crdt_sync_fixture f;
+    crdt_sync_open_opts(&f, CRDT_SYNC_PERMIT_SEMAPHORE, "late", 1, NULL);
+    CRDT_OK(f.a, crd_permit_semaphore_try_set_permits(f.pa, 1, NULL));
     char id[CRD_PERMIT_ID_SIZE];
-    CRDT_OK(c, crd_permit_semaphore_acquire(ps, 0, 100, id));
+    CRDT_OK(f.a, crd_permit_semaphore_acquire(f.pa, 0, 100, id));
     crdt_sleep_ms(250); /* the lease running out is what is tested */
-    cr_assert_eq(crd_permit_semaphore_release(ps, id), CRD_LOCK_LOST);
-    cr_assert_eq(get_int(r, name), 1, "given back all the same");
-    crd_permit_semaphore_free(ps);
-    crd_client_free(c);
-    redisFree(r);
+    cr_assert_eq(crd_permit_semaphore_release(f.pa, id), CRD_LOCK_LOST);
+    cr_assert_eq(get_int(f.r, f.name), 1, "given back all the same");
+    crdt_sync_close(&f);
 }
 
 Test(semaphore, expirable_a_waiter_for_two_permits_is_woken_when_a_release_makes_two)
@@ -519,26 +402,6 @@ Test(semaphore, expirable_an_acquire_whose_reply_is_lost_is_read_back_not_resent
 
 /* ---- freeing the client under blocked waiters ---------------------------------------- */
 
-typedef struct blocked_sync {
-    crd_semaphore *sem;
-    crd_permit_semaphore *pes;
-    crd_latch *latch;
-    crd_status st;
-} blocked_sync;
-
-static void *blocked_sync_main(void *arg)
-{
-    blocked_sync *b = arg;
-    char id[CRD_PERMIT_ID_SIZE];
-    if (b->sem != NULL)
-        b->st = crd_semaphore_acquire(b->sem, 1, CRD_WAIT_FOREVER);
-    else if (b->pes != NULL)
-        b->st = crd_permit_semaphore_acquire(b->pes, CRD_WAIT_FOREVER, 10000, id);
-    else
-        b->st = crd_latch_await(b->latch, CRD_WAIT_FOREVER);
-    return NULL;
-}
-
 /* crd_client_free wakes a semaphore acquire, a permit acquire and a latch await that
  * sleep in it with CRD_CLOSED, and each ends its bookkeeping (metrics, the detail
  * string) before it lets the client go: under ASan and memcheck a touch after that is a
@@ -552,15 +415,17 @@ Test(semaphore, freeing_a_client_wakes_its_blocked_semaphore_permit_and_latch_wa
     CRDT_OK(c, crd_semaphore_try_set_permits(sem, 0, 0, NULL));
     CRDT_OK(c, crd_permit_semaphore_try_set_permits(pes, 0, NULL));
     CRDT_OK(c, crd_latch_try_set_count(latch, 1, NULL));
-    blocked_sync b[3] = {{.sem = sem}, {.pes = pes}, {.latch = latch}};
-    pthread_t th[3];
+    crdt_sync_waiter w[3] = {
+        {.s = sem, .permits = 1, .wait_ms = CRD_WAIT_FOREVER},
+        {.ps = pes, .permits = 1, .wait_ms = CRD_WAIT_FOREVER, .lease_ms = 10000},
+        {.l = latch, .wait_ms = CRD_WAIT_FOREVER}};
     for (int i = 0; i < 3; i++)
-        cr_assert_eq(pthread_create(&th[i], NULL, blocked_sync_main, &b[i]), 0);
+        crdt_sync_waiter_start(&w[i]);
     cr_assert(crdt_await_waiting(c, 3, 10000), "the three waiters never slept");
     crd_client_free(c);
     for (int i = 0; i < 3; i++) {
-        pthread_join(th[i], NULL);
-        cr_assert_eq(b[i].st, CRD_CLOSED, "waiter %d: %s", i, crd_strerror(b[i].st));
+        crdt_sync_waiter_join(&w[i], 30000, "a waiter did not return on the free");
+        cr_assert_eq(w[i].st, CRD_CLOSED, "waiter %d: %s", i, crd_strerror(w[i].st));
     }
     crd_semaphore_free(sem);
     crd_permit_semaphore_free(pes);

@@ -21,8 +21,10 @@
 #include <string.h>
 
 #include "faultproxy.h"
+#include "failover.h"
 #include "harness.h"
 #include "sentinel.h"
+#include "standalone/events.h"
 #include "syncs.h"
 #include "waiters.h"
 
@@ -92,25 +94,6 @@ static void *wait_thread(void *arg)
     if (w->st == CRD_OK && w->release_after)
         crd_lock_release(w->l);
     return NULL;
-}
-
-/* Events of the watchdog, counted. */
-typedef struct events {
-    pthread_mutex_t mu;
-    int lost, failing, recovered;
-} events;
-
-static void on_event(void *ud, const crd_event *e)
-{
-    events *ev = ud;
-    pthread_mutex_lock(&ev->mu);
-    if (e->kind == CRD_EVENT_LOCK_LOST)
-        ev->lost++;
-    else if (e->kind == CRD_EVENT_RENEWAL_FAILING)
-        ev->failing++;
-    else
-        ev->recovered++;
-    pthread_mutex_unlock(&ev->mu);
 }
 
 /* ---- discovery ----------------------------------------------------------------------- */
@@ -187,9 +170,8 @@ static void hold_through(bool kill_primary)
     /* Renewals every 3 s; the failover (about 1-3 s here: down-after 1 s, then the
      * election) fits in the lease even on a loaded machine. */
     o.watchdog_timeout_ms = crdt_scaled_ms(9000);
-    events ev = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0};
-    o.on_event = on_event;
-    o.event_user_data = &ev;
+    crdt_events ev;
+    crdt_events_attach(&ev, &o);
     crd_client *a = sentinel_client(&o);
     const char *name = crdt_key("held");
     crd_lock *l = crdt_lock(a, name);
@@ -209,9 +191,7 @@ static void hold_through(bool kill_primary)
         ttl = pttl_on(next, name);
         renewed = low != LLONG_MAX && ttl > low + 100;
         low = ttl > 0 && ttl < low ? ttl : low;
-        pthread_mutex_lock(&ev.mu);
-        lost = ev.lost;
-        pthread_mutex_unlock(&ev.mu);
+        lost = atomic_load(&ev.lost);
     }
     cr_assert(renewed || lost > 0, "hold neither renewed on the new primary (pttl %lld at its "
               "promotion, %lld now) nor reported lost", at_promotion, ttl);
@@ -374,7 +354,7 @@ typedef struct short_hold {
     int go[2], res[2];
     pid_t child;
     crd_options o;
-    events ev;
+    crdt_events ev;
     primary_log pl;
     crd_client *a;
     crd_lock *l;
@@ -402,9 +382,7 @@ static void short_hold_start(short_hold *h, const char *key)
 
     url_options(&h->o, h->url, sizeof h->url);
     h->o.watchdog_timeout_ms = crdt_scaled_ms(3000); /* renewals every second */
-    pthread_mutex_init(&h->ev.mu, NULL);
-    h->o.on_event = on_event;
-    h->o.event_user_data = &h->ev;
+    crdt_events_attach(&h->ev, &h->o);
     pthread_mutex_init(&h->pl.mu, NULL);
     h->o.on_log = on_primary_log;
     h->o.log_user_data = &h->pl;
@@ -423,10 +401,7 @@ static void short_hold_start(short_hold *h, const char *key)
 
 static int short_hold_lost(short_hold *h)
 {
-    pthread_mutex_lock(&h->ev.mu);
-    int lost = h->ev.lost;
-    pthread_mutex_unlock(&h->ev.mu);
-    return lost;
+    return atomic_load(&h->ev.lost);
 }
 
 /* The monotonic time the waiter process got the lock (asserts that it did). */
@@ -749,41 +724,11 @@ Test(sentinel, a_handed_off_acquire_answered_after_a_switch_holds_the_lock_on_th
 
 /* ---- a primary that stalls until the sentinels replace it ------------------------------- */
 
-typedef struct loop_tally {
-    int done;
-    int failed; /* CRD_TIMEOUT or CRD_IO: the wait ran out on the stalled primary */
-    crd_status last;
-} loop_tally;
-
-static void on_stalled_done(void *user, crd_op *op, crd_status st)
+/* failover.h's view of the two primaries: ports[0] the old one, ports[1] the new. */
+static redisContext *topo_node(void *arg, bool old)
 {
-    (void)op;
-    loop_tally *t = user;
-    t->done++;
-    t->failed += st == CRD_TIMEOUT || st == CRD_IO;
-    t->last = st;
-}
-
-typedef struct role_pred {
-    int port;
-    const char *key;
-} role_pred;
-
-/* The node at port is a replica with its link up and has no copy of key. */
-static bool demoted_and_clean(void *arg)
-{
-    role_pred *rp = arg;
-    redisContext *r = crdt_topo_connect(&topo, rp->port, 500);
-    if (r == NULL)
-        return false;
-    redisReply *info = redisCommand(r, "INFO replication");
-    bool ok = info != NULL && info->type == REDIS_REPLY_STRING &&
-              strstr(info->str, "role:slave") != NULL &&
-              strstr(info->str, "master_link_status:up") != NULL;
-    freeReplyObject(info);
-    ok = ok && crdt_cmd_int(r, "EXISTS %s", rp->key) == 0;
-    redisFree(r);
-    return ok;
+    const int *ports = arg;
+    return crdt_topo_connect(&topo, ports[old ? 0 : 1], 500);
 }
 
 /* The primary stops (SIGSTOP: a fork stall, a blip) and stays stopped until the sentinels
@@ -816,18 +761,12 @@ Test(sentinel, a_primary_stalled_until_the_sentinels_replace_it_keeps_every_dead
     const int64_t slack = crdt_scaled_ms(50);
 
     cr_assert_eq(kill(topo.nodes[idx].pid, SIGSTOP), 0);
-    int64_t t0 = crdt_now_ms();
-    crd_status st = crd_lock_acquire(l, 100, 30000);
-    int64_t took = crdt_now_ms() - t0;
-    cr_assert(st == CRD_TIMEOUT || st == CRD_IO, "acquire during the stall: %s (%s)",
-              crd_strerror(st), crd_client_errmsg(c));
-    cr_assert(took <= 100 + slack, "a 100 ms wait returned after %lld ms: %s (%s)",
-              (long long)took, crd_strerror(st), crd_client_errmsg(c));
+    int64_t took = crdt_stalled_acquire(c, l, slack, "acquire");
 
-    loop_tally lt = {0, 0, CRD_OK};
-    t0 = crdt_now_ms();
+    crdt_op_rec lt = {0, CRD_OK, 0};
+    int64_t t0 = crdt_now_ms();
     for (int i = 0; i < N; i++)
-        cr_assert_eq(crd_lock_acquire_async(l, crd_owner_new(), 500, 30000, on_stalled_done, &lt,
+        cr_assert_eq(crd_lock_acquire_async(l, crd_owner_new(), 500, 30000, crdt_op_rec_done, &lt,
                                             NULL), CRD_OK);
     int64_t worst_us = crdt_loop_until(c, &lt.done, N, 10000);
     int64_t all = crdt_now_ms() - t0;
@@ -845,23 +784,9 @@ Test(sentinel, a_primary_stalled_until_the_sentinels_replace_it_keeps_every_dead
     /* Still stopped: the sentinels see it down and promote a replica. */
     int next = crdt_topo_await_switch(&topo, old, 30000);
     cr_assert(next > 0, "%s", topo.err);
-    t0 = crdt_now_ms();
-    st = crd_lock_acquire(l, 30000, 30000);
-    int64_t found = crdt_now_ms() - t0;
-    cr_assert_eq(st, CRD_OK, "acquire after the switch: %s (%s)", crd_strerror(st),
-                 crd_client_errmsg(c));
-    cr_assert_eq(crd_lock_release(l), CRD_OK, "%s", crd_client_errmsg(c));
-
-    /* The old primary resumes: it runs the acquires left in its socket buffers, then the
-     * sentinels make it a replica of the new one and its data is replaced. */
-    cr_assert_eq(kill(topo.nodes[idx].pid, SIGCONT), 0);
-    role_pred rp = {old, key};
-    cr_assert(crdt_wait_until(demoted_and_clean, &rp, 30000),
-              "the old primary was not demoted, or still has the lock");
-    redisContext *r = crdt_topo_connect(&topo, next, 1000);
-    cr_assert_not_null(r);
-    cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", key), 0, "the new primary has a hold nobody owns");
-    redisFree(r);
+    int ports[2] = {old, next};
+    int64_t found = crdt_failover_check(c, l, key, topo.nodes[idx].pid, topo_node, ports,
+                                        "switch");
     crd_metrics m;
     cr_assert_eq(crd_client_metrics(c, &m, sizeof m), CRD_OK);
     fprintf(stderr, "[sentinel] stalled primary: 100 ms acquire back after %lld ms; %d loop "

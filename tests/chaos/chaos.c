@@ -47,6 +47,7 @@
 
 #include "credisson.h"
 #include "faultproxy.h"
+#include "../standalone/events.h"      /* crdt_events: watchdog events counted */
 #include "../standalone/redis_child.h" /* free_port, connect_port, spawn_child, ... */
 
 #define MAX_PROCS 32
@@ -119,15 +120,8 @@ typedef struct worker_ctx {
     pthread_mutex_t out_mu;
     pthread_mutex_t tot_mu;
     worker_totals tot;
-    atomic_uint_fast64_t lost_events;
+    crdt_events events; /* the client's watchdog events */
 } worker_ctx;
-
-static void on_event(void *ud, const crd_event *ev)
-{
-    worker_ctx *w = ud;
-    if (ev->kind == CRD_EVENT_LOCK_LOST)
-        atomic_fetch_add(&w->lost_events, 1);
-}
 
 static bool valid_now(crd_lock *l)
 {
@@ -244,8 +238,7 @@ static int worker_main(int proc, int port, int threads, int nlocks, int64_t seco
     o.watchdog_timeout_ms = 1500;
     o.poll_interval_ms = 200;
     o.subscription_timeout_ms = 1000;
-    o.on_event = on_event;
-    o.event_user_data = &w;
+    crdt_events_attach(&w.events, &o);
     /* The network may be down when we start: keep trying for a while. */
     crd_status st = CRD_IO;
     for (int i = 0; i < 100; i++) {
@@ -270,7 +263,7 @@ static int worker_main(int proc, int port, int threads, int nlocks, int64_t seco
         pthread_create(&th[i], NULL, worker_thread, &w);
     for (int i = 0; i < threads; i++)
         pthread_join(th[i], NULL);
-    w.tot.lost_events = atomic_load(&w.lost_events);
+    w.tot.lost_events = (uint64_t)atomic_load(&w.events.lost);
     fclose(w.out);
     for (int i = 0; i < nlocks; i++)
         crd_lock_free(w.locks[i]);

@@ -32,12 +32,14 @@
 
 #include "credisson.h"
 #include "sentinel.h"
+#include "../standalone/events.h"
 
 enum { WORKERS = 8, LOCKS = 4, FAILOVER_S = 20 };
 
 static crdt_topo topo;
 static atomic_int inside[LOCKS];
 static atomic_long overlaps, redis_overlaps, stale, lost, acquired, not_synced, io_fail, released;
+static crdt_events events; /* every worker's client's: lock-lost events count as lost */
 static atomic_long sections;          /* section ids, from 1 */
 static atomic_long live[WORKERS + 1]; /* the section worker k is inside, 0 when none */
 static atomic_bool stop;
@@ -49,13 +51,6 @@ static int64_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void on_event(void *ud, const crd_event *e)
-{
-    (void)ud;
-    if (e->kind == CRD_EVENT_LOCK_LOST)
-        atomic_fetch_add(&lost, 1);
 }
 
 /* Another section's marker was in lock i's place: an overlap when that section is still
@@ -85,8 +80,8 @@ static void *worker(void *arg)
      * lost by the failover, not by renewals failing past the lease meanwhile. */
     o.watchdog_timeout_ms = 10000;
     o.replica_sync = sync_mode;
-    o.on_event = on_event;
-    o.log_user_data = NULL;
+    o.on_event = crdt_events_count;
+    o.event_user_data = &events;
     crd_client *c = NULL;
     if (crd_client_new(&o, &c) != CRD_OK) {
         fprintf(stderr, "soak: client: %s\n", crd_client_errmsg(c));
@@ -174,6 +169,7 @@ static bool run_mode(int mode, int seconds)
     sync_mode = mode;
     atomic_store(&stop, false);
     overlaps = redis_overlaps = stale = lost = acquired = not_synced = io_fail = released = 0;
+    memset(&events, 0, sizeof events);
     if (!crdt_topo_start(&topo, NULL)) {
         fprintf(stderr, "soak: topology: %s\n", topo.err);
         return false;
@@ -213,7 +209,8 @@ static bool run_mode(int mode, int seconds)
            "overlaps %ld (Redis detector %ld, stale markers %ld), lost %ld, not_synced %ld, io %ld\n",
            mode == CRD_REPLICA_SYNC_ON ? "on" : "off", seconds, failovers, failed,
            atomic_load(&acquired), atomic_load(&released), atomic_load(&overlaps),
-           atomic_load(&redis_overlaps), atomic_load(&stale), atomic_load(&lost), atomic_load(&not_synced),
+           atomic_load(&redis_overlaps), atomic_load(&stale),
+           atomic_load(&lost) + atomic_load(&events.lost), atomic_load(&not_synced),
            atomic_load(&io_fail));
     fflush(stdout);
     return true;

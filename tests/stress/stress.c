@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../standalone/events.h"      /* crdt_events: watchdog events counted */
 #include "../standalone/redis_child.h" /* free_port, connect_port, spawn_child, ... */
 
 static int port;
@@ -255,25 +256,11 @@ static bool test_rw_threads(void)
 
 /* ---- 3. watchdog: renewals racing releases, lock lost -------------------------------- */
 
-typedef struct events {
-    atomic_int lost;
-    atomic_int failing;
-} events;
-
-static void on_event(void *ud, const crd_event *ev)
-{
-    events *e = ud;
-    if (ev->kind == CRD_EVENT_LOCK_LOST)
-        atomic_fetch_add(&e->lost, 1);
-    else if (ev->kind == CRD_EVENT_RENEWAL_FAILING)
-        atomic_fetch_add(&e->failing, 1);
-}
-
 static bool test_watchdog_lost(void)
 {
     bool ok = true;
-    events ev = {0};
-    crd_client *c = client_with(300, on_event, &ev);
+    crdt_events ev = {0};
+    crd_client *c = client_with(300, crdt_events_count, &ev);
     crd_client *other = client_with(0, NULL, NULL);
     crd_lock *locks[20] = {0}, *force = NULL;
     CHECK(c != NULL && other != NULL, "setup");
@@ -293,9 +280,7 @@ static bool test_watchdog_lost(void)
         CHECK(crd_lock_new(other, key("wd0"), &force) == CRD_OK, "new");
         bool was = false;
         CHECK(crd_lock_force_unlock(force, &was) == CRD_OK && was, "force-unlock");
-        int64_t deadline = now_ms() + 2000;
-        while (atomic_load(&ev.lost) == 0 && now_ms() < deadline)
-            sleep_ms(5);
+        crdt_events_await_lost(&ev, 1, 2000);
         CHECK(atomic_load(&ev.lost) == 1, "lost events: %d", atomic_load(&ev.lost));
         CHECK(crd_lock_release(locks[0]) == CRD_LOCK_LOST, "release after loss");
         for (int i = 1; i < 20; i++)
@@ -331,8 +316,8 @@ static bool test_renewal_races_release(void)
 {
     bool ok = true;
     enum { N = 2000 };
-    events ev = {0};
-    crd_client *c = client_with(300, on_event, &ev);
+    crdt_events ev = {0};
+    crd_client *c = client_with(300, crdt_events_count, &ev);
     crd_lock **locks = calloc(N, sizeof *locks);
     uint64_t owner = crd_owner_new();
     CHECK(c != NULL && locks != NULL, "setup");
@@ -369,14 +354,13 @@ static bool test_renewal_races_release(void)
 static bool test_pause_loses_lock(void)
 {
     bool ok = true;
-    events ev = {0};
+    crdt_events ev;
     crd_options o;
     crd_options_init(&o);
     o.port = port;
     o.watchdog_timeout_ms = 600;
     o.command_timeout_ms = 100;
-    o.on_event = on_event;
-    o.event_user_data = &ev;
+    crdt_events_attach(&ev, &o);
     crd_client *c = NULL;
     CHECK(crd_client_new(&o, &c) == CRD_OK, "client");
     crd_lock *l = NULL;

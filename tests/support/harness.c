@@ -1644,6 +1644,7 @@ void crdt_op_rec_done(void *user, crd_op *op, crd_status st)
     (void)op;
     crdt_op_rec *r = user;
     r->last = st;
+    r->failed += st == CRD_TIMEOUT || st == CRD_IO;
     r->done++;
 }
 

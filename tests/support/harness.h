@@ -125,10 +125,12 @@ bool crdt_wait_until(bool (*pred)(void *arg), void *arg, int64_t timeout_ms);
  * limit_ms pass. Returns the longest crd_loop_dispatch call, in microseconds. */
 int64_t crdt_loop_until(crd_client *c, const int *done, int n, int64_t limit_ms);
 /* The simplest event-loop callback: counts the operations done (a crdt_loop_until
- * counter) and keeps the last status. */
+ * counter), those whose wait ran out (CRD_TIMEOUT, or CRD_IO on a connection that never
+ * answered), and keeps the last status. */
 typedef struct crdt_op_rec {
     int done;
     crd_status last;
+    int failed;
 } crdt_op_rec;
 void crdt_op_rec_done(void *user, crd_op *op, crd_status st);
 

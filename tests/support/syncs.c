@@ -38,9 +38,16 @@ void crdt_sync_channel(crdt_sync_kind kind, const char *name, char *buf, size_t 
 
 void crdt_sync_open(crdt_sync_fixture *f, crdt_sync_kind kind, const char *suffix)
 {
+    crdt_sync_open_opts(f, kind, suffix, 2, NULL);
+}
+
+void crdt_sync_open_opts(crdt_sync_fixture *f, crdt_sync_kind kind, const char *suffix,
+                         int clients, const crd_options *oa)
+{
+    cr_assert(clients == 1 || clients == 2, "a synchronizer fixture has 1 or 2 clients");
     memset(f, 0, sizeof *f);
-    f->a = crdt_client();
-    f->b = crdt_client();
+    f->a = oa != NULL ? crdt_client_opts(oa) : crdt_client();
+    f->b = clients == 2 ? crdt_client() : NULL;
     f->r = crdt_redis();
     f->name = crdt_key(suffix);
     crdt_sync_handles(f, kind);
@@ -49,6 +56,7 @@ void crdt_sync_open(crdt_sync_fixture *f, crdt_sync_kind kind, const char *suffi
 void crdt_sync_handles(crdt_sync_fixture *f, crdt_sync_kind kind)
 {
     crdt_sync_channel(kind, f->name, f->channel, sizeof f->channel);
+    snprintf(f->timeouts, sizeof f->timeouts, "{%s}:timeout", f->name);
     switch (kind) {
     case CRDT_SYNC_SEMAPHORE:
         f->sa = crdt_sem_of(f->a, f->name);
@@ -115,7 +123,7 @@ void crdt_lost_permit_open(crdt_lost_permit *x, const char *suffix)
 {
     crdt_sync_fixture *f = &x->f;
     crdt_sync_open_proxied(f, CRDT_SYNC_PERMIT_SEMAPHORE, suffix);
-    snprintf(x->zset, sizeof x->zset, "{%s}:timeout", f->name);
+    snprintf(x->zset, sizeof x->zset, "%s", f->timeouts);
     CRDT_OK(f->a, crd_permit_semaphore_try_set_permits(f->pa, 3, NULL));
     char first[CRD_PERMIT_ID_SIZE];
     CRDT_OK(f->a, crd_permit_semaphore_acquire(f->pa, 0, 60000, first)); /* script cached */

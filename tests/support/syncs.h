@@ -57,7 +57,8 @@ void crdt_sync_channel(crdt_sync_kind kind, const char *name, char *buf, size_t 
 /* Clients a and b, a raw connection r, name = crdt_key(suffix) (valid after the close),
  * its channel, and one handle of the fixture's kind for each client: sa/sb, pa/pb or
  * la/lb (the other pairs stay NULL). A proxied fixture has client a only, made through
- * the fault proxy p (NULL otherwise). */
+ * the fault proxy p (NULL otherwise); so has a one-client fixture (b NULL). timeouts is
+ * a permit semaphore's "{name}:timeout" zset (filled for every kind). */
 typedef struct crdt_sync_fixture {
     crdt_proxy *p;
     crd_client *a, *b;
@@ -67,10 +68,15 @@ typedef struct crdt_sync_fixture {
     crd_semaphore *sa, *sb;
     crd_permit_semaphore *pa, *pb;
     crd_latch *la, *lb;
+    char timeouts[400];
 } crdt_sync_fixture;
 
 /* Opens the fixture (asserts). */
 void crdt_sync_open(crdt_sync_fixture *f, crdt_sync_kind kind, const char *suffix);
+/* The same with `clients` clients (1: a only, 2: a and b), a made from oa (NULL:
+ * crdt_options(), e.g. crdt_traced_options()'s to trace it), b from crdt_options(). */
+void crdt_sync_open_opts(crdt_sync_fixture *f, crdt_sync_kind kind, const char *suffix,
+                         int clients, const crd_options *oa);
 /* One client a through a fault proxy (crdt_client_via_proxy: plain TCP, 1 s command
  * timeout), its handle, r, name and channel: the lost-reply tests. */
 void crdt_sync_open_proxied(crdt_sync_fixture *f, crdt_sync_kind kind, const char *suffix);
