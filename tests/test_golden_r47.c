@@ -1,6 +1,7 @@
 /*
  * test_golden_r47.c -- parity with the Redisson 4.7.0 recordings (tests/golden/scenarios/
- * r47_*.json, README-r47.md) through the library's API. CRDT_SERIAL_TEST
+ * r47_*.json, README-r47.md) through the library's API. Every scenario has a server of its
+ * own (the recording's whole key space is compared), so the suite runs two at once.
  *
  * Each scenario is replayed step by step with credisson: every Java client is a crd_client
  * (its watchdog timeout the recording's lockWatchdogTimeout) with a trace recorder, every
@@ -256,6 +257,7 @@ typedef struct scn {
     json_t *root;
     bool cluster;
     crdt_cluster cl;
+    crdt_server srv; /* standalone: this scenario's own server */
     redisContext *r, *sub;
     gcl cls[MAXC];
     int ncl;
@@ -827,7 +829,7 @@ static void check_published(scn *s, json_t *step)
     if (s->sub == NULL)
         return;
     /* the marker's own message ends what this step published */
-    redisContext *p = crdt_redis();
+    redisContext *p = crdt_redis_port(s->srv.port);
     freeReplyObject(crdt_cmd(p, "PUBLISH crdt-golden-r47-marker end"));
     redisFree(p);
     json_t *pub = json_object_get(step, "published");
@@ -1289,9 +1291,9 @@ static void open_scenario(scn *s, const char *file)
         crdt_cluster_start(&s->cl, 1, 0); /* one master with every slot, as recorded */
         s->r = crdt_cluster_redis(&s->cl, 0);
     } else {
-        s->r = crdt_redis();
-        freeReplyObject(crdt_cmd(s->r, "FLUSHALL"));
-        s->sub = crdt_redis();
+        crdt_server_start(&s->srv, false, NULL, NULL, NULL);
+        s->r = crdt_redis_port(s->srv.port);
+        s->sub = crdt_redis_port(s->srv.port);
         freeReplyObject(crdt_cmd(s->sub, "PSUBSCRIBE *"));
         struct timeval tv = {5, 0};
         redisSetTimeout(s->sub, tv);
@@ -1310,8 +1312,10 @@ static void open_scenario(scn *s, const char *file)
         g->tl = crdt_tracelog_new();
         if (s->cluster)
             crdt_cluster_options(&s->cl, &o);
-        else
+        else {
             crdt_options(&o);
+            crdt_options_port(&o, s->srv.port);
+        }
         o.watchdog_timeout_ms = json_integer_value(json_object_get(cfg, "lockWatchdogTimeout"));
         o.local_fifo = false; /* each Java thread asks Redis itself, as recorded */
         o.release_defer_ms = 0;
@@ -1351,6 +1355,7 @@ static void close_scenario(scn *s)
     else {
         redisFree(s->r);
         redisFree(s->sub);
+        crdt_server_stop(&s->srv);
     }
     json_decref(s->root);
 }
