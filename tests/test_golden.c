@@ -159,6 +159,7 @@ typedef struct scenario {
     int64_t step_wall;       /* wall-clock ms when the step began */
     int renew_g, renew_o;    /* renewals recorded / seen, whole scenario */
     int max_steps;           /* replay only steps <= this (0: all) */
+    crdt_server srv;      /* this scenario's own server (MONITOR sees only its clients) */
     redisContext *r;      /* assertions and markers */
     redisContext *mon;    /* MONITOR */
     redisContext *sub;    /* PSUBSCRIBE * */
@@ -649,6 +650,7 @@ typedef struct remote_args {
     int trace_wr, cmd_rd, hello_wr;
     int64_t watchdog_ms, fair_wait_ms;
     const char *name;
+    int port;
 } remote_args;
 
 /* The child: its own client, reporting its id and owner, then running the calls the
@@ -659,7 +661,7 @@ static int remote_child(void *arg)
     static int trace_fd;
     trace_fd = ra->trace_wr;
     crd_options o;
-    crdt_options_plain(&o, atoi(getenv("CRDT_REDIS_PORT")));
+    crdt_options_plain(&o, ra->port);
     o.connect_timeout_ms = 1000;
     o.command_timeout_ms = 3000;
     o.watchdog_timeout_ms = ra->watchdog_ms;
@@ -727,7 +729,7 @@ static void remote_start(scenario *s, gclient *g, int64_t watchdog, int64_t fair
     cr_assert_eq(pipe(tp), 0);
     cr_assert_eq(pipe(cp), 0);
     cr_assert_eq(pipe(hp), 0);
-    remote_args ra = {tp[1], cp[0], hp[1], watchdog, fair_wait, s->name};
+    remote_args ra = {tp[1], cp[0], hp[1], watchdog, fair_wait, s->name, s->srv.port};
     g->pid = crdt_fork(remote_child, &ra);
     close(tp[1]);
     close(cp[0]);
@@ -1012,7 +1014,8 @@ static void scenario_open(scenario *s, const char *file, bool paced, int max_ste
     json_t *fw = json_object_get(config, "fairLockWaitTimeout");
     int64_t fair_wait = json_is_integer(fw) ? json_integer_value(fw) : 300000;
 
-    s->r = crdt_redis();
+    crdt_server_start(&s->srv, false, NULL, NULL, NULL);
+    s->r = crdt_redis_port(s->srv.port);
     load_script_labels(s->r);
 
     /* Clients in their own process first: fork before this process has client threads. */
@@ -1033,6 +1036,7 @@ static void scenario_open(scenario *s, const char *file, bool paced, int max_ste
             } else {
                 crd_options o;
                 crdt_options(&o);
+                crdt_options_port(&o, s->srv.port);
                 o.watchdog_timeout_ms = watchdog;
                 o.fair_wait_timeout_ms = fair_wait;
                 /* Several Java threads of one client (u, v) wait on one lock: replayed
@@ -1069,11 +1073,11 @@ static void scenario_open(scenario *s, const char *file, bool paced, int max_ste
         memcpy(a->field, field, sizeof field);
     }
 
-    s->mon = crdt_redis();
+    s->mon = crdt_redis_port(s->srv.port);
     redisReply *rep = crdt_cmd(s->mon, "MONITOR");
     cr_assert_eq(rep->type, REDIS_REPLY_STATUS);
     freeReplyObject(rep);
-    s->sub = crdt_redis();
+    s->sub = crdt_redis_port(s->srv.port);
     rep = crdt_cmd(s->sub, "PSUBSCRIBE *");
     cr_assert_eq(rep->type, REDIS_REPLY_ARRAY);
     freeReplyObject(rep);
@@ -1115,6 +1119,7 @@ static void scenario_close(scenario *s)
     redisFree(s->mon);
     redisFree(s->sub);
     redisFree(s->r);
+    crdt_server_stop(&s->srv);
     json_decref(s->root);
 }
 
@@ -1318,7 +1323,7 @@ static void run_step_call(scenario *s, json_t *step, int stepno)
          * (its queue entry stays: that is the scenario) */
         char pattern[64];
         snprintf(pattern, sizeof pattern, "*%s*", g->uuid);
-        cr_assert(crdt_pubsub_channels_empty(pattern), "%s: the killed client is still "
+        cr_assert(crdt_pubsub_channels_empty_at(s->srv.port, pattern), "%s: the killed client is still "
                   "subscribed", s->where);
         return;
     }
@@ -1792,9 +1797,9 @@ static void check_client_traffic(scenario *s, json_t *step, int stepno)
         }
         cr_assert_eq(k, ng, "%s: %s sent %zu scripts, the recording has %zu", s->where,
                      a->label, k, ng);
-        /* The server's script cache is shared with the other tests (and empty at
-         * start), so a NOSCRIPT may come anywhere; where the recording has one, the
-         * cache was flushed right before the step and it must come. */
+        /* The scenario's own server starts with an empty script cache, so a NOSCRIPT
+         * may come at any script's first use; where the recording has one, the cache
+         * was flushed right before the step and it must come. */
         cr_assert_geq(o_noscript, g_noscript, "%s: %s got %zu NOSCRIPT replies, recorded %zu",
                       s->where, a->label, o_noscript, g_noscript);
         /* Renewals follow credisson's own period (watchdog timeout / 3, as Redisson):
@@ -2433,7 +2438,7 @@ static void replay_finish(scenario *s)
               "%s: %d renewals, recorded %d", s->file, s->renew_o, s->renew_g);
     char pattern[400];
     snprintf(pattern, sizeof pattern, "*%s*", s->name);
-    cr_assert(crdt_pubsub_channels_empty(pattern), "%s: a waiter stayed subscribed", s->file);
+    cr_assert(crdt_pubsub_channels_empty_at(s->srv.port, pattern), "%s: a waiter stayed subscribed", s->file);
 }
 
 static void replay_mode(const char *file, bool paced)

@@ -881,7 +881,12 @@ static bool channels_empty_pred(void *arg)
 
 bool crdt_pubsub_channels_empty(const char *pattern)
 {
-    struct chan_pred p = {crdt_redis(), pattern};
+    return crdt_pubsub_channels_empty_at(crdt_port(), pattern);
+}
+
+bool crdt_pubsub_channels_empty_at(int port, const char *pattern)
+{
+    struct chan_pred p = {crdt_redis_port(port), pattern};
     bool ok = crdt_wait_until(channels_empty_pred, &p, 2000);
     redisFree(p.c);
     return ok;

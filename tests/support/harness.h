@@ -246,6 +246,8 @@ long long crdt_pubsub_channels_count(redisContext *c, const char *pattern);
 /* Waits up to 2 s for PUBSUB CHANNELS [pattern] to become empty; returns whether it
  * did (unsubscribe is asynchronous to the call that ended a wait). */
 bool crdt_pubsub_channels_empty(const char *pattern);
+/* The same on the server at port. */
+bool crdt_pubsub_channels_empty_at(int port, const char *pattern);
 
 /* ---------------------------------------------------------------------------------- */
 /* Lock state probes                                                                  */
