@@ -13,7 +13,8 @@
  * command has the --timeout deadline; a server that stops answering (CLIENT PAUSE, a
  * stall) is a finding of its own and ends the checks at once.
  *
- * Raw probes use hiredis (probe.c), the measured pair and hand-off the public API.
+ * Raw probes use hiredis (probe.c; over TLS through tlsdial.c's relay), the measured pair and
+ * hand-off the public API.
  * Main thread, plus one subscriber thread while pub/sub delivery is measured and one
  * waiter thread while hand-offs are.
  */
@@ -1127,12 +1128,6 @@ static void measure_library(doctor *d)
         d->m.handoff_p50 = probe_quantile(v, done, 0.5);
         d->m.have_handoff = true;
     }
-    crd_metrics m;
-    if (crd_client_metrics(a, &m, sizeof m) == CRD_OK && m.eviction_warnings > 0 &&
-        d->t.tls) /* raw probes could not read the policy: the library's warning stands in */
-        add(d, "maxmemory-policy", SEV_FAIL, "an eviction policy can delete held locks",
-            "CONFIG SET maxmemory-policy noeviction",
-            "the library warned that maxmemory-policy can evict lock keys");
     free(v);
     crd_lock_free(lb);
     crd_lock_free(la);
@@ -1216,6 +1211,9 @@ static void report(doctor *d, int worst)
         if (m->have_pubsub)
             printf(", pub/sub delivery %.0f/%.0f us", m->pubsub_p50, m->pubsub_p99);
         printf("\n");
+        if (d->t.tls) /* tlsdial.c: two more hand-overs between threads per round trip */
+            printf("(raw probes over TLS go through a relay thread: these and the floor read "
+                   "higher than the server costs; credisson's own figures do not)\n");
     }
     if (pair_floor > 0)
         printf("floor: an uncontended acquire+release costs at least %.0f us here (two lock "
@@ -1318,15 +1316,8 @@ int cmd_doctor(const global_opts *g, int argc, char **argv)
     slot_range ranges[128];
     int nranges = 0;
     bool located = true;
-    if (d->t.tls) {
-        add(d, "raw-probes", SEV_WARN,
-            "doctor's server checks use raw connections, which are plaintext here (hiredis "
-            "0.14 has no TLS): only what goes through the library (start, eviction warning, "
-            "acquire+release, hand-off) was checked",
-            "run doctor against the server's plaintext port from a trusted host, if it has one",
-            "TLS URL: the server's configuration was not read");
-        located = false;
-    } else if (d->t.kind == PROBE_SENTINEL) {
+    d->t.tls_opts = g;
+    if (d->t.kind == PROBE_SENTINEL) {
         located = find_sentinel_primary(d);
     } else if (d->t.kind == PROBE_CLUSTER) {
         located = find_cluster_primary(d, ranges, &nranges);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- URLs -------------------------------------------------------------------------------- */
 
@@ -270,9 +271,19 @@ redisContext *probe_connect(const probe_target *t, const probe_addr *a, bool dat
     *timed_out = false;
     struct timeval tv = {(time_t)(timeout_ms / 1000), (long)(timeout_ms % 1000) * 1000};
     errno = 0;
-    redisContext *c = a->path[0] != '\0' ? redisConnectUnixWithTimeout(a->path, tv)
-                                         : redisConnectWithTimeout(a->host, a->port, tv);
     const char *where = a->path[0] != '\0' ? a->path : a->host;
+    redisContext *c;
+    if (t->tls && a->path[0] == '\0') {
+        int fd = probe_tls_dial(t->tls_opts, a->host, a->port, timeout_ms, err, cap, timed_out);
+        if (fd < 0)
+            return NULL;
+        c = redisConnectFd(fd);
+        if (c == NULL)
+            close(fd);
+    } else {
+        c = a->path[0] != '\0' ? redisConnectUnixWithTimeout(a->path, tv)
+                               : redisConnectWithTimeout(a->host, a->port, tv);
+    }
     if (c == NULL || c->err) {
         *timed_out = c != NULL && (errno == EINPROGRESS || errno == ETIMEDOUT ||
                                    strstr(c->errstr, "timed out") != NULL);

@@ -5,9 +5,10 @@
  * same global options. Only the public API (credisson.h) and hiredis: these commands
  * stand apart from the library's internals (probe.c parses the URL forms itself).
  *
- * Raw connections are plaintext (Debian 12's hiredis 0.14 has no TLS): with a rediss://
- * URL doctor says so and runs only what goes through the library. Main thread only,
- * except probe_cmd on a connection owned by one thread.
+ * With a rediss:// URL raw connections are TLS too: Debian 12's hiredis 0.14 has none, so
+ * tlsdial.c relays a socketpair through an OpenSSL session (probe_tls_dial) and hiredis
+ * reads the plaintext end. Main thread only, except probe_cmd on a connection owned by
+ * one thread.
  */
 #ifndef CRD_CLI_PROBE_H
 #define CRD_CLI_PROBE_H
@@ -39,7 +40,16 @@ typedef struct probe_target {
     probe_addr addrs[PROBE_MAX_ADDRS]; /* the server, the seeds, or the sentinels */
     int naddrs;
     char master[128];                  /* sentinel: the master name */
+    const global_opts *tls_opts;       /* rediss://: --cacert, --sni, ... (NULL: defaults) */
 } probe_target;
+
+/* tlsdial.c: a connection to host:port over TLS (the library's checks: the CAs of
+ * --cacert/--cacertdir or the system's, the name of --sni or host, --cert/--key,
+ * --insecure), made and shaken hands within timeout_ms, as a plaintext fd for
+ * redisConnectFd; the relay behind it ends when the fd is closed. -1 with err
+ * (*timed_out when the deadline passed). */
+int probe_tls_dial(const global_opts *g, const char *host, int port, int64_t timeout_ms,
+                   char *err, size_t cap, bool *timed_out);
 
 /* Parses the URL forms of credisson.h (redis://, rediss://, unix://, redis-cluster://,
  * redis-sentinel://; %XX escapes in user and password). 0, or -1 with err. */

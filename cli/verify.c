@@ -342,8 +342,6 @@ static bool cluster_failover(const probe_target *t, const char *lock_name, char 
 /* DEL of each key on every primary (a cluster's non-owners answer MOVED, ignored). */
 static bool delete_keys(const probe_target *t, const char *const *keys, int nkeys)
 {
-    if (t->tls)
-        return false;
     probe_addr prim[64];
     int n = 0;
     char err[600];
@@ -467,6 +465,7 @@ int cmd_verify(const global_opts *g, int argc, char **argv)
     char err[300];
     if (probe_parse_url(g->url, &t, err, sizeof err) != 0)
         return cli_usage_error("verify", "--url: %s", err);
+    t.tls_opts = g;
     if (vo.second_url != NULL) {
         probe_target t2;
         if (probe_parse_url(vo.second_url, &t2, err, sizeof err) != 0)

@@ -164,6 +164,33 @@ Test(doctor, volatile_lru_exits_2_naming_the_policy)
     crdt_server_stop(&s);
 }
 
+/* Over rediss:// the raw checks go through cli/tlsdial.c's relay: the policy is read over
+ * TLS (exit 2 naming it, as in plaintext), the certificate is checked (another CA: the
+ * connection finding says why), and verify runs its processes there with 0 overlaps. */
+Test(doctor, over_tls_the_server_checks_run_and_the_certificate_is_verified)
+{
+    crdt_server s;
+    const char *args[] = {"--maxmemory-policy", "volatile-lru", NULL};
+    crdt_server_start_tls(&s, crdt_tls_certs(), args, NULL, NULL);
+    cli_run r;
+    cli(&r, "--url rediss://127.0.0.1:%d --cacert '%s' doctor --samples 20", s.tls_port,
+        crdt_tls_file("ca.crt"));
+    cr_assert_eq(r.rc, 2, "exit %d:\n%s", r.rc, r.out);
+    expect_finding(&r, "FAIL", "maxmemory-policy", "volatile-lru");
+    expect_finding(&r, " ok ", "scripts", "EVAL");
+    expect_has(&r, "relay thread");
+    cr_assert(strstr(r.out, "raw-probes") == NULL, "%s", r.out);
+    cli(&r, "--url rediss://localhost:%d --cacert '%s' doctor --samples 0", s.tls_port,
+        crdt_tls_file("other-ca.crt"));
+    cr_assert_eq(r.rc, 2, "exit %d:\n%s", r.rc, r.out);
+    expect_finding(&r, "FAIL", "connection", "certificate verify failed");
+    cli(&r, "--url rediss://127.0.0.1:%d --cacert '%s' verify --procs 2 --seconds 1",
+        s.tls_port, crdt_tls_file("ca.crt"));
+    cr_assert_eq(r.rc, 0, "exit %d:\n%s", r.rc, r.out);
+    expect_has(&r, " 0 overlaps");
+    crdt_server_stop(&s);
+}
+
 Test(doctor, eval_denied_by_an_acl_exits_2_naming_eval)
 {
     crdt_server s;

@@ -1,7 +1,8 @@
 /*
  * test_golden_sync.c -- parity with the Redisson 3.52.0 recordings of RSemaphore
  * (sem_*), RPermitExpirableSemaphore (pes_*) and RCountDownLatch (cdl_*,
- * xs_cluster_semaphore_latch) in tests/golden (CRD_GOLDEN_DIR). CRDT_SERIAL_TEST
+ * xs_cluster_semaphore_latch) in tests/golden (CRD_GOLDEN_DIR). Every scenario has a server
+ * of its own, so the suite runs two at once.
  *
  * Each scenario is replayed step by step with credisson: every Java client is a
  * crd_client with a trace recorder, every call the matching credisson call (a call the
@@ -122,6 +123,7 @@ typedef struct scn {
     json_t *root;
     bool cluster;
     crdt_cluster cl;
+    crdt_server srv; /* single-server files: this scenario's own server */
     redisContext *r;
     char prefix[200];
     gcl cls[MAXC];
@@ -862,14 +864,15 @@ static void open_scn(scn *s, const char *file, bool cluster)
         crdt_cluster_start(&s->cl, 1, 0);
         s->r = crdt_cluster_redis(&s->cl, 0);
     } else {
-        s->r = crdt_redis();
+        crdt_server_start(&s->srv, false, NULL, NULL, NULL);
+        s->r = crdt_redis_port(s->srv.port);
     }
     load_labels(s->r);
     snprintf(s->prefix, sizeof s->prefix, "%s", crdt_key("g"));
     if (!cluster) {
         char pattern[300];
         snprintf(pattern, sizeof pattern, "*%s*", s->prefix);
-        crdt_watch_open(&s->w, pattern, true);
+        crdt_watch_open_at(&s->w, s->srv.port, pattern, true);
         s->watching = true;
     }
     const char *label;
@@ -882,8 +885,10 @@ static void open_scn(scn *s, const char *file, bool cluster)
         g->tl = crdt_tracelog_new();
         if (cluster)
             crdt_cluster_options(&s->cl, &o);
-        else
+        else {
             crdt_options(&o);
+            crdt_options_port(&o, s->srv.port);
+        }
         crdt_tracelog_attach(g->tl, &o);
         g->c = crdt_client_opts(&o);
         crdt_tracelog_set_tag(g->tl, 0);
@@ -915,6 +920,8 @@ static void close_scn(scn *s)
     redisFree(s->r);
     if (s->cluster)
         crdt_cluster_stop(&s->cl);
+    else
+        crdt_server_stop(&s->srv);
     json_decref(s->root);
     for (size_t i = 0; i < NLABELS; i++)
         free(label_text[i]);

@@ -1052,8 +1052,13 @@ bool crdt_await_waiting(crd_client *c, uint64_t n, int64_t timeout_ms)
 
 void crdt_watch_open(crdt_watch *w, const char *channel, bool pattern)
 {
-    w->sub = crdt_redis();
-    w->pub = crdt_redis();
+    crdt_watch_open_at(w, crdt_port(), channel, pattern);
+}
+
+void crdt_watch_open_at(crdt_watch *w, int port, const char *channel, bool pattern)
+{
+    w->sub = crdt_redis_port(port);
+    w->pub = crdt_redis_port(port);
     snprintf(w->sentinel, sizeof w->sentinel, "%s", crdt_key("sentinel"));
     freeReplyObject(crdt_cmd(w->sub, pattern ? "PSUBSCRIBE %s" : "SUBSCRIBE %s", channel));
     freeReplyObject(crdt_cmd(w->sub, "SUBSCRIBE %s", w->sentinel));

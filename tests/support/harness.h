@@ -313,6 +313,8 @@ typedef struct crdt_msg {
 
 /* SUBSCRIBE channel, or PSUBSCRIBE it when pattern is true. */
 void crdt_watch_open(crdt_watch *w, const char *channel, bool pattern);
+/* The same on the server at port. */
+void crdt_watch_open_at(crdt_watch *w, int port, const char *channel, bool pattern);
 /* The messages published since the last collect: fills out[] (up to max), returns how
  * many there were. */
 int crdt_watch_collect(crdt_watch *w, crdt_msg *out, int max);
