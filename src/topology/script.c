@@ -210,7 +210,10 @@ static crd_status final_status(crd_client *c, const crd__cmd *cmd, redisReply *r
 {
     bool cluster = c->cluster != NULL;
     crd_status st = CRD_OK;
-    if (cmd->keep_error != NULL && r != NULL && r->type == REDIS_REPLY_ERROR &&
+    if (r == NULL) /* no reply (crd__reply_classify's NONE), first: clang's analyzer cannot see
+                    * that the redirect cases below always have one */
+        return crd__reply_fail(c, NULL, what);
+    if (cmd->keep_error != NULL && r->type == REDIS_REPLY_ERROR &&
         cmd->keep_error(r)) {
         *reply = r;
         return CRD_OK;
