@@ -87,7 +87,7 @@ Test(units, group_fields_are_the_fields_redisson_sent_for_each_recorded_value)
     char with_nul[CRD__FML_FIELD_SIZE], without[CRD__FML_FIELD_SIZE];
     crd__fml_field("a\0b", 3, with_nul);
     crd__fml_field("a", 1, without);
-    cr_expect_str_neq(with_nul, without);
+    cr_expect(strcmp(with_nul, without) != 0, "a NUL inside a value changed nothing: %s", with_nul);
     cr_expect_eq(strlen(with_nul), 22);
 }
 
