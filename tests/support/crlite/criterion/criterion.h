@@ -109,6 +109,7 @@ void crl__skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noretu
 #define cr_assert(c, ...) CRL__CHECK(true, c, #c, __VA_ARGS__)
 #define cr_assert_not(c, ...) CRL__CHECK(true, !(c), "!(" #c ")", __VA_ARGS__)
 #define cr_assert_fail(...) CRL__CHECK(true, 0, "cr_assert_fail", __VA_ARGS__)
+#define cr_expect_fail(...) CRL__CHECK(false, 0, "cr_expect_fail", __VA_ARGS__)
 #define cr_assert_null(p, ...) CRL__CHECK(true, (p) == NULL, #p " == NULL", __VA_ARGS__)
 #define cr_assert_not_null(p, ...) CRL__CHECK(true, (p) != NULL, #p " != NULL", __VA_ARGS__)
 #define cr_assert_eq(a, b, ...) CRL__CHECK(true, (a) == (b), #a " == " #b, __VA_ARGS__)
