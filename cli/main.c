@@ -8,6 +8,7 @@
  */
 #include "cli.h"
 
+#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,6 +141,11 @@ static void usage_main(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* No OpenSSL clean-up at exit: doctor's and verify's TLS relays (tlsdial.c) are detached
+     * threads that may still be inside OpenSSL when main returns, and OpenSSL's atexit
+     * handler frees the locks they hold (TSan: a race in CRYPTO_THREAD_lock_free). The
+     * process's memory goes with it anyway. */
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
     global_opts g = {0};
     g.url = getenv("CREDISSON_URL");
     if (g.url == NULL || *g.url == '\0')
