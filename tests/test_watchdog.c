@@ -882,6 +882,31 @@ static bool rounds_pred(void *arg)
     return rounds_after(p->rl, p->from, ri, 16) >= p->want;
 }
 
+/* Between rounds: at least `want` rounds after `from`, the last one renewed every hold
+ * (`keys` of them), so no renewal call of it is still on the wire. */
+struct between_pred {
+    renew_log *rl;
+    int64_t from;
+    size_t want;
+    size_t keys;
+};
+
+static bool between_rounds(void *arg)
+{
+    struct between_pred *p = arg;
+    round_info ri[16];
+    size_t n = rounds_after(p->rl, p->from, ri, 16);
+    return n >= p->want && ri[n - 1].keys == p->keys;
+}
+
+static size_t script_count(renew_log *rl)
+{
+    pthread_mutex_lock(&rl->mu);
+    size_t n = rl->scripts;
+    pthread_mutex_unlock(&rl->mu);
+    return n;
+}
+
 Test(watchdog, ten_thousand_holds_are_renewed_in_batches_of_one_hundred_per_script_call)
 {
     const int64_t timeout = 3000, period = timeout / 3;
@@ -920,7 +945,6 @@ Test(watchdog, ten_thousand_holds_are_renewed_in_batches_of_one_hundred_per_scri
     int64_t t_acq1 = crdt_now_ms();
     long rss1 = rss_kb();
     int64_t t_from_ns = crdt_now_ns();
-    long long ev0 = crdt_cmdstat_calls(r, "evalsha") + crdt_cmdstat_calls(r, "eval");
 
     /* Time passing is the behaviour: two idle renewal periods, CPU measured over them. */
     int64_t cpu0 = cpu_us();
@@ -928,7 +952,21 @@ Test(watchdog, ten_thousand_holds_are_renewed_in_batches_of_one_hundred_per_scri
     crdt_sleep_ms(2 * period);
     int64_t cpu1 = cpu_us();
     int64_t w1 = crdt_now_ms();
+
+    /* Server view, counted between rounds (a complete round just behind, none on the
+     * wire): the server ran exactly the script calls this client sent, and they were the
+     * renewal rounds and nothing else. */
+    struct between_pred bp = {&rl, t_from_ns, 1, (size_t)nlocks};
+    cr_assert(crdt_wait_until(between_rounds, &bp, 4 * period), "no complete renewal round");
+    int64_t s_from_ns = crdt_now_ns();
+    size_t s0 = script_count(&rl);
+    long long ev0 = crdt_cmdstat_calls(r, "evalsha") + crdt_cmdstat_calls(r, "eval");
+    struct between_pred bp2 = {&rl, s_from_ns, 2, (size_t)nlocks};
+    cr_assert(crdt_wait_until(between_rounds, &bp2, 4 * period), "fewer than two complete rounds");
     long long ev1 = crdt_cmdstat_calls(r, "evalsha") + crdt_cmdstat_calls(r, "eval");
+    size_t s1 = script_count(&rl);
+    round_info sr[16];
+    size_t nsr = rounds_after(&rl, s_from_ns, sr, 16);
 
     /* Four round starts after the acquisitions: two complete rounds in between even if
      * the first one was already under way (then it covered only part of the holds). */
@@ -948,10 +986,11 @@ Test(watchdog, ten_thousand_holds_are_renewed_in_batches_of_one_hundred_per_scri
         fprintf(stderr, "[watchdog]   round %zu: %zu renewal calls, %zu keys, next round %.0f ms later\n",
                 i + 1, ri[i].calls, ri[i].keys, (double)(ri[i + 1].start_ns - ri[i].start_ns) / 1e6);
     fprintf(stderr,
-            "[watchdog]   server script calls during 2 idle periods: %lld (INFO commandstats)\n"
+            "[watchdog]   server script calls over %zu complete rounds: %lld (INFO commandstats), "
+            "client's %zu\n"
             "[watchdog]   process CPU per period while idle: %.2f ms (%.2f%% of one core)\n"
             "[watchdog]   RSS: %ld kB -> %ld kB, %.0f bytes per lock (handle + hold record)\n",
-            ev1 - ev0, cpu_per_period_ms, cpu_per_period_ms * 100.0 / (double)period, rss0, rss1,
+            nsr, ev1 - ev0, s1 - s0, cpu_per_period_ms, cpu_per_period_ms * 100.0 / (double)period, rss0, rss1,
             kb_per_lock * 1024.0);
 
     for (size_t i = 0; i + 1 < nr && i < 2; i++) {
@@ -964,9 +1003,13 @@ Test(watchdog, ten_thousand_holds_are_renewed_in_batches_of_one_hundred_per_scri
         cr_assert(gap_ms >= period - 150 && gap_ms <= period + 400, "rounds %" PRId64 " ms apart",
                   gap_ms);
     }
-    /* Server view: at most three rounds of ~100 calls fall into the two periods. */
-    cr_assert(ev1 - ev0 <= 3 * (100 + 3), "%lld script calls in two idle periods", ev1 - ev0);
-    cr_assert(ev1 - ev0 >= 100, "only %lld script calls in two idle periods", ev1 - ev0);
+    cr_assert_eq((size_t)(ev1 - ev0), s1 - s0, "the server ran %lld script calls, the client sent %zu",
+                 ev1 - ev0, s1 - s0);
+    size_t rcalls = 0;
+    for (size_t i = 0; i < nsr; i++)
+        rcalls += sr[i].calls;
+    cr_assert_eq(s1 - s0, rcalls, "%zu script calls, %zu of them renewals", s1 - s0, rcalls);
+    cr_assert(rcalls <= nsr * (100 + 3), "%zu renewal calls in %zu rounds", rcalls, nsr);
     /* Every hold is alive and inside the timeout. */
     for (int i = 0; i < nlocks; i += 997) {
         long long t = crdt_pttl(r, names[i]);
