@@ -94,13 +94,14 @@ bool crd__deploy_policy_evicts(const char *policy)
  * INFO, a managed service) says nothing: the check is advice, never a failure. */
 static void check_eviction(crd_client *c)
 {
-    crd__cmd cmd;
-    crd__cmd_init(&cmd, CRD__PLAIN, 2);
-    crd__cmd_arg_str(&cmd, "INFO");
-    crd__cmd_arg_str(&cmd, "memory");
+    static const char *const argv[2] = {"INFO", "memory"};
+    static const size_t lens[2] = {4, 6};
     redisReply *r = NULL;
-    crd_status st = crd__call(c, &cmd, "INFO memory", &r, NULL);
-    crd__cmd_free(&cmd);
+    crd_status st = CRD_IO;
+    crd__pool *p = crd__pool_for(c, "", 0);
+    if (p != NULL)
+        st = crd__engine_call_argv(c, p, 2, argv, lens, crd__now_ms() + c->opts.command_timeout_ms,
+                                   &r);
     char policy[64] = "", maxmem[32] = "";
     if (st == CRD_OK && r != NULL && r->type == REDIS_REPLY_STRING) {
         info_field(r->str, r->len, "maxmemory_policy", policy, sizeof policy);

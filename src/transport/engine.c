@@ -633,6 +633,16 @@ crd_status crd__engine_start(crd_client *c)
     return CRD_OK;
 }
 
+void crd__eng_wake(crd__engine *e)
+{
+    if (!e->polling || e->kicked)
+        return;
+    e->kicked = true;
+    uint64_t one = 1;
+    while (write(e->wake_fd, &one, sizeof one) < 0 && errno == EINTR) {
+    }
+}
+
 void crd__engine_stop(crd_client *c)
 {
     crd__engine *e = engine_of(c);

@@ -427,16 +427,6 @@ static void *io_main(void *arg)
     return NULL;
 }
 
-void crd__eng_wake(crd__engine *e)
-{
-    if (!e->polling || e->kicked)
-        return;
-    e->kicked = true;
-    uint64_t one = 1;
-    while (write(e->wake_fd, &one, sizeof one) < 0 && errno == EINTR) {
-    }
-}
-
 /* Starts the thread if needed (the first request, or the first in a fork child). */
 static crd_status ensure_thread(crd_client *c, crd__engine *e)
 {
