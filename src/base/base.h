@@ -308,6 +308,7 @@ struct crd_client {
     pthread_mutex_t *fork_mu[CRD__MU_RANKS]; /* see crd__mu_rank; NULL: none (yet) */
     struct crd_client *next_client; /* registry (lifecycle.c) */
     crd__metrics metrics;
+    struct crd__ident *ident; /* ident.c: the identity record (NULL when identity is off) */
 };
 
 #endif /* CRD_BASE_H */
