@@ -1700,6 +1700,8 @@ CRD_API crd_status crd_rate_limiter_release(crd_rate_limiter *rl, int64_t permit
  * PER_CLIENT state stays, as in Java). *deleted (may be NULL): whether anything was
  * there. Returns CRD_OK, CRD_INVALID_ARGUMENT, CRD_IO, CRD_CLOSED. */
 CRD_API crd_status crd_rate_limiter_delete(crd_rate_limiter *rl, bool *deleted);
+
+/* ---------------------------------------------------------------------------------- */
 /* Introspection: who holds a name, since when, and who waits (added in 0.7)            */
 /* ---------------------------------------------------------------------------------- */
 
@@ -1714,8 +1716,10 @@ CRD_API crd_status crd_rate_limiter_delete(crd_rate_limiter *rl, bool *deleted);
  * semaphore: with permits out in {N}:timeout an expirable one; with a count >= 1, a
  * subscriber of redisson_countdownlatch__channel__{N} and none of redisson_sc:{N}, a
  * latch (the keys alone cannot tell a latch nobody awaits from a semaphore:
- * crd_state.maybe_latch says so). Anything else is CRD_KIND_OTHER; a missing name
- * CRD_KIND_NONE. */
+ * crd_state.maybe_latch says so). A hash with the fields rate, interval and type is a
+ * rate limiter; a hash of 22-character value fields naming owners (with their
+ * F:<owner>:expire_time and lock_count) a grouped multi-lock. Anything else is
+ * CRD_KIND_OTHER; a missing name CRD_KIND_NONE. */
 typedef enum crd_object_kind {
     CRD_KIND_NONE = 0,             /* the name does not exist */
     CRD_KIND_OTHER = 1,            /* it exists but is no Redisson object credisson knows */
@@ -1725,11 +1729,19 @@ typedef enum crd_object_kind {
     CRD_KIND_FENCED_LOCK = 5,      /* RFencedLock */
     CRD_KIND_SEMAPHORE = 6,        /* RSemaphore */
     CRD_KIND_PERMIT_SEMAPHORE = 7, /* RPermitExpirableSemaphore with permits out */
-    CRD_KIND_LATCH = 8             /* RCountDownLatch with a count and a waiter */
+    CRD_KIND_LATCH = 8,            /* RCountDownLatch with a count and a waiter */
+    CRD_KIND_RATE_LIMITER = 9,     /* RRateLimiter's configuration hash (rate, interval,
+                                      type): no holders, no waiters counted (its waiters
+                                      sleep without subscribing); its state keys {N}:value
+                                      and {N}:permits are parts, skipped by a scan */
+    CRD_KIND_GROUP_LOCK = 10       /* a grouped multi-lock's hash (getMultiLock(group,
+                                      values)): holders are the owners, each with the
+                                      number of values it holds as count */
 } crd_object_kind;
 
 /* The kind's short name, as the CLI prints it: "none", "other", "rlock", "fair",
- * "rwlock", "fenced", "semaphore", "permit_semaphore", "latch"; "unknown" for a value
+ * "rwlock", "fenced", "semaphore", "permit_semaphore", "latch", "rate_limiter", "group";
+ * "unknown" for a value
  * this version does not know. Static storage; thread-safe. */
 CRD_API const char *crd_object_kind_name(crd_object_kind kind);
 

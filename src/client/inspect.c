@@ -45,6 +45,10 @@ const char *crd_object_kind_name(crd_object_kind k)
         return "permit_semaphore";
     case CRD_KIND_LATCH:
         return "latch";
+    case CRD_KIND_RATE_LIMITER:
+        return "rate_limiter";
+    case CRD_KIND_GROUP_LOCK:
+        return "group";
     }
     return "unknown";
 }
@@ -281,6 +285,75 @@ static void hex16(const redisReply *m, char out[CRD_PERMIT_ID_SIZE])
     out[k] = '\0';
 }
 
+/* Whether hash h (HGETALL's flat array) is a Redisson 4.7 rate limiter's configuration
+ * (getRateLimiter: fields rate, interval and type; keepAliveTime optional). */
+static bool is_rate_limiter(const redisReply *h)
+{
+    int seen = 0;
+    for (size_t i = 0; i + 1 < h->elements; i += 2) {
+        const redisReply *f = h->element[i];
+        if (!crd__reply_is_text(f))
+            return false;
+        if ((f->len == 4 && memcmp(f->str, "rate", 4) == 0) ||
+            (f->len == 8 && memcmp(f->str, "interval", 8) == 0) ||
+            (f->len == 4 && memcmp(f->str, "type", 4) == 0))
+            seen++;
+    }
+    return seen == 3;
+}
+
+/* A grouped multi-lock's hash (RedissonFasterMultiLock, crd_group_lock_new): per value a
+ * field F (its 22-character hash) naming the owner, and F:<owner>:expire_time (epoch ms)
+ * and F:<owner>:lock_count. Its holders are the distinct owners, each with the number of
+ * values it holds as its count and its latest expire time as its TTL. False when h has any
+ * other field (then it is nobody's group). */
+static bool read_group(state_box *b, const redisReply *h)
+{
+    crd_state *s = &b->pub;
+    size_t n = h->elements / 2;
+    s->holders = crd__state_alloc(b, (n + 1) * sizeof *s->holders);
+    if (s->holders == NULL || n == 0)
+        return false;
+    for (size_t i = 0; i + 1 < h->elements; i += 2) {
+        const redisReply *f = h->element[i], *v = h->element[i + 1];
+        if (!crd__reply_is_text(f) || !crd__reply_is_text(v) || f->len < 22)
+            return false;
+        if (f->len > 22) {
+            /* F:<owner>:expire_time or F:<owner>:lock_count: counted with F's entry. */
+            if (f->str[22] != ':')
+                return false;
+            continue;
+        }
+        if (memchr(f->str, ':', f->len) != NULL)
+            return false;
+        crd_holder *ho = NULL;
+        for (size_t k = 0; k < s->nholders; k++)
+            if (strlen(s->holders[k].owner) == v->len &&
+                memcmp(s->holders[k].owner, v->str, v->len) == 0)
+                ho = &s->holders[k];
+        if (ho == NULL) {
+            ho = &s->holders[s->nholders++];
+            ho->owner = crd__state_str(b, v->str, v->len);
+            ho->ttl_ms = -1;
+            ho->since_ms = ho->held_ms = -1;
+        }
+        ho->count++;
+        /* This value's expire time: the field F:<owner>:expire_time. */
+        for (size_t k = 0; k + 1 < h->elements; k += 2) {
+            const redisReply *g = h->element[k];
+            static const char et[] = ":expire_time";
+            if (crd__reply_is_text(g) && g->len == 22 + 1 + v->len + sizeof et - 1 &&
+                memcmp(g->str, f->str, 22) == 0 && memcmp(g->str + 23, v->str, v->len) == 0 &&
+                memcmp(g->str + 23 + v->len, et, sizeof et - 1) == 0) {
+                int64_t left = crd__state_int(h->element[k + 1], -1) - s->read_at_ms;
+                if (left > ho->ttl_ms)
+                    ho->ttl_ms = left;
+            }
+        }
+    }
+    return s->nholders > 0;
+}
+
 /* The kind and state of one snapshot r (the script's reply, inspect_read.lua). False when
  * the reply is not the script's. */
 static bool decode(state_box *b, const redisReply *r, raw *rw)
@@ -302,9 +375,18 @@ static bool decode(state_box *b, const redisReply *r, raw *rw)
                       : s->token >= 0    ? CRD_KIND_FENCED_LOCK
                                          : CRD_KIND_LOCK;
         else {
-            s->kind = CRD_KIND_OTHER;
+            /* Not a lock hash: one of Redisson 4.7's hashes, or nobody's. */
             s->nholders = 0;
             s->mode = "";
+            bool fields = hlen <= HASH_MAX && e[3]->type == REDIS_REPLY_ARRAY;
+            if (fields && is_rate_limiter(e[3]))
+                s->kind = CRD_KIND_RATE_LIMITER;
+            else if (fields && read_group(b, e[3]))
+                s->kind = CRD_KIND_GROUP_LOCK;
+            else {
+                s->kind = CRD_KIND_OTHER;
+                s->nholders = 0;
+            }
         }
     } else if (strcmp(s->type, "none") == 0) {
         s->kind = qlen > 0 ? CRD_KIND_FAIR_LOCK : s->token >= 0 ? CRD_KIND_FENCED_LOCK
@@ -389,8 +471,11 @@ int crd__state_channel(crd_object_kind k)
         return 2;
     case CRD_KIND_LATCH:
         return 3;
+    case CRD_KIND_GROUP_LOCK:
+        return 0; /* redisson_lock__channel:{G} */
     case CRD_KIND_NONE:
     case CRD_KIND_OTHER:
+    case CRD_KIND_RATE_LIMITER: /* no channel: its waiters sleep the server's delay */
         break;
     }
     return -1;
@@ -617,7 +702,22 @@ static bool is_part(const char *k, size_t len)
             return true;
     }
     static const char rt[] = CRD__READ_TIMEOUT_SUFFIX ":";
-    return memmem(k, len, rt, sizeof rt - 1) != NULL;
+    if (memmem(k, len, rt, sizeof rt - 1) != NULL)
+        return true;
+    /* A rate limiter's state: "{N}:value" and "{N}:permits" (":<client id>" after either in
+     * PER_CLIENT mode), parts of rate limiter N, not a semaphore of their own. */
+    const char *close = len > 0 && k[0] == '{' ? memchr(k, '}', len) : NULL;
+    if (close != NULL) {
+        size_t rest = len - (size_t)(close + 1 - k);
+        const char *r = close + 1;
+        static const char *const parts[] = {":value", ":permits"};
+        for (size_t i = 0; i < 2; i++) {
+            size_t pl = strlen(parts[i]);
+            if (rest >= pl && memcmp(r, parts[i], pl) == 0 && (rest == pl || r[pl] == ':'))
+                return true;
+        }
+    }
+    return false;
 }
 
 /* Whether the scan's caller wants st. */
@@ -631,7 +731,10 @@ static bool wanted(const crd_scan *s, const crd_state *st)
     case CRD_KIND_FAIR_LOCK:
     case CRD_KIND_READ_WRITE_LOCK:
     case CRD_KIND_FENCED_LOCK:
+    case CRD_KIND_GROUP_LOCK:
         return !(s->flags & CRD_SCAN_HELD_ONLY) || st->held;
+    case CRD_KIND_RATE_LIMITER:
+        return (s->flags & CRD_SCAN_SYNCS) != 0;
     case CRD_KIND_PERMIT_SEMAPHORE:
         return st->npermits > 0 || (s->flags & CRD_SCAN_SYNCS);
     case CRD_KIND_SEMAPHORE:
