@@ -585,6 +585,71 @@ Test(inspect, every_kind_on_a_cluster_and_the_scan_covers_every_primary, .timeou
     crdt_cluster_stop(&cl);
 }
 
+/* Redisson 4.7's kinds: the spin and non-reentrant locks share RLock's hash and read as a
+ * lock with their holder; a grouped multi-lock reads as a group whose holder holds its
+ * values; a rate limiter as a rate limiter with no holder, and a scan does not take its
+ * state keys for semaphores. */
+Test(inspect, redisson_4_7_kinds_read_as_their_kind_and_never_as_another)
+{
+    crd_client *c = crdt_client(), *reader = crdt_client();
+    char n_spin[300], n_nr[300], n_group[300], n_rate[300], pattern[300];
+    snprintf(n_spin, sizeof n_spin, "%s", crdt_key("spin"));
+    snprintf(n_nr, sizeof n_nr, "%s", crdt_key("nr"));
+    snprintf(n_group, sizeof n_group, "%s", crdt_key("group"));
+    snprintf(n_rate, sizeof n_rate, "%s", crdt_key("rate"));
+    crd_lock *spin = NULL, *nr = NULL, *group = NULL;
+    cr_assert_eq(crd_spin_lock_new(c, n_spin, &spin), CRD_OK);
+    cr_assert_eq(crd_nonreentrant_lock_new(c, n_nr, &nr), CRD_OK);
+    const char *const values[] = {"a", "b", "c"};
+    cr_assert_eq(crd_group_lock_new(c, n_group, values, 3, &group), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(spin, 0, 20000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(nr, 0, 20000), CRD_OK);
+    cr_assert_eq(crd_lock_acquire(group, 0, 20000), CRD_OK);
+    crd_rate_limiter *rl = NULL;
+    cr_assert_eq(crd_rate_limiter_new(c, n_rate, &rl), CRD_OK);
+    crd_rate_config cfg = {.mode = CRD_RATE_OVERALL, .rate = 5, .interval_ms = 60000};
+    cr_assert_eq(crd_rate_limiter_try_set_rate(rl, &cfg, NULL), CRD_OK);
+    cr_assert_eq(crd_rate_limiter_acquire(rl, 1, 0), CRD_OK);
+
+    const char *const locks[] = {n_spin, n_nr};
+    for (size_t i = 0; i < 2; i++) {
+        crd_state *s = state_of(reader, locks[i], 0);
+        cr_assert_eq(s->kind, CRD_KIND_LOCK, "%s: %s", locks[i], s->kind_name);
+        cr_assert_eq(s->nholders, 1);
+        cr_assert_str_eq(s->holders[0].who.client_id, crd_client_id(c));
+        crd_state_free(s);
+    }
+    crd_state *s = state_of(reader, n_group, 0);
+    cr_assert_eq(s->kind, CRD_KIND_GROUP_LOCK, "%s", s->kind_name);
+    cr_assert_str_eq(s->kind_name, "group");
+    cr_assert_eq(s->nholders, 1);
+    cr_assert_eq(s->holders[0].count, 3, "the holder holds the 3 values");
+    cr_assert(s->holders[0].ttl_ms > 0 && s->holders[0].ttl_ms <= 20000, "ttl %lld",
+              (long long)s->holders[0].ttl_ms);
+    cr_assert_str_eq(s->holders[0].who.client_id, crd_client_id(c));
+    crd_state_free(s);
+    s = state_of(reader, n_rate, 0);
+    cr_assert_eq(s->kind, CRD_KIND_RATE_LIMITER, "%s", s->kind_name);
+    cr_assert_str_eq(s->kind_name, "rate_limiter");
+    cr_assert_eq(s->nholders, 0);
+    crd_state_free(s);
+    /* The limiter's {N}:value is no semaphore of its own: the scan lists the limiter once. */
+    snprintf(pattern, sizeof pattern, "*%s*", crdt_key("rate"));
+    cr_assert_eq(scan_count(reader, pattern, CRD_SCAN_SYNCS), 1);
+    cr_assert_eq(scan_count(reader, pattern, CRD_SCAN_HELD_ONLY), 0);
+
+    cr_assert_eq(crd_rate_limiter_delete(rl, NULL), CRD_OK);
+    crd_rate_limiter_free(rl);
+    cr_assert_eq(crd_lock_release(group), CRD_OK);
+    cr_assert_eq(crd_lock_release(nr), CRD_OK);
+    cr_assert_eq(crd_lock_release(spin), CRD_OK);
+    crd_lock_free(group);
+    crd_lock_free(nr);
+    crd_lock_free(spin);
+    crd_client_free(reader);
+    crd_client_free(c);
+}
+
 Test(inspect, the_scan_returns_each_object_once_and_skips_their_parts)
 {
     crd_client *c = crdt_client();
