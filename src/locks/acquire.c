@@ -919,7 +919,7 @@ static void drive(crd__acquire *a)
     crd__ident_wait iw = {0}; /* identity: this acquire waits (listed after 250 ms) */
     while (a->state != CRD__AS_DONE) {
         if (!iw.on && a->state != CRD__AS_TRY && a->state != CRD__AS_SUBSCRIBE)
-            crd__ident_wait_begin(a->c, &iw, a->l->name, a->l->name_len, a->owner);
+            crd__ident_wait_begin(a->c, &iw, a->l->name, a->l->route_len, a->owner);
         if (a->state == CRD__AS_QUEUE) {
             step_queue(a, crd__gate_wait(a, a->deadline));
         } else if (a->state == CRD__AS_DEFER) {

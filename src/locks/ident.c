@@ -315,8 +315,11 @@ static void collect_hold(crd__hold *h, void *arg)
         a->young = true;
         return;
     }
+    /* A group's hold is listed under the group's name (its hold key's prefix), the name
+     * a state of the group is read by. */
     entries_add(a->want, h->kind == CRD__WRITE ? CRD__IDENT_WRITE_HOLD : CRD__IDENT_HOLD,
-                h->owner, h->name, h->name_len, a->epoch - (a->now - h->since),
+                h->owner, h->name, crd__route_len(h->kind, h->name, h->name_len),
+                a->epoch - (a->now - h->since),
                 h->watch_sub != NULL);
 }
 
