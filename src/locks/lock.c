@@ -602,7 +602,7 @@ crd_status crd__extend_end(crd_lock *l, uint64_t owner, int64_t lease_ms, crd_st
     const redisReply *v = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 1
                               ? r->element[0]
                               : r;
-    if (crd__reply_classify(r) == CRD__REPLY_OK && v->type == REDIS_REPLY_INTEGER &&
+    if (crd__reply_classify(r) == CRD__REPLY_OK && v != NULL && v->type == REDIS_REPLY_INTEGER &&
         (v != r || crd__kinds[l->kind].renew_one != NULL)) {
         bool ok = v->integer == 1;
         settle_extend(l, owner, ok, sent, lease_ms);

@@ -58,7 +58,8 @@ crd_status crd__rl_names_init(crd__rl_names *n, const char *name, size_t len, co
     crd_status st = CRD_NO_MEMORY;
     n->keys[0].p = malloc(len + 1);
     if (n->keys[0].p != NULL) {
-        memcpy(n->keys[0].p, name, len);
+        if (len > 0) /* an empty name was refused before; the analyzer cannot see that */
+            memcpy(n->keys[0].p, name, len);
         n->keys[0].p[len] = '\0';
         n->keys[0].len = len;
         st = suffix_name(name, len, "value", NULL, &n->keys[1]);
@@ -217,6 +218,10 @@ crd_status crd_rate_limiter_new_n(crd_client *c, const char *name, size_t len,
     if (st != CRD_OK)
         return st;
     crd_rate_limiter *rl = (crd_rate_limiter *)s; /* s is its first member */
+    if (out == NULL) { /* refused by crd__sync_new: said again for the analyzer (one file) */
+        crd__sync_free(s);
+        return CRD_INVALID_ARGUMENT;
+    }
     if (crd__rl_names_init(&rl->names, name, len, c->uuid) != CRD_OK) {
         crd__sync_free(s);
         return crd__fail(c, CRD_NO_MEMORY, "cannot allocate a rate limiter");

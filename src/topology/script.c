@@ -215,6 +215,9 @@ static crd_status final_status(crd_client *c, const crd__cmd *cmd, redisReply *r
         *reply = r;
         return CRD_OK;
     }
+    /* The reply's words for the messages below (r is NULL only for CRD__REPLY_NONE). */
+    int rlen = r != NULL ? (int)(r->len > 80 ? 80 : r->len) : 0;
+    const char *rstr = r != NULL && r->str != NULL ? r->str : "";
     switch (crd__reply_classify(r)) {
     case CRD__REPLY_OK:
         *reply = r;
@@ -226,15 +229,15 @@ static crd_status final_status(crd_client *c, const crd__cmd *cmd, redisReply *r
          * many redirects. */
         if (cluster)
             st = crd__fail(c, CRD_SERVER, "%s: still redirected after %d hops (%.*s)", what,
-                           MAX_HOPS, (int)(r->len > 80 ? 80 : r->len), r->str);
+                           MAX_HOPS, rlen, rstr);
         else
             st = crd__fail(c, CRD_SERVER, "%s: the server redirected the command (%.*s): it "
                            "is a cluster node, and this client is not in cluster mode (use a "
-                           "redis-cluster:// URL)", what, (int)(r->len > 80 ? 80 : r->len), r->str);
+                           "redis-cluster:// URL)", what, rlen, rstr);
         break;
     case CRD__REPLY_READONLY:
         st = crd__fail(c, CRD_SERVER, "%s: the server is a read-only replica (%.*s); "
-                       "connect to the primary%s", what, (int)(r->len > 80 ? 80 : r->len), r->str,
+                       "connect to the primary%s", what, rlen, rstr,
                        crd__topology_sentinel(c) ? " (the sentinels keep naming a replica)" : "");
         break;
     case CRD__REPLY_BUSY:
