@@ -19,10 +19,13 @@ fail() {
 
 internal_symbols() { nm -u "$@" | awk '$NF ~ /^crd__/ {print $NF}' | sort -u; }
 src_includes() {
-    # Every #include of cli/ that names a header of src/ (by name or by path), or internal.h.
+    # Every #include of cli/ that names a header of src/ in quotes (by name or by path: every
+    # layer's folder, src/base/base.h ... src/client/inspect.h, and src/internal.h), or any
+    # header by a path through src/. A system header of the same name in angle brackets
+    # (<sys/wait.h> and src/wait/wait.h) is not one.
     local headers
-    headers=$(cd "$src/src" && ls ./*.h | sed 's|^\./||' | paste -sd'|')
-    grep -nE "^[[:space:]]*#[[:space:]]*include[[:space:]]*[<\"]([^>\"]*/)?($headers|internal\.h)[>\"]" \
+    headers=$(cd "$src/src" && find . -name '*.h' -printf '%f\n' | sort -u | paste -sd'|')
+    grep -nE "^[[:space:]]*#[[:space:]]*include[[:space:]]*(\"([^\"]*/)?($headers|internal\.h)\"|[<\"]([^>\"]*/)?src/)" \
         "$@" || true
 }
 
@@ -33,6 +36,8 @@ printf 'extern void crd__probe(void);\nvoid probe(void) { crd__probe(); }\n' >"$
 [[ -n $(internal_symbols "$tmp/probe.o") ]] || fail "the nm check does not see crd__probe"
 printf '#include "internal.h"\n#include <credisson.h>\n' >"$tmp/probe_include.c"
 [[ -n $(src_includes "$tmp/probe_include.c") ]] || fail "the include check does not see internal.h"
+printf '#include "locks.h"\n' >"$tmp/probe_layer.c"
+[[ -n $(src_includes "$tmp/probe_layer.c") ]] || fail "the include check does not see a layer's header"
 
 # The real CLI.
 [[ ${#objs[@]} -gt 5 ]] || fail "expected the CLI's object files, got: ${objs[*]}"
