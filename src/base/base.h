@@ -13,7 +13,7 @@
  *   locks/locks.h          names.c kinds.c kinds_ext.c fieldhash.c undo.c holds.c
  *                          watchdog.c gate.c acquire.c release.c lock.c multilock.c ident.c
  *   sync/sync.h            sync.c semaphore.c permits.c latch.c ratelimiter.c
- *   client/client.h        client.c lifecycle.c inspect.c whois.c watch.c
+ *   client/client.h        client.c lifecycle.c inspect.c scan.c whois.c watch.c
  * A lower layer reaches a higher one only through a hook the higher one installs
  * (crd_client's primary_at, primary_gen, wake_loop, on_watched_message, on_primary_moved,
  * on_loop_dispatch; crd__cmd's late). internal.h includes them all, for the CLI, the

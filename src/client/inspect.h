@@ -1,6 +1,7 @@
 /*
  * inspect.h -- what the client layer's introspection files share (src/client/ only):
- * inspect.c reads and decodes a state, whois.c joins the identity records into it, watch.c
+ * inspect.c reads and decodes a state, scan.c walks the keyspace for them, whois.c joins
+ * the identity records into a state, watch.c
  * follows a name's events and names the process behind each. The record's keys and field
  * names are ident.c's, in locks.h.
  */
@@ -52,16 +53,22 @@ typedef struct raw {
 /* Which of raw.subs a kind's waiters subscribe to, or -1 (none). */
 int crd__state_channel(crd_object_kind k);
 
+/* The flags a state read takes. */
+#define CRD__STATE_FLAGS (CRD_STATE_NO_IDENTITY | CRD_STATE_WAITERS | CRD_STATE_CLIENTS)
 /* The state of one name as crd_state_read() reads it, also for watch.c. */
 crd_status crd__state_read(crd_client *c, const char *name, size_t len, unsigned flags,
                            crd_state **out);
+
+/* The same with the identity records read into (and found in) ic, the scan's (scan.c). */
+typedef struct crd__idcache crd__idcache;
+crd_status crd__state_read_cached(crd_client *c, const char *name, size_t len, unsigned flags,
+                                  crd__idcache *ic, crd_state **out);
 
 /* ---- whois.c: the identity records, read and kept ------------------------------------- */
 
 /* The identity records a read, a scan or a watch has read, kept for its life; who is
  * behind an owner field (its strings point into the cache, valid until the cache is freed
  * or asked again). */
-typedef struct crd__idcache crd__idcache;
 crd__idcache *crd__idcache_new(void);
 void crd__idcache_free(crd__idcache *ic);
 void crd__idcache_who(crd_client *c, crd__idcache *ic, const char *owner, size_t len,
