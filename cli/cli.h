@@ -3,26 +3,26 @@
  *
  *   main.c    dispatch, global options, the main help text and the exit codes
  *   common.c  option parsing, error lines, exit codes for statuses, the library client
- *   conn.c    raw hiredis connections (status, watch, list) from the same URL forms
  *   json.c    JSON strings for --json output
- *   lockhash.c reading a lock's hash (holders, mode) as status, watch and list see it
+ *   show.c    what status, list and watch say of a state: ages, identities, JSON objects
  *   run.c, spawn.c   `run` and the child process it supervises
  *   unlock.c, status.c, watch.c, list.c   one command each
+ *   metrics.c `list --openmetrics` and `exporter` (libmicrohttpd): per-object gauges
+ *   ratelimit.c `ratelimit` and what run --rate needs
+ *   doctor.c, verify.c, probe.c (probe.h)   `doctor` and `verify`: their own hiredis
+ *             connections (the deployment's probes), still no header of src/
  *   credisson.bash  bash completion (installed as completions/credisson)
  *
  * Every error line has one shape, "credisson: COMMAND: what went wrong[: the server's or
  * the system's words]" (cli_error, cli_report); usage errors add where to read more.
- * Redisson's key and channel names come from the library (src/names.c via internal.h),
- * never from here.
+ * The CLI is a client of the public API like any other program: it includes credisson.h
+ * and nothing of src/ (ctest cli_public_api checks the object files for crd__ symbols).
+ * What it shows of a name comes from crd_state_read, crd_scan_* and crd_watch_*.
  */
 #ifndef CRD_CLI_H
 #define CRD_CLI_H
 
 #include <credisson.h>
-
-#include <hiredis/hiredis.h>
-
-#include "internal.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -51,6 +51,7 @@ typedef struct global_opts {
     /* TLS (redis-cli's flags), for rediss:// URLs */
     const char *cacert, *cacertdir, *cert, *key, *sni;
     bool insecure;
+    const char *label; /* --label: the identity record's label */
 } global_opts;
 
 /* The exit-code table every help text ends with (main.c). */
@@ -80,6 +81,7 @@ bool cli_parse_rate(const char *v, int64_t *rate, int64_t *interval_ms);
  * caller's to report). */
 crd_status cli_rate_acquire(crd_client *c, const char *name, int64_t rate, int64_t interval_ms,
                             int64_t wait_ms, int conflict_exit, bool verbose, int *rc);
+int cmd_exporter(const global_opts *g, int argc, char **argv);  /* metrics.c */
 
 /* ---- common.c: errors ---------------------------------------------------------------- */
 
@@ -123,91 +125,68 @@ int cli_make_client(const global_opts *g, const char *cmd, crd_event_fn on_event
 
 /* ---- common.c: lock kinds ------------------------------------------------------------ */
 
+/* The lock kinds behind --fair/--read/--write/--fenced/--spin/--nonreentrant[-fair]. */
+typedef enum cli_kind {
+    CLI_RLOCK,
+    CLI_FAIR,
+    CLI_READ,
+    CLI_WRITE,
+    CLI_FENCED,
+    CLI_SPIN,
+    CLI_NRLOCK,
+    CLI_NRFAIR
+} cli_kind;
+
 /* A lock of any kind; rw is set for --read/--write and owns lock. */
 typedef struct cli_lock {
     crd_lock *lock;
     crd_rwlock *rw;
 } cli_lock;
 
-/* Parses --fair/--read/--write into *kind; false if a is none of them. *seen becomes 1,
+/* Parses --fair/--read/--write/--fenced/--spin/--nonreentrant[-fair] into *kind; false if a is none of them. *seen becomes 1,
  * or 2 when a different kind was given before. */
-bool cli_take_kind(const char *a, crd__kind *kind, int *seen);
-crd_status cli_open_lock(crd_client *client, crd__kind kind, const char *name, cli_lock *out);
+bool cli_take_kind(const char *a, cli_kind *kind, int *seen);
+crd_status cli_open_lock(crd_client *client, cli_kind kind, const char *name, cli_lock *out);
 void cli_close_lock(cli_lock *l);
 
-/* ---- conn.c: raw connections --------------------------------------------------------- */
-
-/* For the commands that open raw connections: NAME must be given and non-empty (unless
- * name_optional), and --url must parse into *ep (left empty otherwise). Returns 0, or
- * the usage error's exit code. */
-int cli_name_and_endpoint(const char *cmd, const global_opts *g, const char *name,
-                          crd__endpoint *ep);
-int cli_endpoint(const char *cmd, const global_opts *g, crd__endpoint *ep);
-/* A raw connection on the library's transport (TCP or unix socket, TLS when the URL says
- * rediss://, AUTH, SELECT), for the commands the public API does not offer. It owns a
- * library client made from the global options (crd_client_metrics for status --json). */
-typedef struct cli_rconn {
-    crd_client *client;
-    crd__conn conn;
-} cli_rconn;
-
-/* Opens one (0), or prints one line and returns the exit code. name (may be NULL)
- * chooses the node on a cluster: the primary serving its slot. */
-int cli_connect(const char *cmd, const global_opts *g, const char *name, cli_rconn *out);
-void cli_close(cli_rconn *c);
-/* Closes c's connection and opens one to node (a cluster node: the client's credentials
- * and TLS). 0, or prints one line and returns the exit code. */
-int cli_reconnect_to(const char *cmd, cli_rconn *c, const crd__endpoint *node);
-/* One command and its reply (error replies included), or NULL on a connection failure
- * (cli_rconn_err says why). */
-redisReply *cli_cmd(cli_rconn *c, int argc, const char **argv, const size_t *lens);
-/* Pipelining: cli_append sends a command now (false on a failure), cli_get_reply reads
- * the next reply (REDIS_OK, or REDIS_ERR on a connection failure). */
-bool cli_append(cli_rconn *c, int argc, const char **argv, const size_t *lens);
-int cli_get_reply(cli_rconn *c, redisReply **out);
-/* Subscribed connections: the next reply already read (NULL when none; REDIS_ERR on a
- * protocol error), the socket to poll, whether read bytes wait to be parsed (TLS: do
- * not poll then), and one read from the socket (REDIS_ERR when it failed or closed). */
-int cli_take_reply(cli_rconn *c, redisReply **out);
-int cli_fd(const cli_rconn *c);
-bool cli_buffered(const cli_rconn *c);
-int cli_fill(cli_rconn *c);
-/* Why the last operation failed. */
-const char *cli_rconn_err(const cli_rconn *c);
+/* For the commands that name an object: NAME must be given and non-empty, and --url must
+ * parse. Returns 0, or the usage error's exit code. */
+int cli_check_name_and_url(const char *cmd, const global_opts *g, const char *name);
+int cli_check_url(const char *cmd, const global_opts *g);
 
 /* ---- json.c -------------------------------------------------------------------------- */
 
 /* Prints s as a JSON string (control characters escaped, invalid UTF-8 as U+FFFD). */
 void cli_json_string(const char *s, size_t len);
+/* Length of the valid UTF-8 sequence at s (at most len bytes), or 0 if invalid. */
+size_t cli_utf8_seq(const unsigned char *s, size_t len);
 
-/* ---- lockhash.c: a lock's hash ------------------------------------------------------- */
+/* ---- metrics.c ----------------------------------------------------------------------- */
 
-/* One owner field of a lock hash and its hold count (borrowed from the reply). */
-typedef struct cli_holder {
-    const char *owner;
-    size_t owner_len;
-    long long count;
-} cli_holder;
+/* Every Redisson object matching the patterns as Prometheus gauges in the text format
+ * (0.0.4): a scan per pattern (keys counted per SCAN step: count), at most max_names
+ * objects (then credisson_scrape_truncated 1 and a comment say so), within timeout_ms
+ * (then credisson_scrape_complete 0). *text is malloc'd. Returns 0, or the exit code after
+ * a line on stderr (cmd names the command). */
+int cli_openmetrics(crd_client *client, const char *cmd, const char *const *patterns,
+                    size_t npatterns, size_t count, size_t max_names, int64_t timeout_ms,
+                    char **text, size_t *len);
 
-/* A HGETALL reply read as a lock: holders, the read-write "mode" (NULL if none), and
- * whether every other field was a hold count (is_lock). */
-typedef struct cli_lockhash {
-    cli_holder *holders; /* malloc'd; borrowed strings */
-    size_t nholders;
-    const char *mode;
-    size_t mode_len;
-    bool is_lock;
-} cli_lockhash;
+/* ---- show.c: what status, list and watch say ------------------------------------------ */
 
-/* Reads hash (a HGETALL array reply) into *out. Returns false when out of memory. */
-bool cli_lockhash_read(const redisReply *hash, cli_lockhash *out);
-void cli_lockhash_free(cli_lockhash *h);
-/* A signed decimal of at most 18 digits. */
-bool cli_parse_count(const char *s, size_t len, long long *out);
-/* Whether a hash field looks like a holder's: "<uuid>:<id>", or a writer's
- * "<uuid>:<id>:write". */
-bool cli_is_owner_field(const char *f, size_t len);
-/* Whether an owner field is a writer's ("<uuid>:<id>:write"). */
-bool cli_is_writer(const char *owner, size_t len);
+/* A duration for people: "850 ms", "3 s", "12 min 3 s", "2 h 5 min", "3 d 4 h". */
+const char *cli_age(int64_t ms, char *buf, size_t cap);
+/* "web-3 pid 4711 ./report.sh" (crd_identity_describe) into buf. */
+const char *cli_who(const crd_identity *who, char *buf, size_t cap);
+/* The JSON object of an identity: {"client_id", "thread", "known", "host", "pid", "program",
+ * "label", "version", "started_ms", "connections"}. */
+void cli_json_who(const crd_identity *who);
+/* A string as a logfmt-style value: bare when it has no space, quote or '=', else in
+ * double quotes with '"' and '\\' escaped. */
+void cli_text_value(const char *s);
+/* A state's holders as JSON members ("holders":[...]). */
+void cli_json_holders(const crd_state *st);
+/* An epoch-ms since-time as JSON: the number, or null when negative. */
+void cli_json_ms(const char *key, int64_t v);
 
 #endif /* CRD_CLI_H */

@@ -200,29 +200,26 @@ const char *cli_redact_url(const char *url, char *buf, size_t len)
     return buf;
 }
 
-/* Parses --url with the library's parser into *ep. Returns 0, or the usage error's exit
- * code (the URL is shown without its password). */
-int cli_endpoint(const char *cmd, const global_opts *g, crd__endpoint *ep)
+/* Checks --url with the library's parser (crd_url_check). Returns 0, or the usage error's
+ * exit code (the URL is shown without its password). */
+int cli_check_url(const char *cmd, const global_opts *g)
 {
     char why[256];
-    crd_status st;
-    if (crd__url_is_sentinel(g->url)) {
-        /* The sentinels' URL: checked here; the primary is found when connecting. */
-        crd__sentinel_cfg cfg;
-        memset(ep, 0, sizeof *ep);
-        st = crd__sentinel_url_parse(g->url, &cfg, why, sizeof why);
-        ep->db = cfg.db;
-        crd__sentinel_cfg_clear(&cfg);
-    } else {
-        st = crd__url_parse(g->url, ep, why, sizeof why);
-    }
+    crd_status st = crd_url_check(g->url, why, sizeof why);
     if (st == CRD_OK)
         return 0;
-    if (st == CRD_NO_MEMORY)
-        snprintf(why, sizeof why, "out of memory");
     char shown[512];
     return cli_usage_error(cmd, "bad --url '%s': %s", cli_redact_url(g->url, shown, sizeof shown),
                            why);
+}
+
+int cli_check_name_and_url(const char *cmd, const global_opts *g, const char *name)
+{
+    if (name == NULL)
+        return cli_usage_error(cmd, "missing lock NAME");
+    if (*name == '\0')
+        return cli_usage_error(cmd, "lock NAME is empty");
+    return cli_check_url(cmd, g);
 }
 
 int cli_make_client(const global_opts *g, const char *cmd, crd_event_fn on_event, crd_client **out)
@@ -230,9 +227,7 @@ int cli_make_client(const global_opts *g, const char *cmd, crd_event_fn on_event
     /* The URL is checked first (the library's parser), so that every command reports a
      * bad URL the same way and no message echoes a password. */
     *out = NULL;
-    crd__endpoint ep;
-    int rc = cli_endpoint(cmd, g, &ep);
-    crd__endpoint_clear(&ep);
+    int rc = cli_check_url(cmd, g);
     if (rc != 0)
         return rc;
     crd_options o;
@@ -245,6 +240,10 @@ int cli_make_client(const global_opts *g, const char *cmd, crd_event_fn on_event
     /* `run` learns of a force-unlock at once and stops CMD (--on-lost), not at the next
      * renewal: one subscription per held name while CMD runs. */
     o.prompt_loss_detection = strcmp(cmd, "run") == 0;
+    /* The identity record (who holds, who waits, who watches) is kept by the commands that
+     * hold, wait or watch; the readers and the exporter leave none behind. */
+    o.identity = strcmp(cmd, "run") == 0 || strcmp(cmd, "watch") == 0;
+    o.identity_label = g->label;
     o.tls_ca_file = g->cacert;
     o.tls_ca_dir = g->cacertdir;
     o.tls_cert_file = g->cert;
@@ -270,23 +269,23 @@ int cli_make_client(const global_opts *g, const char *cmd, crd_event_fn on_event
 
 /* ---- lock kinds --------------------------------------------------------------------- */
 
-bool cli_take_kind(const char *a, crd__kind *kind, int *seen)
+bool cli_take_kind(const char *a, cli_kind *kind, int *seen)
 {
-    crd__kind k;
+    cli_kind k;
     if (strcmp(a, "--fair") == 0)
-        k = CRD__FAIR;
+        k = CLI_FAIR;
     else if (strcmp(a, "--read") == 0)
-        k = CRD__READ;
+        k = CLI_READ;
     else if (strcmp(a, "--write") == 0)
-        k = CRD__WRITE;
+        k = CLI_WRITE;
     else if (strcmp(a, "--fenced") == 0)
-        k = CRD__FENCED;
+        k = CLI_FENCED;
     else if (strcmp(a, "--spin") == 0)
-        k = CRD__SPIN;
+        k = CLI_SPIN;
     else if (strcmp(a, "--nonreentrant") == 0)
-        k = CRD__NRLOCK;
+        k = CLI_NRLOCK;
     else if (strcmp(a, "--nonreentrant-fair") == 0)
-        k = CRD__NRFAIR;
+        k = CLI_NRFAIR;
     else
         return false;
     if (*seen && *kind != k)
@@ -297,30 +296,29 @@ bool cli_take_kind(const char *a, crd__kind *kind, int *seen)
     return true;
 }
 
-crd_status cli_open_lock(crd_client *client, crd__kind kind, const char *name, cli_lock *out)
+crd_status cli_open_lock(crd_client *client, cli_kind kind, const char *name, cli_lock *out)
 {
     out->lock = NULL;
     out->rw = NULL;
     switch (kind) {
-    case CRD__FAIR:
+    case CLI_FAIR:
         return crd_fair_lock_new(client, name, &out->lock);
-    case CRD__FENCED:
+    case CLI_FENCED:
         return crd_fenced_lock_new(client, name, &out->lock);
-    case CRD__SPIN:
+    case CLI_SPIN:
         return crd_spin_lock_new(client, name, &out->lock);
-    case CRD__NRLOCK:
+    case CLI_NRLOCK:
         return crd_nonreentrant_lock_new(client, name, &out->lock);
-    case CRD__NRFAIR:
+    case CLI_NRFAIR:
         return crd_nonreentrant_fair_lock_new(client, name, &out->lock);
-    case CRD__GROUP: /* not a kind of NAME: a group takes values */
-    case CRD__READ:
-    case CRD__WRITE: {
+    case CLI_READ:
+    case CLI_WRITE: {
         crd_status st = crd_rwlock_new(client, name, &out->rw);
         if (st == CRD_OK)
-            out->lock = kind == CRD__READ ? crd_rwlock_read(out->rw) : crd_rwlock_write(out->rw);
+            out->lock = kind == CLI_READ ? crd_rwlock_read(out->rw) : crd_rwlock_write(out->rw);
         return st;
     }
-    case CRD__RLOCK:
+    case CLI_RLOCK:
         break;
     }
     return crd_lock_new(client, name, &out->lock);

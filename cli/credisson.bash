@@ -14,7 +14,7 @@ _credisson()
     cmd=
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-        --url | --watchdog-ms | --cacert | --cacertdir | --cert | --key | --sni) ((i++)) ;;
+        --url | --watchdog-ms | --cacert | --cacertdir | --cert | --key | --sni | --label) ((i++)) ;;
         : | =) ((i++)) ;;
         -*) ;;
         *)
@@ -50,7 +50,7 @@ _credisson()
     case $prev in
     --url | --watchdog-ms | --wait | --lease | --grace | -E | --conflict-exit-code | --sni | \
         --permits | --count | --timeout | --interval | --samples | --prefix | --procs | --seconds | \
-        --second-url | --rate | --keep-alive)
+        --second-url | --rate | --keep-alive | --label | --max-names | --listen)
         return
         ;;
     --replica-sync)
@@ -76,13 +76,13 @@ _credisson()
     esac
 
     # The commands, as cli/main.c's COMMANDS table has them (tests/check_docs.py compares).
-    local commands="run status unlock watch list semaphore latch ratelimit doctor verify"
+    local commands="run status unlock watch list exporter semaphore latch ratelimit doctor verify"
     local opts
     case $cmd in
     "")
         if [[ $cur == -* ]]; then
-            opts="--url --watchdog-ms --cacert --cacertdir --cert --key --sni --insecure --help
-                  --version"
+            opts="--url --watchdog-ms --cacert --cacertdir --cert --key --sni --insecure --label
+                  --help --version"
         else
             opts=$commands
         fi
@@ -93,7 +93,8 @@ _credisson()
     status) opts="--json --help" ;;
     unlock) opts="--force --fair --read --write --fenced --delete-non-lock --help" ;;
     watch) opts="--json --count --timeout --interval --help" ;;
-    list) opts="--json --timeout --count --help" ;;
+    list) opts="--json --openmetrics --timeout --count --max-names --help" ;;
+    exporter) opts="--listen --max-names --count --timeout --help" ;;
     doctor) opts="--json --samples --timeout --prefix --help" ;;
     verify) opts="--procs --seconds --permits --failover --replica-sync --second-url --prefix
                   --json --help" ;;

@@ -40,6 +40,8 @@ static size_t utf8_seq(const unsigned char *s, size_t len)
     return n;
 }
 
+size_t cli_utf8_seq(const unsigned char *s, size_t len) { return utf8_seq(s, len); }
+
 void cli_json_string(const char *s, size_t len)
 {
     const unsigned char *u = (const unsigned char *)s;

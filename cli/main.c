@@ -57,7 +57,8 @@ static const struct {
      "                   start CMD when rate limiter NAME gives a permit (10/1s, 100/1m)\n"},
     {"status", cmd_status,
      "  status [--json] NAME\n"
-     "                   show the kind, holders, TTL and queue of lock NAME\n"},
+     "                   show the kind, holders (who, since when), TTL, queue and\n"
+     "                   waiters of NAME\n"},
     {"unlock", cmd_unlock,
      "  unlock --force [--fair|--read|--write] NAME\n"
      "                   delete lock NAME whoever holds it and wake a waiter\n"},
@@ -65,8 +66,12 @@ static const struct {
      "  watch [--json] [--count N] [--timeout MS] [--interval MS] NAME\n"
      "                   print hold and release events of lock NAME as they happen\n"},
     {"list", cmd_list,
-     "  list [--json] [--timeout MS] [--count N] [PATTERN]\n"
-     "                   the locks held right now (SCAN), with holders and TTL\n"},
+     "  list [--json|--openmetrics] [--timeout MS] [--count N] [PATTERN]\n"
+     "                   the locks held right now (SCAN), with holders, who and since\n"
+     "                   when, and waiters; --openmetrics: Prometheus gauges\n"},
+    {"exporter", cmd_exporter,
+     "  exporter [--listen ADDR] [--max-names N] [PATTERN]...\n"
+     "                   serve those gauges at http://ADDR/metrics\n"},
     {"semaphore", cmd_semaphore,
      "  semaphore status [--json] NAME | set NAME N | add NAME N\n"
      "                   Redisson's RSemaphore / RPermitExpirableSemaphore NAME\n"},
@@ -119,6 +124,8 @@ static void usage_main(FILE *f)
             "                   (default: $CREDISSON_URL, else " CLI_DEFAULT_URL ")\n"
             "  --watchdog-ms N  lease of a lock held without --lease; the watchdog renews it\n"
             "                   every N/3 ms (default 30000, Redisson's lockWatchdogTimeout)\n"
+            "  --label TEXT     run, watch: the label of this process's identity record (a\n"
+            "                   service or job name; status, list and watch show it)\n"
             "  -h, --help       this help; 'credisson COMMAND --help' describes a command\n"
             "  --version        print the version\n"
             "\n"
@@ -183,6 +190,10 @@ int main(int argc, char **argv)
                                 : strncmp(a, "--key", 5) == 0      ? &g.key
                                                                    : &g.sni;
             *slot = v;
+        } else if (cli_take_opt(argc, argv, &i, "--label", &v)) {
+            if (v == NULL || strlen(v) > 200)
+                return cli_usage_error(NULL, "--label needs a text of at most 200 bytes");
+            g.label = v;
         } else if (strcmp(a, "--insecure") == 0) {
             g.insecure = true;
         } else if (a[0] == '-') {

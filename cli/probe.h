@@ -15,6 +15,8 @@
 
 #include "cli.h"
 
+#include <hiredis/hiredis.h>
+
 #include <stdbool.h>
 #include <stdint.h>
 

@@ -114,7 +114,7 @@ typedef enum on_lost_mode { ON_LOST_TERM, ON_LOST_KILL, ON_LOST_IGNORE } on_lost
 
 /* The command line of `run`. */
 typedef struct run_opts {
-    crd__kind kind;
+    cli_kind kind;
     int64_t wait_ms, lease_ms, grace_ms;
     on_lost_mode on_lost;
     int conflict_exit; /* exit code when not acquired within --wait */
@@ -222,7 +222,7 @@ static int parse_run_args(int argc, char **argv, run_opts *o)
         return cli_usage_error("run", "missing lock NAME");
     if (o->cmd == NULL)
         return cli_usage_error("run", "missing '--' and CMD after NAME");
-    if (o->nnames > 1 && o->kind == CRD__FENCED)
+    if (o->nnames > 1 && o->kind == CLI_FENCED)
         return cli_usage_error("run", "--fenced takes one NAME (its token goes to CMD)");
     if (o->permits > 0 && kinds_seen > 0)
         return cli_usage_error("run", "--permits holds a semaphore's permit, not a lock: no "
@@ -442,7 +442,7 @@ static bool unavailable(crd_status st) { return st == CRD_IO || st == CRD_AUTH; 
  * token to CMD's environment. */
 static void acquired(const run_opts *o, crd_client *client, int64_t waited, int64_t token)
 {
-    if (o->kind == CRD__FENCED) {
+    if (o->kind == CLI_FENCED) {
         char buf[24];
         snprintf(buf, sizeof buf, "%lld", (long long)token);
         setenv("CREDISSON_TOKEN", buf, 1);
@@ -472,7 +472,7 @@ static crd_status acquire(const run_opts *o, crd_client *client, held_set *set, 
     crd_status st;
     if (set->multi != NULL)
         st = crd_multilock_acquire(set->multi, o->wait_ms, o->lease_ms);
-    else if (o->kind == CRD__FENCED)
+    else if (o->kind == CLI_FENCED)
         st = crd_lock_acquire_token(set->handles[0], o->wait_ms, o->lease_ms, &token);
     else
         st = crd_lock_acquire(set->handles[0], o->wait_ms, o->lease_ms);
@@ -737,7 +737,7 @@ static int finish_run(int rc)
 
 int cmd_run(const global_opts *g, int argc, char **argv)
 {
-    run_opts o = {.kind = CRD__RLOCK,
+    run_opts o = {.kind = CLI_RLOCK,
                   .wait_ms = CRD_WAIT_FOREVER,
                   .lease_ms = CRD_LEASE_WATCHDOG,
                   .grace_ms = KILL_GRACE_MS,
@@ -782,9 +782,7 @@ int cmd_run(const global_opts *g, int argc, char **argv)
     if (st == CRD_OK) {
         /* The lock is watched (prompt loss detection) before CMD starts: a force-unlock
          * right away is heard, and no subscriber connect is in flight at the fork. */
-        const crd__buf *ch = &set.handles[0]->names.channel;
-        crd__sub_await_live(client, ch->p, ch->len,
-                            crd__now_ms() + 2000);
+        crd_lock_await_watch(set.handles[0], 2000);
         atomic_store(&run_phase, RUN_STARTING);
         bool lost = false, spawned = false;
         int exit_code = supervise(&o, set.handles[0], NULL, &lost, &spawned);

@@ -2,8 +2,7 @@
  * sync.c -- `credisson semaphore status|set|add` and `credisson latch
  * set|count-down|wait|status`: Redisson's RSemaphore / RPermitExpirableSemaphore and
  * RCountDownLatch from the shell, through the library's synchronizer API. The permits
- * of an expirable semaphore (ids and leases) are read over a raw connection: the public
- * API has no listing.
+ * of an expirable semaphore (ids and leases) come from crd_state_read.
  */
 #include "cli.h"
 
@@ -91,51 +90,34 @@ static bool parse_i64(const char *s, int64_t *out)
     return true;
 }
 
-/* The permits out of an expirable semaphore, printed as text or JSON; false when the
- * zset could not be read. */
-static bool print_permits(const global_opts *g, const char *name, bool json, bool *expirable)
+/* The permits out of an expirable semaphore (crd_state_read), printed as text or JSON;
+ * false when the state could not be read. */
+static bool print_permits(crd_client *c, const char *name, bool json, bool *expirable)
 {
-    crd__buf z = {0};
-    if (crd__timeouts_name(name, strlen(name), &z) != CRD_OK)
+    crd_state *st = NULL;
+    if (crd_state_read(c, name, strlen(name), CRD_STATE_NO_IDENTITY, &st) != CRD_OK)
         return false;
-    cli_rconn rc;
-    if (cli_connect("semaphore", g, name, &rc) != 0) {
-        free(z.p);
-        return false;
-    }
-    const char *argv[5] = {"ZRANGE", z.p, "0", "-1", "WITHSCORES"};
-    size_t lens[5] = {6, z.len, 1, 2, 10};
-    redisReply *r = cli_cmd(&rc, 5, argv, lens);
-    bool ok = r != NULL && r->type == REDIS_REPLY_ARRAY;
-    *expirable = ok && r->elements > 0;
-    long long now = cli_epoch_ms();
+    *expirable = st->npermits > 0;
     if (json)
         printf(",\"permits\":[");
-    for (size_t i = 0; ok && i + 1 < r->elements; i += 2) {
-        char id[33] = {0};
-        for (size_t k = 0; k < 16 && k < r->element[i]->len; k++)
-            snprintf(id + 2 * k, 3, "%02x", (unsigned char)r->element[i]->str[k]);
-        long long deadline = strtoll(r->element[i + 1]->str, NULL, 10);
-        bool lease = deadline != CRD__PERMIT_NO_LEASE_MS;
+    for (size_t i = 0; i < st->npermits_listed; i++) {
+        const crd_permit *p = &st->permits[i];
         if (json) {
-            printf("%s{\"id\":\"%s\",\"remaining_ms\":", i ? "," : "", id);
-            if (lease)
-                printf("%lld}", deadline - now);
+            printf("%s{\"id\":\"%s\",\"remaining_ms\":", i ? "," : "", p->id);
+            if (p->deadline_ms >= 0)
+                printf("%lld}", (long long)p->remaining_ms);
             else
                 printf("null}");
-        } else if (lease) {
-            printf("permit: %s remaining_ms=%lld\n", id, deadline - now);
+        } else if (p->deadline_ms >= 0) {
+            printf("permit: %s remaining_ms=%lld\n", p->id, (long long)p->remaining_ms);
         } else {
-            printf("permit: %s remaining_ms=none\n", id);
+            printf("permit: %s remaining_ms=none\n", p->id);
         }
     }
     if (json)
         printf("]");
-    if (r != NULL)
-        freeReplyObject(r);
-    cli_close(&rc);
-    free(z.p);
-    return ok;
+    crd_state_free(st);
+    return true;
 }
 
 /* No subcommand: usage on stderr and EXIT_USAGE; help: usage on stdout and 0; else -1. */
@@ -199,6 +181,7 @@ static int semaphore_parse(verb_args *a, int argc, char **argv)
 
 static int semaphore_act(const global_opts *g, crd_client *c, verb_args *a)
 {
+    (void)g;
     const char *cmd = a->cmd, *verb = a->verb, *name = a->name;
     bool json = a->json, status = strcmp(verb, "status") == 0;
     if (name == NULL) /* semaphore_parse refuses a missing NAME; the analyzer cannot see it */
@@ -220,12 +203,12 @@ static int semaphore_act(const global_opts *g, crd_client *c, verb_args *a)
                 printf("{\"name\":");
                 cli_json_string(name, strlen(name));
                 printf(",\"available\":%lld", (long long)avail);
-                if (!print_permits(g, name, true, &expirable))
+                if (!print_permits(c, name, true, &expirable))
                     rc = EXIT_UNAVAILABLE;
                 printf(",\"expirable\":%s}\n", expirable ? "true" : "false");
             } else {
                 printf("name: %s\navailable: %lld\n", name, (long long)avail);
-                if (!print_permits(g, name, false, &expirable))
+                if (!print_permits(c, name, false, &expirable))
                     rc = EXIT_UNAVAILABLE;
             }
         }

@@ -37,25 +37,19 @@ static void usage_unlock(FILE *f)
 /* --delete-non-lock: a plain DEL of the key the library refused to treat as a lock. */
 static int delete_anyway(crd_client *client, const char *name)
 {
-    crd__cmd cmd;
-    crd__cmd_init(&cmd, CRD__PLAIN, 2);
-    crd__cmd_arg_str(&cmd, "DEL");
-    crd__cmd_arg_str(&cmd, name);
-    redisReply *r = NULL;
-    crd_status st = crd__call(client, &cmd, "DEL", &r, NULL);
-    crd__cmd_free(&cmd);
+    bool deleted = false;
+    crd_status st = crd_object_delete(client, name, strlen(name), &deleted);
     if (st != CRD_OK) {
         cli_report("unlock", "cannot delete", st, client);
         return cli_exit_for_status(st);
     }
     printf("deleted: %s (it was not a lock; --delete-non-lock)\n", name);
-    freeReplyObject(r);
     return 0;
 }
 
 int cmd_unlock(const global_opts *g, int argc, char **argv)
 {
-    crd__kind kind = CRD__RLOCK;
+    cli_kind kind = CLI_RLOCK;
     int kinds_seen = 0;
     bool force = false, any_type = false;
     const char *name = NULL;

@@ -488,6 +488,46 @@ typedef struct crd_options {
      * replies and failed connections still move the client). Ignored outside sentinel
      * mode. */
     int64_t sentinel_scan_interval_ms;
+
+    /* ---- Holder identity (added in 0.7) ---------------------------------------------
+     * identity: the client keeps a small record of itself in Redis, so that whoever
+     * reads a lock's state (crd_state_read, crd_scan_next, crd_watch_next, the CLI's
+     * status, list and watch, the Prometheus exporter) can say which process holds or
+     * waits, and since when: the host name (gethostname), the process id, the program
+     * (see identity_cmdline), when the client started, the library version, the label
+     * (identity_label, crd_client_set_label), and for each name this client holds or
+     * waits for in a blocking acquire since at least 250 ms, since when (epoch ms) and
+     * whether the hold keeps the lock's channel subscribed (prompt_loss_detection).
+     * Where: the hash "{credisson}:client:<client uuid>", with the client's uuid in the
+     * sorted set "{credisson}:clients" (score: when the record expires, epoch ms); both
+     * in the slot of the hash tag "credisson", so on a cluster one node keeps every
+     * client's record and a reader finds them all with one script call. Redisson never
+     * reads these keys (it ignores keys it does not know), and nothing credisson sends
+     * for a lock changes.
+     * Cost: nothing on the acquire and release path. The client's watchdog thread
+     * (started with the client when identity is on) writes the record with one script
+     * call (lua/ident_write.lua) when the client starts, every third of
+     * watchdog_timeout_ms (its TTL is watchdog_timeout_ms, renewed then, as a lock's
+     * lease is), and at most every 250 ms when the holds and waits older than 250 ms
+     * changed: holds and waits shorter than that are never written. crd_client_free()
+     * deletes the record (one call; with a write still in flight, after it; at most
+     * min(command_timeout_ms, 1000) ms in all, the TTL covering the rest); a process killed
+     * with SIGKILL leaves it until its TTL ends. A forked child's copy of the client
+     * keeps no record (the parent's stays the parent's). A write that fails (an ACL
+     * without the rules of the README's "Least privilege", a server away) is retried
+     * at the next tick and logged (CRD_LOG_WARN) once; the locks work the same.
+     * Default true. */
+    bool identity;
+    /* Put the program's command line in the record: /proc/self/cmdline, its arguments
+     * joined by spaces, at most 200 bytes (longer ones end in "..."). The environment is
+     * never read. A command line can carry secrets (a password given as an argument):
+     * false leaves the program out (the record then says only the executable's base
+     * name, from /proc/self/comm). Default true. */
+    bool identity_cmdline;
+    /* An optional label the application declares (a service name, a deployment, a
+     * trace id): at most 200 bytes, copied. Default NULL (none). crd_client_set_label()
+     * changes it later. */
+    const char *identity_label;
 } crd_options;
 
 /* Values of crd_options.replica_sync. */
@@ -1660,6 +1700,340 @@ CRD_API crd_status crd_rate_limiter_release(crd_rate_limiter *rl, int64_t permit
  * PER_CLIENT state stays, as in Java). *deleted (may be NULL): whether anything was
  * there. Returns CRD_OK, CRD_INVALID_ARGUMENT, CRD_IO, CRD_CLOSED. */
 CRD_API crd_status crd_rate_limiter_delete(crd_rate_limiter *rl, bool *deleted);
+
+/* ---------------------------------------------------------------------------------- */
+/* Introspection: who holds a name, since when, and who waits (added in 0.7)            */
+/* ---------------------------------------------------------------------------------- */
+
+/* What a name holds, as far as Redisson's keys tell (append-only; a kind Redisson adds
+ * later gets the next number).
+ * How each is told: a hash whose fields are owner fields ("<uuid>:<id>", "...:write")
+ * with hold counts is a lock: with a "mode" field a read-write lock; with a waiter in
+ * redisson_lock_queue:{N} a fair lock (a fair lock nobody waits for is stored exactly as
+ * a reentrant lock and reads as one; so do Redisson's spin lock and a non-reentrant lock
+ * until their keys differ); with the counter redisson_lock_token:{N} a fenced lock (also
+ * when it is not held: the counter has no TTL). A string holding a number is a
+ * semaphore: with permits out in {N}:timeout an expirable one; with a count >= 1, a
+ * subscriber of redisson_countdownlatch__channel__{N} and none of redisson_sc:{N}, a
+ * latch (the keys alone cannot tell a latch nobody awaits from a semaphore:
+ * crd_state.maybe_latch says so). A hash with the fields rate, interval and type is a
+ * rate limiter; a hash of 22-character value fields naming owners (with their
+ * F:<owner>:expire_time and lock_count) a grouped multi-lock. Anything else is
+ * CRD_KIND_OTHER; a missing name CRD_KIND_NONE. */
+typedef enum crd_object_kind {
+    CRD_KIND_NONE = 0,             /* the name does not exist */
+    CRD_KIND_OTHER = 1,            /* it exists but is no Redisson object credisson knows */
+    CRD_KIND_LOCK = 2,             /* RLock (getLock) */
+    CRD_KIND_FAIR_LOCK = 3,        /* RFairLock with waiters queued */
+    CRD_KIND_READ_WRITE_LOCK = 4,  /* RReadWriteLock */
+    CRD_KIND_FENCED_LOCK = 5,      /* RFencedLock */
+    CRD_KIND_SEMAPHORE = 6,        /* RSemaphore */
+    CRD_KIND_PERMIT_SEMAPHORE = 7, /* RPermitExpirableSemaphore with permits out */
+    CRD_KIND_LATCH = 8,            /* RCountDownLatch with a count and a waiter */
+    CRD_KIND_RATE_LIMITER = 9,     /* RRateLimiter's configuration hash (rate, interval,
+                                      type): no holders, no waiters counted (its waiters
+                                      sleep without subscribing); its state keys {N}:value
+                                      and {N}:permits are parts, skipped by a scan */
+    CRD_KIND_GROUP_LOCK = 10       /* a grouped multi-lock's hash (getMultiLock(group,
+                                      values)): holders are the owners, each with the
+                                      number of values it holds as count */
+} crd_object_kind;
+
+/* The kind's short name, as the CLI prints it: "none", "other", "rlock", "fair",
+ * "rwlock", "fenced", "semaphore", "permit_semaphore", "latch", "rate_limiter", "group";
+ * "unknown" for a value
+ * this version does not know. Static storage; thread-safe. */
+CRD_API const char *crd_object_kind_name(crd_object_kind kind);
+
+/* Who is behind an owner: what the owner's client declared in its identity record (see
+ * crd_options.identity), or, for a client that keeps none (Java's Redisson, a credisson
+ * client with identity off, a process gone since), what can be known. Every string is
+ * NUL-terminated, never NULL ("" when unknown). */
+typedef struct crd_identity {
+    const char *client_id; /* the owner's client uuid (the part before ':<id>') */
+    uint64_t thread;       /* the id after it: a thread id for Java, an owner id here */
+    bool known;            /* a credisson identity record of client_id was found */
+    const char *host;      /* known: gethostname() of the process */
+    int64_t pid;           /* known: its process id (0 when not known) */
+    const char *program;   /* known: its command line (bounded), or its executable's
+                              name when the client leaves the command line out */
+    const char *label;     /* known: the label the application set, or "" */
+    const char *version;   /* known: the credisson version of the client */
+    int64_t started_ms;    /* known: when the client started (epoch ms; 0 unknown) */
+    /* Not known (a Java client): the server's connections that may be that client's,
+     * from CLIENT LIST on the node asked (only when the ACL allows CLIENT LIST, and only
+     * connections that set a name, as Redisson's clientName does: credisson sets none):
+     * their names and addresses, "name@addr" separated by ", ", at most 10; "" when
+     * none or not allowed. CLIENT LIST cannot say which of them holds. */
+    const char *connections;
+} crd_identity;
+
+/* One holder of a lock. */
+typedef struct crd_holder {
+    const char *owner;  /* the owner field as stored, without ":write" ("<uuid>:<id>") */
+    int64_t count;      /* its hold count (read-write lock: the read holds, or the write
+                           holds for the writer) */
+    bool writer;        /* read-write lock: the write holder (field "<owner>:write") */
+    int64_t ttl_ms;     /* how long the hold has left: the key's PTTL (-1: no TTL); a
+                           reader: its longest read-hold timeout key's PTTL */
+    int64_t since_ms;   /* when it was first acquired (epoch ms, the holder's clock), from
+                           its identity record: -1 when not known (no record, or a hold
+                           younger than 250 ms not written yet) */
+    int64_t held_ms;    /* read_at_ms - since_ms, or -1 */
+    bool watching;      /* its client keeps the lock's channel subscribed while it holds
+                           (prompt_loss_detection): one of the channel's subscribers */
+    crd_identity who;
+} crd_holder;
+
+/* One read hold of a read-write lock: its own timeout key
+ * "{N}:<owner>:rwlock_timeout:<index>" and that key's PTTL (-2: gone). */
+typedef struct crd_read_hold {
+    const char *owner;
+    int64_t index;
+    int64_t ttl_ms;
+} crd_read_hold;
+
+/* One waiter: a fair lock's queue entry, or a credisson client that declared it waits
+ * (its identity record, for kinds with no queue). */
+typedef struct crd_waiter {
+    const char *owner;     /* the owner field queued, or the declaring owner's */
+    int64_t deadline_ms;   /* fair queue: the entry's deadline (epoch ms, the waiter's
+                              clock), -1 when it has none; others -1 */
+    int64_t remaining_ms;  /* deadline_ms - read_at_ms, or -1 */
+    int64_t since_ms;      /* when it began to wait (epoch ms), from its identity record;
+                              -1 when not known */
+    int64_t waited_ms;     /* read_at_ms - since_ms, or -1 */
+    crd_identity who;
+} crd_waiter;
+
+/* One permit out of an expirable semaphore. */
+typedef struct crd_permit {
+    char id[CRD_PERMIT_ID_SIZE]; /* 32 hex characters */
+    int64_t deadline_ms;         /* epoch ms; -1: no lease (never expires) */
+    int64_t remaining_ms;        /* deadline_ms - read_at_ms (negative: expired, not yet
+                                    reclaimed), -1 without a lease */
+} crd_permit;
+
+/* The state of one name, read by crd_state_read() or crd_scan_next(). The caller's:
+ * free it with crd_state_free() (every pointer inside lives as long as it). Fields are
+ * only ever appended. */
+typedef struct crd_state {
+    const char *name;        /* the name (NUL-terminated copy; binary names: name_len) */
+    size_t name_len;
+    crd_object_kind kind;
+    const char *kind_name;   /* crd_object_kind_name(kind) */
+    const char *type;        /* the Redis type of the key: "hash", "string", "none", ... */
+    int64_t ttl_ms;          /* PTTL of the key: -2 absent, -1 no TTL */
+    int64_t read_at_ms;      /* when it was read (epoch ms, this host's clock) */
+    const char *mode;        /* read-write lock: "read" or "write"; else "" */
+    bool held;               /* a lock with at least one holder */
+    size_t nholders;
+    crd_holder *holders;     /* the writer first, then readers, in the hash's order */
+    size_t nread_holds;
+    crd_read_hold *read_holds;
+    size_t nqueue;           /* fair lock: waiters queued (all of them, also past the
+                                1000 listed) */
+    size_t nqueue_listed;
+    crd_waiter *queue;       /* head first */
+    /* Waiters of kinds with no queue (a lock, a read-write lock, a semaphore, a latch):
+     * subscribers is what PUBSUB NUMSUB (plus SHARDNUMSUB, on Redis 7) says of the
+     * name's channel on the node serving the name: every connection subscribed to it,
+     * Java's waiters and credisson's alike (a client counts once however many of its
+     * threads wait). It also counts connections that are subscribed without waiting:
+     * a credisson holder's prompt-loss subscription (crd_holder.watching: subtracted
+     * below) and a crd_watch (its client declares it: subtracted), and it cannot count
+     * waiters that do not subscribe (Redisson's spin lock, an event-loop waiter between
+     * attempts) nor, on a cluster in classic pub/sub mode, subscribers connected to
+     * other nodes. waiters = subscribers - those declared non-waiting, at least 0 (for
+     * a fair lock: nqueue). */
+    int64_t subscribers;
+    int64_t waiters;
+    size_t nknown_waiters;
+    crd_waiter *known_waiters; /* credisson clients that declared they wait for this name
+                                  (blocking acquires waiting 250 ms or more), longest
+                                  waiting first; only with CRD_STATE_WAITERS */
+    int64_t token;           /* fenced lock: the newest token; -1 when there is none */
+    int64_t available;       /* semaphores: the available permits (may be < 0) */
+    bool maybe_latch;        /* a semaphore whose value could be a latch nobody awaits */
+    size_t npermits;         /* permit semaphore: permits out (all of them) */
+    size_t npermits_listed;
+    crd_permit *permits;     /* the first 1000 by deadline */
+    int64_t count;           /* latch: the count */
+    bool identity_read;      /* the identity records could be read (false: an ACL without
+                                the identity rules, or CRD_STATE_NO_IDENTITY) */
+} crd_state;
+
+/* Flags of crd_state_read() and crd_scan_new(). */
+#define CRD_STATE_NO_IDENTITY 1u /* do not read identity records (no join) */
+#define CRD_STATE_WAITERS 2u     /* also list the credisson waiters of kinds without a
+                                    queue (reads every client's record: one more script
+                                    call, on the node of "{credisson}") */
+#define CRD_STATE_CLIENTS 4u     /* for holders without a record, look at CLIENT LIST
+                                    (crd_identity.connections) */
+
+/* Read the state of name (name_len bytes, binary-safe) in one snapshot: one script
+ * call (lua/inspect_read.lua: TYPE, HGETALL, PTTL, the fair queue and its deadlines, the
+ * token, GET, the permits, the read holds' timeout keys, PUBSUB NUMSUB/SHARDNUMSUB of the
+ * kind's channels; atomic, on the node serving the name), then the holders' and queued
+ * waiters' identity records (one more script call for all of them), then, as flags say,
+ * every record (CRD_STATE_WAITERS) and CLIENT LIST (CRD_STATE_CLIENTS). Nothing is
+ * written. A state of any kind reads the same way: the name need not be a lock.
+ * Returns CRD_OK with *out; CRD_INVALID_ARGUMENT (NULL client, name or out, empty name,
+ * name over CRD_NAME_MAX, unknown flag bits); CRD_IO; CRD_SERVER (e.g. NOPERM: the ACL
+ * lacks the status rules); CRD_CLOSED; CRD_NO_MEMORY. Identity records that cannot be
+ * read (NOPERM) leave identity_read false and the state is still CRD_OK.
+ * Ownership: *out is the caller's, one block, freed with crd_state_free().
+ * Thread safety: any thread, concurrently with anything; blocks the calling thread for
+ * at most a few round trips, each bounded by command_timeout_ms. */
+CRD_API crd_status crd_state_read(crd_client *client, const char *name, size_t name_len,
+                                  unsigned flags, crd_state **out);
+/* Free a state. Accepts NULL. */
+CRD_API void crd_state_free(crd_state *state);
+
+/* "web-3 pid 4711 ./report.sh" (a known identity, with " [label]" when it has one), or
+ * "client 77cbcfad-... (no identity record)" plus " connections: ..." when any are
+ * listed: snprintf-style into buf (the length it needed is returned). Thread-safe. */
+CRD_API size_t crd_identity_describe(const crd_identity *who, char *buf, size_t size);
+
+/* Change the label of this client's identity record (NULL or "": none; at most 200
+ * bytes, copied). Written at the watchdog thread's next tick (within 250 ms).
+ * Returns CRD_OK; CRD_INVALID_ARGUMENT (NULL client, a label over 200 bytes);
+ * CRD_CLOSED; CRD_NO_MEMORY. Thread-safe. */
+CRD_API crd_status crd_client_set_label(crd_client *client, const char *label);
+
+/* ---- scanning every Redisson object matching a pattern ---------------------------- */
+
+typedef struct crd_scan crd_scan;
+
+/* Start a scan of the names matching pattern (a SCAN glob; NULL: "*"), on every primary
+ * of a cluster in turn. It goes SCAN step by SCAN step (COUNT count keys each, 1000 when
+ * count is 0) as crd_scan_next() asks, so it can be stopped at any point, and a key
+ * changed during the scan may be seen twice or not at all (SCAN's own guarantee: a name
+ * that exists from start to end is seen). Keys that are parts of another object
+ * (redisson_lock_queue:..., the fair deadlines, tokens, unlock latches, read-hold timeout
+ * keys, {N}:timeout, credisson's identity records) are not objects of their own and are
+ * skipped; so are names that are no Redisson object (CRD_KIND_OTHER), a fenced lock's
+ * counter alone, and a semaphore or latch string unless flags has CRD_SCAN_SYNCS.
+ * flags: CRD_STATE_* (as crd_state_read; identity records are read once per record and
+ * kept for the scan's life) and the CRD_SCAN_* bits below.
+ * Returns CRD_OK with *out; CRD_INVALID_ARGUMENT (NULL client or out, count over 100000,
+ * unknown flags); CRD_CLOSED; CRD_NO_MEMORY. No Redis traffic until crd_scan_next().
+ * Ownership: free with crd_scan_free(). Thread safety: one thread at a time per scan;
+ * scans of one client may run on several threads. */
+CRD_API crd_status crd_scan_new(crd_client *client, const char *pattern, size_t count,
+                                unsigned flags, crd_scan **out);
+#define CRD_SCAN_HELD_ONLY 256u /* only locks with a holder and permit semaphores with
+                                   permits out (what `credisson list` shows) */
+#define CRD_SCAN_SYNCS 512u     /* also semaphores and latches (strings holding a number) */
+
+/* The next object: CRD_OK with *out set (the caller frees it with crd_state_free), or
+ * CRD_OK with *out NULL when the scan is complete. Runs SCAN steps until it finds one,
+ * or until timeout_ms milliseconds have passed (0: no bound; every call does at least one
+ * step, however short its bound): then CRD_TIMEOUT and *out NULL, and a later call goes
+ * on where this one stopped. CRD_INVALID_ARGUMENT for a NULL scan or out, a timeout out
+ * of range.
+ * Returns also CRD_IO, CRD_SERVER, CRD_CLOSED, CRD_NO_MEMORY (the scan may go on after
+ * them: the step is tried again). */
+CRD_API crd_status crd_scan_next(crd_scan *scan, int64_t timeout_ms, crd_state **out);
+/* Keys SCAN returned so far, and whether every node's keyspace was seen (the scan
+ * ended). Either pointer may be NULL. */
+CRD_API void crd_scan_progress(const crd_scan *scan, uint64_t *scanned, bool *complete);
+/* Free a scan (at any point). Accepts NULL. */
+CRD_API void crd_scan_free(crd_scan *scan);
+
+/* ---- watching a name's events ------------------------------------------------------ */
+
+typedef struct crd_watch crd_watch;
+
+/* What crd_watch_next() reports. */
+typedef enum crd_watch_kind {
+    CRD_WATCH_HELD = 1,     /* a holder found when the watch started */
+    CRD_WATCH_ACQUIRE = 2,  /* a new holder */
+    CRD_WATCH_COUNT = 3,    /* a holder's hold count changed (re-entry, partial release) */
+    CRD_WATCH_RELEASE = 4,  /* a holder is gone (cause: "unlock", "expired", "removed") */
+    CRD_WATCH_FOUND = 5,    /* at start, the name holds a number: a semaphore or latch */
+    CRD_WATCH_PERMITS = 6,  /* a semaphore's available permits changed */
+    CRD_WATCH_LATCH = 7,    /* a latch's count changed (0: opened or deleted) */
+    CRD_WATCH_NOTICE = 8    /* not an event of the name: a warning or a reconnection
+                               (detail says what; e.g. "this server offers neither client
+                               tracking nor keyspace notifications ...") */
+} crd_watch_kind;
+
+/* One event. Strings are library-owned, valid until the next crd_watch_next() or
+ * crd_watch_free() of the same watch. */
+typedef struct crd_watch_event {
+    crd_watch_kind kind;
+    int64_t time_ms;          /* when it was seen (epoch ms, this host's clock) */
+    const char *name;
+    size_t name_len;
+    const char *owner;        /* lock events: the owner field ("...:write" for a writer) */
+    int64_t count;            /* lock events but release: the hold count; latch: the count */
+    int64_t ttl_ms;           /* lock events but release: the key's PTTL */
+    const char *mode;         /* read-write lock: "read" or "write", else "" */
+    const char *cause;        /* release: "unlock" (a message was published), "expired"
+                                 (its TTL ran out) or "removed" (deleted without one) */
+    crd_object_kind object;   /* found: CRD_KIND_SEMAPHORE, _PERMIT_SEMAPHORE or _LATCH */
+    int64_t available;        /* found (semaphores), permits: the available permits */
+    const char *detail;       /* notice: the words; else "" */
+    crd_identity who;         /* lock events: the process behind the owner (its identity
+                                 record, read once per client and kept); who.client_id ""
+                                 for the other events */
+} crd_watch_event;
+
+/* Watch name (name_len bytes): hold and release events of a lock of any kind, and the
+ * changes of a semaphore's permits or a latch's count, as they happen. Two connections
+ * of its own to the node serving the name (the primary the sentinels name; the slot's
+ * primary on a cluster): one subscribed to every channel an object of that name publishes
+ * on (redisson_lock__channel:{N}, redisson_rwlock:{N}, the fair waiters'
+ * redisson_lock__channel:{N}:* pattern, redisson_sc:{N},
+ * redisson_countdownlatch__channel__{N}, sharded too on a cluster in sharded mode,
+ * __keyspace@DB__:N, and client tracking's invalidations: CLIENT TRACKING on REDIRECT
+ * BCAST PREFIX N, Redis >= 6), the other reads the name on every message, when its TTL
+ * runs out and at least every interval_ms (>= 10; 0: 250). A release that publishes is
+ * reported within milliseconds; an acquire (which publishes nothing) at once through
+ * tracking or keyspace notifications, else at the next read (a CRD_WATCH_NOTICE at the
+ * start says so). The watch declares itself in its client's identity record, so the
+ * state calls do not count its subscription as a waiter. With Sentinel a lost
+ * connection is followed to the new primary (a notice says so). Nothing is written.
+ * Returns CRD_OK with *out; CRD_INVALID_ARGUMENT (NULL, empty name, interval out of
+ * range); CRD_IO, CRD_AUTH, CRD_SERVER (connecting or subscribing failed); CRD_CLOSED;
+ * CRD_NO_MEMORY. The first events (held, found, notices) come from crd_watch_next().
+ * Ownership: free with crd_watch_free() before the client.
+ * Thread safety: one thread at a time per watch; its two connections are its own, and
+ * the owners' identity records are read through the client (any thread may use the
+ * client meanwhile). */
+CRD_API crd_status crd_watch_new(crd_client *client, const char *name, size_t name_len,
+                                 int64_t interval_ms, crd_watch **out);
+/* The next event, waiting up to timeout_ms (-1: as long as it takes; 0: only what has
+ * arrived). Returns CRD_OK with *ev (library-owned, see crd_watch_event); CRD_TIMEOUT
+ * when nothing happened in time; CRD_IO when the connection was lost and could not be
+ * re-established (Sentinel: within timeout_ms, or 60 s when waiting forever); CRD_CLOSED;
+ * CRD_INVALID_ARGUMENT. */
+CRD_API crd_status crd_watch_next(crd_watch *watch, int64_t timeout_ms,
+                                  const crd_watch_event **ev);
+/* Free a watch (its connections are closed). Accepts NULL. */
+CRD_API void crd_watch_free(crd_watch *watch);
+
+/* ---- small helpers for tools --------------------------------------------------------- */
+
+/* Check a URL as crd_client_new() would parse it (every form of crd_options.url),
+ * without connecting. Returns CRD_OK; CRD_INVALID_ARGUMENT with the reason in err
+ * (never the password); CRD_NO_MEMORY. err may be NULL when errlen is 0. Thread-safe. */
+CRD_API crd_status crd_url_check(const char *url, char *err, size_t errlen);
+
+/* Delete name (name_len bytes) whatever it holds, without a message (a plain DEL: what
+ * `credisson unlock --force --delete-non-lock` does to a key that is not a lock).
+ * *deleted (may be NULL) says whether there was a key. Returns CRD_OK,
+ * CRD_INVALID_ARGUMENT, CRD_IO, CRD_SERVER, CRD_CLOSED. Thread-safe. */
+CRD_API crd_status crd_object_delete(crd_client *client, const char *name, size_t name_len,
+                                     bool *deleted);
+
+/* With prompt_loss_detection, wait until this client's subscription to lock's channel
+ * (the one kept while it holds the lock) is confirmed, at most timeout_ms: a force-unlock
+ * from then on is heard at once (credisson run waits so before it starts CMD).
+ * Returns CRD_OK (live), CRD_TIMEOUT, CRD_INVALID_ARGUMENT (NULL lock, timeout out of
+ * range), CRD_CLOSED. Thread-safe. */
+CRD_API crd_status crd_lock_await_watch(crd_lock *lock, int64_t timeout_ms);
 
 #ifdef __cplusplus
 }

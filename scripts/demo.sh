@@ -179,7 +179,7 @@ printf '    they got the lock in the order: %s\n' "$order"
 
 # --- (d) a holder killed with SIGKILL ------------------------------------------------------
 echo "(d) the holder is killed with SIGKILL (lease 2 s); a waiter takes over when it runs out"
-"$cli" --url "$url" --watchdog-ms 2000 run demo:crash -- sleep 30 &
+"$cli" --url "$url" --watchdog-ms 2000 --label holder run demo:crash -- sleep 30 &
 holder=$!
 wait_for 5 is_held demo:crash
 # watch prints the holder it finds ("held"), then the next two events.
@@ -187,7 +187,7 @@ wait_for 5 is_held demo:crash
 watcher=$!
 has_output() { [[ -s $tmp/watch.out ]]; }
 wait_for 5 has_output
-"$cli" --url "$url" run --wait 10000 demo:crash -- sh -c 'date +%s%N > "$0"; sleep 0.5' \
+"$cli" --url "$url" --label waiter run --wait 10000 demo:crash -- sh -c 'date +%s%N > "$0"; sleep 0.5' \
     "$tmp/crash.in" &
 waiter=$!
 sleep 0.3
@@ -199,7 +199,11 @@ killed=$(now_ms)
 wait "$waiter" || { echo "demo: the waiter failed" >&2; exit 1; }
 took=$(($(cat "$tmp/crash.in") / 1000000 - killed))
 wait "$watcher" || { echo "demo: watch failed" >&2; exit 1; }
-sed 's/^/    credisson watch: /' "$tmp/watch.out"
+# Each event names the process behind it (its identity record: host, pid, command line,
+# label); shown here with the pid and label only, the host and the command line being this
+# machine's.
+sed -E -e 's/ by="[^"]* pid ([0-9]+) .*\[([^]]*)\]"$/ by="pid \1 [\2]"/' \
+    -e 's/^/    credisson watch: /' "$tmp/watch.out"
 printf '    the waiter got in %s s after the kill (the rest of the lease; nobody unlocked)\n' \
     "$(secs "$took")"
 ((took < 3000)) || { echo "demo: FAILED: the take-over took $took ms" >&2; exit 1; }

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Installs the Debian packages credisson needs to build and test, if any are missing.
+# Installs the Debian packages credisson needs to build and test, if any are missing
+# (libmicrohttpd-dev: the CLI's exporter; prometheus: promtool and the server the metrics
+# tests run).
 # As root it runs apt-get itself; otherwise it prints the one command to run and fails.
 set -euo pipefail
 pkgs=(cmake make gcc g++ pkg-config libhiredis-dev uuid-dev libcriterion-dev libjansson-dev
       redis-server redis-sentinel redis-tools dpkg-dev libssl-dev openssl libuv1-dev
-      libevent-dev python3 python3-pytest python3-venv python3-pip python3-wheel)
+      libevent-dev python3 python3-pytest python3-venv python3-pip python3-wheel
+      libmicrohttpd-dev prometheus)
 # make test-fuzz and make test-valgrind need more; they ask for it with DEPS_EXTRA.
 read -r -a extra <<< "${DEPS_EXTRA:-}"
 pkgs+=("${extra[@]}")

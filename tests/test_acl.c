@@ -44,15 +44,23 @@
                  "~redisson_unlock_latch:{crdt:*", "~redisson_rwlock:{crdt:*",              \
                  "&redisson_rwlock:{crdt:*"
 
-/* The CLI's status, watch and list on top of the reentrant lock's rules (README). */
 /* Fenced lock: the reentrant lock's rules plus its token counter. */
 #define FENCED_RULES "+incr", "~redisson_lock_token:{crdt:*"
-#define CLI_RULES "+multi", "+exec", "+hgetall", "+lrange", "+zrange", "+llen", "+scan",     \
-                  "+client|id", "+client|tracking", "+config|get", "+psubscribe",            \
-                  "~redisson_lock_queue:{crdt:*", "~redisson_lock_timeout:{crdt:*",           \
-                  "~redisson_lock_token:{crdt:*", "&redisson_rwlock:{crdt:*",                 \
-                  "&__keyspace@0__:crdt:*", "&__redis__:invalidate",                         \
-                  "&redisson_sc:{crdt:*", "&redisson_countdownlatch__channel__{crdt:*"
+/* The identity record every client keeps by default (crd_options.identity, README). */
+#define IDENTITY_RULES "+hset", "+hdel", "+del", "+pexpire", "+pttl", "+zadd",               \
+                       "+zremrangebyscore", "+zrem", "~{credisson}:*"
+/* The CLI's status, list and watch on top of the reentrant lock's rules (README): the
+ * state's script (inspect_read.lua) and the identity records' (ident_read.lua), SCAN,
+ * and watch's own connections. */
+#define CLI_RULES "+type", "+pttl", "+hlen", "+hgetall", "+hscan", "+llen", "+lrange",       \
+                  "+zscore", "+get", "+zcard", "+zrange", "+scan", "+pubsub|numsub",          \
+                  "+pubsub|shardnumsub", "~{crdt:*", "~redisson_lock_queue:{crdt:*",          \
+                  "~redisson_lock_timeout:{crdt:*", "~redisson_lock_token:{crdt:*",           \
+                  "~{credisson}:*", "+multi", "+exec", "+exists", "+client|id",               \
+                  "+client|tracking", "+config|get", "+psubscribe",                          \
+                  "&redisson_rwlock:{crdt:*", "&__keyspace@0__:crdt:*",                      \
+                  "&__redis__:invalidate", "&redisson_sc:{crdt:*",                           \
+                  "&redisson_countdownlatch__channel__{crdt:*"
 
 static crdt_server g_srv;
 
@@ -60,10 +68,12 @@ static void start(void)
 {
     /* One server, one user per feature plus users that each miss one permission. */
     static const char *const args[] = {
-        "--user", "locks", "on", PW, BASE, LOCK_RULES,
-        "--user", "fair", "on", PW, BASE, FAIR_RULES,
-        "--user", "rw", "on", PW, BASE, RW_RULES,
-        "--user", "cli", "on", PW, BASE, LOCK_RULES, FENCED_RULES, CLI_RULES,
+        "--user", "locks", "on", PW, BASE, LOCK_RULES, IDENTITY_RULES,
+        "--user", "fair", "on", PW, BASE, FAIR_RULES, IDENTITY_RULES,
+        "--user", "rw", "on", PW, BASE, RW_RULES, IDENTITY_RULES,
+        "--user", "cli", "on", PW, BASE, LOCK_RULES, FENCED_RULES, IDENTITY_RULES, CLI_RULES,
+        /* The lock rules without the identity record's: the locks work the same. */
+        "--user", "noidentity", "on", PW, BASE, LOCK_RULES,
         /* The lock rules without EVALSHA and EVAL. */
         "--user", "noscripts", "on", PW, "resetchannels", "+ping", "+exists", "+hget",
         "+hexists", "+pttl", "~crdt:*", "&redisson_lock__channel:{crdt:*",
@@ -73,7 +83,7 @@ static void start(void)
         "&redisson_lock__channel:{crdt:*",
         /* The lock rules without the SUBSCRIBE command. */
         "--user", "nosubscribe", "on", PW, "resetchannels", "+ping", "+evalsha", "+eval",
-        "+script|load", "+exists", "+hget", "+hexists", "+pttl", LOCK_RULES,
+        "+script|load", "+exists", "+hget", "+hexists", "+pttl", LOCK_RULES, IDENTITY_RULES,
         /* The lock rules without the channel. */
         "--user", "nochannel", "on", PW, "resetchannels", "+ping", "+evalsha", "+eval",
         "+script|load", "+subscribe", "+unsubscribe", "+exists", "+hget", "+hexists", "+pttl",
@@ -319,6 +329,8 @@ Test(acl, a_refused_subscribe_is_logged_and_the_waiter_still_gets_the_lock_by_re
     crdt_server_stop(&g_srv);
 }
 
+static bool logged_text(void *arg) { return ((char *)arg)[0] != '\0'; }
+
 /* Runs the CLI as user cli; returns its exit status and its stderr in err. */
 static int cli_as(const char *args, char *err, size_t cap)
 {
@@ -341,4 +353,39 @@ Test(acl, the_cli_rules_are_enough_for_run_status_watch_and_list, .init = start)
         cr_expect(strstr(err, "NOPERM") == NULL || strstr(err, "fair-lock waiters") != NULL,
                   "%s: %s", args, err);
     }
+}
+
+/* on_log: keeps the first warning. */
+static void keep_warning(void *user, crd_log_level level, const char *message)
+{
+    char *buf = user;
+    if (level >= CRD_LOG_WARN && buf[0] == '\0')
+        snprintf(buf, 512, "%s", message);
+}
+
+Test(acl, without_the_identity_rules_the_locks_work_and_the_refusal_is_logged_once, .init = start)
+{
+    static char warned[512];
+    crd_options o;
+    crd_options_init(&o);
+    o.host = "127.0.0.1";
+    crdt_options_port(&o, g_srv.port);
+    o.username = "noidentity";
+    o.password = "s3cret";
+    o.on_log = keep_warning;
+    o.log_user_data = warned;
+    crd_client *a = crdt_client_opts(&o);
+    o.on_log = NULL;
+    crd_client *b = crdt_client_opts(&o);
+    const char *key = crdt_key("noident");
+    crd_lock *la = crdt_lock(a, key), *lb = crdt_lock(b, key);
+    exercise(a, b, la, lb, "noidentity");
+    cr_assert(crdt_wait_until(logged_text, warned, 2000), "the refused record was not logged");
+    cr_assert(strstr(warned, "identity record") != NULL && strstr(warned, "NOPERM") != NULL,
+              "%s", warned);
+    crd_lock_free(la);
+    crd_lock_free(lb);
+    crd_client_free(a);
+    crd_client_free(b);
+    crdt_server_stop(&g_srv);
 }

@@ -275,7 +275,7 @@ dlib=$(dirname "$(find "$root" -name 'libcredisson.so.0' | head -1)")
 ver=$(LD_LIBRARY_PATH="$dlib" "$root/usr/bin/credisson" --version) || fail "unpacked CLI --version"
 step "unpacked CLI: $ver"
 installed_cli "$root/usr/bin/credisson" deb
-[[ $(LD_LIBRARY_PATH="$dlib" "$root/usr/bin/credisson" --url "$url" status --json install:deb) == *'"client":{'* ]] ||
+[[ $(LD_LIBRARY_PATH="$dlib" "$root/usr/bin/credisson" --url "$url" status --json install:deb) == *'"kind":"none"'*'"identity":true}'* ]] ||
     fail "unpacked CLI status --json"
 consumers "$root/usr" "$dlib" deb
 step "ok"

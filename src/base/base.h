@@ -11,9 +11,9 @@
  *   topology/topology.h    sentinel.c cluster.c route.c cmd.c script.c deploy.c
  *   wait/wait.h            wait.c pubsub.c pubsub_wait.c offload.c loop.c
  *   locks/locks.h          names.c kinds.c kinds_ext.c fieldhash.c undo.c holds.c
- *                          watchdog.c gate.c acquire.c release.c lock.c multilock.c
+ *                          watchdog.c gate.c acquire.c release.c lock.c multilock.c ident.c
  *   sync/sync.h            sync.c semaphore.c permits.c latch.c ratelimiter.c
- *   client/client.h        client.c lifecycle.c
+ *   client/client.h        client.c lifecycle.c inspect.c scan.c whois.c watch.c
  * A lower layer reaches a higher one only through a hook the higher one installs
  * (crd_client's primary_at, primary_gen, wake_loop, on_watched_message, on_primary_moved,
  * on_loop_dispatch; crd__cmd's late). internal.h includes them all, for the CLI, the
@@ -32,6 +32,8 @@
  *   holds.c   (holds->mu) what this client believes it holds: count, lease, validity
  *   gate.c    (gates->mu) local waiter queues and release deferrals (a leaf)
  *   watchdog.c (wd->mu)   renewal thread's schedule; wd->ev_mu (a leaf) its loop events
+ *   ident.c   (id->mu)    the identity record's holds, waits and label (a leaf, taken
+ *                         after holds->mu, nothing taken under it)
  *   sentinel.c (topo->mu) where the primary is (a leaf; never during I/O)
  *   offload.c (off->mu)   the loop's helper threads' queue (a leaf)
  * Lock order: registry_mu -> ps->mu -> cl->mu -> e->mu -> holds->mu -> gates->mu ->
@@ -308,6 +310,7 @@ struct crd_client {
     pthread_mutex_t *fork_mu[CRD__MU_RANKS]; /* see crd__mu_rank; NULL: none (yet) */
     struct crd_client *next_client; /* registry (lifecycle.c) */
     crd__metrics metrics;
+    struct crd__ident *ident; /* ident.c: the identity record (NULL when identity is off) */
 };
 
 #endif /* CRD_BASE_H */

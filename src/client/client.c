@@ -35,6 +35,8 @@ crd_status crd_options_init(crd_options *o)
     o->release_defer_ms = 5;
     o->local_fifo = true;
     o->sentinel_scan_interval_ms = 1000;
+    o->identity = true;
+    o->identity_cmdline = true;
     return CRD_OK;
 }
 
@@ -318,6 +320,8 @@ static crd_status start(crd_client *c, const crd_options *opts)
         return st;
     if ((st = crd__pubsub_start(c)) != CRD_OK)
         return st;
+    if ((st = crd__ident_init(c, opts)) != CRD_OK)
+        return st;
     return crd__watchdog_start(c);
 }
 
@@ -343,6 +347,7 @@ crd_status crd_client_new(const crd_options *opts, crd_client **out)
     c->publish = "PUBLISH";
     c->opts.sentinel_addrs = c->opts.sentinel_master = c->opts.sentinel_username =
         c->opts.sentinel_password = NULL;
+    c->opts.identity_label = NULL; /* copied by ident.c */
     crd__uuid_v4(c->uuid);
     c->pid = getpid();
     atomic_init(&c->closed, false);
@@ -379,6 +384,7 @@ void crd_client_free(crd_client *c)
     crd__watchdog_stop(c);
     if (!c->failed && c->opts.release_on_close && c->pid == getpid())
         crd__lifecycle_release_all(c);
+    crd__ident_stop(c); /* the identity record goes with the client */
     atomic_store(&c->closed, true);
     crd__gates_wake_all(c);
     crd__topology_stop(c);
@@ -388,6 +394,7 @@ void crd_client_free(crd_client *c)
     crd__pool_free(c);
     crd__engine_free(c);
     crd__watchdog_free(c);
+    crd__ident_free(c);
     crd__holds_free(c);
     crd__gates_free(c);
     crd__topology_free(c);

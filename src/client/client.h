@@ -1,7 +1,8 @@
 /*
  * client.h -- the client layer (src/client/; base.h lists the layers): the client's start
  * and end (client.c) and the process around the clients: the registry, fork and
- * thread-exit hooks (lifecycle.c). Sees every layer below.
+ * thread-exit hooks (lifecycle.c); the public state API over every layer below (inspect.c,
+ * scan.c, whois.c, watch.c; their shared parts in inspect.h). Sees every layer below.
  */
 #ifndef CRD_CLIENT_H
 #define CRD_CLIENT_H

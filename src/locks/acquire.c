@@ -84,6 +84,8 @@ static crd_status record_acquire(crd__acquire *a, int64_t sent_ms)
     hold->valid_until = sent_ms + a->lease;
     hold->failing = false;
     pthread_mutex_unlock(&h->mu);
+    if (fresh != 0)
+        crd__ident_touch(a->c); /* identity: one atomic load unless it sleeps */
     if (a->watchdog)
         crd__watchdog_kick(a->c);
     if (fresh != 0 && a->watchdog && a->c->opts.prompt_loss_detection &&
@@ -914,7 +916,10 @@ static void drive(crd__acquire *a)
     /* A wait that starts interrupted sends nothing (Java's lockInterruptibly). */
     if (a->state != CRD__AS_DONE && a->wait_ms != 0 && crd__intr_raised(crd__intr_current()))
         finish(a, interrupted(a));
+    crd__ident_wait iw = {0}; /* identity: this acquire waits (listed after 250 ms) */
     while (a->state != CRD__AS_DONE) {
+        if (!iw.on && a->state != CRD__AS_TRY && a->state != CRD__AS_SUBSCRIBE)
+            crd__ident_wait_begin(a->c, &iw, a->l->name, a->l->route_len, a->owner);
         if (a->state == CRD__AS_QUEUE) {
             step_queue(a, crd__gate_wait(a, a->deadline));
         } else if (a->state == CRD__AS_DEFER) {
@@ -931,6 +936,7 @@ static void drive(crd__acquire *a)
             crd__acquire_step(a);
         }
     }
+    crd__ident_wait_end(a->c, &iw);
 }
 
 crd_status crd_lock_acquire_owner(crd_lock *l, uint64_t owner, int64_t wait_ms, int64_t lease_ms)

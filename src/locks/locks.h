@@ -435,4 +435,63 @@ crd_status crd__timeouts_name(const char *name, size_t len, crd__buf *out);
 /* The latch channel "redisson_countdownlatch__channel__{N}", allocated into *out. */
 crd_status crd__latch_channel_name(const char *name, size_t len, crd__buf *out);
 
+/* ---- ident.c: this client's identity record (crd_options.identity) ------------------ */
+
+/* The identity record of client <uuid> and the registry of every client's uuid: one hash
+ * tag, so that on a cluster every record lives on one node (a reader finds them all
+ * with one script call, and the writer updates record and registry in one). Read by the
+ * client layer's state calls (whois.c). */
+#define CRD__IDENT_KEY_PREFIX "{credisson}:client:"
+#define CRD__IDENT_REGISTRY "{credisson}:clients"
+/* The record's entries: a hold ("h:<owner id>:<name>", "hw:" for a write hold), a wait
+ * ("w:<owner id>:<name>") and a watch ("x:<name>"); the value is the epoch ms since
+ * when, followed by " w" for a hold whose channel the client keeps subscribed. */
+#define CRD__IDENT_HOLD "h:"
+#define CRD__IDENT_WRITE_HOLD "hw:"
+#define CRD__IDENT_WAIT "w:"
+#define CRD__IDENT_WATCH "x:"
+/* Holds and waits younger than this are not written: nothing is sent for a hold that
+ * ends before the next tick, and a tick comes at most this often. */
+#define CRD__IDENT_MIN_AGE_MS 250
+#define CRD__IDENT_TICK_MS 250
+/* The most entries one record lists, and the longest name it lists. */
+#define CRD__IDENT_MAX_ENTRIES 1000
+#define CRD__IDENT_MAX_NAME 1024
+#define CRD__IDENT_TEXT_MAX 200 /* program and label */
+
+/* Reads who this process is (host, pid, program) and sets c->ident up; NULL (off) when
+ * the options say so. crd_client_new, before the watchdog starts. */
+crd_status crd__ident_init(crd_client *c, const crd_options *o);
+/* crd_client_free, after the watchdog thread has stopped: waits (bounded) for a write in
+ * flight, then deletes the record (one script call). */
+void crd__ident_stop(crd_client *c);
+void crd__ident_free(crd_client *c);
+/* The watchdog thread: writes what is due (never waits for Redis: the write goes to the
+ * engine) and returns when it wants to run next (monotonic ms; INT64_MAX: never). */
+int64_t crd__ident_tick(crd_client *c);
+/* A hold was recorded (acquire.c): when the identity thought it had nothing to write,
+ * wake the watchdog so it looks again within 250 ms. One atomic load otherwise. */
+void crd__ident_touch(crd_client *c);
+/* A blocking acquire that waits (acquire.c's driver): entered on its first wait, left at
+ * its end. The record lists it once it has waited 250 ms. The entry is the caller's
+ * (on its stack); name is borrowed for the wait. */
+typedef struct crd__ident_wait {
+    struct crd__ident_wait *prev, *next;
+    const char *name;
+    size_t name_len;
+    uint64_t owner; /* 0: a crd_watch, not a waiter */
+    int64_t since;  /* monotonic ms */
+    bool on;
+} crd__ident_wait;
+void crd__ident_wait_begin(crd_client *c, crd__ident_wait *w, const char *name, size_t len,
+                           uint64_t owner);
+void crd__ident_wait_end(crd_client *c, crd__ident_wait *w);
+/* A crd_watch declares itself (owner 0 in the wait list): its subscription is not a
+ * waiter's. Ended with crd__ident_wait_end. */
+void crd__ident_watch_begin(crd_client *c, crd__ident_wait *w, const char *name, size_t len);
+/* The fork child handler (watchdog.c's): a child's client keeps no record. */
+void crd__ident_after_fork_child(crd_client *c);
+/* watchdog.c: wakes the watchdog thread for an identity tick. */
+void crd__watchdog_ident_kick(crd_client *c);
+
 #endif /* CRD_LOCKS_H */

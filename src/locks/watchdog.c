@@ -58,6 +58,7 @@ struct crd__watchdog {
     bool kicked;
     bool urgent;  /* a watched hold's channel had a message: check those holds now */
     bool now;     /* the primary moved (sentinel mode): renew every hold there now */
+    bool ident_kick; /* the identity record has something new to look at (ident.c) */
     pthread_mutex_t ev_mu; /* a leaf: the loop events below */
     loop_event *ev_head, **ev_tail;
     /* The round in progress (the watchdog thread's own), kept here rather than on that
@@ -685,14 +686,25 @@ static void *watchdog_main(void *arg)
     if (retry > 1000)
         retry = 1000;
     int64_t next = crd__now_ms() + period;
+    /* The identity record's ticks (ident.c) share this thread: the first one at once. */
+    int64_t ident_at = c->ident != NULL ? 0 : INT64_MAX;
     pthread_mutex_lock(&wd->mu);
     for (;;) {
-        while (!wd->stop && !wd->urgent && !wd->now && crd__now_ms() < next) {
-            struct timespec ts = crd__abstime(next);
+        while (!wd->stop && !wd->urgent && !wd->now && !wd->ident_kick &&
+               crd__now_ms() < (next < ident_at ? next : ident_at)) {
+            struct timespec ts = crd__abstime(next < ident_at ? next : ident_at);
             pthread_cond_timedwait(&wd->cv, &wd->mu, &ts);
         }
         if (wd->stop)
             break;
+        if (wd->ident_kick || crd__now_ms() >= ident_at) {
+            /* Never waits for Redis: the write goes to the engine. */
+            wd->ident_kick = false;
+            pthread_mutex_unlock(&wd->mu);
+            ident_at = crd__ident_tick(c);
+            pthread_mutex_lock(&wd->mu);
+            continue;
+        }
         if (wd->urgent) {
             /* A message on a watched hold's channel (a force-unlock publishes one): renew
              * just those holds now; a gone hold is reported lost. The periodic schedule
@@ -774,8 +786,27 @@ crd_status crd__watchdog_start(crd_client *c)
     c->on_primary_moved = renew_now;
     if (c->opts.events_on_loop)
         c->on_loop_dispatch = loop_events;
-    /* The thread starts with the first watchdog hold (crd__watchdog_kick). */
-    return CRD_OK;
+    /* The thread starts with the first watchdog hold (crd__watchdog_kick), or now when it
+     * writes the identity record. */
+    if (c->ident == NULL)
+        return CRD_OK;
+    pthread_mutex_lock(&wd->mu);
+    crd_status st = start_thread(c);
+    pthread_mutex_unlock(&wd->mu);
+    return st;
+}
+
+void crd__watchdog_ident_kick(crd_client *c)
+{
+    crd__watchdog *wd = c->wd;
+    if (wd == NULL)
+        return;
+    pthread_mutex_lock(&wd->mu);
+    wd->ident_kick = true;
+    if (!wd->started && !wd->stop)
+        start_thread(c);
+    pthread_cond_signal(&wd->cv);
+    pthread_mutex_unlock(&wd->mu);
 }
 
 void crd__watchdog_kick(crd_client *c)
@@ -855,6 +886,8 @@ void crd__watchdog_after_fork_child(crd_client *c)
     wd->started = false;
     wd->stop = false;
     wd->urgent = false;
+    wd->ident_kick = false;
+    crd__ident_after_fork_child(c);
     /* The parent's watchdog thread may be recorded as a waiter on this condition
      * variable; it does not exist here. Start over with a fresh one. */
     memset(&wd->cv, 0, sizeof wd->cv);

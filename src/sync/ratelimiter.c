@@ -58,7 +58,8 @@ crd_status crd__rl_names_init(crd__rl_names *n, const char *name, size_t len, co
     crd_status st = CRD_NO_MEMORY;
     n->keys[0].p = malloc(len + 1);
     if (n->keys[0].p != NULL) {
-        memcpy(n->keys[0].p, name, len);
+        if (len > 0) /* an empty name was refused before; the analyzer cannot see that */
+            memcpy(n->keys[0].p, name, len);
         n->keys[0].p[len] = '\0';
         n->keys[0].len = len;
         st = suffix_name(name, len, "value", NULL, &n->keys[1]);

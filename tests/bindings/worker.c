@@ -138,6 +138,9 @@ static int layout(void)
     FIELD(crd_options, local_fifo);
     FIELD(crd_options, prompt_loss_detection);
     FIELD(crd_options, sentinel_scan_interval_ms);
+    FIELD(crd_options, identity);
+    FIELD(crd_options, identity_cmdline);
+    FIELD(crd_options, identity_label);
     printf("crd_event sizeof %zu 0\n", sizeof(crd_event));
     FIELD(crd_event, kind);
     FIELD(crd_event, name);

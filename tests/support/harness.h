@@ -163,7 +163,8 @@ char *crdt_slurp(const char *path, size_t *len);
 /* ---------------------------------------------------------------------------------- */
 
 /* crd_options_init(), then host 127.0.0.1 and the test server's port (its TLS port under
- * CRDT_TLS=1), connect timeout 1000 ms, command timeout 3000 ms. */
+ * CRDT_TLS=1), connect timeout 1000 ms, command timeout 3000 ms, and identity off (the
+ * suites that count commands or compare traffic stay exact; set it back to test it). */
 void crdt_options(crd_options *o);
 /* A client from crdt_options() (asserts CRD_OK). */
 crd_client *crdt_client(void);

@@ -107,6 +107,9 @@ class crd_options(Structure):
         ("local_fifo", c_bool),
         ("prompt_loss_detection", c_bool),
         ("sentinel_scan_interval_ms", c_int64),
+        ("identity", c_bool),
+        ("identity_cmdline", c_bool),
+        ("identity_label", c_char_p),
         ("_spare", c_char * _OPTIONS_SPARE),
     ]
 

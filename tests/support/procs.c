@@ -1,0 +1,194 @@
+/*
+ * procs.c -- see procs.h.
+ */
+#include "procs.h"
+
+#include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+extern char **environ;
+
+char *crdt_file_text(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return strdup("");
+    size_t cap = 4096, len = 0;
+    char *s = malloc(cap);
+    cr_assert_not_null(s);
+    size_t n;
+    while ((n = fread(s + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (cap - len < 2) {
+            cap *= 2;
+            s = realloc(s, cap);
+            cr_assert_not_null(s);
+        }
+    }
+    s[len] = '\0';
+    fclose(f);
+    return s;
+}
+
+void crdt_proc_start(crdt_proc *p, const char *const *argv)
+{
+    static int seq;
+    char dir[200];
+    snprintf(dir, sizeof dir, "%s/crdt-procs.%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid());
+    mkdir(dir, 0700);
+    seq++;
+    snprintf(p->out, sizeof p->out, "%s/out.%d", dir, seq);
+    snprintf(p->err, sizeof p->err, "%s/err.%d", dir, seq);
+    int ofd = open(p->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int efd = open(p->err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    cr_assert(ofd >= 0 && efd >= 0 && nfd >= 0, "open: %s", strerror(errno));
+    fflush(NULL);
+    p->started_ms = crdt_now_ms();
+    p->pid = fork();
+    cr_assert(p->pid >= 0, "fork: %s", strerror(errno));
+    if (p->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(nfd, 0);
+        dup2(ofd, 1);
+        dup2(efd, 2);
+        execve(argv[0], (char *const *)argv, environ);
+        _exit(99);
+    }
+    close(ofd);
+    close(efd);
+    close(nfd);
+}
+
+void crdt_cli_start(crdt_proc *p, const char *const *args)
+{
+#ifndef CRD_CLI_PATH
+    (void)p;
+    (void)args;
+    cr_assert_fail("built without the CLI");
+#else
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = CRD_CLI_PATH;
+    for (int i = 0; args[i] != NULL && n < 63; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    crdt_proc_start(p, argv);
+#endif
+}
+
+int crdt_proc_finish(crdt_proc *p, int64_t timeout_ms, char **out, char **err)
+{
+    int64_t deadline = crdt_now_ms() + timeout_ms;
+    int status = 0;
+    pid_t r;
+    while ((r = waitpid(p->pid, &status, WNOHANG)) == 0 && crdt_now_ms() < deadline)
+        crdt_sleep_ms(5);
+    if (r == 0) {
+        kill(p->pid, SIGKILL);
+        waitpid(p->pid, &status, 0);
+        char *e = crdt_file_text(p->err);
+        cr_assert_fail("process %d did not end within %lld ms; stderr: %s", (int)p->pid,
+                       (long long)timeout_ms, e);
+    }
+    if (out != NULL)
+        *out = crdt_file_text(p->out);
+    if (err != NULL)
+        *err = crdt_file_text(p->err);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void crdt_proc_kill(crdt_proc *p, int sig)
+{
+    kill(p->pid, sig);
+    int status;
+    waitpid(p->pid, &status, 0);
+}
+
+int crdt_cli_run(const char *const *args, int64_t timeout_ms, char **out, char **err)
+{
+    crdt_proc p;
+    crdt_cli_start(&p, args);
+    return crdt_proc_finish(&p, timeout_ms, out, err);
+}
+
+int crdt_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    socklen_t len = sizeof sa;
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+int crdt_http_get(int port, const char *path, int64_t timeout_ms, char **body)
+{
+    if (body != NULL)
+        *body = NULL;
+    int64_t deadline = crdt_now_ms() + timeout_ms;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return 0;
+    }
+    char req[1024];
+    int n = snprintf(req, sizeof req,
+                     "GET %s HTTP/1.0\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n", path,
+                     port);
+    cr_assert_eq(write(fd, req, (size_t)n), n);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    cr_assert_not_null(buf);
+    for (;;) {
+        int64_t left = deadline - crdt_now_ms();
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
+            break;
+        if (cap - len < 4096) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            cr_assert_not_null(buf);
+        }
+        ssize_t k = read(fd, buf + len, cap - len - 1);
+        if (k <= 0) {
+            if (k == 0)
+                deadline = 0; /* closed: the whole answer is in */
+            break;
+        }
+        len += (size_t)k;
+    }
+    close(fd);
+    buf[len] = '\0';
+    int code = 0;
+    if (sscanf(buf, "HTTP/%*s %d", &code) != 1)
+        code = 0;
+    char *b = strstr(buf, "\r\n\r\n");
+    if (body != NULL)
+        *body = strdup(b != NULL ? b + 4 : "");
+    free(buf);
+    return code;
+}

@@ -1,0 +1,43 @@
+/*
+ * procs.h -- child processes, free ports and plain HTTP for the introspection suites
+ * (test_inspect.c, test_exporter.c): the credisson CLI or any program started with its
+ * output in files, waited for with a deadline; a free loopback port; one HTTP GET.
+ *
+ * Every helper asserts with Criterion (call it from a test). Children get
+ * PR_SET_PDEATHSIG, so none outlives the test process.
+ */
+#ifndef CRDT_PROCS_H
+#define CRDT_PROCS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct crdt_proc {
+    pid_t pid;
+    char out[300], err[300]; /* files holding its stdout and stderr */
+    int64_t started_ms;
+} crdt_proc;
+
+/* Starts argv[0] (a path) with argv (NULL-terminated), stdin from /dev/null. */
+void crdt_proc_start(crdt_proc *p, const char *const *argv);
+/* The same for the credisson CLI (CRD_CLI_PATH): args without argv[0]. */
+void crdt_cli_start(crdt_proc *p, const char *const *args);
+/* Waits up to timeout_ms for it to exit (SIGKILL and an assertion after that); returns
+ * its exit status (128+N for a signal). *out / *err (may be NULL) get its output,
+ * malloc'd. */
+int crdt_proc_finish(crdt_proc *p, int64_t timeout_ms, char **out, char **err);
+/* Sends sig and reaps it (no assertion on how it ended). */
+void crdt_proc_kill(crdt_proc *p, int sig);
+/* The CLI run to its end (timeout_ms), its exit status. */
+int crdt_cli_run(const char *const *args, int64_t timeout_ms, char **out, char **err);
+/* What the file at path holds now ("" when it does not exist), malloc'd. */
+char *crdt_file_text(const char *path);
+
+/* A TCP port nobody listens on now on 127.0.0.1 (bound, then closed). */
+int crdt_free_port(void);
+/* GET http://127.0.0.1:port<path>; returns the status code (0 when no answer within
+ * timeout_ms), the body in *body (malloc'd, may be NULL). */
+int crdt_http_get(int port, const char *path, int64_t timeout_ms, char **body);
+
+#endif /* CRDT_PROCS_H */
