@@ -13,10 +13,10 @@
  *   locks/locks.h          names.c kinds.c kinds_ext.c fieldhash.c undo.c holds.c
  *                          watchdog.c gate.c acquire.c release.c lock.c multilock.c ident.c
  *   sync/sync.h            sync.c semaphore.c permits.c latch.c ratelimiter.c
- *   client/client.h        client.c lifecycle.c inspect.c scan.c whois.c watch.c
+ *   client/client.h        client.c lifecycle.c state.c inspect.c scan.c whois.c watch.c
  * A lower layer reaches a higher one only through a hook the higher one installs
  * (crd_client's primary_at, primary_gen, wake_loop, on_watched_message, on_primary_moved,
- * on_loop_dispatch; crd__cmd's late). internal.h includes them all, for the CLI, the
+ * on_loop_dispatch, on_ident_news; crd__cmd's late). internal.h includes them all, for the CLI, the
  * fuzzers and the unit tests.
  *
  * Units and their locks:
@@ -299,6 +299,10 @@ struct crd_client {
     /* Set by watchdog.c when events_on_loop: each crd_loop_dispatch delivers the events it
      * kept for the loop thread first (loop.c does not call watchdog.c). */
     void (*on_loop_dispatch)(crd_client *c);
+    /* Set by watchdog.c, whose thread writes the identity record: ident.c has something
+     * new to write (a label, the first hold after idling, a NOSCRIPT to answer) and wakes
+     * that thread through it (ident.c does not call watchdog.c); NULL before the start. */
+    void (*on_ident_news)(crd_client *c);
     /* The engine's hooks into the layers above it (set by client.c, so that engine.c
      * calls none of them): where the primary is now and its generation (Sentinel mode;
      * NULL otherwise), and the event loop's wake-up. */

@@ -1,6 +1,7 @@
 /*
  * inspect.h -- what the client layer's introspection files share (src/client/ only):
- * inspect.c reads and decodes a state, scan.c walks the keyspace for them, whois.c joins
+ * state.c holds a state's memory and the reply readers all of them use, inspect.c reads
+ * and decodes a state, scan.c walks the keyspace for them, whois.c joins
  * the identity records into a state, watch.c
  * follows a name's events and names the process behind each. The record's keys and field
  * names are ident.c's, in locks.h.
@@ -10,7 +11,7 @@
 
 #include "client.h"
 
-/* ---- inspect.c: a state's memory and the snapshot's reading ---------------------------- */
+/* ---- state.c: a state's memory and the readers of reply pieces ------------------------ */
 
 /* Every piece of a crd_state lives in chunks behind it, freed at once (crd_state_free). */
 typedef struct crd__state_chunk {
@@ -50,8 +51,10 @@ typedef struct raw {
     bool number;     /* a string holding a number */
     int64_t value;
 } raw;
-/* Which of raw.subs a kind's waiters subscribe to, or -1 (none). */
+/* Which of raw.subs a kind's waiters subscribe to, or -1 (none) (state.c). */
 int crd__state_channel(crd_object_kind k);
+
+/* ---- inspect.c: the snapshot of one name, read and decoded --------------------------- */
 
 /* The flags a state read takes. */
 #define CRD__STATE_FLAGS (CRD_STATE_NO_IDENTITY | CRD_STATE_WAITERS | CRD_STATE_CLIENTS)

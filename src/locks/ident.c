@@ -70,6 +70,13 @@ struct crd__ident {
     atomic_bool idle;
 };
 
+/* Wakes the thread that writes the record (the watchdog's, through its hook). */
+static void ident_news(crd_client *c)
+{
+    if (c->on_ident_news != NULL)
+        c->on_ident_news(c);
+}
+
 static void entries_clear(entries *e)
 {
     for (size_t i = 0; i < e->n; i++)
@@ -231,7 +238,7 @@ crd_status crd_client_set_label(crd_client *c, const char *label)
     id->label_dirty = true;
     pthread_mutex_unlock(&id->mu);
     atomic_store(&id->idle, false);
-    crd__watchdog_ident_kick(c);
+    ident_news(c);
     crd__ok(c);
     return CRD_OK;
 }
@@ -243,7 +250,7 @@ void crd__ident_touch(crd_client *c)
     crd__ident *id = c->ident;
     if (id != NULL && atomic_load_explicit(&id->idle, memory_order_relaxed) &&
         atomic_exchange(&id->idle, false))
-        crd__watchdog_ident_kick(c);
+        ident_news(c);
 }
 
 static void wait_link(crd_client *c, crd__ident_wait *w, const char *name, size_t len,
@@ -395,7 +402,7 @@ static void written(crd_client *c, crd__req *rq)
     pthread_cond_broadcast(&id->cv);
     pthread_mutex_unlock(&id->mu);
     if (again)
-        crd__watchdog_ident_kick(c); /* a fresh server's script cache: EVAL now, not in 250 ms */
+        ident_news(c); /* a fresh server's script cache: EVAL now, not in 250 ms */
     if (words[0] != '\0')
         crd__log(c, CRD_LOG_WARN, "the identity record %s could not be written (the locks work "
                  "the same; retried): %s", id->key, words);

@@ -491,7 +491,5 @@ void crd__ident_wait_end(crd_client *c, crd__ident_wait *w);
 void crd__ident_watch_begin(crd_client *c, crd__ident_wait *w, const char *name, size_t len);
 /* The fork child handler (watchdog.c's): a child's client keeps no record. */
 void crd__ident_after_fork_child(crd_client *c);
-/* watchdog.c: wakes the watchdog thread for an identity tick. */
-void crd__watchdog_ident_kick(crd_client *c);
 
 #endif /* CRD_LOCKS_H */

@@ -757,6 +757,7 @@ void crd__watch_flush(crd_client *c)
 }
 
 static void renew_now(crd_client *c);
+static void ident_kick(crd_client *c);
 
 /* The subscriber thread's hook (c->on_watched_message). */
 static void watched_message(crd_client *c)
@@ -784,6 +785,7 @@ crd_status crd__watchdog_start(crd_client *c)
     c->wd = wd;
     c->on_watched_message = watched_message;
     c->on_primary_moved = renew_now;
+    c->on_ident_news = ident_kick;
     if (c->opts.events_on_loop)
         c->on_loop_dispatch = loop_events;
     /* The thread starts with the first watchdog hold (crd__watchdog_kick), or now when it
@@ -796,7 +798,7 @@ crd_status crd__watchdog_start(crd_client *c)
     return st;
 }
 
-void crd__watchdog_ident_kick(crd_client *c)
+static void ident_kick(crd_client *c)
 {
     crd__watchdog *wd = c->wd;
     if (wd == NULL)
