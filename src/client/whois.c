@@ -85,6 +85,22 @@ static const char *rec_str(const record *r, const char *field, size_t *len)
     return v != NULL && crd__reply_is_text(v) ? v->str : "";
 }
 
+/* cmd's call (cmd freed): *r the reply, or NULL with CRD_OK when the server refused it (an
+ * error reply: ic->denied, the records cannot be read with this ACL). */
+static crd_status ic_call(crd_client *c, crd__idcache *ic, crd__cmd *cmd, const char *what,
+                          redisReply **r)
+{
+    *r = NULL;
+    crd_status st = crd__call(c, cmd, what, r, NULL);
+    crd__cmd_free(cmd);
+    if (st == CRD_SERVER) {
+        ic->denied = true;
+        crd__ok(c);
+        return CRD_OK;
+    }
+    return st;
+}
+
 /* Reads the records of the uuids listed (n of them, not yet cached) in calls of at most
  * RECORDS_PER_CALL records. Returns CRD_OK, or the call's failure (ic->denied set for an
  * error reply: the records cannot be read with this ACL). */
@@ -101,15 +117,9 @@ static crd_status read_records(crd_client *c, crd__idcache *ic, char (*uuids)[64
             crd__cmd_key(&cmd, keys[i], (size_t)kl);
         }
         crd__cmd_arg_i64(&cmd, RECORD_FIELDS);
-        redisReply *r = NULL;
-        crd_status st = crd__call(c, &cmd, "reading identity records", &r, NULL);
-        crd__cmd_free(&cmd);
-        if (st == CRD_SERVER) {
-            ic->denied = true;
-            crd__ok(c);
-            return CRD_OK;
-        }
-        if (st != CRD_OK)
+        redisReply *r;
+        crd_status st = ic_call(c, ic, &cmd, "reading identity records", &r);
+        if (st != CRD_OK || r == NULL)
             return st;
         if (r->type != REDIS_REPLY_ARRAY || r->elements != m) {
             freeReplyObject(r);
@@ -194,15 +204,9 @@ static crd_status read_directory(crd_client *c, crd__idcache *ic)
     crd__cmd_arg_str(&cmd, CRD__IDENT_REGISTRY);
     crd__cmd_arg_str(&cmd, "0");
     crd__cmd_arg_i64(&cmd, DIRECTORY_MAX - 1);
-    redisReply *r = NULL;
-    crd_status st = crd__call(c, &cmd, "reading the identity registry", &r, NULL);
-    crd__cmd_free(&cmd);
-    if (st == CRD_SERVER) {
-        ic->denied = true;
-        crd__ok(c);
-        return CRD_OK;
-    }
-    if (st != CRD_OK)
+    redisReply *r;
+    crd_status st = ic_call(c, ic, &cmd, "reading the identity registry", &r);
+    if (st != CRD_OK || r == NULL)
         return st;
     ic->dir_read = true;
     char(*need)[64] = calloc(r->elements + 1, sizeof *need);
