@@ -65,6 +65,7 @@ static void url_options(crd_options *o, char *url, size_t cap)
     crd_options_init(o);
     crdt_topo_url(&topo, url, cap);
     o->url = url;
+    o->identity = false; /* the WAIT checks read exact traffic (as crdt_options) */
     o->connect_timeout_ms = 500;
     o->command_timeout_ms = 2000;
 }

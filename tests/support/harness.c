@@ -1158,6 +1158,7 @@ void crdt_options_plain(crd_options *o, int port)
     crd_options_init(o);
     o->host = "127.0.0.1";
     o->port = port;
+    o->identity = false; /* as crdt_options: the suites count exact traffic */
 }
 
 crd_client *crdt_plain_client(int port)
@@ -1166,6 +1167,7 @@ crd_client *crdt_plain_client(int port)
     crd_options_init(&o);
     o.host = "127.0.0.1";
     crdt_options_port(&o, port);
+    o.identity = false; /* as crdt_options */
     crd_client *c = NULL;
     if (crd_client_new(&o, &c) != CRD_OK) {
         crd_client_free(c);

@@ -335,10 +335,11 @@ redisContext *crdt_raw_connect(int port, int64_t timeout_ms);
  * element came before the 60 s, or r's command timeout, ran out. */
 bool crdt_await_go(redisContext *r, const char *go);
 /* crd_options_init()'s defaults on 127.0.0.1:port over plain TCP, whatever CRDT_TLS
- * says (forked children, and tests that set up TLS themselves). */
+ * says (forked children, and tests that set up TLS themselves); no identity record, as
+ * crdt_options. */
 void crdt_options_plain(crd_options *o, int port);
 /* A client with crd_options_init()'s defaults on 127.0.0.1:port (over TLS under
- * CRDT_TLS=1, see crdt_options_port), or NULL. */
+ * CRDT_TLS=1, see crdt_options_port), no identity record, or NULL. */
 crd_client *crdt_plain_client(int port);
 /* In a forked child about to exec a server or a tool (tests/standalone/redis_child.h's
  * child_stdio, which support/sentinel.c calls itself: soak_sentinel links it without this
