@@ -129,7 +129,8 @@ static void seconds(FILE *f, int64_t ms)
 static bool is_lock(const crd_state *s)
 {
     return s->kind == CRD_KIND_LOCK || s->kind == CRD_KIND_FAIR_LOCK ||
-           s->kind == CRD_KIND_READ_WRITE_LOCK || s->kind == CRD_KIND_FENCED_LOCK;
+           s->kind == CRD_KIND_READ_WRITE_LOCK || s->kind == CRD_KIND_FENCED_LOCK ||
+           s->kind == CRD_KIND_GROUP_LOCK;
 }
 
 static void family(FILE *f, const char *name, const char *help)

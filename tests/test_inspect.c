@@ -655,6 +655,74 @@ Test(inspect, redisson_4_7_kinds_read_as_their_kind_and_never_as_another)
     crd_client_free(c);
 }
 
+/* The next event of kind want (others skipped), within timeout_ms; NULL when none came. */
+static const crd_watch_event *next_of(crd_watch *w, crd_watch_kind want, int64_t timeout_ms)
+{
+    int64_t until = crdt_now_ms() + timeout_ms;
+    for (;;) {
+        int64_t left = until - crdt_now_ms();
+        const crd_watch_event *ev = NULL;
+        if (left <= 0 || crd_watch_next(w, left, &ev) != CRD_OK)
+            return NULL;
+        if (ev->kind == want)
+            return ev;
+    }
+}
+
+Test(inspect, crd_watch_follows_redisson_4_7_s_group_and_spin_locks_with_their_holder, .timeout = 60)
+{
+    crd_options o;
+    ident_options(&o);
+    crd_client *c = crdt_client_opts(&o), *reader = crdt_client();
+    char n_group[300], n_spin[300];
+    snprintf(n_group, sizeof n_group, "%s", crdt_key("wgroup"));
+    snprintf(n_spin, sizeof n_spin, "%s", crdt_key("wspin"));
+    crd_lock *group = NULL, *spin = NULL;
+    const char *const values[] = {"x", "y", "z"};
+    cr_assert_eq(crd_group_lock_new(c, n_group, values, 3, &group), CRD_OK);
+    cr_assert_eq(crd_spin_lock_new(c, n_spin, &spin), CRD_OK);
+    crd_watch *wg = NULL, *ws = NULL;
+    cr_assert_eq(crd_watch_new(reader, n_group, strlen(n_group), 0, &wg), CRD_OK);
+    cr_assert_eq(crd_watch_new(reader, n_spin, strlen(n_spin), 0, &ws), CRD_OK);
+    /* The first crd_watch_next makes each watch's first read (nothing held yet: what comes
+     * is a notice at most). */
+    const crd_watch_event *first = NULL;
+    while (crd_watch_next(wg, 0, &first) == CRD_OK)
+        cr_assert_eq(first->kind, CRD_WATCH_NOTICE);
+    while (crd_watch_next(ws, 0, &first) == CRD_OK)
+        cr_assert_eq(first->kind, CRD_WATCH_NOTICE);
+
+    /* The group: one holder of its 3 values, its process named; the release publishes. */
+    cr_assert_eq(crd_lock_acquire(group, 0, 20000), CRD_OK);
+    const crd_watch_event *ev = next_of(wg, CRD_WATCH_ACQUIRE, 5000);
+    cr_assert_not_null(ev, "no acquire event of the group");
+    cr_assert_eq(ev->count, 3, "the group's holder holds %lld values", (long long)ev->count);
+    cr_assert_str_eq(ev->who.client_id, crd_client_id(c));
+    cr_assert(ev->who.known && ev->who.pid == getpid(), "the group's holder is not named");
+    cr_assert_eq(crd_lock_release(group), CRD_OK);
+    ev = next_of(wg, CRD_WATCH_RELEASE, 5000);
+    cr_assert_not_null(ev, "no release event of the group");
+    cr_assert_str_eq(ev->cause, "unlock");
+
+    /* The spin lock publishes nothing: its release is seen as the key's removal. */
+    cr_assert_eq(crd_lock_acquire(spin, 0, 20000), CRD_OK);
+    ev = next_of(ws, CRD_WATCH_ACQUIRE, 5000);
+    cr_assert_not_null(ev, "no acquire event of the spin lock");
+    cr_assert_eq(ev->count, 1);
+    cr_assert_str_eq(ev->who.client_id, crd_client_id(c));
+    cr_assert_eq(crd_lock_release(spin), CRD_OK);
+    ev = next_of(ws, CRD_WATCH_RELEASE, 5000);
+    cr_assert_not_null(ev, "no release event of the spin lock");
+    cr_assert_str_eq(ev->cause, "removed");
+
+    crd_watch_free(wg);
+    crd_watch_free(ws);
+    crd_lock_free(group);
+    crd_lock_free(spin);
+    crd_client_free(reader);
+    crd_client_free(c);
+}
+
 Test(inspect, the_scan_returns_each_object_once_and_skips_their_parts)
 {
     crd_client *c = crdt_client();

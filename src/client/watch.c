@@ -431,7 +431,42 @@ static bool parse_i64(const char *s, size_t len, int64_t *out)
     return true;
 }
 
-/* The holders of a HGETALL reply (fields whose values are counts; "mode" read aside). */
+/* A grouped multi-lock's value field F (its 22-character hash, no ':'); its bookkeeping
+ * fields F:<owner>:lock_count and F:<owner>:expire_time have ':' right after F. No lock
+ * owner field looks so (theirs have a uuid, 36 characters, before the first ':'). */
+#define GROUP_FIELD 22
+
+static bool group_value_field(const redisReply *f)
+{
+    return f->len == GROUP_FIELD && memchr(f->str, ':', f->len) == NULL;
+}
+
+static bool group_bookkeeping_field(const redisReply *f)
+{
+    return f->len > GROUP_FIELD && f->str[GROUP_FIELD] == ':' &&
+           memchr(f->str, ':', GROUP_FIELD) == NULL;
+}
+
+/* out's holder owner (len bytes), added with count 0 when new; NULL when out of memory. */
+static wholder *holder_of(wsnap *out, const char *owner, size_t len)
+{
+    for (size_t k = 0; k < out->n; k++)
+        if (out->h[k].len == len && memcmp(out->h[k].owner, owner, len) == 0)
+            return &out->h[k];
+    wholder *h = &out->h[out->n];
+    if ((h->owner = malloc(len + 1)) == NULL)
+        return NULL;
+    memcpy(h->owner, owner, len);
+    h->owner[len] = '\0';
+    h->len = len;
+    h->count = 0;
+    out->n++;
+    return h;
+}
+
+/* The holders of a HGETALL reply: fields whose values are counts ("mode" read aside); of
+ * a grouped multi-lock, the owners its value fields name, each counting the values it
+ * holds (as crd_state_read reads it). */
 static bool fill_holders(const redisReply *hash, wsnap *out)
 {
     out->h = calloc(hash->elements / 2 + 1, sizeof *out->h);
@@ -445,17 +480,17 @@ static bool fill_holders(const redisReply *hash, wsnap *out)
             snprintf(out->mode, sizeof out->mode, "%.*s", (int)v->len, v->str);
             continue;
         }
+        if (group_bookkeeping_field(f))
+            continue;
         int64_t count;
-        if (!parse_i64(v->str, v->len, &count))
-            continue;
-        wholder *h = &out->h[out->n];
-        if ((h->owner = malloc(f->len + 1)) == NULL)
-            continue;
-        memcpy(h->owner, f->str, f->len);
-        h->owner[f->len] = '\0';
-        h->len = f->len;
-        h->count = count;
-        out->n++;
+        bool is_count = parse_i64(v->str, v->len, &count);
+        wholder *h = NULL;
+        if (group_value_field(f) && !is_count) {
+            if ((h = holder_of(out, v->str, v->len)) != NULL)
+                h->count++;
+        } else if (is_count && (h = holder_of(out, f->str, f->len)) != NULL) {
+            h->count = count;
+        }
     }
     return true;
 }
