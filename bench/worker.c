@@ -547,6 +547,20 @@ static int list_tasks(pid_t *out, int max)
     return n;
 }
 
+/* Whether task tid's name (/proc/self/task/tid/comm) is name. */
+static bool task_named(pid_t tid, const char *name)
+{
+    char p[64], comm[32] = "";
+    snprintf(p, sizeof p, "/proc/self/task/%d/comm", (int)tid);
+    FILE *f = fopen(p, "r");
+    if (f == NULL)
+        return false;
+    bool yes = fgets(comm, sizeof comm, f) != NULL && strncmp(comm, name, strlen(name)) == 0 &&
+               (comm[strlen(name)] == '\n' || comm[strlen(name)] == '\0');
+    fclose(f);
+    return yes;
+}
+
 /* A thread's CPU time in ns (schedstat: time on the CPU). */
 static long long task_cpu_ns(pid_t tid)
 {
@@ -623,7 +637,12 @@ static int run_watchdog(const wopts *o)
     holder_arg first = {c, owner, names, stride, 0, 1, 0};
     hold_range(&first);
     int na = list_tasks(after, 64);
+    /* Named (0.7's threads carry their names; its identity record starts the watchdog
+     * with the client), else the new task (a library before that). */
     pid_t wd = 0;
+    for (int i = 0; i < na && wd == 0; i++)
+        if (task_named(after[i], "crd-watchdog"))
+            wd = after[i];
     for (int i = 0; i < na && wd == 0; i++) {
         bool seen = false;
         for (int j = 0; j < nb; j++)
@@ -656,17 +675,18 @@ static int run_watchdog(const wopts *o)
     int64_t t_acq = bn_now_us() - t0;
     long long hold1 = heap_in_use(), rss1 = rss_bytes();
 
-    /* 4. Renewal rounds, found by watching the watchdog thread's CPU time: a round is a
-     * burst of activity; between rounds it sleeps for a period. Start after an idle gap,
-     * then count rounds. */
+    /* 4. Renewal rounds, found by watching the client's renewal round trips (metrics): a
+     * round is a burst of them; between rounds the watchdog sleeps for a period (its
+     * thread also wakes for the identity record, which sends no renewal: its CPU counts,
+     * its ticks are no rounds). Start after an idle gap, then count rounds. */
     int64_t gap_us = (period_ms / 4 < 100 ? period_ms / 4 : 100) * 1000;
-    long long cpu = task_cpu_ns(wd);
+    long long seen = watchdog_round_trips(c);
     int64_t last_active = bn_now_us(), give_up = last_active + (o->rounds + 3) * period_ms * 4000;
     while (bn_now_us() - last_active < gap_us && bn_now_us() < give_up) {
         bn_sleep_us(1000);
-        long long x = task_cpu_ns(wd);
-        if (x != cpu) {
-            cpu = x;
+        long long x = watchdog_round_trips(c);
+        if (x != seen) {
+            seen = x;
             last_active = bn_now_us();
         }
     }
@@ -678,10 +698,10 @@ static int run_watchdog(const wopts *o)
     bn_vec walls = {0};
     while (rounds < o->rounds && bn_now_us() < give_up) {
         bn_sleep_us(1000);
-        long long x = task_cpu_ns(wd);
+        long long x = watchdog_round_trips(c);
         int64_t now = bn_now_us();
-        if (x != cpu) {
-            cpu = x;
+        if (x != seen) {
+            seen = x;
             if (!in_burst) {
                 in_burst = true;
                 burst_start = now - 1000; /* it began since the previous poll */

@@ -29,7 +29,11 @@
  *   A crd_client may be shared by any number of threads. A crd_lock handle may be
  *   shared by any number of threads; each thread holds it under its own owner id, so
  *   reentrancy is per thread. Callbacks run on the client's internal threads, named
- *   next to each callback type, and must not call back into the same client.
+ *   next to each callback type, and must not call back into the same client. Those
+ *   threads carry their names (as top -H, gdb and perf show them): crd-io (the
+ *   connections), crd-pubsub (the subscriber), crd-watchdog (renewals, events, the
+ *   identity record), crd-cluster, crd-sentinel (topology), crd-offload and
+ *   crd-offload-go (the event-loop API's helpers), crd-interrupt.
  *
  * OWNERSHIP
  *   Inputs are copied unless documented otherwise. Returned strings belong to the

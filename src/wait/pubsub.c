@@ -577,6 +577,7 @@ static void read_link(crd_client *c, sublink *l, bool sentinel)
 
 static void *subscriber_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "crd-pubsub"); /* as top -H, gdb and perf show it */
     crd_client *c = arg;
     /* (UN)SUBSCRIBEs go out with send(MSG_NOSIGNAL) or through TLS; SIGPIPE is blocked
      * all the same, so that nothing this thread does can raise it. */
