@@ -47,6 +47,13 @@ static int64_t doubled(int64_t v, int64_t cap) { return v * 2 < cap ? v * 2 : ca
 
 int64_t crd__wait_slice(const crd__slice_in *in, crd__backoff *b)
 {
+    /* Where a holder's TTL ends, as the next attempt must see it: the key expires once the
+     * server's clock has passed its expire time, and both clocks are read in whole ms (the
+     * TTL the script returned, our now), so an attempt hint + 1 ms after the reply can
+     * still land in the key's last millisecond (the script then answers a TTL of 0 and the
+     * attempt is spent: seen in the 4.7 replay's lease hand-off under load). One ms more
+     * puts it past the end. */
+    int64_t ttl_end = in->hint_ms + 1;
     int64_t slice;
     if (in->failed) {
         /* Redis failed (restart, cut): retry soon, backing off to the poll interval. */
@@ -62,7 +69,7 @@ int64_t crd__wait_slice(const crd__slice_in *in, crd__backoff *b)
         slice = INT64_MAX; /* a message ends it, or the deadline */
     } else {
         /* A TTL: a release publishes, an expiry does not. */
-        slice = in->hint_ms;
+        slice = ttl_end;
         b->fair_ms = 4;
     }
     if (!in->failed)
@@ -71,7 +78,7 @@ int64_t crd__wait_slice(const crd__slice_in *in, crd__backoff *b)
         /* No message ever comes (a spin holder's release publishes nothing): the next
          * attempt is the back-off's, or the holder's TTL's end when that is sooner. */
         int64_t step = crd__spin_backoff_next(&b->spin, in->random);
-        slice = in->busy == CRD__BUSY_TTL && in->hint_ms < step ? in->hint_ms : step;
+        slice = in->busy == CRD__BUSY_TTL && ttl_end < step ? ttl_end : step;
     }
     bool channel = in->how == CRD__WAIT_CHANNEL || in->how == CRD__WAIT_OWN_CHANNEL;
     if (channel && !in->confirmed && slice > in->poll_ms)

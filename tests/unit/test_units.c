@@ -110,13 +110,14 @@ static crd__slice_in slice_in(bool failed, bool confirmed, crd__busy busy, int64
     return in;
 }
 
-Test(units, a_held_lock_is_waited_for_for_its_ttl_plus_nothing_more)
+Test(units, a_held_lock_is_waited_for_until_one_ms_past_its_ttl)
 {
     crd__backoff b;
     crd__backoff_init(&b);
+    /* The TTL and our clock are whole ms: one more puts the attempt past the key's end. */
     crd__slice_in in = slice_in(false, true, CRD__BUSY_TTL, 2500);
-    cr_expect_eq(crd__wait_slice(&in, &b), 2500);
-    in.hint_ms = 0; /* about to expire: at least 1 ms */
+    cr_expect_eq(crd__wait_slice(&in, &b), 2501);
+    in.hint_ms = 0; /* expiring in this millisecond */
     cr_expect_eq(crd__wait_slice(&in, &b), 1);
 }
 
@@ -127,7 +128,7 @@ Test(units, without_a_live_subscription_the_slice_is_the_poll_interval_at_most)
     crd__slice_in in = slice_in(false, false, CRD__BUSY_TTL, 30000);
     cr_expect_eq(crd__wait_slice(&in, &b), 1000);
     in.hint_ms = 300;
-    cr_expect_eq(crd__wait_slice(&in, &b), 300);
+    cr_expect_eq(crd__wait_slice(&in, &b), 301);
 }
 
 Test(units, a_lock_without_ttl_is_polled_at_the_poll_interval)
@@ -147,7 +148,7 @@ Test(units, failures_back_off_from_25_ms_doubling_to_the_poll_interval_and_reset
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_expect_eq(crd__wait_slice(&in, &b), want[i], "failure %zu", i);
     in = slice_in(false, true, CRD__BUSY_TTL, 5000);
-    cr_expect_eq(crd__wait_slice(&in, &b), 5000);
+    cr_expect_eq(crd__wait_slice(&in, &b), 5001);
     in = slice_in(true, true, CRD__BUSY_TTL, 0);
     cr_expect_eq(crd__wait_slice(&in, &b), 25, "a success resets the backoff");
 }
@@ -161,7 +162,7 @@ Test(units, a_fair_waiter_not_at_the_head_backs_off_from_4_ms_and_resets_when_he
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_expect_eq(crd__wait_slice(&in, &b), want[i], "turn %zu", i);
     in = slice_in(false, true, CRD__BUSY_TTL, 700);
-    cr_expect_eq(crd__wait_slice(&in, &b), 700);
+    cr_expect_eq(crd__wait_slice(&in, &b), 701);
     in = slice_in(false, true, CRD__BUSY_TURN, 0);
     cr_expect_eq(crd__wait_slice(&in, &b), 4);
 }
@@ -176,8 +177,8 @@ Test(units, a_wait_for_a_message_has_no_timer_but_the_deadline_unless_unsubscrib
     cr_expect_eq(crd__wait_slice(&in, &b), 1000, "no live subscription: the poll interval");
     in.how = CRD__WAIT_DELAY; /* no channel: nothing to be subscribed to */
     in.busy = CRD__BUSY_TTL;
-    in.hint_ms = 2500;
-    cr_expect_eq(crd__wait_slice(&in, &b), 2500);
+    in.hint_ms = 2500; /* the server's delay, in whole ms as a TTL */
+    cr_expect_eq(crd__wait_slice(&in, &b), 2501);
 }
 
 Test(units, a_wait_ends_one_ms_after_its_wait_and_a_slice_one_ms_after_itself)
