@@ -352,6 +352,10 @@ static void finish(crd__acquire *a, crd_status st)
 {
     crd_client *c = a->c;
     drop_aio(a);
+    /* Out of the identity record first: once the subscription reference below is dropped
+     * a client being freed may free the record too (crd_client_free waits for that
+     * reference only). */
+    crd__ident_wait_end(c, &a->iw);
     if (a->pending) {
         /* A lost reply whose read-back got no answer in time: undo.c reads it back once
          * the node answers (after this machine has left the registry below). */
@@ -916,10 +920,10 @@ static void drive(crd__acquire *a)
     /* A wait that starts interrupted sends nothing (Java's lockInterruptibly). */
     if (a->state != CRD__AS_DONE && a->wait_ms != 0 && crd__intr_raised(crd__intr_current()))
         finish(a, interrupted(a));
-    crd__ident_wait iw = {0}; /* identity: this acquire waits (listed after 250 ms) */
+    /* Identity: this acquire waits (listed after 250 ms); finish() ends it. */
     while (a->state != CRD__AS_DONE) {
-        if (!iw.on && a->state != CRD__AS_TRY && a->state != CRD__AS_SUBSCRIBE)
-            crd__ident_wait_begin(a->c, &iw, a->l->name, a->l->route_len, a->owner);
+        if (!a->iw.on && a->state != CRD__AS_TRY && a->state != CRD__AS_SUBSCRIBE)
+            crd__ident_wait_begin(a->c, &a->iw, a->l->name, a->l->route_len, a->owner);
         if (a->state == CRD__AS_QUEUE) {
             step_queue(a, crd__gate_wait(a, a->deadline));
         } else if (a->state == CRD__AS_DEFER) {
@@ -936,7 +940,6 @@ static void drive(crd__acquire *a)
             crd__acquire_step(a);
         }
     }
-    crd__ident_wait_end(a->c, &iw);
 }
 
 crd_status crd_lock_acquire_owner(crd_lock *l, uint64_t owner, int64_t wait_ms, int64_t lease_ms)

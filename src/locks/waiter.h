@@ -74,6 +74,8 @@ typedef struct crd__acquire {
     struct crd__acquire *gate_next; /* the next in the queue (gates->mu) */
     pthread_cond_t gate_cv; /* blocking driver: signalled when it becomes the head */
     struct crd__aio *aio;   /* CRD__AS_IO: the in-flight acquire (acquire.c) */
+    crd__ident_wait iw;     /* blocking driver: this wait in the identity record (ident.c),
+                               ended by finish() while the client is still there */
 } crd__acquire;
 
 /* ---- gate.c: an acquire in its lock's local queue ------------------------------------- */
