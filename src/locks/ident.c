@@ -173,6 +173,21 @@ static void read_program(char *out, size_t cap, bool cmdline)
         snprintf(out, cap, "%.*s%s", (int)len, buf, cut ? "..." : "");
         return;
     }
+    /* The executable file's name (/proc/self/exe's last part): not /proc/self/comm first,
+     * which is cut at 15 bytes and, under valgrind, names the tool. */
+    char exe[4096];
+    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (el > 0) {
+        exe[el] = '\0';
+        const char *base = strrchr(exe, '/');
+        base = base != NULL ? base + 1 : exe;
+        size_t bl = strlen(base);
+        if (bl >= cap)
+            bl = cap - 1; /* cap > 0: out is a record field */
+        memcpy(out, base, bl);
+        out[bl] = '\0';
+        return;
+    }
     fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
         n = read(fd, buf, 64);
