@@ -119,6 +119,16 @@ void crdt_sleep_ms(int64_t ms);
 /* Evaluate pred(arg) until it returns true or timeout_ms passes (checking every
  * ~2 ms). Returns whether pred became true. */
 bool crdt_wait_until(bool (*pred)(void *arg), void *arg, int64_t timeout_ms);
+/* What a crdt_wait_until predicate most often needs to look at: a server connection, a
+ * client, a name (key, channel, lock) and one more thing of the test's own. Each
+ * predicate reads the members it needs; the rest stay zero. */
+typedef struct crdt_probe {
+    redisContext *r;
+    crd_client *c;
+    const char *name;
+    const void *data;
+    long long n;
+} crdt_probe;
 
 /* Runs c's event loop as an application would (poll on crd_loop_fd for
  * crd_loop_timeout_ms, at most 100 ms, then crd_loop_dispatch) until *done reaches n or
