@@ -89,6 +89,18 @@ void crd__ok(const crd_client *c);
 /* Validates a handle for use: NULL, failed, closed, forked. */
 crd_status crd__client_check(crd_client *c);
 
+/* ---- grow.c ------------------------------------------------------------------------- */
+
+/* Room for need elements of size bytes in the array v of *cap (doubled, from first when
+ * empty, until need fits): v itself when it has the room, else the array moved (*cap
+ * updated), or NULL with v and *cap untouched when memory ran out. */
+void *crd__grow(void *v, size_t *cap, size_t need, size_t size, size_t first);
+/* Bytewise order of two byte strings (a shorter prefix first): <0, 0, >0 as memcmp. */
+int crd__bytes_cmp(const void *a, size_t alen, const void *b, size_t blen);
+/* crd__client_check, then out (a public call's out-parameter): CRD_INVALID_ARGUMENT "out is
+ * NULL" when it is NULL. The caller then sets *out to NULL. */
+crd_status crd__client_check_out(crd_client *c, const void *out);
+
 /* ---- clock.c ------------------------------------------------------------------------ */
 
 int64_t crd__now_ms(void);      /* CLOCK_MONOTONIC */

@@ -87,3 +87,11 @@ crd_status crd__client_check(crd_client *c)
         return crd__fail(c, CRD_FORKED, "client was created in another process");
     return CRD_OK;
 }
+
+crd_status crd__client_check_out(crd_client *c, const void *out)
+{
+    crd_status st = crd__client_check(c);
+    if (st == CRD_OK && out == NULL)
+        st = crd__fail(c, CRD_INVALID_ARGUMENT, "out is NULL");
+    return st;
+}

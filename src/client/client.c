@@ -208,30 +208,15 @@ static crd_status choose_pubsub(crd_client *c, const crd_options *o)
 {
     bool want = o->sharded_pubsub == CRD_SHARDED_ON;
     if (o->sharded_pubsub == CRD_SHARDED_AUTO && c->cluster != NULL) {
-        crd__cmd probe;
-        crd__cmd_init(&probe, CRD__PLAIN, 2);
-        crd__cmd_arg_str(&probe, "PUBSUB");
-        crd__cmd_arg_str(&probe, "SHARDNUMSUB");
-        redisReply *r = NULL;
-        crd_status st = crd__call(c, &probe, "probing sharded pub/sub", &r, NULL);
-        crd__cmd_free(&probe);
-        if (r != NULL)
-            freeReplyObject(r);
+        crd_status st =
+            crd__call_words(c, "probing sharded pub/sub", NULL, 2, "PUBSUB", "SHARDNUMSUB");
         if (st == CRD_IO || st == CRD_CLOSED || st == CRD_NO_MEMORY)
             return st;
         want = st == CRD_OK; /* an error: an older server, classic it is */
         crd__ok(c);
     } else if (want) {
-        crd__cmd probe;
-        crd__cmd_init(&probe, CRD__PLAIN, 2);
-        crd__cmd_arg_str(&probe, "PUBSUB");
-        crd__cmd_arg_str(&probe, "SHARDNUMSUB");
-        redisReply *r = NULL;
-        crd_status st = crd__call(c, &probe, "sharded pub/sub (sharded_pubsub ON) needs Redis "
-                                  "7.0+", &r, NULL);
-        crd__cmd_free(&probe);
-        if (r != NULL)
-            freeReplyObject(r);
+        crd_status st = crd__call_words(c, "sharded pub/sub (sharded_pubsub ON) needs Redis 7.0+",
+                                        NULL, 2, "PUBSUB", "SHARDNUMSUB");
         if (st != CRD_OK)
             return st;
     }
@@ -298,14 +283,7 @@ static crd_status start(crd_client *c, const crd_options *opts)
 
     /* Prove the server is there and accepts us (AUTH, SELECT, then PING for servers that
      * require a password we did not give). */
-    crd__cmd ping;
-    crd__cmd_init(&ping, CRD__PLAIN, 1);
-    crd__cmd_arg_str(&ping, "PING");
-    redisReply *r = NULL;
-    st = crd__call(c, &ping, "PING refused", &r, NULL);
-    crd__cmd_free(&ping);
-    if (r != NULL)
-        freeReplyObject(r);
+    st = crd__call_words(c, "PING refused", NULL, 1, "PING");
     if (st == CRD_SERVER && strstr(crd_client_errmsg(c), "NOAUTH") != NULL) {
         char msg[256];
         snprintf(msg, sizeof msg, "%s", crd_client_errmsg(c));

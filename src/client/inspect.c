@@ -406,17 +406,6 @@ crd_status crd__state_read_cached(crd_client *c, const char *name, size_t len, u
     return CRD_OK;
 }
 
-static crd_status check_name(crd_client *c, const char *name, size_t len)
-{
-    if (name == NULL)
-        return crd__fail(c, CRD_INVALID_ARGUMENT, "name is NULL");
-    if (len == 0)
-        return crd__fail(c, CRD_INVALID_ARGUMENT, "name is empty");
-    if (len > CRD_NAME_MAX)
-        return crd__fail(c, CRD_INVALID_ARGUMENT, "name is over %d bytes", CRD_NAME_MAX);
-    return CRD_OK;
-}
-
 
 crd_status crd__state_read(crd_client *c, const char *name, size_t len, unsigned flags,
                            crd_state **out)
@@ -432,13 +421,10 @@ crd_status crd__state_read(crd_client *c, const char *name, size_t len, unsigned
 crd_status crd_state_read(crd_client *c, const char *name, size_t len, unsigned flags,
                           crd_state **out)
 {
-    crd_status st = crd__client_check(c);
+    if (out != NULL)
+        *out = NULL;
+    crd_status st = crd__check_call(c, out, "", name, len, false);
     if (st != CRD_OK)
-        return st;
-    if (out == NULL)
-        return crd__fail(c, CRD_INVALID_ARGUMENT, "out is NULL");
-    *out = NULL;
-    if ((st = check_name(c, name, len)) != CRD_OK)
         return st;
     if (flags & ~CRD__STATE_FLAGS)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "unknown flags 0x%x", flags & ~CRD__STATE_FLAGS);
@@ -479,7 +465,7 @@ crd_status crd_object_delete(crd_client *c, const char *name, size_t len, bool *
     if (deleted != NULL)
         *deleted = false;
     crd_status st = crd__client_check(c);
-    if (st != CRD_OK || (st = check_name(c, name, len)) != CRD_OK)
+    if (st != CRD_OK || (st = crd__check_name(c, "", name, len, false)) != CRD_OK)
         return st;
     crd__cmd cmd;
     crd__cmd_init(&cmd, CRD__PLAIN, 2);

@@ -38,11 +38,9 @@ struct crd_scan {
 crd_status crd_scan_new(crd_client *c, const char *pattern, size_t count, unsigned flags,
                         crd_scan **out)
 {
-    crd_status st = crd__client_check(c);
+    crd_status st = crd__client_check_out(c, out);
     if (st != CRD_OK)
         return st;
-    if (out == NULL)
-        return crd__fail(c, CRD_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
     if (count > 100000)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "count must be at most 100000 (got %zu)", count);

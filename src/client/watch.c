@@ -101,12 +101,10 @@ static qevent *push(crd_watch *w, crd_watch_kind kind)
             memmove(w->q, w->q + w->qhead, w->qn * sizeof *w->q);
             w->qhead = 0;
         } else {
-            size_t cap = w->qcap ? w->qcap * 2 : 16;
-            qevent *p = realloc(w->q, cap * sizeof *p);
+            qevent *p = crd__grow(w->q, &w->qcap, w->qn + 1, sizeof *p, 16);
             if (p == NULL)
                 return NULL;
             w->q = p;
-            w->qcap = cap;
         }
     }
     qevent *e = &w->q[w->qhead + w->qn++];
@@ -733,16 +731,13 @@ static bool follow_primary(crd_watch *w, int64_t until)
 crd_status crd_watch_new(crd_client *c, const char *name, size_t len, int64_t interval_ms,
                          crd_watch **out)
 {
-    crd_status st = crd__client_check(c);
-    if (st != CRD_OK)
-        return st;
-    if (out == NULL || name == NULL)
-        return crd__fail(c, CRD_INVALID_ARGUMENT, "%s is NULL", out == NULL ? "out" : "name");
-    *out = NULL;
-    if (len == 0 || len > CRD_NAME_MAX)
-        return crd__fail(c, CRD_INVALID_ARGUMENT, "the name must be 1..%d bytes", CRD_NAME_MAX);
     if (interval_ms == 0)
         interval_ms = 250;
+    if (out != NULL)
+        *out = NULL;
+    crd_status st = crd__check_call(c, out, "", name, len, false);
+    if (st != CRD_OK)
+        return st;
     if (interval_ms < 10 || interval_ms > CRD_DURATION_MAX_MS)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "interval_ms must be 10..%lld (got %lld)",
                          (long long)CRD_DURATION_MAX_MS, (long long)interval_ms);

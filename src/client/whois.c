@@ -126,18 +126,12 @@ static crd_status read_records(crd_client *c, crd__idcache *ic, char (*uuids)[64
             ic->denied = true;
             return CRD_OK;
         }
-        if (ic->n + m > ic->cap) {
-            size_t cap = ic->cap ? ic->cap * 2 : 16;
-            while (cap < ic->n + m)
-                cap *= 2;
-            record *p = realloc(ic->v, cap * sizeof *p);
-            if (p == NULL) {
-                freeReplyObject(r);
-                return crd__fail(c, CRD_NO_MEMORY, "cannot keep identity records");
-            }
-            ic->v = p;
-            ic->cap = cap;
+        record *p = crd__grow(ic->v, &ic->cap, ic->n + m, sizeof *p, 16);
+        if (p == NULL) {
+            freeReplyObject(r);
+            return crd__fail(c, CRD_NO_MEMORY, "cannot keep identity records");
         }
+        ic->v = p;
         for (size_t i = 0; i < m; i++) {
             record *rec = &ic->v[ic->n++];
             snprintf(rec->uuid, sizeof rec->uuid, "%s", uuids[base + i]);
@@ -183,12 +177,9 @@ static crd_status want_records(crd_client *c, crd__idcache *ic, const char *cons
 static int by_wait_name(const void *x, const void *y)
 {
     const wait_ref *a = x, *b = y;
-    size_t n = a->len < b->len ? a->len : b->len;
-    int d = memcmp(a->name, b->name, n);
+    int d = crd__bytes_cmp(a->name, a->len, b->name, b->len);
     if (d != 0)
         return d;
-    if (a->len != b->len)
-        return a->len < b->len ? -1 : 1;
     return (a->since > b->since) - (a->since < b->since);
 }
 
@@ -271,13 +262,8 @@ static const char *client_list(crd_client *c, crd__idcache *ic)
     if (ic->clients_read)
         return ic->clients;
     ic->clients_read = true;
-    crd__cmd cmd;
-    crd__cmd_init(&cmd, CRD__PLAIN, 2);
-    crd__cmd_arg_str(&cmd, "CLIENT");
-    crd__cmd_arg_str(&cmd, "LIST");
     redisReply *r = NULL;
-    crd_status st = crd__call(c, &cmd, "CLIENT LIST", &r, NULL);
-    crd__cmd_free(&cmd);
+    crd_status st = crd__call_words(c, "CLIENT LIST", &r, 2, "CLIENT", "LIST");
     if (st == CRD_OK && crd__reply_is_text(r))
         ic->clients = strndup(r->str, r->len);
     else

@@ -91,16 +91,12 @@ static void entries_add(entries *e, const char *tag, uint64_t owner, const char 
 {
     if (e->oom || e->n >= CRD__IDENT_MAX_ENTRIES || len > CRD__IDENT_MAX_NAME)
         return;
-    if (e->n == e->cap) {
-        size_t cap = e->cap ? e->cap * 2 : 16;
-        entry *p = realloc(e->v, cap * sizeof *p);
-        if (p == NULL) {
-            e->oom = true;
-            return;
-        }
-        e->v = p;
-        e->cap = cap;
+    entry *v = crd__grow(e->v, &e->cap, e->n + 1, sizeof *v, 16);
+    if (v == NULL) {
+        e->oom = true;
+        return;
     }
+    e->v = v;
     size_t tl = strlen(tag);
     char *f = malloc(tl + 24 + len + 1);
     if (f == NULL) {
@@ -125,9 +121,7 @@ static void entries_add(entries *e, const char *tag, uint64_t owner, const char 
 static int by_field(const void *x, const void *y)
 {
     const entry *a = x, *b = y;
-    size_t n = a->flen < b->flen ? a->flen : b->flen;
-    int d = memcmp(a->field, b->field, n);
-    return d != 0 ? d : (a->flen > b->flen) - (a->flen < b->flen);
+    return crd__bytes_cmp(a->field, a->flen, b->field, b->flen);
 }
 
 /* Sorts e and drops repeated fields (two watches of one name), keeping the oldest. */

@@ -120,22 +120,21 @@ static void rlock_force_unlock(const crd_lock *l, crd__cmd *cmd)
 
 /* ---- fair lock ------------------------------------------------------------------------------ */
 
-static void fair_acquire(const crd_lock *l, const crd__acq_args *a, crd__cmd *cmd)
+void crd__fair_acquire_cmd(const crd_lock *l, const crd__acq_args *a, int script, crd__cmd *cmd)
 {
-    crd__cmd_init(cmd, a->nowait ? CRD__SCRIPT_FAIR_TRY_ACQUIRE : CRD__SCRIPT_FAIR_ACQUIRE, 0);
+    crd__cmd_init(cmd, script, 0);
     name_key(l, cmd);
     key(cmd, &l->names.queue);
     key(cmd, &l->names.deadlines);
     crd__cmd_arg_i64(cmd, a->lease_ms);
     crd__cmd_arg(cmd, a->field, a->flen);
-    /* The try-once form takes now before wait (Redisson's order). */
-    if (a->nowait) {
-        crd__cmd_arg_i64(cmd, crd__epoch_ms());
-        crd__cmd_arg_i64(cmd, a->fair_wait);
-    } else {
-        crd__cmd_arg_i64(cmd, a->fair_wait);
-        crd__cmd_arg_i64(cmd, crd__epoch_ms());
-    }
+    crd__arg_and_now(cmd, a->fair_wait, a->nowait); /* the try-once form: now, then wait */
+}
+
+static void fair_acquire(const crd_lock *l, const crd__acq_args *a, crd__cmd *cmd)
+{
+    crd__fair_acquire_cmd(l, a, a->nowait ? CRD__SCRIPT_FAIR_TRY_ACQUIRE : CRD__SCRIPT_FAIR_ACQUIRE,
+                          cmd);
 }
 
 /* The queueing form answers the time to wait, 0 for "free, but not your turn"; the

@@ -23,6 +23,13 @@ static void buf_key(crd__cmd *cmd, const crd__buf *b)
     crd__cmd_key(cmd, b->p, b->len);
 }
 
+void crd__arg_and_now(crd__cmd *cmd, int64_t v, bool now_first)
+{
+    int64_t now = crd__epoch_ms();
+    crd__cmd_arg_i64(cmd, now_first ? now : v);
+    crd__cmd_arg_i64(cmd, now_first ? v : now);
+}
+
 /* ---- non-reentrant lock and fair lock ------------------------------------------------------ */
 
 bool crd__reentry_refused(const redisReply *r)
@@ -51,19 +58,8 @@ void crd__nrlock_acquire(const crd_lock *l, const crd__acq_args *a, crd__cmd *cm
 
 void crd__nrfair_acquire(const crd_lock *l, const crd__acq_args *a, crd__cmd *cmd)
 {
-    crd__cmd_init(cmd, a->nowait ? CRD__SCRIPT_NRFAIR_TRY_ACQUIRE : CRD__SCRIPT_NRFAIR_ACQUIRE, 0);
-    name_key(l, cmd);
-    buf_key(cmd, &l->names.queue);
-    buf_key(cmd, &l->names.deadlines);
-    crd__cmd_arg_i64(cmd, a->lease_ms);
-    crd__cmd_arg(cmd, a->field, a->flen);
-    if (a->nowait) {
-        crd__cmd_arg_i64(cmd, crd__epoch_ms());
-        crd__cmd_arg_i64(cmd, a->fair_wait);
-    } else {
-        crd__cmd_arg_i64(cmd, a->fair_wait);
-        crd__cmd_arg_i64(cmd, crd__epoch_ms());
-    }
+    crd__fair_acquire_cmd(
+        l, a, a->nowait ? CRD__SCRIPT_NRFAIR_TRY_ACQUIRE : CRD__SCRIPT_NRFAIR_ACQUIRE, cmd);
     crd__cmd_arg_str(cmd, CRD__REENTRY_ERROR);
 }
 
@@ -114,17 +110,7 @@ crd_status crd__group_init(crd__group *g, const char *name, size_t len, const vo
         st = crd__derived_name(CRD__LOCK_CHANNEL, name, len, &g->channel);
     }
     if (st == CRD_OK)
-        st = crd__derived_name(CRD__LATCH, name, len, &g->latch_prefix);
-    if (st == CRD_OK) {
-        char *p = realloc(g->latch_prefix.p, g->latch_prefix.len + 2);
-        if (p == NULL) {
-            st = CRD_NO_MEMORY;
-        } else {
-            p[g->latch_prefix.len++] = ':';
-            p[g->latch_prefix.len] = '\0';
-            g->latch_prefix.p = p;
-        }
-    }
+        st = crd__latch_prefix(name, len, &g->latch_prefix);
     for (size_t i = 0; st == CRD_OK && i < n; i++) {
         if (values[i] == NULL && lens[i] != 0) {
             st = CRD_INVALID_ARGUMENT;
@@ -297,14 +283,7 @@ static void group_init(crd__cmd *cmd, int script, const crd__group *g, int fixed
 void crd__group_acquire(const crd__group *g, const crd__acq_args *a, crd__cmd *cmd)
 {
     group_init(cmd, a->nowait ? CRD__SCRIPT_GROUP_TRY_ACQUIRE : CRD__SCRIPT_GROUP_ACQUIRE, g, 4);
-    /* The try-once form takes now before the lease (Redisson's order). */
-    if (a->nowait) {
-        crd__cmd_arg_i64(cmd, crd__epoch_ms());
-        crd__cmd_arg_i64(cmd, a->lease_ms);
-    } else {
-        crd__cmd_arg_i64(cmd, a->lease_ms);
-        crd__cmd_arg_i64(cmd, crd__epoch_ms());
-    }
+    crd__arg_and_now(cmd, a->lease_ms, a->nowait); /* the try-once form: now, then the lease */
     crd__cmd_arg(cmd, a->field, a->flen);
     group_fields(g, cmd);
 }

@@ -24,6 +24,10 @@ void crd__fml_field(const void *value, size_t len, char out[CRD__FML_FIELD_SIZE]
 uint64_t crd__highwayhash64(const uint64_t key[4], const void *data, size_t len);
 void crd__highwayhash128(const uint64_t key[4], const void *data, size_t len, uint64_t out[2]);
 
+/* Two ARGV: v and the wall clock now, or now first when now_first (Redisson's try-once
+ * forms of the fair and the grouped lock take now before their wait or lease). */
+void crd__arg_and_now(crd__cmd *cmd, int64_t v, bool now_first);
+
 /* ---- non-reentrant lock and fair lock ------------------------------------------------------ */
 
 /* ARGV of every non-reentrant acquire: the error text the script answers a reentry with. */
@@ -39,6 +43,9 @@ bool crd__reentry_refused(const redisReply *r);
 void crd__nrlock_acquire(const crd_lock *l, const crd__acq_args *a, crd__cmd *cmd);
 /* a->nowait: the try-once script (now before wait, as Redisson). */
 void crd__nrfair_acquire(const crd_lock *l, const crd__acq_args *a, crd__cmd *cmd);
+/* The fair acquire's KEYS and ARGV (kinds.c) under script: the fair and the non-reentrant
+ * fair lock share them, the latter adding the reentry error. */
+void crd__fair_acquire_cmd(const crd_lock *l, const crd__acq_args *a, int script, crd__cmd *cmd);
 
 /* ---- spin lock ------------------------------------------------------------------------------ */
 

@@ -16,45 +16,10 @@
 
 /* ---- handles ----------------------------------------------------------------------------- */
 
-static crd_status check_name(crd_client *c, const char *name, size_t len)
-{
-    if (name == NULL)
-        return crd__fail(c, CRD_INVALID_ARGUMENT, "lock name is NULL");
-    if (len == 0)
-        return crd__fail(c, CRD_INVALID_ARGUMENT, "lock name is empty");
-    if (len > CRD_NAME_MAX)
-        return crd__fail(c, CRD_INVALID_ARGUMENT, "lock name is %zu bytes; the maximum is %d", len,
-                         CRD_NAME_MAX);
-    /* On a cluster such a name cannot work at all (CROSSSLOT, PROTOCOL.md 2.3): refused
-     * whatever allow_unsafe_names says. */
-    if (c->cluster != NULL && crd__name_is_unsafe(name, len))
-        return crd__fail(c, CRD_INVALID_ARGUMENT,
-                         "lock name \"%.*s\" has braces that would put its keys in different "
-                         "cluster slots ('}' without '{', an unclosed '{' or an empty \"{}\" tag); "
-                         "a cluster refuses such a lock's scripts (CROSSSLOT)",
-                         (int)(len > 60 ? 60 : len), name);
-    if (!c->opts.allow_unsafe_names && crd__name_is_unsafe(name, len))
-        return crd__fail(c, CRD_INVALID_ARGUMENT,
-                         "lock name \"%.*s\" has braces that would put its keys in different "
-                         "cluster slots ('}' without '{', an unclosed '{' or an empty \"{}\" tag); "
-                         "set allow_unsafe_names to accept it",
-                         (int)(len > 60 ? 60 : len), name);
-    return CRD_OK;
-}
-
-/* What every constructor checks first: the out-parameter, the client, the name. */
-static crd_status check_new(crd_client *c, const void *out, const char *name, size_t len)
-{
-    if (out == NULL)
-        return crd__fail(c, CRD_INVALID_ARGUMENT, "out is NULL");
-    crd_status st = crd__client_check(c);
-    return st == CRD_OK ? check_name(c, name, len) : st;
-}
-
 static crd_status new_lock(crd_client *c, crd__kind kind, const char *name, size_t len,
                            crd_lock **out)
 {
-    crd_status st = check_new(c, out, name, len);
+    crd_status st = crd__check_call(c, out, "lock", name, len, true);
     if (out != NULL)
         *out = NULL;
     if (st != CRD_OK)
@@ -170,7 +135,7 @@ crd_status crd_spin_lock_new_n(crd_client *c, const char *name, size_t len,
     if (out != NULL)
         *out = NULL;
     crd__spin_backoff b;
-    crd_status st = check_new(c, out, name, len);
+    crd_status st = crd__check_call(c, out, "lock", name, len, true);
     if (st == CRD_OK)
         st = spin_backoff(c, opts, &b);
     if (st != CRD_OK)
@@ -190,7 +155,7 @@ crd_status crd_group_lock_new_n(crd_client *c, const char *group, size_t group_l
                                 const void *const *values, const size_t *value_lens, size_t n,
                                 crd_lock **out)
 {
-    crd_status st = check_new(c, out, group, group_len);
+    crd_status st = crd__check_call(c, out, "lock", group, group_len, true);
     if (out != NULL)
         *out = NULL;
     if (st != CRD_OK)
@@ -265,7 +230,7 @@ struct crd_rwlock {
 
 crd_status crd_rwlock_new_n(crd_client *c, const char *name, size_t len, crd_rwlock **out)
 {
-    crd_status st = check_new(c, out, name, len);
+    crd_status st = crd__check_call(c, out, "lock", name, len, true);
     if (out != NULL)
         *out = NULL;
     if (st != CRD_OK)

@@ -55,6 +55,8 @@ crd_status crd__names_init(crd__names *n, crd__kind kind, const char *name, size
 void crd__names_clear(crd__names *n);
 /* "<prefix>:{N}" or "<prefix>:N" when N contains '{' (Redisson's prefixName). */
 crd_status crd__derived_name(const char *prefix, const char *name, size_t len, crd__buf *out);
+/* The unlock latch's prefix "redisson_unlock_latch:{N}:" (a latch is it and a request id). */
+crd_status crd__latch_prefix(const char *name, size_t len, crd__buf *out);
 /* The read-write key prefix P: "{N}", or N when it contains '{' (Redisson's suffixName
  * without a suffix). _len says how long it is; _put writes it and a NUL into out. */
 size_t crd__rw_prefix_len(const char *name, size_t len);
@@ -71,6 +73,16 @@ size_t crd__read_timeout_base(const char *prefix, size_t plen, const char *field
                               char *buf);
 /* True for names whose braces break slot co-location (PROTOCOL.md 2.3 class C). */
 bool crd__name_is_unsafe(const char *name, size_t len);
+/* The checks of a name a public call is given (label "lock", "semaphore", ... or "" starts
+ * the message): not NULL, not empty, at most CRD_NAME_MAX bytes and, when keys (a handle
+ * whose scripts will name its keys), not unsafe on a cluster or without
+ * allow_unsafe_names. CRD_INVALID_ARGUMENT with a message otherwise. */
+crd_status crd__check_name(crd_client *c, const char *label, const char *name, size_t len,
+                           bool keys);
+/* What a public call that makes a handle or reads a name checks first: its out-parameter
+ * (not NULL), the client (crd__client_check), then the name (crd__check_name). */
+crd_status crd__check_call(crd_client *c, const void *out, const char *label, const char *name,
+                           size_t len, bool keys);
 
 /* ---- undo.c: acquires whose callers were told they failed --------------------------- */
 

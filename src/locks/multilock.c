@@ -30,12 +30,9 @@ static int kind_rank(crd__kind k) { return k == CRD__WRITE ? 0 : k == CRD__READ 
 static int order(const void *pa, const void *pb)
 {
     const crd_lock *a = *(crd_lock *const *)pa, *b = *(crd_lock *const *)pb;
-    size_t n = a->name_len < b->name_len ? a->name_len : b->name_len;
-    int c = memcmp(a->name, b->name, n);
+    int c = crd__bytes_cmp(a->name, a->name_len, b->name, b->name_len);
     if (c != 0)
         return c;
-    if (a->name_len != b->name_len)
-        return a->name_len < b->name_len ? -1 : 1;
     return kind_rank(a->kind) - kind_rank(b->kind);
 }
 

@@ -10,18 +10,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* "<prefix>:{N}", or "<prefix>:N" when N contains '{' (Redisson's prefixName). */
-static crd_status prefix_name(const char *prefix, const char *name, size_t len, crd__buf *out)
+/* "<prefix>:{N}", or "<prefix>:N" when N contains '{' (Redisson's prefixName), then tail
+ * when it is not NUL (the latch prefix keeps the ':' before its request id). */
+static crd_status prefix_name_tail(const char *prefix, const char *name, size_t len, char tail,
+                                   crd__buf *out)
 {
     size_t plen = strlen(prefix);
-    char *p = malloc(plen + 1 + crd__rw_prefix_len(name, len) + 1);
+    char *p = malloc(plen + 1 + crd__rw_prefix_len(name, len) + 2);
     if (p == NULL)
         return CRD_NO_MEMORY;
     memcpy(p, prefix, plen);
     p[plen] = ':';
     out->p = p;
     out->len = plen + 1 + crd__rw_prefix_put(name, len, p + plen + 1);
+    if (tail != '\0') {
+        p[out->len++] = tail;
+        p[out->len] = '\0';
+    }
     return CRD_OK;
+}
+
+static crd_status prefix_name(const char *prefix, const char *name, size_t len, crd__buf *out)
+{
+    return prefix_name_tail(prefix, name, len, '\0', out);
 }
 
 size_t crd__rw_prefix_len(const char *name, size_t len)
@@ -69,7 +80,7 @@ crd_status crd__names_init(crd__names *n, crd__kind kind, const char *name, size
     bool rw = kind == CRD__READ || kind == CRD__WRITE;
     crd_status st = prefix_name(rw ? CRD__RW_CHANNEL : CRD__LOCK_CHANNEL, name, len, &n->channel);
     if (st == CRD_OK)
-        st = prefix_name(CRD__LATCH, name, len, &n->latch_prefix);
+        st = crd__latch_prefix(name, len, &n->latch_prefix);
     bool fair = kind == CRD__FAIR || kind == CRD__NRFAIR;
     if (st == CRD_OK && fair)
         st = prefix_name(CRD__FAIR_QUEUE, name, len, &n->queue);
@@ -79,17 +90,6 @@ crd_status crd__names_init(crd__names *n, crd__kind kind, const char *name, size
         st = rw_prefix(name, len, &n->rw_prefix);
     if (st == CRD_OK && kind == CRD__FENCED)
         st = prefix_name(CRD__FENCED_TOKEN, name, len, &n->token);
-    if (st == CRD_OK) {
-        /* The latch is "<prefix>:<rid>": keep the trailing ':' in the prefix. */
-        char *p = realloc(n->latch_prefix.p, n->latch_prefix.len + 2);
-        if (p == NULL) {
-            st = CRD_NO_MEMORY;
-        } else {
-            p[n->latch_prefix.len++] = ':';
-            p[n->latch_prefix.len] = '\0';
-            n->latch_prefix.p = p;
-        }
-    }
     if (st != CRD_OK)
         crd__names_clear(n);
     return st;
@@ -109,6 +109,11 @@ void crd__names_clear(crd__names *n)
 crd_status crd__derived_name(const char *prefix, const char *name, size_t len, crd__buf *out)
 {
     return prefix_name(prefix, name, len, out);
+}
+
+crd_status crd__latch_prefix(const char *name, size_t len, crd__buf *out)
+{
+    return prefix_name_tail(CRD__LATCH, name, len, ':', out);
 }
 
 size_t crd__field(const char *uuid, uint64_t owner, bool write, char *buf)
@@ -175,4 +180,37 @@ crd_status crd__latch_channel_name(const char *name, size_t len, crd__buf *out)
     out->p[plen + 2 + len] = '\0';
     out->len = plen + 2 + len;
     return CRD_OK;
+}
+
+crd_status crd__check_name(crd_client *c, const char *label, const char *name, size_t len,
+                           bool keys)
+{
+    const char *sp = label[0] != '\0' ? " " : "";
+    if (name == NULL)
+        return crd__fail(c, CRD_INVALID_ARGUMENT, "%s%sname is NULL", label, sp);
+    if (len == 0)
+        return crd__fail(c, CRD_INVALID_ARGUMENT, "%s%sname is empty", label, sp);
+    if (len > CRD_NAME_MAX)
+        return crd__fail(c, CRD_INVALID_ARGUMENT, "%s%sname is %zu bytes; the maximum is %d",
+                         label, sp, len, CRD_NAME_MAX);
+    /* On a cluster such a name cannot work at all (CROSSSLOT, PROTOCOL.md 2.3): refused
+     * whatever allow_unsafe_names says. */
+    if (keys && crd__name_is_unsafe(name, len) &&
+        (c->cluster != NULL || !c->opts.allow_unsafe_names))
+        return crd__fail(c, CRD_INVALID_ARGUMENT,
+                         "%s%sname \"%.*s\" has braces that would put its keys in different "
+                         "cluster slots ('}' without '{', an unclosed '{' or an empty \"{}\" "
+                         "tag)%s", label, sp, (int)(len > 60 ? 60 : len), name,
+                         c->cluster != NULL ? "; a cluster refuses its scripts (CROSSSLOT)"
+                                            : "; set allow_unsafe_names to accept it");
+    return CRD_OK;
+}
+
+crd_status crd__check_call(crd_client *c, const void *out, const char *label, const char *name,
+                           size_t len, bool keys)
+{
+    if (out == NULL)
+        return crd__fail(c, CRD_INVALID_ARGUMENT, "out is NULL");
+    crd_status st = crd__client_check(c);
+    return st == CRD_OK ? crd__check_name(c, label, name, len, keys) : st;
 }

@@ -216,14 +216,10 @@ static void collect_one(crd__hold *h, void *arg)
             return;
     }
     if (col->now >= h->valid_until) {
-        if (col->nexp == col->capexp) {
-            size_t cap = col->capexp ? col->capexp * 2 : 16;
-            crd__hold **p = realloc(col->expired, cap * sizeof *p);
-            if (p == NULL)
-                return;
-            col->expired = p;
-            col->capexp = cap;
-        }
+        crd__hold **p = crd__grow(col->expired, &col->capexp, col->nexp + 1, sizeof *p, 16);
+        if (p == NULL)
+            return;
+        col->expired = p;
         col->expired[col->nexp++] = h;
         return;
     }
@@ -239,16 +235,12 @@ static void collect_one(crd__hold *h, void *arg)
         list->kind = h->kind;
         list->one = ops->renew_one != NULL;
     }
-    if (list->n == list->cap) {
-        size_t cap = list->cap ? list->cap * 2 : 64;
-        item *p = realloc(list->items, cap * sizeof *p);
-        if (p == NULL) {
-            col->oom = true;
-            return;
-        }
-        list->items = p;
-        list->cap = cap;
+    item *p = crd__grow(list->items, &list->cap, list->n + 1, sizeof *p, 64);
+    if (p == NULL) {
+        col->oom = true;
+        return;
     }
+    list->items = p;
     item *it = &list->items[list->n];
     memset(it, 0, sizeof *it);
     it->name_off = arena_put(list, h->name, h->name_len, "", 0, "", 0);
@@ -298,14 +290,10 @@ typedef struct events {
 
 static void push_event(events *e, crd_event_kind kind, const crd__hold *h, crd_status st)
 {
-    if (e->n == e->cap) {
-        size_t cap = e->cap ? e->cap * 2 : 16;
-        pending_event *p = realloc(e->ev, cap * sizeof *p);
-        if (p == NULL)
-            return;
-        e->ev = p;
-        e->cap = cap;
-    }
+    pending_event *p = crd__grow(e->ev, &e->cap, e->n + 1, sizeof *p, 16);
+    if (p == NULL)
+        return;
+    e->ev = p;
     pending_event *pe = &e->ev[e->n];
     size_t len = crd__route_len(h->kind, h->name, h->name_len); /* a group's name */
     pe->name = malloc(len + 1);

@@ -250,8 +250,9 @@ static crd_status pes_read(void *arg, crd_status st, redisReply *r, bool sent,
 
 /* The read-back of a lost attempt: whether its ids are all out (taken), none (go on),
  * or some (unknown). */
-static crd_status pes_resolve(pes_try *t)
+static crd_status pes_resolve(void *arg)
 {
+    pes_try *t = arg;
     int64_t present = 0;
     crd_status st = read_back(t, &present);
     if (st != CRD_OK)
@@ -270,28 +271,18 @@ static crd_status pes_resolve(pes_try *t)
     return CRD_BUSY; /* none went in: a new attempt */
 }
 
-static crd_status pes_try_once(void *arg, int64_t *retry_epoch_ms)
-{
-    pes_try *t = arg;
-    if (t->pending) {
-        crd_status st = pes_resolve(t);
-        if (st != CRD_BUSY)
-            return st;
-    }
-    crd__cmd cmd;
-    crd_status st = pes_build(t, &cmd);
-    if (st != CRD_OK)
-        return st;
-    redisReply *r = NULL;
-    bool sent = false;
-    st = crd__sync_call(t->s, &cmd, "permit semaphore acquire", true, &r, &sent);
-    return pes_read(t, st, st == CRD_OK ? r : NULL, sent, retry_epoch_ms);
-}
-
 /* On the loop, an attempt that must first read a lost reply back runs on a helper thread. */
 static bool pes_inline(void *arg) { return ((pes_try *)arg)->pending; }
 
-static const crd__sync_attempt pes_attempt = {pes_build, pes_read, pes_inline};
+static const crd__sync_attempt pes_attempt = {pes_build, pes_read, pes_inline, NULL,
+                                               pes_resolve};
+
+static crd_status pes_try_once(void *arg, int64_t *retry_epoch_ms)
+{
+    return crd__sync_attempt_call(((pes_try *)arg)->s, &pes_attempt, arg,
+                                  "permit semaphore acquire",
+                                  retry_epoch_ms);
+}
 
 /* The argument checks of an acquire (blocking or on the loop). */
 static crd_status check_acquire(crd_permit_semaphore *ps, int64_t permits, int64_t wait_ms,

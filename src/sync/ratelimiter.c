@@ -286,59 +286,54 @@ static crd_status run_int(crd__sync *s, crd__cmd *cmd, const char *what, bool id
     return st;
 }
 
-crd_status crd_rate_limiter_try_set_rate(crd_rate_limiter *rl, const crd_rate_config *cfg,
-                                         bool *set)
-{
-    if (set != NULL)
-        *set = false;
-    crd_status st = crd__sync_check(sync_of(rl));
-    if (st == CRD_OK)
-        st = check_config(&rl->s, cfg);
-    if (st != CRD_OK)
-        return st;
-    crd__cmd cmd;
-    crd__rl_try_set_rate(&rl->names, cfg->rate, cfg->interval_ms, (crd__rl_mode)cfg->mode,
-                         cfg->keep_alive_ms, &cmd);
-    int64_t v = 0;
-    st = run_int(&rl->s, &cmd, "rate limiter try_set_rate", true, &v);
-    if (st == CRD_OK && set != NULL)
-        *set = v == 1;
-    return st;
-}
+/* How a configuration is written: only where none is (trySetRate), always (setRate), only
+ * where one is (updateRate). */
+typedef enum rate_write { RATE_TRY, RATE_SET, RATE_UPDATE } rate_write;
 
-static crd_status set_rate(crd_rate_limiter *rl, const crd_rate_config *cfg, bool keep_state,
-                           bool require, bool *updated)
+static crd_status write_rate(crd_rate_limiter *rl, const crd_rate_config *cfg, rate_write how,
+                             bool keep_state, bool *written)
 {
-    if (updated != NULL)
-        *updated = false;
+    static const char *const what[] = {"rate limiter try_set_rate", "rate limiter set_rate",
+                                       "rate limiter update_rate"};
+    if (written != NULL)
+        *written = false;
     crd_status st = crd__sync_check(sync_of(rl));
     if (st == CRD_OK)
         st = check_config(&rl->s, cfg);
     if (st != CRD_OK)
         return st;
     crd__cmd cmd;
-    crd__rl_set_rate(&rl->names, cfg->rate, cfg->interval_ms, (crd__rl_mode)cfg->mode,
-                     cfg->keep_alive_ms, keep_state, require, &cmd);
+    if (how == RATE_TRY)
+        crd__rl_try_set_rate(&rl->names, cfg->rate, cfg->interval_ms, (crd__rl_mode)cfg->mode,
+                             cfg->keep_alive_ms, &cmd);
+    else
+        crd__rl_set_rate(&rl->names, cfg->rate, cfg->interval_ms, (crd__rl_mode)cfg->mode,
+                         cfg->keep_alive_ms, keep_state, how == RATE_UPDATE, &cmd);
     int64_t v = 0;
     /* Idempotent: the same configuration written twice is the same configuration (a
      * second keep_state recomputation finds the records the first left). */
-    st = run_int(&rl->s, &cmd, require ? "rate limiter update_rate" : "rate limiter set_rate",
-                 true, &v);
-    if (st == CRD_OK && updated != NULL)
-        *updated = v == 1;
+    st = run_int(&rl->s, &cmd, what[how], true, &v);
+    if (st == CRD_OK && written != NULL)
+        *written = v == 1;
     return st;
+}
+
+crd_status crd_rate_limiter_try_set_rate(crd_rate_limiter *rl, const crd_rate_config *cfg,
+                                         bool *set)
+{
+    return write_rate(rl, cfg, RATE_TRY, false, set);
 }
 
 crd_status crd_rate_limiter_set_rate(crd_rate_limiter *rl, const crd_rate_config *cfg,
                                      bool keep_state)
 {
-    return set_rate(rl, cfg, keep_state, false, NULL);
+    return write_rate(rl, cfg, RATE_SET, keep_state, NULL);
 }
 
 crd_status crd_rate_limiter_update_rate(crd_rate_limiter *rl, const crd_rate_config *cfg,
                                         bool keep_state, bool *updated)
 {
-    return set_rate(rl, cfg, keep_state, true, updated);
+    return write_rate(rl, cfg, RATE_UPDATE, keep_state, updated);
 }
 
 /* A field of HGETALL's flat array reply, as an integer. */
@@ -544,8 +539,9 @@ static void record_of(const rl_try *t, char out[21])
 /* Reads a lost attempt back: its record in the overall or this client's permit set means
  * it ran (the permits are the caller's); in neither, it did not. CRD_OK granted, CRD_BUSY
  * not, CRD_IO when the read itself got no answer. */
-static crd_status rl_resolve(rl_try *t)
+static crd_status rl_resolve(void *arg)
 {
+    rl_try *t = arg;
     crd__sync *s = &t->rl->s;
     char member[21];
     record_of(t, member);
@@ -570,22 +566,15 @@ static crd_status rl_resolve(rl_try *t)
     return CRD_BUSY;
 }
 
+static bool rl_inline(void *arg) { return ((rl_try *)arg)->pending; }
+
+static const crd__sync_attempt rl_attempt = {rl_build, rl_read, rl_inline, limiter_error,
+                                              rl_resolve};
+
 static crd_status rl_try_once(void *arg, int64_t *retry_epoch_ms)
 {
-    rl_try *t = arg;
-    if (t->pending) {
-        crd_status st = rl_resolve(t);
-        if (st != CRD_BUSY)
-            return st;
-    }
-    crd__cmd cmd;
-    crd_status st = rl_build(t, &cmd);
-    if (st != CRD_OK)
-        return st;
-    redisReply *r = NULL;
-    bool sent = false;
-    st = crd__sync_call(&t->rl->s, &cmd, "rate limiter acquire", true, &r, &sent);
-    return rl_read(t, st, st == CRD_OK ? r : NULL, sent, retry_epoch_ms);
+    return crd__sync_attempt_call(&((rl_try *)arg)->rl->s, &rl_attempt, arg, "rate limiter acquire",
+                                  retry_epoch_ms);
 }
 
 /* The wait's end: a lost attempt still unresolved is read back, so that permits it took are
@@ -605,10 +594,6 @@ static crd_status rl_end(crd__sync *s, void *arg, crd_status st, bool waited)
     }
     return st;
 }
-
-static bool rl_inline(void *arg) { return ((rl_try *)arg)->pending; }
-
-static const crd__sync_attempt rl_attempt = {rl_build, rl_read, rl_inline, limiter_error};
 
 static crd_status check_acquire(crd_rate_limiter *rl, int64_t permits, int64_t wait_ms)
 {

@@ -101,13 +101,8 @@ static const crd__sync_attempt sem_attempt = {sem_build, sem_read, NULL};
 
 static crd_status sem_try_once(void *arg, int64_t *retry_epoch_ms)
 {
-    sem_try *t = arg;
-    crd__cmd cmd;
-    sem_build(arg, &cmd);
-    redisReply *r = NULL;
-    bool sent = false;
-    crd_status st = crd__sync_call(t->s, &cmd, "semaphore acquire", true, &r, &sent);
-    return sem_read(arg, st, st == CRD_OK ? r : NULL, sent, retry_epoch_ms);
+    return crd__sync_attempt_call(((sem_try *)arg)->s, &sem_attempt, arg, "semaphore acquire",
+                                  retry_epoch_ms);
 }
 
 static crd_status sem_end(crd__sync *s, void *arg, crd_status st, bool waited)
@@ -131,15 +126,20 @@ static crd_status check_acquire(crd_semaphore *sem, int64_t permits, int64_t wai
     return CRD_OK;
 }
 
-crd_status crd_semaphore_acquire(crd_semaphore *sem, int64_t permits, int64_t wait_ms)
+static crd_status acquire(crd_semaphore *sem, int64_t permits, int64_t wait_ms,
+                          const crd__sync_async *as)
 {
     crd_status st = check_acquire(sem, permits, wait_ms);
     if (st != CRD_OK)
         return st;
-    crd__sync *s = &sem->s;
-    sem_try t = {s, permits};
-    crd__sync_op op = {s, sem_try_once, NULL, &t, sem_end, CRD__WAKE_COUNT, false};
-    return crd__sync_wait(&op, wait_ms);
+    sem_try t = {&sem->s, permits};
+    crd__sync_op op = {&sem->s, sem_try_once, &sem_attempt, &t, sem_end, CRD__WAKE_COUNT, false};
+    return crd__sync_go(&op, sizeof t, wait_ms, as);
+}
+
+crd_status crd_semaphore_acquire(crd_semaphore *sem, int64_t permits, int64_t wait_ms)
+{
+    return acquire(sem, permits, wait_ms, NULL);
 }
 
 crd_status crd_semaphore_acquire_async(crd_semaphore *sem, int64_t permits, int64_t wait_ms,
@@ -147,17 +147,8 @@ crd_status crd_semaphore_acquire_async(crd_semaphore *sem, int64_t permits, int6
 {
     if (op != NULL)
         *op = NULL;
-    crd_status st = check_acquire(sem, permits, wait_ms);
-    if (st != CRD_OK)
-        return st;
-    crd__sync *s = &sem->s;
-    sem_try *t = malloc(sizeof *t);
-    if (t == NULL)
-        return crd__fail(s->client, CRD_NO_MEMORY, "cannot allocate an operation");
-    t->s = s;
-    t->permits = permits;
-    crd__sync_op sop = {s, sem_try_once, &sem_attempt, t, sem_end, CRD__WAKE_COUNT, false};
-    return crd__sync_start(&sop, wait_ms, done, user, op);
+    crd__sync_async as = {done, user, op};
+    return acquire(sem, permits, wait_ms, &as);
 }
 
 /* release and add: one script each, KEYS N, channel; ARGV amount, publish. */

@@ -21,25 +21,6 @@
 static const char *const labels[] = {"semaphore", "permit semaphore", "latch", "rate limiter"};
 
 /* The name checks of a lock (lock.c), worded for this object. */
-static crd_status check_name(crd_client *c, const char *label, const char *name, size_t len)
-{
-    if (name == NULL)
-        return crd__fail(c, CRD_INVALID_ARGUMENT, "%s name is NULL", label);
-    if (len == 0)
-        return crd__fail(c, CRD_INVALID_ARGUMENT, "%s name is empty", label);
-    if (len > CRD_NAME_MAX)
-        return crd__fail(c, CRD_INVALID_ARGUMENT, "%s name is %zu bytes; the maximum is %d",
-                         label, len, CRD_NAME_MAX);
-    if (crd__name_is_unsafe(name, len) && (c->cluster != NULL || !c->opts.allow_unsafe_names))
-        return crd__fail(c, CRD_INVALID_ARGUMENT,
-                         "%s name \"%.*s\" has braces that would put its keys in different "
-                         "cluster slots ('}' without '{', an unclosed '{' or an empty \"{}\" "
-                         "tag)%s", label, (int)(len > 60 ? 60 : len), name,
-                         c->cluster != NULL ? "; a cluster refuses its scripts (CROSSSLOT)"
-                                            : "; set allow_unsafe_names to accept it");
-    return CRD_OK;
-}
-
 /* In cluster mode every key a script names must hash to the name's slot: a latch named
  * with its own "{...}" tag fails here, as its channel braces the whole name (golden
  * xs_cluster_semaphore_latch: Redis replies CROSSSLOT to Redisson). */
@@ -69,11 +50,7 @@ crd_status crd__sync_init(crd__sync *s, crd_client *c, crd__sync_kind kind, cons
                           const char *name, size_t len)
 {
     memset(s, 0, sizeof *s);
-    if (out == NULL)
-        return crd__fail(c, CRD_INVALID_ARGUMENT, "out is NULL");
-    crd_status st = crd__client_check(c);
-    if (st == CRD_OK)
-        st = check_name(c, labels[kind], name, len);
+    crd_status st = crd__check_call(c, out, labels[kind], name, len, true);
     if (st != CRD_OK)
         return st;
     s->client = c;
@@ -181,6 +158,22 @@ crd_status crd__sync_call(crd__sync *s, crd__cmd *cmd, const char *what, bool id
     if (sent != NULL)
         *sent = sent_ms != 0;
     return crd__sync_lost(s, st, sent_ms != 0, idempotent, what);
+}
+
+crd_status crd__sync_attempt_call(crd__sync *s, const crd__sync_attempt *at, void *arg,
+                                  const char *what, int64_t *retry_epoch_ms)
+{
+    crd_status st;
+    if (at->resolve != NULL && at->run_inline(arg) && (st = at->resolve(arg)) != CRD_BUSY)
+        return st;
+    crd__cmd cmd;
+    st = at->build(arg, &cmd);
+    if (st != CRD_OK)
+        return st;
+    redisReply *r = NULL;
+    bool sent = false;
+    st = crd__sync_call(s, &cmd, what, true, &r, &sent);
+    return at->read(arg, st, st == CRD_OK ? r : NULL, sent, retry_epoch_ms);
 }
 
 crd_status crd__sync_int(crd__sync *s, const redisReply *r, const char *what, int64_t *out)
@@ -629,4 +622,17 @@ crd_status crd__sync_start(const crd__sync_op *sop, int64_t wait_ms, crd_op_done
     crd__op_start(op, out);
     crd__ok(sop->s->client);
     return CRD_OK;
+}
+
+crd_status crd__sync_go(const crd__sync_op *op, size_t arg_size, int64_t wait_ms,
+                        const crd__sync_async *as)
+{
+    if (as == NULL)
+        return crd__sync_wait(op, wait_ms);
+    crd__sync_op sop = *op;
+    sop.arg = malloc(arg_size);
+    if (sop.arg == NULL)
+        return crd__fail(op->s->client, CRD_NO_MEMORY, "cannot allocate an operation");
+    memcpy(sop.arg, op->arg, arg_size);
+    return crd__sync_start(&sop, wait_ms, as->done, as->user, as->op);
 }

@@ -102,7 +102,15 @@ typedef struct crd__sync_attempt {
     /* May be NULL; an error reply it says yes to is read (read gets it with CRD_OK) rather
      * than turned into CRD_SERVER (crd__cmd.keep_error: the rate limiter's states). */
     bool (*keep_error)(const redisReply *r);
+    /* May be NULL; with run_inline saying yes, the read-back of the lost reply that comes
+     * before the next attempt (CRD_BUSY: nothing went in, attempt again). */
+    crd_status (*resolve)(void *arg);
 } crd__sync_attempt;
+
+/* One attempt of at on the calling thread: the read-back of a lost reply first if at asks
+ * for one, then build, crd__sync_call (idempotent), read. */
+crd_status crd__sync_attempt_call(crd__sync *s, const crd__sync_attempt *at, void *arg,
+                                  const char *what, int64_t *retry_epoch_ms);
 
 /* What a synchronizer's wait is: its object, its attempt (fn; at, the same in halves for
  * the engine, may be NULL), fn's argument, the end hook (may be NULL), the channel's wake
@@ -183,6 +191,18 @@ crd_status crd__sync_wait(const crd__sync_op *op, int64_t wait_ms);
  * is freed and the status returned. */
 crd_status crd__sync_start(const crd__sync_op *op, int64_t wait_ms, crd_op_done_fn done,
                            void *user, crd_op **out);
+
+/* How a public acquire runs: NULL blocks the caller, else an event-loop operation that
+ * calls done(user) and is put in *op (the _async call has set *op to NULL). */
+typedef struct crd__sync_async {
+    crd_op_done_fn done;
+    void *user;
+    crd_op **op;
+} crd__sync_async;
+/* Either driver for op: crd__sync_wait when as is NULL, else crd__sync_start on a copy of
+ * op->arg (arg_size bytes, the caller's: it may be on the stack) that the operation owns. */
+crd_status crd__sync_go(const crd__sync_op *op, size_t arg_size, int64_t wait_ms,
+                        const crd__sync_async *as);
 /* The metrics of a semaphore or permit-semaphore acquire of permits that ended with st
  * (waited: as crd__sync_end_fn's). */
 void crd__sync_count_acquire(crd__sync *s, crd_status st, int64_t permits, bool waited);

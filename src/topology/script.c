@@ -25,6 +25,7 @@
 #include "topology.h"
 
 #include <stdio.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -467,6 +468,25 @@ crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply 
         break;
     }
     return final_status(c, cmd, r, what, reply);
+}
+
+crd_status crd__call_words(crd_client *c, const char *what, redisReply **reply, int n, ...)
+{
+    crd__cmd cmd;
+    crd__cmd_init(&cmd, CRD__PLAIN, n);
+    va_list ap;
+    va_start(ap, n);
+    for (int k = 0; k < n; k++)
+        crd__cmd_arg_str(&cmd, va_arg(ap, const char *));
+    va_end(ap);
+    redisReply *r = NULL;
+    crd_status st = crd__call(c, &cmd, what, &r, NULL);
+    crd__cmd_free(&cmd);
+    if (reply != NULL)
+        *reply = r;
+    else if (r != NULL)
+        freeReplyObject(r);
+    return st;
 }
 
 /* The WAIT at all[n] (when replicas > 0): freed here; CRD_NOT_SYNCED when none

@@ -235,6 +235,9 @@ int crd__cmd_argc(const crd__cmd *cmd, int first);
  * command may have run. what names the operation for messages. */
 crd_status crd__call(crd_client *c, crd__cmd *cmd, const char *what, redisReply **reply,
                      int64_t *sent_ms);
+/* crd__call of a plain command of n words (C strings, n <= 4) without a key: PING, CLIENT
+ * LIST, PUBSUB SHARDNUMSUB. reply may be NULL: the reply is then freed here. */
+crd_status crd__call_words(crd_client *c, const char *what, redisReply **reply, int n, ...);
 /* (crd__call, continued) Sentinel mode: a READONLY reply (nothing ran) re-resolves the
  * primary and sends the command again there, up to twice. Replica sync: a cmd marked
  * sync goes out in one pipeline with WAIT (crd__sync_replicas); when no replica
