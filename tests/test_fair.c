@@ -269,16 +269,13 @@ static void fifo_setup_init(fifo_setup *s)
     }
 }
 
-typedef struct keys_pred {
-    redisContext *r;
-    const fifo_setup *s;
-} keys_pred;
-
+/* r, data (the fifo_setup): every agent has published its queue field. */
 static bool all_fields_known(void *arg)
 {
-    keys_pred *p = arg;
+    crdt_probe *p = arg;
+    const fifo_setup *s = p->data;
     for (int k = 0; k < FIFO_WAITERS; k++)
-        if (crdt_cmd_int(p->r, "EXISTS %s", p->s->fieldkey[k]) == 0)
+        if (crdt_cmd_int(p->r, "EXISTS %s", s->fieldkey[k]) == 0)
             return false;
     return true;
 }
@@ -299,7 +296,7 @@ static void fifo_run(const fifo_setup *s, crd_lock *holder, int rounds, unsigned
     redisContext *r = crdt_redis();
     fair_keys fk;
     fair_keys_of(s->lock, &fk);
-    keys_pred kp = {r, s};
+    crdt_probe kp = {.r = r, .data = s};
     cr_assert(crdt_wait_until(all_fields_known, &kp, 10000), "the agents never started");
     char fields[FIFO_WAITERS][128];
     for (int k = 0; k < FIFO_WAITERS; k++)
