@@ -144,6 +144,13 @@ static crd_lock *fair_lock(crd_client *c, const char *name)
     return l;
 }
 
+/* A two-client fixture of fair locks on crdt_key("fair"), and the keys of its queue. */
+static void fair_fixture_open(crdt_fixture *f, fair_keys *fk)
+{
+    crdt_fixture_open(f, 2, "fair", fair_lock);
+    fair_keys_of(f->key, fk);
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* FIFO rounds: agents that wait for a go signal, then queue for the lock             */
 /* ---------------------------------------------------------------------------------- */
@@ -812,9 +819,8 @@ Test(fair, a_queued_head_gets_the_lock_when_the_holders_lease_runs_out_unrelease
 Test(fair, try_once_never_joins_the_queue)
 {
     crdt_fixture f;
-    crdt_fixture_open(&f, 2, "fair", fair_lock);
     fair_keys fk;
-    fair_keys_of(f.key, &fk);
+    fair_fixture_open(&f, &fk);
     crd_client *wc = crdt_client();
 
     cr_assert_eq(crd_lock_acquire(f.la, 0, 10000), CRD_OK);
@@ -858,9 +864,8 @@ Test(fair, try_once_never_joins_the_queue)
 Test(fair, reentrancy_two_deep_never_creates_queue_or_deadline_keys)
 {
     crdt_fixture f;
-    crdt_fixture_open(&f, 2, "fair", fair_lock);
     fair_keys fk;
-    fair_keys_of(f.key, &fk);
+    fair_fixture_open(&f, &fk);
     char field[128];
     crdt_owner_field(f.a, crd_owner_current(), field, sizeof field);
 
@@ -886,9 +891,8 @@ Test(fair, reentrancy_two_deep_never_creates_queue_or_deadline_keys)
 Test(fair, force_unlock_wakes_the_head_and_the_old_holder_then_sees_lock_lost)
 {
     crdt_fixture f;
-    crdt_fixture_open(&f, 2, "fair", fair_lock);
     fair_keys fk;
-    fair_keys_of(f.key, &fk);
+    fair_fixture_open(&f, &fk);
     crd_client *wc = crdt_client();
 
     /* Part 1: a queued waiter is woken by the force-unlock, long before the 30 s lease. */

@@ -24,6 +24,7 @@
 #include "harness.h"
 #include "probes.h"
 #include "procs.h"
+#include "syncs.h"
 
 static int64_t epoch_ms(void)
 {
@@ -367,18 +368,6 @@ Test(inspect, an_rlock_held_by_node_redisson_shows_its_client_and_no_identity, .
 
 /* ---- C holders of every kind ----------------------------------------------------------- */
 
-typedef struct latch_waiter {
-    crd_latch *l;
-    crd_status st;
-} latch_waiter;
-
-static void *await_latch(void *arg)
-{
-    latch_waiter *w = arg;
-    w->st = crd_latch_await(w->l, 10000);
-    return NULL;
-}
-
 /* Holds one object of every kind through c (names from name_of), checks each state as
  * reader sees it, and lets go. */
 static void every_kind_by_c(crd_client *c, crd_client *reader, const char *(*name_of)(int, void *),
@@ -411,9 +400,8 @@ static void every_kind_by_c(crd_client *c, crd_client *reader, const char *(*nam
     crd_latch *latch = NULL;
     cr_assert_eq(crd_latch_new(c, n_latch, &latch), CRD_OK);
     cr_assert_eq(crd_latch_try_set_count(latch, 2, NULL), CRD_OK);
-    latch_waiter lw = {.l = latch};
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, await_latch, &lw), 0);
+    crdt_sync_waiter lw = {.l = latch, .wait_ms = 10000};
+    crdt_sync_waiter_start(&lw);
 
     crdt_probe hp = {.c = reader, .name = n_lock};
     cr_assert(crdt_wait_until(crdt_holder_since_known, &hp, 2000), "the holder's since never showed");
@@ -468,8 +456,8 @@ static void every_kind_by_c(crd_client *c, crd_client *reader, const char *(*nam
     crd_state_free(s);
 
     cr_assert_eq(crd_latch_delete(latch, NULL), CRD_OK);
-    pthread_join(th, NULL);
-    cr_assert_eq(lw.st, CRD_OK);
+    crdt_sync_waiter_join(&lw, 15000, "the latch's awaiter after its delete");
+    cr_assert_eq(lw.st, CRD_OK, "the latch's awaiter: %s", crd_strerror(lw.st));
     crd_latch_free(latch);
     cr_assert_eq(crd_permit_semaphore_release(pes, permit), CRD_OK);
     crd_permit_semaphore_free(pes);

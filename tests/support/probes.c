@@ -3,6 +3,9 @@
  */
 #include "probes.h"
 
+#include <criterion/criterion.h>
+
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -72,4 +75,16 @@ bool crdt_file_filled(void *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && st.st_size > 0;
+}
+
+void crdt_assert_extended(const crdt_fixture *f, int64_t lease_ms, long long floor_ms)
+{
+    cr_assert_eq(crd_lock_extend(f->la, lease_ms), CRD_OK);
+    long long t = crdt_pttl(f->r, f->key);
+    cr_assert(t > floor_ms && t <= lease_ms, "PTTL after extend(%" PRId64 ") is %lld", lease_ms,
+              t);
+    int64_t v = 0;
+    cr_assert_eq(crd_lock_validity_ms(f->la, &v), CRD_OK);
+    cr_assert(v > lease_ms - 1000 && v <= lease_ms,
+              "validity after extend(%" PRId64 ") is %" PRId64, lease_ms, v);
 }

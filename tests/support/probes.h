@@ -1,7 +1,8 @@
 /*
  * probes.h -- crdt_wait_until predicates that several suites wait on (the CLI, inspection
  * and lock suites): each takes a crdt_probe (harness.h) and reads only the members its
- * comment names; a file predicate takes the path itself.
+ * comment names; a file predicate takes the path itself. Then the checks that more than
+ * one of those suites asserts in the same words.
  *
  * A read through the library that fails says false (the caller's deadline decides); a
  * command to the server asserts as crdt_cmd does.
@@ -31,5 +32,10 @@ bool crdt_file_lines_reach(void *probe);
 bool crdt_file_there(void *path);
 /* path (a const char *): the file exists and is not empty. */
 bool crdt_file_filled(void *path);
+
+/* Extends f->la (held) to lease_ms and asserts it took: the key's PTTL is above floor_ms
+ * (the lease before: the extend moved it) and at most lease_ms, and the handle's validity
+ * is within a second of lease_ms. */
+void crdt_assert_extended(const crdt_fixture *f, int64_t lease_ms, long long floor_ms);
 
 #endif /* CRDT_PROBES_H */
