@@ -139,6 +139,28 @@ static int count_lines(const char *s)
     return n;
 }
 
+/* text parsed as JSON (asserts, with the parser's words and the text; the caller
+ * json_decref()s). */
+static json_t *json_of(const char *text)
+{
+    json_error_t jerr;
+    json_t *j = json_loads(text, 0, &jerr);
+    cr_assert_not_null(j, "not JSON (%s): %s", jerr.text, text);
+    return j;
+}
+
+/* status --json of name, parsed (the caller json_decref()s). */
+static json_t *status_json(const char *name)
+{
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(cli(&out, &err, ARGS("--url", test_url(), "status", "--json", name)), 0,
+                 "stderr: %s", err);
+    json_t *j = json_of(out);
+    free(out);
+    free(err);
+    return j;
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* Waiting on conditions                                                              */
 /* ---------------------------------------------------------------------------------- */
@@ -754,11 +776,7 @@ Test(cli, status_describes_a_held_lock)
     free(out);
     free(err);
 
-    cr_assert_eq(cli(&out, &err, ARGS("--url", test_url(), "status", "--json", name)), 0,
-                 "stderr: %s", err);
-    json_error_t jerr;
-    json_t *j = json_loads(out, 0, &jerr);
-    cr_assert_not_null(j, "not JSON (%s): %s", jerr.text, out);
+    json_t *j = status_json(name);
     cr_assert_str_eq(json_string_value(json_object_get(j, "name")), name);
     cr_assert_str_eq(json_string_value(json_object_get(j, "kind")), "rlock");
     cr_assert_str_eq(json_string_value(json_object_get(j, "type")), "hash");
@@ -772,27 +790,11 @@ Test(cli, status_describes_a_held_lock)
     cr_assert_str_eq(json_string_value(json_object_get(h, "owner")), owner);
     cr_assert_eq(json_integer_value(json_object_get(h, "count")), 2);
     json_decref(j);
-    free(out);
-    free(err);
 
     cr_assert_eq(crd_lock_release(l), CRD_OK);
     cr_assert_eq(crd_lock_release(l), CRD_OK);
     crd_lock_free(l);
     crd_client_free(c);
-}
-
-/* status --json of name, parsed (the caller json_decref()s). */
-static json_t *status_json(const char *name)
-{
-    char *out = NULL, *err = NULL;
-    cr_assert_eq(cli(&out, &err, ARGS("--url", test_url(), "status", "--json", name)), 0,
-                 "stderr: %s", err);
-    json_error_t jerr;
-    json_t *j = json_loads(out, 0, &jerr);
-    cr_assert_not_null(j, "not JSON (%s): %s", jerr.text, out);
-    free(out);
-    free(err);
-    return j;
 }
 
 Test(cli, status_tells_none_rwlock_and_other_kinds_apart)
@@ -1209,9 +1211,7 @@ Test(cli, list_shows_every_kind_of_held_lock_and_nothing_else)
     cr_assert_eq(cli(&out, &err, ARGS("--url", test_url(), "list", "--json", pattern)), 0,
                  "stderr: %s", err);
     cr_assert_str_empty(err);
-    json_error_t jerr;
-    json_t *j = json_loads(out, 0, &jerr);
-    cr_assert_not_null(j, "not JSON (%s): %s", jerr.text, out);
+    json_t *j = json_of(out);
     cr_assert(json_is_true(json_object_get(j, "complete")), "%s", out);
     cr_assert_geq(json_integer_value(json_object_get(j, "scanned")), 5, "%s", out);
     json_t *locks = json_object_get(j, "locks");
@@ -1263,9 +1263,7 @@ Test(cli, list_stops_at_its_time_bound_and_says_the_list_is_incomplete)
     cr_assert_lt(crdt_now_ms() - t0, 5000);
     cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
     cr_assert(strncmp(err, "credisson: list: ", 17) == 0 && strstr(err, "incomplete"), "%s", err);
-    json_error_t jerr;
-    json_t *j = json_loads(out, 0, &jerr);
-    cr_assert_not_null(j, "not JSON (%s): %s", jerr.text, out);
+    json_t *j = json_of(out);
     cr_assert(json_is_false(json_object_get(j, "complete")), "%s", out);
     json_decref(j);
     free(out);
@@ -2392,9 +2390,7 @@ Test(cli, list_shows_permit_semaphores_with_permits_out)
     char id[CRD_PERMIT_ID_SIZE];
     cr_assert_eq(crd_permit_semaphore_acquire(ps, 0, 60000, id), CRD_OK);
     cr_assert_eq(cli(&out, NULL, ARGS("--url", test_url(), "list", "--json", pattern)), 0);
-    json_error_t jerr;
-    json_t *j = json_loads(out, 0, &jerr);
-    cr_assert_not_null(j, "%s", out);
+    json_t *j = json_of(out);
     json_t *locks = json_object_get(j, "locks");
     cr_assert_eq(json_array_size(locks), 1, "%s", out);
     json_t *p = json_array_get(locks, 0);
