@@ -2223,19 +2223,13 @@ Test(cli, run_permits_killed_holder_frees_its_permit_when_its_lease_ends)
     redisFree(r);
 }
 
-typedef struct renewed_probe {
-    redisContext *r;
-    const char *name;
-    long long past; /* epoch ms the renewed deadline must exceed */
-} renewed_probe;
-
-/* The one permit out has a deadline beyond probe->past. */
+/* r, name, n: the one permit out of name has a deadline beyond n (epoch ms). */
 static bool permit_renewed_past(void *arg)
 {
-    renewed_probe *p = arg;
+    crdt_probe *p = arg;
     char ids[2][33];
     long long d[2];
-    return permits_out(p->r, p->name, ids, d, 2) == 1 && d[0] > p->past;
+    return permits_out(p->r, p->name, ids, d, 2) == 1 && d[0] > p->n;
 }
 
 Test(cli, run_permits_renews_the_lease_while_cmd_runs_and_exits_70_when_the_permit_is_gone)
@@ -2250,7 +2244,7 @@ Test(cli, run_permits_renews_the_lease_while_cmd_runs_and_exits_70_when_the_perm
     cr_assert_eq(permits_out(r, name, ids, d0, 2), 1);
     /* Renewed after its first lease had ended (a deadline past d0 + 600 was set after
      * d0), and still held then. */
-    renewed_probe probe = {r, name, d0[0] + 600};
+    crdt_probe probe = {.r = r, .name = name, .n = d0[0] + 600};
     cr_assert(crdt_wait_until(permit_renewed_past, &probe, 5000), "the lease is not renewed");
     char *err = NULL;
     cr_assert_eq(cli(NULL, &err, ARGS("--url", test_url(), "run", "--permits", "1", "-n", name,
