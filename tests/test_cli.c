@@ -8,24 +8,22 @@
  * process exits), never a fixed sleep.
  */
 #include "harness.h"
+#include "probes.h"
+#include "procs.h"
 #include "syncs.h"
 
 #include <criterion/criterion.h>
 
 #include <jansson.h>
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -83,18 +81,11 @@ static const char *test_url(void)
     return url_for_port(url, sizeof url, crdt_port());
 }
 
-typedef struct cli_proc {
-    pid_t pid;
-    int64_t started_ms;
-    char out[300];
-    char err[300];
-} cli_proc;
-
-/* Starts CRD_CLI_PATH with args (NULL-terminated, without argv[0]). CREDISSON_URL is
- * removed from the environment, then set to env_url if that is not NULL. */
-static void cli_start_env(cli_proc *p, const char *env_url, const char *const *args)
+/* Starts CRD_CLI_PATH with args (NULL-terminated, without argv[0]), its output in the
+ * scratch directory. CREDISSON_URL is removed from the environment, then set to env_url
+ * if that is not NULL. */
+static void cli_start_env(crdt_proc *p, const char *env_url, const char *const *args)
 {
-    static int seq;
     int n = 0;
     while (args[n] != NULL)
         n++;
@@ -119,92 +110,22 @@ static void cli_start_env(cli_proc *p, const char *env_url, const char *const *a
         snprintf(envbuf, sizeof envbuf, "CREDISSON_URL=%s", env_url);
         envp[k++] = envbuf;
     }
-
-    seq++;
-    char name[64];
-    snprintf(name, sizeof name, "out.%d", seq);
-    spath(p->out, sizeof p->out, name);
-    snprintf(name, sizeof name, "err.%d", seq);
-    spath(p->err, sizeof p->err, name);
-    int ofd = open(p->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    int efd = open(p->err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    int nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    cr_assert(ofd >= 0 && efd >= 0 && nfd >= 0, "open: %s", strerror(errno));
-
-    fflush(NULL);
-    p->started_ms = crdt_now_ms();
-    p->pid = fork();
-    cr_assert(p->pid >= 0, "fork: %s", strerror(errno));
-    if (p->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(nfd, 0);
-        dup2(ofd, 1);
-        dup2(efd, 2);
-        execve(CRD_CLI_PATH, (char *const *)argv, envp);
-        _exit(99);
-    }
-    close(ofd);
-    close(efd);
-    close(nfd);
+    crdt_proc_start_in(p, argv, envp, scratch);
     free(argv);
     free(envp);
 }
 
-static void cli_start(cli_proc *p, const char *const *args)
+static void cli_start(crdt_proc *p, const char *const *args)
 {
     cli_start_env(p, NULL, args);
-}
-
-/* Reads a whole file into a malloc'd string ("" if it does not exist). */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return strdup("");
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    int c;
-    while ((c = fgetc(f)) != EOF) {
-        if (len + 2 > cap) {
-            cap = cap ? cap * 2 : 256;
-            buf = realloc(buf, cap);
-            cr_assert_not_null(buf);
-        }
-        buf[len++] = (char)c;
-    }
-    fclose(f);
-    if (buf == NULL)
-        return strdup("");
-    buf[len] = '\0';
-    return buf;
-}
-
-/* Waits (deadline timeout_ms) for the CLI to exit; returns its exit code or 128+signal.
- * Fails the test on timeout. out/err (may be NULL) receive malloc'd copies of what it
- * printed. */
-static int cli_finish(cli_proc *p, int64_t timeout_ms, char **out, char **err)
-{
-    int rc = crdt_wait_child(p->pid, timeout_ms);
-    char *o = slurp(p->out), *e = slurp(p->err);
-    cr_assert_neq(rc, -1, "credisson did not exit within %lld ms; stdout: %s; stderr: %s",
-                  (long long)timeout_ms, o, e);
-    if (out != NULL)
-        *out = o;
-    else
-        free(o);
-    if (err != NULL)
-        *err = e;
-    else
-        free(e);
-    return rc;
 }
 
 /* Runs the CLI to completion (20 s deadline). */
 static int cli(char **out, char **err, const char *const *args)
 {
-    cli_proc p;
+    crdt_proc p;
     cli_start(&p, args);
-    return cli_finish(&p, 20000, out, err);
+    return crdt_proc_finish(&p, 20000, out, err);
 }
 
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -218,52 +139,38 @@ static int count_lines(const char *s)
     return n;
 }
 
+/* text parsed as JSON (asserts, with the parser's words and the text; the caller
+ * json_decref()s). */
+static json_t *json_of(const char *text)
+{
+    json_error_t jerr;
+    json_t *j = json_loads(text, 0, &jerr);
+    cr_assert_not_null(j, "not JSON (%s): %s", jerr.text, text);
+    return j;
+}
+
+/* status --json of name, parsed (the caller json_decref()s). */
+static json_t *status_json(const char *name)
+{
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(cli(&out, &err, ARGS("--url", test_url(), "status", "--json", name)), 0,
+                 "stderr: %s", err);
+    json_t *j = json_of(out);
+    free(out);
+    free(err);
+    return j;
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* Waiting on conditions                                                              */
 /* ---------------------------------------------------------------------------------- */
 
-static bool file_has_content(void *arg)
-{
-    struct stat st;
-    return stat((const char *)arg, &st) == 0 && st.st_size > 0;
-}
-
-typedef struct channel_probe {
-    redisContext *r;
-    char channel[512];
-} channel_probe;
-
-static bool channel_has_subscriber(void *arg)
-{
-    channel_probe *c = arg;
-    redisReply *rep = crdt_cmd(c->r, "PUBSUB NUMSUB %s", c->channel);
-    bool yes = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
-               rep->element[1]->type == REDIS_REPLY_INTEGER && rep->element[1]->integer > 0;
-    freeReplyObject(rep);
-    return yes;
-}
-
 static long read_pid_file(const char *path)
 {
-    char *s = slurp(path);
+    char *s = crdt_file_text(path);
     long pid = strtol(s, NULL, 10);
     free(s);
     return pid;
-}
-
-/* A loopback port nothing listens on (bound, then closed; the kernel does not hand an
- * ephemeral port straight back out). */
-static int closed_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 TestSuite(cli, .init = scratch_init, .fini = scratch_fini, .timeout = 90);
@@ -309,7 +216,7 @@ Test(cli, run_holds_the_lock_while_the_command_runs)
              crdt_port(), name, seen);
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", test_url(), "run", name, "--", "sh", "-c", script)),
                  0);
-    char *s = slurp(seen);
+    char *s = crdt_file_text(seen);
     cr_assert_str_eq(s, "1\n");
     free(s);
 }
@@ -317,16 +224,16 @@ Test(cli, run_holds_the_lock_while_the_command_runs)
 Test(cli, run_takes_the_url_from_CREDISSON_URL)
 {
     const char *name = crdt_key("lock");
-    cli_proc p;
+    crdt_proc p;
     cli_start_env(&p, test_url(), ARGS("run", name, "--", "true"));
-    cr_assert_eq(cli_finish(&p, 20000, NULL, NULL), 0);
+    cr_assert_eq(crdt_proc_finish(&p, 20000, NULL, NULL), 0);
     /* --url wins over the environment. */
     char bad[64];
-    url_for_port(bad, sizeof bad, closed_port());
+    url_for_port(bad, sizeof bad, crdt_free_port());
     cli_start_env(&p, bad, ARGS("--url", test_url(), "run", name, "--", "true"));
-    cr_assert_eq(cli_finish(&p, 20000, NULL, NULL), 0);
+    cr_assert_eq(crdt_proc_finish(&p, 20000, NULL, NULL), 0);
     cli_start_env(&p, bad, ARGS("run", name, "--", "true"));
-    cr_assert_eq(cli_finish(&p, 20000, NULL, NULL), 69);
+    cr_assert_eq(crdt_proc_finish(&p, 20000, NULL, NULL), 69);
 }
 
 Test(cli, run_exits_75_when_a_foreign_owner_keeps_the_lock_past_wait)
@@ -411,14 +318,15 @@ Test(cli, run_nonblock_conflict_exit_code_and_verbose_do_what_flock_users_expect
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", u, "run", name, "-E")), 64);
 
     /* --verbose: how it got the lock, on stderr. */
-    cli_proc p;
+    crdt_proc p;
     cli_start(&p, ARGS("--url", u, "run", "--verbose", "--wait", "10000", name, "--", "true"));
-    channel_probe ch = {.r = crdt_redis()};
-    snprintf(ch.channel, sizeof ch.channel, "redisson_lock__channel:{%s}", name);
-    cr_assert(crdt_wait_until(channel_has_subscriber, &ch, 10000), "run never waited");
+    char channel[512];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    crdt_probe ch = {.r = crdt_redis(), .name = channel};
+    cr_assert(crdt_wait_until(crdt_channel_subscribed, &ch, 10000), "run never waited");
     cr_assert_eq(crd_lock_release(l), CRD_OK);
     char *err = NULL;
-    cr_assert_eq(cli_finish(&p, 10000, NULL, &err), 0, "stderr: %s", err);
+    cr_assert_eq(crdt_proc_finish(&p, 10000, NULL, &err), 0, "stderr: %s", err);
     cr_assert(strstr(err, "credisson: run: lock '") && strstr(err, "acquired after waiting"),
               "stderr: %s", err);
     free(err);
@@ -434,7 +342,7 @@ Test(cli, unreachable_redis_gives_69)
 {
     const char *name = crdt_key("lock");
     char url[64];
-    url_for_port(url, sizeof url, closed_port());
+    url_for_port(url, sizeof url, crdt_free_port());
     char *err = NULL;
     cr_assert_eq(cli(NULL, &err, ARGS("--url", url, "run", name, "--", "true")), 69);
     cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
@@ -498,7 +406,7 @@ Test(cli, unix_socket_and_database_urls_work)
              "%s -s '%s' -n 3 EXISTS '%s' > '%s'; '%s' --url '%s' status '%s' >> '%s'",
              crdt_redis_cli_path(), srv.unix_path, name, seen, CRD_CLI_PATH, url, name, seen);
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", url, "run", name, "--", "sh", "-c", script)), 0);
-    char *s = slurp(seen);
+    char *s = crdt_file_text(seen);
     cr_assert(strncmp(s, "1\n", 2) == 0, "seen: %s", s);
     cr_assert(strstr(s, "kind: rlock\n") != NULL, "seen: %s", s);
     free(s);
@@ -601,7 +509,7 @@ Test(cli, every_error_line_has_one_format_and_keeps_the_servers_words)
 {
     const char *name = crdt_key("lock");
     char url[64];
-    url_for_port(url, sizeof url, closed_port());
+    url_for_port(url, sizeof url, crdt_free_port());
     const char *cmds[] = {"run", "status", "unlock", "watch", "list"};
     const char *const *unreachable[] = {
         ARGS("--url", url, "run", name, "--", "true"), ARGS("--url", url, "status", name),
@@ -684,7 +592,7 @@ Test(cli, help_is_on_every_command_and_lists_exit_codes)
 
 /* Starts `credisson run` around a shell CMD that writes its pid to a file and then runs
  * body; waits until CMD is running. Returns CMD's pid. */
-static long start_script(cli_proc *p, const char *name, const char *const *opts_before_run,
+static long start_script(crdt_proc *p, const char *name, const char *const *opts_before_run,
                          const char *const *run_opts, const char *body)
 {
     char pidfile[300], script[2400];
@@ -708,14 +616,14 @@ static long start_script(cli_proc *p, const char *name, const char *const *opts_
     args[n++] = script;
     args[n] = NULL;
     cli_start(p, args);
-    cr_assert(crdt_wait_until(file_has_content, pidfile, 10000), "CMD did not start");
+    cr_assert(crdt_wait_until(crdt_file_filled, pidfile, 10000), "CMD did not start");
     long pid = read_pid_file(pidfile);
     cr_assert_gt(pid, 1);
     return pid;
 }
 
 /* Starts `credisson run` around a CMD that writes its pid to a file and then sleeps. */
-static long start_sleeper(cli_proc *p, const char *name, const char *const *opts_before_run,
+static long start_sleeper(crdt_proc *p, const char *name, const char *const *opts_before_run,
                           const char *const *run_opts)
 {
     return start_script(p, name, opts_before_run, run_opts, "exec sleep 30");
@@ -730,7 +638,7 @@ static bool process_gone(void *arg)
 Test(cli, run_exits_70_and_stops_cmd_when_the_lock_is_force_unlocked)
 {
     const char *name = crdt_key("lock");
-    cli_proc p;
+    crdt_proc p;
     long cmd_pid = start_sleeper(&p, name, ARGS("--watchdog-ms", "600"), NULL);
 
     crd_client *c = crdt_client();
@@ -741,7 +649,7 @@ Test(cli, run_exits_70_and_stops_cmd_when_the_lock_is_force_unlocked)
     int64_t t0 = crdt_now_ms();
 
     char *err = NULL;
-    int rc = cli_finish(&p, 5000, NULL, &err);
+    int rc = crdt_proc_finish(&p, 5000, NULL, &err);
     cr_assert_eq(rc, 70, "stderr: %s", err);
     cr_assert_lt(crdt_now_ms() - t0, 3000);
     cr_assert(strstr(err, "lost") != NULL, "stderr: %s", err);
@@ -759,7 +667,7 @@ Test(cli, run_notices_a_force_unlock_at_once_not_at_the_next_renewal)
     const char *name = crdt_key("lock");
     char channel[400];
     snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
-    cli_proc p;
+    crdt_proc p;
     long cmd_pid = start_sleeper(&p, name, NULL, NULL);
     redisContext *r = crdt_redis();
     cr_assert(crdt_await_subscribed(r, channel, 5000), "run does not watch its lock");
@@ -770,7 +678,7 @@ Test(cli, run_notices_a_force_unlock_at_once_not_at_the_next_renewal)
     cr_assert_eq(crd_lock_force_unlock(l, &was_locked), CRD_OK);
     cr_assert(was_locked);
     char *err = NULL;
-    int rc = cli_finish(&p, 8000, NULL, &err);
+    int rc = crdt_proc_finish(&p, 8000, NULL, &err);
     int64_t took = crdt_now_ms() - t0;
     cr_assert_eq(rc, 70, "stderr: %s", err);
     fprintf(stderr, "[cli] run stopped CMD %" PRId64 " ms after the force-unlock\n", took);
@@ -785,22 +693,22 @@ Test(cli, run_notices_a_force_unlock_at_once_not_at_the_next_renewal)
 Test(cli, run_exits_70_when_the_lock_is_force_unlocked_by_the_cli)
 {
     const char *name = crdt_key("lock");
-    cli_proc p;
+    crdt_proc p;
     long cmd_pid = start_sleeper(&p, name, ARGS("--watchdog-ms", "600"), NULL);
     char *out = NULL;
     cr_assert_eq(cli(&out, NULL, ARGS("--url", test_url(), "unlock", "--force", name)), 0);
     cr_assert(strstr(out, "unlocked") != NULL, "%s", out);
     free(out);
-    cr_assert_eq(cli_finish(&p, 5000, NULL, NULL), 70);
+    cr_assert_eq(crdt_proc_finish(&p, 5000, NULL, NULL), 70);
     cr_assert(crdt_wait_until(process_gone, &cmd_pid, 2000), "CMD %ld still runs", cmd_pid);
 }
 
 Test(cli, run_exits_70_when_a_fixed_lease_runs_out_before_cmd_exits)
 {
     const char *name = crdt_key("lock");
-    cli_proc p;
+    crdt_proc p;
     long cmd_pid = start_sleeper(&p, name, NULL, ARGS("--lease", "400"));
-    int rc = cli_finish(&p, 5000, NULL, NULL);
+    int rc = crdt_proc_finish(&p, 5000, NULL, NULL);
     cr_assert_eq(rc, 70);
     cr_assert_lt(crdt_now_ms() - p.started_ms, 3000);
     cr_assert(crdt_wait_until(process_gone, &cmd_pid, 2000), "CMD %ld still runs", cmd_pid);
@@ -815,11 +723,11 @@ Test(cli, run_forwards_sigterm_to_cmd_and_releases_the_lock)
 {
     const char *name = crdt_key("lock");
     redisContext *r = crdt_redis();
-    cli_proc p;
+    crdt_proc p;
     long cmd_pid = start_sleeper(&p, name, NULL, NULL);
     cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 1);
     cr_assert_eq(kill(p.pid, SIGTERM), 0);
-    cr_assert_eq(cli_finish(&p, 5000, NULL, NULL), 128 + SIGTERM);
+    cr_assert_eq(crdt_proc_finish(&p, 5000, NULL, NULL), 128 + SIGTERM);
     cr_assert(crdt_wait_until(process_gone, &cmd_pid, 2000));
     cr_assert_eq(crdt_cmd_int(r, "EXISTS %s", name), 0, "the lock was not released");
     redisFree(r);
@@ -828,13 +736,13 @@ Test(cli, run_forwards_sigterm_to_cmd_and_releases_the_lock)
 Test(cli, run_forwards_sigint_and_sighup_to_cmd)
 {
     const char *name = crdt_key("lock");
-    cli_proc p;
+    crdt_proc p;
     start_sleeper(&p, name, NULL, NULL);
     cr_assert_eq(kill(p.pid, SIGINT), 0);
-    cr_assert_eq(cli_finish(&p, 5000, NULL, NULL), 128 + SIGINT);
+    cr_assert_eq(crdt_proc_finish(&p, 5000, NULL, NULL), 128 + SIGINT);
     start_sleeper(&p, name, NULL, NULL);
     cr_assert_eq(kill(p.pid, SIGHUP), 0);
-    cr_assert_eq(cli_finish(&p, 5000, NULL, NULL), 128 + SIGHUP);
+    cr_assert_eq(crdt_proc_finish(&p, 5000, NULL, NULL), 128 + SIGHUP);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -868,11 +776,7 @@ Test(cli, status_describes_a_held_lock)
     free(out);
     free(err);
 
-    cr_assert_eq(cli(&out, &err, ARGS("--url", test_url(), "status", "--json", name)), 0,
-                 "stderr: %s", err);
-    json_error_t jerr;
-    json_t *j = json_loads(out, 0, &jerr);
-    cr_assert_not_null(j, "not JSON (%s): %s", jerr.text, out);
+    json_t *j = status_json(name);
     cr_assert_str_eq(json_string_value(json_object_get(j, "name")), name);
     cr_assert_str_eq(json_string_value(json_object_get(j, "kind")), "rlock");
     cr_assert_str_eq(json_string_value(json_object_get(j, "type")), "hash");
@@ -886,27 +790,11 @@ Test(cli, status_describes_a_held_lock)
     cr_assert_str_eq(json_string_value(json_object_get(h, "owner")), owner);
     cr_assert_eq(json_integer_value(json_object_get(h, "count")), 2);
     json_decref(j);
-    free(out);
-    free(err);
 
     cr_assert_eq(crd_lock_release(l), CRD_OK);
     cr_assert_eq(crd_lock_release(l), CRD_OK);
     crd_lock_free(l);
     crd_client_free(c);
-}
-
-/* status --json of name, parsed (the caller json_decref()s). */
-static json_t *status_json(const char *name)
-{
-    char *out = NULL, *err = NULL;
-    cr_assert_eq(cli(&out, &err, ARGS("--url", test_url(), "status", "--json", name)), 0,
-                 "stderr: %s", err);
-    json_error_t jerr;
-    json_t *j = json_loads(out, 0, &jerr);
-    cr_assert_not_null(j, "not JSON (%s): %s", jerr.text, out);
-    free(out);
-    free(err);
-    return j;
 }
 
 Test(cli, status_tells_none_rwlock_and_other_kinds_apart)
@@ -994,12 +882,13 @@ Test(cli, unlock_force_deletes_a_held_lock_and_wakes_a_waiter)
     /* A waiter: a second `credisson run` on the same name. */
     char marker[300];
     spath(marker, sizeof marker, "ran");
-    cli_proc waiter;
+    crdt_proc waiter;
     cli_start(&waiter, ARGS("--url", test_url(), "run", name, "--", "sh", "-c", "echo ran > \"$0\"",
                             marker));
-    channel_probe ch = {.r = r};
-    snprintf(ch.channel, sizeof ch.channel, "redisson_lock__channel:{%s}", name);
-    cr_assert(crdt_wait_until(channel_has_subscriber, &ch, 10000), "the waiter never subscribed");
+    char channel[512];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    crdt_probe ch = {.r = r, .name = channel};
+    cr_assert(crdt_wait_until(crdt_channel_subscribed, &ch, 10000), "the waiter never subscribed");
     cr_assert(access(marker, F_OK) != 0, "CMD ran while the lock was held");
 
     char *out = NULL;
@@ -1008,9 +897,9 @@ Test(cli, unlock_force_deletes_a_held_lock_and_wakes_a_waiter)
     free(out);
     int64_t t0 = crdt_now_ms();
     /* Woken by the publish, far sooner than the holder's 30 s lease. */
-    cr_assert_eq(cli_finish(&waiter, 10000, NULL, NULL), 0);
+    cr_assert_eq(crdt_proc_finish(&waiter, 10000, NULL, NULL), 0);
     cr_assert_lt(crdt_now_ms() - t0, 3000);
-    cr_assert(file_has_content(marker));
+    cr_assert(crdt_file_filled(marker));
 
     /* Nothing left to delete. */
     cr_assert_eq(cli(&out, NULL, ARGS("--url", test_url(), "unlock", "--force", name)), 0);
@@ -1063,7 +952,7 @@ Test(cli, two_runs_on_one_name_never_overlap)
     for (int k = 0; k < 2; k++)
         cr_assert_eq(crdt_wait_child(loops[k], 60000), 0, "loop %d failed", k);
 
-    char *n = slurp(counter);
+    char *n = crdt_file_text(counter);
     cr_assert_str_eq(n, "30\n");
     free(n);
     char overlaps[400];
@@ -1091,7 +980,6 @@ static void force_unlock(const char *name)
  * scratch file "got-term") and carries on: only SIGKILL ends it. Then force-unlock name
  * and wait for the CLI, which must exit 70 (lost); *t0 is when the lock was lost, *err
  * the CLI's stderr (freed by the caller). Returns CMD's pid. */
-static bool file_exists(void *arg) { return access((const char *)arg, F_OK) == 0; }
 
 static long run_term_noter_until_lost(const char *name, const char *const *run_opts,
                                       char *marker, size_t cap, int64_t *t0, char **err)
@@ -1103,13 +991,13 @@ static long run_term_noter_until_lost(const char *name, const char *const *run_o
      * at once (seen once under load: "SIGKILL came before the grace ran out (2 ms)"). */
     snprintf(body, sizeof body, "trap 'echo term >> %s' TERM; : > %s; while :; do sleep 0.05; done",
              marker, ready);
-    cli_proc p;
+    crdt_proc p;
     long cmd_pid = start_script(&p, name, ARGS("--watchdog-ms", "600"), run_opts, body);
-    cr_assert(crdt_wait_until(file_exists, ready, 5000), "CMD never set its trap");
+    cr_assert(crdt_wait_until(crdt_file_there, ready, 5000), "CMD never set its trap");
     force_unlock(name);
     *t0 = crdt_now_ms();
     *err = NULL;
-    cr_assert_eq(cli_finish(&p, 5000, NULL, err), 70, "stderr: %s", *err);
+    cr_assert_eq(crdt_proc_finish(&p, 5000, NULL, err), 70, "stderr: %s", *err);
     return cmd_pid;
 }
 
@@ -1127,16 +1015,16 @@ Test(cli, run_on_lost_term_sends_sigterm_then_sigkill_after_the_grace)
     cr_assert(strstr(err, "SIGTERM") != NULL, "stderr: %s", err);
     free(err);
     cr_assert(crdt_wait_until(process_gone, &cmd_pid, 2000), "CMD %ld still runs", cmd_pid);
-    char *m = slurp(marker);
+    char *m = crdt_file_text(marker);
     cr_assert(strstr(m, "term") != NULL, "CMD never got SIGTERM");
     free(m);
 
     /* The default is term too: a CMD that exits on SIGTERM ends long before the grace. */
-    cli_proc q;
+    crdt_proc q;
     cmd_pid = start_sleeper(&q, name, ARGS("--watchdog-ms", "600"), NULL);
     force_unlock(name);
     t0 = crdt_now_ms();
-    cr_assert_eq(cli_finish(&q, 5000, NULL, NULL), 70);
+    cr_assert_eq(crdt_proc_finish(&q, 5000, NULL, NULL), 70);
     cr_assert_lt(crdt_now_ms() - t0, 3000);
     cr_assert(crdt_wait_until(process_gone, &cmd_pid, 2000), "CMD %ld still runs", cmd_pid);
 }
@@ -1164,21 +1052,21 @@ Test(cli, run_on_lost_ignore_lets_cmd_finish_and_still_exits_70)
     spath(done, sizeof done, "done");
     snprintf(body, sizeof body, "while [ ! -e %s ]; do sleep 0.02; done; echo done > %s", go,
              done);
-    cli_proc p;
+    crdt_proc p;
     long cmd_pid = start_script(&p, name, ARGS("--watchdog-ms", "600"),
                                 ARGS("--on-lost=ignore"), body);
     force_unlock(name);
     /* The CLI says it lost the lock, and CMD keeps running. */
-    cr_assert(crdt_wait_until(file_has_content, p.err, 5000), "no word about the lost lock");
+    cr_assert(crdt_wait_until(crdt_file_filled, p.err, 5000), "no word about the lost lock");
     cr_assert_eq(kill((pid_t)cmd_pid, 0), 0, "CMD was stopped");
     FILE *f = fopen(go, "w");
     cr_assert_not_null(f);
     fclose(f);
     char *err = NULL;
-    cr_assert_eq(cli_finish(&p, 5000, NULL, &err), 70, "stderr: %s", err);
+    cr_assert_eq(crdt_proc_finish(&p, 5000, NULL, &err), 70, "stderr: %s", err);
     cr_assert(strstr(err, "lost") && strstr(err, "ignore"), "stderr: %s", err);
     free(err);
-    char *d = slurp(done);
+    char *d = crdt_file_text(done);
     cr_assert_str_eq(d, "done\n", "CMD did not run to its end");
     free(d);
 
@@ -1188,7 +1076,7 @@ Test(cli, run_on_lost_ignore_lets_cmd_finish_and_still_exits_70)
                      ARGS("--url", test_url(), "run", "--lease", "200", "--on-lost=ignore", name,
                           "--", "sh", "-c", body)),
                  70);
-    d = slurp(done);
+    d = crdt_file_text(done);
     cr_assert_str_eq(d, "again\n");
     free(d);
 }
@@ -1206,7 +1094,7 @@ static bool process_dead(void *arg)
         return true;
     char path[64];
     snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    char *st = slurp(path);
+    char *st = crdt_file_text(path);
     const char *paren = strrchr(st, ')');
     bool zombie = paren != NULL && (paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
     free(st);
@@ -1215,7 +1103,7 @@ static bool process_dead(void *arg)
 
 /* Starts `credisson run` around `sh -c` that starts a background `sleep 30` (CMD's child,
  * credisson's grandchild), writes its pid to a file and waits for it. Returns its pid. */
-static long start_with_grandchild(cli_proc *p, const char *name, const char *const *run_opts)
+static long start_with_grandchild(crdt_proc *p, const char *name, const char *const *run_opts)
 {
     char gc[300], body[1024];
     spath(gc, sizeof gc, "grandchild.pid");
@@ -1223,7 +1111,7 @@ static long start_with_grandchild(cli_proc *p, const char *name, const char *con
     snprintf(body, sizeof body, "sleep 30 & echo $! > '%s.tmp' && mv '%s.tmp' '%s'; wait", gc, gc,
              gc);
     start_script(p, name, ARGS("--watchdog-ms", "600"), run_opts, body);
-    cr_assert(crdt_wait_until(file_has_content, gc, 10000), "CMD started no grandchild");
+    cr_assert(crdt_wait_until(crdt_file_filled, gc, 10000), "CMD started no grandchild");
     long pid = read_pid_file(gc);
     cr_assert_gt(pid, 1);
     cr_assert_eq(kill((pid_t)pid, 0), 0, "the grandchild is not running");
@@ -1235,11 +1123,11 @@ Test(cli, run_signals_cmds_whole_process_group_so_grandchildren_stop_too)
     const char *name = crdt_key("lock");
     const char *const *run_opts[] = {ARGS("--on-lost=kill"), ARGS("--on-lost=term")};
     for (size_t i = 0; i < 2; i++) {
-        cli_proc p;
+        crdt_proc p;
         long gc = start_with_grandchild(&p, name, run_opts[i]);
         force_unlock(name);
         char *err = NULL;
-        cr_assert_eq(cli_finish(&p, 5000, NULL, &err), 70, "case %zu: stderr: %s", i, err);
+        cr_assert_eq(crdt_proc_finish(&p, 5000, NULL, &err), 70, "case %zu: stderr: %s", i, err);
         free(err);
         bool dead = crdt_wait_until(process_dead, &gc, 2000);
         if (!dead)
@@ -1247,10 +1135,10 @@ Test(cli, run_signals_cmds_whole_process_group_so_grandchildren_stop_too)
         cr_assert(dead, "case %zu: CMD's child %ld still runs after the lock was lost", i, gc);
     }
     /* A forwarded SIGTERM reaches the grandchild too. */
-    cli_proc p;
+    crdt_proc p;
     long gc = start_with_grandchild(&p, name, NULL);
     cr_assert_eq(kill(p.pid, SIGTERM), 0);
-    cr_assert_eq(cli_finish(&p, 5000, NULL, NULL), 128 + SIGTERM);
+    cr_assert_eq(crdt_proc_finish(&p, 5000, NULL, NULL), 128 + SIGTERM);
     bool dead = crdt_wait_until(process_dead, &gc, 2000);
     if (!dead)
         kill((pid_t)gc, SIGKILL);
@@ -1312,7 +1200,7 @@ Test(cli, list_shows_every_kind_of_held_lock_and_nothing_else)
     cr_assert_eq(crd_lock_acquire(f, 0, CRD_LEASE_WATCHDOG), CRD_OK);
     cr_assert_eq(crd_lock_acquire(crd_rwlock_read(w), 0, CRD_LEASE_WATCHDOG), CRD_OK);
     /* A waiter in the fair queue. */
-    cli_proc waiter;
+    crdt_proc waiter;
     cli_start(&waiter,
               ARGS("--url", test_url(), "run", "--fair", "--wait", "20000", fair, "--", "true"));
     char queue[400];
@@ -1323,9 +1211,7 @@ Test(cli, list_shows_every_kind_of_held_lock_and_nothing_else)
     cr_assert_eq(cli(&out, &err, ARGS("--url", test_url(), "list", "--json", pattern)), 0,
                  "stderr: %s", err);
     cr_assert_str_empty(err);
-    json_error_t jerr;
-    json_t *j = json_loads(out, 0, &jerr);
-    cr_assert_not_null(j, "not JSON (%s): %s", jerr.text, out);
+    json_t *j = json_of(out);
     cr_assert(json_is_true(json_object_get(j, "complete")), "%s", out);
     cr_assert_geq(json_integer_value(json_object_get(j, "scanned")), 5, "%s", out);
     json_t *locks = json_object_get(j, "locks");
@@ -1350,7 +1236,7 @@ Test(cli, list_shows_every_kind_of_held_lock_and_nothing_else)
     free(out);
 
     cr_assert_eq(crd_lock_release(f), CRD_OK);
-    cr_assert_eq(cli_finish(&waiter, 10000, NULL, NULL), 0);
+    cr_assert_eq(crdt_proc_finish(&waiter, 10000, NULL, NULL), 0);
     crd_lock_free(f);
     crd_lock_free(l);
     crd_rwlock_free(w);
@@ -1377,9 +1263,7 @@ Test(cli, list_stops_at_its_time_bound_and_says_the_list_is_incomplete)
     cr_assert_lt(crdt_now_ms() - t0, 5000);
     cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
     cr_assert(strncmp(err, "credisson: list: ", 17) == 0 && strstr(err, "incomplete"), "%s", err);
-    json_error_t jerr;
-    json_t *j = json_loads(out, 0, &jerr);
-    cr_assert_not_null(j, "not JSON (%s): %s", jerr.text, out);
+    json_t *j = json_of(out);
     cr_assert(json_is_false(json_object_get(j, "complete")), "%s", out);
     json_decref(j);
     free(out);
@@ -1410,7 +1294,7 @@ static char *complete_in_bash(const char *line)
     spath(out, sizeof out, "complete.out");
     snprintf(cmd, sizeof cmd, "bash --norc --noprofile '%s' > '%s' 2>&1", script, out);
     int rc = system(cmd);
-    char *s = slurp(out);
+    char *s = crdt_file_text(out);
     cr_assert_eq(rc, 0, "bash failed: %s", s);
     return s;
 }
@@ -1467,9 +1351,9 @@ Test(cli, an_acl_user_url_works_for_every_command)
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", right, "status", "--json", name)), 0);
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", right, "unlock", "--force", name)), 0);
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", right, "watch", "--timeout", "50", name)), 0);
-    cli_proc p;
+    crdt_proc p;
     cli_start_env(&p, right, ARGS("run", name, "--", "true"));
-    cr_assert_eq(cli_finish(&p, 20000, NULL, NULL), 0);
+    cr_assert_eq(crdt_proc_finish(&p, 20000, NULL, NULL), 0);
     char *err = NULL;
     cr_assert_eq(cli(NULL, &err, ARGS("--url", wrong, "run", name, "--", "true")), 69);
     cr_assert(strstr(err, "p@ss") == NULL && strstr(err, "p%40ss") == NULL,
@@ -1630,7 +1514,7 @@ Test(cli, status_json_matches_the_documented_schema_and_names_no_client_counters
     crd_lock *fl = NULL;
     cr_assert_eq(crd_fair_lock_new(lc, name, &fl), CRD_OK);
     cr_assert_eq(crd_lock_acquire(fl, 0, CRD_LEASE_WATCHDOG), CRD_OK);
-    cli_proc waiter;
+    crdt_proc waiter;
     cli_start(&waiter, ARGS("--url", test_url(), "run", "--fair", "--wait", "10000", name, "--",
                             "true"));
     char qkey[400];
@@ -1645,7 +1529,7 @@ Test(cli, status_json_matches_the_documented_schema_and_names_no_client_counters
         json_object_get(json_array_get(json_object_get(j, "queue"), 0), "deadline_ms")));
     json_decref(j);
     cr_assert_eq(crd_lock_release(fl), CRD_OK);
-    cr_assert_eq(cli_finish(&waiter, 10000, NULL, NULL), 0);
+    cr_assert_eq(crdt_proc_finish(&waiter, 10000, NULL, NULL), 0);
     crd_lock_free(fl);
 
     /* a write-locked read-write lock with a read hold besides (downgrade) */
@@ -1685,24 +1569,10 @@ Test(cli, status_json_matches_the_documented_schema_and_names_no_client_counters
 /* watch                                                                              */
 /* ---------------------------------------------------------------------------------- */
 
-typedef struct lines_probe {
-    const char *path;
-    int want;
-} lines_probe;
-
-static bool file_has_lines(void *arg)
-{
-    lines_probe *lp = arg;
-    char *s = slurp(lp->path);
-    int n = count_lines(s);
-    free(s);
-    return n >= lp->want;
-}
-
 /* Line i (0-based) of the file at path, parsed as JSON (asserts). */
 static json_t *json_line(const char *path, int i)
 {
-    char *s = slurp(path), *p = s;
+    char *s = crdt_file_text(path), *p = s;
     for (int k = 0; k < i && p != NULL; k++) {
         p = strchr(p, '\n');
         if (p != NULL)
@@ -1737,7 +1607,7 @@ static void expect_event(json_t *ev, const char *event, const char *name, const 
 
 /* Starts `watch --json` on name with extra options and waits until it has subscribed to
  * channel and printed want_lines lines (its "held" lines). */
-static void start_watch(cli_proc *w, redisContext *r, const char *name, const char *channel,
+static void start_watch(crdt_proc *w, redisContext *r, const char *name, const char *channel,
                         const char *const *opts, int want_lines)
 {
     const char *args[24];
@@ -1751,11 +1621,10 @@ static void start_watch(cli_proc *w, redisContext *r, const char *name, const ch
     args[n++] = name;
     args[n] = NULL;
     cli_start(w, args);
-    channel_probe ch = {.r = r};
-    snprintf(ch.channel, sizeof ch.channel, "%s", channel);
-    cr_assert(crdt_wait_until(channel_has_subscriber, &ch, 10000), "watch never subscribed");
-    lines_probe lp = {.path = w->out, .want = want_lines};
-    cr_assert(crdt_wait_until(file_has_lines, &lp, 10000), "watch printed no held line");
+    crdt_probe ch = {.r = r, .name = channel};
+    cr_assert(crdt_wait_until(crdt_channel_subscribed, &ch, 10000), "watch never subscribed");
+    crdt_probe lp = {.name = w->out, .n = want_lines};
+    cr_assert(crdt_wait_until(crdt_file_lines_reach, &lp, 10000), "watch printed no held line");
 }
 
 /* A MONITOR connection, opened before the watch it observes starts. */
@@ -1810,7 +1679,7 @@ Test(cli, watch_prints_a_release_within_100_ms)
     owner_of(c, owner, sizeof owner);
     snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
 
-    cli_proc w;
+    crdt_proc w;
     start_watch(&w, r, name, channel, ARGS("--count", "1", "--timeout", "20000"), 1);
     json_t *ev = json_line(w.out, 0);
     expect_event(ev, "held", name, owner, NULL);
@@ -1819,8 +1688,8 @@ Test(cli, watch_prints_a_release_within_100_ms)
 
     int64_t t0 = crdt_now_ms();
     cr_assert_eq(crd_lock_release(l), CRD_OK);
-    lines_probe lp = {.path = w.out, .want = 2};
-    cr_assert(crdt_wait_until(file_has_lines, &lp, 5000), "no release event");
+    crdt_probe lp = {.name = w.out, .n = 2};
+    cr_assert(crdt_wait_until(crdt_file_lines_reach, &lp, 5000), "no release event");
     int64_t took = crdt_now_ms() - t0;
     cr_assert_lt(took, 100, "the release was printed %lld ms after it happened", (long long)took);
     ev = json_line(w.out, 1);
@@ -1828,27 +1697,26 @@ Test(cli, watch_prints_a_release_within_100_ms)
     json_decref(ev);
     /* --count 1: the held line does not count, the release does. */
     char *err = NULL;
-    cr_assert_eq(cli_finish(&w, 5000, NULL, &err), 0, "stderr: %s", err);
+    cr_assert_eq(crdt_proc_finish(&w, 5000, NULL, &err), 0, "stderr: %s", err);
     cr_assert_str_empty(err);
     free(err);
 
     /* Text form: the same event as one line. */
     cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
-    cli_proc t;
+    crdt_proc t;
     cli_start(&t, ARGS("--url", test_url(), "watch", "--count", "1", name));
-    channel_probe ch = {.r = r};
-    snprintf(ch.channel, sizeof ch.channel, "%s", channel);
-    cr_assert(crdt_wait_until(channel_has_subscriber, &ch, 10000));
-    lp.path = t.out;
-    lp.want = 1;
-    cr_assert(crdt_wait_until(file_has_lines, &lp, 10000));
+    crdt_probe ch = {.r = r, .name = channel};
+    cr_assert(crdt_wait_until(crdt_channel_subscribed, &ch, 10000));
+    lp.name = t.out;
+    lp.n = 1;
+    cr_assert(crdt_wait_until(crdt_file_lines_reach, &lp, 10000));
     t0 = crdt_now_ms();
     cr_assert_eq(crd_lock_release(l), CRD_OK);
-    lp.want = 2;
-    cr_assert(crdt_wait_until(file_has_lines, &lp, 5000), "no release line");
+    lp.n = 2;
+    cr_assert(crdt_wait_until(crdt_file_lines_reach, &lp, 5000), "no release line");
     cr_assert_lt(crdt_now_ms() - t0, 100);
     char *out = NULL;
-    cr_assert_eq(cli_finish(&t, 5000, &out, NULL), 0);
+    cr_assert_eq(crdt_proc_finish(&t, 5000, &out, NULL), 0);
     char want[512];
     snprintf(want, sizeof want, " release %s owner=%s cause=unlock by=", name, owner);
     cr_assert(strstr(out, want) != NULL, "%s", out);
@@ -1867,11 +1735,11 @@ Test(cli, watch_reports_acquire_reentry_and_expiry)
     redisContext *r = crdt_redis();
     char channel[400], owner[128];
     snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
-    cli_proc w;
+    crdt_proc w;
     crd_client *c = crdt_client();
     crd_lock *l = crdt_lock(c, name);
     owner_of(c, owner, sizeof owner);
-    lines_probe lp = {.path = w.out, .want = 1};
+    crdt_probe lp = {.name = w.out, .n = 1};
     /* watch subscribes, then reads the lock once: an acquire that lands between the
      * subscription and that first read shows up as "held" (not counted), not as
      * "acquire". That start-up race is the test's, not the tool's: acquire once MONITOR
@@ -1882,9 +1750,9 @@ Test(cli, watch_reports_acquire_reentry_and_expiry)
         start_watch(&w, r, name, channel, ARGS("--count", "3", "--interval", "50"), 0);
         wait_first_read(mon, name);
         redisFree(mon);
-        lp.path = w.out;
+        lp.name = w.out;
         cr_assert_eq(crd_lock_acquire(l, 0, 400), CRD_OK);
-        cr_assert(crdt_wait_until(file_has_lines, &lp, 2000), "no acquire event");
+        cr_assert(crdt_wait_until(crdt_file_lines_reach, &lp, 2000), "no acquire event");
         json_t *first = json_line(w.out, 0);
         bool held = strcmp(json_string_value(json_object_get(first, "event")), "held") == 0;
         json_decref(first);
@@ -1892,16 +1760,16 @@ Test(cli, watch_reports_acquire_reentry_and_expiry)
             break;
         cr_assert_lt(attempt, 3, "watch kept starting after the acquire");
         kill(w.pid, SIGTERM);
-        cli_finish(&w, 5000, NULL, NULL);
+        crdt_proc_finish(&w, 5000, NULL, NULL);
         freeReplyObject(crdt_cmd(r, "DEL %s", name));
         crd_lock_release(l); /* CRD_LOCK_LOST: forget the local hold */
     }
     cr_assert_eq(crd_lock_acquire(l, 0, 400), CRD_OK); /* reentry: count 2, lease again */
-    lp.want = 2;
-    cr_assert(crdt_wait_until(file_has_lines, &lp, 2000), "no count event");
+    lp.n = 2;
+    cr_assert(crdt_wait_until(crdt_file_lines_reach, &lp, 2000), "no count event");
     /* Nothing publishes an expiry; the watcher reads again when the TTL runs out. */
     int64_t t0 = crdt_now_ms();
-    cr_assert_eq(cli_finish(&w, 5000, NULL, NULL), 0);
+    cr_assert_eq(crdt_proc_finish(&w, 5000, NULL, NULL), 0);
     cr_assert_lt(crdt_now_ms() - t0, 1500);
     json_t *ev = json_line(w.out, 0);
     expect_event(ev, "acquire", name, owner, NULL);
@@ -1935,30 +1803,30 @@ Test(cli, watch_sees_fair_and_read_write_releases_within_100_ms)
     crd_lock *fl = NULL;
     cr_assert_eq(crd_fair_lock_new(c, name, &fl), CRD_OK);
     cr_assert_eq(crd_lock_acquire(fl, 0, CRD_LEASE_WATCHDOG), CRD_OK);
-    cli_proc waiter;
+    crdt_proc waiter;
     cli_start(&waiter, ARGS("--url", test_url(), "run", "--fair", "--wait", "10000", name, "--",
                             "sleep", "0.3"));
     char qkey[400];
     snprintf(qkey, sizeof qkey, "redisson_lock_queue:{%s}", name);
     cr_assert(crdt_await_llen(r, qkey, 1, 1, 10000), "the CLI never queued");
     snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
-    cli_proc w;
+    crdt_proc w;
     start_watch(&w, r, name, channel, ARGS("--count", "2"), 1);
     int64_t t0 = crdt_now_ms();
     cr_assert_eq(crd_lock_release(fl), CRD_OK);
-    lines_probe lp = {.path = w.out, .want = 2};
-    cr_assert(crdt_wait_until(file_has_lines, &lp, 5000), "no release event");
+    crdt_probe lp = {.name = w.out, .n = 2};
+    cr_assert(crdt_wait_until(crdt_file_lines_reach, &lp, 5000), "no release event");
     cr_assert_lt(crdt_now_ms() - t0, 100);
     json_t *ev = json_line(w.out, 1);
     expect_event(ev, "release", name, owner, "unlock");
     json_decref(ev);
     /* ... and the waiter's acquire follows. */
-    cr_assert_eq(cli_finish(&w, 5000, NULL, NULL), 0);
+    cr_assert_eq(crdt_proc_finish(&w, 5000, NULL, NULL), 0);
     ev = json_line(w.out, 2);
     expect_event(ev, "acquire", name, NULL, NULL);
     cr_assert_str_neq(json_string_value(json_object_get(ev, "owner")), owner);
     json_decref(ev);
-    cr_assert_eq(cli_finish(&waiter, 10000, NULL, NULL), 0);
+    cr_assert_eq(crdt_proc_finish(&waiter, 10000, NULL, NULL), 0);
     crd_lock_free(fl);
 
     /* Read lock: the release publishes on redisson_rwlock:{N}. */
@@ -1974,11 +1842,11 @@ Test(cli, watch_sees_fair_and_read_write_releases_within_100_ms)
     json_decref(ev);
     t0 = crdt_now_ms();
     cr_assert_eq(crd_lock_release(crd_rwlock_read(rw)), CRD_OK);
-    lp.path = w.out;
-    lp.want = 2;
-    cr_assert(crdt_wait_until(file_has_lines, &lp, 5000), "no release event");
+    lp.name = w.out;
+    lp.n = 2;
+    cr_assert(crdt_wait_until(crdt_file_lines_reach, &lp, 5000), "no release event");
     cr_assert_lt(crdt_now_ms() - t0, 100);
-    cr_assert_eq(cli_finish(&w, 5000, NULL, NULL), 0);
+    cr_assert_eq(crdt_proc_finish(&w, 5000, NULL, NULL), 0);
     ev = json_line(w.out, 1);
     expect_event(ev, "release", rwname, owner, "unlock");
     json_decref(ev);
@@ -1990,7 +1858,7 @@ Test(cli, watch_sees_fair_and_read_write_releases_within_100_ms)
 /* Starts `watch --json --interval 60000 --count 2` on name at url and returns after its
  * first read (seen on MONITOR at port): from then on, an acquire can only show before
  * the next periodic read, a minute away, if the server tells the watch about it. */
-static void start_slow_watch(cli_proc *w, const char *url, int port, const char *name)
+static void start_slow_watch(crdt_proc *w, const char *url, int port, const char *name)
 {
     redisContext *mon = crdt_redis_port(port);
     freeReplyObject(crdt_cmd(mon, "MONITOR"));
@@ -2002,7 +1870,7 @@ static void start_slow_watch(cli_proc *w, const char *url, int port, const char 
 
 /* A hold taken and released on port while the watch runs: the watch prints its acquire
  * within 2 s (long before its next periodic read) and then its release. */
-static void expect_short_hold_seen(cli_proc *w, int port, const char *name)
+static void expect_short_hold_seen(crdt_proc *w, int port, const char *name)
 {
     crd_options o;
     crdt_options(&o);
@@ -2012,12 +1880,12 @@ static void expect_short_hold_seen(cli_proc *w, int port, const char *name)
     char owner[128];
     owner_of(c, owner, sizeof owner);
     cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
-    lines_probe lp = {.path = w->out, .want = 1};
-    bool seen = crdt_wait_until(file_has_lines, &lp, 2000);
+    crdt_probe lp = {.name = w->out, .n = 1};
+    bool seen = crdt_wait_until(crdt_file_lines_reach, &lp, 2000);
     cr_assert_eq(crd_lock_release(l), CRD_OK);
     cr_assert(seen, "the acquire was not printed before the release");
     char *err = NULL;
-    cr_assert_eq(cli_finish(w, 10000, NULL, &err), 0, "stderr: %s", err);
+    cr_assert_eq(crdt_proc_finish(w, 10000, NULL, &err), 0, "stderr: %s", err);
     cr_assert_str_empty(err, "a warning although acquires show at once: %s", err);
     free(err);
     json_t *ev = json_line(w->out, 0);
@@ -2040,7 +1908,7 @@ Test(cli, watch_shows_an_acquire_at_once_without_server_configuration)
     freeReplyObject(rep);
     redisFree(r);
     const char *name = crdt_key("lock");
-    cli_proc w;
+    crdt_proc w;
     start_slow_watch(&w, test_url(), crdt_port(), name);
     expect_short_hold_seen(&w, crdt_port(), name);
 }
@@ -2068,7 +1936,7 @@ Test(cli, watch_warns_at_start_when_short_holds_can_be_missed)
     redisContext *admin = crdt_redis_port(srv.port);
     freeReplyObject(crdt_cmd(admin, "CONFIG SET notify-keyspace-events Kghx"));
     redisFree(admin);
-    cli_proc w;
+    crdt_proc w;
     start_slow_watch(&w, url, srv.port, name);
     expect_short_hold_seen(&w, srv.port, name);
     crdt_server_stop(&srv);
@@ -2093,15 +1961,16 @@ Test(cli, watch_exits_0_at_its_timeout_and_69_when_the_server_goes_away)
     crdt_server_start(&srv, false, NULL, NULL, NULL);
     char url[64];
     url_for_port(url, sizeof url, srv.port);
-    cli_proc w;
+    crdt_proc w;
     cli_start(&w, ARGS("--url", url, "watch", name));
     redisContext *r = crdt_redis_port(srv.port);
-    channel_probe ch = {.r = r};
-    snprintf(ch.channel, sizeof ch.channel, "redisson_lock__channel:{%s}", name);
-    cr_assert(crdt_wait_until(channel_has_subscriber, &ch, 10000));
+    char channel[512];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    crdt_probe ch = {.r = r, .name = channel};
+    cr_assert(crdt_wait_until(crdt_channel_subscribed, &ch, 10000));
     redisFree(r);
     crdt_server_stop(&srv);
-    cr_assert_eq(cli_finish(&w, 5000, NULL, &err), 69, "stderr: %s", err);
+    cr_assert_eq(crdt_proc_finish(&w, 5000, NULL, &err), 69, "stderr: %s", err);
     cr_assert_eq(count_lines(err), 1, "stderr: %s", err);
     free(err);
 }
@@ -2217,7 +2086,7 @@ Test(cli, latch_wait_exits_0_at_zero_and_75_on_timeout)
     cr_assert_str_eq(out, "count: 1\n");
     free(out);
     free(err);
-    cli_proc w;
+    crdt_proc w;
     cli_start(&w, (const char *const[]){"--url", test_url(), "latch", "wait", "--wait", "20000",
                                          name, NULL});
     redisContext *r = crdt_redis();
@@ -2227,7 +2096,7 @@ Test(cli, latch_wait_exits_0_at_zero_and_75_on_timeout)
                                                        "count-down", name, NULL}), 0);
     free(out);
     free(err);
-    cr_assert_eq(cli_finish(&w, 10000, NULL, NULL), 0, "wait exits 0 at zero");
+    cr_assert_eq(crdt_proc_finish(&w, 10000, NULL, NULL), 0, "wait exits 0 at zero");
     cr_assert_lt(crdt_now_ms() - t0, 5000);
     cr_assert_eq(cli(&out, &err, (const char *const[]){"--url", test_url(), "latch", "status",
                                                        "--json", name, NULL}), 0);
@@ -2279,16 +2148,16 @@ Test(cli, run_permits_lets_at_most_two_of_six_processes_run_at_once)
     const char *body = "n=$(\"$0\" -p \"$1\" INCR \"$2\") || exit 9; "
                        "echo \"$n $CREDISSON_PERMIT\" >> \"$3\"; sleep 0.2; "
                        "\"$0\" -p \"$1\" DECR \"$2\" > /dev/null";
-    cli_proc p[6];
+    crdt_proc p[6];
     for (int i = 0; i < 6; i++)
         cli_start(&p[i], ARGS("--url", test_url(), "run", "--permits", "2", name, "--", "sh",
                               "-c", body, crdt_redis_cli_path(), port, inside, log));
     for (int i = 0; i < 6; i++) {
         char *err = NULL;
-        cr_assert_eq(cli_finish(&p[i], 30000, NULL, &err), 0, "run %d: %s", i, err);
+        cr_assert_eq(crdt_proc_finish(&p[i], 30000, NULL, &err), 0, "run %d: %s", i, err);
         free(err);
     }
-    char *ran = slurp(log);
+    char *ran = crdt_file_text(log);
     cr_assert_eq(count_lines(ran), 6, "all six ran: %s", ran);
     int max = 0;
     for (char *line = ran; *line;) {
@@ -2318,10 +2187,10 @@ Test(cli, run_permits_killed_holder_frees_its_permit_when_its_lease_ends)
     char idfile[300], body[600];
     spath(idfile, sizeof idfile, "permit-id");
     snprintf(body, sizeof body, "printf %%s \"$CREDISSON_PERMIT\" > '%s'; exec sleep 30", idfile);
-    cli_proc holder;
+    crdt_proc holder;
     long cmd_pid = start_script(&holder, name, ARGS("--watchdog-ms", "1500"),
                                 ARGS("--permits", "1"), body);
-    cr_assert(crdt_wait_until(file_has_content, idfile, 5000), "CMD has no CREDISSON_PERMIT");
+    cr_assert(crdt_wait_until(crdt_file_filled, idfile, 5000), "CMD has no CREDISSON_PERMIT");
     kill(holder.pid, SIGKILL);
     int64_t t_kill = crdt_now_ms();
     cr_assert_eq(crdt_wait_child(holder.pid, 5000), 128 + SIGKILL);
@@ -2332,17 +2201,17 @@ Test(cli, run_permits_killed_holder_frees_its_permit_when_its_lease_ends)
     char ids[4][33];
     long long deadlines[4];
     cr_assert_eq(permits_out(r, name, ids, deadlines, 4), 1);
-    char *given = slurp(idfile);
+    char *given = crdt_file_text(idfile);
     cr_assert_str_eq(given, ids[0], "CREDISSON_PERMIT is the permit's id");
     free(given);
 
     /* A waiter gets it when the lease ends: the last renewal was at most 500 ms before
      * the kill, so not before ~1000 ms, and not much after 1500 ms. */
-    cli_proc w;
+    crdt_proc w;
     cli_start(&w, ARGS("--url", test_url(), "run", "--permits", "1", "--wait", "10000", name,
                        "--", "true"));
     char *err = NULL;
-    cr_assert_eq(cli_finish(&w, 15000, NULL, &err), 0, "%s", err);
+    cr_assert_eq(crdt_proc_finish(&w, 15000, NULL, &err), 0, "%s", err);
     free(err);
     int64_t took = crdt_now_ms() - t_kill;
     fprintf(stderr, "[cli] a SIGKILLed holder's permit (lease 1500 ms) passed on after %" PRId64
@@ -2354,26 +2223,20 @@ Test(cli, run_permits_killed_holder_frees_its_permit_when_its_lease_ends)
     redisFree(r);
 }
 
-typedef struct renewed_probe {
-    redisContext *r;
-    const char *name;
-    long long past; /* epoch ms the renewed deadline must exceed */
-} renewed_probe;
-
-/* The one permit out has a deadline beyond probe->past. */
+/* r, name, n: the one permit out of name has a deadline beyond n (epoch ms). */
 static bool permit_renewed_past(void *arg)
 {
-    renewed_probe *p = arg;
+    crdt_probe *p = arg;
     char ids[2][33];
     long long d[2];
-    return permits_out(p->r, p->name, ids, d, 2) == 1 && d[0] > p->past;
+    return permits_out(p->r, p->name, ids, d, 2) == 1 && d[0] > p->n;
 }
 
 Test(cli, run_permits_renews_the_lease_while_cmd_runs_and_exits_70_when_the_permit_is_gone)
 {
     const char *name = crdt_key("fleet");
     redisContext *r = crdt_redis();
-    cli_proc holder;
+    crdt_proc holder;
     long cmd_pid = start_sleeper(&holder, name, ARGS("--watchdog-ms", "600"),
                                  ARGS("--permits", "1"));
     char ids[2][33];
@@ -2381,7 +2244,7 @@ Test(cli, run_permits_renews_the_lease_while_cmd_runs_and_exits_70_when_the_perm
     cr_assert_eq(permits_out(r, name, ids, d0, 2), 1);
     /* Renewed after its first lease had ended (a deadline past d0 + 600 was set after
      * d0), and still held then. */
-    renewed_probe probe = {r, name, d0[0] + 600};
+    crdt_probe probe = {.r = r, .name = name, .n = d0[0] + 600};
     cr_assert(crdt_wait_until(permit_renewed_past, &probe, 5000), "the lease is not renewed");
     char *err = NULL;
     cr_assert_eq(cli(NULL, &err, ARGS("--url", test_url(), "run", "--permits", "1", "-n", name,
@@ -2394,7 +2257,7 @@ Test(cli, run_permits_renews_the_lease_while_cmd_runs_and_exits_70_when_the_perm
     char z[400];
     cr_assert_eq(crdt_cmd_int(r, "DEL %s", permits_zset(z, sizeof z, name)), 1);
     int64_t t0 = crdt_now_ms();
-    cr_assert_eq(cli_finish(&holder, 5000, NULL, &err), 70, "%s", err);
+    cr_assert_eq(crdt_proc_finish(&holder, 5000, NULL, &err), 70, "%s", err);
     cr_assert_lt(crdt_now_ms() - t0, 2000);
     cr_assert(strstr(err, "lost while CMD ran") != NULL, "%s", err);
     free(err);
@@ -2482,7 +2345,7 @@ Test(cli, status_recognises_semaphores_permit_semaphores_and_latches)
     char channel[400];
     snprintf(channel, sizeof channel, "redisson_countdownlatch__channel__{%s}", lname);
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", test_url(), "latch", "set", lname, "2")), 0);
-    cli_proc w;
+    crdt_proc w;
     cli_start(&w, ARGS("--url", test_url(), "latch", "wait", "--wait", "20000", lname));
     cr_assert(crdt_await_subscribed(r, channel, 10000), "the waiter subscribes");
     j = status_json(lname);
@@ -2491,7 +2354,7 @@ Test(cli, status_recognises_semaphores_permit_semaphores_and_latches)
     json_decref(j);
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", test_url(), "latch", "count-down", lname)), 0);
     cr_assert_eq(cli(NULL, NULL, ARGS("--url", test_url(), "latch", "count-down", lname)), 0);
-    cr_assert_eq(cli_finish(&w, 10000, NULL, NULL), 0);
+    cr_assert_eq(crdt_proc_finish(&w, 10000, NULL, NULL), 0);
     /* A string that is not a number stays "other". */
     const char *oname = crdt_key("text");
     freeReplyObject(crdt_cmd(r, "SET %s hello", oname));
@@ -2521,9 +2384,7 @@ Test(cli, list_shows_permit_semaphores_with_permits_out)
     char id[CRD_PERMIT_ID_SIZE];
     cr_assert_eq(crd_permit_semaphore_acquire(ps, 0, 60000, id), CRD_OK);
     cr_assert_eq(cli(&out, NULL, ARGS("--url", test_url(), "list", "--json", pattern)), 0);
-    json_error_t jerr;
-    json_t *j = json_loads(out, 0, &jerr);
-    cr_assert_not_null(j, "%s", out);
+    json_t *j = json_of(out);
     json_t *locks = json_object_get(j, "locks");
     cr_assert_eq(json_array_size(locks), 1, "%s", out);
     json_t *p = json_array_get(locks, 0);
@@ -2563,8 +2424,8 @@ static void expect_sync_event(const char *path, int line, const char *event, con
 /* Each change waits for its line before the next: one change, one read, one event. */
 static void wait_lines(const char *path, int want, const char *what)
 {
-    lines_probe lp = {.path = path, .want = want};
-    cr_assert(crdt_wait_until(file_has_lines, &lp, 5000), "no %s event", what);
+    crdt_probe lp = {.name = path, .n = want};
+    cr_assert(crdt_wait_until(crdt_file_lines_reach, &lp, 5000), "no %s event", what);
 }
 
 Test(cli, watch_prints_a_semaphores_available_permits_as_they_change)
@@ -2576,7 +2437,7 @@ Test(cli, watch_prints_a_semaphores_available_permits_as_they_change)
     CRDT_OK(c, crd_semaphore_try_set_permits(s, 2, 0, NULL));
     char channel[400];
     snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
-    cli_proc w;
+    crdt_proc w;
     start_watch(&w, r, name, channel, ARGS("--count", "3", "--timeout", "20000"), 1);
     expect_sync_event(w.out, 0, "found", name, "semaphore", "available", 2);
 
@@ -2586,7 +2447,7 @@ Test(cli, watch_prints_a_semaphores_available_permits_as_they_change)
     wait_lines(w.out, 3, "release");
     CRDT_OK(c, crd_semaphore_add_permits(s, -2));
     char *err = NULL;
-    cr_assert_eq(cli_finish(&w, 5000, NULL, &err), 0, "stderr: %s", err);
+    cr_assert_eq(crdt_proc_finish(&w, 5000, NULL, &err), 0, "stderr: %s", err);
     cr_assert_str_empty(err);
     free(err);
     expect_sync_event(w.out, 1, "permits", name, "semaphore", "available", 1);
@@ -2609,16 +2470,15 @@ Test(cli, watch_prints_a_latchs_count_down_to_its_opening_in_text_and_json)
     /* A waiter on the latch: what tells watch, at start, that the number is a count. */
     crdt_sync_waiter aw = {.l = l, .wait_ms = 30000};
     crdt_sync_waiter_start(&aw);
-    channel_probe ch = {.r = r};
-    snprintf(ch.channel, sizeof ch.channel, "%s", channel);
-    cr_assert(crdt_wait_until(channel_has_subscriber, &ch, 10000), "the waiter never subscribed");
+    crdt_probe ch = {.r = r, .name = channel};
+    cr_assert(crdt_wait_until(crdt_channel_subscribed, &ch, 10000), "the waiter never subscribed");
 
-    cli_proc w, t;
+    crdt_proc w, t;
     start_watch(&w, r, name, channel, ARGS("--count", "3", "--timeout", "20000"), 1);
     expect_sync_event(w.out, 0, "found", name, "latch", "count", 3);
     cli_start(&t, ARGS("--url", test_url(), "watch", "--count", "3", "--timeout", "20000", name));
-    lines_probe lp = {.path = t.out, .want = 1};
-    cr_assert(crdt_wait_until(file_has_lines, &lp, 10000), "the text watch printed nothing");
+    crdt_probe lp = {.name = t.out, .n = 1};
+    cr_assert(crdt_wait_until(crdt_file_lines_reach, &lp, 10000), "the text watch printed nothing");
 
     CRDT_OK(c, crd_latch_count_down(l)); /* 3 -> 2: publishes nothing */
     wait_lines(w.out, 2, "first count-down");
@@ -2630,10 +2490,10 @@ Test(cli, watch_prints_a_latchs_count_down_to_its_opening_in_text_and_json)
     CRDT_OK(c, crd_latch_count_down(l)); /* 1 -> 0: deleted, "0" published */
     crdt_sync_waiter_woken(&aw, opened, 2000, "the await");
     char *err = NULL, *out = NULL;
-    cr_assert_eq(cli_finish(&w, 5000, NULL, &err), 0, "stderr: %s", err);
+    cr_assert_eq(crdt_proc_finish(&w, 5000, NULL, &err), 0, "stderr: %s", err);
     cr_assert_str_empty(err);
     free(err);
-    cr_assert_eq(cli_finish(&t, 5000, &out, NULL), 0);
+    cr_assert_eq(crdt_proc_finish(&t, 5000, &out, NULL), 0);
     expect_sync_event(w.out, 1, "latch", name, "latch", "count", 2);
     expect_sync_event(w.out, 2, "latch", name, "latch", "count", 1);
     expect_sync_event(w.out, 3, "latch", name, "latch", "count", 0);

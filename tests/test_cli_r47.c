@@ -8,19 +8,19 @@
  */
 #include <criterion/criterion.h>
 
-#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "probes.h"
+#include "procs.h"
 
 #ifndef CRD_CLI_PATH
 #error "CRD_CLI_PATH must name the credisson binary"
@@ -33,12 +33,6 @@ static const char *test_url(void)
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", crdt_port());
     return url;
 }
-
-/* A running credisson: pid and the files its stdout and stderr go to. */
-typedef struct proc {
-    pid_t pid;
-    char out[256], err[256];
-} proc;
 
 static char dir[128];
 
@@ -58,100 +52,23 @@ static void path(char *buf, size_t cap, const char *name)
 
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
-static void start(proc *p, const char *const *args)
+/* Starts credisson --url <the harness server> args. */
+static void start(crdt_proc *p, const char *const *args)
 {
-    static int seq;
-    int n = 0;
-    while (args[n] != NULL)
-        n++;
-    const char **argv = calloc((size_t)n + 4, sizeof *argv);
-    cr_assert_not_null(argv);
-    argv[0] = CRD_CLI_PATH;
-    argv[1] = "--url";
-    argv[2] = test_url();
-    for (int i = 0; i < n; i++)
-        argv[i + 3] = args[i];
-    char name[32];
-    snprintf(name, sizeof name, "out.%d", ++seq);
-    path(p->out, sizeof p->out, name);
-    snprintf(name, sizeof name, "err.%d", seq);
-    path(p->err, sizeof p->err, name);
-    int ofd = open(p->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    int efd = open(p->err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    int nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    cr_assert(ofd >= 0 && efd >= 0 && nfd >= 0, "open: %s", strerror(errno));
-    fflush(NULL);
-    p->pid = fork();
-    cr_assert(p->pid >= 0);
-    if (p->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(nfd, 0);
-        dup2(ofd, 1);
-        dup2(efd, 2);
-        /* A test run may block or ignore signals; the CLI must see them as a shell's
-         * child does. */
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGHUP, SIG_DFL);
-        execv(CRD_CLI_PATH, (char *const *)argv);
-        _exit(127);
+    const char *argv[64] = {CRD_CLI_PATH, "--url", test_url()};
+    int n = 3;
+    for (int i = 0; args[i] != NULL; i++) {
+        cr_assert_lt(n, 63, "too many arguments");
+        argv[n++] = args[i];
     }
-    close(ofd);
-    close(efd);
-    close(nfd);
-    free(argv);
-}
-
-static char *slurp_or_empty(const char *p)
-{
-    size_t len;
-    char *s = crdt_slurp(p, &len);
-    return s != NULL ? s : strdup("");
-}
-
-static int finish(proc *p, int64_t timeout_ms, char **out, char **err)
-{
-    int rc = crdt_wait_child(p->pid, timeout_ms);
-    char *o = slurp_or_empty(p->out), *e = slurp_or_empty(p->err);
-    cr_assert_neq(rc, -1, "credisson did not exit within %lld ms; stdout: %s; stderr: %s",
-                  (long long)timeout_ms, o, e);
-    if (out != NULL)
-        *out = o;
-    else
-        free(o);
-    if (err != NULL)
-        *err = e;
-    else
-        free(e);
-    return rc;
+    crdt_proc_start_in(p, argv, NULL, tmpdir());
 }
 
 static int cli(char **out, char **err, const char *const *args)
 {
-    proc p;
+    crdt_proc p;
     start(&p, args);
-    return finish(&p, 20000, out, err);
-}
-
-typedef struct llen_arg {
-    redisContext *r;
-    const char *key;
-    long long want;
-} llen_arg;
-
-static bool llen_is(void *arg)
-{
-    llen_arg *a = arg;
-    return crdt_cmd_int(a->r, "LLEN %s", a->key) == a->want;
-}
-
-static bool exists_arg(void *arg)
-{
-    llen_arg *a = arg;
-    return crdt_exists(a->r, a->key) == a->want;
+    return crdt_proc_finish(&p, 20000, out, err);
 }
 
 static long long file_ns(const char *p)
@@ -163,23 +80,17 @@ static long long file_ns(const char *p)
     return v;
 }
 
-static bool file_there(void *arg) { return access(arg, F_OK) == 0; }
-
 /* Scripts the server has run (EVALSHA and EVAL calls). */
 static long long scripts_run(redisContext *r)
 {
     return crdt_cmdstat_calls(r, "evalsha") + crdt_cmdstat_calls(r, "eval");
 }
 
-typedef struct scripts_arg {
-    redisContext *r;
-    long long want;
-} scripts_arg;
-
+/* r, n: the server has run n scripts or more. */
 static bool scripts_reached(void *arg)
 {
-    scripts_arg *a = arg;
-    return scripts_run(a->r) >= a->want;
+    crdt_probe *p = arg;
+    return scripts_run(p->r) >= p->n;
 }
 
 /* The issue's measured case: H holds fq; A (--wait 10000) queues, B (--wait 30000) queues
@@ -203,30 +114,30 @@ Test(cli_r47, an_interrupted_fair_run_leaves_the_queue_and_the_next_gets_the_loc
     snprintf(hcmd, sizeof hcmd, "while [ ! -e %s ]; do sleep 0.01; done; date +%%s%%N > %s",
              marker, h_end);
     snprintf(bcmd, sizeof bcmd, "date +%%s%%N > %s", b_start);
-    proc h, a, b;
+    crdt_proc h, a, b;
     start(&h, ARGS("run", "--fair", name, "--", "sh", "-c", hcmd));
-    llen_arg held = {r, name, 1};
-    cr_assert(crdt_wait_until(exists_arg, &held, 10000), "H holds the lock");
+    crdt_probe held = {.r = r, .name = name, .n = 1};
+    cr_assert(crdt_wait_until(crdt_key_exists_is, &held, 10000), "H holds the lock");
     start(&a, ARGS("run", "--fair", "--wait", "10000", name, "--", "true"));
-    llen_arg q1 = {r, queue, 1};
-    cr_assert(crdt_wait_until(llen_is, &q1, 10000), "A is queued");
+    crdt_probe q1 = {.r = r, .name = queue, .n = 1};
+    cr_assert(crdt_wait_until(crdt_list_len_is, &q1, 10000), "A is queued");
     start(&b, ARGS("run", "--fair", "--wait", "30000", name, "--", "sh", "-c", bcmd));
-    llen_arg q2 = {r, queue, 2};
-    cr_assert(crdt_wait_until(llen_is, &q2, 10000), "B is queued behind A");
+    crdt_probe q2 = {.r = r, .name = queue, .n = 2};
+    cr_assert(crdt_wait_until(crdt_list_len_is, &q2, 10000), "B is queued behind A");
     cr_assert_eq(kill(a.pid, SIGINT), 0);
     char *aerr = NULL;
-    int arc = finish(&a, 5000, NULL, &aerr);
+    int arc = crdt_proc_finish(&a, 5000, NULL, &aerr);
     cr_expect_eq(arc, 128 + SIGINT, "A exited %d; stderr: %s", arc, aerr);
     free(aerr);
     cr_expect_eq(crdt_cmd_int(r, "LLEN %s", queue), 1, "A left the queue: only B waits");
     int fd = open(marker, O_WRONLY | O_CREAT, 0600);
     cr_assert(fd >= 0);
     close(fd);
-    cr_assert_eq(finish(&h, 10000, NULL, NULL), 0);
+    cr_assert_eq(crdt_proc_finish(&h, 10000, NULL, NULL), 0);
     char *berr = NULL;
-    cr_assert_eq(finish(&b, 10000, NULL, &berr), 0, "B: %s", berr);
+    cr_assert_eq(crdt_proc_finish(&b, 10000, NULL, &berr), 0, "B: %s", berr);
     free(berr);
-    cr_assert(file_there(h_end) && file_there(b_start));
+    cr_assert(crdt_file_there(h_end) && crdt_file_there(b_start));
     long long gap_ms = (file_ns(b_start) - file_ns(h_end)) / 1000000;
     fprintf(stderr, "[cli_r47] B's CMD started %lld ms after H's CMD ended (H's release, B's "
             "wake-up, B's fork and exec included)\n", gap_ms);
@@ -249,14 +160,14 @@ Test(cli_r47, a_waiting_run_of_any_kind_dies_of_sigint_sigterm_or_sighup_holding
     path(marker, sizeof marker, "done");
     unlink(marker);
     snprintf(hcmd, sizeof hcmd, "while [ ! -e %s ]; do sleep 0.01; done", marker);
-    proc h;
+    crdt_proc h;
     start(&h, ARGS("run", lock, "--", "sh", "-c", hcmd));
-    llen_arg held = {r, lock, 1};
-    cr_assert(crdt_wait_until(exists_arg, &held, 10000));
+    crdt_probe held = {.r = r, .name = lock, .n = 1};
+    cr_assert(crdt_wait_until(crdt_key_exists_is, &held, 10000));
     /* the semaphore's one permit and the rate limiter's one permit a minute are taken */
     cr_assert_eq(cli(NULL, NULL, ARGS("run", "--permits", "1", "--lease", "20000", sem, "--",
                                       "true")), 0);
-    proc ph;
+    crdt_proc ph;
     start(&ph, ARGS("run", "--permits", "1", sem, "--", "sh", "-c", hcmd));
     cr_assert_eq(cli(NULL, NULL, ARGS("run", "--rate", "1/1m", rl, "--", "true")), 0);
     struct {
@@ -268,17 +179,17 @@ Test(cli_r47, a_waiting_run_of_any_kind_dies_of_sigint_sigterm_or_sighup_holding
                  {ARGS("run", "--permits", "1", sem, "--", "true"), SIGTERM},
                  {ARGS("run", "--rate", "1/1m", rl, "--", "true"), SIGINT}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        proc w;
-        scripts_arg sa = {r, scripts_run(r) + 2};
+        crdt_proc w;
+        crdt_probe sa = {.r = r, .n = scripts_run(r) + 2};
         start(&w, cases[i].args);
         /* It waits once it has made its attempts (a first try and, with a channel, the
          * one after subscribing; the spin lock's polls; the rate limiter's one try). */
-        sa.want -= i == 4 ? 1 : 0;
+        sa.n -= i == 4 ? 1 : 0;
         cr_assert(crdt_wait_until(scripts_reached, &sa, 10000), "case %zu waits", i);
         int64_t t0 = crdt_now_ms();
         cr_assert_eq(kill(w.pid, cases[i].sig), 0);
         char *err = NULL;
-        int rc = finish(&w, 5000, NULL, &err);
+        int rc = crdt_proc_finish(&w, 5000, NULL, &err);
         cr_expect_eq(rc, 128 + cases[i].sig, "case %zu exited %d: %s", i, rc, err);
         cr_expect_lt(crdt_now_ms() - t0, crdt_scaled_ms(500), "case %zu", i);
         free(err);
@@ -286,8 +197,8 @@ Test(cli_r47, a_waiting_run_of_any_kind_dies_of_sigint_sigterm_or_sighup_holding
     cr_expect_eq(crdt_cmd_int(r, "HLEN %s", lock), 1, "only H holds the lock");
     int fd = open(marker, O_WRONLY | O_CREAT, 0600);
     close(fd);
-    cr_assert_eq(finish(&h, 10000, NULL, NULL), 0);
-    cr_assert_eq(finish(&ph, 10000, NULL, NULL), 0);
+    cr_assert_eq(crdt_proc_finish(&h, 10000, NULL, NULL), 0);
+    cr_assert_eq(crdt_proc_finish(&ph, 10000, NULL, NULL), 0);
     redisFree(r);
 }
 

@@ -6,6 +6,7 @@
  * Also: many threads on distinct names share the peer's few pipelined connections.
  */
 #include "support/harness.h"
+#include "support/waiters.h"
 
 #include <criterion/criterion.h>
 #include <inttypes.h>
@@ -282,18 +283,6 @@ Test(engine, acquires_a_dispatch_pass_starts_on_a_stalled_server_end_by_their_de
  * undone: no hold is left, and the undo sends no WAIT of its own. Seen while building the
  * partition suite: the hold stayed (PTTL 4862 after the call), and a 3000 ms wait
  * returned after 4070 ms. */
-typedef struct unsynced_call {
-    crd_lock *l;
-    crd_status st;
-} unsynced_call;
-
-static void *acquire_unsynced(void *arg)
-{
-    unsynced_call *u = arg;
-    u->st = crd_lock_acquire(u->l, 3000, 5000);
-    return NULL;
-}
-
 /* Whether the server lists two clients blocked in WAIT. */
 static bool two_blocked_in_wait(void *arg)
 {
@@ -363,11 +352,12 @@ Test(engine, a_replica_sync_wait_neither_kills_the_link_nor_overruns_the_callers
      * on a third link, not packed behind that WAIT. */
     o.pool_size = 3;
     crd_client *busy = crdt_client_opts(&o);
-    unsynced_call u[2] = {{crdt_lock(busy, crdt_key("u0")), CRD_OK},
-                          {crdt_lock(busy, crdt_key("u1")), CRD_OK}};
-    pthread_t th[2];
-    for (int i = 0; i < 2; i++)
-        cr_assert_eq(pthread_create(&th[i], NULL, acquire_unsynced, &u[i]), 0);
+    crdt_waiter u[2];
+    for (int i = 0; i < 2; i++) {
+        u[i] = (crdt_waiter){
+            .lock = crdt_lock(busy, crdt_key(i ? "u1" : "u0")), .wait_ms = 3000, .lease_ms = 5000};
+        crdt_waiter_start(&u[i]);
+    }
     cr_assert(crdt_wait_until(two_blocked_in_wait, r, 5000), "the acquires' WAITs never blocked");
     crd_lock *other = crdt_lock(busy, crdt_key("other"));
     bool held = true;
@@ -378,9 +368,9 @@ Test(engine, a_replica_sync_wait_neither_kills_the_link_nor_overruns_the_callers
     cr_expect_lt(took, crdt_scaled_ms(300), "a read waited %lld ms behind a WAIT",
                  (long long)took);
     for (int i = 0; i < 2; i++) {
-        pthread_join(th[i], NULL);
-        cr_expect_eq(u[i].st, CRD_NOT_SYNCED, "%s", crd_strerror(u[i].st));
-        crd_lock_free(u[i].l);
+        crdt_waiter_join(&u[i], 30000, "an unsynced acquire");
+        cr_expect_eq(u[i].acquire_st, CRD_NOT_SYNCED, "%s", crd_strerror(u[i].acquire_st));
+        crd_lock_free(u[i].lock);
     }
     crd_lock_free(other);
     crd_client_free(busy);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "probes.h"
 #include "procs.h"
 
 static const char *test_url(void)
@@ -89,24 +90,6 @@ static double sample(const char *text, const char *prefix)
     return atof(sp + 1);
 }
 
-/* Whether name's first holder has its since-time in the identity record (read through the
- * public API, as the CLI reads it). */
-typedef struct since_arg {
-    crd_client *c;
-    const char *name;
-} since_arg;
-
-static bool since_known(void *arg)
-{
-    since_arg *a = arg;
-    crd_state *st = NULL;
-    if (crd_state_read(a->c, a->name, strlen(a->name), 0, &st) != CRD_OK)
-        return false;
-    bool yes = st->nholders > 0 && st->holders[0].since_ms >= 0;
-    crd_state_free(st);
-    return yes;
-}
-
 /* Objects of every kind under the test's prefix; returns the client holding them. */
 static crd_client *hold_every_kind(crd_lock **lock, crd_rwlock **rw, crd_lock **fair)
 {
@@ -159,8 +142,8 @@ Test(exporter, list_openmetrics_and_the_exporters_metrics_pass_promtool, .timeou
     crd_lock *lock, *fair;
     crd_rwlock *rw;
     crd_client *c = hold_every_kind(&lock, &rw, &fair);
-    since_arg sa = {c, crdt_key("fair")}; /* the last lock taken */
-    cr_assert(crdt_wait_until(since_known, &sa, 5000), "the holds never reached the record");
+    crdt_probe sa = {.c = c, .name = crdt_key("fair")}; /* the last lock taken */
+    cr_assert(crdt_wait_until(crdt_holder_since_known, &sa, 5000), "the holds never reached the record");
     char pattern[300];
     snprintf(pattern, sizeof pattern, "%s*", crdt_key_prefix());
     char *out = NULL, *err = NULL;
@@ -326,8 +309,8 @@ Test(exporter, a_scrape_of_1000_held_locks_takes_under_2_s_and_the_cap_says_so, 
     }
     char last[400];
     snprintf(last, sizeof last, "%s:%04d", base, N - 1);
-    since_arg sa = {c, last}; /* every hold is in the record: the joins have work to do */
-    cr_assert(crdt_wait_until(since_known, &sa, 5000), "the holds never reached the record");
+    crdt_probe sa = {.c = c, .name = last}; /* every hold is in the record: the joins have work to do */
+    cr_assert(crdt_wait_until(crdt_holder_since_known, &sa, 5000), "the holds never reached the record");
     char pattern[400];
     snprintf(pattern, sizeof pattern, "%s:*", base);
     crdt_proc x;

@@ -144,6 +144,13 @@ static crd_lock *fair_lock(crd_client *c, const char *name)
     return l;
 }
 
+/* A two-client fixture of fair locks on crdt_key("fair"), and the keys of its queue. */
+static void fair_fixture_open(crdt_fixture *f, fair_keys *fk)
+{
+    crdt_fixture_open(f, 2, "fair", fair_lock);
+    fair_keys_of(f->key, fk);
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* FIFO rounds: agents that wait for a go signal, then queue for the lock             */
 /* ---------------------------------------------------------------------------------- */
@@ -269,16 +276,13 @@ static void fifo_setup_init(fifo_setup *s)
     }
 }
 
-typedef struct keys_pred {
-    redisContext *r;
-    const fifo_setup *s;
-} keys_pred;
-
+/* r, data (the fifo_setup): every agent has published its queue field. */
 static bool all_fields_known(void *arg)
 {
-    keys_pred *p = arg;
+    crdt_probe *p = arg;
+    const fifo_setup *s = p->data;
     for (int k = 0; k < FIFO_WAITERS; k++)
-        if (crdt_cmd_int(p->r, "EXISTS %s", p->s->fieldkey[k]) == 0)
+        if (crdt_cmd_int(p->r, "EXISTS %s", s->fieldkey[k]) == 0)
             return false;
     return true;
 }
@@ -299,7 +303,7 @@ static void fifo_run(const fifo_setup *s, crd_lock *holder, int rounds, unsigned
     redisContext *r = crdt_redis();
     fair_keys fk;
     fair_keys_of(s->lock, &fk);
-    keys_pred kp = {r, s};
+    crdt_probe kp = {.r = r, .data = s};
     cr_assert(crdt_wait_until(all_fields_known, &kp, 10000), "the agents never started");
     char fields[FIFO_WAITERS][128];
     for (int k = 0; k < FIFO_WAITERS; k++)
@@ -815,9 +819,8 @@ Test(fair, a_queued_head_gets_the_lock_when_the_holders_lease_runs_out_unrelease
 Test(fair, try_once_never_joins_the_queue)
 {
     crdt_fixture f;
-    crdt_fixture_open(&f, 2, "fair", fair_lock);
     fair_keys fk;
-    fair_keys_of(f.key, &fk);
+    fair_fixture_open(&f, &fk);
     crd_client *wc = crdt_client();
 
     cr_assert_eq(crd_lock_acquire(f.la, 0, 10000), CRD_OK);
@@ -861,9 +864,8 @@ Test(fair, try_once_never_joins_the_queue)
 Test(fair, reentrancy_two_deep_never_creates_queue_or_deadline_keys)
 {
     crdt_fixture f;
-    crdt_fixture_open(&f, 2, "fair", fair_lock);
     fair_keys fk;
-    fair_keys_of(f.key, &fk);
+    fair_fixture_open(&f, &fk);
     char field[128];
     crdt_owner_field(f.a, crd_owner_current(), field, sizeof field);
 
@@ -889,9 +891,8 @@ Test(fair, reentrancy_two_deep_never_creates_queue_or_deadline_keys)
 Test(fair, force_unlock_wakes_the_head_and_the_old_holder_then_sees_lock_lost)
 {
     crdt_fixture f;
-    crdt_fixture_open(&f, 2, "fair", fair_lock);
     fair_keys fk;
-    fair_keys_of(f.key, &fk);
+    fair_fixture_open(&f, &fk);
     crd_client *wc = crdt_client();
 
     /* Part 1: a queued waiter is woken by the force-unlock, long before the 30 s lease. */

@@ -307,14 +307,20 @@ static void count_cmd(void *user, const crd_trace *t)
 }
 
 /* Acquire/release pairs of one owner on one name: the commands sent per pair. */
+/* Test options with the identity record on or off and every command counted in *n. */
+static void counting_options(crd_options *o, bool identity, atomic_long *n)
+{
+    crdt_options(o);
+    o->identity = identity;
+    o->on_trace = count_cmd;
+    o->trace_user_data = n;
+}
+
 static double commands_per_pair(bool identity, int pairs)
 {
     atomic_long n = 0;
     crd_options o;
-    crdt_options(&o);
-    o.identity = identity;
-    o.on_trace = count_cmd;
-    o.trace_user_data = &n;
+    counting_options(&o, identity, &n);
     crd_client *c = crdt_client_opts(&o);
     crd_lock *l = crdt_lock(c, crdt_key(identity ? "pairs_on" : "pairs_off"));
     cr_assert_eq(crd_lock_acquire(l, 0, 30000), CRD_OK); /* the scripts are loaded */
@@ -375,10 +381,7 @@ static double commands_per_handoff(bool identity, int rounds, long *idents, int6
 {
     atomic_long n = 0;
     crd_options o;
-    crdt_options(&o);
-    o.identity = identity;
-    o.on_trace = count_cmd;
-    o.trace_user_data = &n;
+    counting_options(&o, identity, &n);
     crd_client *a = crdt_client_opts(&o), *b = crdt_client_opts(&o);
     const char *name = crdt_key(identity ? "handoff_on" : "handoff_off");
     crd_lock *la = crdt_lock(a, name), *lb = crdt_lock(b, name);

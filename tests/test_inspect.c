@@ -22,7 +22,9 @@
 
 #include "cluster.h"
 #include "harness.h"
+#include "probes.h"
 #include "procs.h"
+#include "syncs.h"
 
 static int64_t epoch_ms(void)
 {
@@ -46,23 +48,6 @@ static void ident_options(crd_options *o)
 {
     crdt_options(o);
     o->identity = true;
-}
-
-/* Waits until c's identity record lists its hold of name (older than 250 ms). */
-typedef struct held_probe {
-    crd_client *reader;
-    const char *name;
-} held_probe;
-
-static bool holder_known_since(void *arg)
-{
-    held_probe *p = arg;
-    crd_state *s = NULL;
-    if (crd_state_read(p->reader, p->name, strlen(p->name), 0, &s) != CRD_OK)
-        return false;
-    bool ok = s->nholders > 0 && s->holders[0].who.known && s->holders[0].since_ms > 0;
-    crd_state_free(s);
-    return ok;
 }
 
 /* ---- golden states -------------------------------------------------------------------- */
@@ -383,18 +368,6 @@ Test(inspect, an_rlock_held_by_node_redisson_shows_its_client_and_no_identity, .
 
 /* ---- C holders of every kind ----------------------------------------------------------- */
 
-typedef struct latch_waiter {
-    crd_latch *l;
-    crd_status st;
-} latch_waiter;
-
-static void *await_latch(void *arg)
-{
-    latch_waiter *w = arg;
-    w->st = crd_latch_await(w->l, 10000);
-    return NULL;
-}
-
 /* Holds one object of every kind through c (names from name_of), checks each state as
  * reader sees it, and lets go. */
 static void every_kind_by_c(crd_client *c, crd_client *reader, const char *(*name_of)(int, void *),
@@ -427,12 +400,11 @@ static void every_kind_by_c(crd_client *c, crd_client *reader, const char *(*nam
     crd_latch *latch = NULL;
     cr_assert_eq(crd_latch_new(c, n_latch, &latch), CRD_OK);
     cr_assert_eq(crd_latch_try_set_count(latch, 2, NULL), CRD_OK);
-    latch_waiter lw = {.l = latch};
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, await_latch, &lw), 0);
+    crdt_sync_waiter lw = {.l = latch, .wait_ms = 10000};
+    crdt_sync_waiter_start(&lw);
 
-    held_probe hp = {reader, n_lock};
-    cr_assert(crdt_wait_until(holder_known_since, &hp, 2000), "the holder's since never showed");
+    crdt_probe hp = {.c = reader, .name = n_lock};
+    cr_assert(crdt_wait_until(crdt_holder_since_known, &hp, 2000), "the holder's since never showed");
     char host[256];
     gethostname(host, sizeof host);
     crd_state *s = state_of(reader, n_lock, CRD_STATE_WAITERS);
@@ -484,8 +456,8 @@ static void every_kind_by_c(crd_client *c, crd_client *reader, const char *(*nam
     crd_state_free(s);
 
     cr_assert_eq(crd_latch_delete(latch, NULL), CRD_OK);
-    pthread_join(th, NULL);
-    cr_assert_eq(lw.st, CRD_OK);
+    crdt_sync_waiter_join(&lw, 15000, "the latch's awaiter after its delete");
+    cr_assert_eq(lw.st, CRD_OK, "the latch's awaiter: %s", crd_strerror(lw.st));
     crd_latch_free(latch);
     cr_assert_eq(crd_permit_semaphore_release(pes, permit), CRD_OK);
     crd_permit_semaphore_free(pes);
@@ -622,8 +594,8 @@ Test(inspect, redisson_4_7_kinds_read_as_their_kind_and_never_as_another)
         crd_state_free(s);
     }
     /* The identity record lists a group's hold under the group's name. */
-    held_probe hp = {reader, n_group};
-    cr_assert(crdt_wait_until(holder_known_since, &hp, 2000), "the group holder's since never showed");
+    crdt_probe hp = {.c = reader, .name = n_group};
+    cr_assert(crdt_wait_until(crdt_holder_since_known, &hp, 2000), "the group holder's since never showed");
     crd_state *s = state_of(reader, n_group, 0);
     cr_assert_eq(s->kind, CRD_KIND_GROUP_LOCK, "%s", s->kind_name);
     cr_assert_str_eq(s->kind_name, "group");
@@ -794,10 +766,11 @@ static void expect_holder_is(json_t *j, const crdt_proc *holder, const char *nam
     cr_assert_geq(jint(h, "held_ms"), 250);
 }
 
+/* What holder_and_three_waiters waits for: name held, want known waiters (fair: queued). */
 typedef struct ready {
     const char *name;
     bool fair;
-    int want;
+    size_t want;
 } ready;
 
 /* status --json says want waiters, each one known (non-fair: listed in "waiting"). */
@@ -806,7 +779,7 @@ static bool status_ready(void *arg)
     ready *rd = arg;
     json_t *j = status_json(rd->name);
     json_t *list = json_object_get(j, rd->fair ? "queue" : "waiting");
-    bool ok = jint(j, "waiters") == rd->want && (int)json_array_size(list) == rd->want;
+    bool ok = jint(j, "waiters") == (int64_t)rd->want && json_array_size(list) == rd->want;
     json_t *h = json_array_get(json_object_get(j, "holders"), 0);
     ok = ok && h != NULL && json_is_integer(json_object_get(h, "held_ms"));
     size_t i;
@@ -828,15 +801,9 @@ static bool status_ready(void *arg)
 #endif
 
 /* The same through the library in this process. */
-typedef struct state_probe {
-    const char *name;
-    bool fair;
-    size_t want;
-} state_probe;
-
 static bool state_ready(void *arg)
 {
-    state_probe *p = arg;
+    ready *p = arg;
     static crd_client *c;
     if (c == NULL)
         c = crdt_client();
@@ -891,10 +858,9 @@ static void holder_and_three_waiters(bool fair)
     /* Within 1 s of the last waiter's arrival the state says it all: read in this process
      * (the library's promptness), then by `credisson status` (the same, plus the CLI's own
      * start; under a sanitizer each CLI run starts slower: 3 s there). */
-    state_probe sp = {name, fair, 3};
-    cr_assert(crdt_wait_until(state_ready, &sp, 3000), "the state never showed 3 known waiters");
-    int64_t took_lib = crdt_now_ms() - changed;
     ready rd = {name, fair, 3};
+    cr_assert(crdt_wait_until(state_ready, &rd, 3000), "the state never showed 3 known waiters");
+    int64_t took_lib = crdt_now_ms() - changed;
     cr_assert(crdt_wait_until(status_ready, &rd, 3000), "status never showed 3 known waiters");
     int64_t took = crdt_now_ms() - changed;
     cr_log_info("[inspect] %s: the holder and 3 known waiters %lld ms (crd_state_read) and %lld ms "

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "probes.h"
 
 /* A waiter thread that binds a token and then waits in call(). */
 typedef struct iwaiter {
@@ -57,29 +58,14 @@ static crd_status ps_call(iwaiter *w)
     return crd_permit_semaphore_acquire(w->ps, w->wait_ms, 10000, id);
 }
 
-typedef struct asleep_arg {
-    crd_client *c;
-    int64_t want;
-} asleep_arg;
-
-/* The client has want threads asleep in a blocking wait (crd_metrics.waiting_now). */
-static bool asleep(void *arg)
-{
-    asleep_arg *a = arg;
-    crd_metrics m;
-    memset(&m, 0, sizeof m);
-    crd_client_metrics(a->c, &m, sizeof m);
-    return (int64_t)m.waiting_now >= a->want;
-}
-
 /* Starts w's thread on client c and returns once it sleeps in its wait. */
 static void iwaiter_start(iwaiter *w, crd_client *c)
 {
     atomic_store(&w->done, 0);
     w->st = CRD_IO;
     cr_assert_eq(pthread_create(&w->th, NULL, iwaiter_main, w), 0);
-    asleep_arg a = {c, 1};
-    cr_assert(crdt_wait_until(asleep, &a, 5000), "the waiter sleeps");
+    crdt_probe a = {.c = c, .n = 1};
+    cr_assert(crdt_wait_until(crdt_client_waiting, &a, 5000), "the waiter sleeps");
 }
 
 /* Raises w's token and returns how long the wait took to end. */
@@ -343,17 +329,6 @@ static bool given_back(void *arg)
     return m.late_holds_released >= 1;
 }
 
-typedef struct gone_arg {
-    redisContext *r;
-    const char *key;
-} gone_arg;
-
-static bool key_gone(void *arg)
-{
-    gone_arg *g = arg;
-    return crdt_exists(g->r, g->key) == 0;
-}
-
 /* The waiter's attempt is on its way to a stopped server: the raise ends the call at once;
  * when the server resumes and the acquire runs, the hold it took is given back. */
 Test(interrupt, an_attempt_in_flight_on_a_stalled_server_is_abandoned_and_given_back,
@@ -382,8 +357,8 @@ Test(interrupt, an_attempt_in_flight_on_a_stalled_server_is_abandoned_and_given_
     cr_assert_eq(kill(srv.pid, SIGCONT), 0);
     /* The acquire runs now; its late reply says taken, and the engine gives it back. */
     cr_expect(crdt_wait_until(given_back, c, 5000), "the late hold was given back");
-    gone_arg ga = {r, "stalled"};
-    cr_expect(crdt_wait_until(key_gone, &ga, 5000), "nothing is held");
+    crdt_probe ga = {.r = r, .name = "stalled", .n = 0};
+    cr_expect(crdt_wait_until(crdt_key_exists_is, &ga, 5000), "nothing is held");
     crd_interrupt_free(intr);
     crd_lock_free(l);
     crd_client_free(c);

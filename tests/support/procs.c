@@ -46,16 +46,22 @@ char *crdt_file_text(const char *path)
     return s;
 }
 
-void crdt_proc_start(crdt_proc *p, const char *const *argv)
+void crdt_proc_start_in(crdt_proc *p, const char *const *argv, char *const *envp,
+                        const char *dir)
 {
     static int seq;
-    char dir[200];
-    snprintf(dir, sizeof dir, "%s/crdt-procs.%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
-             (int)getpid());
-    mkdir(dir, 0700);
+    char own[200];
+    if (dir == NULL) {
+        snprintf(own, sizeof own, "%s/crdt-procs.%d",
+                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+        mkdir(own, 0700);
+        dir = own;
+    }
     seq++;
-    snprintf(p->out, sizeof p->out, "%s/out.%d", dir, seq);
-    snprintf(p->err, sizeof p->err, "%s/err.%d", dir, seq);
+    int no = snprintf(p->out, sizeof p->out, "%s/out.%d", dir, seq);
+    int ne = snprintf(p->err, sizeof p->err, "%s/err.%d", dir, seq);
+    cr_assert(no > 0 && (size_t)no < sizeof p->out && ne > 0 && (size_t)ne < sizeof p->err,
+              "output path too long in %s", dir);
     int ofd = open(p->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     int efd = open(p->err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     int nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -69,12 +75,25 @@ void crdt_proc_start(crdt_proc *p, const char *const *argv)
         dup2(nfd, 0);
         dup2(ofd, 1);
         dup2(efd, 2);
-        execve(argv[0], (char *const *)argv, environ);
+        /* A test run may block or ignore signals; the child must see them as a shell's
+         * child does (test_cli_r47 ends waiting CLIs with real signals). */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        execve(argv[0], (char *const *)argv, envp != NULL ? envp : environ);
         _exit(99);
     }
     close(ofd);
     close(efd);
     close(nfd);
+}
+
+void crdt_proc_start(crdt_proc *p, const char *const *argv)
+{
+    crdt_proc_start_in(p, argv, NULL, NULL);
 }
 
 void crdt_cli_start(crdt_proc *p, const char *const *args)
@@ -96,23 +115,17 @@ void crdt_cli_start(crdt_proc *p, const char *const *args)
 
 int crdt_proc_finish(crdt_proc *p, int64_t timeout_ms, char **out, char **err)
 {
-    int64_t deadline = crdt_now_ms() + timeout_ms;
-    int status = 0;
-    pid_t r;
-    while ((r = waitpid(p->pid, &status, WNOHANG)) == 0 && crdt_now_ms() < deadline)
-        crdt_sleep_ms(5);
-    if (r == 0) {
-        kill(p->pid, SIGKILL);
-        waitpid(p->pid, &status, 0);
-        char *e = crdt_file_text(p->err);
-        cr_assert_fail("process %d did not end within %lld ms; stderr: %s", (int)p->pid,
-                       (long long)timeout_ms, e);
+    int rc = crdt_wait_child(p->pid, timeout_ms);
+    if (rc == -1) {
+        char *o = crdt_file_text(p->out), *e = crdt_file_text(p->err);
+        cr_assert_fail("process %d did not exit within %lld ms; stdout: %s; stderr: %s",
+                       (int)p->pid, (long long)timeout_ms, o, e);
     }
     if (out != NULL)
         *out = crdt_file_text(p->out);
     if (err != NULL)
         *err = crdt_file_text(p->err);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return rc;
 }
 
 void crdt_proc_kill(crdt_proc *p, int sig)

@@ -1,6 +1,6 @@
 /*
- * procs.h -- child processes, free ports and plain HTTP for the introspection suites
- * (test_inspect.c, test_exporter.c): the credisson CLI or any program started with its
+ * procs.h -- child processes, free ports and plain HTTP for the introspection and CLI
+ * suites (test_inspect.c, test_exporter.c, test_cli.c, test_cli_r47.c): the credisson CLI or any program started with its
  * output in files, waited for with a deadline; a free loopback port; one HTTP GET.
  *
  * Every helper asserts with Criterion (call it from a test). Children get
@@ -21,10 +21,15 @@ typedef struct crdt_proc {
 
 /* Starts argv[0] (a path) with argv (NULL-terminated), stdin from /dev/null. */
 void crdt_proc_start(crdt_proc *p, const char *const *argv);
+/* The same with envp as its environment (NULL: this process's) and its output files in
+ * dir (NULL: a directory of this process's under $TMPDIR). The child starts with no
+ * signal blocked and SIGINT, SIGTERM, SIGHUP at their defaults, as a shell's child. */
+void crdt_proc_start_in(crdt_proc *p, const char *const *argv, char *const *envp,
+                        const char *dir);
 /* The same for the credisson CLI (CRD_CLI_PATH): args without argv[0]. */
 void crdt_cli_start(crdt_proc *p, const char *const *args);
-/* Waits up to timeout_ms for it to exit (SIGKILL and an assertion after that); returns
- * its exit status (128+N for a signal). *out / *err (may be NULL) get its output,
+/* Waits up to timeout_ms for it to exit (SIGKILL and an assertion showing its output
+ * after that); returns its exit status (128+N for a signal). *out / *err (may be NULL) get its output,
  * malloc'd. */
 int crdt_proc_finish(crdt_proc *p, int64_t timeout_ms, char **out, char **err);
 /* Sends sig and reaps it (no assertion on how it ended). */
