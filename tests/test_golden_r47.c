@@ -114,38 +114,24 @@ static const struct {
 };
 #define NLABELS (sizeof label_map / sizeof label_map[0])
 
-static char file_sha[NLABELS][41];
-static char *file_text[NLABELS];
-static size_t file_len[NLABELS];
+static crdt_golden_script files[NLABELS];
 
 static void load_files(redisContext *r)
 {
-    if (file_sha[0][0] != '\0')
+    if (files[0].text != NULL)
         return;
-    for (size_t i = 0; i < NLABELS; i++) {
-        char path[600];
-        snprintf(path, sizeof path, "%s/%s.lua", CRD_LUA_DIR, label_map[i].file);
-        file_text[i] = crdt_slurp(path, &file_len[i]);
-        cr_assert_not_null(file_text[i], "%s", path);
-        redisReply *rep = redisCommand(r, "EVAL %s 0 %b", "return redis.sha1hex(ARGV[1])",
-                                       file_text[i], file_len[i]);
-        cr_assert(rep != NULL && rep->type == REDIS_REPLY_STRING && rep->len == 40);
-        memcpy(file_sha[i], rep->str, 41);
-        freeReplyObject(rep);
-    }
+    for (size_t i = 0; i < NLABELS; i++)
+        crdt_golden_script_read(r, label_map[i].file, false, &files[i]);
 }
 
 /* Our file of a traced script call, or NULL. */
 static const char *file_of(const crdt_trace_entry *e)
 {
-    if (e->argc < 3)
-        return NULL;
-    bool sha = strcasecmp(e->argv[0], "EVALSHA") == 0;
-    if (!sha && strcasecmp(e->argv[0], "EVAL") != 0)
+    if (e->argc < 3 ||
+        (strcasecmp(e->argv[0], "EVALSHA") != 0 && strcasecmp(e->argv[0], "EVAL") != 0))
         return NULL;
     for (size_t i = 0; i < NLABELS; i++)
-        if (sha ? strcmp(e->argv[1], file_sha[i]) == 0
-                : e->argvlen[1] == file_len[i] && memcmp(e->argv[1], file_text[i], file_len[i]) == 0)
+        if (crdt_golden_script_runs(&files[i], e->argc, e->argv, e->argvlen))
             return label_map[i].file;
     return "?";
 }

@@ -339,27 +339,35 @@ Test(r47, a_spin_wait_ends_by_its_deadline_and_reentry_counts_up)
     crdt_fixture_close(&f);
 }
 
+/* a's lock held is taken; b's lock waiting, which conflicts with it, is asked for on b's
+ * event loop (5 s wait): it does not get it within 200 ms, and gets it once held is
+ * released. Frees both locks and both clients. */
+static void loop_wait_takes_it_after_the_release(crd_client *a, crd_lock *held, crd_client *b,
+                                                 crd_lock *waiting)
+{
+    cr_assert_eq(crd_lock_acquire(held, 0, 10000), CRD_OK);
+    crdt_op_rec rec = {0};
+    uint64_t owner = crd_owner_new();
+    cr_assert_eq(crd_lock_acquire_async(waiting, owner, 5000, 10000, crdt_op_rec_done, &rec, NULL),
+                 CRD_OK);
+    crdt_loop_until(b, &rec.done, 1, 200);
+    cr_expect_eq(rec.done, 0, "the waiter got the lock while it was held");
+    cr_assert_eq(crd_lock_release(held), CRD_OK);
+    crdt_loop_until(b, &rec.done, 1, 5000);
+    cr_assert_eq(rec.done, 1, "the waiter did not get the lock within 5 s of the release");
+    cr_expect_eq(rec.last, CRD_OK, "%s", crd_strerror(rec.last));
+    cr_assert_eq(crd_lock_release_owner(waiting, owner), CRD_OK);
+    crd_lock_free(held);
+    crd_lock_free(waiting);
+    crd_client_free(a);
+    crd_client_free(b);
+}
+
 Test(r47, a_spin_wait_on_the_event_loop_takes_the_lock_after_a_silent_release)
 {
     crd_client *a = crdt_client(), *b = crdt_client();
     const char *name = crdt_key("spinloop");
-    crd_lock *la = spin(a, name), *lb = spin(b, name);
-    cr_assert_eq(crd_lock_acquire(la, 0, 10000), CRD_OK);
-    crdt_op_rec rec = {0};
-    uint64_t owner = crd_owner_new();
-    cr_assert_eq(crd_lock_acquire_async(lb, owner, 5000, 10000, crdt_op_rec_done, &rec, NULL),
-                 CRD_OK);
-    crdt_loop_until(b, &rec.done, 1, 200);
-    cr_expect_eq(rec.done, 0);
-    cr_assert_eq(crd_lock_release(la), CRD_OK);
-    crdt_loop_until(b, &rec.done, 1, 5000);
-    cr_assert_eq(rec.done, 1);
-    cr_expect_eq(rec.last, CRD_OK);
-    cr_assert_eq(crd_lock_release_owner(lb, owner), CRD_OK);
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
+    loop_wait_takes_it_after_the_release(a, spin(a, name), b, spin(b, name));
 }
 
 /* ---- grouped multi-lock ------------------------------------------------------------------ */
@@ -485,23 +493,7 @@ Test(r47, a_group_acquire_on_the_event_loop_waits_and_takes_every_value)
 {
     crd_client *a = crdt_client(), *b = crdt_client();
     const char *g = crdt_key("grploop");
-    crd_lock *abc = group(a, g, ABC, 3), *cd = group(b, g, CD, 2);
-    cr_assert_eq(crd_lock_acquire(abc, 0, 10000), CRD_OK);
-    crdt_op_rec rec = {0};
-    uint64_t owner = crd_owner_new();
-    cr_assert_eq(crd_lock_acquire_async(cd, owner, 5000, 10000, crdt_op_rec_done, &rec, NULL),
-                 CRD_OK);
-    crdt_loop_until(b, &rec.done, 1, 200);
-    cr_expect_eq(rec.done, 0);
-    cr_assert_eq(crd_lock_release(abc), CRD_OK);
-    crdt_loop_until(b, &rec.done, 1, 5000);
-    cr_assert_eq(rec.done, 1);
-    cr_expect_eq(rec.last, CRD_OK);
-    cr_assert_eq(crd_lock_release_owner(cd, owner), CRD_OK);
-    crd_lock_free(abc);
-    crd_lock_free(cd);
-    crd_client_free(a);
-    crd_client_free(b);
+    loop_wait_takes_it_after_the_release(a, group(a, g, ABC, 3), b, group(b, g, CD, 2));
 }
 
 /* Six processes lock overlapping sets of ten values (process i: values i, i+1, i+3 mod
