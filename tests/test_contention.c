@@ -225,26 +225,6 @@ Test(contention, event_loop_acquires_of_one_lock_are_served_in_arrival_order, .t
 
 /* ---- bounded barging across clients ---------------------------------------------------- */
 
-typedef struct stamped {
-    crd_lock *lock;
-    int64_t acquired_ms, released_ms;
-    crd_status st;
-    pthread_t th;
-} stamped;
-
-static void *stamped_body(void *arg)
-{
-    stamped *s = arg;
-    s->st = crd_lock_acquire(s->lock, 20000, 30000);
-    s->acquired_ms = crdt_now_ms();
-    if (s->st == CRD_OK) {
-        crdt_sleep_ms(50); /* a critical section: time passing is the point */
-        s->released_ms = crdt_now_ms();
-        s->st = crd_lock_release(s->lock);
-    }
-    return NULL;
-}
-
 Test(contention, a_release_that_woke_a_waiter_elsewhere_lets_that_waiter_in_first, .timeout = 60)
 {
     crd_options oa;
@@ -267,16 +247,18 @@ Test(contention, a_release_that_woke_a_waiter_elsewhere_lets_that_waiter_in_firs
 
     /* B waits; A releases and asks again at once: B's turn comes first. */
     cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
-    stamped b = {.lock = f.lb};
-    cr_assert_eq(pthread_create(&b.th, NULL, stamped_body, &b), 0);
+    /* B holds 50 ms once it is in: a critical section that A must wait out. */
+    crdt_waiter b = {.lock = f.lb, .wait_ms = 20000, .lease_ms = 30000, .hold_ms = 50};
+    crdt_waiter_start(&b);
     cr_assert(crdt_await_subscribed(f.r, f.channel, 5000), "B never subscribed");
     cr_assert_eq(crd_lock_release(f.la), CRD_OK);
     cr_assert_eq(crd_lock_acquire(f.la, 20000, CRD_LEASE_WATCHDOG), CRD_OK);
     int64_t a_acquired = crdt_now_ms();
-    cr_assert_eq(pthread_join(b.th, NULL), 0);
-    cr_assert_eq(b.st, CRD_OK, "%s", crd_strerror(b.st));
-    cr_assert_leq(b.acquired_ms, a_acquired, "A took the lock back before the woken B");
-    cr_assert_geq(a_acquired, b.released_ms, "A and B overlapped");
+    crdt_waiter_join(&b, 30000, "B");
+    cr_assert_eq(b.acquire_st, CRD_OK, "B's acquire: %s", crd_strerror(b.acquire_st));
+    cr_assert_eq(b.release_st, CRD_OK, "B's release: %s", crd_strerror(b.release_st));
+    cr_assert_leq(b.t_acq_ms, a_acquired, "A took the lock back before the woken B");
+    cr_assert_geq(a_acquired, b.t_rel_ns / 1000000, "A and B overlapped");
     crd_client_metrics(f.a, &m, sizeof m);
     cr_assert_eq(m.deferred, 1, "A's attempt right after its release was deferred once");
     cr_assert_eq(crd_lock_release(f.la), CRD_OK);
@@ -301,15 +283,10 @@ static bool last_script_reply(crdt_tracelog *t, char *out, size_t n)
     return found;
 }
 
-struct numsub_zero {
-    redisContext *r;
-    const char *channel;
-};
-
 static bool numsub_zero(void *arg)
 {
-    struct numsub_zero *z = arg;
-    return crdt_numsub(z->r, z->channel) == 0;
+    const crdt_probe *p = arg;
+    return crdt_numsub(p->r, p->name) == 0;
 }
 
 /* Issue #48: after a hand-off the waiter's subscription was kept 2 ms without a waiter
@@ -350,7 +327,7 @@ Test(contention, a_hand_off_s_subscription_ends_with_its_holder_s_release, .time
         counted += strcmp(reply, "(integer) 1") != 0;
         /* The next round starts with B's subscription gone (deadline: the linger's
          * own end is 2 ms; this is not what the test measures). */
-        struct numsub_zero z = {f.r, f.channel};
+        crdt_probe z = {.r = f.r, .name = f.channel};
         cr_assert(crdt_wait_until(numsub_zero, &z, 5000), "B's subscription stayed");
     }
     cr_assert_leq(counted, ROUNDS / 4, "%d of %d unlocks with nobody waiting reached a "

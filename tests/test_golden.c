@@ -202,47 +202,27 @@ static const struct {
 };
 #define NSCRIPTS (sizeof script_files / sizeof script_files[0])
 
-static char script_sha[NSCRIPTS][41];
-static char *script_text[NSCRIPTS];
+static crdt_golden_script our_scripts[NSCRIPTS];
 
+/* Our scripts, as the library sends them; their SHA1 by redis.sha1hex, which loads nothing
+ * into the script cache. */
 static void load_script_labels(redisContext *r)
 {
-    if (script_sha[0][0] != '\0')
+    if (our_scripts[0].text != NULL)
         return;
-    /* The expanded scripts (includes resolved), as the library sends them. */
-    for (size_t i = 0; i < NSCRIPTS; i++) {
-        char path[1200];
-        snprintf(path, sizeof path, "%s/%s.lua", CRD_LUA_DIR, script_files[i].file);
-        FILE *f = fopen(path, "rb");
-        cr_assert_not_null(f, "cannot open %s", path);
-        fseek(f, 0, SEEK_END);
-        long n = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        script_text[i] = malloc((size_t)n + 1);
-        cr_assert_eq(fread(script_text[i], 1, (size_t)n, f), (size_t)n);
-        script_text[i][n] = '\0';
-        fclose(f);
-        /* redis.sha1hex does not load anything into the script cache */
-        redisReply *rep = redisCommand(r, "EVAL %s 0 %b", "return redis.sha1hex(ARGV[1])",
-                                       script_text[i], (size_t)n);
-        cr_assert(rep != NULL && rep->type == REDIS_REPLY_STRING && rep->len == 40);
-        memcpy(script_sha[i], rep->str, 40);
-        script_sha[i][40] = '\0';
-        freeReplyObject(rep);
-    }
+    for (size_t i = 0; i < NSCRIPTS; i++)
+        crdt_golden_script_read(r, script_files[i].file, false, &our_scripts[i]);
 }
 
 /* The golden label of one of our script calls (argv of EVALSHA/EVAL), or NULL. */
-static const char *label_of(int argc, char *const *argv)
+static const char *label_of(int argc, char *const *argv, const size_t *argvlen)
 {
     if (argc < 3)
         return NULL;
     const char *lab = NULL;
-    for (size_t i = 0; i < NSCRIPTS && lab == NULL; i++) {
-        if (strcasecmp(argv[0], "EVALSHA") == 0 ? strcasecmp(argv[1], script_sha[i]) == 0
-                                                : strcmp(argv[1], script_text[i]) == 0)
+    for (size_t i = 0; i < NSCRIPTS && lab == NULL; i++)
+        if (crdt_golden_script_runs(&our_scripts[i], argc, argv, argvlen))
             lab = script_files[i].label;
-    }
     if (lab != NULL && strcmp(lab, "rw.force_unlock") == 0)
         lab = strcmp(argv[argc - 1], "write") == 0 ? "write.force_unlock" : "read.force_unlock";
     return lab;
@@ -576,7 +556,7 @@ static void drain_feeds(scenario *s, invocations *calls, effects *client_cmds,
                 cur = &calls->v[calls->n++];
                 memset(cur, 0, sizeof *cur);
                 effect_copy(&cur->call, m.argc, m.argv, m.argvlen);
-                cur->label = label_of(m.argc, m.argv);
+                cur->label = label_of(m.argc, m.argv, m.argvlen);
             } else if (ours && client_cmds != NULL) {
                 effects_push(client_cmds, m.argc, m.argv, m.argvlen);
             }
@@ -1279,7 +1259,7 @@ static bool ready_pred_fn(void *arg)
             if (strcasecmp(e.argv[0], "SUBSCRIBE") == 0)
                 subs++;
         } else if (is_script_trace(&e) && !is_noscript_trace(&e) &&
-                   !is_renewal_label(label_of(e.argc, e.argv)) &&
+                   !is_renewal_label(label_of(e.argc, e.argv, e.argvlen)) &&
                    entry_of_actor(p->s, p->a, &e)) {
             scripts++;
         }
@@ -1515,7 +1495,7 @@ static bool args_match(scenario *s, json_t *g, int argc, char *const *argv,
                        int *nnows)
 {
     const char *glabel = jstr(g, "script");
-    const char *olabel = label_of(argc, argv);
+    const char *olabel = label_of(argc, argv, lens);
     if (nnows != NULL)
         *nnows = 0;
     if (olabel == NULL || strcmp(olabel, glabel) != 0) {
@@ -1722,7 +1702,7 @@ static void check_client_traffic(scenario *s, json_t *step, int stepno)
             }
             cr_assert(is_script_trace(&e), "%s: %s sent %s, which the recording does not have",
                       s->where, a->label, e.argv[0]);
-            if (is_noscript_trace(&e) && is_renewal_label(label_of(e.argc, e.argv))) {
+            if (is_noscript_trace(&e) && is_renewal_label(label_of(e.argc, e.argv, e.argvlen))) {
                 renew_noscript = true;
                 crdt_trace_entry_free(&e);
                 continue;
@@ -1750,7 +1730,7 @@ static void check_client_traffic(scenario *s, json_t *step, int stepno)
                                  s->where);
                 prev_noscript = false;
             }
-            const char *olabel = label_of(e.argc, e.argv);
+            const char *olabel = label_of(e.argc, e.argv, e.argvlen);
             if (is_renewal_label(olabel)) {
                 /* the watchdog, on credisson's schedule */
                 json_t *t = renewal_template(s, olabel, a->cl->label);
@@ -2409,7 +2389,7 @@ static void replay_finish(scenario *s)
                       "%s: %s sent SCRIPT (LOAD): the NOSCRIPT fallback is one EVAL", s->file,
                       g->label);
             renew_noscript = !e.subscriber && is_script_trace(&e) && is_noscript_trace(&e) &&
-                             is_renewal_label(label_of(e.argc, e.argv));
+                             is_renewal_label(label_of(e.argc, e.argv, e.argvlen));
             crdt_trace_entry_free(&e);
         }
         if (g->remote)
@@ -2630,7 +2610,7 @@ Test(golden, m2_rw_read_watchdog_keeps_both_holds_alive_where_redisson_breaks)
     for (size_t i = from; i < n; i++) {
         crdt_trace_entry e;
         cl_get(a->cl, i, &e);
-        const char *label = e.subscriber ? NULL : label_of(e.argc, e.argv);
+        const char *label = e.subscriber ? NULL : label_of(e.argc, e.argv, e.argvlen);
         if (label != NULL && strcmp(label, "read.renew") == 0 && !is_noscript_trace(&e)) {
             cr_assert_str_eq(e.reply, "[(integer) 1]", "%s: read.renew replied %s", s.where,
                              e.reply);
@@ -2673,7 +2653,7 @@ Test(golden, m2_rw_read_watchdog_keeps_both_holds_alive_where_redisson_breaks)
     for (size_t i = mark; i < n; i++) {
         crdt_trace_entry e;
         cl_get(a->cl, i, &e);
-        const char *label = e.subscriber ? NULL : label_of(e.argc, e.argv);
+        const char *label = e.subscriber ? NULL : label_of(e.argc, e.argv, e.argvlen);
         cr_assert(label == NULL || !is_renewal_label(label), "%s: %s after the release",
                   s.where, label);
         crdt_trace_entry_free(&e);

@@ -114,38 +114,24 @@ static const struct {
 };
 #define NLABELS (sizeof label_map / sizeof label_map[0])
 
-static char file_sha[NLABELS][41];
-static char *file_text[NLABELS];
-static size_t file_len[NLABELS];
+static crdt_golden_script files[NLABELS];
 
 static void load_files(redisContext *r)
 {
-    if (file_sha[0][0] != '\0')
+    if (files[0].text != NULL)
         return;
-    for (size_t i = 0; i < NLABELS; i++) {
-        char path[600];
-        snprintf(path, sizeof path, "%s/%s.lua", CRD_LUA_DIR, label_map[i].file);
-        file_text[i] = crdt_slurp(path, &file_len[i]);
-        cr_assert_not_null(file_text[i], "%s", path);
-        redisReply *rep = redisCommand(r, "EVAL %s 0 %b", "return redis.sha1hex(ARGV[1])",
-                                       file_text[i], file_len[i]);
-        cr_assert(rep != NULL && rep->type == REDIS_REPLY_STRING && rep->len == 40);
-        memcpy(file_sha[i], rep->str, 41);
-        freeReplyObject(rep);
-    }
+    for (size_t i = 0; i < NLABELS; i++)
+        crdt_golden_script_read(r, label_map[i].file, false, &files[i]);
 }
 
 /* Our file of a traced script call, or NULL. */
 static const char *file_of(const crdt_trace_entry *e)
 {
-    if (e->argc < 3)
-        return NULL;
-    bool sha = strcasecmp(e->argv[0], "EVALSHA") == 0;
-    if (!sha && strcasecmp(e->argv[0], "EVAL") != 0)
+    if (e->argc < 3 ||
+        (strcasecmp(e->argv[0], "EVALSHA") != 0 && strcasecmp(e->argv[0], "EVAL") != 0))
         return NULL;
     for (size_t i = 0; i < NLABELS; i++)
-        if (sha ? strcmp(e->argv[1], file_sha[i]) == 0
-                : e->argvlen[1] == file_len[i] && memcmp(e->argv[1], file_text[i], file_len[i]) == 0)
+        if (crdt_golden_script_runs(&files[i], e->argc, e->argv, e->argvlen))
             return label_map[i].file;
     return "?";
 }
@@ -1501,56 +1487,33 @@ static void replay(const char *file)
 
 /* ---- one test per recording ------------------------------------------------------------------- */
 
+/* Test <name>_matches replays tests/golden/r47_<name>.json within timeout_s seconds. */
+#define REPLAY(name, timeout_s)                                                                    \
+    Test(golden_r47, name##_matches, .timeout = timeout_s)                                         \
+    {                                                                                              \
+        replay("r47_" #name);                                                                      \
+    }
+
 Test(golden_r47, rlock_basic_under_4_7_matches, .timeout = 60) { replay("r47_rlock_basic"); }
-Test(golden_r47, nrlock_a_reentry_rejected_matches, .timeout = 60)
-{
-    replay("r47_nrlock_a_reentry_rejected");
-}
-Test(golden_r47, nrlock_b_handoff_lease_force_matches, .timeout = 60)
-{
-    replay("r47_nrlock_b_handoff_lease_force");
-}
-Test(golden_r47, nrfair_a_reentry_rejected_matches, .timeout = 60)
-{
-    replay("r47_nrfair_a_reentry_rejected");
-}
-Test(golden_r47, nrfair_b_queue_handoff_matches, .timeout = 60)
-{
-    replay("r47_nrfair_b_queue_handoff");
-}
-Test(golden_r47, nrfair_c_lease_timeout_force_matches, .timeout = 60)
-{
-    replay("r47_nrfair_c_lease_timeout_force");
-}
-Test(golden_r47, fml_a_lock_unlock_matches, .timeout = 60) { replay("r47_fml_a_lock_unlock"); }
-Test(golden_r47, fml_b_contention_matches, .timeout = 60) { replay("r47_fml_b_contention"); }
-Test(golden_r47, fml_c_watchdog_matches, .timeout = 60) { replay("r47_fml_c_watchdog"); }
-Test(golden_r47, fml_d_lease_expiry_matches, .timeout = 60) { replay("r47_fml_d_lease_expiry"); }
-Test(golden_r47, fml_e_field_names_matches, .timeout = 60) { replay("r47_fml_e_field_names"); }
-Test(golden_r47, spinlock_matches, .timeout = 60) { replay("r47_spinlock"); }
-Test(golden_r47, sem_release_if_exists_matches, .timeout = 60)
-{
-    replay("r47_sem_release_if_exists");
-}
-Test(golden_r47, rl_a_overall_matches, .timeout = 60) { replay("r47_rl_a_overall"); }
-Test(golden_r47, rl_b_acquire_waits_matches, .timeout = 60) { replay("r47_rl_b_acquire_waits"); }
-Test(golden_r47, rl_c_release_update_matches, .timeout = 60) { replay("r47_rl_c_release_update"); }
-Test(golden_r47, rl_d_per_client_matches, .timeout = 60) { replay("r47_rl_d_per_client"); }
-Test(golden_r47, rl_e_keepalive_expire_matches, .timeout = 60)
-{
-    replay("r47_rl_e_keepalive_expire");
-}
-Test(golden_r47, rw_read_watchdog_single_hold_matches, .timeout = 60)
-{
-    replay("r47_rw_read_watchdog_single_hold");
-}
-Test(golden_r47, rw_read_watchdog_two_holds_matches, .timeout = 60)
-{
-    replay("r47_rw_read_watchdog_two_holds");
-}
-Test(golden_r47, rw_read_watchdog_two_threads_matches, .timeout = 60)
-{
-    replay("r47_rw_read_watchdog_two_threads");
-}
-Test(golden_r47, cluster_fml_matches, .timeout = 90) { replay("r47_cluster_fml"); }
-Test(golden_r47, cluster_rl_matches, .timeout = 90) { replay("r47_cluster_rl"); }
+REPLAY(nrlock_a_reentry_rejected, 60)
+REPLAY(nrlock_b_handoff_lease_force, 60)
+REPLAY(nrfair_a_reentry_rejected, 60)
+REPLAY(nrfair_b_queue_handoff, 60)
+REPLAY(nrfair_c_lease_timeout_force, 60)
+REPLAY(fml_a_lock_unlock, 60)
+REPLAY(fml_b_contention, 60)
+REPLAY(fml_c_watchdog, 60)
+REPLAY(fml_d_lease_expiry, 60)
+REPLAY(fml_e_field_names, 60)
+REPLAY(spinlock, 60)
+REPLAY(sem_release_if_exists, 60)
+REPLAY(rl_a_overall, 60)
+REPLAY(rl_b_acquire_waits, 60)
+REPLAY(rl_c_release_update, 60)
+REPLAY(rl_d_per_client, 60)
+REPLAY(rl_e_keepalive_expire, 60)
+REPLAY(rw_read_watchdog_single_hold, 60)
+REPLAY(rw_read_watchdog_two_holds, 60)
+REPLAY(rw_read_watchdog_two_threads, 60)
+REPLAY(cluster_fml, 90)
+REPLAY(cluster_rl, 90)

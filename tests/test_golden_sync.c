@@ -47,6 +47,7 @@
 #include <time.h>
 
 #include "cluster.h"
+#include "golden.h"
 #include "harness.h"
 
 #ifndef CRD_GOLDEN_DIR
@@ -81,8 +82,7 @@ static const char *const label_map[][2] = {
     {"latch.delete", "latch_delete"},
 };
 #define NLABELS (sizeof label_map / sizeof label_map[0])
-static char label_sha[NLABELS][41];
-static char *label_text[NLABELS];
+static crdt_golden_script scripts[NLABELS];
 
 typedef struct result {
     crd_status st;
@@ -149,33 +149,18 @@ static long long wall_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* SHA1 of each of our scripts, as the server computes it (SCRIPT LOAD). */
+/* Each of our scripts, loaded into the server's cache (SCRIPT LOAD). */
 static void load_labels(redisContext *r)
 {
-    for (size_t i = 0; i < NLABELS; i++) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s.lua", CRD_LUA_DIR, label_map[i][1]);
-        size_t len;
-        label_text[i] = crdt_slurp(path, &len);
-        const char *argv[3] = {"SCRIPT", "LOAD", label_text[i]};
-        size_t lens[3] = {6, 4, len};
-        redisReply *rep = crdt_cmd_argv(r, 3, argv, lens);
-        cr_assert_eq(rep->type, REDIS_REPLY_STRING, "SCRIPT LOAD %s", label_map[i][1]);
-        memcpy(label_sha[i], rep->str, 40);
-        label_sha[i][40] = '\0';
-        freeReplyObject(rep);
-    }
+    for (size_t i = 0; i < NLABELS; i++)
+        crdt_golden_script_read(r, label_map[i][1], true, &scripts[i]);
 }
 
 static const char *label_of(const crdt_trace_entry *e)
 {
-    for (size_t i = 0; i < NLABELS; i++) {
-        if (strcasecmp(e->argv[0], "EVALSHA") == 0 && strcmp(e->argv[1], label_sha[i]) == 0)
+    for (size_t i = 0; i < NLABELS; i++)
+        if (crdt_golden_script_runs(&scripts[i], e->argc, e->argv, e->argvlen))
             return label_map[i][0];
-        if (strcasecmp(e->argv[0], "EVAL") == 0 && e->argvlen[1] == strlen(label_text[i]) &&
-            memcmp(e->argv[1], label_text[i], e->argvlen[1]) == 0)
-            return label_map[i][0];
-    }
     return "?";
 }
 
@@ -924,7 +909,7 @@ static void close_scn(scn *s)
         crdt_server_stop(&s->srv);
     json_decref(s->root);
     for (size_t i = 0; i < NLABELS; i++)
-        free(label_text[i]);
+        free(scripts[i].text);
 }
 
 static async_call *async_of(scn *s, int step)

@@ -377,19 +377,6 @@ Test(lifecycle, freeing_a_client_stops_renewal_and_its_holds_expire_without_a_re
     redisFree(r);
 }
 
-typedef struct owner_job {
-    crd_lock *l;
-    uint64_t owner;
-    crd_status st;
-} owner_job;
-
-static void *acquire_owner(void *arg)
-{
-    owner_job *j = arg;
-    j->st = crd_lock_acquire_owner(j->l, j->owner, 0, CRD_LEASE_WATCHDOG);
-    return NULL;
-}
-
 Test(lifecycle, with_release_on_close_every_hold_is_released_when_the_client_is_freed)
 {
     crd_client *c = client_with(1500, false, true);
@@ -402,11 +389,11 @@ Test(lifecycle, with_release_on_close_every_hold_is_released_when_the_client_is_
     cr_assert_eq(crd_lock_acquire(l[0], 0, CRD_LEASE_WATCHDOG), CRD_OK); /* count 2 */
     cr_assert_eq(crd_lock_acquire(l[1], 0, 60000), CRD_OK);             /* a lease hold */
     /* A hold of an explicit owner, taken on another thread. */
-    owner_job j = {l[2], crd_owner_new(), CRD_OK};
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, acquire_owner, &j), 0);
-    pthread_join(th, NULL);
-    cr_assert_eq(j.st, CRD_OK);
+    crdt_waiter j = {
+        .lock = l[2], .owner = crd_owner_new(), .lease_ms = CRD_LEASE_WATCHDOG, .hold = true};
+    crdt_waiter_start(&j);
+    crdt_waiter_join(&j, 5000, "the explicit owner's hold");
+    cr_assert_eq(j.acquire_st, CRD_OK, "%s", crd_strerror(j.acquire_st));
     /* A foreign hold on one more name must be left alone. */
     crd_client *other = crdt_client();
     const char *foreign = crdt_key("foreign");

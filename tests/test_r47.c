@@ -21,53 +21,16 @@
 #include <string.h>
 
 #include "harness.h"
+#include "waiters.h"
 
 /* ---- helpers -------------------------------------------------------------------------- */
 
-typedef struct waiter {
-    crd_lock *lock;
-    uint64_t owner;
-    int64_t wait_ms, lease_ms;
-    crd_status st;
-    atomic_int done;
-    int64_t done_at;
-    pthread_t th;
-} waiter;
-
-static void *waiter_main(void *arg)
+/* A waiter thread acquiring l as an owner of its own with a 20 s lease, keeping the hold. */
+static void waiter_start(crdt_waiter *w, crd_lock *l, int64_t wait_ms)
 {
-    waiter *w = arg;
-    w->st = crd_lock_acquire_owner(w->lock, w->owner, w->wait_ms, w->lease_ms);
-    w->done_at = crdt_now_ms();
-    atomic_store(&w->done, 1);
-    return NULL;
-}
-
-static void waiter_start(waiter *w, crd_lock *l, uint64_t owner, int64_t wait_ms)
-{
-    memset(w, 0, sizeof *w);
-    w->lock = l;
-    w->owner = owner;
-    w->wait_ms = wait_ms;
-    w->lease_ms = 20000;
-    w->st = CRD_IO;
-    cr_assert_eq(pthread_create(&w->th, NULL, waiter_main, w), 0);
-}
-
-static bool waiter_done(void *arg) { return atomic_load(&((waiter *)arg)->done) != 0; }
-
-static void waiter_join(waiter *w) { pthread_join(w->th, NULL); }
-
-typedef struct llen_arg {
-    redisContext *r;
-    const char *key;
-    long long want;
-} llen_arg;
-
-static bool llen_is(void *arg)
-{
-    llen_arg *a = arg;
-    return crdt_cmd_int(a->r, "LLEN %s", a->key) == a->want;
+    *w = (crdt_waiter){
+        .lock = l, .owner = crd_owner_new(), .wait_ms = wait_ms, .lease_ms = 20000, .hold = true};
+    crdt_waiter_start(w);
 }
 
 static crd_lock *nrlock(crd_client *c, const char *name)
@@ -205,15 +168,15 @@ Test(r47, nonreentrant_and_reentrant_locks_of_one_name_exclude_each_other)
     crd_lock *plain = crdt_lock(f.b, f.key);
     cr_assert_eq(crd_lock_acquire(f.la, 0, 10000), CRD_OK);
     cr_expect_eq(crd_lock_acquire(plain, 0, 10000), CRD_BUSY);
-    waiter w;
-    waiter_start(&w, plain, crd_owner_new(), 10000);
+    crdt_waiter w;
+    waiter_start(&w, plain, 10000);
     crdt_sleep_ms(100); /* it waits on the channel (time passing is the point) */
-    cr_expect_not(waiter_done(&w));
+    cr_expect_not(crdt_waiter_returned(&w));
     int64_t released = crdt_now_ms();
     cr_assert_eq(crd_lock_release(f.la), CRD_OK);
-    waiter_join(&w);
-    cr_assert_eq(w.st, CRD_OK);
-    cr_expect_lt(w.done_at - released, crdt_scaled_ms(200), "woken by the unlock message");
+    crdt_waiter_join(&w, 30000, NULL);
+    cr_assert_eq(w.acquire_st, CRD_OK);
+    cr_expect_lt(w.t_acq_ms - released, crdt_scaled_ms(200), "woken by the unlock message");
     cr_expect_eq(crd_lock_acquire(f.lb, 0, 10000), CRD_BUSY, "and the other way round");
     cr_assert_eq(crd_lock_release_owner(plain, w.owner), CRD_OK);
     crd_lock_free(plain);
@@ -233,19 +196,18 @@ Test(r47, the_nonreentrant_fair_lock_keeps_fifo_with_reentrant_fair_waiters, .ti
     crd_lock *h = nrfair(a, name);
     crd_lock *order[4] = {fair(b, name), nrfair(c, name), fair(a, name), nrfair(b, name)};
     cr_assert_eq(crd_lock_acquire(h, 0, 30000), CRD_OK);
-    waiter w[4];
+    crdt_waiter w[4];
     for (int i = 0; i < 4; i++) {
-        waiter_start(&w[i], order[i], crd_owner_new(), 20000);
-        llen_arg la = {r, queue, i + 1};
-        cr_assert(crdt_wait_until(llen_is, &la, 5000), "waiter %d queued", i);
+        waiter_start(&w[i], order[i], 20000);
+        cr_assert(crdt_await_llen(r, queue, i + 1, i + 1, 5000), "waiter %d queued", i);
     }
     cr_assert_eq(crd_lock_release(h), CRD_OK);
     for (int i = 0; i < 4; i++) {
-        cr_assert(crdt_wait_until(waiter_done, &w[i], 10000), "waiter %d got it", i);
-        waiter_join(&w[i]);
-        cr_assert_eq(w[i].st, CRD_OK, "waiter %d: %s", i, crd_strerror(w[i].st));
+        cr_assert(crdt_waiter_wait(&w[i], CRDT_WAITER_RETURNED, 10000), "waiter %d got it", i);
+        crdt_waiter_join(&w[i], 30000, NULL);
+        cr_assert_eq(w[i].acquire_st, CRD_OK, "waiter %d: %s", i, crd_strerror(w[i].acquire_st));
         for (int j = i + 1; j < 4; j++)
-            cr_expect_not(waiter_done(&w[j]), "waiter %d before %d", j, i);
+            cr_expect_not(crdt_waiter_returned(&w[j]), "waiter %d before %d", j, i);
         cr_assert_eq(crd_lock_release_owner(order[i], w[i].owner), CRD_OK);
     }
     cr_expect_eq(crdt_exists(r, name), 0);
@@ -295,14 +257,14 @@ static int64_t spin_notice(const crd_spin_options *so, int64_t hold_ms, size_t *
     crd_lock *hl = spin(holder, name), *wl = NULL;
     cr_assert_eq(crd_spin_lock_new_n(wc, name, strlen(name), so, &wl), CRD_OK);
     cr_assert_eq(crd_lock_acquire(hl, 0, CRD_LEASE_WATCHDOG), CRD_OK);
-    waiter w;
-    waiter_start(&w, wl, crd_owner_new(), 20000);
+    crdt_waiter w;
+    waiter_start(&w, wl, 20000);
     crdt_sleep_ms(hold_ms); /* the holder works; the waiter backs off meanwhile */
-    cr_expect_not(waiter_done(&w));
+    cr_expect_not(crdt_waiter_returned(&w));
     int64_t released = crdt_now_ms();
     cr_assert_eq(crd_lock_release(hl), CRD_OK);
-    waiter_join(&w);
-    cr_assert_eq(w.st, CRD_OK, "%s", crd_strerror(w.st));
+    crdt_waiter_join(&w, 30000, NULL);
+    cr_assert_eq(w.acquire_st, CRD_OK, "%s", crd_strerror(w.acquire_st));
     crdt_msg msgs[16];
     *messages = crdt_watch_collect(&watch, msgs, 16);
     *subs = crdt_tracelog_count_cmd(tl, 0, "SUBSCRIBE", -1) +
@@ -315,7 +277,7 @@ static int64_t spin_notice(const crd_spin_options *so, int64_t hold_ms, size_t *
     crd_client_free(wc);
     crdt_tracelog_free(tl);
     crdt_watch_close(&watch);
-    return w.done_at - released;
+    return w.t_acq_ms - released;
 }
 
 Test(r47, a_spin_release_is_noticed_within_one_backoff_step_and_publishes_nothing, .timeout = 60)
@@ -377,27 +339,35 @@ Test(r47, a_spin_wait_ends_by_its_deadline_and_reentry_counts_up)
     crdt_fixture_close(&f);
 }
 
+/* a's lock held is taken; b's lock waiting, which conflicts with it, is asked for on b's
+ * event loop (5 s wait): it does not get it within 200 ms, and gets it once held is
+ * released. Frees both locks and both clients. */
+static void loop_wait_takes_it_after_the_release(crd_client *a, crd_lock *held, crd_client *b,
+                                                 crd_lock *waiting)
+{
+    cr_assert_eq(crd_lock_acquire(held, 0, 10000), CRD_OK);
+    crdt_op_rec rec = {0};
+    uint64_t owner = crd_owner_new();
+    cr_assert_eq(crd_lock_acquire_async(waiting, owner, 5000, 10000, crdt_op_rec_done, &rec, NULL),
+                 CRD_OK);
+    crdt_loop_until(b, &rec.done, 1, 200);
+    cr_expect_eq(rec.done, 0, "the waiter got the lock while it was held");
+    cr_assert_eq(crd_lock_release(held), CRD_OK);
+    crdt_loop_until(b, &rec.done, 1, 5000);
+    cr_assert_eq(rec.done, 1, "the waiter did not get the lock within 5 s of the release");
+    cr_expect_eq(rec.last, CRD_OK, "%s", crd_strerror(rec.last));
+    cr_assert_eq(crd_lock_release_owner(waiting, owner), CRD_OK);
+    crd_lock_free(held);
+    crd_lock_free(waiting);
+    crd_client_free(a);
+    crd_client_free(b);
+}
+
 Test(r47, a_spin_wait_on_the_event_loop_takes_the_lock_after_a_silent_release)
 {
     crd_client *a = crdt_client(), *b = crdt_client();
     const char *name = crdt_key("spinloop");
-    crd_lock *la = spin(a, name), *lb = spin(b, name);
-    cr_assert_eq(crd_lock_acquire(la, 0, 10000), CRD_OK);
-    crdt_op_rec rec = {0};
-    uint64_t owner = crd_owner_new();
-    cr_assert_eq(crd_lock_acquire_async(lb, owner, 5000, 10000, crdt_op_rec_done, &rec, NULL),
-                 CRD_OK);
-    crdt_loop_until(b, &rec.done, 1, 200);
-    cr_expect_eq(rec.done, 0);
-    cr_assert_eq(crd_lock_release(la), CRD_OK);
-    crdt_loop_until(b, &rec.done, 1, 5000);
-    cr_assert_eq(rec.done, 1);
-    cr_expect_eq(rec.last, CRD_OK);
-    cr_assert_eq(crd_lock_release_owner(lb, owner), CRD_OK);
-    crd_lock_free(la);
-    crd_lock_free(lb);
-    crd_client_free(a);
-    crd_client_free(b);
+    loop_wait_takes_it_after_the_release(a, spin(a, name), b, spin(b, name));
 }
 
 /* ---- grouped multi-lock ------------------------------------------------------------------ */
@@ -471,20 +441,20 @@ Test(r47, a_group_waiter_is_woken_on_the_groups_channel_and_renewed_in_one_call,
     const char *g = crdt_key("grpw");
     crd_lock *abc = group(a, g, ABC, 3), *cd = group(b, g, CD, 2);
     cr_assert_eq(crd_lock_acquire(abc, 0, CRD_LEASE_WATCHDOG), CRD_OK);
-    waiter w;
-    waiter_start(&w, cd, crd_owner_new(), 20000);
+    crdt_waiter w;
+    waiter_start(&w, cd, 20000);
     size_t from = crdt_tracelog_count(tl);
     crdt_sleep_ms(1500); /* watchdog periods pass: the renewal is what is watched */
     size_t renewals = crdt_tracelog_count_scripts(tl, from);
     cr_expect(renewals >= 3 && renewals <= 6, "%zu renewal calls in 1.5 s (one per 300 ms)",
               renewals);
     cr_expect_gt(crdt_pttl(r, g), 0);
-    cr_expect_not(waiter_done(&w));
+    cr_expect_not(crdt_waiter_returned(&w));
     int64_t released = crdt_now_ms();
     cr_assert_eq(crd_lock_release(abc), CRD_OK);
-    waiter_join(&w);
-    cr_assert_eq(w.st, CRD_OK);
-    cr_expect_lt(w.done_at - released, crdt_scaled_ms(200), "woken by the unlock message");
+    crdt_waiter_join(&w, 30000, NULL);
+    cr_assert_eq(w.acquire_st, CRD_OK);
+    cr_expect_lt(w.t_acq_ms - released, crdt_scaled_ms(200), "woken by the unlock message");
     cr_assert_eq(crd_lock_release_owner(cd, w.owner), CRD_OK);
     cr_expect_eq(crdt_exists(r, g), 0);
     crd_lock_free(abc);
@@ -523,23 +493,7 @@ Test(r47, a_group_acquire_on_the_event_loop_waits_and_takes_every_value)
 {
     crd_client *a = crdt_client(), *b = crdt_client();
     const char *g = crdt_key("grploop");
-    crd_lock *abc = group(a, g, ABC, 3), *cd = group(b, g, CD, 2);
-    cr_assert_eq(crd_lock_acquire(abc, 0, 10000), CRD_OK);
-    crdt_op_rec rec = {0};
-    uint64_t owner = crd_owner_new();
-    cr_assert_eq(crd_lock_acquire_async(cd, owner, 5000, 10000, crdt_op_rec_done, &rec, NULL),
-                 CRD_OK);
-    crdt_loop_until(b, &rec.done, 1, 200);
-    cr_expect_eq(rec.done, 0);
-    cr_assert_eq(crd_lock_release(abc), CRD_OK);
-    crdt_loop_until(b, &rec.done, 1, 5000);
-    cr_assert_eq(rec.done, 1);
-    cr_expect_eq(rec.last, CRD_OK);
-    cr_assert_eq(crd_lock_release_owner(cd, owner), CRD_OK);
-    crd_lock_free(abc);
-    crd_lock_free(cd);
-    crd_client_free(a);
-    crd_client_free(b);
+    loop_wait_takes_it_after_the_release(a, group(a, g, ABC, 3), b, group(b, g, CD, 2));
 }
 
 /* Six processes lock overlapping sets of ten values (process i: values i, i+1, i+3 mod

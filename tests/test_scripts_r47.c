@@ -46,6 +46,7 @@
 #include <strings.h>
 
 #include "crd_scripts.h"
+#include "golden.h"
 #include "harness.h"
 #include "kinds_ext.h"
 
@@ -104,24 +105,17 @@ static int mine_index(const char *label)
 static void load_scripts(redisContext *r)
 {
     for (size_t i = 0; i < NMINE; i++) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s.lua", CRD_LUA_DIR, mine[i].file);
-        size_t len;
-        char *text = crdt_slurp(path, &len);
-        const char *argv[3] = {"SCRIPT", "LOAD", text};
-        size_t lens[3] = {6, 4, len};
-        redisReply *rep = crdt_cmd_argv(r, 3, argv, lens);
-        cr_assert_eq(rep->type, REDIS_REPLY_STRING, "SCRIPT LOAD %s: %s", mine[i].file,
-                     rep->type == REDIS_REPLY_ERROR ? rep->str : "?");
-        snprintf(mine_sha[i], sizeof mine_sha[i], "%s", rep->str);
-        freeReplyObject(rep);
-        free(text);
+        crdt_golden_script g;
+        crdt_golden_script_read(r, mine[i].file, true, &g);
+        memcpy(mine_sha[i], g.sha, sizeof mine_sha[i]);
+        free(g.text);
         const crd__script_src *src = NULL;
         for (int k = 0; k < CRD__SCRIPT_COUNT; k++)
             if (strcmp(crd__scripts[k].name, mine[i].file) == 0)
                 src = &crd__scripts[k];
         cr_assert_not_null(src, "%s is not embedded", mine[i].file);
-        cr_assert_eq(src->len, len, "%s: the embedded text is not the expanded file", mine[i].file);
+        cr_assert_eq(src->len, g.len, "%s: the embedded text is not the expanded file",
+                     mine[i].file);
         cr_assert_str_eq(src->sha1, mine_sha[i], "%s: embedded SHA1 differs from Redis's",
                          mine[i].file);
     }

@@ -295,7 +295,6 @@ static fp_rule *match_rules(crdt_proxy *p, fp_conn *c, const char *data, size_t 
     return hit;
 }
 
-/* Reads from the client side and queues towards the server. */
 /* Whether c's client address is one crdt_proxy_set_blackhole_from cut off. */
 static bool cut_off(const crdt_proxy *p, const fp_conn *c)
 {
@@ -305,20 +304,40 @@ static bool cut_off(const crdt_proxy *p, const fp_conn *c)
     return false;
 }
 
+/* recv on fd, one side of c, into data (FP_READ bytes): the count read, or 0 at the end
+ * of that side (*eof set), with nothing to read, or on an error (c closed). */
+static size_t conn_recv(crdt_proxy *p, fp_conn *c, int fd, bool *eof, char *data)
+{
+    ssize_t n = recv(fd, data, FP_READ, 0);
+    if (n == 0)
+        *eof = true;
+    else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        conn_close(p, c);
+    return n > 0 ? (size_t)n : 0;
+}
+
+/* Queues n bytes towards the other side (dir 0: up, to the server; 1: down), due after
+ * that direction's delay and not before c's hold of it; never due while it stalls. */
+static void queue_towards(crdt_proxy *p, fp_conn *c, int dir, const char *data, size_t n,
+                          int64_t now)
+{
+    int64_t due = now + p->delay_ms[dir] * 1000000;
+    int64_t hold = dir == 0 ? c->hold_up_until_ns : c->hold_down_until_ns;
+    if (due < hold)
+        due = hold;
+    if (p->stall[dir])
+        due = INT64_MAX;
+    q_push(dir == 0 ? &c->up : &c->down, data, n, due);
+}
+
+/* Reads from the client side and queues towards the server. */
 static void read_client(crdt_proxy *p, fp_conn *c, int64_t now)
 {
     char data[FP_READ];
-    ssize_t n = recv(c->cfd, data, sizeof data, 0);
-    if (n == 0) {
-        c->c_eof = true;
+    size_t n = conn_recv(p, c, c->cfd, &c->c_eof, data);
+    if (n == 0)
         return;
-    }
-    if (n < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            conn_close(p, c);
-        return;
-    }
-    fp_rule *r = match_rules(p, c, data, (size_t)n);
+    fp_rule *r = match_rules(p, c, data, n);
     if (r != NULL) {
         switch (r->action) {
         case CRDT_PROXY_CLOSE_BEFORE:
@@ -341,46 +360,29 @@ static void read_client(crdt_proxy *p, fp_conn *c, int64_t now)
         }
     }
     if (p->blackhole[0] || cut_off(p, c)) {
-        p->st.dropped_up += (uint64_t)n;
+        p->st.dropped_up += n;
         return;
     }
-    int64_t due = now + p->delay_ms[0] * 1000000;
-    if (due < c->hold_up_until_ns)
-        due = c->hold_up_until_ns;
-    if (p->stall[0])
-        due = INT64_MAX;
-    q_push(&c->up, data, (size_t)n, due);
+    queue_towards(p, c, 0, data, n, now);
 }
 
 /* Reads from the server side and queues towards the client. */
 static void read_server(crdt_proxy *p, fp_conn *c, int64_t now)
 {
     char data[FP_READ];
-    ssize_t n = recv(c->sfd, data, sizeof data, 0);
-    if (n == 0) {
-        c->s_eof = true;
+    size_t n = conn_recv(p, c, c->sfd, &c->s_eof, data);
+    if (n == 0)
         return;
-    }
-    if (n < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            conn_close(p, c);
-        return;
-    }
     if (c->close_on_reply) {
-        p->st.dropped_down += (uint64_t)n;
+        p->st.dropped_down += n;
         conn_close(p, c);
         return;
     }
     if (c->swallow_down || p->blackhole[1] || cut_off(p, c)) {
-        p->st.dropped_down += (uint64_t)n;
+        p->st.dropped_down += n;
         return;
     }
-    int64_t due = now + p->delay_ms[1] * 1000000;
-    if (due < c->hold_down_until_ns)
-        due = c->hold_down_until_ns;
-    if (p->stall[1])
-        due = INT64_MAX;
-    q_push(&c->down, data, (size_t)n, due);
+    queue_towards(p, c, 1, data, n, now);
 }
 
 /* Flushes due data and forwards half-closes. */
@@ -517,6 +519,18 @@ static void release_stalled(crdt_proxy *p)
 
 /* ---- control --------------------------------------------------------------------------- */
 
+/* Closes a started proxy's listener (unless crdt_proxy_set_refuse closed it) and
+ * wake-up pipe and frees it (its thread is gone). */
+static void proxy_free(crdt_proxy *p)
+{
+    if (p->lfd >= 0)
+        close(p->lfd);
+    close(p->pipe_fd[0]);
+    close(p->pipe_fd[1]);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
 crdt_proxy *crdt_proxy_start(int upstream_port, const char **why)
 {
     crdt_proxy *p = calloc(1, sizeof *p);
@@ -543,11 +557,7 @@ crdt_proxy *crdt_proxy_start(int upstream_port, const char **why)
     if (pthread_create(&p->thread, NULL, proxy_main, p) != 0) {
         if (why != NULL)
             *why = "cannot start the proxy thread";
-        close(p->lfd);
-        close(p->pipe_fd[0]);
-        close(p->pipe_fd[1]);
-        pthread_mutex_destroy(&p->mu);
-        free(p);
+        proxy_free(p);
         return NULL;
     }
     return p;
@@ -562,12 +572,7 @@ void crdt_proxy_stop(crdt_proxy *p)
     pthread_mutex_unlock(&p->mu);
     poke(p);
     pthread_join(p->thread, NULL);
-    if (p->lfd >= 0)
-        close(p->lfd);
-    close(p->pipe_fd[0]);
-    close(p->pipe_fd[1]);
-    pthread_mutex_destroy(&p->mu);
-    free(p);
+    proxy_free(p);
 }
 
 int crdt_proxy_port(const crdt_proxy *p) { return p->port; }

@@ -872,15 +872,10 @@ long long crdt_pubsub_channels_count(redisContext *c, const char *pattern)
     return n;
 }
 
-struct chan_pred {
-    redisContext *c;
-    const char *pattern;
-};
-
 static bool channels_empty_pred(void *arg)
 {
-    struct chan_pred *p = arg;
-    return crdt_pubsub_channels_count(p->c, p->pattern) == 0;
+    const crdt_probe *p = arg;
+    return crdt_pubsub_channels_count(p->r, p->name) == 0;
 }
 
 bool crdt_pubsub_channels_empty(const char *pattern)
@@ -890,9 +885,9 @@ bool crdt_pubsub_channels_empty(const char *pattern)
 
 bool crdt_pubsub_channels_empty_at(int port, const char *pattern)
 {
-    struct chan_pred p = {crdt_redis_port(port), pattern};
+    crdt_probe p = {.r = crdt_redis_port(port), .name = pattern};
     bool ok = crdt_wait_until(channels_empty_pred, &p, 2000);
-    redisFree(p.c);
+    redisFree(p.r);
     return ok;
 }
 
@@ -939,21 +934,15 @@ long long crdt_count_keys(redisContext *r, const char *pattern)
     return n;
 }
 
-struct exists_pred {
-    redisContext *r;
-    const char *key;
-    bool present;
-};
-
 static bool exists_is(void *arg)
 {
-    struct exists_pred *p = arg;
-    return (crdt_exists(p->r, p->key) == 1) == p->present;
+    const crdt_probe *p = arg;
+    return crdt_exists(p->r, p->name) == p->n;
 }
 
 bool crdt_await_exists(redisContext *r, const char *key, bool present, int64_t timeout_ms)
 {
-    struct exists_pred p = {r, key, present};
+    crdt_probe p = {.r = r, .name = key, .n = present};
     return crdt_wait_until(exists_is, &p, timeout_ms);
 }
 

@@ -75,7 +75,9 @@ bool crdt_gate_wait(crdt_gate *g, int at_least, int64_t timeout_ms)
 static void *waiter_main(void *arg)
 {
     crdt_waiter *w = arg;
-    w->owner = crd_owner_current();
+    bool own = w->owner == 0;
+    if (own)
+        w->owner = crd_owner_current();
     if (w->client != NULL)
         crdt_owner_field(w->client, w->owner, w->field, sizeof w->field);
     if (w->trace != NULL)
@@ -83,7 +85,8 @@ static void *waiter_main(void *arg)
     crdt_gate_set(&w->state, CRDT_WAITER_STARTED);
     w->t_start_ns = crdt_now_ns();
     w->t_start_ms = w->t_start_ns / 1000000;
-    w->acquire_st = crd_lock_acquire(w->lock, w->wait_ms, w->lease_ms);
+    w->acquire_st = own ? crd_lock_acquire(w->lock, w->wait_ms, w->lease_ms)
+                        : crd_lock_acquire_owner(w->lock, w->owner, w->wait_ms, w->lease_ms);
     w->t_acq_ns = crdt_now_ns();
     w->t_acq_ms = w->t_acq_ns / 1000000;
     if (w->trace != NULL)
@@ -92,8 +95,10 @@ static void *waiter_main(void *arg)
     if (w->acquire_st == CRD_OK && !w->hold) {
         if (w->release_gate != NULL)
             crdt_gate_wait(w->release_gate, 1, 30000);
+        if (w->hold_ms > 0)
+            crdt_sleep_ms(w->hold_ms);
         w->t_rel_ns = crdt_now_ns();
-        w->release_st = crd_lock_release(w->lock);
+        w->release_st = own ? crd_lock_release(w->lock) : crd_lock_release_owner(w->lock, w->owner);
     }
     crdt_gate_set(&w->state, CRDT_WAITER_DONE);
     return NULL;

@@ -6,9 +6,10 @@
  *     a thread waits until it reaches a level, with a deadline on the monotonic clock
  *     (a condition variable, never a sleep loop).
  *   - crdt_waiter: one thread that acquires a lock (crd_lock_acquire with its wait and
- *     lease), records when it started and returned and what it got, then releases at
- *     once, releases when a gate opens, or keeps the hold. Its progress is a gate the
- *     test waits on (CRDT_WAITER_STARTED, _RETURNED, _DONE).
+ *     lease, or crd_lock_acquire_owner as an owner of the test's), records when it
+ *     started and returned and what it got, then releases at once, after a critical
+ *     section, when a gate opens, or keeps the hold. Its progress is a gate the test
+ *     waits on (CRDT_WAITER_STARTED, _RETURNED, _DONE).
  *   - crdt_threads_run: many short-lived threads, a batch at a time.
  *
  * Threads only: a forked child gets a copy of a gate, not the gate (tests that need
@@ -67,8 +68,11 @@ typedef struct crdt_waiter {
     bool hold;                 /* keep the lock once acquired (no release) */
     crdt_gate *release_gate;   /* unless hold: release when it reaches 1 (deadline 30 s);
                                 * NULL: release at once */
+    int64_t hold_ms;           /* unless hold: then keep it this long before the release
+                                * (a critical section, where time passing is the point) */
+    uint64_t owner;            /* acquire and release as this owner (crd_lock_*_owner);
+                                * 0: the thread's own, crd_owner_current(), set here */
     /* Filled by the thread; read them once the state gate says so. */
-    uint64_t owner;                         /* crd_owner_current() of the thread */
     char field[128];                        /* "<client uuid>:<owner>" */
     crd_status acquire_st, release_st;      /* release_st: CRD_OK untouched unless released */
     int64_t t_start_ns, t_acq_ns, t_rel_ns; /* crdt_now_ns() before acquire, after it

@@ -13,6 +13,7 @@
 
 #include "kinds_ext.h"
 #include "sync.h"
+#include "units.h"
 
 /* ---- field hash ---------------------------------------------------------------------------- */
 
@@ -133,8 +134,7 @@ Test(units, only_the_non_reentrant_acquires_own_error_is_a_reentry_refusal)
 
 #define OWNER "2f3c6a86-6f7d-4c1a-9d53-5d3b1d2b7a10:7"
 
-/* KEYS then ARGV of cmd, "|"-joined; numbers of 10 digits or more (clocks) given as #,
- * other bytes outside printable ASCII as \xNN. */
+/* cmd as crdt_unit_expect's want (units.h). */
 static const char *shape(const crd__cmd *cmd)
 {
     static char out[4096];
@@ -161,7 +161,15 @@ static const char *shape(const crd__cmd *cmd)
     return out;
 }
 
-static crd_lock lock_of(crd__kind kind, const char *name)
+void crdt_unit_expect(crd__cmd *cmd, int script, const char *want)
+{
+    if (script != CRDT_UNIT_ANY)
+        cr_expect_eq(cmd->script, script, "script %d, not %d, for %s", cmd->script, script, want);
+    cr_expect_str_eq(shape(cmd), want);
+    crd__cmd_free(cmd);
+}
+
+crd_lock crdt_unit_lock(crd__kind kind, const char *name)
 {
     crd_lock l;
     cr_assert_eq(crd__lock_init(&l, NULL, kind, name, strlen(name)), CRD_OK);
@@ -172,25 +180,22 @@ Test(units, the_non_reentrant_acquires_send_redissons_keys_and_arguments)
 {
     crd__acq_args a = {OWNER, strlen(OWNER), 30000, false, 10000, false};
     crd__cmd cmd;
-    crd_lock l = lock_of(CRD__RLOCK, "nr1");
+    crd_lock l = crdt_unit_lock(CRD__RLOCK, "nr1");
     crd__nrlock_acquire(&l, &a, &cmd);
-    cr_expect_eq(cmd.script, CRD__SCRIPT_NRLOCK_ACQUIRE);
-    cr_expect_str_eq(shape(&cmd), "nr1|ARGV:30000|" OWNER "|NON_REENTRANT_REACQUIRE");
-    crd__cmd_free(&cmd);
+    crdt_unit_expect(&cmd, CRD__SCRIPT_NRLOCK_ACQUIRE,
+                     "nr1|ARGV:30000|" OWNER "|NON_REENTRANT_REACQUIRE");
     crd__lock_clear(&l);
 
-    l = lock_of(CRD__FAIR, "nf1");
+    l = crdt_unit_lock(CRD__FAIR, "nf1");
     crd__nrfair_acquire(&l, &a, &cmd);
-    cr_expect_eq(cmd.script, CRD__SCRIPT_NRFAIR_ACQUIRE);
-    cr_expect_str_eq(shape(&cmd), "nf1|redisson_lock_queue:{nf1}|redisson_lock_timeout:{nf1}|"
-                                  "ARGV:30000|" OWNER "|10000|#|NON_REENTRANT_REACQUIRE");
-    crd__cmd_free(&cmd);
+    crdt_unit_expect(&cmd, CRD__SCRIPT_NRFAIR_ACQUIRE,
+                     "nf1|redisson_lock_queue:{nf1}|redisson_lock_timeout:{nf1}|"
+                     "ARGV:30000|" OWNER "|10000|#|NON_REENTRANT_REACQUIRE");
     a.nowait = true; /* tryLock(): now before wait */
     crd__nrfair_acquire(&l, &a, &cmd);
-    cr_expect_eq(cmd.script, CRD__SCRIPT_NRFAIR_TRY_ACQUIRE);
-    cr_expect_str_eq(shape(&cmd), "nf1|redisson_lock_queue:{nf1}|redisson_lock_timeout:{nf1}|"
-                                  "ARGV:30000|" OWNER "|#|10000|NON_REENTRANT_REACQUIRE");
-    crd__cmd_free(&cmd);
+    crdt_unit_expect(&cmd, CRD__SCRIPT_NRFAIR_TRY_ACQUIRE,
+                     "nf1|redisson_lock_queue:{nf1}|redisson_lock_timeout:{nf1}|"
+                     "ARGV:30000|" OWNER "|#|10000|NON_REENTRANT_REACQUIRE");
     crd__lock_clear(&l);
 }
 
@@ -199,17 +204,14 @@ Test(units, the_spin_lock_releases_and_force_unlocks_without_a_channel)
     const char *latch = "redisson_unlock_latch:{sp1}:0123456789abcdef0123456789abcdef";
     crd__rel_args a = {OWNER, strlen(OWNER), 30000, latch, strlen(latch), 19208};
     crd__cmd cmd;
-    crd_lock l = lock_of(CRD__RLOCK, "sp1");
+    crd_lock l = crdt_unit_lock(CRD__RLOCK, "sp1");
     crd__spin_release(&l, &a, &cmd);
     cr_expect_eq(cmd.script, CRD__SCRIPT_SPIN_UNLOCK);
     char want[512];
     snprintf(want, sizeof want, "sp1|%s|ARGV:30000|" OWNER "|19208", latch);
-    cr_expect_str_eq(shape(&cmd), want);
-    crd__cmd_free(&cmd);
+    crdt_unit_expect(&cmd, CRDT_UNIT_ANY, want);
     crd__spin_force_unlock(&l, &cmd);
-    cr_expect_eq(cmd.script, CRD__SCRIPT_SPIN_FORCE_UNLOCK);
-    cr_expect_str_eq(shape(&cmd), "sp1");
-    crd__cmd_free(&cmd);
+    crdt_unit_expect(&cmd, CRD__SCRIPT_SPIN_FORCE_UNLOCK, "sp1");
     crd__lock_clear(&l);
 
     cr_expect_eq(crd__spin_release_reply(reply_of(REDIS_REPLY_INTEGER, NULL, 1)),
@@ -260,14 +262,12 @@ Test(units, the_group_scripts_send_redissons_keys_and_arguments)
     crd__acq_args a = {OWNER, strlen(OWNER), 30000, false, 0, false};
     crd__cmd cmd;
     crd__group_acquire(&g, &a, &cmd);
-    cr_expect_eq(cmd.script, CRD__SCRIPT_GROUP_ACQUIRE);
-    cr_expect_str_eq(shape(&cmd), "grp1|ARGV:30000|#|" OWNER "|" FA "|" FB "|" FC);
-    crd__cmd_free(&cmd);
+    crdt_unit_expect(&cmd, CRD__SCRIPT_GROUP_ACQUIRE,
+                     "grp1|ARGV:30000|#|" OWNER "|" FA "|" FB "|" FC);
     a.nowait = true; /* tryLock(): now before the lease */
     crd__group_acquire(&g, &a, &cmd);
-    cr_expect_eq(cmd.script, CRD__SCRIPT_GROUP_TRY_ACQUIRE);
-    cr_expect_str_eq(shape(&cmd), "grp1|ARGV:#|30000|" OWNER "|" FA "|" FB "|" FC);
-    crd__cmd_free(&cmd);
+    crdt_unit_expect(&cmd, CRD__SCRIPT_GROUP_TRY_ACQUIRE,
+                     "grp1|ARGV:#|30000|" OWNER "|" FA "|" FB "|" FC);
 
     const char *latch = "redisson_unlock_latch:{grp1}:0123456789abcdef0123456789abcdef";
     crd__rel_args r = {OWNER, strlen(OWNER), 30000, latch, strlen(latch), 17836};
@@ -278,26 +278,17 @@ Test(units, the_group_scripts_send_redissons_keys_and_arguments)
              "grp1|redisson_lock__channel:{grp1}|%s|ARGV:" OWNER "|0|30000|SPUBLISH|17836|#|" FA
              "|" FB "|" FC,
              latch);
-    cr_expect_str_eq(shape(&cmd), want);
-    crd__cmd_free(&cmd);
+    crdt_unit_expect(&cmd, CRDT_UNIT_ANY, want);
 
     crd__group_force_unlock(&g, "PUBLISH", &cmd);
-    cr_expect_eq(cmd.script, CRD__SCRIPT_GROUP_FORCE_UNLOCK);
-    cr_expect_str_eq(shape(&cmd),
+    crdt_unit_expect(&cmd, CRD__SCRIPT_GROUP_FORCE_UNLOCK,
                      "grp1|redisson_lock__channel:{grp1}|ARGV:0|PUBLISH|" FA "|" FB "|" FC);
-    crd__cmd_free(&cmd);
     crd__group_renew(&g, OWNER, strlen(OWNER), 3000, &cmd);
-    cr_expect_eq(cmd.script, CRD__SCRIPT_GROUP_RENEW);
-    cr_expect_str_eq(shape(&cmd), "grp1|ARGV:3000|#|" OWNER "|" FA "|" FB "|" FC);
-    crd__cmd_free(&cmd);
+    crdt_unit_expect(&cmd, CRD__SCRIPT_GROUP_RENEW, "grp1|ARGV:3000|#|" OWNER "|" FA "|" FB "|" FC);
     crd__group_is_locked(&g, &cmd);
-    cr_expect_eq(cmd.script, CRD__SCRIPT_GROUP_IS_LOCKED);
-    cr_expect_str_eq(shape(&cmd), "grp1|ARGV:#|" FA "|" FB "|" FC);
-    crd__cmd_free(&cmd);
+    crdt_unit_expect(&cmd, CRD__SCRIPT_GROUP_IS_LOCKED, "grp1|ARGV:#|" FA "|" FB "|" FC);
     crd__group_is_held(&g, OWNER, strlen(OWNER), &cmd);
-    cr_expect_eq(cmd.script, CRD__SCRIPT_GROUP_IS_HELD);
-    cr_expect_str_eq(shape(&cmd), "grp1|ARGV:#|" OWNER "|" FA "|" FB "|" FC);
-    crd__cmd_free(&cmd);
+    crdt_unit_expect(&cmd, CRD__SCRIPT_GROUP_IS_HELD, "grp1|ARGV:#|" OWNER "|" FA "|" FB "|" FC);
     crd__group_clear(&g);
 
     /* Hundreds of values: the builder sizes itself, nothing is dropped. */
@@ -355,14 +346,11 @@ Test(units, the_rate_limiter_names_its_five_keys_as_redisson_and_sends_its_argum
     crd__cmd cmd;
     char want[1024];
     crd__rl_try_set_rate(&n, 3, 2000, CRD__RL_OVERALL, 0, &cmd);
-    cr_expect_eq(cmd.script, CRD__SCRIPT_RATELIMITER_TRY_SET_RATE);
-    cr_expect_str_eq(shape(&cmd), "rl1|ARGV:3|2000|0|0");
-    crd__cmd_free(&cmd);
+    crdt_unit_expect(&cmd, CRD__SCRIPT_RATELIMITER_TRY_SET_RATE, "rl1|ARGV:3|2000|0|0");
     crd__rl_set_rate(&n, 10, 10000, CRD__RL_PER_CLIENT, 30000, true, true, &cmd);
     cr_expect_eq(cmd.script, CRD__SCRIPT_RATELIMITER_SET_RATE);
     snprintf(want, sizeof want, "%s|ARGV:10|10000|1|30000|#|1|1", all);
-    cr_expect_str_eq(shape(&cmd), want);
-    crd__cmd_free(&cmd);
+    crdt_unit_expect(&cmd, CRDT_UNIT_ANY, want);
     cr_assert_eq(crd__rl_try_acquire(&n, 2, &cmd), CRD_OK);
     cr_expect_eq(cmd.script, CRD__SCRIPT_RATELIMITER_TRY_ACQUIRE);
     cr_expect_eq(cmd.nkeys, 5);
@@ -376,17 +364,14 @@ Test(units, the_rate_limiter_names_its_five_keys_as_redisson_and_sends_its_argum
     crd__cmd_free(&cmd);
     crd__rl_available(&n, &cmd);
     snprintf(want, sizeof want, "%s|ARGV:#", all);
-    cr_expect_str_eq(shape(&cmd), want);
-    crd__cmd_free(&cmd);
+    crdt_unit_expect(&cmd, CRDT_UNIT_ANY, want);
     crd__rl_release(&n, 2, &cmd);
     snprintf(want, sizeof want, "%s|ARGV:2", all);
-    cr_expect_str_eq(shape(&cmd), want);
-    crd__cmd_free(&cmd);
+    crdt_unit_expect(&cmd, CRDT_UNIT_ANY, want);
     crd__rl_expire(&n, 5000, &cmd);
     cr_expect_eq(cmd.script, CRD__SCRIPT_RATELIMITER_EXPIRE);
     snprintf(want, sizeof want, "%s|ARGV:5000|", all);
-    cr_expect_str_eq(shape(&cmd), want);
-    crd__cmd_free(&cmd);
+    crdt_unit_expect(&cmd, CRDT_UNIT_ANY, want);
     crd__rl_delete(&n, &cmd);
     cr_expect_eq(cmd.script, CRD__PLAIN);
     cr_expect_eq(cmd.nargs, 6);
@@ -437,9 +422,8 @@ Test(units, release_if_exists_sends_the_semaphores_key_channel_and_permits)
     crd__buf channel = {"redisson_sc:{sem1}", strlen("redisson_sc:{sem1}")};
     crd__cmd cmd;
     crd__semaphore_release_if_exists("sem1", 4, &channel, "PUBLISH", 2, &cmd);
-    cr_expect_eq(cmd.script, CRD__SCRIPT_SEMAPHORE_RELEASE_IF_EXISTS);
-    cr_expect_str_eq(shape(&cmd), "sem1|redisson_sc:{sem1}|ARGV:2|PUBLISH");
-    crd__cmd_free(&cmd);
+    crdt_unit_expect(&cmd, CRD__SCRIPT_SEMAPHORE_RELEASE_IF_EXISTS,
+                     "sem1|redisson_sc:{sem1}|ARGV:2|PUBLISH");
 }
 
 /* ---- spin back-off -------------------------------------------------------------------------- */
