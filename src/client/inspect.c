@@ -424,7 +424,7 @@ crd_status crd_state_read(crd_client *c, const char *name, size_t len, unsigned 
     if (out != NULL)
         *out = NULL;
     crd_status st = crd__check_call(c, out, "", name, len, false);
-    if (st != CRD_OK)
+    if (st != CRD_OK || out == NULL) /* for clang's analyzer (checked) */
         return st;
     if (flags & ~CRD__STATE_FLAGS)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "unknown flags 0x%x", flags & ~CRD__STATE_FLAGS);

@@ -736,7 +736,7 @@ crd_status crd_watch_new(crd_client *c, const char *name, size_t len, int64_t in
     if (out != NULL)
         *out = NULL;
     crd_status st = crd__check_call(c, out, "", name, len, false);
-    if (st != CRD_OK)
+    if (st != CRD_OK || out == NULL) /* for clang's analyzer (checked) */
         return st;
     if (interval_ms < 10 || interval_ms > CRD_DURATION_MAX_MS)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "interval_ms must be 10..%lld (got %lld)",

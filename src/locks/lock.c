@@ -22,7 +22,7 @@ static crd_status new_lock(crd_client *c, crd__kind kind, const char *name, size
     crd_status st = crd__check_call(c, out, "lock", name, len, true);
     if (out != NULL)
         *out = NULL;
-    if (st != CRD_OK)
+    if (st != CRD_OK || out == NULL) /* for clang's analyzer (checked) */
         return st;
     crd_lock *l = malloc(sizeof *l);
     if (l == NULL || crd__lock_init(l, c, kind, name, len) != CRD_OK) {
@@ -138,7 +138,7 @@ crd_status crd_spin_lock_new_n(crd_client *c, const char *name, size_t len,
     crd_status st = crd__check_call(c, out, "lock", name, len, true);
     if (st == CRD_OK)
         st = spin_backoff(c, opts, &b);
-    if (st != CRD_OK)
+    if (st != CRD_OK || out == NULL) /* for clang's analyzer (checked) */
         return st;
     st = new_lock(c, CRD__SPIN, name, len, out);
     if (st == CRD_OK)
@@ -158,7 +158,7 @@ crd_status crd_group_lock_new_n(crd_client *c, const char *group, size_t group_l
     crd_status st = crd__check_call(c, out, "lock", group, group_len, true);
     if (out != NULL)
         *out = NULL;
-    if (st != CRD_OK)
+    if (st != CRD_OK || out == NULL) /* for clang's analyzer (checked) */
         return st;
     if (n == 0 || values == NULL || value_lens == NULL)
         return crd__fail(c, CRD_INVALID_ARGUMENT, "grouped lock \"%.*s\": %s", (int)(group_len > 60
@@ -233,7 +233,7 @@ crd_status crd_rwlock_new_n(crd_client *c, const char *name, size_t len, crd_rwl
     crd_status st = crd__check_call(c, out, "lock", name, len, true);
     if (out != NULL)
         *out = NULL;
-    if (st != CRD_OK)
+    if (st != CRD_OK || out == NULL) /* for clang's analyzer (checked) */
         return st;
     crd_rwlock *rw = calloc(1, sizeof *rw);
     if (rw == NULL)
