@@ -6,7 +6,7 @@
  *
  * The layers, lowest first, one folder of src/ each; a layer's files see only the headers
  * of their own and the lower layers (CMake compiles each folder so, docs/ARCHITECTURE.md):
- *   base/base.h            status.c clock.c owner.c url.c slot.c metrics.c interrupt.c
+ *   base/base.h            status.c clock.c owner.c url.c slot.c metrics.c interrupt.c grow.c
  *   transport/transport.h  tls.c conn.c reply.c link.c engine.c engine_pass.c engine_call.c
  *   topology/topology.h    sentinel.c cluster.c route.c cmd.c script.c deploy.c
  *   wait/wait.h            wait.c pubsub.c pubsub_wait.c offload.c loop.c
