@@ -32,10 +32,7 @@ static crd_status script(crd_latch *l, int which, const char *message, int64_t c
     if (count > 0)
         crd__cmd_arg_i64(&cmd, count);
     crd__cmd_arg_str(&cmd, s->publish);
-    crd_status st = crd__sync_run_int(s, &cmd, what, idempotent, out);
-    if (st == CRD_OK)
-        crd__ok(s->client);
-    return st;
+    return crd__sync_run_ok(s, &cmd, what, idempotent, out);
 }
 
 crd_status crd_latch_try_set_count(crd_latch *l, int64_t count, bool *set)

@@ -114,14 +114,10 @@ crd_status crd_permit_semaphore_try_set_permits(crd_permit_semaphore *ps, int64_
 static crd_status amount(crd_permit_semaphore *ps, int script, int64_t n, bool non_negative,
                          const char *what)
 {
-    crd_status st = check(ps);
-    if (st != CRD_OK)
+    crd__sync *s = ps != NULL ? &ps->s : NULL;
+    crd_status st = crd__sync_amount(s, n, non_negative ? 0 : INT64_MIN, what);
+    if (st != CRD_OK || s == NULL /* for clang's analyzer (checked) */)
         return st;
-    crd__sync *s = &ps->s;
-    if ((non_negative && n < 0) || n > INT64_MAX / 2 || n < INT64_MIN / 2)
-        return crd__fail(s->client, CRD_INVALID_ARGUMENT,
-                         "permit semaphore \"%.*s\": %s of %lld permits; nothing was changed",
-                         CRD__SYNC_NAME_FMT(s), what, (long long)n);
     crd__cmd cmd;
     if (script == CRD__SCRIPT_PES_SET_PERMITS)
         keys_ncz(&cmd, script, s, 5);
@@ -129,10 +125,7 @@ static crd_status amount(crd_permit_semaphore *ps, int script, int64_t n, bool n
         keys_nc(&cmd, script, s, 4);
     crd__cmd_arg_i64(&cmd, n);
     crd__cmd_arg_str(&cmd, s->publish);
-    st = crd__sync_run_int(s, &cmd, what, false, NULL);
-    if (st == CRD_OK)
-        crd__ok(s->client);
-    return st;
+    return crd__sync_run_ok(s, &cmd, what, false, NULL);
 }
 
 crd_status crd_permit_semaphore_set_permits(crd_permit_semaphore *ps, int64_t permits)

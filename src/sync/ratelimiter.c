@@ -276,16 +276,6 @@ static crd_status check_config(crd__sync *s, const crd_rate_config *cfg)
     return CRD_OK;
 }
 
-/* A script whose reply is an integer (or nil: 0). */
-static crd_status run_int(crd__sync *s, crd__cmd *cmd, const char *what, bool idempotent,
-                          int64_t *out)
-{
-    crd_status st = crd__sync_run_int(s, cmd, what, idempotent, out);
-    if (st == CRD_OK)
-        crd__ok(s->client);
-    return st;
-}
-
 /* How a configuration is written: only where none is (trySetRate), always (setRate), only
  * where one is (updateRate). */
 typedef enum rate_write { RATE_TRY, RATE_SET, RATE_UPDATE } rate_write;
@@ -312,7 +302,7 @@ static crd_status write_rate(crd_rate_limiter *rl, const crd_rate_config *cfg, r
     int64_t v = 0;
     /* Idempotent: the same configuration written twice is the same configuration (a
      * second keep_state recomputation finds the records the first left). */
-    st = run_int(&rl->s, &cmd, what[how], true, &v);
+    st = crd__sync_run_ok(&rl->s, &cmd, what[how], true, &v);
     if (st == CRD_OK && written != NULL)
         *written = v == 1;
     return st;
@@ -447,7 +437,7 @@ crd_status crd_rate_limiter_release(crd_rate_limiter *rl, int64_t permits)
                          (long long)permits);
     crd__cmd cmd;
     crd__rl_release(&rl->names, permits, &cmd);
-    return run_int(s, &cmd, "rate limiter release", false, NULL);
+    return crd__sync_run_ok(s, &cmd, "rate limiter release", false, NULL);
 }
 
 crd_status crd_rate_limiter_delete(crd_rate_limiter *rl, bool *deleted)
@@ -460,7 +450,7 @@ crd_status crd_rate_limiter_delete(crd_rate_limiter *rl, bool *deleted)
     crd__cmd cmd;
     crd__rl_delete(&rl->names, &cmd);
     int64_t v = 0;
-    st = run_int(&rl->s, &cmd, "rate limiter delete", true, &v);
+    st = crd__sync_run_ok(&rl->s, &cmd, "rate limiter delete", true, &v);
     if (st == CRD_OK && deleted != NULL)
         *deleted = v > 0;
     return st;

@@ -24,16 +24,6 @@ static void keys(crd__cmd *cmd, int script, const crd__sync *s, bool channel)
         crd__cmd_key(cmd, s->channel.p, s->channel.len);
 }
 
-/* A script whose reply is nil or an integer (the writes); *out gets the integer. */
-static crd_status run(crd__sync *s, crd__cmd *cmd, const char *what, bool idempotent,
-                      int64_t *out)
-{
-    crd_status st = crd__sync_run_int(s, cmd, what, idempotent, out);
-    if (st == CRD_OK)
-        crd__ok(s->client);
-    return st;
-}
-
 crd_status crd_semaphore_try_set_permits(crd_semaphore *sem, int64_t permits, int64_t ttl_ms,
                                          bool *set)
 {
@@ -57,7 +47,7 @@ crd_status crd_semaphore_try_set_permits(crd_semaphore *sem, int64_t permits, in
     if (ttl_ms > 0)
         crd__cmd_arg_i64(&cmd, ttl_ms);
     int64_t v = 0;
-    st = run(s, &cmd, "semaphore try-set", true, &v);
+    st = crd__sync_run_ok(s, &cmd, "semaphore try-set", true, &v);
     if (st == CRD_OK && set != NULL)
         *set = v == 1;
     return st;
@@ -155,19 +145,15 @@ crd_status crd_semaphore_acquire_async(crd_semaphore *sem, int64_t permits, int6
 static crd_status change(crd_semaphore *sem, int script, int64_t amount, bool positive,
                          const char *what)
 {
-    crd_status st = crd__sync_check(sem != NULL ? &sem->s : NULL);
-    if (st != CRD_OK)
+    crd__sync *s = sem != NULL ? &sem->s : NULL;
+    crd_status st = crd__sync_amount(s, amount, positive ? 1 : INT64_MIN, what);
+    if (st != CRD_OK || s == NULL /* for clang's analyzer (checked) */)
         return st;
-    crd__sync *s = &sem->s;
-    if ((positive && amount < 1) || amount > INT64_MAX / 2 || amount < INT64_MIN / 2)
-        return crd__fail(s->client, CRD_INVALID_ARGUMENT,
-                         "semaphore \"%.*s\": %s of %lld permits; nothing was changed",
-                         CRD__SYNC_NAME_FMT(s), what, (long long)amount);
     crd__cmd cmd;
     keys(&cmd, script, s, true);
     crd__cmd_arg_i64(&cmd, amount);
     crd__cmd_arg_str(&cmd, s->publish);
-    return run(s, &cmd, what, false, NULL);
+    return crd__sync_run_ok(s, &cmd, what, false, NULL);
 }
 
 crd_status crd_semaphore_release(crd_semaphore *sem, int64_t permits)
@@ -205,7 +191,7 @@ crd_status crd_semaphore_drain(crd_semaphore *sem, int64_t *drained)
         return st;
     crd__cmd cmd;
     keys(&cmd, CRD__SCRIPT_SEMAPHORE_DRAIN, &sem->s, false);
-    return run(&sem->s, &cmd, "semaphore drain", false, drained);
+    return crd__sync_run_ok(&sem->s, &cmd, "semaphore drain", false, drained);
 }
 
 /* ---- RSemaphore.releaseIfExists ------------------------------------------------------------ */
@@ -239,7 +225,7 @@ crd_status crd_semaphore_release_if_exists(crd_semaphore *sem, int64_t permits, 
     crd__cmd cmd;
     crd__semaphore_release_if_exists(s->name, s->name_len, &s->channel, s->publish, permits, &cmd);
     int64_t v = 0;
-    st = run(s, &cmd, "semaphore release_if_exists", false, &v);
+    st = crd__sync_run_ok(s, &cmd, "semaphore release_if_exists", false, &v);
     if (st != CRD_OK)
         return st;
     if (v != 0 && v != 1)

@@ -202,6 +202,25 @@ crd_status crd__sync_run_int(crd__sync *s, crd__cmd *cmd, const char *what, bool
     return st;
 }
 
+crd_status crd__sync_run_ok(crd__sync *s, crd__cmd *cmd, const char *what, bool idempotent,
+                            int64_t *out)
+{
+    crd_status st = crd__sync_run_int(s, cmd, what, idempotent, out);
+    if (st == CRD_OK)
+        crd__ok(s->client);
+    return st;
+}
+
+crd_status crd__sync_amount(crd__sync *s, int64_t n, int64_t min, const char *what)
+{
+    crd_status st = crd__sync_check(s);
+    if (st != CRD_OK || (n >= min && n <= INT64_MAX / 2 && n >= INT64_MIN / 2))
+        return st;
+    return crd__fail(s->client, CRD_INVALID_ARGUMENT,
+                     "%s \"%.*s\": %s of %lld permits; nothing was changed", s->label,
+                     CRD__SYNC_NAME_FMT(s), what, (long long)n);
+}
+
 crd_status crd__sync_get(crd__sync *s, const char *what, int64_t *out)
 {
     crd__cmd cmd;

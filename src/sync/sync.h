@@ -70,6 +70,14 @@ crd_status crd__sync_int(crd__sync *s, const redisReply *r, const char *what, in
 /* crd__sync_call, then crd__sync_int into *out (may be NULL); the reply is freed here. */
 crd_status crd__sync_run_int(crd__sync *s, crd__cmd *cmd, const char *what, bool idempotent,
                              int64_t *out);
+/* crd__sync_run_int, and on success the client's detail cleared (crd__ok): the last step of
+ * a call that ends with this command. */
+crd_status crd__sync_run_ok(crd__sync *s, crd__cmd *cmd, const char *what, bool idempotent,
+                            int64_t *out);
+/* crd__sync_check, then CRD_OK when n is at least min and within +-INT64_MAX / 2 (the
+ * scripts add amounts); otherwise CRD_INVALID_ARGUMENT, "<label> "<name>": <what> of <n>
+ * permits; nothing was changed". */
+crd_status crd__sync_amount(crd__sync *s, int64_t n, int64_t min, const char *what);
 /* GET of the handle's name as an integer (missing: 0), idempotent. */
 crd_status crd__sync_get(crd__sync *s, const char *what, int64_t *out);
 

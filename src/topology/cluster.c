@@ -354,10 +354,9 @@ crd_status crd__cluster_refresh(crd_client *c)
 /* The refresher thread: a refresh whenever one is wanted. */
 static void *refresher_main(void *arg)
 {
-    pthread_setname_np(pthread_self(), "crd-cluster"); /* as top -H, gdb and perf show it */
+    crd__thread_enter("crd-cluster");
     crd_client *c = arg;
     crd__cluster *cl = c->cluster;
-    crd__block_sigpipe();
     pthread_mutex_lock(&cl->mu);
     while (!cl->stop) {
         if (!cl->wanted) {

@@ -807,10 +807,9 @@ static void scan(crd_client *c)
 /* The listener thread: every sentinel's +switch-master, and the periodic scan. */
 static void *listener_main(void *arg)
 {
-    pthread_setname_np(pthread_self(), "crd-sentinel"); /* as top -H, gdb and perf show it */
+    crd__thread_enter("crd-sentinel");
     crd_client *c = arg;
     crd__topology *t = c->topo;
-    crd__block_sigpipe();
     size_t n = t->cfg.naddrs;
     int64_t interval = c->opts.sentinel_scan_interval_ms;
     int64_t next_scan = interval > 0 ? crd__now_ms() + interval : INT64_MAX;

@@ -92,10 +92,9 @@ static void *starter_main(void *arg)
 
 static void *helper_main(void *arg)
 {
-    pthread_setname_np(pthread_self(), "crd-offload"); /* as top -H, gdb and perf show it */
+    crd__thread_enter("crd-offload");
     crd_client *c = arg;
     crd__offload *off = c->off;
-    crd__block_sigpipe();
     pthread_mutex_lock(&off->mu);
     off->starting--;
     for (;;) {

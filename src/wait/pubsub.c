@@ -577,11 +577,10 @@ static void read_link(crd_client *c, sublink *l, bool sentinel)
 
 static void *subscriber_main(void *arg)
 {
-    pthread_setname_np(pthread_self(), "crd-pubsub"); /* as top -H, gdb and perf show it */
-    crd_client *c = arg;
     /* (UN)SUBSCRIBEs go out with send(MSG_NOSIGNAL) or through TLS; SIGPIPE is blocked
      * all the same, so that nothing this thread does can raise it. */
-    crd__block_sigpipe();
+    crd__thread_enter("crd-pubsub");
+    crd_client *c = arg;
     crd__pubsub *ps = c->ps;
     while (!stopping(ps)) {
         /* The slot map, when due for a refresh, is refreshed here, outside ps->mu. */
