@@ -7,6 +7,7 @@
  * The layers, lowest first, one folder of src/ each; a layer's files see only the headers
  * of their own and the lower layers (CMake compiles each folder so, docs/ARCHITECTURE.md):
  *   base/base.h            status.c clock.c owner.c url.c slot.c metrics.c interrupt.c grow.c
+ *                          thread.c
  *   transport/transport.h  tls.c conn.c reply.c link.c engine.c engine_pass.c engine_call.c
  *   topology/topology.h    sentinel.c cluster.c route.c cmd.c script.c deploy.c
  *   wait/wait.h            wait.c pubsub.c pubsub_wait.c offload.c loop.c
@@ -115,6 +116,19 @@ int crd__cond_init(pthread_cond_t *cv);
 int crd__mutex_make(crd_client *c, int rank, pthread_mutex_t *mu, pthread_cond_t *cv);
 /* Their end: out of c->fork_mu first, then destroyed (cv may be NULL). */
 void crd__mutex_drop(crd_client *c, int rank, pthread_mutex_t *mu, pthread_cond_t *cv);
+
+/* ---- thread.c ---------------------------------------------------------------------- */
+
+/* The start of a client thread that writes sockets (subscriber, sentinel listener, cluster
+ * refresher, offload helper): names the calling thread `name` (at most 15 bytes) and blocks
+ * SIGPIPE in it, so that nothing it does can raise it. */
+void crd__thread_enter(const char *name);
+/* The stop of a client thread: under mu, *stop set and cv (may be NULL) broadcast; then,
+ * outside it, one byte written to wake_fd (-1: none; a thread that sleeps in poll, not on
+ * cv) and the thread joined if *started said it was, in this process (a fork child has no
+ * such thread). The caller clears *started and frees what is left. */
+void crd__thread_stop(crd_client *c, pthread_mutex_t *mu, pthread_cond_t *cv, bool *stop,
+                      const bool *started, const pthread_t *thread, int wake_fd);
 
 /* ---- owner.c ----------------------------------------------------------------------- */
 

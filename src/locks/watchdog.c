@@ -830,13 +830,7 @@ void crd__watchdog_stop(crd_client *c)
     crd__watchdog *wd = c->wd;
     if (wd == NULL)
         return;
-    pthread_mutex_lock(&wd->mu);
-    wd->stop = true;
-    pthread_cond_broadcast(&wd->cv);
-    bool started = wd->started;
-    pthread_mutex_unlock(&wd->mu);
-    if (started && c->pid == getpid())
-        pthread_join(wd->thread, NULL);
+    crd__thread_stop(c, &wd->mu, &wd->cv, &wd->stop, &wd->started, &wd->thread, -1);
     pthread_mutex_lock(&wd->mu);
     wd->started = false;
     pthread_mutex_unlock(&wd->mu);

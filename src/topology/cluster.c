@@ -443,13 +443,7 @@ void crd__cluster_free(crd_client *c)
     crd__cluster *cl = c->cluster;
     if (cl == NULL)
         return;
-    pthread_mutex_lock(&cl->mu);
-    cl->stop = true;
-    bool started = cl->started;
-    pthread_cond_signal(&cl->cv);
-    pthread_mutex_unlock(&cl->mu);
-    if (started && c->pid == getpid())
-        pthread_join(cl->thread, NULL);
+    crd__thread_stop(c, &cl->mu, &cl->cv, &cl->stop, &cl->started, &cl->thread, -1);
     while (cl->nodes != NULL) {
         crd__node *n = cl->nodes;
         cl->nodes = n->next;

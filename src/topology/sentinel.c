@@ -930,17 +930,7 @@ void crd__topology_stop(crd_client *c)
     crd__topology *t = c->topo;
     if (t == NULL)
         return;
-    pthread_mutex_lock(&t->mu);
-    t->stop = true;
-    bool started = t->started;
-    pthread_mutex_unlock(&t->mu);
-    if (t->pipe_fd[1] >= 0) {
-        char b = 1;
-        ssize_t n = write(t->pipe_fd[1], &b, 1);
-        (void)n;
-    }
-    if (started && c->pid == getpid())
-        pthread_join(t->thread, NULL);
+    crd__thread_stop(c, &t->mu, NULL, &t->stop, &t->started, &t->thread, t->pipe_fd[1]);
     t->started = false;
 }
 

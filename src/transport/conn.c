@@ -448,11 +448,3 @@ crd_status crd__conn_pipeline(crd_client *c, crd__conn *conn, int ncmd, const in
     return CRD_OK;
 }
 
-void crd__thread_enter(const char *name)
-{
-    pthread_setname_np(pthread_self(), name); /* as top -H, gdb and perf show it */
-    sigset_t pipe_set;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
-}

@@ -144,10 +144,6 @@ void crd__reply_render(const redisReply *r, char *buf, size_t len);
  * False for anything else. */
 bool crd__reply_int(const redisReply *r, int64_t *out);
 
-/* The start of a client thread that writes sockets (subscriber, sentinel listener, cluster
- * refresher, offload helper): names the calling thread `name` (at most 15 bytes) and blocks
- * SIGPIPE in it, so that nothing it does can raise it (conn.c). */
-void crd__thread_enter(const char *name);
 
 /* ---- engine.c: peers (one server or cluster node each; engine.h has the rest) ---------- */
 
