@@ -120,17 +120,6 @@ static void rlock_force_unlock(const crd_lock *l, crd__cmd *cmd)
 
 /* ---- fair lock ------------------------------------------------------------------------------ */
 
-void crd__fair_acquire_cmd(const crd_lock *l, const crd__acq_args *a, int script, crd__cmd *cmd)
-{
-    crd__cmd_init(cmd, script, 0);
-    name_key(l, cmd);
-    key(cmd, &l->names.queue);
-    key(cmd, &l->names.deadlines);
-    crd__cmd_arg_i64(cmd, a->lease_ms);
-    crd__cmd_arg(cmd, a->field, a->flen);
-    crd__arg_and_now(cmd, a->fair_wait, a->nowait); /* the try-once form: now, then wait */
-}
-
 static void fair_acquire(const crd_lock *l, const crd__acq_args *a, crd__cmd *cmd)
 {
     crd__fair_acquire_cmd(l, a, a->nowait ? CRD__SCRIPT_FAIR_TRY_ACQUIRE : CRD__SCRIPT_FAIR_ACQUIRE,

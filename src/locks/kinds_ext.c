@@ -30,6 +30,17 @@ void crd__arg_and_now(crd__cmd *cmd, int64_t v, bool now_first)
     crd__cmd_arg_i64(cmd, now_first ? v : now);
 }
 
+void crd__fair_acquire_cmd(const crd_lock *l, const crd__acq_args *a, int script, crd__cmd *cmd)
+{
+    crd__cmd_init(cmd, script, 0);
+    name_key(l, cmd);
+    buf_key(cmd, &l->names.queue);
+    buf_key(cmd, &l->names.deadlines);
+    crd__cmd_arg_i64(cmd, a->lease_ms);
+    crd__cmd_arg(cmd, a->field, a->flen);
+    crd__arg_and_now(cmd, a->fair_wait, a->nowait); /* the try-once form: now, then wait */
+}
+
 /* ---- non-reentrant lock and fair lock ------------------------------------------------------ */
 
 bool crd__reentry_refused(const redisReply *r)

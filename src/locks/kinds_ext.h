@@ -43,7 +43,7 @@ bool crd__reentry_refused(const redisReply *r);
 void crd__nrlock_acquire(const crd_lock *l, const crd__acq_args *a, crd__cmd *cmd);
 /* a->nowait: the try-once script (now before wait, as Redisson). */
 void crd__nrfair_acquire(const crd_lock *l, const crd__acq_args *a, crd__cmd *cmd);
-/* The fair acquire's KEYS and ARGV (kinds.c) under script: the fair and the non-reentrant
+/* The fair acquire's KEYS and ARGV under script (kinds.c's fair lock calls it): the fair and the non-reentrant
  * fair lock share them, the latter adding the reentry error. */
 void crd__fair_acquire_cmd(const crd_lock *l, const crd__acq_args *a, int script, crd__cmd *cmd);
 
