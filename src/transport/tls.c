@@ -403,16 +403,37 @@ crd_status crd__tls_connect(SSL_CTX *ctx, int fd, const char *server_name, bool 
 
 /* ---- reads and writes ------------------------------------------------------------------- */
 
+/* One SSL_read into rbuf or SSL_write of wbuf (the other NULL), at most INT32_MAX bytes,
+ * with OpenSSL's error queue and errno cleared before; when nothing moved (n <= 0), the
+ * SSL error in *e and errno right after the call in *saved. */
+static int ssl_io(SSL *ssl, char *rbuf, const char *wbuf, size_t len, int *e, int *saved)
+{
+    errno = 0;
+    ERR_clear_error();
+    int cap = len > INT32_MAX ? INT32_MAX : (int)len;
+    int n = rbuf != NULL ? SSL_read(ssl, rbuf, cap) : SSL_write(ssl, wbuf, cap);
+    if (n <= 0) {
+        *e = SSL_get_error(ssl, n);
+        *saved = errno;
+    }
+    return n;
+}
+
+/* Why a write that could not go on failed (not a would-block). */
+static const char *send_failure(int e, int saved)
+{
+    if (saved == EPIPE || saved == ECONNRESET || e == SSL_ERROR_ZERO_RETURN)
+        return "connection closed by the server";
+    return "sending failed (TLS)";
+}
+
 int crd__tls_read(SSL *ssl, char *buf, size_t cap, char *why, size_t whylen, bool *refused)
 {
     *refused = false;
-    errno = 0;
-    ERR_clear_error();
-    int n = SSL_read(ssl, buf, cap > INT32_MAX ? INT32_MAX : (int)cap);
+    int e = 0, saved = 0;
+    int n = ssl_io(ssl, buf, NULL, cap, &e, &saved);
     if (n > 0)
         return n;
-    int e = SSL_get_error(ssl, n);
-    int saved = errno;
     char reason[160];
     unsigned long code = 0;
     ssl_reason(reason, sizeof reason, &code);
@@ -447,24 +468,19 @@ int crd__tls_read(SSL *ssl, char *buf, size_t cap, char *why, size_t whylen, boo
 bool crd__tls_write(SSL *ssl, const char *buf, size_t len, const char **why)
 {
     while (len > 0) {
-        errno = 0;
-        ERR_clear_error();
-        int n = SSL_write(ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
+        int e = 0, saved = 0;
+        int n = ssl_io(ssl, NULL, buf, len, &e, &saved);
         if (n > 0) {
             buf += n;
             len -= (size_t)n;
             continue;
         }
-        int e = SSL_get_error(ssl, n);
-        int saved = errno;
         ERR_clear_error();
         if ((e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) &&
             (saved == EAGAIN || saved == EWOULDBLOCK))
             *why = "command timed out (sending)";
-        else if (saved == EPIPE || saved == ECONNRESET || e == SSL_ERROR_ZERO_RETURN)
-            *why = "connection closed by the server";
         else
-            *why = "sending failed (TLS)";
+            *why = send_failure(e, saved);
         return false;
     }
     return true;
@@ -480,20 +496,14 @@ int crd__tls_recv(SSL *ssl, char *buf, size_t cap, char *why, size_t whylen, boo
 
 long crd__tls_send(SSL *ssl, const char *buf, size_t len, const char **why)
 {
-    errno = 0;
-    ERR_clear_error();
-    int n = SSL_write(ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
+    int e = 0, saved = 0;
+    int n = ssl_io(ssl, NULL, buf, len, &e, &saved);
     if (n > 0)
         return n;
-    int e = SSL_get_error(ssl, n);
-    int saved = errno;
     ERR_clear_error();
     if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ)
         return 0;
-    if (saved == EPIPE || saved == ECONNRESET || e == SSL_ERROR_ZERO_RETURN)
-        *why = "connection closed by the server";
-    else
-        *why = "sending failed (TLS)";
+    *why = send_failure(e, saved);
     return -1;
 }
 
