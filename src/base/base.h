@@ -72,6 +72,28 @@ typedef struct ssl_st SSL;
         (tail) = (node);                                                                     \
     } while (0)
 
+/* Pushes node in front of the doubly linked list head through its members prev and next. */
+#define CRD__DLIST_PUSH(head, node)                                                          \
+    do {                                                                                     \
+        (node)->prev = NULL;                                                                 \
+        (node)->next = (head);                                                               \
+        if ((head) != NULL)                                                                  \
+            (head)->prev = (node);                                                           \
+        (head) = (node);                                                                     \
+    } while (0)
+/* Takes node out of the doubly linked list head (where CRD__DLIST_PUSH put it); its prev
+ * and next are NULL after. */
+#define CRD__DLIST_UNLINK(head, node)                                                        \
+    do {                                                                                     \
+        if ((node)->prev != NULL)                                                            \
+            (node)->prev->next = (node)->next;                                               \
+        else if ((head) == (node))                                                           \
+            (head) = (node)->next;                                                           \
+        if ((node)->next != NULL)                                                            \
+            (node)->next->prev = (node)->prev;                                               \
+        (node)->prev = (node)->next = NULL;                                                  \
+    } while (0)
+
 /* ---- status.c: thread-local detail messages ---------------------------------------- */
 
 /* Records the detail message for the calling thread and client, returns status. The

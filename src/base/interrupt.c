@@ -164,10 +164,7 @@ void crd__intr_enter(crd_interrupt *in, crd__intr_wait *w, void (*wake)(void *ar
     if (in == NULL)
         return;
     pthread_mutex_lock(&in->mu);
-    w->next = in->waits;
-    if (in->waits != NULL)
-        in->waits->prev = w;
-    in->waits = w;
+    CRD__DLIST_PUSH(in->waits, w);
     pthread_mutex_unlock(&in->mu);
 }
 
@@ -176,12 +173,6 @@ void crd__intr_leave(crd_interrupt *in, crd__intr_wait *w)
     if (in == NULL)
         return;
     pthread_mutex_lock(&in->mu);
-    if (w->prev != NULL)
-        w->prev->next = w->next;
-    else if (in->waits == w)
-        in->waits = w->next;
-    if (w->next != NULL)
-        w->next->prev = w->prev;
-    w->prev = w->next = NULL;
+    CRD__DLIST_UNLINK(in->waits, w);
     pthread_mutex_unlock(&in->mu);
 }

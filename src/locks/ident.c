@@ -273,13 +273,9 @@ static void wait_link(crd_client *c, crd__ident_wait *w, const char *name, size_
     w->name_len = len;
     w->owner = owner;
     w->since = crd__now_ms();
-    w->prev = NULL;
     pthread_mutex_lock(&id->mu);
     if (!id->off) {
-        w->next = id->waits;
-        if (id->waits != NULL)
-            id->waits->prev = w;
-        id->waits = w;
+        CRD__DLIST_PUSH(id->waits, w);
         w->on = true;
     }
     pthread_mutex_unlock(&id->mu);
@@ -304,12 +300,7 @@ void crd__ident_wait_end(crd_client *c, crd__ident_wait *w)
         return; /* never linked (also: an acquire refused before it had a client) */
     crd__ident *id = c->ident;
     pthread_mutex_lock(&id->mu);
-    if (w->prev != NULL)
-        w->prev->next = w->next;
-    else if (id->waits == w)
-        id->waits = w->next;
-    if (w->next != NULL)
-        w->next->prev = w->prev;
+    CRD__DLIST_UNLINK(id->waits, w);
     w->on = false;
     pthread_mutex_unlock(&id->mu);
 }
