@@ -372,6 +372,23 @@ crd_status crd_permit_semaphore_acquire(crd_permit_semaphore *ps, int64_t wait_m
 
 /* ---- release ------------------------------------------------------------------------- */
 
+/* A script on one permit (its release, its lease left): KEYS in the order `keys` puts
+ * them, ARGV the id's 16 bytes, arg, the time now and the publish command; the integer
+ * reply in *v. */
+static crd_status permit_call(crd__sync *s, int script,
+                              void (*keys)(crd__cmd *, int, const crd__sync *, int),
+                              const unsigned char b[16], const char *arg, const char *what,
+                              bool idempotent, int64_t *v)
+{
+    crd__cmd cmd;
+    keys(&cmd, script, s, 7);
+    crd__cmd_arg(&cmd, (const char *)b, 16);
+    crd__cmd_arg_str(&cmd, arg);
+    crd__cmd_arg_i64(&cmd, crd__epoch_ms());
+    crd__cmd_arg_str(&cmd, s->publish);
+    return crd__sync_run_int(s, &cmd, what, idempotent, v);
+}
+
 crd_status crd_permit_semaphore_release(crd_permit_semaphore *ps, const char *id)
 {
     unsigned char b[16];
@@ -379,14 +396,9 @@ crd_status crd_permit_semaphore_release(crd_permit_semaphore *ps, const char *id
     if (st != CRD_OK)
         return st;
     crd__sync *s = &ps->s;
-    crd__cmd cmd;
-    keys_ncz(&cmd, CRD__SCRIPT_PES_RELEASE, s, 7);
-    crd__cmd_arg(&cmd, (const char *)b, 16);
-    crd__cmd_arg_str(&cmd, "1");
-    crd__cmd_arg_i64(&cmd, crd__epoch_ms());
-    crd__cmd_arg_str(&cmd, s->publish);
     int64_t v = 0;
-    st = crd__sync_run_int(s, &cmd, "permit semaphore release", false, &v);
+    st = permit_call(s, CRD__SCRIPT_PES_RELEASE, keys_ncz, b, "1", "permit semaphore release",
+                     false, &v);
     if (st != CRD_OK)
         return st;
     if (v == 1 || v == 2)
@@ -518,14 +530,9 @@ crd_status crd_permit_semaphore_lease_left(crd_permit_semaphore *ps, const char 
     unsigned char b[16];
     if (!id_bytes(id, b))
         return bad_id(s, id);
-    crd__cmd cmd;
-    keys_nzc(&cmd, CRD__SCRIPT_PES_LEASE_LEFT, s, 7);
-    crd__cmd_arg(&cmd, (const char *)b, 16);
-    crd__cmd_arg_str(&cmd, CRD__PERMIT_NO_LEASE);
-    crd__cmd_arg_i64(&cmd, crd__epoch_ms());
-    crd__cmd_arg_str(&cmd, s->publish);
     int64_t v = 0;
-    st = crd__sync_run_int(s, &cmd, "permit lease", true, &v);
+    st = permit_call(s, CRD__SCRIPT_PES_LEASE_LEFT, keys_nzc, b, CRD__PERMIT_NO_LEASE,
+                     "permit lease", true, &v);
     if (st != CRD_OK)
         return st;
     if (v == 0)
