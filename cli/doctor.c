@@ -153,12 +153,10 @@ static redisReply *ask(doctor *d, const char *what, int argc, const char *const 
 
 static redisReply *askv(doctor *d, const char *what, const char *first, ...)
 {
-    const char *argv[16];
-    int argc = 0;
+    const char *argv[PROBE_MAX_WORDS];
     va_list ap;
     va_start(ap, first);
-    for (const char *a = first; a != NULL && argc < 16; a = va_arg(ap, const char *))
-        argv[argc++] = a;
+    int argc = probe_words(argv, first, ap);
     va_end(ap);
     return ask(d, what, argc, argv);
 }
@@ -170,6 +168,28 @@ static bool is_err(const redisReply *r, const char *code)
 }
 
 /* ---- where the data is --------------------------------------------------------------- */
+
+/* Appends the formatted words to errs, the "; "-separated list of what failed so far. */
+static void add_err(char *errs, size_t cap, const char *fmt, ...) CLI_PRINTF(3, 4);
+static void add_err(char *errs, size_t cap, const char *fmt, ...)
+{
+    size_t n = strlen(errs);
+    if (n > 0)
+        n += (size_t)snprintf(errs + n, cap - n, "; ");
+    if (n >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errs + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+/* Why r, the reply to a command on s, is no answer: the connection's failure, the
+ * server's error, or otherwise (a reply of the wrong shape). */
+static const char *reply_why(const redisContext *s, const redisReply *r, const char *otherwise)
+{
+    return r == NULL ? s->errstr : r->type == REDIS_REPLY_ERROR ? r->str : otherwise;
+}
 
 /* The value of a field of SENTINEL MASTER's flat list. */
 static const char *flat_field(const redisReply *r, const char *key)
@@ -199,8 +219,7 @@ static bool find_sentinel_primary(doctor *d)
             s = probe_connect(&bare, &d->t.addrs[i], false, d->timeout_ms, why, sizeof why, &to);
         }
         if (s == NULL) {
-            snprintf(errs + strlen(errs), sizeof errs - strlen(errs), "%s%s", *errs ? "; " : "",
-                     why);
+            add_err(errs, sizeof errs, "%s", why);
             continue;
         }
         redisReply *r = probe_cmdv(s, "SENTINEL", "MASTER", d->t.master, NULL);
@@ -219,10 +238,8 @@ static bool find_sentinel_primary(doctor *d)
                 slaves = (v = flat_field(r, "num-slaves")) ? atoll(v) : 0;
             }
         } else {
-            snprintf(errs + strlen(errs), sizeof errs - strlen(errs), "%s%s:%d: %s",
-                     *errs ? "; " : "", d->t.addrs[i].host, d->t.addrs[i].port,
-                     r == NULL ? s->errstr : r->type == REDIS_REPLY_ERROR ? r->str
-                                                                          : "no such master");
+            add_err(errs, sizeof errs, "%s:%d: %s", d->t.addrs[i].host, d->t.addrs[i].port,
+                    reply_why(s, r, "no such master"));
         }
         if (r != NULL)
             freeReplyObject(r);
@@ -275,8 +292,7 @@ static bool find_cluster_primary(doctor *d, slot_range *ranges, int *nranges)
         redisContext *s = probe_connect(&d->t, &d->t.addrs[i], true, d->timeout_ms, why,
                                         sizeof why, &to);
         if (s == NULL) {
-            snprintf(errs + strlen(errs), sizeof errs - strlen(errs), "%s%s", *errs ? "; " : "",
-                     why);
+            add_err(errs, sizeof errs, "%s", why);
             continue;
         }
         redisReply *r = probe_cmdv(s, "CLUSTER", "SLOTS", NULL);
@@ -299,10 +315,8 @@ static bool find_cluster_primary(doctor *d, slot_range *ranges, int *nranges)
             sr->replicas = (int)e->elements - 3;
         }
         if (*nranges == 0)
-            snprintf(errs + strlen(errs), sizeof errs - strlen(errs), "%s%s:%d: %s",
-                     *errs ? "; " : "", d->t.addrs[i].host, d->t.addrs[i].port,
-                     r == NULL ? s->errstr : r->type == REDIS_REPLY_ERROR ? r->str
-                                                                          : "no slot map");
+            add_err(errs, sizeof errs, "%s:%d: %s", d->t.addrs[i].host, d->t.addrs[i].port,
+                    reply_why(s, r, "no slot map"));
         if (r != NULL)
             freeReplyObject(r);
         redisFree(s);
@@ -758,24 +772,19 @@ typedef struct sub_ctx {
     atomic_bool failed;
 } sub_ctx;
 
+/* The subscriber's thread: counts the messages and notes when the last one came, until
+ * the "stop" message or the connection's end (failed); each change is broadcast on cv. */
 static void *sub_main(void *arg)
 {
     sub_ctx *s = arg;
-    for (;;) {
-        void *rv = NULL;
-        if (redisGetReply(s->c, &rv) != REDIS_OK || rv == NULL) {
-            atomic_store(&s->failed, true);
-            pthread_mutex_lock(&s->mu);
-            pthread_cond_broadcast(&s->cv);
-            pthread_mutex_unlock(&s->mu);
-            return NULL;
-        }
-        redisReply *r = rv;
+    bool stop = false;
+    redisReply *r;
+    while (!stop && (r = probe_next_reply(s->c)) != NULL) {
         int64_t t = probe_now_us();
         bool msg = r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
                    r->element[0]->type == REDIS_REPLY_STRING &&
                    strcmp(r->element[0]->str, "message") == 0;
-        bool stop = msg && strcmp(r->element[2]->str, "stop") == 0;
+        stop = msg && strcmp(r->element[2]->str, "stop") == 0;
         if (msg) {
             pthread_mutex_lock(&s->mu);
             s->got++;
@@ -784,9 +793,14 @@ static void *sub_main(void *arg)
             pthread_mutex_unlock(&s->mu);
         }
         freeReplyObject(r);
-        if (stop)
-            return NULL;
     }
+    if (!stop) {
+        atomic_store(&s->failed, true);
+        pthread_mutex_lock(&s->mu);
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+    }
+    return NULL;
 }
 
 /* Unmeasured rounds before each measurement: a connection's, a thread's and a script's
@@ -857,8 +871,7 @@ static void measure_pubsub(doctor *d)
     redisReply *r = probe_cmdv(s.c, "SUBSCRIBE", ch, NULL);
     bool ok = r != NULL && r->type == REDIS_REPLY_ARRAY;
     char why[200];
-    snprintf(why, sizeof why, "%s", r == NULL ? s.c->errstr : r->type == REDIS_REPLY_ERROR
-                                                                  ? r->str : "?");
+    snprintf(why, sizeof why, "%s", reply_why(s.c, r, "?"));
     if (r != NULL)
         freeReplyObject(r);
     if (!ok) {
@@ -950,8 +963,7 @@ static void check_sharded(doctor *d)
     redisReply *r = probe_cmdv(s, "SSUBSCRIBE", ch, NULL);
     bool sub = r != NULL && r->type == REDIS_REPLY_ARRAY;
     char why[200];
-    snprintf(why, sizeof why, "%s", r == NULL ? s->errstr : r->type == REDIS_REPLY_ERROR
-                                                                ? r->str : "?");
+    snprintf(why, sizeof why, "%s", reply_why(s, r, "?"));
     if (r != NULL)
         freeReplyObject(r);
     bool got = false;
@@ -962,9 +974,8 @@ static void check_sharded(doctor *d)
         bool published = p != NULL && p->type == REDIS_REPLY_INTEGER;
         if (p != NULL)
             freeReplyObject(p);
-        void *m = NULL;
-        got = published && redisGetReply(s, &m) == REDIS_OK && m != NULL &&
-              ((redisReply *)m)->type == REDIS_REPLY_ARRAY;
+        redisReply *m = published ? probe_next_reply(s) : NULL;
+        got = m != NULL && m->type == REDIS_REPLY_ARRAY;
         if (m != NULL)
             freeReplyObject(m);
         if (published && !got)
