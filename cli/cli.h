@@ -158,8 +158,9 @@ int cli_check_url(const char *cmd, const global_opts *g);
 
 /* Prints s as a JSON string (control characters escaped, invalid UTF-8 as U+FFFD). */
 void cli_json_string(const char *s, size_t len);
-/* Length of the valid UTF-8 sequence at s (at most len bytes), or 0 if invalid. */
-size_t cli_utf8_seq(const unsigned char *s, size_t len);
+/* Writes the valid UTF-8 sequence at s (at most len bytes) to f, or bad in place of an
+ * invalid first byte; returns how many bytes of s it took (1 for an invalid one). */
+size_t cli_put_utf8(FILE *f, const unsigned char *s, size_t len, const char *bad);
 
 /* ---- metrics.c ----------------------------------------------------------------------- */
 
