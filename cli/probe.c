@@ -247,6 +247,11 @@ redisReply *probe_next_reply(redisContext *c)
     return r;
 }
 
+const char *probe_reply_why(const redisContext *c, const redisReply *r, const char *otherwise)
+{
+    return r == NULL ? c->errstr : r->type == REDIS_REPLY_ERROR ? r->str : otherwise;
+}
+
 int probe_words(const char **argv, const char *first, va_list ap)
 {
     int argc = 0;

@@ -75,6 +75,9 @@ int probe_words(const char **argv, const char *first, va_list ap);
 /* The next reply on c that nothing asked for (a subscriber's message); NULL when the
  * connection failed or its timeout passed (c->errstr). */
 redisReply *probe_next_reply(redisContext *c);
+/* Why r, the reply to a command on c, is no answer: the connection's failure, the
+ * server's error, or otherwise (a reply of the wrong shape). */
+const char *probe_reply_why(const redisContext *c, const redisReply *r, const char *otherwise);
 /* Whether a connection's failure was a timeout (EAGAIN on the socket). */
 bool probe_timed_out(const redisContext *c);
 
