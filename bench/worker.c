@@ -753,38 +753,44 @@ int bn_worker_main(int argc, char **argv)
     o.wd_timeout_ms = 3000;
     o.threads = 4;
     o.permits = 2;
-    /* Every argument is a "--flag value" pair. */
+    /* Every argument is a "--flag value" pair (but --host): the value is kept as given, or
+     * read as a number of its field's type. */
+    enum { STR, INT, LONG, I64 };
+    const struct {
+        const char *flag;
+        int type;
+        void *to;
+    } flags[] = {{"--worker", STR, &o.kind},
+                 {"--name", STR, &o.name},
+                 {"--prefix", STR, &o.prefix},
+                 {"--sha", STR, &o.sha},
+                 {"--port", INT, &o.ep.port},
+                 {"--rounds", INT, &o.rounds},
+                 {"--role", INT, &o.role},
+                 {"--threads", INT, &o.threads},
+                 {"--permits", INT, &o.permits},
+                 {"--locks", LONG, &o.locks},
+                 {"--duration-ms", I64, &o.duration_ms},
+                 {"--wd-timeout-ms", I64, &o.wd_timeout_ms}};
+    size_t nflags = sizeof flags / sizeof flags[0];
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
-        if (strcmp(a, "--worker") == 0)
-            o.kind = v;
-        else if (strcmp(a, "--host") == 0)
+        size_t k = 0;
+        while (k < nflags && strcmp(a, flags[k].flag) != 0)
+            k++;
+        if (strcmp(a, "--host") == 0) {
             snprintf(o.ep.host, sizeof o.ep.host, "%s", v);
-        else if (strcmp(a, "--port") == 0)
-            o.ep.port = atoi(v);
-        else if (strcmp(a, "--name") == 0)
-            o.name = v;
-        else if (strcmp(a, "--prefix") == 0)
-            o.prefix = v;
-        else if (strcmp(a, "--duration-ms") == 0)
-            o.duration_ms = atoll(v);
-        else if (strcmp(a, "--rounds") == 0)
-            o.rounds = atoi(v);
-        else if (strcmp(a, "--role") == 0)
-            o.role = atoi(v);
-        else if (strcmp(a, "--locks") == 0)
-            o.locks = atol(v);
-        else if (strcmp(a, "--wd-timeout-ms") == 0)
-            o.wd_timeout_ms = atoll(v);
-        else if (strcmp(a, "--threads") == 0)
-            o.threads = atoi(v);
-        else if (strcmp(a, "--permits") == 0)
-            o.permits = atoi(v);
-        else if (strcmp(a, "--sha") == 0)
-            o.sha = v;
-        else {
+        } else if (k == nflags) {
             fprintf(stderr, "credisson-bench worker: unknown argument %s\n", a);
             return 64;
+        } else if (flags[k].type == STR) {
+            *(const char **)flags[k].to = v;
+        } else if (flags[k].type == INT) {
+            *(int *)flags[k].to = atoi(v);
+        } else if (flags[k].type == LONG) {
+            *(long *)flags[k].to = atol(v);
+        } else {
+            *(int64_t *)flags[k].to = atoll(v);
         }
     }
     snprintf(o.ep.url, sizeof o.ep.url, "redis://%s:%d", o.ep.host, o.ep.port);

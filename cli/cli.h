@@ -10,7 +10,8 @@
  *   metrics.c `list --openmetrics` and `exporter` (libmicrohttpd): per-object gauges
  *   ratelimit.c `ratelimit` and what run --rate needs
  *   doctor.c, verify.c, probe.c (probe.h)   `doctor` and `verify`: their own hiredis
- *             connections (the deployment's probes), still no header of src/
+ *             connections (the deployment's probes), still no header of src/; doctor's
+ *             checks and measurements are doctor_checks.c and doctor_measure.c (doctor.h)
  *   credisson.bash  bash completion (installed as completions/credisson)
  *
  * Every error line has one shape, "credisson: COMMAND: what went wrong[: the server's or
@@ -158,8 +159,9 @@ int cli_check_url(const char *cmd, const global_opts *g);
 
 /* Prints s as a JSON string (control characters escaped, invalid UTF-8 as U+FFFD). */
 void cli_json_string(const char *s, size_t len);
-/* Length of the valid UTF-8 sequence at s (at most len bytes), or 0 if invalid. */
-size_t cli_utf8_seq(const unsigned char *s, size_t len);
+/* Writes the valid UTF-8 sequence at s (at most len bytes) to f, or bad in place of an
+ * invalid first byte; returns how many bytes of s it took (1 for an invalid one). */
+size_t cli_put_utf8(FILE *f, const unsigned char *s, size_t len, const char *bad);
 
 /* ---- metrics.c ----------------------------------------------------------------------- */
 

@@ -271,23 +271,17 @@ int cli_make_client(const global_opts *g, const char *cmd, crd_event_fn on_event
 
 bool cli_take_kind(const char *a, cli_kind *kind, int *seen)
 {
-    cli_kind k;
-    if (strcmp(a, "--fair") == 0)
-        k = CLI_FAIR;
-    else if (strcmp(a, "--read") == 0)
-        k = CLI_READ;
-    else if (strcmp(a, "--write") == 0)
-        k = CLI_WRITE;
-    else if (strcmp(a, "--fenced") == 0)
-        k = CLI_FENCED;
-    else if (strcmp(a, "--spin") == 0)
-        k = CLI_SPIN;
-    else if (strcmp(a, "--nonreentrant") == 0)
-        k = CLI_NRLOCK;
-    else if (strcmp(a, "--nonreentrant-fair") == 0)
-        k = CLI_NRFAIR;
-    else
+    /* Each kind's flag, by cli_kind (the reentrant lock is the default: it has none). */
+    static const char *const flags[] = {
+        [CLI_FAIR] = "--fair",     [CLI_READ] = "--read", [CLI_WRITE] = "--write",
+        [CLI_FENCED] = "--fenced", [CLI_SPIN] = "--spin", [CLI_NRLOCK] = "--nonreentrant",
+        [CLI_NRFAIR] = "--nonreentrant-fair"};
+    size_t n = sizeof flags / sizeof flags[0], i = CLI_FAIR;
+    while (i < n && strcmp(a, flags[i]) != 0)
+        i++;
+    if (i == n)
         return false;
+    cli_kind k = (cli_kind)i;
     if (*seen && *kind != k)
         *seen = 2; /* conflicting kinds: reported by the caller */
     else

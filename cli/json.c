@@ -40,7 +40,16 @@ static size_t utf8_seq(const unsigned char *s, size_t len)
     return n;
 }
 
-size_t cli_utf8_seq(const unsigned char *s, size_t len) { return utf8_seq(s, len); }
+size_t cli_put_utf8(FILE *f, const unsigned char *s, size_t len, const char *bad)
+{
+    size_t n = utf8_seq(s, len);
+    if (n == 0) {
+        fputs(bad, f);
+        return 1;
+    }
+    fwrite(s, 1, n, f);
+    return n;
+}
 
 void cli_json_string(const char *s, size_t len)
 {
@@ -60,14 +69,7 @@ void cli_json_string(const char *s, size_t len)
         } else if (c < 0x20 || c == 0x7f) {
             printf("\\u%04x", c);
         } else {
-            size_t n = utf8_seq(u + i, len - i);
-            if (n == 0) {
-                fputs("\\ufffd", stdout);
-                n = 1;
-            } else {
-                fwrite(u + i, 1, n, stdout);
-            }
-            i += n;
+            i += cli_put_utf8(stdout, u + i, len - i, "\\ufffd");
             continue;
         }
         i++;

@@ -77,14 +77,7 @@ static void label_value(FILE *f, const char *s, size_t len)
             fputs("\\n", f);
             i++;
         } else {
-            size_t n = cli_utf8_seq(u + i, len - i);
-            if (n == 0) {
-                fputs("\xef\xbf\xbd", f);
-                n = 1;
-            } else {
-                fwrite(u + i, 1, n, f);
-            }
-            i += n;
+            i += cli_put_utf8(f, u + i, len - i, "\xef\xbf\xbd"); /* U+FFFD itself */
         }
     }
 }
@@ -133,6 +126,14 @@ static bool is_lock(const crd_state *s)
            s->kind == CRD_KIND_GROUP_LOCK;
 }
 
+/* The sample of gauge name for object s: name{its labels} value. */
+static void obj_sample(FILE *f, const char *name, const crd_state *s, long long value)
+{
+    fputs(name, f);
+    obj_labels(f, s);
+    fprintf(f, "} %lld\n", value);
+}
+
 static void family(FILE *f, const char *name, const char *help)
 {
     fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
@@ -143,18 +144,12 @@ static void write_text(FILE *f, crd_state **v, size_t n, bool truncated, bool co
 {
     family(f, "credisson_lock_held", "Whether the lock is held (1) or not (0).");
     for (size_t i = 0; i < n; i++)
-        if (is_lock(v[i])) {
-            fputs("credisson_lock_held", f);
-            obj_labels(f, v[i]);
-            fprintf(f, "} %d\n", v[i]->held ? 1 : 0);
-        }
+        if (is_lock(v[i]))
+            obj_sample(f, "credisson_lock_held", v[i], v[i]->held ? 1 : 0);
     family(f, "credisson_lock_holders", "Owners holding the lock.");
     for (size_t i = 0; i < n; i++)
-        if (is_lock(v[i])) {
-            fputs("credisson_lock_holders", f);
-            obj_labels(f, v[i]);
-            fprintf(f, "} %zu\n", v[i]->nholders);
-        }
+        if (is_lock(v[i]))
+            obj_sample(f, "credisson_lock_holders", v[i], v[i]->nholders);
     family(f, "credisson_lock_holder_info",
            "One per holder (at most 16 per lock), labelled with the process behind it.");
     for (size_t i = 0; i < n; i++)
@@ -176,19 +171,13 @@ static void write_text(FILE *f, crd_state **v, size_t n, bool truncated, bool co
             }
     family(f, "credisson_lock_queue_length", "Waiters in a fair lock's queue.");
     for (size_t i = 0; i < n; i++)
-        if (is_lock(v[i])) {
-            fputs("credisson_lock_queue_length", f);
-            obj_labels(f, v[i]);
-            fprintf(f, "} %zu\n", v[i]->nqueue);
-        }
+        if (is_lock(v[i]))
+            obj_sample(f, "credisson_lock_queue_length", v[i], v[i]->nqueue);
     family(f, "credisson_object_waiters",
            "Waiters: a fair lock's queue, else the channel's subscribers less the holders' "
            "and watches' own.");
-    for (size_t i = 0; i < n; i++) {
-        fputs("credisson_object_waiters", f);
-        obj_labels(f, v[i]);
-        fprintf(f, "} %lld\n", (long long)v[i]->waiters);
-    }
+    for (size_t i = 0; i < n; i++)
+        obj_sample(f, "credisson_object_waiters", v[i], v[i]->waiters);
     family(f, "credisson_object_ttl_seconds", "The key's remaining TTL (keys with a TTL).");
     for (size_t i = 0; i < n; i++)
         if (v[i]->ttl_ms >= 0) {
@@ -200,25 +189,16 @@ static void write_text(FILE *f, crd_state **v, size_t n, bool truncated, bool co
         }
     family(f, "credisson_semaphore_permits_available", "A semaphore's available permits.");
     for (size_t i = 0; i < n; i++)
-        if (v[i]->kind == CRD_KIND_SEMAPHORE || v[i]->kind == CRD_KIND_PERMIT_SEMAPHORE) {
-            fputs("credisson_semaphore_permits_available", f);
-            obj_labels(f, v[i]);
-            fprintf(f, "} %lld\n", (long long)v[i]->available);
-        }
+        if (v[i]->kind == CRD_KIND_SEMAPHORE || v[i]->kind == CRD_KIND_PERMIT_SEMAPHORE)
+            obj_sample(f, "credisson_semaphore_permits_available", v[i], v[i]->available);
     family(f, "credisson_semaphore_permits_out", "A permit-expirable semaphore's permits out.");
     for (size_t i = 0; i < n; i++)
-        if (v[i]->kind == CRD_KIND_PERMIT_SEMAPHORE) {
-            fputs("credisson_semaphore_permits_out", f);
-            obj_labels(f, v[i]);
-            fprintf(f, "} %zu\n", v[i]->npermits);
-        }
+        if (v[i]->kind == CRD_KIND_PERMIT_SEMAPHORE)
+            obj_sample(f, "credisson_semaphore_permits_out", v[i], v[i]->npermits);
     family(f, "credisson_latch_count", "A count-down latch's count.");
     for (size_t i = 0; i < n; i++)
-        if (v[i]->kind == CRD_KIND_LATCH) {
-            fputs("credisson_latch_count", f);
-            obj_labels(f, v[i]);
-            fprintf(f, "} %lld\n", (long long)v[i]->count);
-        }
+        if (v[i]->kind == CRD_KIND_LATCH)
+            obj_sample(f, "credisson_latch_count", v[i], v[i]->count);
     family(f, "credisson_scrape_objects", "Objects in this scrape.");
     fprintf(f, "credisson_scrape_objects %zu\n", n);
     family(f, "credisson_scrape_truncated",

@@ -6,6 +6,7 @@
  */
 #include "probe.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,17 +17,6 @@
 
 /* ---- URLs -------------------------------------------------------------------------------- */
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* Copies s[0..n) into buf, decoding %XX; false when it does not fit or an escape is bad. */
 static bool decode(const char *s, size_t n, char *buf, size_t cap)
 {
@@ -34,12 +24,11 @@ static bool decode(const char *s, size_t n, char *buf, size_t cap)
     for (size_t i = 0; i < n; i++) {
         char ch = s[i];
         if (ch == '%') {
-            if (i + 2 >= n)
+            if (i + 2 >= n || !isxdigit((unsigned char)s[i + 1]) ||
+                !isxdigit((unsigned char)s[i + 2]))
                 return false;
-            int h = hexval(s[i + 1]), l = hexval(s[i + 2]);
-            if (h < 0 || l < 0)
-                return false;
-            ch = (char)(h * 16 + l);
+            char hex[3] = {s[i + 1], s[i + 2], '\0'};
+            ch = (char)strtol(hex, NULL, 16);
             i += 2;
         }
         if (k + 1 >= cap)
@@ -151,17 +140,14 @@ static bool parse_db(const char *s, size_t n, int *db)
 int probe_parse_url(const char *url, probe_target *t, char *err, size_t cap)
 {
     memset(t, 0, sizeof *t);
+    /* Each "rediss" scheme is its "redis" one over TLS. */
     static const struct {
         const char *scheme;
         probe_kind kind;
-        bool tls;
-    } schemes[] = {{"redis-cluster://", PROBE_CLUSTER, false},
-                   {"rediss-cluster://", PROBE_CLUSTER, true},
-                   {"redis-sentinel://", PROBE_SENTINEL, false},
-                   {"rediss-sentinel://", PROBE_SENTINEL, true},
-                   {"redis://", PROBE_STANDALONE, false},
-                   {"rediss://", PROBE_STANDALONE, true},
-                   {"unix://", PROBE_STANDALONE, false}};
+    } schemes[] = {{"redis-cluster://", PROBE_CLUSTER},   {"rediss-cluster://", PROBE_CLUSTER},
+                   {"redis-sentinel://", PROBE_SENTINEL}, {"rediss-sentinel://", PROBE_SENTINEL},
+                   {"redis://", PROBE_STANDALONE},        {"rediss://", PROBE_STANDALONE},
+                   {"unix://", PROBE_STANDALONE}};
     const char *rest = NULL;
     bool is_unix = false;
     for (size_t i = 0; i < sizeof schemes / sizeof schemes[0] && rest == NULL; i++) {
@@ -169,7 +155,7 @@ int probe_parse_url(const char *url, probe_target *t, char *err, size_t cap)
         if (strncmp(url, schemes[i].scheme, n) == 0) {
             rest = url + n;
             t->kind = schemes[i].kind;
-            t->tls = schemes[i].tls;
+            t->tls = strncmp(url, "rediss", 6) == 0;
             is_unix = i == sizeof schemes / sizeof schemes[0] - 1;
         }
     }
@@ -246,23 +232,60 @@ redisReply *probe_cmd(redisContext *c, int argc, const char *const *argv)
 {
     if (c == NULL || c->err)
         return NULL;
-    size_t lens[16];
-    for (int i = 0; i < argc && i < 16; i++)
+    size_t lens[PROBE_MAX_WORDS];
+    for (int i = 0; i < argc && i < PROBE_MAX_WORDS; i++)
         lens[i] = strlen(argv[i]);
     errno = 0;
     return redisCommandArgv(c, argc, (const char **)argv, lens);
 }
 
+redisReply *probe_next_reply(redisContext *c)
+{
+    void *r = NULL;
+    if (redisGetReply(c, &r) != REDIS_OK)
+        return NULL;
+    return r;
+}
+
+const char *probe_reply_why(const redisContext *c, const redisReply *r, const char *otherwise)
+{
+    return r == NULL ? c->errstr : r->type == REDIS_REPLY_ERROR ? r->str : otherwise;
+}
+
+int probe_words(const char **argv, const char *first, va_list ap)
+{
+    int argc = 0;
+    for (const char *a = first; a != NULL && argc < PROBE_MAX_WORDS; a = va_arg(ap, const char *))
+        argv[argc++] = a;
+    return argc;
+}
+
 redisReply *probe_cmdv(redisContext *c, const char *first, ...)
 {
-    const char *argv[16];
-    int argc = 0;
+    const char *argv[PROBE_MAX_WORDS];
     va_list ap;
     va_start(ap, first);
-    for (const char *a = first; a != NULL && argc < 16; a = va_arg(ap, const char *))
-        argv[argc++] = a;
+    int argc = probe_words(argv, first, ap);
     va_end(ap);
     return probe_cmd(c, argc, argv);
+}
+
+/* The reply r to a connection's set-up command (AUTH, SELECT) on c: true when it is not an
+ * error; else err says that where:port refused it, c is freed and false returned. */
+static bool setup_ok(redisContext *c, redisReply *r, const char *where, int port,
+                     const char *what, char *err, size_t cap, bool *timed_out)
+{
+    if (r != NULL && r->type != REDIS_REPLY_ERROR) {
+        freeReplyObject(r);
+        return true;
+    }
+    *timed_out = r == NULL && probe_timed_out(c);
+    snprintf(err, cap, "%s:%d refused %s: %s", where, port, what,
+             r != NULL ? r->str : *timed_out ? "no answer in time" : c->errstr);
+    if (r != NULL)
+        freeReplyObject(r);
+    redisFree(c);
+    return false;
 }
 
 redisContext *probe_connect(const probe_target *t, const probe_addr *a, bool data_node,
@@ -294,36 +317,18 @@ redisContext *probe_connect(const probe_target *t, const probe_addr *a, bool dat
         return NULL;
     }
     redisSetTimeout(c, tv);
-    redisReply *r = NULL;
-    if (t->pass[0] != '\0') {
-        r = t->user[0] != '\0' ? probe_cmdv(c, "AUTH", t->user, t->pass, NULL)
-                               : probe_cmdv(c, "AUTH", t->pass, NULL);
-        if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-            *timed_out = r == NULL && probe_timed_out(c);
-            snprintf(err, cap, "%s:%d refused AUTH: %s", where, a->port,
-                     r != NULL ? r->str : *timed_out ? "no answer in time" : c->errstr);
-            if (r != NULL)
-                freeReplyObject(r);
-            redisFree(c);
-            return NULL;
-        }
-        freeReplyObject(r);
-    }
-    if (data_node && t->db != 0) {
-        char db[16];
-        snprintf(db, sizeof db, "%d", t->db);
-        r = probe_cmdv(c, "SELECT", db, NULL);
-        if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-            *timed_out = r == NULL && probe_timed_out(c);
-            snprintf(err, cap, "%s:%d refused SELECT %s: %s", where, a->port, db,
-                     r != NULL ? r->str : *timed_out ? "no answer in time" : c->errstr);
-            if (r != NULL)
-                freeReplyObject(r);
-            redisFree(c);
-            return NULL;
-        }
-        freeReplyObject(r);
-    }
+    char db[16], select[32];
+    snprintf(db, sizeof db, "%d", t->db);
+    snprintf(select, sizeof select, "SELECT %s", db);
+    if (t->pass[0] != '\0' &&
+        !setup_ok(c, t->user[0] != '\0' ? probe_cmdv(c, "AUTH", t->user, t->pass, NULL)
+                                        : probe_cmdv(c, "AUTH", t->pass, NULL),
+                  where, a->port, "AUTH", err, cap, timed_out))
+        return NULL;
+    if (data_node && t->db != 0 &&
+        !setup_ok(c, probe_cmdv(c, "SELECT", db, NULL), where, a->port, select, err, cap,
+                  timed_out))
+        return NULL;
     return c;
 }
 

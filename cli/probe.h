@@ -17,6 +17,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -66,6 +67,17 @@ redisContext *probe_connect(const probe_target *t, const probe_addr *a, bool dat
 redisReply *probe_cmd(redisContext *c, int argc, const char *const *argv);
 /* The same with a printf-free word list: probe_cmdv(c, "INFO", "memory", NULL). */
 redisReply *probe_cmdv(redisContext *c, const char *first, ...);
+/* The words first, ... up to the NULL of a word list like probe_cmdv's into argv (at most
+ * PROBE_MAX_WORDS); returns how many. For the callers that add their own handling around
+ * probe_cmd. */
+#define PROBE_MAX_WORDS 16
+int probe_words(const char **argv, const char *first, va_list ap);
+/* The next reply on c that nothing asked for (a subscriber's message); NULL when the
+ * connection failed or its timeout passed (c->errstr). */
+redisReply *probe_next_reply(redisContext *c);
+/* Why r, the reply to a command on c, is no answer: the connection's failure, the
+ * server's error, or otherwise (a reply of the wrong shape). */
+const char *probe_reply_why(const redisContext *c, const redisReply *r, const char *otherwise);
 /* Whether a connection's failure was a timeout (EAGAIN on the socket). */
 bool probe_timed_out(const redisContext *c);
 

@@ -133,6 +133,30 @@ typedef struct run_opts {
 /* The most permits --permits creates a semaphore with (a typo guard, not Redis' limit). */
 #define MAX_PERMITS 1000000
 
+/* The words --on-lost and --on-unavailable take, with what each means; a NULL word ends. */
+typedef struct word_value {
+    const char *word;
+    int value;
+} word_value;
+static const word_value on_lost_words[] = {
+    {"term", ON_LOST_TERM}, {"kill", ON_LOST_KILL}, {"ignore", ON_LOST_IGNORE}, {NULL, 0}};
+static const word_value on_unavailable_words[] = {{"fail", CRD_UNAVAILABLE_FAIL},
+                                                  {"skip", CRD_UNAVAILABLE_SKIP},
+                                                  {"degrade", CRD_UNAVAILABLE_DEGRADE},
+                                                  {NULL, 0}};
+
+/* The value of the word v in words into *out. Returns 0, or the usage error's exit code
+ * (saying what_ok) when v is missing or not one of them. */
+static int word_arg(const char *v, const word_value *words, const char *what_ok, int *out)
+{
+    for (; v != NULL && words->word != NULL; words++)
+        if (strcmp(v, words->word) == 0) {
+            *out = words->value;
+            return 0;
+        }
+    return cli_usage_error("run", "%s", what_ok);
+}
+
 /* One value option of `run`: "--wait MS", "--lease MS", "--grace MS". Returns 0, or the
  * usage error's exit code. */
 static int ms_value(const char *opt, const char *v, int64_t *out)
@@ -176,25 +200,16 @@ static int parse_run_args(int argc, char **argv, run_opts *o)
             if (o->lease_ms == 0)
                 o->lease_ms = CRD_LEASE_WATCHDOG;
         } else if (cli_take_opt(argc, argv, &i, "--on-lost", &v)) {
-            if (v != NULL && strcmp(v, "term") == 0)
-                o->on_lost = ON_LOST_TERM;
-            else if (v != NULL && strcmp(v, "kill") == 0)
-                o->on_lost = ON_LOST_KILL;
-            else if (v != NULL && strcmp(v, "ignore") == 0)
-                o->on_lost = ON_LOST_IGNORE;
-            else
-                return cli_usage_error("run", "--on-lost must be term, kill or ignore");
+            int mode = o->on_lost;
+            rc = word_arg(v, on_lost_words, "--on-lost must be term, kill or ignore", &mode);
+            o->on_lost = (on_lost_mode)mode;
         } else if (cli_take_opt(argc, argv, &i, "--grace", &v)) {
             rc = ms_value("--grace", v, &o->grace_ms);
         } else if (cli_take_opt(argc, argv, &i, "--on-unavailable", &v)) {
-            if (v != NULL && strcmp(v, "fail") == 0)
-                o->on_unavailable = CRD_UNAVAILABLE_FAIL;
-            else if (v != NULL && strcmp(v, "skip") == 0)
-                o->on_unavailable = CRD_UNAVAILABLE_SKIP;
-            else if (v != NULL && strcmp(v, "degrade") == 0)
-                o->on_unavailable = CRD_UNAVAILABLE_DEGRADE;
-            else
-                return cli_usage_error("run", "--on-unavailable must be fail, skip or degrade");
+            int policy = o->on_unavailable;
+            rc = word_arg(v, on_unavailable_words,
+                          "--on-unavailable must be fail, skip or degrade", &policy);
+            o->on_unavailable = (crd_unavailable_policy)policy;
         } else if (cli_take_opt(argc, argv, &i, "--permits", &v)) {
             if (v == NULL || !cli_parse_ms(v, &o->permits) || o->permits < 1 ||
                 o->permits > MAX_PERMITS)

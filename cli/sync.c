@@ -148,7 +148,7 @@ typedef struct verb_args {
  * by parse (an exit code, or 0); then a client, which act uses and this frees. */
 static int run_verb(const global_opts *g, const char *cmd, int argc, char **argv,
                     void (*usage)(FILE *), int (*parse)(verb_args *, int, char **),
-                    int (*act)(const global_opts *, crd_client *, verb_args *))
+                    int (*act)(crd_client *, const verb_args *))
 {
     int rc = usage_if_asked(argc, argv, usage);
     if (rc >= 0)
@@ -156,10 +156,12 @@ static int run_verb(const global_opts *g, const char *cmd, int argc, char **argv
     verb_args a = {.cmd = cmd, .verb = argv[1], .wait = -1};
     if ((rc = parse(&a, argc, argv)) != 0)
         return rc;
+    if (a.name == NULL) /* take_args refuses a missing NAME; clang's analyzer cannot see it */
+        return cli_usage_error(cmd, "%s needs NAME", a.verb);
     crd_client *c = NULL;
     if ((rc = cli_make_client(g, cmd, NULL, &c)) != 0)
         return rc;
-    rc = act(g, c, &a);
+    rc = act(c, &a);
     crd_client_free(c);
     return rc;
 }
@@ -179,13 +181,10 @@ static int semaphore_parse(verb_args *a, int argc, char **argv)
     return 0;
 }
 
-static int semaphore_act(const global_opts *g, crd_client *c, verb_args *a)
+static int semaphore_act(crd_client *c, const verb_args *a)
 {
-    (void)g;
     const char *cmd = a->cmd, *verb = a->verb, *name = a->name;
     bool json = a->json, status = strcmp(verb, "status") == 0;
-    if (name == NULL) /* semaphore_parse refuses a missing NAME; the analyzer cannot see it */
-        return cli_usage_error(cmd, "%s needs NAME", verb);
     int64_t v = a->num;
     int rc = 0;
     crd_semaphore *s = NULL;
@@ -251,22 +250,18 @@ static int latch_parse(verb_args *a, int argc, char **argv)
                        &a->name, &n);
     if (rc != 0)
         return rc;
-    if (a->name == NULL) /* take_args refuses a missing NAME; clang's analyzer cannot see it */
-        return cli_usage_error(cmd, "NAME is missing");
-    if (set ? !parse_i64(n, &a->num) || a->num < 1 : n != NULL)
-        return cli_usage_error(cmd, set ? "set needs NAME and a count >= 1"
-                                        : "%s takes only NAME", verb);
+    if (set && (!parse_i64(n, &a->num) || a->num < 1))
+        return cli_usage_error(cmd, "set needs NAME and a count >= 1");
+    if (!set && n != NULL)
+        return cli_usage_error(cmd, "%s takes only NAME", verb);
     return 0;
 }
 
-static int latch_act(const global_opts *g, crd_client *c, verb_args *a)
+static int latch_act(crd_client *c, const verb_args *a)
 {
-    (void)g;
     const char *cmd = a->cmd, *verb = a->verb, *name = a->name;
     bool json = a->json;
     int64_t wait = a->wait, count = a->num;
-    if (name == NULL) /* latch_parse refuses a missing NAME; clang's analyzer cannot see it */
-        return cli_usage_error(cmd, "%s needs NAME", verb);
     bool set = strcmp(verb, "set") == 0, down = strcmp(verb, "count-down") == 0,
          wait_v = strcmp(verb, "wait") == 0;
     crd_latch *l = NULL;

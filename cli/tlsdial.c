@@ -38,10 +38,8 @@ typedef struct relay {
 
 static void relay_free(relay *r)
 {
-    if (r->ssl != NULL)
-        SSL_free(r->ssl);
-    if (r->ctx != NULL)
-        SSL_CTX_free(r->ctx);
+    SSL_free(r->ssl); /* both do nothing with NULL */
+    SSL_CTX_free(r->ctx);
     if (r->net >= 0)
         close(r->net);
     if (r->plain >= 0)

@@ -88,6 +88,21 @@ static void note_error(ledger *lg, crd_status st, const char *what, const char *
                  msg);
 }
 
+/* An acquire that did not succeed, into timeouts (CRD_TIMEOUT, CRD_BUSY) or errors (noted
+ * as what's, with c's detail). After an error the process pauses 10 ms: a refusing server
+ * must not make it spin. */
+static void count_miss(ledger *lg, crd_status st, atomic_long *timeouts, atomic_long *errors,
+                       const char *what, const crd_client *c)
+{
+    if (st == CRD_TIMEOUT || st == CRD_BUSY) {
+        atomic_fetch_add(timeouts, 1);
+        return;
+    }
+    atomic_fetch_add(errors, 1);
+    note_error(lg, st, what, crd_client_errmsg(c));
+    sleep_us(10000);
+}
+
 /* ---- one process ------------------------------------------------------------------------ */
 
 static int child_main(const global_opts *g, const verify_opts *vo, ledger *lg, int id,
@@ -155,12 +170,8 @@ static int child_main(const global_opts *g, const verify_opts *vo, ledger *lg, i
                 atomic_fetch_add(&lg->lost, 1);
             else if (st != CRD_OK)
                 note_error(lg, st, "release", crd_client_errmsg(c));
-        } else if (st == CRD_TIMEOUT || st == CRD_BUSY) {
-            atomic_fetch_add(&lg->timeouts, 1);
         } else {
-            atomic_fetch_add(&lg->errors, 1);
-            note_error(lg, st, "acquire", crd_client_errmsg(c));
-            sleep_us(10000); /* a refusing server must not make this spin */
+            count_miss(lg, st, &lg->timeouts, &lg->errors, "acquire", c);
         }
         if (now_ns() >= end_ns)
             break;
@@ -179,12 +190,8 @@ static int child_main(const global_opts *g, const verify_opts *vo, ledger *lg, i
             st = crd_semaphore_release(s, 1);
             if (st != CRD_OK)
                 note_error(lg, st, "semaphore release", crd_client_errmsg(c));
-        } else if (st == CRD_TIMEOUT || st == CRD_BUSY) {
-            atomic_fetch_add(&lg->sem_timeouts, 1);
         } else {
-            atomic_fetch_add(&lg->sem_errors, 1);
-            note_error(lg, st, "semaphore acquire", crd_client_errmsg(c));
-            sleep_us(10000);
+            count_miss(lg, st, &lg->sem_timeouts, &lg->sem_errors, "semaphore acquire", c);
         }
     }
     crd_semaphore_free(s);

@@ -47,18 +47,19 @@ if kind == 'hash' then
         end
     end
 end
-local qlen = 0
+-- The size of key by cmd (llen, zcard); 0 when the key holds another type.
+local function size(cmd, key)
+    local ok, n = pcall(redis.call, cmd, key)
+    return ok and n or 0
+end
+local qlen = size('llen', KEYS[2])
 local queue = {}
-local ok, n = pcall(redis.call, 'llen', KEYS[2])
-if ok then
-    qlen = n
-    if qlen > 0 then
-        local entries = redis.call('lrange', KEYS[2], 0, most - 1)
-        for _, e in ipairs(entries) do
-            queue[#queue + 1] = e
-            local okz, score = pcall(redis.call, 'zscore', KEYS[3], e)
-            queue[#queue + 1] = okz and score or false
-        end
+if qlen > 0 then
+    local entries = redis.call('lrange', KEYS[2], 0, most - 1)
+    for _, e in ipairs(entries) do
+        queue[#queue + 1] = e
+        local okz, score = pcall(redis.call, 'zscore', KEYS[3], e)
+        queue[#queue + 1] = okz and score or false
     end
 end
 local tok = false
@@ -70,14 +71,10 @@ local value = false
 if kind == 'string' then
     value = redis.call('get', KEYS[1])
 end
-local pcount = 0
+local pcount = size('zcard', KEYS[5])
 local permits = {}
-local okp, pc = pcall(redis.call, 'zcard', KEYS[5])
-if okp then
-    pcount = pc
-    if pcount > 0 then
-        permits = redis.call('zrange', KEYS[5], 0, most - 1, 'withscores')
-    end
+if pcount > 0 then
+    permits = redis.call('zrange', KEYS[5], 0, most - 1, 'withscores')
 end
 local numsub = redis.call('pubsub', 'numsub', ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 local okn, shard = pcall(redis.call, 'pubsub', 'shardnumsub', ARGV[1], ARGV[2], ARGV[3], ARGV[4])

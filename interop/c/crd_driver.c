@@ -239,17 +239,6 @@ static void answer_error(const char *msg)
 
 /* ---- parsing ---------------------------------------------------------------------- */
 
-static int hexval(int ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* Decode a NAME token in place: "hex:..." becomes its bytes. Returns the length or
  * (size_t)-1 on bad hex. */
 static size_t decode_name(char *tok)
@@ -258,13 +247,11 @@ static size_t decode_name(char *tok)
         return strlen(tok);
     const char *h = tok + 4;
     size_t n = strlen(h);
-    if (n % 2)
+    if (n % 2 || strspn(h, "0123456789abcdefABCDEF") != n)
         return (size_t)-1;
     for (size_t i = 0; i < n / 2; i++) {
-        int hi = hexval(h[2 * i]), lo = hexval(h[2 * i + 1]);
-        if (hi < 0 || lo < 0)
-            return (size_t)-1;
-        tok[i] = (char)(hi * 16 + lo);
+        char pair[3] = {h[2 * i], h[2 * i + 1], '\0'};
+        tok[i] = (char)strtol(pair, NULL, 16);
     }
     tok[n / 2] = '\0';
     return n / 2;

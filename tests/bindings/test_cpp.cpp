@@ -114,6 +114,14 @@ private:
     std::thread t_;
 };
 
+/* Runs fn on a thread of its own (another owner of every lock) and waits for it there;
+ * a check that fails on that thread fails the test. */
+template <class F> void on_another_thread(F fn)
+{
+    checked_thread t(std::move(fn));
+    t.join();
+}
+
 /* A value that only grows, waited on with a deadline. */
 class gate {
 public:
@@ -276,11 +284,10 @@ TEST(lock_guard_holds_and_releases)
         CHECK(m.is_held());
         CHECK(m.is_locked());
         CHECK(m.validity() > 0ms);
-        checked_thread other([&] {
+        on_another_thread([&] {
             CHECK(!m.try_lock()); /* another thread is another owner */
             CHECK(!m.is_held());
         });
-        other.join();
     }
     CHECK(!m.is_locked());
     CHECK(!credisson::last_error());
@@ -394,11 +401,10 @@ TEST(shared_lock_holds_the_read_lock_with_other_readers_and_excludes_a_writer)
         r2.join();
         CHECK(w.try_lock_for(10s));
         CHECK(rw.writer().is_held());
-        checked_thread late_reader([&] {
+        on_another_thread([&] {
             std::shared_lock<credisson::read_write_lock> r(rw, 100ms); /* try_lock_shared_for */
             CHECK(!r.owns_lock());
         });
-        late_reader.join();
         w.unlock();
     }
     checked_thread reader_after([&] {
@@ -430,11 +436,10 @@ TEST(a_thread_is_an_owner_and_holds_reentrantly)
     m.lock();
     CHECK(m.try_lock()); /* the same thread again */
     CHECK(m.hold_count() == 2);
-    checked_thread other([&] {
+    on_another_thread([&] {
         CHECK(m.hold_count() == 0);
         CHECK(!m.try_lock_for(50ms));
     });
-    other.join();
     m.unlock();
     CHECK(m.hold_count() == 1);
     m.unlock();
@@ -463,14 +468,13 @@ TEST(an_explicit_owner_lets_a_unique_lock_move_to_another_thread)
 
     /* A thread-owned hold cannot be released from another thread. */
     std::unique_lock<credisson::reentrant_lock> t(m);
-    checked_thread stranger([&] {
+    on_another_thread([&] {
         std::error_code ec;
         m.unlock(ec);
         CHECK(ec == credisson::errc::not_owner);
         m.unlock(); /* the noexcept form says it in last_error() */
         CHECK(credisson::last_error() == credisson::errc::not_owner);
     });
-    stranger.join();
     CHECK(m.is_held());
     t.unlock();
     CHECK(!m.is_locked());

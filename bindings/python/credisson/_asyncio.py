@@ -31,8 +31,6 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from . import _native
 from ._client import (
     DEFAULT,
-    LockEvent,
-    LogLevel,
     Name,
     Seconds,
     _ClientBase,
@@ -223,16 +221,9 @@ class AsyncClient(_ClientBase):
     ``await client.aclose()`` (or leaving ``async with``) frees it: pending acquires end
     with ``ClosedError``."""
 
-    def __init__(
-        self,
-        url: Optional[str] = None,
-        *,
-        on_event: Optional[Callable[[LockEvent], None]] = None,
-        on_log: Optional[Callable[[LogLevel, str], None]] = None,
-        **options: Any,
-    ) -> None:
-        super().__init__(url, on_event=on_event, on_log=on_log, **options)
-        self._drv: Optional[_Driver] = None
+    # The loop's driver, made when the client is first awaited (_ClientBase's __init__
+    # makes the client itself).
+    _drv: Optional[_Driver] = None
 
     @classmethod
     async def connect(cls, url: Optional[str] = None, **kwargs: Any) -> "AsyncClient":

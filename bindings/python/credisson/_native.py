@@ -146,39 +146,25 @@ _PROTOTYPES = {
     "crd_strerror": (c_char_p, [_st]),
     "crd_options_init": (_st, [POINTER(crd_options)]),
     "crd_client_new": (_st, [POINTER(crd_options), _pop]),
-    "crd_client_free": (None, [_h]),
     "crd_client_errmsg": (c_char_p, [_h]),
     "crd_client_id": (c_char_p, [_h]),
     "crd_client_metrics": (_st, [_h, POINTER(crd_metrics), c_size_t]),
     "crd_owner_current": (c_uint64, []),
     "crd_owner_new": (c_uint64, []),
     # locks
-    "crd_lock_new_n": (_st, [_h, c_char_p, c_size_t, _pop]),
-    "crd_fair_lock_new_n": (_st, [_h, c_char_p, c_size_t, _pop]),
-    "crd_fenced_lock_new_n": (_st, [_h, c_char_p, c_size_t, _pop]),
-    "crd_lock_free": (None, [_h]),
     "crd_lock_acquire": (_st, [_h, _i64, _i64]),
-    "crd_lock_acquire_owner": (_st, [_h, c_uint64, _i64, _i64]),
     "crd_lock_release": (_st, [_h]),
-    "crd_lock_release_owner": (_st, [_h, c_uint64]),
     "crd_lock_force_unlock": (_st, [_h, _pbool]),
     "crd_lock_is_locked": (_st, [_h, _pbool]),
     "crd_lock_is_held": (_st, [_h, _pbool]),
-    "crd_lock_is_held_owner": (_st, [_h, c_uint64, _pbool]),
     "crd_lock_hold_count": (_st, [_h, _pi64]),
-    "crd_lock_hold_count_owner": (_st, [_h, c_uint64, _pi64]),
     "crd_lock_remaining_ttl": (_st, [_h, _pi64]),
     "crd_lock_validity_ms": (_st, [_h, _pi64]),
-    "crd_lock_validity_ms_owner": (_st, [_h, c_uint64, _pi64]),
     "crd_lock_extend": (_st, [_h, _i64]),
-    "crd_lock_extend_owner": (_st, [_h, c_uint64, _i64]),
     "crd_lock_acquire_token": (_st, [_h, _i64, _i64, _pi64]),
-    "crd_lock_acquire_token_owner": (_st, [_h, c_uint64, _i64, _i64, _pi64]),
     "crd_lock_token": (_st, [_h, _pi64]),
-    "crd_rwlock_new_n": (_st, [_h, c_char_p, c_size_t, _pop]),
     "crd_rwlock_read": (_h, [_h]),
     "crd_rwlock_write": (_h, [_h]),
-    "crd_rwlock_free": (None, [_h]),
     # event loop
     "crd_loop_fd": (c_int, [_h]),
     "crd_loop_timeout_ms": (_i64, [_h]),
@@ -189,8 +175,6 @@ _PROTOTYPES = {
     "crd_op_cancel": (_st, [_h]),
     "crd_op_token": (_i64, [_h]),
     # semaphore
-    "crd_semaphore_new_n": (_st, [_h, c_char_p, c_size_t, _pop]),
-    "crd_semaphore_free": (None, [_h]),
     "crd_semaphore_try_set_permits": (_st, [_h, _i64, _i64, _pbool]),
     "crd_semaphore_acquire": (_st, [_h, _i64, _i64]),
     "crd_semaphore_acquire_async": (_st, [_h, _i64, _i64, crd_op_done_fn, c_void_p, _pop]),
@@ -199,8 +183,6 @@ _PROTOTYPES = {
     "crd_semaphore_available": (_st, [_h, _pi64]),
     "crd_semaphore_drain": (_st, [_h, _pi64]),
     # permit-expirable semaphore
-    "crd_permit_semaphore_new_n": (_st, [_h, c_char_p, c_size_t, _pop]),
-    "crd_permit_semaphore_free": (None, [_h]),
     "crd_permit_semaphore_try_set_permits": (_st, [_h, _i64, _pbool]),
     "crd_permit_semaphore_set_permits": (_st, [_h, _i64]),
     "crd_permit_semaphore_add_permits": (_st, [_h, _i64]),
@@ -213,8 +195,6 @@ _PROTOTYPES = {
     "crd_permit_semaphore_permits": (_st, [_h, _pi64]),
     "crd_permit_semaphore_acquired": (_st, [_h, _pi64]),
     # latch
-    "crd_latch_new_n": (_st, [_h, c_char_p, c_size_t, _pop]),
-    "crd_latch_free": (None, [_h]),
     "crd_latch_try_set_count": (_st, [_h, _i64, _pbool]),
     "crd_latch_count_down": (_st, [_h]),
     "crd_latch_await": (_st, [_h, _i64]),
@@ -222,6 +202,16 @@ _PROTOTYPES = {
     "crd_latch_count": (_st, [_h, _pi64]),
     "crd_latch_delete": (_st, [_h, _pbool]),
 }
+# Each kind of object is made from a name (client, the name's bytes, their length, the new
+# handle) and freed by its kind's crd_<kind>_free; the fair and fenced locks are locks.
+for _kind in ("lock", "fair_lock", "fenced_lock", "rwlock", "semaphore", "permit_semaphore", "latch"):
+    _PROTOTYPES[f"crd_{_kind}_new_n"] = (_st, [_h, c_char_p, c_size_t, _pop])
+for _kind in ("client", "lock", "rwlock", "semaphore", "permit_semaphore", "latch"):
+    _PROTOTYPES[f"crd_{_kind}_free"] = (None, [_h])
+# A lock call's _owner form takes the owner (a uint64) after the lock.
+for _call in ("acquire", "release", "is_held", "hold_count", "validity_ms", "extend", "acquire_token"):
+    _restype, _argtypes = _PROTOTYPES[f"crd_lock_{_call}"]
+    _PROTOTYPES[f"crd_lock_{_call}_owner"] = (_restype, [_h, c_uint64] + _argtypes[1:])
 
 
 def _candidates() -> list[str]:

@@ -3,6 +3,7 @@ package has no Redis client of its own, and the tests read and write keys around
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from typing import Any, List, Optional
 
@@ -11,16 +12,16 @@ class RespError(Exception):
     """An error reply."""
 
 
-class Resp:
+class Resp(contextlib.AbstractContextManager):
+    """One connection; ``with Resp(port) as r:`` closes it at the end (the base class's
+    ``__enter__`` gives the Resp itself)."""
+
     def __init__(self, port: int, host: str = "127.0.0.1", timeout: float = 30.0) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.buf = b""
 
     def close(self) -> None:
         self.sock.close()
-
-    def __enter__(self) -> "Resp":
-        return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
