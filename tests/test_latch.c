@@ -218,17 +218,11 @@ Test(latch, a_count_down_whose_reply_is_lost_is_an_unknown_outcome_and_is_not_re
 static void wait_for(crdt_sync_waiter *w, redisContext *owner, const char *channel)
 {
     crdt_sync_waiter_start(w);
-    int64_t until = crdt_now_ms() + 10000;
-    long long subs = 0;
-    while (crdt_now_ms() < until) {
-        redisReply *rep = crdt_cmd(owner, "PUBSUB SHARDNUMSUB %s", channel);
-        subs = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 ? rep->element[1]->integer : 0;
-        freeReplyObject(rep);
-        if (subs > 0)
-            break;
-        crdt_sleep_ms(5);
-    }
-    cr_assert_eq(subs, 1, "SSUBSCRIBEd at the slot's primary: %s", channel);
+    crdt_probe sub = {.r = owner, .name = channel};
+    cr_assert(crdt_wait_until(crdt_cluster_shard_subscribed, &sub, 10000),
+              "never SSUBSCRIBEd at the slot's primary: %s", channel);
+    cr_assert_eq(crdt_cluster_shard_subscribers(owner, channel), 1,
+                 "one subscriber at the slot's primary: %s", channel);
 }
 
 static void woken(crdt_sync_waiter *w)

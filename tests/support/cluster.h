@@ -11,7 +11,8 @@
  * The helpers assert with Criterion, so they run inside a test (a worker), not in the
  * runner. They also drive the topology changes the cluster tests need: moving one slot
  * to another primary (IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE on every node) and a
- * manual failover (CLUSTER FAILOVER on a replica).
+ * manual failover (CLUSTER FAILOVER on a replica). And what a test waits for on a
+ * node: the sharded subscribers of a channel (a blocked waiter's SSUBSCRIBE).
  */
 #ifndef CRDT_CLUSTER_H
 #define CRDT_CLUSTER_H
@@ -93,5 +94,12 @@ void crdt_cluster_options(crdt_cluster *cl, crd_options *o);
  * process) whose slot the node at index `primary` serves now. The returned storage
  * lives until process exit. */
 const char *crdt_cluster_name_on(crdt_cluster *cl, int primary, const char *suffix);
+
+/* How many clients SSUBSCRIBEd channel at node r (PUBSUB SHARDNUMSUB); -1 when r does
+ * not answer as a node does (during a move or a failover a node may not). */
+long long crdt_cluster_shard_subscribers(redisContext *r, const char *channel);
+/* A crdt_wait_until predicate on a crdt_probe (r, name, n): at least n clients (n 0: one)
+ * SSUBSCRIBEd the channel name at node r: a waiter listens on its slot's primary. */
+bool crdt_cluster_shard_subscribed(void *probe);
 
 #endif /* CRDT_CLUSTER_H */
