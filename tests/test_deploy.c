@@ -478,24 +478,21 @@ static void bg_start(bg_cmd *b, int port)
     cr_assert_eq(pthread_create(&b->th, NULL, bg_run, b), 0);
 }
 
-/* Whether a fresh raw connection's PING is answered with an error starting with code. */
+/* Whether PING on r is answered with an error starting with code. r is a connection
+ * made before the refusal began: a busy script and a load answer every connection so. */
 typedef struct refusing {
-    int port;
+    redisContext *r;
     const char *code;
 } refusing;
 
 static bool answers_with(void *arg)
 {
     refusing *f = arg;
-    redisContext *r = crdt_raw_connect(f->port, 2000);
-    if (r == NULL)
-        return false;
-    redisReply *rep = redisCommand(r, "PING");
+    redisReply *rep = redisCommand(f->r, "PING");
     bool yes = rep != NULL && rep->type == REDIS_REPLY_ERROR &&
                strncmp(rep->str, f->code, strlen(f->code)) == 0;
     if (rep != NULL)
         freeReplyObject(rep);
-    redisFree(r);
     return yes;
 }
 
@@ -514,9 +511,12 @@ static void refusal_then_lock(int port, const char *code, const char *meaning, b
     ot.command_timeout_ms = 300;
     crd_client *ct = crdt_client_opts(&ot);
     crd_lock *lt = crdt_lock(ct, key);
-    refusing f = {port, code};
+    refusing f = {crdt_raw_connect(port, 2000), code};
+    cr_assert_not_null(f.r);
     bg_start(bg, port);
-    cr_assert(crdt_wait_until(answers_with, &f, 5000), "the server never answered %s", code);
+    bool refused = crdt_wait_until(answers_with, &f, 5000);
+    redisFree(f.r);
+    cr_assert(refused, "the server never answered %s", code);
     int64_t t0 = crdt_now_ms();
     crd_status st = crd_lock_acquire(lt, 0, 10000);
     int64_t took = crdt_now_ms() - t0;
