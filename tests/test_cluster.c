@@ -168,22 +168,16 @@ Test(cluster, locks_on_every_primary_are_routed_reentered_and_woken_by_sharded_m
 
 /* ---- resharding and failover while locked ----------------------------------------------------- */
 
-typedef struct renewed_pred {
-    crd_client *c;
-    uint64_t after;
-    redisContext *owner;
-    const char *key;
-} renewed_pred;
-
-/* The watchdog renewed since `after` and the key's TTL on its (new) owner is fresh. */
-static bool renewed_fn(void *arg)
+/* A crdt_probe (c, n, r, name): c's watchdog renewed since its count of renewals was n,
+ * and name's TTL at node r (its new owner) is fresh. */
+static bool renewed_fn(void *probe)
 {
-    renewed_pred *p = arg;
+    const crdt_probe *p = probe;
     crd_metrics m;
     crd_client_metrics(p->c, &m, sizeof m);
-    if (m.renewals <= p->after)
+    if (m.renewals <= (uint64_t)p->n)
         return false;
-    redisReply *r = redisCommand(p->owner, "PTTL %s", p->key);
+    redisReply *r = redisCommand(p->r, "PTTL %s", p->name);
     bool fresh = r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer > 2000;
     if (r != NULL)
         freeReplyObject(r);
@@ -257,7 +251,7 @@ static void scenario_finish(scenario *sc, int new_owner, const char *what)
     crd_metrics m;
     crd_client_metrics(sc->a, &m, sizeof m);
     redisContext *owner = crdt_cluster_redis(&sc->cl, new_owner);
-    renewed_pred rp = {sc->a, m.renewals, owner, sc->renewed};
+    crdt_probe rp = {.r = owner, .c = sc->a, .name = sc->renewed, .n = (long long)m.renewals};
     int64_t t_renew = crdt_now_ms();
     /* two renewal periods, and the retries of a failed round */
     cr_assert(crdt_wait_until(renewed_fn, &rp, sc->watchdog_ms / 3 * 2 + 3000),
@@ -290,6 +284,10 @@ static void scenario_finish(scenario *sc, int new_owner, const char *what)
     int64_t lat = sc->w.t_acq_ms - t0;
     cr_assert_lt(lat, 1500, "%s: the waiter woke %lld ms after the release (not by a message)",
                  what, (long long)lat);
+    /* The waiter's side is done (it released at once): its lock, client and trace go. */
+    crd_lock_free(sc->lw);
+    crd_client_free(sc->b);
+    crdt_tracelog_free(sc->tlb);
     cr_assert_eq(crd_lock_release(sc->lr), CRD_OK, "%s: the renewed lock was lost", what);
     while (crd_lock_release(sc->lr) == CRD_OK) {
     }
@@ -300,11 +298,8 @@ static void scenario_finish(scenario *sc, int new_owner, const char *what)
     redisFree(owner);
     crd_lock_free(sc->lh);
     crd_lock_free(sc->lr);
-    crd_lock_free(sc->lw);
     crd_client_free(sc->a);
-    crd_client_free(sc->b);
     crdt_tracelog_free(sc->tla);
-    crdt_tracelog_free(sc->tlb);
     crdt_cluster_stop(&sc->cl);
 }
 
@@ -524,6 +519,37 @@ static crd_status loop_result(crd_client *c, crdt_op_rec *o, int64_t *worst_us)
     return o->last;
 }
 
+/* Through a's loop: a semaphore acquire on primary 2's slot that waits for b's release,
+ * or a latch await on primary 0's that waits for b's count-down; it completes CRD_OK once
+ * woken, and not before. The longest dispatch so far is kept in *worst_us. */
+static void loop_sync_woken(crdt_cluster *cl, crd_client *a, crd_client *b, crdt_sync_kind kind,
+                            int64_t *worst_us)
+{
+    bool sem = kind == CRDT_SYNC_SEMAPHORE;
+    crdt_sync_fixture f = {.a = a, .b = b,
+                           .name = crdt_cluster_name_on(cl, sem ? 2 : 0,
+                                                        sem ? "loopsem" : "looplatch")};
+    crdt_sync_handles(&f, kind);
+    crdt_op_rec o = {0, CRD_OK};
+    if (sem) {
+        CRDT_OK(b, crd_semaphore_try_set_permits(f.sb, 0, 0, NULL));
+        CRDT_OK(a, crd_semaphore_acquire_async(f.sa, 1, 10000, crdt_op_rec_done, &o, NULL));
+    } else {
+        CRDT_OK(b, crd_latch_try_set_count(f.lb, 1, NULL));
+        CRDT_OK(a, crd_latch_await_async(f.la, 10000, crdt_op_rec_done, &o, NULL));
+    }
+    int64_t w = crdt_loop_until(a, &o.done, 1, crdt_scaled_ms(200));
+    *worst_us = w > *worst_us ? w : *worst_us;
+    cr_assert_eq(o.done, 0, "the %s completed before its wake-up", sem ? "semaphore acquire" :
+                 "latch await");
+    if (sem)
+        CRDT_OK(b, crd_semaphore_release(f.sb, 1));
+    else
+        CRDT_OK(b, crd_latch_count_down(f.lb));
+    cr_assert_eq(loop_result(a, &o, worst_us), CRD_OK, "%s", crd_client_errmsg(a));
+    crdt_sync_handles_free(&f);
+}
+
 /* In cluster mode every step of a loop operation goes through crd__call's hops on the
  * loop's helper threads: a wait woken by a release, an extend, a release, a fair waiter
  * cancelled (it leaves the queue from a helper, detached), a semaphore acquire woken by a
@@ -560,6 +586,8 @@ Test(cluster, every_loop_operation_runs_through_the_helper_threads_of_a_cluster_
     cr_assert_eq(loop_result(a, &o, &worst), CRD_OK, "%s", crd_client_errmsg(a));
     cr_assert_eq(crdt_exists(r, name), 0, "the release did not reach Redis");
     redisFree(r);
+    crd_lock_free(la);
+    crd_lock_free(lb);
 
     /* A fair waiter cancelled: the loop hears CRD_CANCELLED, the queue loses it. */
     const char *fname = crdt_cluster_name_on(&cl, 1, "loopfair");
@@ -587,44 +615,16 @@ Test(cluster, every_loop_operation_runs_through_the_helper_threads_of_a_cluster_
     cr_assert(crdt_await_llen(r, queue, 0, 0, 5000), "the cancelled waiter is still queued");
     cr_assert_eq(crd_lock_release(fb), CRD_OK);
     redisFree(r);
+    crd_lock_free(fa);
+    crd_lock_free(fb);
 
     /* A semaphore acquire woken by a release, a latch await woken by its count-down. */
-    crd_semaphore *sa = NULL, *sb = NULL;
-    const char *sname = crdt_cluster_name_on(&cl, 2, "loopsem");
-    cr_assert_eq(crd_semaphore_new(a, sname, &sa), CRD_OK);
-    cr_assert_eq(crd_semaphore_new(b, sname, &sb), CRD_OK);
-    cr_assert_eq(crd_semaphore_try_set_permits(sb, 0, 0, NULL), CRD_OK);
-    o = (crdt_op_rec){0, CRD_OK};
-    cr_assert_eq(crd_semaphore_acquire_async(sa, 1, 10000, crdt_op_rec_done, &o, NULL), CRD_OK);
-    int64_t w = crdt_loop_until(a, &o.done, 1, crdt_scaled_ms(200));
-    worst = w > worst ? w : worst;
-    cr_assert_eq(o.done, 0, "the semaphore acquire completed with no permit");
-    cr_assert_eq(crd_semaphore_release(sb, 1), CRD_OK);
-    cr_assert_eq(loop_result(a, &o, &worst), CRD_OK, "%s", crd_client_errmsg(a));
-    crd_latch *ca = NULL, *cb = NULL;
-    const char *cname = crdt_cluster_name_on(&cl, 0, "looplatch");
-    cr_assert_eq(crd_latch_new(a, cname, &ca), CRD_OK);
-    cr_assert_eq(crd_latch_new(b, cname, &cb), CRD_OK);
-    cr_assert_eq(crd_latch_try_set_count(cb, 1, NULL), CRD_OK);
-    o = (crdt_op_rec){0, CRD_OK};
-    cr_assert_eq(crd_latch_await_async(ca, 10000, crdt_op_rec_done, &o, NULL), CRD_OK);
-    w = crdt_loop_until(a, &o.done, 1, crdt_scaled_ms(200));
-    worst = w > worst ? w : worst;
-    cr_assert_eq(o.done, 0, "the latch await completed before the count-down");
-    cr_assert_eq(crd_latch_count_down(cb), CRD_OK);
-    cr_assert_eq(loop_result(a, &o, &worst), CRD_OK, "%s", crd_client_errmsg(a));
+    loop_sync_woken(&cl, a, b, CRDT_SYNC_SEMAPHORE, &worst);
+    loop_sync_woken(&cl, a, b, CRDT_SYNC_LATCH, &worst);
 
     cr_assert_lt(worst, crdt_scaled_ms(50) * 1000, "a dispatch call took %lld us",
                  (long long)worst);
     say("loop operations through the helpers: worst dispatch %lld us", (long long)worst);
-    crd_latch_free(ca);
-    crd_latch_free(cb);
-    crd_semaphore_free(sa);
-    crd_semaphore_free(sb);
-    crd_lock_free(fa);
-    crd_lock_free(fb);
-    crd_lock_free(la);
-    crd_lock_free(lb);
     crd_client_free(a);
     crd_client_free(b);
     crdt_cluster_stop(&cl);
@@ -745,14 +745,9 @@ static void *ex_thread(void *arg)
 static int ex_process(int index, void *arg)
 {
     const ex_shared *sh = arg;
-    crd_options o;
-    crd_options_init(&o);
-    o.url = sh->url;
-    crd_client *c = NULL;
-    if (crd_client_new(&o, &c) != CRD_OK) {
-        crd_client_free(c);
+    crd_client *c = crdt_cluster_child_client(sh->url);
+    if (c == NULL)
         return 3;
-    }
     ex_worker w[EX_THREADS];
     pthread_t th[EX_THREADS];
     for (int t = 0; t < EX_THREADS; t++) {
@@ -957,6 +952,28 @@ Test(cluster, four_processes_of_four_threads_never_overlap_on_thirty_names_over_
 
 /* ---- rediss-cluster:// ---------------------------------------------------------------------- */
 
+/* On primary i's slot: a holds a lock, b's waiter SSUBSCRIBEs at that primary, and a's
+ * release wakes it by the sharded message. */
+static void tls_wake_on(crdt_cluster *cl, int i, crd_client *a, crd_client *b)
+{
+    const char *name = crdt_cluster_name_on(cl, i, "tls");
+    crd_lock *la = crdt_lock(a, name), *lb = crdt_lock(b, name);
+    cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK, "%s",
+                 crd_client_errmsg(a));
+    crdt_waiter w = {.lock = lb, .wait_ms = 20000, .lease_ms = 30000};
+    crdt_waiter_start(&w);
+    char ch[400];
+    snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", name);
+    redisContext *owner = crdt_cluster_redis(cl, i);
+    crdt_probe sub = {.r = owner, .name = ch};
+    bool subscribed = crdt_wait_until(crdt_cluster_shard_subscribed, &sub, 10000);
+    redisFree(owner);
+    cr_assert(subscribed, "primary %d: the waiter never subscribed", i);
+    crdt_release_wakes(la, &w, "tls waiter");
+    crd_lock_free(la);
+    crd_lock_free(lb);
+}
+
 Test(cluster, rediss_cluster_locks_wake_ups_and_refusals_work_over_tls, .timeout = 120)
 {
     crdt_cluster cl;
@@ -966,24 +983,8 @@ Test(cluster, rediss_cluster_locks_wake_ups_and_refusals_work_over_tls, .timeout
     o.url = cl.tls_url;
     o.tls_ca_file = crdt_tls_file("ca.crt");
     crd_client *a = crdt_client_opts(&o), *b = crdt_client_opts(&o);
-    for (int i = 0; i < 3; i++) {
-        const char *name = crdt_cluster_name_on(&cl, i, "tls");
-        crd_lock *la = crdt_lock(a, name), *lb = crdt_lock(b, name);
-        cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK, "%s",
-                     crd_client_errmsg(a));
-        crdt_waiter w = {.lock = lb, .wait_ms = 20000, .lease_ms = 30000};
-        crdt_waiter_start(&w);
-        char ch[400];
-        snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", name);
-        redisContext *owner = crdt_cluster_redis(&cl, i);
-        crdt_probe sub = {.r = owner, .name = ch};
-        cr_assert(crdt_wait_until(crdt_cluster_shard_subscribed, &sub, 10000),
-                  "primary %d: the waiter never subscribed", i);
-        redisFree(owner);
-        crdt_release_wakes(la, &w, "tls waiter");
-        crd_lock_free(la);
-        crd_lock_free(lb);
-    }
+    for (int i = 0; i < 3; i++)
+        tls_wake_on(&cl, i, a, b);
     crd_client_free(a);
     crd_client_free(b);
     /* A CA that did not sign the nodes' certificates: refused, with the reason. */

@@ -75,8 +75,11 @@ static void cli(cli_run *r, const char *fmt, ...)
     char args[3000];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
+    int n = vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
+    /* Cut short, the shell would run another command than the test means. */
+    cr_assert(n >= 0 && (size_t)n < sizeof args, "CLI arguments longer than %zu bytes",
+              sizeof args);
     cli_start(r, args);
     cli_finish(r);
 }

@@ -113,6 +113,13 @@ static crdt_proxy *proxy_to(int port)
 }
 
 
+/* A client that must notice a cut soon: 500 ms to connect and for each command. */
+static void cut_timeouts(crd_options *o)
+{
+    o->connect_timeout_ms = 500;
+    o->command_timeout_ms = 500;
+}
+
 /* The end of a hold's trust as its holder sees it now: now + crd_lock_validity_ms. */
 static int64_t trusted_until_ns(crd_lock *l)
 {
@@ -134,8 +141,7 @@ static void cut_holder_round(figures *f, crdt_holds *holds)
     crd_options oa;
     crdt_options(&oa);
     oa.port = crdt_proxy_port(px);
-    oa.connect_timeout_ms = 500;
-    oa.command_timeout_ms = 500;
+    cut_timeouts(&oa);
     oa.watchdog_timeout_ms = lease;
     crdt_events_attach(&ev, &oa);
     crd_client *a = crdt_client_opts(&oa);
@@ -720,8 +726,7 @@ static void sentinel_cut_round(figures *f, crdt_holds *holds)
     crd_options_init(&o);
     o.sentinel_addrs = addrs;
     o.sentinel_master = topo.name;
-    o.connect_timeout_ms = 500;
-    o.command_timeout_ms = 500;
+    cut_timeouts(&o);
     crd_client *c = crdt_client_opts(&o);
     const char *name = crdt_key("sentinel-cut");
     cr_assert_eq(hold_once(c, 1, name, 2000, holds, f), CRD_OK);
@@ -824,8 +829,7 @@ static void cluster_cut_round(figures *f, crdt_holds *holds)
 
     crd_options o;
     crdt_cluster_options(&cl, &o);
-    o.connect_timeout_ms = 500;
-    o.command_timeout_ms = 500;
+    cut_timeouts(&o);
     crd_client *c = crdt_client_opts(&o);
     for (int i = 0; i < 3; i++)
         cr_assert_eq(hold_once(c, 1, names[i], 2000, holds, f), CRD_OK, "node %d", i);

@@ -53,11 +53,8 @@ static int rl_proc(int index, void *arg)
 {
     (void)index;
     const rlshare *sh = arg;
-    crd_options o;
-    crd_options_init(&o);
-    o.url = sh->url;
-    crd_client *c = NULL;
-    if (crd_client_new(&o, &c) != CRD_OK)
+    crd_client *c = crdt_cluster_child_client(sh->url);
+    if (c == NULL)
         return 2;
     crd_rate_limiter *rl = NULL;
     if (crd_rate_limiter_new(c, sh->name, &rl) != CRD_OK)

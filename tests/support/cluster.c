@@ -584,3 +584,15 @@ bool crdt_cluster_shard_subscribed(void *probe)
     const crdt_probe *p = probe;
     return crdt_cluster_shard_subscribers(p->r, p->name) >= (p->n > 0 ? p->n : 1);
 }
+
+crd_client *crdt_cluster_child_client(const char *url)
+{
+    crd_options o;
+    crd_options_init(&o);
+    o.url = url;
+    crd_client *c = NULL;
+    if (crd_client_new(&o, &c) == CRD_OK)
+        return c;
+    crd_client_free(c);
+    return NULL;
+}
