@@ -23,6 +23,7 @@
 #include "standalone/events.h"
 #include "failover.h"
 #include "harness.h"
+#include "procs.h"
 #include "syncs.h"
 #include "waiters.h"
 
@@ -167,39 +168,16 @@ Test(cluster, locks_on_every_primary_are_routed_reentered_and_woken_by_sharded_m
 
 /* ---- resharding and failover while locked ----------------------------------------------------- */
 
-typedef struct shard_pred {
-    redisContext *r;
-    const char *channel;
-} shard_pred;
-
-/* Someone SSUBSCRIBEd channel at node r (PUBSUB SHARDNUMSUB). */
-static bool shard_subscribed(void *arg)
+/* A crdt_probe (c, n, r, name): c's watchdog renewed since its count of renewals was n,
+ * and name's TTL at node r (its new owner) is fresh. */
+static bool renewed_fn(void *probe)
 {
-    shard_pred *p = arg;
-    redisReply *rep = redisCommand(p->r, "PUBSUB SHARDNUMSUB %s", p->channel);
-    bool yes = rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
-               rep->element[1]->type == REDIS_REPLY_INTEGER && rep->element[1]->integer >= 1;
-    if (rep != NULL)
-        freeReplyObject(rep);
-    return yes;
-}
-
-typedef struct renewed_pred {
-    crd_client *c;
-    uint64_t after;
-    redisContext *owner;
-    const char *key;
-} renewed_pred;
-
-/* The watchdog renewed since `after` and the key's TTL on its (new) owner is fresh. */
-static bool renewed_fn(void *arg)
-{
-    renewed_pred *p = arg;
+    const crdt_probe *p = probe;
     crd_metrics m;
     crd_client_metrics(p->c, &m, sizeof m);
-    if (m.renewals <= p->after)
+    if (m.renewals <= (uint64_t)p->n)
         return false;
-    redisReply *r = redisCommand(p->owner, "PTTL %s", p->key);
+    redisReply *r = redisCommand(p->r, "PTTL %s", p->name);
     bool fresh = r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer > 2000;
     if (r != NULL)
         freeReplyObject(r);
@@ -273,7 +251,7 @@ static void scenario_finish(scenario *sc, int new_owner, const char *what)
     crd_metrics m;
     crd_client_metrics(sc->a, &m, sizeof m);
     redisContext *owner = crdt_cluster_redis(&sc->cl, new_owner);
-    renewed_pred rp = {sc->a, m.renewals, owner, sc->renewed};
+    crdt_probe rp = {.r = owner, .c = sc->a, .name = sc->renewed, .n = (long long)m.renewals};
     int64_t t_renew = crdt_now_ms();
     /* two renewal periods, and the retries of a failed round */
     cr_assert(crdt_wait_until(renewed_fn, &rp, sc->watchdog_ms / 3 * 2 + 3000),
@@ -306,6 +284,10 @@ static void scenario_finish(scenario *sc, int new_owner, const char *what)
     int64_t lat = sc->w.t_acq_ms - t0;
     cr_assert_lt(lat, 1500, "%s: the waiter woke %lld ms after the release (not by a message)",
                  what, (long long)lat);
+    /* The waiter's side is done (it released at once): its lock, client and trace go. */
+    crd_lock_free(sc->lw);
+    crd_client_free(sc->b);
+    crdt_tracelog_free(sc->tlb);
     cr_assert_eq(crd_lock_release(sc->lr), CRD_OK, "%s: the renewed lock was lost", what);
     while (crd_lock_release(sc->lr) == CRD_OK) {
     }
@@ -316,11 +298,8 @@ static void scenario_finish(scenario *sc, int new_owner, const char *what)
     redisFree(owner);
     crd_lock_free(sc->lh);
     crd_lock_free(sc->lr);
-    crd_lock_free(sc->lw);
     crd_client_free(sc->a);
-    crd_client_free(sc->b);
     crdt_tracelog_free(sc->tla);
-    crdt_tracelog_free(sc->tlb);
     crdt_cluster_stop(&sc->cl);
 }
 
@@ -340,40 +319,38 @@ Test(cluster, a_slot_moved_while_locked_takes_renewals_release_and_wake_ups_alon
     scenario_finish(&sc, 1, "resharding");
 }
 
-Test(cluster, a_failover_while_locked_keeps_renewals_and_wake_ups, .timeout = 90)
+/* A replica takes over from primary 0 (replace: crdt_cluster_failover or
+ * crdt_cluster_kill_primary) while client a holds and client b waits; the holds reached
+ * the replica before (WAIT), so nothing may be lost. watchdog_ms: 0 for the default. */
+static void replaced_while_locked(int (*replace)(crdt_cluster *, int), int64_t watchdog_ms,
+                                  const char *what)
 {
     scenario sc;
     memset(&sc, 0, sizeof sc);
+    sc.watchdog_ms = watchdog_ms;
     scenario_start(&sc, 1);
-    /* The holds reached the replica before the failover (WAIT): nothing may be lost. */
     redisContext *p0 = crdt_cluster_redis(&sc.cl, 0);
     cr_expect_eq(crdt_cmd_int(p0, "WAIT 1 2000"), 1);
     redisFree(p0);
     int64_t t0 = crdt_now_ms();
-    int promoted = crdt_cluster_failover(&sc.cl, 0);
-    say("failover: replica %d took over from primary 0 in %lld ms", promoted,
-                (long long)(crdt_now_ms() - t0));
-    scenario_finish(&sc, promoted, "failover");
+    int promoted = replace(&sc.cl, 0);
+    say("%s: replica %d took over from primary 0 in %lld ms", what, promoted,
+        (long long)(crdt_now_ms() - t0));
+    scenario_finish(&sc, promoted, what);
 }
 
+Test(cluster, a_failover_while_locked_keeps_renewals_and_wake_ups, .timeout = 90)
+{
+    replaced_while_locked(crdt_cluster_failover, 0, "failover");
+}
+
+/* The cluster's own failover takes the node timeout (2 s) and an election (3.7 s in all
+ * in CI): a 10 s lease (renewed every 3.3 s) must outlast it, as 30 s does by default in
+ * production. */
 Test(cluster, a_killed_primary_is_replaced_by_its_replica_and_renewals_and_wake_ups_follow,
      .timeout = 120)
 {
-    scenario sc;
-    memset(&sc, 0, sizeof sc);
-    /* The cluster's own failover takes the node timeout (2 s) and an election (3.7 s in
-     * all in CI): a 10 s lease (renewed every 3.3 s) must outlast it, as 30 s does by
-     * default in production. */
-    sc.watchdog_ms = crdt_scaled_ms(10000);
-    scenario_start(&sc, 1);
-    redisContext *p0 = crdt_cluster_redis(&sc.cl, 0);
-    cr_expect_eq(crdt_cmd_int(p0, "WAIT 1 2000"), 1);
-    redisFree(p0);
-    int64_t t0 = crdt_now_ms();
-    int promoted = crdt_cluster_kill_primary(&sc.cl, 0);
-    say("killed primary: replica %d promoted by the cluster %lld ms after SIGKILL", promoted,
-        (long long)(crdt_now_ms() - t0));
-    scenario_finish(&sc, promoted, "killed primary");
+    replaced_while_locked(crdt_cluster_kill_primary, crdt_scaled_ms(10000), "killed primary");
 }
 
 typedef struct cluster_nodes {
@@ -542,6 +519,37 @@ static crd_status loop_result(crd_client *c, crdt_op_rec *o, int64_t *worst_us)
     return o->last;
 }
 
+/* Through a's loop: a semaphore acquire on primary 2's slot that waits for b's release,
+ * or a latch await on primary 0's that waits for b's count-down; it completes CRD_OK once
+ * woken, and not before. The longest dispatch so far is kept in *worst_us. */
+static void loop_sync_woken(crdt_cluster *cl, crd_client *a, crd_client *b, crdt_sync_kind kind,
+                            int64_t *worst_us)
+{
+    bool sem = kind == CRDT_SYNC_SEMAPHORE;
+    crdt_sync_fixture f = {.a = a, .b = b,
+                           .name = crdt_cluster_name_on(cl, sem ? 2 : 0,
+                                                        sem ? "loopsem" : "looplatch")};
+    crdt_sync_handles(&f, kind);
+    crdt_op_rec o = {0, CRD_OK};
+    if (sem) {
+        CRDT_OK(b, crd_semaphore_try_set_permits(f.sb, 0, 0, NULL));
+        CRDT_OK(a, crd_semaphore_acquire_async(f.sa, 1, 10000, crdt_op_rec_done, &o, NULL));
+    } else {
+        CRDT_OK(b, crd_latch_try_set_count(f.lb, 1, NULL));
+        CRDT_OK(a, crd_latch_await_async(f.la, 10000, crdt_op_rec_done, &o, NULL));
+    }
+    int64_t w = crdt_loop_until(a, &o.done, 1, crdt_scaled_ms(200));
+    *worst_us = w > *worst_us ? w : *worst_us;
+    cr_assert_eq(o.done, 0, "the %s completed before its wake-up", sem ? "semaphore acquire" :
+                 "latch await");
+    if (sem)
+        CRDT_OK(b, crd_semaphore_release(f.sb, 1));
+    else
+        CRDT_OK(b, crd_latch_count_down(f.lb));
+    cr_assert_eq(loop_result(a, &o, worst_us), CRD_OK, "%s", crd_client_errmsg(a));
+    crdt_sync_handles_free(&f);
+}
+
 /* In cluster mode every step of a loop operation goes through crd__call's hops on the
  * loop's helper threads: a wait woken by a release, an extend, a release, a fair waiter
  * cancelled (it leaves the queue from a helper, detached), a semaphore acquire woken by a
@@ -578,6 +586,8 @@ Test(cluster, every_loop_operation_runs_through_the_helper_threads_of_a_cluster_
     cr_assert_eq(loop_result(a, &o, &worst), CRD_OK, "%s", crd_client_errmsg(a));
     cr_assert_eq(crdt_exists(r, name), 0, "the release did not reach Redis");
     redisFree(r);
+    crd_lock_free(la);
+    crd_lock_free(lb);
 
     /* A fair waiter cancelled: the loop hears CRD_CANCELLED, the queue loses it. */
     const char *fname = crdt_cluster_name_on(&cl, 1, "loopfair");
@@ -605,44 +615,16 @@ Test(cluster, every_loop_operation_runs_through_the_helper_threads_of_a_cluster_
     cr_assert(crdt_await_llen(r, queue, 0, 0, 5000), "the cancelled waiter is still queued");
     cr_assert_eq(crd_lock_release(fb), CRD_OK);
     redisFree(r);
+    crd_lock_free(fa);
+    crd_lock_free(fb);
 
     /* A semaphore acquire woken by a release, a latch await woken by its count-down. */
-    crd_semaphore *sa = NULL, *sb = NULL;
-    const char *sname = crdt_cluster_name_on(&cl, 2, "loopsem");
-    cr_assert_eq(crd_semaphore_new(a, sname, &sa), CRD_OK);
-    cr_assert_eq(crd_semaphore_new(b, sname, &sb), CRD_OK);
-    cr_assert_eq(crd_semaphore_try_set_permits(sb, 0, 0, NULL), CRD_OK);
-    o = (crdt_op_rec){0, CRD_OK};
-    cr_assert_eq(crd_semaphore_acquire_async(sa, 1, 10000, crdt_op_rec_done, &o, NULL), CRD_OK);
-    int64_t w = crdt_loop_until(a, &o.done, 1, crdt_scaled_ms(200));
-    worst = w > worst ? w : worst;
-    cr_assert_eq(o.done, 0, "the semaphore acquire completed with no permit");
-    cr_assert_eq(crd_semaphore_release(sb, 1), CRD_OK);
-    cr_assert_eq(loop_result(a, &o, &worst), CRD_OK, "%s", crd_client_errmsg(a));
-    crd_latch *ca = NULL, *cb = NULL;
-    const char *cname = crdt_cluster_name_on(&cl, 0, "looplatch");
-    cr_assert_eq(crd_latch_new(a, cname, &ca), CRD_OK);
-    cr_assert_eq(crd_latch_new(b, cname, &cb), CRD_OK);
-    cr_assert_eq(crd_latch_try_set_count(cb, 1, NULL), CRD_OK);
-    o = (crdt_op_rec){0, CRD_OK};
-    cr_assert_eq(crd_latch_await_async(ca, 10000, crdt_op_rec_done, &o, NULL), CRD_OK);
-    w = crdt_loop_until(a, &o.done, 1, crdt_scaled_ms(200));
-    worst = w > worst ? w : worst;
-    cr_assert_eq(o.done, 0, "the latch await completed before the count-down");
-    cr_assert_eq(crd_latch_count_down(cb), CRD_OK);
-    cr_assert_eq(loop_result(a, &o, &worst), CRD_OK, "%s", crd_client_errmsg(a));
+    loop_sync_woken(&cl, a, b, CRDT_SYNC_SEMAPHORE, &worst);
+    loop_sync_woken(&cl, a, b, CRDT_SYNC_LATCH, &worst);
 
     cr_assert_lt(worst, crdt_scaled_ms(50) * 1000, "a dispatch call took %lld us",
                  (long long)worst);
     say("loop operations through the helpers: worst dispatch %lld us", (long long)worst);
-    crd_latch_free(ca);
-    crd_latch_free(cb);
-    crd_semaphore_free(sa);
-    crd_semaphore_free(sb);
-    crd_lock_free(fa);
-    crd_lock_free(fb);
-    crd_lock_free(la);
-    crd_lock_free(lb);
     crd_client_free(a);
     crd_client_free(b);
     crdt_cluster_stop(&cl);
@@ -763,14 +745,9 @@ static void *ex_thread(void *arg)
 static int ex_process(int index, void *arg)
 {
     const ex_shared *sh = arg;
-    crd_options o;
-    crd_options_init(&o);
-    o.url = sh->url;
-    crd_client *c = NULL;
-    if (crd_client_new(&o, &c) != CRD_OK) {
-        crd_client_free(c);
+    crd_client *c = crdt_cluster_child_client(sh->url);
+    if (c == NULL)
         return 3;
-    }
     ex_worker w[EX_THREADS];
     pthread_t th[EX_THREADS];
     for (int t = 0; t < EX_THREADS; t++) {
@@ -786,6 +763,61 @@ static int ex_process(int index, void *arg)
     crd_client_free(c);
     return bad > 0 ? 1 : done == EX_THREADS * EX_ITER ? 0 : 2;
 }
+
+#ifdef CRD_CLI_PATH
+/* Starts `credisson watch --count 2 --timeout 20000 name` on the cluster and waits until
+ * it SSUBSCRIBEd channel at the primary of name's slot. The caller reads and pcloses it
+ * (the test's timeout bounds the reads). */
+static FILE *watch_start(crdt_cluster *cl, const char *name, const char *channel)
+{
+    char line[1200];
+    snprintf(line, sizeof line, "%s --url '%s' watch --count 2 --timeout 20000 '%s'",
+             CRD_CLI_PATH, cl->url, name);
+    FILE *wf = popen(line, "r");
+    cr_assert_not_null(wf, "%s", line);
+    redisContext *owner = crdt_cluster_redis_for_key(cl, name);
+    crdt_probe sub = {.r = owner, .name = channel};
+    bool subscribed = crdt_wait_until(crdt_cluster_shard_subscribed, &sub, 10000);
+    redisFree(owner);
+    cr_assert(subscribed, "watch did not SSUBSCRIBE %s at the slot's primary", channel);
+    return wf;
+}
+
+/* `runs` runs of `credisson run --permits <permits> sem` at once on the cluster, each
+ * command taking one of `permits` places inside dir (an atomic mkdir each): none finds
+ * every place taken or fails, each ran with a permit id, and the semaphore at its slot's
+ * primary has all its permits back. */
+static void permit_runs(crdt_cluster *cl, const char *sem, int runs, int permits,
+                        const char *dir)
+{
+    char line[2400];
+    snprintf(line, sizeof line,
+             "for i in $(seq %d); do ('%s' --url '%s' run --permits %d '%s' -- sh -c "
+             "'got=; for s in $(seq %d); do if mkdir \"$0/$s\" 2>/dev/null; then got=$s; "
+             "break; fi; done; [ -n \"$got\" ] || echo overlap >> \"$0/bad\"; "
+             "echo $CREDISSON_PERMIT >> \"$0/ran\"; sleep 0.1; "
+             "[ -z \"$got\" ] || rmdir \"$0/$got\"' '%s' || echo fail >> '%s/bad') & done; wait",
+             runs, CRD_CLI_PATH, cl->url, permits, sem, permits, dir, dir);
+    cr_assert_eq(system(line), 0, "%s", line);
+    char path[400];
+    snprintf(path, sizeof path, "%s/bad", dir);
+    cr_assert(access(path, F_OK) != 0, "a run failed or one too many got in");
+    snprintf(path, sizeof path, "%s/ran", dir);
+    FILE *rf = fopen(path, "r");
+    cr_assert_not_null(rf, "no run ran");
+    int with_id = 0;
+    char id[64];
+    while (fgets(id, sizeof id, rf) != NULL)
+        with_id += strlen(id) == 33; /* 32 hex characters and the newline */
+    fclose(rf);
+    cr_assert_eq(with_id, runs, "%d runs with a permit id, not %d", with_id, runs);
+    redisContext *owner = crdt_cluster_redis_for_key(cl, sem);
+    char v[32], want[32];
+    snprintf(want, sizeof want, "%d", permits);
+    cr_assert_str_eq(crdt_cmd_str(owner, v, sizeof v, "GET %s", sem), want);
+    redisFree(owner);
+}
+#endif
 
 Test(cluster, four_processes_of_four_threads_never_overlap_on_thirty_names_over_three_shards,
      .timeout = 120)
@@ -858,33 +890,23 @@ Test(cluster, four_processes_of_four_threads_never_overlap_on_thirty_names_over_
     c = crdt_client_opts(&o);
     l = crdt_lock(c, name);
     cr_assert_eq(crd_lock_acquire(l, 0, 30000), CRD_OK);
-    snprintf(line, sizeof line, "%s --url '%s' status '%s'", CRD_CLI_PATH, cl.url, name);
-    FILE *f = popen(line, "r");
-    cr_assert_not_null(f);
-    char out[4096] = "";
-    size_t got = fread(out, 1, sizeof out - 1, f);
-    out[got] = '\0';
-    cr_expect_eq(pclose(f), 0, "%s: %s", line, out);
+    const char *status[] = {"--url", cl.url, "status", name, NULL};
+    char *out = NULL;
+    cr_expect_eq(crdt_cli_run(status, 30000, &out, NULL), 0, "status: %s", out);
     cr_expect(strstr(out, crd_client_id(c)) != NULL, "status does not show the holder: %s", out);
+    free(out);
     /* watch on a sharded cluster: SSUBSCRIBEd at the slot's primary, it sees the
      * SPUBLISHed unlock as an unlock (cause=unlock), then the next acquire. */
-    snprintf(line, sizeof line, "%s --url '%s' watch --count 2 --timeout 20000 '%s'",
-             CRD_CLI_PATH, cl.url, name);
-    FILE *wf = popen(line, "r");
-    cr_assert_not_null(wf);
     char wch[400];
     snprintf(wch, sizeof wch, "redisson_lock__channel:{%s}", name);
-    redisContext *slot_owner = crdt_cluster_redis_for_key(&cl, name);
-    cr_assert(crdt_wait_until(shard_subscribed, &(shard_pred){slot_owner, wch}, 10000),
-              "watch did not SSUBSCRIBE at the slot's primary");
-    redisFree(slot_owner);
+    FILE *wf = watch_start(&cl, name, wch);
     char held[1024] = "", rel[1024] = "", acq[1024] = "";
     cr_assert_not_null(fgets(held, sizeof held, wf), "watch printed nothing");
     cr_assert_eq(crd_lock_release(l), CRD_OK);
     cr_assert_not_null(fgets(rel, sizeof rel, wf), "watch did not see the release");
     cr_assert_eq(crd_lock_acquire(l, 0, 30000), CRD_OK);
     cr_assert_not_null(fgets(acq, sizeof acq, wf), "watch did not see the acquire");
-    cr_expect_eq(pclose(wf), 0, "%s", line);
+    cr_expect_eq(pclose(wf), 0, "watch on %s", name);
     cr_expect(strstr(held, " held ") != NULL, "%s", held);
     cr_expect(strstr(rel, " release ") != NULL && strstr(rel, "cause=unlock") != NULL,
               "watch did not see the sharded unlock as one: %s", rel);
@@ -895,20 +917,18 @@ Test(cluster, four_processes_of_four_threads_never_overlap_on_thirty_names_over_
         listed[i] = crdt_lock(c, crdt_cluster_name_on(&cl, i, "listed"));
         cr_assert_eq(crd_lock_acquire(listed[i], 0, 30000), CRD_OK);
     }
-    snprintf(line, sizeof line, "%s --url '%s' list '%s*listed*'", CRD_CLI_PATH, cl.url,
-             crdt_key_prefix());
-    FILE *lf = popen(line, "r");
-    cr_assert_not_null(lf);
-    char lout[8192] = "";
-    size_t lgot = fread(lout, 1, sizeof lout - 1, lf);
-    lout[lgot] = '\0';
-    cr_expect_eq(pclose(lf), 0, "%s: %s", line, lout);
+    char pattern[300];
+    snprintf(pattern, sizeof pattern, "%s*listed*", crdt_key_prefix());
+    const char *list[] = {"--url", cl.url, "list", pattern, NULL};
+    char *lout = NULL;
+    cr_expect_eq(crdt_cli_run(list, 30000, &lout, NULL), 0, "list: %s", lout);
     for (int i = 0; i < 3; i++) {
         cr_expect(strstr(lout, crd_lock_name(listed[i], NULL)) != NULL,
                   "list misses the lock on primary %d: %s", i, lout);
         cr_assert_eq(crd_lock_release(listed[i]), CRD_OK);
         crd_lock_free(listed[i]);
     }
+    free(lout);
     snprintf(line, sizeof line, "%s --url '%s' unlock --force '%s' >/dev/null", CRD_CLI_PATH,
              cl.url, name);
     cr_expect_eq(system(line), 0, "%s", line);
@@ -923,28 +943,7 @@ Test(cluster, four_processes_of_four_threads_never_overlap_on_thirty_names_over_
     const char *sem = crdt_cluster_name_on(&cl, 1, "permits");
     char dir[] = "/tmp/crdt-cluster-permits-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
-    snprintf(line, sizeof line,
-             "for i in 1 2 3 4; do ('%s' --url '%s' run --permits 1 '%s' -- sh -c "
-             "'mkdir \"$0/in\" || echo overlap >> \"$0/bad\"; echo $CREDISSON_PERMIT >> "
-             "\"$0/ran\"; sleep 0.1; rmdir \"$0/in\"' '%s' || echo fail >> '%s/bad') & done; wait",
-             CRD_CLI_PATH, cl.url, sem, dir, dir);
-    cr_expect_eq(system(line), 0, "%s", line);
-    char bad[300], ran[300];
-    snprintf(bad, sizeof bad, "%s/bad", dir);
-    snprintf(ran, sizeof ran, "%s/ran", dir);
-    cr_expect(access(bad, F_OK) != 0, "a run failed or two overlapped");
-    FILE *rf = fopen(ran, "r");
-    cr_assert_not_null(rf, "no run ran");
-    int runs = 0;
-    char id[64];
-    while (fgets(id, sizeof id, rf) != NULL)
-        runs += strlen(id) == 33; /* 32 hex characters and the newline */
-    fclose(rf);
-    cr_expect_eq(runs, 4, "four runs with a permit id each");
-    redisContext *sem_owner = crdt_cluster_redis_for_key(&cl, sem);
-    char v[32];
-    cr_expect_str_eq(crdt_cmd_str(sem_owner, v, sizeof v, "GET %s", sem), "1");
-    redisFree(sem_owner);
+    permit_runs(&cl, sem, 4, 1, dir);
     snprintf(line, sizeof line, "rm -rf '%s'", dir);
     cr_expect_eq(system(line), 0);
 #endif
@@ -952,6 +951,28 @@ Test(cluster, four_processes_of_four_threads_never_overlap_on_thirty_names_over_
 }
 
 /* ---- rediss-cluster:// ---------------------------------------------------------------------- */
+
+/* On primary i's slot: a holds a lock, b's waiter SSUBSCRIBEs at that primary, and a's
+ * release wakes it by the sharded message. */
+static void tls_wake_on(crdt_cluster *cl, int i, crd_client *a, crd_client *b)
+{
+    const char *name = crdt_cluster_name_on(cl, i, "tls");
+    crd_lock *la = crdt_lock(a, name), *lb = crdt_lock(b, name);
+    cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK, "%s",
+                 crd_client_errmsg(a));
+    crdt_waiter w = {.lock = lb, .wait_ms = 20000, .lease_ms = 30000};
+    crdt_waiter_start(&w);
+    char ch[400];
+    snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", name);
+    redisContext *owner = crdt_cluster_redis(cl, i);
+    crdt_probe sub = {.r = owner, .name = ch};
+    bool subscribed = crdt_wait_until(crdt_cluster_shard_subscribed, &sub, 10000);
+    redisFree(owner);
+    cr_assert(subscribed, "primary %d: the waiter never subscribed", i);
+    crdt_release_wakes(la, &w, "tls waiter");
+    crd_lock_free(la);
+    crd_lock_free(lb);
+}
 
 Test(cluster, rediss_cluster_locks_wake_ups_and_refusals_work_over_tls, .timeout = 120)
 {
@@ -962,23 +983,8 @@ Test(cluster, rediss_cluster_locks_wake_ups_and_refusals_work_over_tls, .timeout
     o.url = cl.tls_url;
     o.tls_ca_file = crdt_tls_file("ca.crt");
     crd_client *a = crdt_client_opts(&o), *b = crdt_client_opts(&o);
-    for (int i = 0; i < 3; i++) {
-        const char *name = crdt_cluster_name_on(&cl, i, "tls");
-        crd_lock *la = crdt_lock(a, name), *lb = crdt_lock(b, name);
-        cr_assert_eq(crd_lock_acquire(la, 0, CRD_LEASE_WATCHDOG), CRD_OK, "%s",
-                     crd_client_errmsg(a));
-        crdt_waiter w = {.lock = lb, .wait_ms = 20000, .lease_ms = 30000};
-        crdt_waiter_start(&w);
-        char ch[400];
-        snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", name);
-        redisContext *owner = crdt_cluster_redis(&cl, i);
-        cr_assert(crdt_wait_until(shard_subscribed, &(shard_pred){owner, ch}, 10000),
-                  "primary %d: the waiter never subscribed", i);
-        redisFree(owner);
-        crdt_release_wakes(la, &w, "tls waiter");
-        crd_lock_free(la);
-        crd_lock_free(lb);
-    }
+    for (int i = 0; i < 3; i++)
+        tls_wake_on(&cl, i, a, b);
     crd_client_free(a);
     crd_client_free(b);
     /* A CA that did not sign the nodes' certificates: refused, with the reason. */
@@ -1073,6 +1079,19 @@ static bool next_smessage(redisContext *sub, char *channel, size_t cap, char *pa
     }
 }
 
+/* The next smessage on the raw subscriber watch is payload on channel, and the waiter w
+ * (woken by it) got the lock. */
+static void smessage_wakes(redisContext *watch, const char *channel, const char *payload,
+                           crdt_waiter *w, const char *what)
+{
+    char ch[400], pl[32];
+    cr_assert(next_smessage(watch, ch, sizeof ch, pl, sizeof pl), "%s: no smessage", what);
+    cr_expect_str_eq(ch, channel, "%s", what);
+    cr_expect_str_eq(pl, payload, "%s", what);
+    crdt_waiter_join(w, 10000, what);
+    cr_assert_eq(w->acquire_st, CRD_OK, "%s: %s", what, crd_strerror(w->acquire_st));
+}
+
 Test(cluster, golden_x_cluster_contention_and_fair_rw_keys_channels_and_messages_match_redisson,
      .timeout = 60)
 {
@@ -1109,11 +1128,7 @@ Test(cluster, golden_x_cluster_contention_and_fair_rw_keys_channels_and_messages
     const char *unl_a[] = {"s1", "redisson_lock__channel:{s1}", "redisson_unlock_latch:{s1}:*",
                            "0", "30000", fa, "SPUBLISH", "#"};
     cr_expect(has_script(tla, from_a, 3, unl_a, 8), "rlock unlock of s1 with SPUBLISH");
-    cr_assert(next_smessage(watch, ch, sizeof ch, pl, sizeof pl));
-    cr_expect_str_eq(ch, "redisson_lock__channel:{s1}");
-    cr_expect_str_eq(pl, "0");
-    crdt_waiter_join(&w, 10000, "s1");
-    cr_assert_eq(w.acquire_st, CRD_OK);
+    smessage_wakes(watch, "redisson_lock__channel:{s1}", "0", &w, "s1");
     unsub_pred up = {tlb, from_b, "redisson_lock__channel:{s1}"};
     cr_expect(crdt_wait_until(unsub_fn, &up, 2000), "B never sent SUNSUBSCRIBE");
     cr_assert(next_smessage(watch, ch, sizeof ch, pl, sizeof pl)); /* B's own unlock */
@@ -1141,11 +1156,7 @@ Test(cluster, golden_x_cluster_contention_and_fair_rw_keys_channels_and_messages
                           "redisson_lock__channel:{f1}", "redisson_unlock_latch:{f1}:*", "0",
                           "30000", fa, "#", "SPUBLISH", "#"};
     cr_expect(has_script(tla, from_a, 5, funl, 11), "fair unlock of f1 with SPUBLISH");
-    cr_assert(next_smessage(watch, ch, sizeof ch, pl, sizeof pl));
-    cr_expect_str_eq(ch, fch);
-    cr_expect_str_eq(pl, "0");
-    crdt_waiter_join(&w, 10000, "f1");
-    cr_assert_eq(w.acquire_st, CRD_OK);
+    smessage_wakes(watch, fch, "0", &w, "f1");
 
     /* x_cluster_fair_rw: rw1, a writer then a waiting reader woken by "1" */
     crd_rwlock *rwa, *rwb;
@@ -1173,11 +1184,7 @@ Test(cluster, golden_x_cluster_contention_and_fair_rw_keys_channels_and_messages
     const char *wunl[] = {"rw1", "redisson_rwlock:{rw1}", "redisson_unlock_latch:{rw1}:*", "1",
                           "30000", waf, "SPUBLISH", "#"};
     cr_expect(has_script(tla, from_a, 3, wunl, 8), "write unlock of rw1 with SPUBLISH");
-    cr_assert(next_smessage(watch, ch, sizeof ch, pl, sizeof pl));
-    cr_expect_str_eq(ch, "redisson_rwlock:{rw1}");
-    cr_expect_str_eq(pl, "1");
-    crdt_waiter_join(&w, 10000, "rw1");
-    cr_assert_eq(w.acquire_st, CRD_OK);
+    smessage_wakes(watch, "redisson_rwlock:{rw1}", "1", &w, "rw1");
     /* the reader's own unlock: the read unlock's KEYS and SPUBLISH */
     const char *runl[] = {"rw1", "redisson_rwlock:{rw1}", rto, "{rw1}",
                           "redisson_unlock_latch:{rw1}:*", "0", w.field, "SPUBLISH", "#"};
@@ -1222,29 +1229,23 @@ Test(cluster, watch_follows_a_semaphore_and_a_latch_through_sharded_messages, .t
 
     crd_semaphore *s = crdt_sem_of(c, sname);
     CRDT_OK(c, crd_semaphore_try_set_permits(s, 2, 0, NULL));
-    snprintf(line, sizeof line, "%s --url '%s' watch --count 2 --timeout 20000 '%s'",
-             CRD_CLI_PATH, cl.url, sname);
-    FILE *wf = popen(line, "r");
-    cr_assert_not_null(wf);
     snprintf(ch, sizeof ch, "redisson_sc:{%s}", sname);
-    redisContext *owner = crdt_cluster_redis_for_key(&cl, sname);
-    cr_assert(crdt_wait_until(shard_subscribed, &(shard_pred){owner, ch}, 10000),
-              "watch did not SSUBSCRIBE the semaphore's channel at the slot's primary");
-    redisFree(owner);
+    FILE *wf = watch_start(&cl, sname, ch);
     watch_line(wf, "found", " found ", "kind=semaphore available=2");
     CRDT_OK(c, crd_semaphore_acquire(s, 1, 0));
     watch_line(wf, "acquire", " permits ", "available=1");
     CRDT_OK(c, crd_semaphore_release(s, 1));
     watch_line(wf, "release", " permits ", "available=2");
-    cr_expect_eq(pclose(wf), 0, "%s", line);
+    cr_expect_eq(pclose(wf), 0, "watch on %s", sname);
 
     crd_latch *l = crdt_latch_of(c, lname);
     CRDT_OK(c, crd_latch_try_set_count(l, 2, NULL));
     crdt_sync_waiter w = {.l = l, .wait_ms = 30000};
     crdt_sync_waiter_start(&w);
     snprintf(ch, sizeof ch, "redisson_countdownlatch__channel__{%s}", lname);
-    owner = crdt_cluster_redis_for_key(&cl, lname);
-    cr_assert(crdt_wait_until(shard_subscribed, &(shard_pred){owner, ch}, 10000),
+    redisContext *owner = crdt_cluster_redis_for_key(&cl, lname);
+    crdt_probe sub = {.r = owner, .name = ch};
+    cr_assert(crdt_wait_until(crdt_cluster_shard_subscribed, &sub, 10000),
               "the latch waiter did not SSUBSCRIBE");
     redisFree(owner);
     snprintf(line, sizeof line, "%s --url '%s' watch --count 2 --timeout 20000 '%s'",
@@ -1282,23 +1283,6 @@ static int latch_wait_proc(void *arg)
     return 127;
 }
 
-typedef struct shard_count_pred {
-    redisContext *r;
-    const char *channel;
-    long long want;
-} shard_count_pred;
-
-static bool shard_count_reached(void *arg)
-{
-    shard_count_pred *p = arg;
-    redisReply *rep = redisCommand(p->r, "PUBSUB SHARDNUMSUB %s", p->channel);
-    bool yes = rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
-               rep->element[1]->type == REDIS_REPLY_INTEGER && rep->element[1]->integer >= p->want;
-    if (rep != NULL)
-        freeReplyObject(rep);
-    return yes;
-}
-
 static bool file_exists(void *arg) { return access((const char *)arg, F_OK) == 0; }
 
 /* The issue's exclusion tests on the 3-primary cluster: six `run --permits 2` never more
@@ -1315,30 +1299,7 @@ Test(cluster, permits_and_a_latch_hold_across_processes_on_the_cluster, .timeout
      * third at once finds both taken. */
     char sem[300];
     snprintf(sem, sizeof sem, "%s", crdt_cluster_name_on(&cl, 0, "permits2"));
-    snprintf(line, sizeof line,
-             "for i in 1 2 3 4 5 6; do ('%s' --url '%s' run --permits 2 '%s' -- sh -c "
-             "'if mkdir \"$0/a\" 2>/dev/null; then s=a; elif mkdir \"$0/b\" 2>/dev/null; then "
-             "s=b; else echo overlap >> \"$0/bad\"; s=; fi; echo $CREDISSON_PERMIT >> "
-             "\"$0/ran\"; sleep 0.1; [ -z \"$s\" ] || rmdir \"$0/$s\"' '%s' "
-             "|| echo fail >> '%s/bad') & done; wait",
-             CRD_CLI_PATH, cl.url, sem, dir, dir);
-    cr_assert_eq(system(line), 0, "%s", line);
-    char path[400];
-    snprintf(path, sizeof path, "%s/bad", dir);
-    cr_assert(access(path, F_OK) != 0, "a run failed or a third one got in");
-    snprintf(path, sizeof path, "%s/ran", dir);
-    FILE *rf = fopen(path, "r");
-    cr_assert_not_null(rf, "no run ran");
-    int runs = 0;
-    char id[64];
-    while (fgets(id, sizeof id, rf) != NULL)
-        runs += strlen(id) == 33;
-    fclose(rf);
-    cr_assert_eq(runs, 6, "six runs with a permit id each");
-    redisContext *owner = crdt_cluster_redis_for_key(&cl, sem);
-    char v[32];
-    cr_assert_str_eq(crdt_cmd_str(owner, v, sizeof v, "GET %s", sem), "2");
-    redisFree(owner);
+    permit_runs(&cl, sem, 6, 2, dir);
 
     /* A holder killed with SIGKILL: its permit passes on when its 1.5 s lease ends. */
     char sem1[300], pidf[400], cmdpidf[400];
@@ -1385,8 +1346,8 @@ Test(cluster, permits_and_a_latch_hold_across_processes_on_the_cluster, .timeout
     for (int i = 0; i < 8; i++)
         kids[i] = crdt_fork(latch_wait_proc, &la);
     redisContext *lr = crdt_cluster_redis_for_key(&cl, latch);
-    shard_count_pred sp = {lr, channel, 8};
-    cr_assert(crdt_wait_until(shard_count_reached, &sp, 20000),
+    crdt_probe sp = {.r = lr, .name = channel, .n = 8};
+    cr_assert(crdt_wait_until(crdt_cluster_shard_subscribed, &sp, 20000),
               "the 8 waiting processes never all SSUBSCRIBEd at the latch's primary");
     snprintf(line, sizeof line, "'%s' --url '%s' latch count-down '%s' >/dev/null", CRD_CLI_PATH,
              cl.url, latch);

@@ -156,6 +156,18 @@ static void start_pair(crdt_server *primary, crdt_server *replica, const char *c
     cr_assert(up, "the replica's link did not come up");
 }
 
+/* start_pair with WAIT renamed away on the primary ("WAIT" answers unknown command); the
+ * book b started and o on the primary, logging into b, with replica_sync. */
+static void renamed_wait_pair(crdt_server *p, crdt_server *rep, logbook *b, crd_options *o,
+                              int replica_sync)
+{
+    const char *pargs[] = {"--rename-command", "WAIT", "", NULL};
+    start_pair(p, rep, pargs, NULL, NULL);
+    logbook_init(b);
+    opts_at(o, p->port, b);
+    o->replica_sync = replica_sync;
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* A server that checks key slots, reached with redis://                              */
 /* ---------------------------------------------------------------------------------- */
@@ -268,13 +280,9 @@ Test(deploy, a_renamed_wait_refuses_an_acquire_that_asked_for_replica_sync_befor
      .timeout = 60)
 {
     crdt_server p, rep;
-    const char *pargs[] = {"--rename-command", "WAIT", "", NULL};
-    start_pair(&p, &rep, pargs, NULL, NULL);
     logbook b;
-    logbook_init(&b);
     crd_options o;
-    opts_at(&o, p.port, &b);
-    o.replica_sync = CRD_REPLICA_SYNC_ON;
+    renamed_wait_pair(&p, &rep, &b, &o, CRD_REPLICA_SYNC_ON);
     crdt_tracelog *t = crdt_tracelog_new();
     crdt_tracelog_attach(t, &o);
     crd_client *c = crdt_client_opts(&o);
@@ -348,13 +356,9 @@ Test(deploy, wait_denied_by_an_acl_at_start_or_later_never_leaves_a_hold, .timeo
 Test(deploy, if_allowed_goes_without_a_refused_wait_and_says_so, .timeout = 60)
 {
     crdt_server p, rep;
-    const char *pargs[] = {"--rename-command", "WAIT", "", NULL};
-    start_pair(&p, &rep, pargs, NULL, NULL);
     logbook b;
-    logbook_init(&b);
     crd_options o;
-    opts_at(&o, p.port, &b);
-    o.replica_sync = CRD_REPLICA_SYNC_IF_ALLOWED;
+    renamed_wait_pair(&p, &rep, &b, &o, CRD_REPLICA_SYNC_IF_ALLOWED);
     crd_client *c = crdt_client_opts(&o);
     const char *key = crdt_key("fallback");
     crd_lock *l = crdt_lock(c, key);
@@ -474,24 +478,21 @@ static void bg_start(bg_cmd *b, int port)
     cr_assert_eq(pthread_create(&b->th, NULL, bg_run, b), 0);
 }
 
-/* Whether a fresh raw connection's PING is answered with an error starting with code. */
+/* Whether PING on r is answered with an error starting with code. r is a connection
+ * made before the refusal began: a busy script and a load answer every connection so. */
 typedef struct refusing {
-    int port;
+    redisContext *r;
     const char *code;
 } refusing;
 
 static bool answers_with(void *arg)
 {
     refusing *f = arg;
-    redisContext *r = crdt_raw_connect(f->port, 2000);
-    if (r == NULL)
-        return false;
-    redisReply *rep = redisCommand(r, "PING");
+    redisReply *rep = redisCommand(f->r, "PING");
     bool yes = rep != NULL && rep->type == REDIS_REPLY_ERROR &&
                strncmp(rep->str, f->code, strlen(f->code)) == 0;
     if (rep != NULL)
         freeReplyObject(rep);
-    redisFree(r);
     return yes;
 }
 
@@ -510,9 +511,12 @@ static void refusal_then_lock(int port, const char *code, const char *meaning, b
     ot.command_timeout_ms = 300;
     crd_client *ct = crdt_client_opts(&ot);
     crd_lock *lt = crdt_lock(ct, key);
-    refusing f = {port, code};
+    refusing f = {crdt_raw_connect(port, 2000), code};
+    cr_assert_not_null(f.r);
     bg_start(bg, port);
-    cr_assert(crdt_wait_until(answers_with, &f, 5000), "the server never answered %s", code);
+    bool refused = crdt_wait_until(answers_with, &f, 5000);
+    redisFree(f.r);
+    cr_assert(refused, "the server never answered %s", code);
     int64_t t0 = crdt_now_ms();
     crd_status st = crd_lock_acquire(lt, 0, 10000);
     int64_t took = crdt_now_ms() - t0;
@@ -618,25 +622,29 @@ static bool cluster_failed(void *arg)
     return f;
 }
 
+/* The next test's cluster: 3 primaries without replicas, stopped after the test. */
+static crdt_cluster cl3;
+static void three_primaries_up(void) { crdt_cluster_start(&cl3, 3, 0); }
+static void three_primaries_down(void) { crdt_cluster_stop(&cl3); }
+
 Test(deploy, a_cluster_with_a_failed_node_answers_clusterdown_in_words_and_nothing_is_held,
-     .timeout = 90)
+     .init = three_primaries_up, .fini = three_primaries_down, .timeout = 90)
 {
-    crdt_cluster cl;
-    crdt_cluster_start(&cl, 3, 0);
+    crdt_cluster *cl = &cl3;
     crd_options o;
-    crdt_cluster_options(&cl, &o);
+    crdt_cluster_options(cl, &o);
     o.command_timeout_ms = 600;
     crd_client *c = crdt_client_opts(&o);
-    const char *key = crdt_cluster_name_on(&cl, 0, "down");
+    const char *key = crdt_cluster_name_on(cl, 0, "down");
     crd_lock *l = crdt_lock(c, key);
     cr_assert_eq(crd_lock_acquire(l, 0, 10000), CRD_OK);
     cr_assert_eq(crd_lock_release(l), CRD_OK);
     /* Node 2 fails; with no replica its slots are lost and the others say the cluster is
      * down once the node timeout (2 s) has passed. */
-    cr_assert_eq(kill(cl.node[2].pid, SIGKILL), 0);
-    waitpid(cl.node[2].pid, NULL, 0);
-    cl.node[2].pid = 0;
-    redisContext *r = crdt_cluster_redis(&cl, 0);
+    cr_assert_eq(kill(cl->node[2].pid, SIGKILL), 0);
+    waitpid(cl->node[2].pid, NULL, 0);
+    cl->node[2].pid = 0;
+    redisContext *r = crdt_cluster_redis(cl, 0);
     cr_assert(crdt_wait_until(cluster_failed, r, 20000), "node 0 never saw the cluster fail");
     int64_t t0 = crdt_now_ms();
     crd_status st = crd_lock_acquire(l, 0, 10000);
@@ -653,5 +661,4 @@ Test(deploy, a_cluster_with_a_failed_node_answers_clusterdown_in_words_and_nothi
     redisFree(r);
     crd_lock_free(l);
     crd_client_free(c);
-    crdt_cluster_stop(&cl);
 }

@@ -26,6 +26,7 @@
 
 #include "cluster.h"
 #include "faultproxy.h"
+#include "failover.h"
 #include "harness.h"
 #include "sentinel.h"
 
@@ -74,8 +75,11 @@ static void cli(cli_run *r, const char *fmt, ...)
     char args[3000];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
+    int n = vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
+    /* Cut short, the shell would run another command than the test means. */
+    cr_assert(n >= 0 && (size_t)n < sizeof args, "CLI arguments longer than %zu bytes",
+              sizeof args);
     cli_start(r, args);
     cli_finish(r);
 }
@@ -194,10 +198,8 @@ Test(doctor, over_tls_the_server_checks_run_and_the_certificate_is_verified)
 Test(doctor, eval_denied_by_an_acl_exits_2_naming_eval)
 {
     crdt_server s;
-    crdt_server_start(&s, false, NULL, NULL, NULL);
-    redisContext *c = crdt_redis_port(s.port);
-    freeReplyObject(crdt_cmd(c, "ACL SETUSER noeval on >pw ~* &* +@all -eval"));
-    redisFree(c);
+    const char *args[] = {"--user", "noeval", "on", ">pw", "~*", "&*", "+@all", "-eval", NULL};
+    crdt_server_start(&s, false, args, NULL, NULL);
     cli_run r;
     cli(&r, "--url redis://noeval:pw@127.0.0.1:%d doctor --samples 20", s.port);
     cr_assert_eq(r.rc, 2, "exit %d:\n%s", r.rc, r.out);
@@ -254,6 +256,29 @@ static json_t *verify_json(const cli_run *r)
 static long long jpath(json_t *j, const char *obj, const char *field)
 {
     return json_integer_value(json_object_get(json_object_get(j, obj), field));
+}
+
+/* `verify --failover` on url (4 processes, 8 s, a 3 s watchdog) with a failover in the
+ * middle: the failover was done, nobody overlapped, the lock was taken more than 20
+ * times, and the exit code is 0, or 1 for the warnings a failover may leave (a hold lost
+ * and reported, a token drawn again: README, a probability, not a guarantee). Returns
+ * the report (json_decref it). */
+static json_t *verify_across_a_failover(const char *url, const char *what)
+{
+    cli_run r;
+    cli(&r, "--url '%s' --watchdog-ms 3000 verify --procs 4 --seconds 8 --failover --json",
+        url);
+    fprintf(stderr, "[verify] %s with a failover: %s", what, r.out);
+    json_t *j = verify_json(&r);
+    cr_assert(json_is_true(json_object_get(json_object_get(j, "failover"), "done")), "%s",
+              r.out);
+    cr_assert_eq(jpath(j, "lock", "overlaps"), 0, "%s", r.out);
+    cr_assert_eq(jpath(j, "semaphore", "overlaps"), 0, "%s", r.out);
+    cr_assert_gt(jpath(j, "lock", "acquisitions"), 20);
+    cr_assert(r.rc == 0 || (r.rc == 1 && jpath(j, "lock", "lost_holds") +
+                                             jpath(j, "lock", "stale_tokens") > 0),
+              "exit %d: %s", r.rc, r.out);
+    return j;
 }
 
 Test(doctor, verify_finds_no_overlap_on_a_standalone_server)
@@ -359,21 +384,7 @@ Test(doctor, sentinel_topology_and_acks_are_named_and_verify_survives_a_failover
     expect_finding(&r, " ok ", "topology", "2 replicas, 3 sentinels (quorum 2)");
     expect_finding(&r, " ok ", "wait", "2 of 2 replica(s) acknowledged");
 
-    cli(&r, "--url '%s' --watchdog-ms 3000 verify --procs 4 --seconds 8 --failover --json",
-        url);
-    fprintf(stderr, "[verify] sentinel with a failover: %s", r.out);
-    json_t *j = verify_json(&r);
-    cr_assert(json_is_true(json_object_get(json_object_get(j, "failover"), "done")), "%s",
-              r.out);
-    cr_assert_eq(jpath(j, "lock", "overlaps"), 0, "%s", r.out);
-    cr_assert_eq(jpath(j, "semaphore", "overlaps"), 0, "%s", r.out);
-    cr_assert_gt(jpath(j, "lock", "acquisitions"), 20);
-    /* A failover may lose a write (README: a probability, not a guarantee): a hold then
-     * lost (reported) and a token drawn again (what fencing is for) are warnings. */
-    cr_assert(r.rc == 0 || (r.rc == 1 && jpath(j, "lock", "lost_holds") +
-                                             jpath(j, "lock", "stale_tokens") > 0),
-              "exit %d: %s", r.rc, r.out);
-    json_decref(j);
+    json_decref(verify_across_a_failover(url, "sentinel"));
     crdt_topo_stop(&topo);
 }
 
@@ -390,24 +401,12 @@ Test(doctor, cluster_topology_and_acks_are_named_and_verify_survives_a_failover,
     expect_finding(&r, " ok ", "wait", "1 of 1 replica(s) acknowledged");
     expect_has(&r, "node-timeout: ");
 
-    cli(&r, "--url '%s' --watchdog-ms 3000 verify --procs 4 --seconds 8 --failover --json",
-        cl.url);
-    fprintf(stderr, "[verify] cluster with a failover: %s", r.out);
-    json_t *j = verify_json(&r);
+    json_t *j = verify_across_a_failover(cl.url, "cluster");
     /* The demoted primary's "WAIT cannot be used with replica instances" is no refusal of
      * WAIT: nothing may be refused CRD_SYNC_UNAVAILABLE after a failover. */
     cr_assert_null(json_object_get(json_object_get(j, "failures_by_status"),
-                                   crd_strerror(CRD_SYNC_UNAVAILABLE)), "%s", r.out);
-    cr_assert(json_is_true(json_object_get(json_object_get(j, "failover"), "done")), "%s",
-              r.out);
-    cr_assert_eq(jpath(j, "lock", "overlaps"), 0, "%s", r.out);
-    cr_assert_eq(jpath(j, "semaphore", "overlaps"), 0, "%s", r.out);
-    cr_assert_gt(jpath(j, "lock", "acquisitions"), 20);
-    /* A failover may lose a write (README: a probability, not a guarantee): a hold then
-     * lost (reported) and a token drawn again (what fencing is for) are warnings. */
-    cr_assert(r.rc == 0 || (r.rc == 1 && jpath(j, "lock", "lost_holds") +
-                                             jpath(j, "lock", "stale_tokens") > 0),
-              "exit %d: %s", r.rc, r.out);
+                                   crd_strerror(CRD_SYNC_UNAVAILABLE)),
+                   "refused CRD_SYNC_UNAVAILABLE after the failover (the report is above)");
     json_decref(j);
     crdt_cluster_stop(&cl);
 }
@@ -415,13 +414,6 @@ Test(doctor, cluster_topology_and_acks_are_named_and_verify_survives_a_failover,
 /* ---------------------------------------------------------------------------------- */
 /* A split brain without replica sync: verify sees the overlaps                       */
 /* ---------------------------------------------------------------------------------- */
-
-static int front_proxy(void *arg, int primary_port)
-{
-    crdt_proxy **out = arg;
-    *out = crdt_proxy_start(primary_port, NULL);
-    return *out != NULL ? crdt_proxy_port(*out) : -1;
-}
 
 /* verify says on stderr when every process is running. */
 static bool all_running(void *arg)
@@ -439,13 +431,9 @@ static bool all_running(void *arg)
 Test(doctor, verify_reports_the_overlaps_of_a_sentinel_split_brain_without_replica_sync,
      .timeout = 120)
 {
-    crdt_proxy *front = NULL;
+    crdt_proxy *front;
     crdt_topo topo;
-    crdt_topo_opts to = {.front = front_proxy, .front_arg = &front};
-    bool up = crdt_topo_start(&topo, &to);
-    if (!up)
-        crdt_proxy_stop(front);
-    cr_assert(up, "topology: %s", topo.err);
+    crdt_topo_start_fronted(&topo, &front);
     char url[300];
     crdt_topo_url(&topo, url, sizeof url);
     /* Half the processes straight on the first primary (they stay with it), half through

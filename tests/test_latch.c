@@ -19,10 +19,17 @@
 #include "syncs.h"
 #include "waiters.h"
 
-Test(latch, try_set_count_and_count_down_keep_redissons_key_and_messages)
+/* The fixture of most tests: a latch named for the test, with two clients (la, lb) and a
+ * raw connection, or one client through a fault proxy (a lost reply); closed after the
+ * test. */
+static crdt_sync_fixture f;
+static void latch_open(void) { crdt_sync_open(&f, CRDT_SYNC_LATCH, "cdl"); }
+static void proxied_latch_open(void) { crdt_sync_open_proxied(&f, CRDT_SYNC_LATCH, "lost"); }
+static void sync_close(void) { crdt_sync_close(&f); }
+
+Test(latch, try_set_count_and_count_down_keep_redissons_key_and_messages,
+     .init = latch_open, .fini = sync_close)
 {
-    crdt_sync_fixture f;
-    crdt_sync_open_opts(&f, CRDT_SYNC_LATCH, "cdl", 1, NULL);
     crdt_watch w;
     crdt_watch_open(&w, f.channel, false);
     int64_t n = -1;
@@ -53,31 +60,28 @@ Test(latch, try_set_count_and_count_down_keep_redissons_key_and_messages)
     cr_assert_str_eq(m[0].payload, "1");
     cr_assert_str_eq(m[1].payload, "0");
     crdt_watch_close(&w);
-    crdt_sync_close(&f);
 }
 
 Test(latch, an_await_times_out_at_its_deadline_after_one_last_read)
 {
     crd_options o;
     crdt_tracelog *tl = crdt_traced_options(&o);
-    crdt_sync_fixture f;
-    crdt_sync_open_opts(&f, CRDT_SYNC_LATCH, "timeout", 1, &o);
-    CRDT_OK(f.a, crd_latch_try_set_count(f.la, 1, NULL));
+    crdt_sync_fixture t;
+    crdt_sync_open_opts(&t, CRDT_SYNC_LATCH, "timeout", 1, &o);
+    CRDT_OK(t.a, crd_latch_try_set_count(t.la, 1, NULL));
     size_t from = crdt_tracelog_count(tl);
     int64_t t0 = crdt_now_ms();
-    cr_assert_eq(crd_latch_await(f.la, 300), CRD_TIMEOUT);
+    cr_assert_eq(crd_latch_await(t.la, 300), CRD_TIMEOUT);
     int64_t took = crdt_now_ms() - t0;
     cr_assert(took >= 300 && took < 2000, "took %lld ms", (long long)took);
     cr_assert_eq(crdt_tracelog_count_cmd(tl, from, "GET", 0), 3,
                  "GET, SUBSCRIBE, GET, (the wait), GET: as Redisson");
-    crdt_sync_close(&f);
+    crdt_sync_close(&t);
     crdt_tracelog_free(tl);
 }
 
-Test(latch, a_delete_while_waiting_ends_the_wait_at_once)
+Test(latch, a_delete_while_waiting_ends_the_wait_at_once, .init = latch_open, .fini = sync_close)
 {
-    crdt_sync_fixture f;
-    crdt_sync_open(&f, CRDT_SYNC_LATCH, "delete");
     CRDT_OK(f.a, crd_latch_try_set_count(f.la, 3, NULL));
     crdt_sync_waiter w = {.l = f.lb, .wait_ms = 20000};
     crdt_sync_waiter_start(&w);
@@ -88,7 +92,6 @@ Test(latch, a_delete_while_waiting_ends_the_wait_at_once)
     CRDT_OK(f.a, crd_latch_delete(f.la, &deleted));
     cr_assert(deleted);
     crdt_sync_waiter_woken(&w, t0, 2000, "the await, re-checked on the delete's message");
-    crdt_sync_close(&f);
 }
 
 /* 8 waiters (4 threads of one client, 4 processes) released by the last count-down. */
@@ -102,17 +105,17 @@ typedef struct fleet {
  * count is set by then). */
 static int fleet_child(void *arg)
 {
-    const fleet *f = arg;
-    redisContext *r = crdt_raw_connect(f->port, 10000);
+    const fleet *fl = arg;
+    redisContext *r = crdt_raw_connect(fl->port, 10000);
     if (r == NULL)
         return 5;
-    if (!crdt_await_go(r, f->go))
+    if (!crdt_await_go(r, fl->go))
         return 7;
-    crd_client *c = crdt_plain_client(f->port);
+    crd_client *c = crdt_plain_client(fl->port);
     crd_latch *l = NULL;
-    if (c == NULL || crd_latch_new(c, f->name, &l) != CRD_OK)
+    if (c == NULL || crd_latch_new(c, fl->name, &l) != CRD_OK)
         return 2;
-    crdt_reply_int(redisCommand(r, "INCR %s", f->ready));
+    crdt_reply_int(redisCommand(r, "INCR %s", fl->ready));
     crd_status st = crd_latch_await(l, 30000);
     crd_latch_free(l);
     crd_client_free(c);
@@ -136,22 +139,22 @@ static bool fleet_is_ready(void *arg)
 
 Test(latch, eight_waiters_across_processes_are_released_by_the_last_count_down, .timeout = 90)
 {
-    fleet f = {crdt_key("fleet"), crdt_key("ready"), crdt_key("go"), crdt_port()};
+    fleet fl = {crdt_key("fleet"), crdt_key("ready"), crdt_key("go"), crdt_port()};
     pid_t kids[4];
     for (int i = 0; i < 4; i++)
-        kids[i] = crdt_fork(fleet_child, &f);
+        kids[i] = crdt_fork(fleet_child, &fl);
     /* The fleet's name, made before the fork, on a fixture's two clients. */
     crdt_sync_fixture x = {.a = crdt_client(), .b = crdt_client(), .r = crdt_redis(),
-                           .name = f.name};
+                           .name = fl.name};
     crdt_sync_handles(&x, CRDT_SYNC_LATCH);
     CRDT_OK(x.a, crd_latch_try_set_count(x.la, 3, NULL));
-    freeReplyObject(crdt_cmd(x.r, "RPUSH %s 1 1 1 1", f.go));
+    freeReplyObject(crdt_cmd(x.r, "RPUSH %s 1 1 1 1", fl.go));
     crdt_sync_waiter w[4];
     for (int i = 0; i < 4; i++) {
         w[i] = (crdt_sync_waiter){.l = x.lb, .wait_ms = 30000};
         crdt_sync_waiter_start(&w[i]);
     }
-    fleet_ready ready = {x.r, &f, x.channel};
+    fleet_ready ready = {x.r, &fl, x.channel};
     cr_assert(crdt_wait_until(fleet_is_ready, &ready, 20000), "the processes never got ready");
     cr_assert_eq(crdt_numsub(x.r, x.channel), 5, "4 processes and one shared subscription");
     CRDT_OK(x.a, crd_latch_count_down(x.la));
@@ -169,10 +172,9 @@ Test(latch, eight_waiters_across_processes_are_released_by_the_last_count_down, 
     crdt_sync_close(&x);
 }
 
-Test(latch, bad_input_is_refused_with_a_status_and_changes_nothing)
+Test(latch, bad_input_is_refused_with_a_status_and_changes_nothing,
+     .init = latch_open, .fini = sync_close)
 {
-    crdt_sync_fixture f;
-    crdt_sync_open_opts(&f, CRDT_SYNC_LATCH, "hash", 1, NULL);
     freeReplyObject(crdt_cmd(f.r, "HSET %s f v", f.name));
     crd_status st = crd_latch_count_down(f.la);
     cr_assert_eq(st, CRD_SERVER, "%s", crd_strerror(st));
@@ -196,13 +198,11 @@ Test(latch, bad_input_is_refused_with_a_status_and_changes_nothing)
     CRDT_OK(f.a, crd_latch_try_set_count(braced, 1, NULL));
     CRDT_OK(f.a, crd_latch_count_down(braced));
     crd_latch_free(braced);
-    crdt_sync_close(&f);
 }
 
-Test(latch, a_count_down_whose_reply_is_lost_is_an_unknown_outcome_and_is_not_resent)
+Test(latch, a_count_down_whose_reply_is_lost_is_an_unknown_outcome_and_is_not_resent,
+     .init = proxied_latch_open, .fini = sync_close)
 {
-    crdt_sync_fixture f;
-    crdt_sync_open_proxied(&f, CRDT_SYNC_LATCH, "lost");
     CRDT_OK(f.a, crd_latch_try_set_count(f.la, 6, NULL));
     CRDT_OK(f.a, crd_latch_count_down(f.la)); /* the script is cached: the lost one runs at once */
     int rule = crdt_proxy_arm(f.p, f.name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
@@ -210,7 +210,6 @@ Test(latch, a_count_down_whose_reply_is_lost_is_an_unknown_outcome_and_is_not_re
     cr_assert(crdt_proxy_fired(f.p, rule));
     cr_assert_eq(st, CRD_OUTCOME_UNKNOWN, "%s: %s", crd_strerror(st), crd_client_errmsg(f.a));
     cr_assert_eq(crdt_reply_int(crdt_cmd(f.r, "GET %s", f.name)), 4, "counted once");
-    crdt_sync_close(&f);
 }
 
 /* ---- cluster --------------------------------------------------------------------------- */
@@ -218,17 +217,11 @@ Test(latch, a_count_down_whose_reply_is_lost_is_an_unknown_outcome_and_is_not_re
 static void wait_for(crdt_sync_waiter *w, redisContext *owner, const char *channel)
 {
     crdt_sync_waiter_start(w);
-    int64_t until = crdt_now_ms() + 10000;
-    long long subs = 0;
-    while (crdt_now_ms() < until) {
-        redisReply *rep = crdt_cmd(owner, "PUBSUB SHARDNUMSUB %s", channel);
-        subs = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 ? rep->element[1]->integer : 0;
-        freeReplyObject(rep);
-        if (subs > 0)
-            break;
-        crdt_sleep_ms(5);
-    }
-    cr_assert_eq(subs, 1, "SSUBSCRIBEd at the slot's primary: %s", channel);
+    crdt_probe sub = {.r = owner, .name = channel};
+    cr_assert(crdt_wait_until(crdt_cluster_shard_subscribed, &sub, 10000),
+              "never SSUBSCRIBEd at the slot's primary: %s", channel);
+    cr_assert_eq(crdt_cluster_shard_subscribers(owner, channel), 1,
+                 "one subscriber at the slot's primary: %s", channel);
 }
 
 static void woken(crdt_sync_waiter *w)
@@ -240,51 +233,54 @@ static void woken(crdt_sync_waiter *w)
 /* A synchronizer of kind on primary p's slot (named "sem", "pes" or "cdl" there): b's
  * thread blocks on it, SSUBSCRIBEd at that primary, and a's release or count-down wakes
  * it by the sharded message. */
-static void sharded_wake(crdt_cluster *cl, int p, redisContext *owner, crd_client *a,
+static void sharded_wake(crdt_cluster *on, int p, redisContext *owner, crd_client *a,
                          crd_client *b, crdt_sync_kind kind)
 {
     static const char *const tags[] = {"sem", "pes", "cdl"};
-    crdt_sync_fixture f = {.a = a, .b = b, .name = crdt_cluster_name_on(cl, p, tags[kind])};
-    crdt_sync_handles(&f, kind);
+    crdt_sync_fixture s = {.a = a, .b = b, .name = crdt_cluster_name_on(on, p, tags[kind])};
+    crdt_sync_handles(&s, kind);
     char id[CRD_PERMIT_ID_SIZE];
     /* One permit (a latch's await takes none); the lease is the permit semaphore's. */
     crdt_sync_waiter w = {.permits = 1, .wait_ms = 20000, .lease_ms = 5000};
     switch (kind) {
     case CRDT_SYNC_SEMAPHORE:
-        CRDT_OK(a, crd_semaphore_try_set_permits(f.sa, 0, 0, NULL));
-        w.s = f.sb;
+        CRDT_OK(a, crd_semaphore_try_set_permits(s.sa, 0, 0, NULL));
+        w.s = s.sb;
         break;
     case CRDT_SYNC_PERMIT_SEMAPHORE:
-        CRDT_OK(a, crd_permit_semaphore_try_set_permits(f.pa, 1, NULL));
-        CRDT_OK(a, crd_permit_semaphore_acquire(f.pa, 0, 60000, id));
-        w.ps = f.pb;
+        CRDT_OK(a, crd_permit_semaphore_try_set_permits(s.pa, 1, NULL));
+        CRDT_OK(a, crd_permit_semaphore_acquire(s.pa, 0, 60000, id));
+        w.ps = s.pb;
         break;
     case CRDT_SYNC_LATCH:
-        CRDT_OK(a, crd_latch_try_set_count(f.la, 1, NULL));
-        w.l = f.lb;
+        CRDT_OK(a, crd_latch_try_set_count(s.la, 1, NULL));
+        w.l = s.lb;
         break;
     }
-    wait_for(&w, owner, f.channel);
+    wait_for(&w, owner, s.channel);
     switch (kind) {
     case CRDT_SYNC_SEMAPHORE:
-        CRDT_OK(a, crd_semaphore_release(f.sa, 1));
+        CRDT_OK(a, crd_semaphore_release(s.sa, 1));
         break;
     case CRDT_SYNC_PERMIT_SEMAPHORE:
-        CRDT_OK(a, crd_permit_semaphore_release(f.pa, id));
+        CRDT_OK(a, crd_permit_semaphore_release(s.pa, id));
         break;
     case CRDT_SYNC_LATCH:
-        CRDT_OK(a, crd_latch_count_down(f.la));
+        CRDT_OK(a, crd_latch_count_down(s.la));
         break;
     }
     woken(&w);
-    crdt_sync_handles_free(&f);
+    crdt_sync_handles_free(&s);
 }
 
+/* The last test's cluster: 3 primaries, started before it and stopped after it. */
+static crdt_cluster cl;
+static void cluster_up(void) { crdt_cluster_start(&cl, 3, 0); }
+static void cluster_down(void) { crdt_cluster_stop(&cl); }
+
 Test(latch, on_a_cluster_all_three_wake_by_sharded_messages_and_a_cross_slot_latch_is_refused,
-     .timeout = 120)
+     .init = cluster_up, .fini = cluster_down, .timeout = 120)
 {
-    crdt_cluster cl;
-    crdt_cluster_start(&cl, 3, 0);
     crd_options o;
     crdt_cluster_options(&cl, &o);
     crdt_tracelog *tl = crdt_tracelog_new();
@@ -313,5 +309,4 @@ Test(latch, on_a_cluster_all_three_wake_by_sharded_messages_and_a_cross_slot_lat
     crd_client_free(a);
     crd_client_free(b);
     crdt_tracelog_free(tl);
-    crdt_cluster_stop(&cl);
 }

@@ -42,6 +42,7 @@
 
 #include "cluster.h"
 #include "faultproxy.h"
+#include "failover.h"
 #include "harness.h"
 #include "standalone/events.h"
 #include "holds.h"
@@ -58,6 +59,7 @@
 typedef struct figures {
     const char *scenario;
     const char *sync; /* "on", "off", "n/a" (a standalone server has no replicas) */
+    int replica_sync; /* the split-brain rounds' clients' (CRD_REPLICA_SYNC_*); 0: AUTO */
     long rounds, partitions, holds, losses, overlaps, refused;
 } figures;
 
@@ -83,6 +85,25 @@ static bool another_round(int64_t started_ms, long rounds)
     return rounds == 0 || crdt_now_ms() - started_ms < soak_ms();
 }
 
+/* Runs round until the soak budget is spent (once outside a soak), prints the figures
+ * and asserts that no two holds of one name overlapped: always but in a split brain
+ * without replica sync, whose overlaps are counted, not asserted. */
+static void run_rounds(figures f, void (*round)(figures *, crdt_holds *))
+{
+    crdt_holds *holds = crdt_holds_new();
+    for (int64_t t0 = crdt_now_ms(); another_round(t0, f.rounds); f.rounds++)
+        round(&f, holds);
+    crdt_hold pair[2];
+    f.overlaps = crdt_holds_overlaps(holds, pair);
+    print_figures(&f);
+    if (f.replica_sync != CRD_REPLICA_SYNC_OFF)
+        cr_assert_eq(f.overlaps, 0, "replica sync %s: client %d held %s from %lld to %lld ns "
+                     "while client %d held it from %lld to %lld ns", f.sync, pair[0].client,
+                     pair[0].name, (long long)pair[0].start_ns, (long long)pair[0].end_ns,
+                     pair[1].client, (long long)pair[1].start_ns, (long long)pair[1].end_ns);
+    crdt_holds_free(holds);
+}
+
 static crdt_proxy *proxy_to(int port)
 {
     const char *why = NULL;
@@ -91,6 +112,13 @@ static crdt_proxy *proxy_to(int port)
     return p;
 }
 
+
+/* A client that must notice a cut soon: 500 ms to connect and for each command. */
+static void cut_timeouts(crd_options *o)
+{
+    o->connect_timeout_ms = 500;
+    o->command_timeout_ms = 500;
+}
 
 /* The end of a hold's trust as its holder sees it now: now + crd_lock_validity_ms. */
 static int64_t trusted_until_ns(crd_lock *l)
@@ -113,8 +141,7 @@ static void cut_holder_round(figures *f, crdt_holds *holds)
     crd_options oa;
     crdt_options(&oa);
     oa.port = crdt_proxy_port(px);
-    oa.connect_timeout_ms = 500;
-    oa.command_timeout_ms = 500;
+    cut_timeouts(&oa);
     oa.watchdog_timeout_ms = lease;
     crdt_events_attach(&ev, &oa);
     crd_client *a = crdt_client_opts(&oa);
@@ -174,30 +201,12 @@ static void cut_holder_round(figures *f, crdt_holds *holds)
 
 Test(partition, a_holder_cut_off_past_its_lease_knows_it_lost_the_lock_before_another_takes_it)
 {
-    figures f = {.scenario = "cut-holder", .sync = "n/a"};
-    crdt_holds *holds = crdt_holds_new();
-    for (int64_t t0 = crdt_now_ms(); another_round(t0, f.rounds); f.rounds++)
-        cut_holder_round(&f, holds);
-    crdt_hold pair[2];
-    f.overlaps = crdt_holds_overlaps(holds, pair);
-    print_figures(&f);
-    cr_assert_eq(f.overlaps, 0, "%s held from %lld to %lld ns overlaps %lld..%lld", pair[0].name,
-                 (long long)pair[0].start_ns, (long long)pair[0].end_ns,
-                 (long long)pair[1].start_ns, (long long)pair[1].end_ns);
-    crdt_holds_free(holds);
+    run_rounds((figures){.scenario = "cut-holder", .sync = "n/a"}, cut_holder_round);
 }
 
 /* ---------------------------------------------------------------------------------- */
 /* 3. Split brain: the Sentinel primary cut off from its replicas and sentinels        */
 /* ---------------------------------------------------------------------------------- */
-
-/* crdt_topo_opts.front: a fault proxy in front of the first primary (kept in *arg). */
-static int front_proxy(void *arg, int primary_port)
-{
-    crdt_proxy **out = arg;
-    *out = crdt_proxy_start(primary_port, NULL);
-    return *out != NULL ? crdt_proxy_port(*out) : -1;
-}
 
 /* One client of a split-brain round, run by its own thread: acquire (bounded wait),
  * hold a little, release, record; until told to stop. */
@@ -385,15 +394,20 @@ static bool sentinel_switched(void *arg)
     return crdt_topo_await_switch(topo, topo->front_port, 30000) > 0;
 }
 
-static void split_brain_round(figures *f, crdt_holds *holds, int sync)
+/* A split brain's rounds with replica sync on or off (run_rounds). */
+static void split_brain(const char *scenario, int sync, void (*round)(figures *, crdt_holds *))
 {
-    crdt_proxy *front = NULL;
+    run_rounds((figures){.scenario = scenario, .sync = sync == CRD_REPLICA_SYNC_ON ? "on" : "off",
+                         .replica_sync = sync},
+               round);
+}
+
+static void split_brain_round(figures *f, crdt_holds *holds)
+{
+    const int sync = f->replica_sync;
+    crdt_proxy *front;
     crdt_topo topo;
-    crdt_topo_opts to = {.front = front_proxy, .front_arg = &front};
-    bool up = crdt_topo_start(&topo, &to);
-    if (!up)
-        crdt_proxy_stop(front);
-    cr_assert(up, "topology: %s", topo.err);
+    crdt_topo_start_fronted(&topo, &front);
 
     crd_options oi;
     side_options(&oi, sync);
@@ -416,33 +430,16 @@ static void split_brain_round(figures *f, crdt_holds *holds, int sync)
     assert_sides(&out, sync);
 }
 
-static void split_brain(const char *scenario, const char *sync_name, int sync,
-                        void (*round)(figures *, crdt_holds *, int))
-{
-    figures f = {.scenario = scenario, .sync = sync_name};
-    crdt_holds *holds = crdt_holds_new();
-    for (int64_t t0 = crdt_now_ms(); another_round(t0, f.rounds); f.rounds++)
-        round(&f, holds, sync);
-    crdt_hold pair[2];
-    f.overlaps = crdt_holds_overlaps(holds, pair);
-    print_figures(&f);
-    if (sync == CRD_REPLICA_SYNC_ON)
-        cr_assert_eq(f.overlaps, 0, "with replica sync on, client %d held %s from %lld to %lld "
-                     "ns while client %d held it from %lld to %lld ns", pair[0].client,
-                     pair[0].name, (long long)pair[0].start_ns, (long long)pair[0].end_ns,
-                     pair[1].client, (long long)pair[1].start_ns, (long long)pair[1].end_ns);
-    crdt_holds_free(holds);
-}
 
 Test(partition, with_replica_sync_a_primary_cut_off_from_replicas_and_sentinels_grants_no_overlapping_hold)
 {
-    split_brain("split-brain-sentinel", "on", CRD_REPLICA_SYNC_ON, split_brain_round);
+    split_brain("split-brain-sentinel", CRD_REPLICA_SYNC_ON, split_brain_round);
 }
 
 /* Without replica sync the isolated primary keeps granting holds: counted, not asserted. */
 Test(partition, without_replica_sync_the_overlaps_of_a_split_brain_are_counted)
 {
-    split_brain("split-brain-sentinel", "off", CRD_REPLICA_SYNC_OFF, split_brain_round);
+    split_brain("split-brain-sentinel", CRD_REPLICA_SYNC_OFF, split_brain_round);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -484,6 +481,18 @@ static const char *node_line(const char *text, const char *id)
     return NULL;
 }
 
+/* The reply to cmd (a command without arguments to format) on a fresh connection to
+ * port, or NULL when nothing answers there within 500 ms; the connection is closed. */
+static redisReply *ask_node(int port, const char *cmd)
+{
+    redisContext *r = crdt_raw_connect(port, 500);
+    if (r == NULL)
+        return NULL;
+    redisReply *rep = redisCommand(r, cmd);
+    redisFree(r);
+    return rep;
+}
+
 /* Whether every node lists every node at its announced ports, connected, every bus
  * proxy carries a link from every other node, and the replica of primary 0 replicates
  * through the front proxy: the links all cross the proxies now. */
@@ -501,8 +510,7 @@ static bool routed_through_proxies(void *arg)
     }
     bool ok = true;
     for (int n = 0; ok && n < s->cl.nnodes; n++) {
-        redisContext *r = crdt_raw_connect(s->cl.node[n].port, 500);
-        redisReply *rep = r != NULL ? redisCommand(r, "CLUSTER NODES") : NULL;
+        redisReply *rep = ask_node(s->cl.node[n].port, "CLUSTER NODES");
         ok = rep != NULL && rep->type == REDIS_REPLY_STRING;
         for (int i = 0; ok && i < s->cl.nnodes; i++) {
             const char *line = node_line(rep->str, s->cl.id[i]);
@@ -521,12 +529,9 @@ static bool routed_through_proxies(void *arg)
         }
         if (rep != NULL)
             freeReplyObject(rep);
-        if (r != NULL)
-            redisFree(r);
     }
     if (ok) {
-        redisContext *r = crdt_raw_connect(s->cl.node[s->replica].port, 500);
-        redisReply *rep = r != NULL ? redisCommand(r, "INFO replication") : NULL;
+        redisReply *rep = ask_node(s->cl.node[s->replica].port, "INFO replication");
         char want[64];
         snprintf(want, sizeof want, "master_port:%d\r", crdt_proxy_port(s->front));
         ok = rep != NULL && rep->type == REDIS_REPLY_STRING && strstr(rep->str, want) &&
@@ -535,20 +540,15 @@ static bool routed_through_proxies(void *arg)
             snprintf(s->err, sizeof s->err, "the replica does not replicate through the proxy");
         if (rep != NULL)
             freeReplyObject(rep);
-        if (r != NULL)
-            redisFree(r);
     }
     if (ok) { /* ...and primary 0 counts it again (ROLE, what WAIT waits for) */
-        redisContext *r = crdt_raw_connect(s->cl.node[0].port, 500);
-        redisReply *rep = r != NULL ? redisCommand(r, "ROLE") : NULL;
+        redisReply *rep = ask_node(s->cl.node[0].port, "ROLE");
         ok = rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 3 &&
              rep->element[2]->type == REDIS_REPLY_ARRAY && rep->element[2]->elements == 1;
         if (!ok)
             snprintf(s->err, sizeof s->err, "primary 0 does not list its replica");
         if (rep != NULL)
             freeReplyObject(rep);
-        if (r != NULL)
-            redisFree(r);
     }
     return ok;
 }
@@ -620,15 +620,12 @@ static void split_cluster_cut(split_cluster *s)
 static bool is_primary(void *arg)
 {
     int *port = arg;
-    redisContext *r = crdt_raw_connect(*port, 500);
-    redisReply *rep = r != NULL ? redisCommand(r, "ROLE") : NULL;
+    redisReply *rep = ask_node(*port, "ROLE");
     bool ok = rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
               rep->element[0]->type == REDIS_REPLY_STRING &&
               strcmp(rep->element[0]->str, "master") == 0;
     if (rep != NULL)
         freeReplyObject(rep);
-    if (r != NULL)
-        redisFree(r);
     return ok;
 }
 
@@ -645,8 +642,9 @@ static bool cluster_promoted(void *arg)
     return crdt_wait_until(is_primary, &port, crdt_scaled_ms(30000));
 }
 
-static void cluster_split_brain_round(figures *f, crdt_holds *holds, int sync)
+static void cluster_split_brain_round(figures *f, crdt_holds *holds)
 {
+    const int sync = f->replica_sync;
     split_cluster sc;
     const char *name = NULL;
     split_cluster_start(&sc, &name);
@@ -679,7 +677,7 @@ static void cluster_split_brain_round(figures *f, crdt_holds *holds, int sync)
 
 Test(partition, with_replica_sync_a_cluster_primary_cut_off_from_its_replica_and_the_cluster_grants_no_overlapping_hold)
 {
-    split_brain("split-brain-cluster", "on", CRD_REPLICA_SYNC_ON, cluster_split_brain_round);
+    split_brain("split-brain-cluster", CRD_REPLICA_SYNC_ON, cluster_split_brain_round);
 }
 
 /* The cut primary grants holds until it sees the cluster down (node timeout): counted.
@@ -689,7 +687,7 @@ Test(partition, without_replica_sync_the_overlaps_of_a_cluster_split_brain_are_c
 {
     if (soak_ms() == 0)
         cr_skip_test("a soak scenario: make soak-partition runs it");
-    split_brain("split-brain-cluster", "off", CRD_REPLICA_SYNC_OFF, cluster_split_brain_round);
+    split_brain("split-brain-cluster", CRD_REPLICA_SYNC_OFF, cluster_split_brain_round);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -728,8 +726,7 @@ static void sentinel_cut_round(figures *f, crdt_holds *holds)
     crd_options_init(&o);
     o.sentinel_addrs = addrs;
     o.sentinel_master = topo.name;
-    o.connect_timeout_ms = 500;
-    o.command_timeout_ms = 500;
+    cut_timeouts(&o);
     crd_client *c = crdt_client_opts(&o);
     const char *name = crdt_key("sentinel-cut");
     cr_assert_eq(hold_once(c, 1, name, 2000, holds, f), CRD_OK);
@@ -760,14 +757,7 @@ static void sentinel_cut_round(figures *f, crdt_holds *holds)
 
 Test(partition, a_client_cut_off_from_one_sentinel_carries_on_through_the_other_two)
 {
-    figures f = {.scenario = "sentinel-cut", .sync = "on"};
-    crdt_holds *holds = crdt_holds_new();
-    for (int64_t t0 = crdt_now_ms(); another_round(t0, f.rounds); f.rounds++)
-        sentinel_cut_round(&f, holds);
-    f.overlaps = crdt_holds_overlaps(holds, NULL);
-    print_figures(&f);
-    cr_assert_eq(f.overlaps, 0);
-    crdt_holds_free(holds);
+    run_rounds((figures){.scenario = "sentinel-cut", .sync = "on"}, sentinel_cut_round);
 }
 
 /* Whether every node's CLUSTER SLOTS names the primaries by their proxies' ports. */
@@ -839,8 +829,7 @@ static void cluster_cut_round(figures *f, crdt_holds *holds)
 
     crd_options o;
     crdt_cluster_options(&cl, &o);
-    o.connect_timeout_ms = 500;
-    o.command_timeout_ms = 500;
+    cut_timeouts(&o);
     crd_client *c = crdt_client_opts(&o);
     for (int i = 0; i < 3; i++)
         cr_assert_eq(hold_once(c, 1, names[i], 2000, holds, f), CRD_OK, "node %d", i);
@@ -876,12 +865,5 @@ static void cluster_cut_round(figures *f, crdt_holds *holds)
 
 Test(partition, a_cluster_client_cut_off_from_one_node_keeps_the_others_and_fails_fast_on_it)
 {
-    figures f = {.scenario = "cluster-node-cut", .sync = "n/a"};
-    crdt_holds *holds = crdt_holds_new();
-    for (int64_t t0 = crdt_now_ms(); another_round(t0, f.rounds); f.rounds++)
-        cluster_cut_round(&f, holds);
-    f.overlaps = crdt_holds_overlaps(holds, NULL);
-    print_figures(&f);
-    cr_assert_eq(f.overlaps, 0);
-    crdt_holds_free(holds);
+    run_rounds((figures){.scenario = "cluster-node-cut", .sync = "n/a"}, cluster_cut_round);
 }

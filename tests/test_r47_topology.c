@@ -39,20 +39,6 @@ static void *gwait_main(void *arg)
 
 static bool gwait_done(void *arg) { return atomic_load(&((gwait *)arg)->done) != 0; }
 
-typedef struct numsub_arg {
-    redisContext *r;
-    const char *channel;
-} numsub_arg;
-
-static bool sharded_subscriber(void *arg)
-{
-    numsub_arg *a = arg;
-    redisReply *n = crdt_cmd(a->r, "PUBSUB SHARDNUMSUB %s", a->channel);
-    bool yes = n->type == REDIS_REPLY_ARRAY && n->elements == 2 && n->element[1]->integer >= 1;
-    freeReplyObject(n);
-    return yes;
-}
-
 /* Eight processes on the cluster share 50 permits a second for window_ms. */
 enum { PROCS = 8, RATE = 50 };
 
@@ -67,11 +53,8 @@ static int rl_proc(int index, void *arg)
 {
     (void)index;
     const rlshare *sh = arg;
-    crd_options o;
-    crd_options_init(&o);
-    o.url = sh->url;
-    crd_client *c = NULL;
-    if (crd_client_new(&o, &c) != CRD_OK)
+    crd_client *c = crdt_cluster_child_client(sh->url);
+    if (c == NULL)
         return 2;
     crd_rate_limiter *rl = NULL;
     if (crd_rate_limiter_new(c, sh->name, &rl) != CRD_OK)
@@ -120,9 +103,9 @@ Test(r47_topology, the_family_on_a_cluster_routes_excludes_and_shares_one_rate, 
         if (i == 1)
             snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", groups[i]);
         /* it waits on the sharded channel of the group's slot */
-        numsub_arg na = {r, ch};
-        cr_expect(crdt_wait_until(sharded_subscriber, &na, 5000), "%s: one sharded subscriber",
-                  ch);
+        crdt_probe sub = {.r = r, .name = ch};
+        cr_expect(crdt_wait_until(crdt_cluster_shard_subscribed, &sub, 5000),
+                  "%s: one sharded subscriber", ch);
         cr_expect_not(gwait_done(&w), "c is held");
         int64_t released = crdt_now_ms();
         cr_assert_eq(crd_lock_release(la), CRD_OK);

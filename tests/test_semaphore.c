@@ -24,12 +24,23 @@ static long long get_int(redisContext *r, const char *key)
     return crdt_reply_int(crdt_cmd(r, "GET %s", key));
 }
 
+/* The fixture of most tests: a semaphore or a permit semaphore named for the test, with
+ * two clients (sa/sb, pa/pb) and a raw connection, or one client through a fault proxy
+ * (the lost replies); closed after the test. */
+static crdt_sync_fixture f;
+static void semaphore_open(void) { crdt_sync_open(&f, CRDT_SYNC_SEMAPHORE, "sem"); }
+static void permit_semaphore_open(void) { crdt_sync_open(&f, CRDT_SYNC_PERMIT_SEMAPHORE, "pes"); }
+static void proxied_semaphore_open(void)
+{
+    crdt_sync_open_proxied(&f, CRDT_SYNC_SEMAPHORE, "lost");
+}
+static void sync_close(void) { crdt_sync_close(&f); }
+
 /* ---- RSemaphore ------------------------------------------------------------------------- */
 
-Test(semaphore, try_set_acquire_release_drain_keep_the_count_in_the_string_and_publish_it)
+Test(semaphore, try_set_acquire_release_drain_keep_the_count_in_the_string_and_publish_it,
+     .init = semaphore_open, .fini = sync_close)
 {
-    crdt_sync_fixture f;
-    crdt_sync_open_opts(&f, CRDT_SYNC_SEMAPHORE, "sem", 1, NULL);
     crdt_watch w;
     crdt_watch_open(&w, f.channel, false);
 
@@ -63,13 +74,11 @@ Test(semaphore, try_set_acquire_release_drain_keep_the_count_in_the_string_and_p
     cr_assert_str_eq(m[1].payload, "3");
     cr_assert_str_eq(m[2].payload, "-2");
     crdt_watch_close(&w);
-    crdt_sync_close(&f);
 }
 
-Test(semaphore, try_set_with_a_ttl_sets_px_and_acquire_keeps_it)
+Test(semaphore, try_set_with_a_ttl_sets_px_and_acquire_keeps_it,
+     .init = semaphore_open, .fini = sync_close)
 {
-    crdt_sync_fixture f;
-    crdt_sync_open_opts(&f, CRDT_SYNC_SEMAPHORE, "ttl", 1, NULL);
     CRDT_OK(f.a, crd_semaphore_try_set_permits(f.sa, 2, 60000, NULL));
     long long ttl = crdt_pttl(f.r, f.name);
     cr_assert(ttl > 50000 && ttl <= 60000, "pttl %lld", ttl);
@@ -77,13 +86,11 @@ Test(semaphore, try_set_with_a_ttl_sets_px_and_acquire_keeps_it)
     CRDT_OK(f.a, crd_semaphore_release(f.sa, 1));
     ttl = crdt_pttl(f.r, f.name);
     cr_assert(ttl > 50000 && ttl <= 60000, "acquire and release keep the TTL: pttl %lld", ttl);
-    crdt_sync_close(&f);
 }
 
-Test(semaphore, a_blocked_acquire_is_woken_by_the_release_message_not_by_its_deadline)
+Test(semaphore, a_blocked_acquire_is_woken_by_the_release_message_not_by_its_deadline,
+     .init = semaphore_open, .fini = sync_close)
 {
-    crdt_sync_fixture f;
-    crdt_sync_open(&f, CRDT_SYNC_SEMAPHORE, "wake");
     CRDT_OK(f.a, crd_semaphore_try_set_permits(f.sa, 1, 0, NULL));
     CRDT_OK(f.a, crd_semaphore_acquire(f.sa, 1, 0));
 
@@ -96,26 +103,22 @@ Test(semaphore, a_blocked_acquire_is_woken_by_the_release_message_not_by_its_dea
     crdt_sync_waiter_woken(&t, released, 2000, "the acquire");
     cr_assert_eq(get_int(f.r, f.name), 0);
     cr_assert(crdt_pubsub_channels_empty(f.channel), "the waiter unsubscribed");
-    crdt_sync_close(&f);
 }
 
-Test(semaphore, try_acquire_with_a_wait_times_out_at_its_deadline_and_takes_nothing)
+Test(semaphore, try_acquire_with_a_wait_times_out_at_its_deadline_and_takes_nothing,
+     .init = semaphore_open, .fini = sync_close)
 {
-    crdt_sync_fixture f;
-    crdt_sync_open_opts(&f, CRDT_SYNC_SEMAPHORE, "timeout", 1, NULL);
     CRDT_OK(f.a, crd_semaphore_try_set_permits(f.sa, 1, 0, NULL));
     int64_t t0 = crdt_now_ms();
     cr_assert_eq(crd_semaphore_acquire(f.sa, 2, 300), CRD_TIMEOUT);
     int64_t took = crdt_now_ms() - t0;
     cr_assert(took >= 300 && took < 2000, "timed out after %lld ms", (long long)took);
     cr_assert_eq(get_int(f.r, f.name), 1, "nothing taken");
-    crdt_sync_close(&f);
 }
 
-Test(semaphore, a_release_of_two_wakes_both_local_waiters_and_negative_counts_wake_none)
+Test(semaphore, a_release_of_two_wakes_both_local_waiters_and_negative_counts_wake_none,
+     .init = semaphore_open, .fini = sync_close)
 {
-    crdt_sync_fixture f;
-    crdt_sync_open(&f, CRDT_SYNC_SEMAPHORE, "two");
     CRDT_OK(f.a, crd_semaphore_try_set_permits(f.sa, 0, 0, NULL));
     crdt_sync_waiter t1 = {.s = f.sb, .permits = 1, .wait_ms = 20000};
     crdt_sync_waiter t2 = {.s = f.sb, .permits = 1, .wait_ms = 20000};
@@ -131,7 +134,6 @@ Test(semaphore, a_release_of_two_wakes_both_local_waiters_and_negative_counts_wa
     crdt_sync_waiter_woken(&t1, released, 2000, "the first acquire");
     crdt_sync_waiter_woken(&t2, released, 2000, "the second acquire");
     cr_assert_eq(get_int(f.r, f.name), 0);
-    crdt_sync_close(&f);
 }
 
 /* Exclusion: 4 threads of this process and 3 processes take one of 2 permits and check
@@ -176,10 +178,9 @@ Test(semaphore, expirable_two_permits_are_never_held_by_more_than_two_holders, .
     exclusion(CRDT_EX_PERMIT_SEMAPHORE);
 }
 
-Test(semaphore, bad_input_is_refused_with_a_status_and_changes_nothing)
+Test(semaphore, bad_input_is_refused_with_a_status_and_changes_nothing,
+     .init = semaphore_open, .fini = sync_close)
 {
-    crdt_sync_fixture f;
-    crdt_sync_open_opts(&f, CRDT_SYNC_SEMAPHORE, "hash", 1, NULL);
     freeReplyObject(crdt_cmd(f.r, "HSET %s f v", f.name));
     crd_status st = crd_semaphore_acquire(f.sa, 1, 0);
     cr_assert_eq(st, CRD_SERVER, "%s", crd_strerror(st));
@@ -215,14 +216,12 @@ Test(semaphore, bad_input_is_refused_with_a_status_and_changes_nothing)
     cr_assert_eq(crd_semaphore_acquire(NULL, 1, 0), CRD_INVALID_ARGUMENT);
     crd_semaphore_free(NULL);
     crd_semaphore_free(g);
-    crdt_sync_close(&f);
 }
 
 /* A release whose reply is lost after Redis ran it: CRD_OUTCOME_UNKNOWN, never resent. */
-Test(semaphore, a_release_whose_reply_is_lost_is_an_unknown_outcome_and_is_not_resent)
+Test(semaphore, a_release_whose_reply_is_lost_is_an_unknown_outcome_and_is_not_resent,
+     .init = proxied_semaphore_open, .fini = sync_close)
 {
-    crdt_sync_fixture f;
-    crdt_sync_open_proxied(&f, CRDT_SYNC_SEMAPHORE, "lost");
     CRDT_OK(f.a, crd_semaphore_try_set_permits(f.sa, 1, 0, NULL));
     /* Each script once, so that the lost ones run at once (not NOSCRIPT, then EVAL). */
     CRDT_OK(f.a, crd_semaphore_acquire(f.sa, 1, 0));
@@ -238,7 +237,6 @@ Test(semaphore, a_release_whose_reply_is_lost_is_an_unknown_outcome_and_is_not_r
     rule = crdt_proxy_arm(f.p, f.name, NULL, CRDT_PROXY_EXECUTE_THEN_CLOSE, 0);
     cr_assert_eq(crd_semaphore_add_permits(f.sa, 5), CRD_OUTCOME_UNKNOWN);
     cr_assert_eq(get_int(f.r, f.name), 6);
-    crdt_sync_close(&f);
 }
 
 /* ---- RPermitExpirableSemaphore -------------------------------------------------------------- */
@@ -254,10 +252,9 @@ static bool is_hex32(const char *id)
 }
 
 /* ZSCORE of a permit (its hex id decoded to the 16 bytes Redis keeps); -1 when absent. */
-Test(semaphore, expirable_acquire_returns_an_id_kept_with_its_deadline_and_release_by_id)
+Test(semaphore, expirable_acquire_returns_an_id_kept_with_its_deadline_and_release_by_id,
+     .init = permit_semaphore_open, .fini = sync_close)
 {
-    crdt_sync_fixture f;
-    crdt_sync_open_opts(&f, CRDT_SYNC_PERMIT_SEMAPHORE, "pes", 1, NULL);
     CRDT_OK(f.a, crd_permit_semaphore_try_set_permits(f.pa, 2, NULL));
     char a[CRD_PERMIT_ID_SIZE], b[CRD_PERMIT_ID_SIZE], x[CRD_PERMIT_ID_SIZE];
     struct timespec ts;
@@ -293,13 +290,11 @@ Test(semaphore, expirable_acquire_returns_an_id_kept_with_its_deadline_and_relea
     CRDT_OK(f.a, crd_permit_semaphore_release(f.pa, b));
     cr_assert_eq(crdt_exists(f.r, f.timeouts), 0);
     cr_assert_eq(get_int(f.r, f.name), 2);
-    crdt_sync_close(&f);
 }
 
-Test(semaphore, expirable_unknown_and_malformed_ids_are_refused_and_change_nothing)
+Test(semaphore, expirable_unknown_and_malformed_ids_are_refused_and_change_nothing,
+     .init = permit_semaphore_open, .fini = sync_close)
 {
-    crdt_sync_fixture f;
-    crdt_sync_open_opts(&f, CRDT_SYNC_PERMIT_SEMAPHORE, "ids", 1, NULL);
     CRDT_OK(f.a, crd_permit_semaphore_try_set_permits(f.pa, 3, NULL));
     char ids[2][CRD_PERMIT_ID_SIZE];
     CRDT_OK(f.a, crd_permit_semaphore_acquire_n(f.pa, 2, 0, 60000, ids));
@@ -328,13 +323,11 @@ Test(semaphore, expirable_unknown_and_malformed_ids_are_refused_and_change_nothi
     cr_assert_eq(get_int(f.r, f.name), 5);
     CRDT_OK(f.a, crd_permit_semaphore_add_permits(f.pa, -6));
     cr_assert_eq(get_int(f.r, f.name), -1);
-    crdt_sync_close(&f);
 }
 
-Test(semaphore, expirable_a_dead_holders_permit_is_reclaimed_at_its_lease_without_a_message)
+Test(semaphore, expirable_a_dead_holders_permit_is_reclaimed_at_its_lease_without_a_message,
+     .init = permit_semaphore_open, .fini = sync_close)
 {
-    crdt_sync_fixture f;
-    crdt_sync_open(&f, CRDT_SYNC_PERMIT_SEMAPHORE, "reclaim");
     CRDT_OK(f.a, crd_permit_semaphore_try_set_permits(f.pa, 1, NULL));
     char dead[CRD_PERMIT_ID_SIZE];
     int64_t lease = crdt_scaled_ms(600);
@@ -351,26 +344,22 @@ Test(semaphore, expirable_a_dead_holders_permit_is_reclaimed_at_its_lease_withou
                  "the reclaimed permit is gone");
     CRDT_OK(f.b, crd_permit_semaphore_release(f.pb, t.ids[0]));
     cr_assert_eq(get_int(f.r, f.name), 1);
-    crdt_sync_close(&f);
 }
 
-Test(semaphore, expirable_a_release_after_the_lease_gives_it_back_and_reports_lock_lost)
+Test(semaphore, expirable_a_release_after_the_lease_gives_it_back_and_reports_lock_lost,
+     .init = permit_semaphore_open, .fini = sync_close)
 {
-    crdt_sync_fixture f;
-    crdt_sync_open_opts(&f, CRDT_SYNC_PERMIT_SEMAPHORE, "late", 1, NULL);
     CRDT_OK(f.a, crd_permit_semaphore_try_set_permits(f.pa, 1, NULL));
     char id[CRD_PERMIT_ID_SIZE];
     CRDT_OK(f.a, crd_permit_semaphore_acquire(f.pa, 0, 100, id));
     crdt_sleep_ms(250); /* the lease running out is what is tested */
     cr_assert_eq(crd_permit_semaphore_release(f.pa, id), CRD_LOCK_LOST);
     cr_assert_eq(get_int(f.r, f.name), 1, "given back all the same");
-    crdt_sync_close(&f);
 }
 
-Test(semaphore, expirable_a_waiter_for_two_permits_is_woken_when_a_release_makes_two)
+Test(semaphore, expirable_a_waiter_for_two_permits_is_woken_when_a_release_makes_two,
+     .init = permit_semaphore_open, .fini = sync_close)
 {
-    crdt_sync_fixture f;
-    crdt_sync_open(&f, CRDT_SYNC_PERMIT_SEMAPHORE, "multi");
     CRDT_OK(f.a, crd_permit_semaphore_try_set_permits(f.pa, 3, NULL));
     char h1[CRD_PERMIT_ID_SIZE], h2[CRD_PERMIT_ID_SIZE];
     CRDT_OK(f.a, crd_permit_semaphore_acquire(f.pa, 0, 60000, h1));
@@ -387,7 +376,6 @@ Test(semaphore, expirable_a_waiter_for_two_permits_is_woken_when_a_release_makes
     CRDT_OK(f.b, crd_permit_semaphore_release_n(f.pb, both, 2));
     CRDT_OK(f.a, crd_permit_semaphore_release(f.pa, h2));
     cr_assert_eq(get_int(f.r, f.name), 3);
-    crdt_sync_close(&f);
 }
 
 Test(semaphore, expirable_an_acquire_whose_reply_is_lost_is_read_back_not_resent)

@@ -97,6 +97,20 @@ static void *wait_thread(void *arg)
     return NULL;
 }
 
+/* Within timeout_ms someone subscribed ch1 (and ch2 unless NULL) at the node on port
+ * ("what": whose subscription, where). */
+static void subscribed_at(int port, int64_t timeout_ms, const char *what, const char *ch1,
+                          const char *ch2)
+{
+    redisContext *p = crdt_topo_connect(&topo, port, 1000);
+    cr_assert_not_null(p, "no connection to port %d", port);
+    const char *const channels[] = {ch1, ch2};
+    for (int i = 0; i < 2 && channels[i] != NULL; i++)
+        cr_assert(crdt_await_subscribed(p, channels[i], timeout_ms), "%s: nobody on %s", what,
+                  channels[i]);
+    redisFree(p);
+}
+
 /* ---- discovery ----------------------------------------------------------------------- */
 
 Test(sentinel, every_lock_kind_works_through_discovery, .init = topo_up, .fini = topo_down)
@@ -575,16 +589,11 @@ Test(sentinel, a_waiter_is_woken_by_the_release_on_the_new_primary, .init = topo
     pthread_create(&th, NULL, wait_thread, &w);
     char ch[300];
     snprintf(ch, sizeof ch, "redisson_lock__channel:{%s}", name);
-    redisContext *p = crdt_topo_connect(&topo, topo.nodes[0].port, 1000);
-    cr_assert(crdt_await_subscribed(p, ch, 5000));
-    redisFree(p);
+    subscribed_at(topo.nodes[0].port, 5000, "the waiter", ch, NULL);
     int next = crdt_topo_failover(&topo, 30000);
     cr_assert(next > 0, "%s", topo.err);
     /* The waiter's subscription moves to the new primary. */
-    p = crdt_topo_connect(&topo, next, 1000);
-    cr_assert(crdt_await_subscribed(p, ch, 10000), "the waiter did not resubscribe on the new "
-              "primary");
-    redisFree(p);
+    subscribed_at(next, 10000, "the waiter, resubscribed on the new primary", ch, NULL);
     int64_t released = crdt_now_ms();
     cr_assert_eq(crd_lock_release(la), CRD_OK, "%s", crd_client_errmsg(a));
     pthread_join(th, NULL);
@@ -801,72 +810,74 @@ Test(sentinel, a_primary_stalled_until_the_sentinels_replace_it_keeps_every_dead
 
 /* ---- bad input ------------------------------------------------------------------------- */
 
-static crd_status try_client(const char *url, const char *sentinel_password, char *msg,
-                             size_t cap)
+/* A client made from url (or, url NULL, from options naming a master but no sentinel)
+ * with sentinel_password: crd_client_new must return want, with every one of words (up
+ * to two; NULL ends them) in its detail. */
+static void client_refused(const char *url, const char *sentinel_password, crd_status want,
+                           const char *w1, const char *w2)
 {
     crd_options o;
     crd_options_init(&o);
     o.url = url;
+    o.sentinel_master = url == NULL ? "m" : NULL;
     o.sentinel_password = sentinel_password;
     o.connect_timeout_ms = 300;
     o.command_timeout_ms = 1000;
     crd_client *c = NULL;
     crd_status st = crd_client_new(&o, &c);
-    snprintf(msg, cap, "%s", crd_client_errmsg(c));
+    const char *msg = crd_client_errmsg(c);
+    cr_assert_eq(st, want, "%s: %s, not %s (%s)", url ? url : "no sentinel_addrs",
+                 crd_strerror(st), crd_strerror(want), msg);
+    cr_assert(w1 == NULL || strstr(msg, w1), "%s", msg);
+    cr_assert(w2 == NULL || strstr(msg, w2), "%s", msg);
     crd_client_free(c);
-    return st;
+}
+
+/* "redis-sentinel://127.0.0.1:<port>#<name>", in a buffer of the caller's (url). */
+static const char *one_sentinel(char *url, size_t cap, const char *auth, int port,
+                                const char *name)
+{
+    snprintf(url, cap, "redis-sentinel://%s127.0.0.1:%d#%s", auth, port, name);
+    return url;
 }
 
 Test(sentinel, bad_sentinel_input_gives_a_clear_status_and_message, .init = topo_up,
      .fini = topo_down)
 {
-    char url[300], msg[600];
+    char url[300];
     /* No sentinel reachable. */
     int dead = topo.sentinels[0].port;
     crdt_proc_stop(&topo.sentinels[0]);
-    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#%s", dead, topo.name);
-    cr_assert_eq(try_client(url, NULL, msg, sizeof msg), CRD_IO);
-    cr_assert(strstr(msg, "no primary for") && strstr(msg, "Connection refused"), "%s", msg);
+    client_refused(one_sentinel(url, sizeof url, "", dead, topo.name), NULL, CRD_IO,
+                   "no primary for", "Connection refused");
     /* A master name no sentinel knows. */
     snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d#nosuchmaster", dead,
              topo.sentinels[1].port);
-    cr_assert_eq(try_client(url, NULL, msg, sizeof msg), CRD_IO);
-    cr_assert(strstr(msg, "does not know a master named 'nosuchmaster'"), "%s", msg);
+    client_refused(url, NULL, CRD_IO, "does not know a master named 'nosuchmaster'", NULL);
     /* A sentinel that wants a password, given a wrong one, then none. */
     crdt_proc locked;
     cr_assert(crdt_topo_extra_sentinel(&topo, topo.name, topo.nodes[0].port, "s3cret", &locked),
               "%s", topo.err);
-    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#%s", locked.port, topo.name);
-    cr_assert_eq(try_client(url, "wrong", msg, sizeof msg), CRD_AUTH);
-    cr_assert(strstr(msg, "AUTH refused"), "%s", msg);
-    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#%s", locked.port, topo.name);
-    cr_assert_eq(try_client(url, NULL, msg, sizeof msg), CRD_AUTH);
-    cr_assert(strstr(msg, "sentinel_password"), "%s", msg);
+    one_sentinel(url, sizeof url, "", locked.port, topo.name);
+    client_refused(url, "wrong", CRD_AUTH, "AUTH refused", NULL);
+    client_refused(url, NULL, CRD_AUTH, "sentinel_password", NULL);
     /* The right password for the sentinels only: the data nodes have none, and a URL
      * password would be sent to them too (Lettuce's rule) and refused. */
-    cr_assert_eq(try_client(url, "s3cret", msg, sizeof msg), CRD_OK, "%s", msg);
-    snprintf(url, sizeof url, "redis-sentinel://:s3cret@127.0.0.1:%d#%s", locked.port, topo.name);
-    cr_assert_eq(try_client(url, NULL, msg, sizeof msg), CRD_AUTH, "%s", msg);
+    client_refused(url, "s3cret", CRD_OK, NULL, NULL);
+    client_refused(one_sentinel(url, sizeof url, ":s3cret@", locked.port, topo.name), NULL,
+                   CRD_AUTH, NULL, NULL);
     crdt_proc_stop(&locked);
     /* A "primary" that answers as a replica: a sentinel monitoring a replica. */
     crdt_proc liar;
     cr_assert(crdt_topo_extra_sentinel(&topo, "liar", topo.nodes[1].port, NULL, &liar), "%s",
               topo.err);
-    snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#liar", liar.port);
-    cr_assert_eq(try_client(url, NULL, msg, sizeof msg), CRD_IO);
-    cr_assert(strstr(msg, "answers ROLE slave: not a primary"), "%s", msg);
+    client_refused(one_sentinel(url, sizeof url, "", liar.port, "liar"), NULL, CRD_IO,
+                   "answers ROLE slave: not a primary", NULL);
     crdt_proc_stop(&liar);
     /* Bad URLs and options. */
-    cr_assert_eq(try_client("redis-sentinel://127.0.0.1:1", NULL, msg, sizeof msg),
-                 CRD_INVALID_ARGUMENT);
-    cr_assert(strstr(msg, "#MASTERNAME"), "%s", msg);
-    crd_options o;
-    crd_options_init(&o);
-    o.sentinel_master = "m";
-    crd_client *c = NULL;
-    cr_assert_eq(crd_client_new(&o, &c), CRD_INVALID_ARGUMENT);
-    cr_assert(strstr(crd_client_errmsg(c), "sentinel_addrs"), "%s", crd_client_errmsg(c));
-    crd_client_free(c);
+    client_refused("redis-sentinel://127.0.0.1:1", NULL, CRD_INVALID_ARGUMENT, "#MASTERNAME",
+                   NULL);
+    client_refused(NULL, NULL, CRD_INVALID_ARGUMENT, "sentinel_addrs", NULL);
 }
 
 Test(sentinel, an_acquire_keeps_trying_within_its_wait_while_no_sentinel_answers,
@@ -1281,19 +1292,12 @@ Test(sentinel, semaphore_and_latch_waiters_are_woken_on_the_new_primary_after_fa
     char sch[300], lch[300];
     snprintf(sch, sizeof sch, "redisson_sc:{%s}", sname);
     snprintf(lch, sizeof lch, "redisson_countdownlatch__channel__{%s}", lname);
-    redisContext *p = crdt_topo_connect(&topo, topo.nodes[0].port, 1000);
-    cr_assert(crdt_await_subscribed(p, sch, 5000), "the semaphore waiter never subscribed");
-    cr_assert(crdt_await_subscribed(p, lch, 5000), "the latch waiter never subscribed");
-    redisFree(p);
+    subscribed_at(topo.nodes[0].port, 5000, "the semaphore and latch waiters", sch, lch);
 
     int next = crdt_topo_failover(&topo, 30000);
     cr_assert(next > 0, "%s", topo.err);
-    p = crdt_topo_connect(&topo, next, 1000);
-    cr_assert(crdt_await_subscribed(p, sch, 10000), "the semaphore waiter did not resubscribe "
-              "on the new primary");
-    cr_assert(crdt_await_subscribed(p, lch, 10000), "the latch waiter did not resubscribe on "
-              "the new primary");
-    redisFree(p);
+    subscribed_at(next, 10000, "the semaphore and latch waiters, resubscribed on the new primary",
+                  sch, lch);
     cr_assert_not(crdt_gate_wait(&sw.done, 1, 0), "the semaphore waiter returned: %s",
                   crd_strerror(sw.st));
     cr_assert_not(crdt_gate_wait(&lw.done, 1, 0), "the latch waiter returned: %s",

@@ -391,6 +391,17 @@ static void restart_server(chaos_state *cs)
     cs->nrestarts++;
 }
 
+/* A fault that takes a direction (a black hole, a stall): set(p, d, true) in a random
+ * direction d (either way or both), for len ms, then off again. */
+static void one_way_for(chaos_state *cs, uint64_t *seed, crdt_proxy *p,
+                        void (*set)(crdt_proxy *, crdt_proxy_dir, bool), int64_t len)
+{
+    crdt_proxy_dir d = (crdt_proxy_dir)rnd_range(seed, 1, 3);
+    set(p, d, true);
+    chaos_sleep(cs, len);
+    set(p, d, false);
+}
+
 static void *chaos_main(void *arg)
 {
     chaos_state *cs = arg;
@@ -410,22 +421,14 @@ static void *chaos_main(void *arg)
             chaos_sleep(cs, len);
             crdt_proxy_set_delay(p, CRDT_PROXY_BOTH, 0);
             break;
-        case F_BLACKHOLE: {
-            crdt_proxy_dir d = (crdt_proxy_dir)rnd_range(&s, 1, 3);
-            crdt_proxy_set_blackhole(p, d, true);
-            chaos_sleep(cs, len);
-            crdt_proxy_set_blackhole(p, d, false);
+        case F_BLACKHOLE:
+            one_way_for(cs, &s, p, crdt_proxy_set_blackhole, len);
             /* a half black-holed connection is out of step: end it */
             crdt_proxy_drop_all(p);
             break;
-        }
-        case F_STALL: {
-            crdt_proxy_dir d = (crdt_proxy_dir)rnd_range(&s, 1, 3);
-            crdt_proxy_set_stall(p, d, true);
-            chaos_sleep(cs, len);
-            crdt_proxy_set_stall(p, d, false);
+        case F_STALL:
+            one_way_for(cs, &s, p, crdt_proxy_set_stall, len);
             break;
-        }
         case F_REFUSE:
             crdt_proxy_set_refuse(p, true);
             chaos_sleep(cs, len);

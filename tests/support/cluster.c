@@ -566,3 +566,33 @@ void crdt_cluster_cut_replication(crdt_cluster *cl, int replica)
     redisFree(r);
     cr_assert(down, "replica %d still replicates", replica);
 }
+
+long long crdt_cluster_shard_subscribers(redisContext *r, const char *channel)
+{
+    redisReply *rep = redisCommand(r, "PUBSUB SHARDNUMSUB %s", channel);
+    long long n = -1;
+    if (rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+        rep->element[1]->type == REDIS_REPLY_INTEGER)
+        n = rep->element[1]->integer;
+    if (rep != NULL)
+        freeReplyObject(rep);
+    return n;
+}
+
+bool crdt_cluster_shard_subscribed(void *probe)
+{
+    const crdt_probe *p = probe;
+    return crdt_cluster_shard_subscribers(p->r, p->name) >= (p->n > 0 ? p->n : 1);
+}
+
+crd_client *crdt_cluster_child_client(const char *url)
+{
+    crd_options o;
+    crd_options_init(&o);
+    o.url = url;
+    crd_client *c = NULL;
+    if (crd_client_new(&o, &c) == CRD_OK)
+        return c;
+    crd_client_free(c);
+    return NULL;
+}

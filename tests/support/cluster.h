@@ -11,7 +11,9 @@
  * The helpers assert with Criterion, so they run inside a test (a worker), not in the
  * runner. They also drive the topology changes the cluster tests need: moving one slot
  * to another primary (IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE on every node) and a
- * manual failover (CLUSTER FAILOVER on a replica).
+ * manual failover (CLUSTER FAILOVER on a replica). And what a test waits for on a
+ * node: the sharded subscribers of a channel (a blocked waiter's SSUBSCRIBE); and, for a
+ * test's forked child processes, a client that asserts nothing.
  */
 #ifndef CRDT_CLUSTER_H
 #define CRDT_CLUSTER_H
@@ -93,5 +95,16 @@ void crdt_cluster_options(crdt_cluster *cl, crd_options *o);
  * process) whose slot the node at index `primary` serves now. The returned storage
  * lives until process exit. */
 const char *crdt_cluster_name_on(crdt_cluster *cl, int primary, const char *suffix);
+
+/* For a forked child, which must not assert: a client of the cluster named by url (its
+ * redis-cluster:// URL, e.g. a copy of cl->url), or NULL when none can be made. */
+crd_client *crdt_cluster_child_client(const char *url);
+
+/* How many clients SSUBSCRIBEd channel at node r (PUBSUB SHARDNUMSUB); -1 when r does
+ * not answer as a node does (during a move or a failover a node may not). */
+long long crdt_cluster_shard_subscribers(redisContext *r, const char *channel);
+/* A crdt_wait_until predicate on a crdt_probe (r, name, n): at least n clients (n 0: one)
+ * SSUBSCRIBEd the channel name at node r: a waiter listens on its slot's primary. */
+bool crdt_cluster_shard_subscribed(void *probe);
 
 #endif /* CRDT_CLUSTER_H */

@@ -2,6 +2,8 @@
  * failover.c -- the failover checks of failover.h.
  */
 #include "failover.h"
+#include "faultproxy.h"
+#include "sentinel.h"
 
 #include <criterion/criterion.h>
 
@@ -69,4 +71,22 @@ int64_t crdt_failover_check(crd_client *c, crd_lock *l, const char *key, pid_t o
     cr_assert_eq(crdt_exists(r, key), 0, "the new primary has a hold nobody owns");
     redisFree(r);
     return found;
+}
+
+/* crdt_topo_opts.front: a fault proxy in front of the first primary (kept in *arg). */
+static int front_proxy(void *arg, int primary_port)
+{
+    crdt_proxy **out = arg;
+    *out = crdt_proxy_start(primary_port, NULL);
+    return *out != NULL ? crdt_proxy_port(*out) : -1;
+}
+
+void crdt_topo_start_fronted(crdt_topo *topo, crdt_proxy **front)
+{
+    *front = NULL;
+    crdt_topo_opts to = {.front = front_proxy, .front_arg = front};
+    bool up = crdt_topo_start(topo, &to);
+    if (!up)
+        crdt_proxy_stop(*front);
+    cr_assert(up, "topology: %s", topo->err);
 }

@@ -11,6 +11,9 @@
  *     its link up and keeps no copy of the hold; the new primary keeps none either
  *     (nothing of an owner whose caller was told "failed" stays held anywhere).
  *   - crdt_linked_replica: whether a node says it is a replica with its link up.
+ *   - crdt_topo_start_fronted: the split-brain set-up of the partition and doctor suites,
+ *     a Sentinel topology whose replicas and sentinels reach its first primary through a
+ *     fault proxy (black-holed, it cuts that primary off while its direct clients stay).
  *
  * The topology is the caller's: it passes a function that connects to the old or the
  * new primary (a cluster node, a Sentinel topology's port). Everything asserts with
@@ -42,5 +45,15 @@ int64_t crdt_failover_check(crd_client *c, crd_lock *l, const char *key, pid_t o
 
 /* INFO replication of r says role:slave and master_link_status:up. */
 bool crdt_linked_replica(redisContext *r);
+
+/* sentinel.h's topology and faultproxy.h's proxy, declared here only: sentinel.h's
+ * crdt_proc is not procs.h's, and a cluster suite includes this header with procs.h. */
+typedef struct crdt_topo crdt_topo;
+typedef struct crdt_proxy crdt_proxy;
+
+/* Starts topo (crdt_topo_start) with a fault proxy, *front, in front of nodes[0] for its
+ * replicas and sentinels (topo->front_port names it). Asserts it came up; when it did
+ * not, the proxy is stopped too. Stop the proxy after the topology. */
+void crdt_topo_start_fronted(crdt_topo *topo, crdt_proxy **front);
 
 #endif /* CRDT_FAILOVER_H */
