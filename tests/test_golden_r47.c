@@ -76,52 +76,15 @@
 
 /* ---- the recording's script labels and our files -------------------------------------- */
 
-static const struct {
-    const char *label, *file;
-} label_map[] = {
-    {"rlock.acquire", "rlock_acquire"},
-    {"rlock.unlock", "rlock_unlock"},
-    {"rlock.force_unlock", "rlock_force_unlock"},
-    {"lock.renew", "lock_renew"},
-    {"nrlock.acquire", "nrlock_acquire"},
-    {"nrfair.acquire", "nrfair_acquire"},
-    {"nrfair.try_acquire_no_wait", "nrfair_try_acquire"},
-    {"fair.unlock", "fair_unlock"},
-    {"fair.force_unlock", "fair_force_unlock"},
-    {"fair.acquire_failed", "fair_acquire_failed"},
-    {"spin.acquire", "rlock_acquire"},
-    {"spin.unlock", "spin_unlock"},
-    {"spin.force_unlock", "spin_force_unlock"},
-    {"fml.acquire", "group_acquire"},
-    {"fml.try_acquire_once", "group_try_acquire"},
-    {"fml.unlock", "group_unlock"},
-    {"fml.force_unlock", "group_force_unlock"},
-    {"fml.renew", "group_renew"},
-    {"fml.is_locked", "group_is_locked"},
-    {"fml.is_held_by_thread", "group_is_held"},
-    {"read.acquire", "rw_read_acquire"},
-    {"read.unlock", "rw_read_unlock"},
-    {"read.renew.v4", "rw_read_renew"},
-    {"ratelimiter.try_set_rate", "ratelimiter_try_set_rate"},
-    {"ratelimiter.try_acquire", "ratelimiter_try_acquire"},
-    {"ratelimiter.available_permits", "ratelimiter_available"},
-    {"ratelimiter.release", "ratelimiter_release"},
-    {"ratelimiter.set_or_update_rate", "ratelimiter_set_rate"},
-    {"semaphore.release_if_exists", "semaphore_release_if_exists"},
-    {"semaphore.try_set_permits", "semaphore_try_set"},
-    {"semaphore.try_acquire", "semaphore_acquire"},
-    {"semaphore.release", "semaphore_release"},
-};
-#define NLABELS (sizeof label_map / sizeof label_map[0])
-
-static crdt_golden_script files[NLABELS];
+/* Our scripts of crdt_golden_r47_labels, in its order (read once, by the first replay). */
+static crdt_golden_script *files;
 
 static void load_files(redisContext *r)
 {
-    if (files[0].text != NULL)
-        return;
-    for (size_t i = 0; i < NLABELS; i++)
-        crdt_golden_script_read(r, label_map[i].file, false, &files[i]);
+    if (files == NULL)
+        files = calloc(crdt_golden_r47_nlabels, sizeof *files);
+    cr_assert_not_null(files);
+    crdt_golden_scripts_read(r, crdt_golden_r47_labels, crdt_golden_r47_nlabels, files);
 }
 
 /* Our file of a traced script call, or NULL. */
@@ -130,18 +93,9 @@ static const char *file_of(const crdt_trace_entry *e)
     if (e->argc < 3 ||
         (strcasecmp(e->argv[0], "EVALSHA") != 0 && strcasecmp(e->argv[0], "EVAL") != 0))
         return NULL;
-    for (size_t i = 0; i < NLABELS; i++)
-        if (crdt_golden_script_runs(&files[i], e->argc, e->argv, e->argvlen))
-            return label_map[i].file;
-    return "?";
-}
-
-static const char *file_for_label(const char *label)
-{
-    for (size_t i = 0; label != NULL && i < NLABELS; i++)
-        if (strcmp(label_map[i].label, label) == 0)
-            return label_map[i].file;
-    return NULL;
+    int i = crdt_golden_scripts_find(files, crdt_golden_r47_nlabels, e->argc, e->argv,
+                                     e->argvlen);
+    return i >= 0 ? crdt_golden_r47_labels[i].file : "?";
 }
 
 /* ---- deliberate differences (docs/KINDS-R47.md, interop/README.md) ------------------------ */
@@ -633,7 +587,7 @@ static bool same_call(scn *s, json_t *c, const crdt_trace_entry *e, char *why, s
 {
     const char *label = jstr(c, "script");
     if (label != NULL) {
-        const char *f = file_of(e), *want = file_for_label(label);
+        const char *f = file_of(e), *want = crdt_golden_r47_file(label);
         if (f == NULL || want == NULL || strcmp(f, want) != 0) {
             snprintf(why, wl, "sent %s (%s), recorded %s", e->argv[0], f ? f : "-", label);
             return false;

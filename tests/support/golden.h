@@ -1,10 +1,16 @@
 /*
  * golden.h -- helpers of the suites that compare credisson's traffic with the Redisson
- * recordings in tests/golden/ (test_golden.c, test_watchdog.c).
+ * recordings in tests/golden/ (test_golden.c, test_golden_r47.c, test_scripts_r47.c,
+ * test_watchdog.c).
  *
  * What it provides
  *   - crdt_golden_reply_text: a recorded reply (JSON) rendered the way crd_trace renders
  *     the reply it got, so that the two compare as strings.
+ *   - crdt_golden_script_*: our scripts as the library sends them, and which of them a
+ *     traced call runs.
+ *   - crdt_golden_r47_labels: the 4.7 recordings' script labels and our files, one table
+ *     for the replay of the scenarios (test_golden_r47.c) and of the scripts alone
+ *     (test_scripts_r47.c).
  *
  * Asserts nothing.
  */
@@ -37,5 +43,26 @@ void crdt_golden_script_read(redisContext *r, const char *file, bool load, crdt_
 /* Whether a traced call runs s: EVALSHA with its SHA1 or EVAL with its text. */
 bool crdt_golden_script_runs(const crdt_golden_script *s, int argc, char *const *argv,
                              const size_t *argvlen);
+
+/* A script label of the recordings ("rlock.acquire") and our file that does what Redisson's
+ * script did ("rlock_acquire"). */
+typedef struct crdt_golden_label {
+    const char *label, *file;
+} crdt_golden_label;
+
+/* Reads the file of each of the n labels into scripts[i] (crdt_golden_script_read without
+ * load), unless scripts[0] was read before: a suite reads its table once. */
+void crdt_golden_scripts_read(redisContext *r, const crdt_golden_label *labels, size_t n,
+                              crdt_golden_script *scripts);
+/* The index of the first of the n scripts a traced call runs (crdt_golden_script_runs), or
+ * -1 (also for a call with fewer than 3 arguments: no script call). */
+int crdt_golden_scripts_find(const crdt_golden_script *scripts, size_t n, int argc,
+                             char *const *argv, const size_t *argvlen);
+
+/* The 4.7 recordings' labels (tests/golden/README-r47.md) and our files. */
+extern const crdt_golden_label crdt_golden_r47_labels[];
+extern const size_t crdt_golden_r47_nlabels;
+/* The file of label in crdt_golden_r47_labels, or NULL (also for a NULL label). */
+const char *crdt_golden_r47_file(const char *label);
 
 #endif /* CRDT_GOLDEN_H */
