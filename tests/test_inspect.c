@@ -127,20 +127,19 @@ static void write_golden_state(redisContext *r, const char *file, int step, cons
         } else if (strcmp(type, "string") == 0) {
             concrete(json_string_value(v), rec_name, name, a, sizeof a);
             freeReplyObject(crdt_cmd(r, "SET %s %s", key, a));
-        } else if (strcmp(type, "list") == 0) {
+        } else if (strcmp(type, "list") == 0 || strcmp(type, "zset") == 0) {
+            /* A list's elements are strings, a zset's [member, score] pairs. */
+            bool zset = type[0] == 'z';
             size_t j;
             json_t *x;
             json_array_foreach(v, j, x)
             {
-                concrete(json_string_value(x), rec_name, name, a, sizeof a);
-                freeReplyObject(crdt_cmd(r, "RPUSH %s %s", key, a));
-            }
-        } else if (strcmp(type, "zset") == 0) {
-            size_t j;
-            json_t *x;
-            json_array_foreach(v, j, x)
-            {
-                concrete(json_string_value(json_array_get(x, 0)), rec_name, name, a, sizeof a);
+                concrete(json_string_value(zset ? json_array_get(x, 0) : x), rec_name, name, a,
+                         sizeof a);
+                if (!zset) {
+                    freeReplyObject(crdt_cmd(r, "RPUSH %s %s", key, a));
+                    continue;
+                }
                 concrete(json_string_value(json_array_get(x, 1)), rec_name, name, b, sizeof b);
                 freeReplyObject(crdt_cmd(r, "ZADD %s %s %s", key, b, a));
             }
@@ -614,12 +613,11 @@ Test(inspect, redisson_4_7_kinds_read_as_their_kind_and_never_as_another)
 
     cr_assert_eq(crd_rate_limiter_delete(rl, NULL), CRD_OK);
     crd_rate_limiter_free(rl);
-    cr_assert_eq(crd_lock_release(group), CRD_OK);
-    cr_assert_eq(crd_lock_release(nr), CRD_OK);
-    cr_assert_eq(crd_lock_release(spin), CRD_OK);
-    crd_lock_free(group);
-    crd_lock_free(nr);
-    crd_lock_free(spin);
+    crd_lock *held[] = {group, nr, spin};
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) {
+        cr_assert_eq(crd_lock_release(held[i]), CRD_OK, "release %zu", i);
+        crd_lock_free(held[i]);
+    }
     crd_client_free(reader);
     crd_client_free(c);
 }
@@ -694,18 +692,19 @@ Test(inspect, crd_watch_follows_redisson_4_7_s_group_and_spin_locks_with_their_h
 
 Test(inspect, the_scan_returns_each_object_once_and_skips_their_parts)
 {
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 1, "scan", NULL, NULL, NULL);
+    crd_client *c = f.a;
     char pattern[300];
     snprintf(pattern, sizeof pattern, "%s*", crdt_key_prefix());
     for (int i = 0; i < 25; i++) {
         char n[300];
-        snprintf(n, sizeof n, "%s%d", crdt_key("scan"), i);
-        write_golden_state(r, "g_fair_three_clients.json", 2, "f1", n);
+        snprintf(n, sizeof n, "%s%d", f.key, i);
+        write_golden_state(f.r, "g_fair_three_clients.json", 2, "f1", n);
     }
-    write_golden_state(r, "pes_a_acquire_lease_release.json", 2, "pes1", crdt_key("scanpes"));
-    write_golden_state(r, "sem_a_set_acquire_release.json", 2, "sem1", crdt_key("scansem"));
-    freeReplyObject(crdt_cmd(r, "SET %s notanumber", crdt_key("plain")));
+    write_golden_state(f.r, "pes_a_acquire_lease_release.json", 2, "pes1", crdt_key("scanpes"));
+    write_golden_state(f.r, "sem_a_set_acquire_release.json", 2, "sem1", crdt_key("scansem"));
+    freeReplyObject(crdt_cmd(f.r, "SET %s notanumber", crdt_key("plain")));
     cr_assert_eq(scan_count(c, pattern, CRD_SCAN_HELD_ONLY), 26);
     cr_assert_eq(scan_count(c, pattern, CRD_SCAN_SYNCS), 27);
     crd_scan *scan = NULL;
@@ -713,8 +712,7 @@ Test(inspect, the_scan_returns_each_object_once_and_skips_their_parts)
     cr_assert_eq(crd_scan_new(c, pattern, 10, 1u << 20, &scan), CRD_INVALID_ARGUMENT);
     cr_assert_eq(crd_scan_next(NULL, 0, NULL), CRD_INVALID_ARGUMENT);
     crd_scan_free(NULL);
-    crd_client_free(c);
-    redisFree(r);
+    crdt_fixture_close(&f);
 }
 
 /* ---- one holder, three waiters, in other processes ------------------------------------------ */
