@@ -498,62 +498,66 @@ typedef struct replay {
     bool fml;     /* a grouped multi-lock file: ARGV fields are checked against values */
 } replay;
 
-/* Reads the MONITOR feed up to a marker; with out, the commands scripts ran in DB (in
- * order). */
-static void drain_monitor(replay *s, cmdlist *out)
+/* Whether a MONITOR line is the ECHO of marker; if not and out != NULL, the command a
+ * script ran in DB joins out. */
+static bool monitor_line(redisReply *rep, const char *marker, cmdlist *out)
 {
+    crdt_mon_cmd m;
+    if (rep->type != REDIS_REPLY_STATUS || !crdt_mon_parse(rep->str, rep->len, &m))
+        return false;
+    bool done = m.argc == 2 && strcasecmp(m.argv[0], "echo") == 0 && strcmp(m.argv[1], marker) == 0;
+    if (!done && out != NULL && m.db == DB && strcmp(m.source, "lua") == 0) {
+        words *w = list_push(out);
+        for (int i = 0; i < m.argc; i++)
+            words_add(w, m.argv[i], m.argvlen[i]);
+    }
+    crdt_mon_cmd_free(&m);
+    return done;
+}
+
+/* Whether a PSUBSCRIBE message is the one published on marker; if not and out != NULL,
+ * its channel and payload join out. */
+static bool sub_message(redisReply *rep, const char *marker, cmdlist *out)
+{
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 ||
+        strcmp(rep->element[0]->str, "pmessage") != 0)
+        return false;
+    redisReply *ch = rep->element[2], *pl = rep->element[3];
+    bool done = strcmp(ch->str, marker) == 0;
+    if (!done && out != NULL) {
+        words *w = list_push(out);
+        words_add(w, ch->str, ch->len);
+        words_add(w, pl->str, pl->len);
+    }
+    return done;
+}
+
+/* Reads the MONITOR feed (monitor) or the PSUBSCRIBE feed up to a marker sent through
+ * s->r (an ECHO, a PUBLISH); with out, the commands scripts ran in DB (in order) or the
+ * messages (channel, payload). */
+static void drain(replay *s, bool monitor, cmdlist *out)
+{
+    redisContext *feed = monitor ? s->mon : s->sub;
     char marker[64];
     snprintf(marker, sizeof marker, "crdt-r47-marker:%d", ++s->marker);
-    freeReplyObject(crdt_cmd(s->r, "ECHO %s", marker));
-    for (;;) {
+    freeReplyObject(monitor ? crdt_cmd(s->r, "ECHO %s", marker)
+                            : crdt_cmd(s->r, "PUBLISH %s m", marker));
+    for (bool done = false; !done;) {
         void *rv = NULL;
-        cr_assert_eq(redisGetReply(s->mon, &rv), REDIS_OK, "%s: MONITOR: %s", s->where,
-                     s->mon->errstr);
-        redisReply *rep = rv;
-        crdt_mon_cmd m;
-        bool parsed = rep->type == REDIS_REPLY_STATUS && crdt_mon_parse(rep->str, rep->len, &m);
-        freeReplyObject(rep);
-        if (!parsed)
-            continue;
-        bool done =
-            m.argc == 2 && strcasecmp(m.argv[0], "echo") == 0 && strcmp(m.argv[1], marker) == 0;
-        if (!done && out != NULL && m.db == DB && strcmp(m.source, "lua") == 0) {
-            words *w = list_push(out);
-            for (int i = 0; i < m.argc; i++)
-                words_add(w, m.argv[i], m.argvlen[i]);
-        }
-        crdt_mon_cmd_free(&m);
-        if (done)
-            break;
+        cr_assert_eq(redisGetReply(feed, &rv), REDIS_OK, "%s: %s: %s", s->where,
+                     monitor ? "MONITOR" : "PSUBSCRIBE", feed->errstr);
+        done = monitor ? monitor_line(rv, marker, out) : sub_message(rv, marker, out);
+        freeReplyObject(rv);
     }
 }
 
-/* Reads the PSUBSCRIBE feed up to a marker; with out, the messages (channel, payload). */
+static void drain_monitor(replay *s, cmdlist *out)
+{
+    drain(s, true, out);
+}
 static void drain_sub(replay *s, cmdlist *out)
 {
-    char marker[64];
-    snprintf(marker, sizeof marker, "crdt-r47-marker:%d", ++s->marker);
-    freeReplyObject(crdt_cmd(s->r, "PUBLISH %s m", marker));
-    for (;;) {
-        void *rv = NULL;
-        cr_assert_eq(redisGetReply(s->sub, &rv), REDIS_OK, "%s: PSUBSCRIBE: %s", s->where,
-                     s->sub->errstr);
-        redisReply *rep = rv;
-        bool done = false;
-        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 4 &&
-            strcmp(rep->element[0]->str, "pmessage") == 0) {
-            redisReply *ch = rep->element[2], *pl = rep->element[3];
-            done = strcmp(ch->str, marker) == 0;
-            if (!done && out != NULL) {
-                words *w = list_push(out);
-                words_add(w, ch->str, ch->len);
-                words_add(w, pl->str, pl->len);
-            }
-        }
-        freeReplyObject(rep);
-        if (done)
-            break;
-    }
+    drain(s, false, out);
 }
 
 static void select_db(redisContext *c)
