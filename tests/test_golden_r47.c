@@ -51,15 +51,14 @@
 
 #include <inttypes.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
+#include "calls.h"
 #include "cluster.h"
 #include "golden.h"
 #include "harness.h"
@@ -188,17 +187,14 @@ typedef struct async_call {
     int stepno;
     crd_status st;
     int64_t v;
-    atomic_int done;
-    pthread_t th;
+    crdt_call call;
 } async_call;
 
 typedef struct scn {
     const char *file;
     json_t *root;
-    bool cluster;
-    crdt_cluster cl;
-    crdt_server srv; /* standalone: this scenario's own server */
-    redisContext *r, *sub;
+    crdt_golden_site site;
+    redisContext *r, *sub; /* sub: standalone only */
     gcl cls[MAXC];
     int ncl;
     int64_t t0_mono, t0_epoch;
@@ -769,7 +765,7 @@ static void check_published(scn *s, json_t *step)
     if (s->sub == NULL)
         return;
     /* the marker's own message ends what this step published */
-    redisContext *p = crdt_redis_port(s->srv.port);
+    redisContext *p = crdt_redis_port(s->site.srv.port);
     freeReplyObject(crdt_cmd(p, "PUBLISH crdt-golden-r47-marker end"));
     redisFree(p);
     json_t *pub = json_object_get(step, "published");
@@ -1206,15 +1202,11 @@ static void check_result(scn *s, json_t *step, crd_status st, int64_t v, gcl *g)
                      call, (long long)v, (long long)json_integer_value(ret));
 }
 
-static void *async_main(void *arg)
+static void async_main(void *arg)
 {
     async_call *a = arg;
     a->st = do_call(a->s, a->g, a->step, &a->v);
-    atomic_store(&a->done, 1);
-    return NULL;
 }
-
-static bool async_done(void *arg) { return atomic_load(&((async_call *)arg)->done) != 0; }
 
 /* ---- the scenario ------------------------------------------------------------------------- */
 
@@ -1222,20 +1214,13 @@ static void open_scenario(scn *s, const char *file)
 {
     memset(s, 0, sizeof *s);
     s->file = file;
-    char path[600];
-    snprintf(path, sizeof path, "%s/scenarios/%s.json", CRD_GOLDEN_DIR, file);
-    json_error_t err;
-    s->root = json_load_file(path, 0, &err);
-    cr_assert_not_null(s->root, "%s: %s", path, err.text);
-    s->cluster = strncmp(file, "r47_cluster_", 12) == 0;
+    char name[600];
+    snprintf(name, sizeof name, "%s.json", file);
+    s->root = crdt_golden_scenario(name);
     crd_options o;
-    if (s->cluster) {
-        crdt_cluster_start(&s->cl, 1, 0); /* one master with every slot, as recorded */
-        s->r = crdt_cluster_redis(&s->cl, 0);
-    } else {
-        crdt_server_start(&s->srv, false, NULL, NULL, NULL);
-        s->r = crdt_redis_port(s->srv.port);
-        s->sub = crdt_redis_port(s->srv.port);
+    s->r = crdt_golden_site_start(&s->site, strncmp(file, "r47_cluster_", 12) == 0);
+    if (!s->site.cluster) {
+        s->sub = crdt_redis_port(s->site.srv.port);
         freeReplyObject(crdt_cmd(s->sub, "PSUBSCRIBE *"));
         struct timeval tv = {5, 0};
         redisSetTimeout(s->sub, tv);
@@ -1252,12 +1237,7 @@ static void open_scenario(scn *s, const char *file)
         snprintf(g->label, sizeof g->label, "%s", label);
         snprintf(g->uuid_ph, sizeof g->uuid_ph, "%s", jstr(cj, "client_id"));
         g->tl = crdt_tracelog_new();
-        if (s->cluster)
-            crdt_cluster_options(&s->cl, &o);
-        else {
-            crdt_options(&o);
-            crdt_options_port(&o, s->srv.port);
-        }
+        crdt_golden_site_options(&s->site, &o);
         o.watchdog_timeout_ms = json_integer_value(json_object_get(cfg, "lockWatchdogTimeout"));
         o.local_fifo = false; /* each Java thread asks Redis itself, as recorded */
         o.release_defer_ms = 0;
@@ -1272,9 +1252,9 @@ static void open_scenario(scn *s, const char *file)
 static void close_scenario(scn *s)
 {
     for (int i = 0; i < s->nasync; i++) {
-        cr_assert(crdt_wait_until(async_done, s->async[i], 20000), "async call of step %d",
+        cr_assert(crdt_call_wait(&s->async[i]->call, 20000), "async call of step %d",
                   s->async[i]->stepno);
-        pthread_join(s->async[i]->th, NULL);
+        crdt_call_join(&s->async[i]->call);
         free(s->async[i]);
     }
     for (int i = 0; i < s->ncl; i++) {
@@ -1293,12 +1273,9 @@ static void close_scenario(scn *s)
         crdt_tracelog_free(g->tl);
     }
     redisFree(s->r);
-    if (s->cluster)
-        crdt_cluster_stop(&s->cl);
-    else {
+    if (s->sub != NULL)
         redisFree(s->sub);
-        crdt_server_stop(&s->srv);
-    }
+    crdt_golden_site_stop(&s->site);
     json_decref(s->root);
 }
 
@@ -1407,8 +1384,8 @@ static void replay(const char *file)
             cr_assert_not_null(g, "%s", s.where);
             if (json_is_true(json_object_get(step, "async"))) {
                 async_call *a = calloc(1, sizeof *a);
-                *a = (async_call){&s, g, step, stepno, CRD_IO, 0, 0, 0};
-                cr_assert_eq(pthread_create(&a->th, NULL, async_main, a), 0);
+                *a = (async_call){&s, g, step, stepno, CRD_IO, 0};
+                crdt_call_start(&a->call, async_main, a);
                 s.async[s.nasync++] = a;
             } else {
                 int64_t v = 0;
@@ -1422,7 +1399,7 @@ static void replay(const char *file)
             int which = (int)json_integer_value(json_object_get(json_array_get(done, k), "step"));
             for (int x = 0; x < s.nasync; x++)
                 if (s.async[x]->stepno == which) {
-                    cr_assert(crdt_wait_until(async_done, s.async[x], 10000),
+                    cr_assert(crdt_call_wait(&s.async[x]->call, 10000),
                               "%s: the call of step %d completes", s.where, which);
                     json_t *orig = json_array_get(steps, (size_t)which - 1);
                     check_result(&s, orig, s.async[x]->st, s.async[x]->v, s.async[x]->g);

@@ -61,6 +61,45 @@ bool crdt_golden_script_runs(const crdt_golden_script *s, int argc, char *const 
            memcmp(argv[1], s->text, s->len) == 0;
 }
 
+json_t *crdt_golden_scenario(const char *file)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/scenarios/%s", CRD_GOLDEN_DIR, file);
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err);
+    cr_assert_not_null(root, "%s: %s", path, err.text);
+    return root;
+}
+
+redisContext *crdt_golden_site_start(crdt_golden_site *site, bool cluster)
+{
+    site->cluster = cluster;
+    if (cluster) {
+        crdt_cluster_start(&site->cl, 1, 0);
+        return crdt_cluster_redis(&site->cl, 0);
+    }
+    crdt_server_start(&site->srv, false, NULL, NULL, NULL);
+    return crdt_redis_port(site->srv.port);
+}
+
+void crdt_golden_site_options(crdt_golden_site *site, crd_options *o)
+{
+    if (site->cluster) {
+        crdt_cluster_options(&site->cl, o);
+        return;
+    }
+    crdt_options(o);
+    crdt_options_port(o, site->srv.port);
+}
+
+void crdt_golden_site_stop(crdt_golden_site *site)
+{
+    if (site->cluster)
+        crdt_cluster_stop(&site->cl);
+    else
+        crdt_server_stop(&site->srv);
+}
+
 void crdt_golden_scripts_read(redisContext *r, const crdt_golden_label *labels, size_t n,
                               crdt_golden_script *scripts)
 {

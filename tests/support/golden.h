@@ -8,6 +8,8 @@
  *     the reply it got, so that the two compare as strings.
  *   - crdt_golden_script_*: our scripts as the library sends them, and which of them a
  *     traced call runs.
+ *   - crdt_golden_scenario: a recording of tests/golden/scenarios/ read; crdt_golden_site:
+ *     where a replay runs (a server of its own, or a one-master cluster).
  *   - crdt_golden_r47_labels: the 4.7 recordings' script labels and our files, one table
  *     for the replay of the scenarios (test_golden_r47.c) and of the scripts alone
  *     (test_scripts_r47.c).
@@ -22,6 +24,9 @@
 
 #include <hiredis/hiredis.h>
 #include <jansson.h>
+
+#include "cluster.h"
+#include "harness.h"
 
 /* null -> "nil", an integer -> "(integer) N", a string -> "\"s\"", an array -> "[a, b]"
  * (each element so rendered, in at most 64 bytes), anything else -> "?". Always
@@ -43,6 +48,24 @@ void crdt_golden_script_read(redisContext *r, const char *file, bool load, crdt_
 /* Whether a traced call runs s: EVALSHA with its SHA1 or EVAL with its text. */
 bool crdt_golden_script_runs(const crdt_golden_script *s, int argc, char *const *argv,
                              const size_t *argvlen);
+
+/* The recording tests/golden/scenarios/<file> (its reading asserted); json_decref it. */
+json_t *crdt_golden_scenario(const char *file);
+
+/* Where a scenario replays: a server of its own, or for a cluster recording a cluster of
+ * one master holding every slot, as Redisson's was. */
+typedef struct crdt_golden_site {
+    bool cluster;
+    crdt_cluster cl; /* cluster */
+    crdt_server srv; /* not cluster */
+} crdt_golden_site;
+
+/* Starts the site; returns a raw connection to its server (the cluster's master): the
+ * caller's to redisFree. */
+redisContext *crdt_golden_site_start(crdt_golden_site *site, bool cluster);
+/* Options of a client of the site (crdt_options on the server's port, or the cluster's). */
+void crdt_golden_site_options(crdt_golden_site *site, crd_options *o);
+void crdt_golden_site_stop(crdt_golden_site *site);
 
 /* A script label of the recordings ("rlock.acquire") and our file that does what Redisson's
  * script did ("rlock_acquire"). */
