@@ -119,8 +119,11 @@ enum { READERS = 4 };
 
 Test(rwlock, many_readers_hold_at_once_and_a_writer_excludes_them_all)
 {
-    const char *name = crdt_key("rw");
-    redisContext *r = crdt_redis();
+    /* The fixture's client and read-write lock are the writer's. */
+    crdt_fixture f;
+    crdt_fixture_open_rw(&f, 1, "rw", NULL, NULL);
+    const char *name = f.key;
+    redisContext *r = f.r;
     crd_client *rc[READERS];
     crd_rwlock *rrw[READERS];
     char fields[READERS][128];
@@ -129,9 +132,7 @@ Test(rwlock, many_readers_hold_at_once_and_a_writer_excludes_them_all)
         rrw[i] = rwlock(rc[i], name);
         crdt_owner_field(rc[i], crd_owner_current(), fields[i], sizeof fields[i]);
     }
-    crd_client *wc = crdt_client();
-    crd_rwlock *wrw = rwlock(wc, name);
-    crd_lock *wl = crd_rwlock_write(wrw);
+    crd_lock *wl = crd_rwlock_write(f.rwa);
 
     for (int i = 0; i < READERS; i++)
         cr_assert_eq(crd_lock_acquire(crd_rwlock_read(rrw[i]), 0, 30000), CRD_OK,
@@ -176,10 +177,7 @@ Test(rwlock, many_readers_hold_at_once_and_a_writer_excludes_them_all)
         crd_rwlock_free(rrw[i]);
         crd_client_free(rc[i]);
     }
-    crd_rwlock_free(wrw);
-    crd_client_free(wc);
-    assert_rw_clean(r, name);
-    redisFree(r);
+    crdt_fixture_close_checked(&f, assert_rw_clean);
 }
 
 enum { WAKE_ROUNDS = 5 };
