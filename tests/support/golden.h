@@ -1,7 +1,7 @@
 /*
  * golden.h -- helpers of the suites that compare credisson's traffic with the Redisson
- * recordings in tests/golden/ (test_golden.c, test_golden_r47.c, test_scripts_r47.c,
- * test_watchdog.c).
+ * recordings in tests/golden/ (test_golden.c, test_golden_r47.c, test_golden_sync.c,
+ * test_scripts_r47.c, test_watchdog.c).
  *
  * What it provides
  *   - crdt_golden_reply_text: a recorded reply (JSON) rendered the way crd_trace renders
@@ -14,7 +14,8 @@
  *     for the replay of the scenarios (test_golden_r47.c) and of the scripts alone
  *     (test_scripts_r47.c).
  *
- * Asserts nothing.
+ * The script readers, crdt_golden_scenario and the site's start assert with Criterion
+ * (call them from a test); crdt_golden_reply_text and the finders assert nothing.
  */
 #ifndef CRDT_GOLDEN_H
 #define CRDT_GOLDEN_H
