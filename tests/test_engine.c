@@ -28,53 +28,78 @@
  * call counts its wait). 100 ms tells the two apart under that load. */
 #define DISPATCH_MAX_US (crdt_scaled_ms(100) * 1000)
 
-/* A private server to stall, a client of it whose health limit (command_timeout_ms
- * 5000) outlasts the stall, and a raw connection to it in *r. */
-static crd_client *stallable_client(crdt_server *s, redisContext **r)
+#define STALL_LOCKS 11
+
+/* A private server to stall, a client of it whose health limit (command_timeout_ms 5000)
+ * outlasts the stall, a raw connection to it, and n locks of the client (keys[i] their
+ * names, crdt_key("<prefix><i>")). */
+typedef struct stall {
+    crdt_server s;
+    redisContext *r;
+    crd_client *c;
+    int n;
+    crd_lock *l[STALL_LOCKS];
+    const char *keys[STALL_LOCKS];
+} stall;
+
+static void stall_open(stall *st, const char *prefix, int n)
 {
-    crdt_server_start(s, false, NULL, NULL, NULL);
+    cr_assert(n >= 1 && n <= STALL_LOCKS);
+    crdt_server_start(&st->s, false, NULL, NULL, NULL);
     crd_options o;
     crdt_options(&o);
-    o.port = s->port;
+    o.port = st->s.port;
     o.command_timeout_ms = 5000;
-    crd_client *c = crdt_client_opts(&o);
-    *r = crdt_redis_port(s->port);
-    return c;
+    st->c = crdt_client_opts(&o);
+    st->r = crdt_redis_port(st->s.port);
+    st->n = n;
+    for (int i = 0; i < n; i++) {
+        char suffix[64];
+        snprintf(suffix, sizeof suffix, "%s%d", prefix, i);
+        st->keys[i] = crdt_key(suffix);
+        st->l[i] = crdt_lock(st->c, st->keys[i]);
+    }
+}
+
+/* Frees the locks, the connection and the client, and stops the server. */
+static void stall_close(stall *st)
+{
+    for (int i = 0; i < st->n; i++)
+        crd_lock_free(st->l[i]);
+    redisFree(st->r);
+    crd_client_free(st->c);
+    crdt_server_stop(&st->s);
 }
 
 Test(engine, a_stalled_server_returns_blocking_acquires_by_their_deadline_and_leaves_no_hold,
      .timeout = 60)
 {
-    crdt_server s;
-    redisContext *r;
-    crd_client *c = stallable_client(&s, &r);
-    const char *key = crdt_key("stalled");
-    crd_lock *l = crdt_lock(c, key);
+    stall sv;
+    stall_open(&sv, "stalled", 1);
+    crd_lock *l = sv.l[0];
     cr_assert_eq(crd_lock_acquire(l, 0, 30000), CRD_OK); /* warm the script cache */
     cr_assert_eq(crd_lock_release(l), CRD_OK);
 
-    cr_assert_eq(kill(s.pid, SIGSTOP), 0);
+    cr_assert_eq(kill(sv.s.pid, SIGSTOP), 0);
     int64_t t0 = crdt_now_ms();
     crd_status st = crd_lock_acquire(l, 100, 30000);
     int64_t took = crdt_now_ms() - t0;
     cr_assert_eq(st, CRD_TIMEOUT, "acquire during the stall: %s (%s)", crd_strerror(st),
-                 crd_client_errmsg(c));
+                 crd_client_errmsg(sv.c));
     cr_assert(took <= 100 + SLACK_MS, "a 100 ms wait returned after %" PRId64 " ms", took);
-    cr_assert_eq(kill(s.pid, SIGCONT), 0);
+    cr_assert_eq(kill(sv.s.pid, SIGCONT), 0);
 
     /* The server runs the acquire it had in its socket buffer; the late reply says
      * "taken", and the engine gives the hold back. */
-    cr_assert(crdt_await_exists(r, key, false, 5000), "the late hold was never given back");
+    cr_assert(crdt_await_exists(sv.r, sv.keys[0], false, 5000),
+              "the late hold was never given back");
     crd_metrics m;
-    cr_assert_eq(crd_client_metrics(c, &m, sizeof m), CRD_OK);
+    cr_assert_eq(crd_client_metrics(sv.c, &m, sizeof m), CRD_OK);
     cr_assert_eq(m.late_holds_released, 1);
     /* And the lock works as before. */
     cr_assert_eq(crd_lock_acquire(l, 0, 30000), CRD_OK);
     cr_assert_eq(crd_lock_release(l), CRD_OK);
-    crd_lock_free(l);
-    redisFree(r);
-    crd_client_free(c);
-    crdt_server_stop(&s);
+    stall_close(&sv);
 }
 
 typedef struct many_arg {
@@ -128,24 +153,16 @@ Test(engine, sixty_four_threads_on_distinct_names_share_at_most_two_connections,
 Test(engine, a_stalled_server_never_blocks_the_loop_thread_and_late_holds_are_given_back,
      .timeout = 60)
 {
-    crdt_server s;
-    redisContext *r;
-    crd_client *c = stallable_client(&s, &r);
     enum { N = 10 };
-    crd_lock *l[N];
-    const char *keys[N];
-    for (int i = 0; i < N; i++) {
-        char suffix[16];
-        snprintf(suffix, sizeof suffix, "loop%d", i);
-        keys[i] = crdt_key(suffix);
-        l[i] = crdt_lock(c, keys[i]);
-    }
+    stall sv;
+    stall_open(&sv, "loop", N);
+    crd_lock **l = sv.l;
     cr_assert_eq(crd_lock_acquire(l[0], 0, 30000), CRD_OK); /* warm the script cache */
     cr_assert_eq(crd_lock_release(l[0]), CRD_OK);
-    int fd = crd_loop_fd(c);
+    int fd = crd_loop_fd(sv.c);
     cr_assert(fd >= 0);
 
-    cr_assert_eq(kill(s.pid, SIGSTOP), 0);
+    cr_assert_eq(kill(sv.s.pid, SIGSTOP), 0);
     /* The wait runs out (CRD_TIMEOUT) on the connection that had answered before; on a
      * second connection opened during the stall, which never answered, it is CRD_IO:
      * crdt_op_rec counts both as failed. */
@@ -155,7 +172,7 @@ Test(engine, a_stalled_server_never_blocks_the_loop_thread_and_late_holds_are_gi
         cr_assert_eq(crd_lock_acquire_async(l[i], crd_owner_new(), 500, 30000, crdt_op_rec_done,
                                             &lr, NULL),
                      CRD_OK);
-    int64_t worst = crdt_loop_until(c, &lr.done, N, 10000);
+    int64_t worst = crdt_loop_until(sv.c, &lr.done, N, 10000);
     int64_t all = crdt_now_ms() - t0;
     cr_assert_eq(lr.done, N, "%d of %d acquires completed", lr.done, N);
     cr_assert_eq(lr.failed, N,
@@ -163,21 +180,17 @@ Test(engine, a_stalled_server_never_blocks_the_loop_thread_and_late_holds_are_gi
                  crd_strerror(lr.last));
     cr_assert(worst < DISPATCH_MAX_US, "a dispatch call took %" PRId64 " us", worst);
     cr_assert(all <= 500 + SLACK_MS, "the 500 ms acquires completed after %" PRId64 " ms", all);
-    cr_assert_eq(kill(s.pid, SIGCONT), 0);
+    cr_assert_eq(kill(sv.s.pid, SIGCONT), 0);
     for (int i = 0; i < N; i++) {
-        cr_assert(crdt_await_exists(r, keys[i], false, 5000), "lock %d was left held", i);
+        cr_assert(crdt_await_exists(sv.r, sv.keys[i], false, 5000), "lock %d was left held", i);
     }
     crd_metrics m;
-    cr_assert_eq(crd_client_metrics(c, &m, sizeof m), CRD_OK);
+    cr_assert_eq(crd_client_metrics(sv.c, &m, sizeof m), CRD_OK);
     cr_assert_eq(m.late_holds_released, N, "given back: %llu, unknown: %llu",
                  (unsigned long long)m.late_holds_released, (unsigned long long)m.outcomes_unknown);
     fprintf(stderr, "[engine] loop: %d acquires against a stopped server: worst dispatch %"
             PRId64 " us, all done after %" PRId64 " ms\n", N, worst, all);
-    for (int i = 0; i < N; i++)
-        crd_lock_free(l[i]);
-    redisFree(r);
-    crd_client_free(c);
-    crdt_server_stop(&s);
+    stall_close(&sv);
 }
 
 /* Bytes the server at port has received and not read (it is stopped): the receive queues
@@ -228,20 +241,14 @@ static void start_shorts(void *user, crd_op *op, crd_status st)
 Test(engine, acquires_a_dispatch_pass_starts_on_a_stalled_server_end_by_their_deadline,
      .timeout = 60)
 {
-    crdt_server s;
-    redisContext *r;
-    crd_client *c = stallable_client(&s, &r);
     enum { N = 4 };
-    crd_lock *l[N + 1];
-    for (int i = 0; i <= N; i++) {
-        char suffix[16];
-        snprintf(suffix, sizeof suffix, "pass%d", i);
-        l[i] = crdt_lock(c, crdt_key(suffix));
-    }
+    stall sv;
+    stall_open(&sv, "pass", N + 1);
+    crd_lock **l = sv.l;
     cr_assert_eq(crd_lock_acquire(l[N], 0, 30000), CRD_OK); /* warm the script cache */
     cr_assert_eq(crd_lock_release(l[N]), CRD_OK);
-    cr_assert_geq(crd_loop_fd(c), 0);
-    cr_assert_eq(kill(s.pid, SIGSTOP), 0);
+    cr_assert_geq(crd_loop_fd(sv.c), 0);
+    cr_assert_eq(kill(sv.s.pid, SIGSTOP), 0);
     crdt_op_rec longs = {0, CRD_OK, 0};
     pass_run p = {l, N, {0, CRD_OK, 0}, 0, CRD_OK};
     /* The long acquire goes out; a second one of the same lock queues behind it in this
@@ -251,14 +258,14 @@ Test(engine, acquires_a_dispatch_pass_starts_on_a_stalled_server_end_by_their_de
     crd_op *victim = NULL;
     cr_assert_eq(crd_lock_acquire_async(l[N], crd_owner_new(), 4000, 30000, start_shorts, &p,
                                         &victim), CRD_OK);
-    crd_loop_dispatch(c);
+    crd_loop_dispatch(sv.c);
     int64_t until = crdt_now_ms() + 5000;
-    while (unread_at_server(s.port) == 0 && crdt_now_ms() < until)
+    while (unread_at_server(sv.s.port) == 0 && crdt_now_ms() < until)
         sched_yield();
-    cr_assert_gt(unread_at_server(s.port), 0, "the long acquire never reached the server");
+    cr_assert_gt(unread_at_server(sv.s.port), 0, "the long acquire never reached the server");
     cr_assert_eq(crd_op_cancel(victim), CRD_OK);
-    crd_loop_dispatch(c);
-    int64_t worst = crdt_loop_until(c, &p.shorts.done, N, 10000);
+    crd_loop_dispatch(sv.c);
+    int64_t worst = crdt_loop_until(sv.c, &p.shorts.done, N, 10000);
     int64_t took = crdt_now_ms() - p.started;
     cr_assert_eq(p.victim, CRD_CANCELLED, "%s", crd_strerror(p.victim));
     cr_assert_eq(p.shorts.done, N, "%d of %d short acquires completed", p.shorts.done, N);
@@ -267,16 +274,12 @@ Test(engine, acquires_a_dispatch_pass_starts_on_a_stalled_server_end_by_their_de
     cr_assert(took <= 300 + SLACK_MS, "the 300 ms acquires completed after %" PRId64 " ms", took);
     cr_assert(worst < DISPATCH_MAX_US, "a dispatch call took %" PRId64 " us", worst);
     cr_assert_eq(longs.done, 0, "the 4 s acquire ended early");
-    cr_assert_eq(kill(s.pid, SIGCONT), 0);
-    crdt_loop_until(c, &longs.done, 1, 10000);
+    cr_assert_eq(kill(sv.s.pid, SIGCONT), 0);
+    crdt_loop_until(sv.c, &longs.done, 1, 10000);
     cr_assert_eq(longs.done, 1);
     fprintf(stderr, "[engine] a pass's acquires on a stopped server: done after %" PRId64
             " ms, worst dispatch %" PRId64 " us\n", took, worst);
-    for (int i = 0; i <= N; i++)
-        crd_lock_free(l[i]);
-    redisFree(r);
-    crd_client_free(c);
-    crdt_server_stop(&s);
+    stall_close(&sv);
 }
 
 /* Replica sync against a replica that never acknowledges (SIGSTOP): the WAIT that

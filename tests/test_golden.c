@@ -186,19 +186,26 @@ static const char *jstr(json_t *o, const char *k)
 /* Script labels: credisson's scripts by SHA1 (Redis computes it from expanded lua/)  */
 /* ---------------------------------------------------------------------------------- */
 
-static const struct {
-    const char *file, *label;
-} script_files[] = {
-    {"rlock_acquire", "rlock.acquire"},       {"rlock_unlock", "rlock.unlock"},
-    {"rlock_force_unlock", "rlock.force_unlock"}, {"lock_renew", "lock.renew"},
-    {"fair_acquire", "fair.acquire"},         {"fair_try_acquire", "fair.try_acquire_no_wait"},
-    {"fair_acquire_failed", "fair.acquire_failed"}, {"fair_unlock", "fair.unlock"},
-    {"fair_force_unlock", "fair.force_unlock"}, {"rw_read_acquire", "read.acquire"},
-    {"rw_read_unlock", "read.unlock"},        {"rw_read_renew", "read.renew"},
-    {"rw_force_unlock", "rw.force_unlock"},   {"rw_write_acquire", "write.acquire"},
-    {"rw_write_unlock", "write.unlock"},      {"rw_is_locked", "rw.is_locked"},
-    {"fenced_acquire", "fenced.acquire"},     {"fenced_acquire_token", "fenced.acquire_with_token"},
-    {"fenced_renew", "fenced.renew"},
+static const crdt_golden_label script_files[] = {
+    {"rlock.acquire", "rlock_acquire"},
+    {"rlock.unlock", "rlock_unlock"},
+    {"rlock.force_unlock", "rlock_force_unlock"},
+    {"lock.renew", "lock_renew"},
+    {"fair.acquire", "fair_acquire"},
+    {"fair.try_acquire_no_wait", "fair_try_acquire"},
+    {"fair.acquire_failed", "fair_acquire_failed"},
+    {"fair.unlock", "fair_unlock"},
+    {"fair.force_unlock", "fair_force_unlock"},
+    {"read.acquire", "rw_read_acquire"},
+    {"read.unlock", "rw_read_unlock"},
+    {"read.renew", "rw_read_renew"},
+    {"rw.force_unlock", "rw_force_unlock"},
+    {"write.acquire", "rw_write_acquire"},
+    {"write.unlock", "rw_write_unlock"},
+    {"rw.is_locked", "rw_is_locked"},
+    {"fenced.acquire", "fenced_acquire"},
+    {"fenced.acquire_with_token", "fenced_acquire_token"},
+    {"fenced.renew", "fenced_renew"},
 };
 #define NSCRIPTS (sizeof script_files / sizeof script_files[0])
 
@@ -208,21 +215,14 @@ static crdt_golden_script our_scripts[NSCRIPTS];
  * into the script cache. */
 static void load_script_labels(redisContext *r)
 {
-    if (our_scripts[0].text != NULL)
-        return;
-    for (size_t i = 0; i < NSCRIPTS; i++)
-        crdt_golden_script_read(r, script_files[i].file, false, &our_scripts[i]);
+    crdt_golden_scripts_read(r, script_files, NSCRIPTS, our_scripts);
 }
 
 /* The golden label of one of our script calls (argv of EVALSHA/EVAL), or NULL. */
 static const char *label_of(int argc, char *const *argv, const size_t *argvlen)
 {
-    if (argc < 3)
-        return NULL;
-    const char *lab = NULL;
-    for (size_t i = 0; i < NSCRIPTS && lab == NULL; i++)
-        if (crdt_golden_script_runs(&our_scripts[i], argc, argv, argvlen))
-            lab = script_files[i].label;
+    int i = crdt_golden_scripts_find(our_scripts, NSCRIPTS, argc, argv, argvlen);
+    const char *lab = i >= 0 ? script_files[i].label : NULL;
     if (lab != NULL && strcmp(lab, "rw.force_unlock") == 0)
         lab = strcmp(argv[argc - 1], "write") == 0 ? "write.force_unlock" : "read.force_unlock";
     return lab;

@@ -51,15 +51,14 @@
 
 #include <inttypes.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
+#include "calls.h"
 #include "cluster.h"
 #include "golden.h"
 #include "harness.h"
@@ -76,52 +75,15 @@
 
 /* ---- the recording's script labels and our files -------------------------------------- */
 
-static const struct {
-    const char *label, *file;
-} label_map[] = {
-    {"rlock.acquire", "rlock_acquire"},
-    {"rlock.unlock", "rlock_unlock"},
-    {"rlock.force_unlock", "rlock_force_unlock"},
-    {"lock.renew", "lock_renew"},
-    {"nrlock.acquire", "nrlock_acquire"},
-    {"nrfair.acquire", "nrfair_acquire"},
-    {"nrfair.try_acquire_no_wait", "nrfair_try_acquire"},
-    {"fair.unlock", "fair_unlock"},
-    {"fair.force_unlock", "fair_force_unlock"},
-    {"fair.acquire_failed", "fair_acquire_failed"},
-    {"spin.acquire", "rlock_acquire"},
-    {"spin.unlock", "spin_unlock"},
-    {"spin.force_unlock", "spin_force_unlock"},
-    {"fml.acquire", "group_acquire"},
-    {"fml.try_acquire_once", "group_try_acquire"},
-    {"fml.unlock", "group_unlock"},
-    {"fml.force_unlock", "group_force_unlock"},
-    {"fml.renew", "group_renew"},
-    {"fml.is_locked", "group_is_locked"},
-    {"fml.is_held_by_thread", "group_is_held"},
-    {"read.acquire", "rw_read_acquire"},
-    {"read.unlock", "rw_read_unlock"},
-    {"read.renew.v4", "rw_read_renew"},
-    {"ratelimiter.try_set_rate", "ratelimiter_try_set_rate"},
-    {"ratelimiter.try_acquire", "ratelimiter_try_acquire"},
-    {"ratelimiter.available_permits", "ratelimiter_available"},
-    {"ratelimiter.release", "ratelimiter_release"},
-    {"ratelimiter.set_or_update_rate", "ratelimiter_set_rate"},
-    {"semaphore.release_if_exists", "semaphore_release_if_exists"},
-    {"semaphore.try_set_permits", "semaphore_try_set"},
-    {"semaphore.try_acquire", "semaphore_acquire"},
-    {"semaphore.release", "semaphore_release"},
-};
-#define NLABELS (sizeof label_map / sizeof label_map[0])
-
-static crdt_golden_script files[NLABELS];
+/* Our scripts of crdt_golden_r47_labels, in its order (read once, by the first replay). */
+static crdt_golden_script *files;
 
 static void load_files(redisContext *r)
 {
-    if (files[0].text != NULL)
-        return;
-    for (size_t i = 0; i < NLABELS; i++)
-        crdt_golden_script_read(r, label_map[i].file, false, &files[i]);
+    if (files == NULL)
+        files = calloc(crdt_golden_r47_nlabels, sizeof *files);
+    cr_assert_not_null(files);
+    crdt_golden_scripts_read(r, crdt_golden_r47_labels, crdt_golden_r47_nlabels, files);
 }
 
 /* Our file of a traced script call, or NULL. */
@@ -130,18 +92,9 @@ static const char *file_of(const crdt_trace_entry *e)
     if (e->argc < 3 ||
         (strcasecmp(e->argv[0], "EVALSHA") != 0 && strcasecmp(e->argv[0], "EVAL") != 0))
         return NULL;
-    for (size_t i = 0; i < NLABELS; i++)
-        if (crdt_golden_script_runs(&files[i], e->argc, e->argv, e->argvlen))
-            return label_map[i].file;
-    return "?";
-}
-
-static const char *file_for_label(const char *label)
-{
-    for (size_t i = 0; label != NULL && i < NLABELS; i++)
-        if (strcmp(label_map[i].label, label) == 0)
-            return label_map[i].file;
-    return NULL;
+    int i = crdt_golden_scripts_find(files, crdt_golden_r47_nlabels, e->argc, e->argv,
+                                     e->argvlen);
+    return i >= 0 ? crdt_golden_r47_labels[i].file : "?";
 }
 
 /* ---- deliberate differences (docs/KINDS-R47.md, interop/README.md) ------------------------ */
@@ -234,17 +187,14 @@ typedef struct async_call {
     int stepno;
     crd_status st;
     int64_t v;
-    atomic_int done;
-    pthread_t th;
+    crdt_call call;
 } async_call;
 
 typedef struct scn {
     const char *file;
     json_t *root;
-    bool cluster;
-    crdt_cluster cl;
-    crdt_server srv; /* standalone: this scenario's own server */
-    redisContext *r, *sub;
+    crdt_golden_site site;
+    redisContext *r, *sub; /* sub: standalone only */
     gcl cls[MAXC];
     int ncl;
     int64_t t0_mono, t0_epoch;
@@ -633,7 +583,7 @@ static bool same_call(scn *s, json_t *c, const crdt_trace_entry *e, char *why, s
 {
     const char *label = jstr(c, "script");
     if (label != NULL) {
-        const char *f = file_of(e), *want = file_for_label(label);
+        const char *f = file_of(e), *want = crdt_golden_r47_file(label);
         if (f == NULL || want == NULL || strcmp(f, want) != 0) {
             snprintf(why, wl, "sent %s (%s), recorded %s", e->argv[0], f ? f : "-", label);
             return false;
@@ -815,7 +765,7 @@ static void check_published(scn *s, json_t *step)
     if (s->sub == NULL)
         return;
     /* the marker's own message ends what this step published */
-    redisContext *p = crdt_redis_port(s->srv.port);
+    redisContext *p = crdt_redis_port(s->site.srv.port);
     freeReplyObject(crdt_cmd(p, "PUBLISH crdt-golden-r47-marker end"));
     redisFree(p);
     json_t *pub = json_object_get(step, "published");
@@ -1252,15 +1202,11 @@ static void check_result(scn *s, json_t *step, crd_status st, int64_t v, gcl *g)
                      call, (long long)v, (long long)json_integer_value(ret));
 }
 
-static void *async_main(void *arg)
+static void async_main(void *arg)
 {
     async_call *a = arg;
     a->st = do_call(a->s, a->g, a->step, &a->v);
-    atomic_store(&a->done, 1);
-    return NULL;
 }
-
-static bool async_done(void *arg) { return atomic_load(&((async_call *)arg)->done) != 0; }
 
 /* ---- the scenario ------------------------------------------------------------------------- */
 
@@ -1268,20 +1214,13 @@ static void open_scenario(scn *s, const char *file)
 {
     memset(s, 0, sizeof *s);
     s->file = file;
-    char path[600];
-    snprintf(path, sizeof path, "%s/scenarios/%s.json", CRD_GOLDEN_DIR, file);
-    json_error_t err;
-    s->root = json_load_file(path, 0, &err);
-    cr_assert_not_null(s->root, "%s: %s", path, err.text);
-    s->cluster = strncmp(file, "r47_cluster_", 12) == 0;
+    char name[600];
+    snprintf(name, sizeof name, "%s.json", file);
+    s->root = crdt_golden_scenario(name);
     crd_options o;
-    if (s->cluster) {
-        crdt_cluster_start(&s->cl, 1, 0); /* one master with every slot, as recorded */
-        s->r = crdt_cluster_redis(&s->cl, 0);
-    } else {
-        crdt_server_start(&s->srv, false, NULL, NULL, NULL);
-        s->r = crdt_redis_port(s->srv.port);
-        s->sub = crdt_redis_port(s->srv.port);
+    s->r = crdt_golden_site_start(&s->site, strncmp(file, "r47_cluster_", 12) == 0);
+    if (!s->site.cluster) {
+        s->sub = crdt_redis_port(s->site.srv.port);
         freeReplyObject(crdt_cmd(s->sub, "PSUBSCRIBE *"));
         struct timeval tv = {5, 0};
         redisSetTimeout(s->sub, tv);
@@ -1298,12 +1237,7 @@ static void open_scenario(scn *s, const char *file)
         snprintf(g->label, sizeof g->label, "%s", label);
         snprintf(g->uuid_ph, sizeof g->uuid_ph, "%s", jstr(cj, "client_id"));
         g->tl = crdt_tracelog_new();
-        if (s->cluster)
-            crdt_cluster_options(&s->cl, &o);
-        else {
-            crdt_options(&o);
-            crdt_options_port(&o, s->srv.port);
-        }
+        crdt_golden_site_options(&s->site, &o);
         o.watchdog_timeout_ms = json_integer_value(json_object_get(cfg, "lockWatchdogTimeout"));
         o.local_fifo = false; /* each Java thread asks Redis itself, as recorded */
         o.release_defer_ms = 0;
@@ -1318,9 +1252,9 @@ static void open_scenario(scn *s, const char *file)
 static void close_scenario(scn *s)
 {
     for (int i = 0; i < s->nasync; i++) {
-        cr_assert(crdt_wait_until(async_done, s->async[i], 20000), "async call of step %d",
+        cr_assert(crdt_call_wait(&s->async[i]->call, 20000), "async call of step %d",
                   s->async[i]->stepno);
-        pthread_join(s->async[i]->th, NULL);
+        crdt_call_join(&s->async[i]->call);
         free(s->async[i]);
     }
     for (int i = 0; i < s->ncl; i++) {
@@ -1339,12 +1273,9 @@ static void close_scenario(scn *s)
         crdt_tracelog_free(g->tl);
     }
     redisFree(s->r);
-    if (s->cluster)
-        crdt_cluster_stop(&s->cl);
-    else {
+    if (s->sub != NULL)
         redisFree(s->sub);
-        crdt_server_stop(&s->srv);
-    }
+    crdt_golden_site_stop(&s->site);
     json_decref(s->root);
 }
 
@@ -1453,8 +1384,8 @@ static void replay(const char *file)
             cr_assert_not_null(g, "%s", s.where);
             if (json_is_true(json_object_get(step, "async"))) {
                 async_call *a = calloc(1, sizeof *a);
-                *a = (async_call){&s, g, step, stepno, CRD_IO, 0, 0, 0};
-                cr_assert_eq(pthread_create(&a->th, NULL, async_main, a), 0);
+                *a = (async_call){&s, g, step, stepno, CRD_IO, 0};
+                crdt_call_start(&a->call, async_main, a);
                 s.async[s.nasync++] = a;
             } else {
                 int64_t v = 0;
@@ -1468,7 +1399,7 @@ static void replay(const char *file)
             int which = (int)json_integer_value(json_object_get(json_array_get(done, k), "step"));
             for (int x = 0; x < s.nasync; x++)
                 if (s.async[x]->stepno == which) {
-                    cr_assert(crdt_wait_until(async_done, s.async[x], 10000),
+                    cr_assert(crdt_call_wait(&s.async[x]->call, 10000),
                               "%s: the call of step %d completes", s.where, which);
                     json_t *orig = json_array_get(steps, (size_t)which - 1);
                     check_result(&s, orig, s.async[x]->st, s.async[x]->v, s.async[x]->g);

@@ -40,12 +40,12 @@
 
 #include <inttypes.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "calls.h"
 #include "cluster.h"
 #include "golden.h"
 #include "harness.h"
@@ -113,17 +113,13 @@ typedef struct async_call {
     gcl *g;
     json_t *step;
     result res;
-    bool done;
-    pthread_mutex_t mu;
-    pthread_t th;
+    crdt_call call;
 } async_call;
 
 typedef struct scn {
     const char *file;
     json_t *root;
-    bool cluster;
-    crdt_cluster cl;
-    crdt_server srv; /* single-server files: this scenario's own server */
+    crdt_golden_site site;
     redisContext *r;
     char prefix[200];
     gcl cls[MAXC];
@@ -300,6 +296,7 @@ static void run_call(scn *s, gcl *g, json_t *step, result *res)
     void *h = object(s, g, kind, jstr(step, "name"), res);
     if (h == NULL)
         return;
+    res->st = (crd_status)-1; /* a call this suite does not know: no branch below sets it */
     int64_t permits = arg(step, "permits"), lease = arg(step, "leaseTime"),
             wait = arg(step, "waitTime");
     if (strcmp(kind, "RSemaphore") == 0) {
@@ -323,8 +320,6 @@ static void run_call(scn *s, gcl *g, json_t *step, result *res)
             res->st = crd_semaphore_add_permits(x, permits);
         else if (strcmp(call, "drainPermits") == 0)
             res->st = crd_semaphore_drain(x, &res->v);
-        else
-            res->st = (crd_status)-1;
     } else if (strcmp(kind, "RPermitExpirableSemaphore") == 0) {
         crd_permit_semaphore *x = h;
         char hex[4][CRD_PERMIT_ID_SIZE] = {{0}};
@@ -371,8 +366,6 @@ static void run_call(scn *s, gcl *g, json_t *step, result *res)
             res->st = crd_permit_semaphore_set_permits(x, permits);
         else if (strcmp(call, "addPermits(permits)") == 0)
             res->st = crd_permit_semaphore_add_permits(x, permits);
-        else
-            res->st = (crd_status)-1;
     } else {
         crd_latch *x = h;
         if (strcmp(call, "getCount") == 0)
@@ -387,8 +380,6 @@ static void run_call(scn *s, gcl *g, json_t *step, result *res)
             res->st = crd_latch_await(x, CRD_WAIT_FOREVER);
         else if (strcmp(call, "delete") == 0)
             res->st = crd_latch_delete(x, &res->flag);
-        else
-            res->st = (crd_status)-1;
     }
 }
 
@@ -478,25 +469,10 @@ static void check_result(scn *s, json_t *step, json_t *gres, const result *res,
     }
 }
 
-static void *async_body(void *arg)
+static void async_body(void *arg)
 {
     async_call *a = arg;
-    result r;
-    run_call(a->s, a->g, a->step, &r);
-    pthread_mutex_lock(&a->mu);
-    a->res = r;
-    a->done = true;
-    pthread_mutex_unlock(&a->mu);
-    return NULL;
-}
-
-static bool async_done(void *arg)
-{
-    async_call *a = arg;
-    pthread_mutex_lock(&a->mu);
-    bool d = a->done;
-    pthread_mutex_unlock(&a->mu);
-    return d;
+    run_call(a->s, a->g, a->step, &a->res);
 }
 
 /* ---- commands ---------------------------------------------------------------------------- */
@@ -593,7 +569,7 @@ static void match_value(scn *s, const char *where, const char *g, const char *o,
     }
     char mapped[600];
     map_names(s, g, mapped, sizeof mapped);
-    if (strcmp(mapped, "PUBLISH") == 0 && s->cluster)
+    if (strcmp(mapped, "PUBLISH") == 0 && s->site.cluster)
         snprintf(mapped, sizeof mapped, "SPUBLISH");
     cr_assert(strlen(mapped) == olen && memcmp(mapped, o, olen) == 0,
               "%s %s: expected \"%s\", got \"%.*s\"", s->file, where, mapped, (int)olen, o);
@@ -836,28 +812,17 @@ static void open_scn(scn *s, const char *file, bool cluster)
 {
     memset(s, 0, sizeof *s);
     s->file = file;
-    char path[512];
-    snprintf(path, sizeof path, "%s/scenarios/%s", CRD_GOLDEN_DIR, file);
-    json_error_t err;
-    s->root = json_load_file(path, 0, &err);
-    cr_assert_not_null(s->root, "%s: %s", path, err.text);
+    s->root = crdt_golden_scenario(file);
     if (strstr(file, "cdl_c") != NULL)
         cdl_c_difference(s);
-    s->cluster = cluster;
     crd_options o;
-    if (cluster) {
-        crdt_cluster_start(&s->cl, 1, 0);
-        s->r = crdt_cluster_redis(&s->cl, 0);
-    } else {
-        crdt_server_start(&s->srv, false, NULL, NULL, NULL);
-        s->r = crdt_redis_port(s->srv.port);
-    }
+    s->r = crdt_golden_site_start(&s->site, cluster);
     load_labels(s->r);
     snprintf(s->prefix, sizeof s->prefix, "%s", crdt_key("g"));
     if (!cluster) {
         char pattern[300];
         snprintf(pattern, sizeof pattern, "*%s*", s->prefix);
-        crdt_watch_open_at(&s->w, s->srv.port, pattern, true);
+        crdt_watch_open_at(&s->w, s->site.srv.port, pattern, true);
         s->watching = true;
     }
     const char *label;
@@ -868,12 +833,7 @@ static void open_scn(scn *s, const char *file, bool cluster)
         gcl *g = &s->cls[s->ncl++];
         snprintf(g->label, sizeof g->label, "%s", label);
         g->tl = crdt_tracelog_new();
-        if (cluster)
-            crdt_cluster_options(&s->cl, &o);
-        else {
-            crdt_options(&o);
-            crdt_options_port(&o, s->srv.port);
-        }
+        crdt_golden_site_options(&s->site, &o);
         crdt_tracelog_attach(g->tl, &o);
         g->c = crdt_client_opts(&o);
         crdt_tracelog_set_tag(g->tl, 0);
@@ -883,8 +843,7 @@ static void open_scn(scn *s, const char *file, bool cluster)
 static void close_scn(scn *s)
 {
     for (int i = 0; i < s->nasync; i++) {
-        pthread_join(s->async[i]->th, NULL);
-        pthread_mutex_destroy(&s->async[i]->mu);
+        crdt_call_join(&s->async[i]->call);
         free(s->async[i]);
     }
     for (int i = 0; i < s->ncl; i++) {
@@ -903,10 +862,7 @@ static void close_scn(scn *s)
     if (s->watching)
         crdt_watch_close(&s->w);
     redisFree(s->r);
-    if (s->cluster)
-        crdt_cluster_stop(&s->cl);
-    else
-        crdt_server_stop(&s->srv);
+    crdt_golden_site_stop(&s->site);
     json_decref(s->root);
     for (size_t i = 0; i < NLABELS; i++)
         free(scripts[i].text);
@@ -946,9 +902,8 @@ static void replay(const char *file, bool cluster)
             a->s = &s;
             a->g = client_of(&s, jstr(step, "client"));
             a->step = step;
-            pthread_mutex_init(&a->mu, NULL);
             s.async[s.nasync++] = a;
-            cr_assert_eq(pthread_create(&a->th, NULL, async_body, a), 0);
+            crdt_call_start(&a->call, async_body, a);
         } else {
             run_call(&s, client_of(&s, jstr(step, "client")), step, &sync_res);
             have_sync = true;
@@ -968,7 +923,7 @@ static void replay(const char *file, bool cluster)
         {
             async_call *a = async_of(&s, (int)json_integer_value(json_object_get(done, "step")));
             cr_assert_not_null(a);
-            cr_assert(crdt_wait_until(async_done, a, 5000), "%s step %d: step %d's call "
+            cr_assert(crdt_call_wait(&a->call, 5000), "%s step %d: step %d's call "
                       "did not return", file, no,
                       (int)json_integer_value(json_object_get(done, "step")));
             check_result(&s, a->step, json_object_get(done, "result"), &a->res,
@@ -979,7 +934,8 @@ static void replay(const char *file, bool cluster)
     }
     /* Every async call returned when the recording says so, and no later. */
     for (int k = 0; k < s.nasync; k++)
-        cr_assert(async_done(s.async[k]), "%s: an async call is still waiting", file);
+        cr_assert(crdt_call_returned(&s.async[k]->call), "%s: an async call is still waiting",
+                  file);
     close_scn(&s);
 }
 

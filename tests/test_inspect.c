@@ -127,20 +127,19 @@ static void write_golden_state(redisContext *r, const char *file, int step, cons
         } else if (strcmp(type, "string") == 0) {
             concrete(json_string_value(v), rec_name, name, a, sizeof a);
             freeReplyObject(crdt_cmd(r, "SET %s %s", key, a));
-        } else if (strcmp(type, "list") == 0) {
+        } else if (strcmp(type, "list") == 0 || strcmp(type, "zset") == 0) {
+            /* A list's elements are strings, a zset's [member, score] pairs. */
+            bool zset = type[0] == 'z';
             size_t j;
             json_t *x;
             json_array_foreach(v, j, x)
             {
-                concrete(json_string_value(x), rec_name, name, a, sizeof a);
-                freeReplyObject(crdt_cmd(r, "RPUSH %s %s", key, a));
-            }
-        } else if (strcmp(type, "zset") == 0) {
-            size_t j;
-            json_t *x;
-            json_array_foreach(v, j, x)
-            {
-                concrete(json_string_value(json_array_get(x, 0)), rec_name, name, a, sizeof a);
+                concrete(json_string_value(zset ? json_array_get(x, 0) : x), rec_name, name, a,
+                         sizeof a);
+                if (!zset) {
+                    freeReplyObject(crdt_cmd(r, "RPUSH %s %s", key, a));
+                    continue;
+                }
                 concrete(json_string_value(json_array_get(x, 1)), rec_name, name, b, sizeof b);
                 freeReplyObject(crdt_cmd(r, "ZADD %s %s %s", key, b, a));
             }
@@ -164,24 +163,32 @@ static void expect_foreign_holder(const crd_holder *h, char letter, int64_t coun
     cr_assert_eq(h->since_ms, -1);
 }
 
+/* The state of name once file's step is written into it (write_golden_state), read with
+ * flags; asserts it is of kind. */
+static crd_state *golden_state(redisContext *r, crd_client *c, const char *name, const char *file,
+                               int step, const char *rec_name, unsigned flags,
+                               crd_object_kind kind)
+{
+    write_golden_state(r, file, step, rec_name, name);
+    crd_state *s = state_of(c, name, flags);
+    cr_assert_eq(s->kind, kind, "%s step %d reads as %s", file, step, s->kind_name);
+    return s;
+}
+
 Test(inspect, the_golden_states_of_every_kind_java_leaves_read_through_the_public_api)
 {
     redisContext *r = crdt_redis();
     crd_client *c = crdt_client();
     /* RLock held (a: lock with the watchdog) */
-    const char *n = crdt_key("g_rlock");
-    write_golden_state(r, "a_lock_unlock_watchdog.json", 0, "s1", n);
-    crd_state *s = state_of(c, n, CRD_STATE_WAITERS | CRD_STATE_CLIENTS);
-    cr_assert_eq(s->kind, CRD_KIND_LOCK);
+    crd_state *s = golden_state(r, c, crdt_key("g_rlock"), "a_lock_unlock_watchdog.json", 0, "s1",
+                                CRD_STATE_WAITERS | CRD_STATE_CLIENTS, CRD_KIND_LOCK);
     cr_assert(s->held && s->nholders == 1 && s->ttl_ms > 0);
     expect_foreign_holder(&s->holders[0], 'A', 1);
     cr_assert(s->identity_read);
     crd_state_free(s);
     /* Fair lock held by A with B and C queued (g step 2), deadlines in the future */
-    n = crdt_key("g_fair");
-    write_golden_state(r, "g_fair_three_clients.json", 2, "f1", n);
-    s = state_of(c, n, CRD_STATE_WAITERS);
-    cr_assert_eq(s->kind, CRD_KIND_FAIR_LOCK);
+    s = golden_state(r, c, crdt_key("g_fair"), "g_fair_three_clients.json", 2, "f1",
+                     CRD_STATE_WAITERS, CRD_KIND_FAIR_LOCK);
     expect_foreign_holder(&s->holders[0], 'A', 1);
     cr_assert_eq(s->nqueue, 2);
     cr_assert_eq(s->waiters, 2);
@@ -190,10 +197,8 @@ Test(inspect, the_golden_states_of_every_kind_java_leaves_read_through_the_publi
     cr_assert(s->queue[0].remaining_ms > 0 && s->queue[1].deadline_ms > s->queue[0].deadline_ms);
     crd_state_free(s);
     /* Read-write lock: two readers with their timeout keys (i step 1) */
-    n = crdt_key("g_rw");
-    write_golden_state(r, "i_rw_readers_then_writer.json", 1, "rw1", n);
-    s = state_of(c, n, 0);
-    cr_assert_eq(s->kind, CRD_KIND_READ_WRITE_LOCK);
+    s = golden_state(r, c, crdt_key("g_rw"), "i_rw_readers_then_writer.json", 1, "rw1", 0,
+                     CRD_KIND_READ_WRITE_LOCK);
     cr_assert_str_eq(s->mode, "read");
     cr_assert_eq(s->nholders, 2);
     cr_assert_eq(s->nread_holds, 2);
@@ -203,35 +208,28 @@ Test(inspect, the_golden_states_of_every_kind_java_leaves_read_through_the_publi
     }
     crd_state_free(s);
     /* Fenced lock held by A with token 1 (o step 0) */
-    n = crdt_key("g_fenced");
-    write_golden_state(r, "o_fenced_lock.json", 0, "fe1", n);
-    s = state_of(c, n, 0);
-    cr_assert_eq(s->kind, CRD_KIND_FENCED_LOCK);
+    s = golden_state(r, c, crdt_key("g_fenced"), "o_fenced_lock.json", 0, "fe1", 0,
+                     CRD_KIND_FENCED_LOCK);
     cr_assert_eq(s->token, 1);
     expect_foreign_holder(&s->holders[0], 'A', 1);
     crd_state_free(s);
     /* Semaphore: sem_a step 2 (permits set) */
-    n = crdt_key("g_sem");
-    write_golden_state(r, "sem_a_set_acquire_release.json", 2, "sem1", n);
-    s = state_of(c, n, 0);
-    cr_assert_eq(s->kind, CRD_KIND_SEMAPHORE, "%s", s->kind_name);
+    s = golden_state(r, c, crdt_key("g_sem"), "sem_a_set_acquire_release.json", 2, "sem1", 0,
+                     CRD_KIND_SEMAPHORE);
     cr_assert_gt(s->available, 0);
     crd_state_free(s);
     /* Permit-expirable semaphore with two permits out, one without a lease (pes_a step 2) */
-    n = crdt_key("g_pes");
-    write_golden_state(r, "pes_a_acquire_lease_release.json", 2, "pes1", n);
-    s = state_of(c, n, 0);
-    cr_assert_eq(s->kind, CRD_KIND_PERMIT_SEMAPHORE);
+    s = golden_state(r, c, crdt_key("g_pes"), "pes_a_acquire_lease_release.json", 2, "pes1", 0,
+                     CRD_KIND_PERMIT_SEMAPHORE);
     cr_assert_eq(s->available, 0);
     cr_assert_eq(s->npermits, 2);
     cr_assert((s->permits[0].deadline_ms > 0) != (s->permits[1].deadline_ms > 0),
               "one permit with a lease, one without");
     crd_state_free(s);
-    /* Count-down latch with a Java awaiter subscribed to its channel (cdl_b step 1) */
-    n = crdt_key("g_cdl");
-    write_golden_state(r, "cdl_b_await_woken.json", 1, "cdl1", n);
-    s = state_of(c, n, 0);
-    cr_assert_eq(s->kind, CRD_KIND_SEMAPHORE, "nobody awaits: reads as a semaphore");
+    /* Count-down latch with a Java awaiter subscribed to its channel (cdl_b step 1); nobody
+     * awaits it yet, so it reads as a semaphore. */
+    const char *n = crdt_key("g_cdl");
+    s = golden_state(r, c, n, "cdl_b_await_woken.json", 1, "cdl1", 0, CRD_KIND_SEMAPHORE);
     cr_assert(s->maybe_latch);
     crd_state_free(s);
     redisContext *awaiter = crdt_redis();
@@ -463,12 +461,10 @@ static void every_kind_by_c(crd_client *c, crd_client *reader, const char *(*nam
     crd_permit_semaphore_free(pes);
     cr_assert_eq(crd_semaphore_release(sem, 1), CRD_OK);
     crd_semaphore_free(sem);
-    cr_assert_eq(crd_lock_release(fenced), CRD_OK);
-    cr_assert_eq(crd_lock_release(crd_rwlock_read(rw)), CRD_OK);
-    cr_assert_eq(crd_lock_release(crd_rwlock_write(rw)), CRD_OK);
-    cr_assert_eq(crd_lock_release(fair), CRD_OK);
-    cr_assert_eq(crd_lock_release(lock), CRD_OK);
-    cr_assert_eq(crd_lock_release(lock), CRD_OK);
+    /* The reentrant lock is held twice. */
+    crd_lock *held[] = {fenced, crd_rwlock_read(rw), crd_rwlock_write(rw), fair, lock, lock};
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++)
+        cr_assert_eq(crd_lock_release(held[i]), CRD_OK, "release %zu", i);
     crd_lock_free(lock);
     crd_lock_free(fair);
     crd_lock_free(fenced);
@@ -617,12 +613,11 @@ Test(inspect, redisson_4_7_kinds_read_as_their_kind_and_never_as_another)
 
     cr_assert_eq(crd_rate_limiter_delete(rl, NULL), CRD_OK);
     crd_rate_limiter_free(rl);
-    cr_assert_eq(crd_lock_release(group), CRD_OK);
-    cr_assert_eq(crd_lock_release(nr), CRD_OK);
-    cr_assert_eq(crd_lock_release(spin), CRD_OK);
-    crd_lock_free(group);
-    crd_lock_free(nr);
-    crd_lock_free(spin);
+    crd_lock *held[] = {group, nr, spin};
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) {
+        cr_assert_eq(crd_lock_release(held[i]), CRD_OK, "release %zu", i);
+        crd_lock_free(held[i]);
+    }
     crd_client_free(reader);
     crd_client_free(c);
 }
@@ -697,18 +692,19 @@ Test(inspect, crd_watch_follows_redisson_4_7_s_group_and_spin_locks_with_their_h
 
 Test(inspect, the_scan_returns_each_object_once_and_skips_their_parts)
 {
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 1, "scan", NULL, NULL, NULL);
+    crd_client *c = f.a;
     char pattern[300];
     snprintf(pattern, sizeof pattern, "%s*", crdt_key_prefix());
     for (int i = 0; i < 25; i++) {
         char n[300];
-        snprintf(n, sizeof n, "%s%d", crdt_key("scan"), i);
-        write_golden_state(r, "g_fair_three_clients.json", 2, "f1", n);
+        snprintf(n, sizeof n, "%s%d", f.key, i);
+        write_golden_state(f.r, "g_fair_three_clients.json", 2, "f1", n);
     }
-    write_golden_state(r, "pes_a_acquire_lease_release.json", 2, "pes1", crdt_key("scanpes"));
-    write_golden_state(r, "sem_a_set_acquire_release.json", 2, "sem1", crdt_key("scansem"));
-    freeReplyObject(crdt_cmd(r, "SET %s notanumber", crdt_key("plain")));
+    write_golden_state(f.r, "pes_a_acquire_lease_release.json", 2, "pes1", crdt_key("scanpes"));
+    write_golden_state(f.r, "sem_a_set_acquire_release.json", 2, "sem1", crdt_key("scansem"));
+    freeReplyObject(crdt_cmd(f.r, "SET %s notanumber", crdt_key("plain")));
     cr_assert_eq(scan_count(c, pattern, CRD_SCAN_HELD_ONLY), 26);
     cr_assert_eq(scan_count(c, pattern, CRD_SCAN_SYNCS), 27);
     crd_scan *scan = NULL;
@@ -716,8 +712,7 @@ Test(inspect, the_scan_returns_each_object_once_and_skips_their_parts)
     cr_assert_eq(crd_scan_new(c, pattern, 10, 1u << 20, &scan), CRD_INVALID_ARGUMENT);
     cr_assert_eq(crd_scan_next(NULL, 0, NULL), CRD_INVALID_ARGUMENT);
     crd_scan_free(NULL);
-    crd_client_free(c);
-    redisFree(r);
+    crdt_fixture_close(&f);
 }
 
 /* ---- one holder, three waiters, in other processes ------------------------------------------ */

@@ -34,13 +34,15 @@ static crd_multilock *multi(crd_lock **locks, size_t n)
 
 Test(multilock, a_name_held_past_the_wait_rolls_back_the_others_and_is_named)
 {
-    crd_client *a = crdt_client(), *b = crdt_client();
-    const char *na = crdt_key("a"), *nb = crdt_key("b"), *nc = crdt_key("c");
-    crd_lock *other = crdt_lock(b, nb);
-    cr_assert_eq(crd_lock_acquire(other, 0, 60000), CRD_OK); /* "held forever" */
-    crd_lock *ls[3] = {crdt_lock(a, nc), crdt_lock(a, nb), crdt_lock(a, na)};
+    /* b holds the fixture's key ("b") through lb; the set of a's locks takes "c", then the
+     * fixture's la on "b", then "a". */
+    crdt_fixture f;
+    crdt_fixture_open(&f, 2, "b", crdt_lock);
+    redisContext *r = f.r;
+    const char *na = crdt_key("a"), *nb = f.key, *nc = crdt_key("c");
+    cr_assert_eq(crd_lock_acquire(f.lb, 0, 60000), CRD_OK); /* "held forever" */
+    crd_lock *ls[3] = {crdt_lock(f.a, nc), f.la, crdt_lock(f.a, na)};
     crd_multilock *m = multi(ls, 3);
-    redisContext *r = crdt_redis();
     int64_t t0 = crdt_now_ms();
     cr_expect_eq(crd_multilock_acquire(m, 400, CRD_LEASE_WATCHDOG), CRD_TIMEOUT);
     int64_t took = crdt_now_ms() - t0;
@@ -52,19 +54,16 @@ Test(multilock, a_name_held_past_the_wait_rolls_back_the_others_and_is_named)
     cr_expect_eq(crd_multilock_acquire(m, 0, 1000), CRD_BUSY);
     cr_expect_eq(crdt_exists(r, na), 0);
     /* once b is free the set is taken whole and given back whole */
-    cr_assert_eq(crd_lock_release(other), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.lb), CRD_OK);
     cr_assert_eq(crd_multilock_acquire(m, 1000, 5000), CRD_OK);
     cr_expect(crdt_exists(r, na) && crdt_exists(r, nb) && crdt_exists(r, nc));
     cr_expect_null(crd_multilock_failed(m));
     cr_assert_eq(crd_multilock_release(m), CRD_OK);
     cr_expect(!crdt_exists(r, na) && !crdt_exists(r, nb) && !crdt_exists(r, nc));
     crd_multilock_free(m);
-    for (int i = 0; i < 3; i++)
-        crd_lock_free(ls[i]);
-    crd_lock_free(other);
-    crd_client_free(a);
-    crd_client_free(b);
-    redisFree(r);
+    crd_lock_free(ls[0]);
+    crd_lock_free(ls[2]);
+    crdt_fixture_close(&f);
 }
 
 Test(multilock, a_set_mixes_kinds_and_clients_and_refuses_duplicates)

@@ -14,13 +14,12 @@
  */
 #include <criterion/criterion.h>
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+#include "syncs.h"
 #include "waiters.h"
 
 /* ---- helpers -------------------------------------------------------------------------- */
@@ -467,26 +466,25 @@ Test(r47, a_group_waiter_is_woken_on_the_groups_channel_and_renewed_in_one_call,
 
 Test(r47, a_group_of_no_values_or_a_null_value_is_refused_and_nothing_changes)
 {
-    crd_client *c = crdt_client();
-    redisContext *r = crdt_redis();
-    const char *g = crdt_key("grpbad");
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 1, "grpbad", NULL, NULL, NULL);
+    const char *g = f.key;
     crd_lock *l = (crd_lock *)1;
-    cr_expect_eq(crd_group_lock_new(c, g, ABC, 0, &l), CRD_INVALID_ARGUMENT);
-    cr_expect(strstr(crd_client_errmsg(c), "no values") != NULL, "%s", crd_client_errmsg(c));
+    cr_expect_eq(crd_group_lock_new(f.a, g, ABC, 0, &l), CRD_INVALID_ARGUMENT);
+    cr_expect(strstr(crd_client_errmsg(f.a), "no values") != NULL, "%s", crd_client_errmsg(f.a));
     cr_expect_null(l);
     const char *const withnull[] = {"a", NULL};
-    cr_expect_eq(crd_group_lock_new(c, g, withnull, 2, &l), CRD_INVALID_ARGUMENT);
-    cr_expect_eq(crd_group_lock_new(c, NULL, ABC, 3, &l), CRD_INVALID_ARGUMENT);
-    cr_expect_eq(crd_group_lock_new(c, "a}b", ABC, 3, &l), CRD_INVALID_ARGUMENT);
-    cr_expect_eq(crdt_exists(r, g), 0);
-    freeReplyObject(crdt_cmd(r, "SET %s x", g));
-    l = group(c, g, ABC, 3);
+    cr_expect_eq(crd_group_lock_new(f.a, g, withnull, 2, &l), CRD_INVALID_ARGUMENT);
+    cr_expect_eq(crd_group_lock_new(f.a, NULL, ABC, 3, &l), CRD_INVALID_ARGUMENT);
+    cr_expect_eq(crd_group_lock_new(f.a, "a}b", ABC, 3, &l), CRD_INVALID_ARGUMENT);
+    cr_expect_eq(crdt_exists(f.r, g), 0);
+    freeReplyObject(crdt_cmd(f.r, "SET %s x", g));
+    /* The fixture frees la with its client. */
+    f.la = l = group(f.a, g, ABC, 3);
     cr_expect_eq(crd_lock_acquire(l, 0, 1000), CRD_SERVER, "WRONGTYPE");
     char buf[8];
-    cr_expect_str_eq(crdt_cmd_str(r, buf, sizeof buf, "GET %s", g), "x");
-    crd_lock_free(l);
-    crd_client_free(c);
-    redisFree(r);
+    cr_expect_str_eq(crdt_cmd_str(f.r, buf, sizeof buf, "GET %s", g), "x");
+    crdt_fixture_close(&f);
 }
 
 Test(r47, a_group_acquire_on_the_event_loop_waits_and_takes_every_value)
@@ -822,22 +820,6 @@ Test(r47, eight_processes_sharing_fifty_permits_a_second_get_fifty_a_second, .ti
 
 /* ---- RSemaphore.releaseIfExists -------------------------------------------------------------- */
 
-typedef struct sem_waiter {
-    crd_semaphore *sem;
-    crd_status st;
-    atomic_int done;
-} sem_waiter;
-
-static void *sem_wait_main(void *arg)
-{
-    sem_waiter *w = arg;
-    w->st = crd_semaphore_acquire(w->sem, 1, 10000);
-    atomic_store(&w->done, 1);
-    return NULL;
-}
-
-static bool sem_done(void *arg) { return atomic_load(&((sem_waiter *)arg)->done) != 0; }
-
 Test(r47, release_if_exists_releases_only_an_existing_semaphore)
 {
     crd_options o;
@@ -858,15 +840,13 @@ Test(r47, release_if_exists_releases_only_an_existing_semaphore)
     cr_expect_eq(crdt_tracelog_count(tl), from, "0 permits send nothing");
     cr_expect_eq(crd_semaphore_release_if_exists(s, -1, &rel), CRD_INVALID_ARGUMENT);
     cr_assert_eq(crd_semaphore_try_set_permits(s, 0, 0, NULL), CRD_OK);
-    sem_waiter w = {sb, CRD_IO, 0};
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, sem_wait_main, &w), 0);
+    crdt_sync_waiter w = {.s = sb, .permits = 1, .wait_ms = 10000};
+    crdt_sync_waiter_start(&w);
     crdt_sleep_ms(100); /* it waits on the channel */
-    cr_expect_not(sem_done(&w));
+    cr_expect_not(crdt_gate_value(&w.done));
     cr_assert_eq(crd_semaphore_release_if_exists(s, 1, &rel), CRD_OK);
     cr_expect(rel);
-    cr_assert(crdt_wait_until(sem_done, &w, 2000), "the waiter was woken");
-    pthread_join(th, NULL);
+    crdt_sync_waiter_join(&w, 2000, "the waiter was woken");
     cr_expect_eq(w.st, CRD_OK);
     crd_semaphore_free(s);
     crd_semaphore_free(sb);

@@ -119,8 +119,11 @@ enum { READERS = 4 };
 
 Test(rwlock, many_readers_hold_at_once_and_a_writer_excludes_them_all)
 {
-    const char *name = crdt_key("rw");
-    redisContext *r = crdt_redis();
+    /* The fixture's client and read-write lock are the writer's. */
+    crdt_fixture f;
+    crdt_fixture_open_rw(&f, 1, "rw", NULL, NULL);
+    const char *name = f.key;
+    redisContext *r = f.r;
     crd_client *rc[READERS];
     crd_rwlock *rrw[READERS];
     char fields[READERS][128];
@@ -129,9 +132,7 @@ Test(rwlock, many_readers_hold_at_once_and_a_writer_excludes_them_all)
         rrw[i] = rwlock(rc[i], name);
         crdt_owner_field(rc[i], crd_owner_current(), fields[i], sizeof fields[i]);
     }
-    crd_client *wc = crdt_client();
-    crd_rwlock *wrw = rwlock(wc, name);
-    crd_lock *wl = crd_rwlock_write(wrw);
+    crd_lock *wl = crd_rwlock_write(f.rwa);
 
     for (int i = 0; i < READERS; i++)
         cr_assert_eq(crd_lock_acquire(crd_rwlock_read(rrw[i]), 0, 30000), CRD_OK,
@@ -176,10 +177,7 @@ Test(rwlock, many_readers_hold_at_once_and_a_writer_excludes_them_all)
         crd_rwlock_free(rrw[i]);
         crd_client_free(rc[i]);
     }
-    crd_rwlock_free(wrw);
-    crd_client_free(wc);
-    assert_rw_clean(r, name);
-    redisFree(r);
+    crdt_fixture_close_checked(&f, assert_rw_clean);
 }
 
 enum { WAKE_ROUNDS = 5 };
@@ -197,6 +195,51 @@ static void print_latencies(const char *what, const int64_t *ns, int n)
     }
     fprintf(stderr, "[rwlock] %s: %d rounds, min %.2f ms, mean %.2f ms, max %.2f ms\n", what, n,
             ms_of(min), ms_of(sum / n), ms_of(max));
+}
+
+/* The names a test checks for one client's holds on a fixture's key: the channel, the
+ * client's owner field, its ":write" form and its first read hold's timeout key. */
+typedef struct rw_names {
+    char chan[400], field[128], write[160], tk[400];
+} rw_names;
+
+static void rw_names_of(const crdt_fixture *f, crd_client *c, rw_names *n)
+{
+    chan_of(f->key, n->chan, sizeof n->chan);
+    crdt_owner_field(c, crd_owner_current(), n->field, sizeof n->field);
+    snprintf(n->write, sizeof n->write, "%s:write", n->field);
+    tkey_of(f->key, n->field, 1, n->tk, sizeof n->tk);
+}
+
+/* A two-client read-write fixture whose b is traced; returns b's recorder (free it after
+ * closing the fixture). */
+static crdt_tracelog *traced_fixture_open(crdt_fixture *f)
+{
+    crdt_tracelog *t = crdt_tracelog_new();
+    crd_options o;
+    opts_traced(&o, t, 0);
+    crdt_fixture_open_rw(f, 2, "rw", NULL, &o);
+    return t;
+}
+
+/* Joins a wake-up round's waiter w (traced by t; who names it) and checks it acquired and
+ * released, after since_ns (crdt_now_ns() just before the release that woke it) and within
+ * WAKE_BOUND_NS of it ("woken ... after the <by>"), with 3 acquire scripts: the first
+ * try, the re-check once subscribed, the try its wake-up started. Returns its wake-up
+ * latency. */
+static int64_t round_woken(crdt_tracelog *t, crdt_waiter *w, int round, const char *who,
+                           int64_t since_ns, const char *by)
+{
+    crdt_waiter_join(w, 30000, NULL);
+    cr_assert_eq(w->acquire_st, CRD_OK, "%s: %s", who, crd_strerror(w->acquire_st));
+    cr_assert_eq(w->release_st, CRD_OK);
+    cr_assert_gt(w->t_acq_ns, since_ns);
+    int64_t lat = w->t_acq_ns - since_ns;
+    size_t scripts =
+        crdt_tracelog_count_scripts(t, w->trace_from) - crdt_tracelog_count_scripts(t, w->trace_to);
+    cr_assert_eq(scripts, 3, "round %d: the %s ran %zu acquire scripts", round, who, scripts);
+    cr_assert_lt(lat, WAKE_BOUND_NS, "round %d: woken %.1f ms after the %s", round, ms_of(lat), by);
+    return lat;
 }
 
 Test(rwlock, a_writer_waiting_behind_readers_is_woken_by_the_last_read_release, .timeout = 60)
@@ -231,16 +274,7 @@ Test(rwlock, a_writer_waiting_behind_readers_is_woken_by_the_last_read_release, 
         }
         int64_t t_last = crdt_now_ns();
         cr_assert_eq(crd_lock_release(crd_rwlock_read(rrw[2])), CRD_OK);
-        crdt_waiter_join(&w, 30000, NULL);
-        cr_assert_eq(w.acquire_st, CRD_OK, "writer: %s", crd_strerror(w.acquire_st));
-        cr_assert_eq(w.release_st, CRD_OK);
-        cr_assert_gt(w.t_acq_ns, t_last);
-        lat[round] = w.t_acq_ns - t_last;
-        size_t scripts = crdt_tracelog_count_scripts(t, w.trace_from) -
-                         crdt_tracelog_count_scripts(t, w.trace_to);
-        cr_assert_eq(scripts, 3, "round %d: the writer ran %zu acquire scripts", round, scripts);
-        cr_assert_lt(lat[round], WAKE_BOUND_NS, "round %d: woken %.1f ms after the last release",
-                     round, ms_of(lat[round]));
+        lat[round] = round_woken(t, &w, round, "writer", t_last, "last release");
     }
     print_latencies("last read release -> waiting writer acquired", lat, WAKE_ROUNDS);
     for (int i = 0; i < 3; i++) {
@@ -256,11 +290,8 @@ Test(rwlock, a_writer_waiting_behind_readers_is_woken_by_the_last_read_release, 
 
 Test(rwlock, a_reader_waiting_behind_a_writer_is_woken_by_the_write_release, .timeout = 60)
 {
-    crdt_tracelog *t = crdt_tracelog_new();
-    crd_options o;
-    opts_traced(&o, t, 0);
     crdt_fixture f;
-    crdt_fixture_open_rw(&f, 2, "rw", NULL, &o);
+    crdt_tracelog *t = traced_fixture_open(&f);
     int64_t lat[WAKE_ROUNDS];
     for (int round = 0; round < WAKE_ROUNDS; round++) {
         cr_assert_eq(crd_lock_acquire(crd_rwlock_write(f.rwa), 0, 30000), CRD_OK);
@@ -273,15 +304,7 @@ Test(rwlock, a_reader_waiting_behind_a_writer_is_woken_by_the_write_release, .ti
         await_scripts(t, w.trace_from, 2);
         int64_t t_rel = crdt_now_ns();
         cr_assert_eq(crd_lock_release(crd_rwlock_write(f.rwa)), CRD_OK);
-        crdt_waiter_join(&w, 30000, NULL);
-        cr_assert_eq(w.acquire_st, CRD_OK, "reader: %s", crd_strerror(w.acquire_st));
-        cr_assert_eq(w.release_st, CRD_OK);
-        lat[round] = w.t_acq_ns - t_rel;
-        size_t scripts = crdt_tracelog_count_scripts(t, w.trace_from) -
-                         crdt_tracelog_count_scripts(t, w.trace_to);
-        cr_assert_eq(scripts, 3, "round %d: the reader ran %zu acquire scripts", round, scripts);
-        cr_assert_lt(lat[round], WAKE_BOUND_NS, "round %d: woken %.1f ms after the write release",
-                     round, ms_of(lat[round]));
+        lat[round] = round_woken(t, &w, round, "reader", t_rel, "write release");
     }
     print_latencies("write release -> waiting reader acquired", lat, WAKE_ROUNDS);
     crdt_fixture_close_checked(&f, assert_rw_clean);
@@ -290,11 +313,8 @@ Test(rwlock, a_reader_waiting_behind_a_writer_is_woken_by_the_write_release, .ti
 
 Test(rwlock, two_reader_threads_of_one_client_both_wake_on_one_write_release, .timeout = 60)
 {
-    crdt_tracelog *t = crdt_tracelog_new();
-    crd_options o;
-    opts_traced(&o, t, 0);
     crdt_fixture f;
-    crdt_fixture_open_rw(&f, 2, "rw", NULL, &o);
+    crdt_tracelog *t = traced_fixture_open(&f);
     char chan[400];
     chan_of(f.key, chan, sizeof chan);
     crdt_watch wt;
@@ -304,21 +324,18 @@ Test(rwlock, two_reader_threads_of_one_client_both_wake_on_one_write_release, .t
     crdt_gate hold;
     crdt_gate_init(&hold);
     size_t from = crdt_tracelog_count(t);
+    /* Two reader threads of b, each releasing once hold opens. */
     crdt_waiter a, b;
-    a = (crdt_waiter){.lock = crd_rwlock_read(f.rwb),
-                      .client = f.b,
-                      .trace = t,
-                      .wait_ms = 10000,
-                      .lease_ms = 30000,
-                      .release_gate = &hold};
-    crdt_waiter_start(&a);
-    b = (crdt_waiter){.lock = crd_rwlock_read(f.rwb),
-                      .client = f.b,
-                      .trace = t,
-                      .wait_ms = 10000,
-                      .lease_ms = 30000,
-                      .release_gate = &hold};
-    crdt_waiter_start(&b);
+    crdt_waiter *readers[2] = {&a, &b};
+    for (int i = 0; i < 2; i++) {
+        *readers[i] = (crdt_waiter){.lock = crd_rwlock_read(f.rwb),
+                                    .client = f.b,
+                                    .trace = t,
+                                    .wait_ms = 10000,
+                                    .lease_ms = 30000,
+                                    .release_gate = &hold};
+        crdt_waiter_start(readers[i]);
+    }
     await_scripts(t, from, 4);
     cr_assert_eq(crdt_tracelog_count_cmd(t, from, "SUBSCRIBE", 1), 1,
                  "the two local waiters did not share one subscription");
@@ -359,12 +376,8 @@ Test(rwlock, a_waiter_that_times_out_leaves_nothing_behind)
 {
     crdt_fixture f;
     crdt_fixture_open_rw(&f, 2, "rw", NULL, NULL);
-    char chan[400];
-    chan_of(f.key, chan, sizeof chan);
-    char wfield[128], wwrite[160], tk[400];
-    crdt_owner_field(f.b, crd_owner_current(), wfield, sizeof wfield);
-    snprintf(wwrite, sizeof wwrite, "%s:write", wfield);
-    tkey_of(f.key, wfield, 1, tk, sizeof tk);
+    rw_names n;
+    rw_names_of(&f, f.b, &n);
 
     /* A reader behind a writer. */
     cr_assert_eq(crd_lock_acquire(crd_rwlock_write(f.rwa), 0, 30000), CRD_OK);
@@ -372,10 +385,10 @@ Test(rwlock, a_waiter_that_times_out_leaves_nothing_behind)
     cr_assert_eq(crd_lock_acquire(crd_rwlock_read(f.rwb), 300, 30000), CRD_TIMEOUT);
     int64_t waited = crdt_now_ms() - t0;
     cr_assert(waited >= 300 && waited < 800, "a 300 ms wait took %" PRId64 " ms", waited);
-    cr_assert_eq(crdt_cmd_int(f.r, "HEXISTS %s %s", f.key, wfield), 0);
-    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", tk), 0, "the timed-out reader left %s", tk);
+    cr_assert_eq(crdt_cmd_int(f.r, "HEXISTS %s %s", f.key, n.field), 0);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", n.tk), 0, "the timed-out reader left %s", n.tk);
     cr_assert_eq(crdt_cmd_int(f.r, "HLEN %s", f.key), 2);
-    cr_assert(crdt_pubsub_channels_empty(chan), "the timed-out reader is still subscribed");
+    cr_assert(crdt_pubsub_channels_empty(n.chan), "the timed-out reader is still subscribed");
     cr_assert_eq(crd_lock_release(crd_rwlock_write(f.rwa)), CRD_OK);
 
     /* A writer behind a reader. */
@@ -384,9 +397,9 @@ Test(rwlock, a_waiter_that_times_out_leaves_nothing_behind)
     cr_assert_eq(crd_lock_acquire(crd_rwlock_write(f.rwb), 300, 30000), CRD_TIMEOUT);
     waited = crdt_now_ms() - t0;
     cr_assert(waited >= 300 && waited < 800, "a 300 ms wait took %" PRId64 " ms", waited);
-    cr_assert_eq(crdt_cmd_int(f.r, "HEXISTS %s %s", f.key, wwrite), 0);
+    cr_assert_eq(crdt_cmd_int(f.r, "HEXISTS %s %s", f.key, n.write), 0);
     cr_assert_eq(crdt_cmd_int(f.r, "HLEN %s", f.key), 2);
-    cr_assert(crdt_pubsub_channels_empty(chan), "the timed-out writer is still subscribed");
+    cr_assert(crdt_pubsub_channels_empty(n.chan), "the timed-out writer is still subscribed");
     int64_t count = -1;
     cr_assert_eq(crd_lock_hold_count(crd_rwlock_write(f.rwb), &count), CRD_OK);
     cr_assert_eq(count, 0);
@@ -483,12 +496,8 @@ Test(rwlock, a_writer_that_also_reads_keeps_the_write_lock_when_it_stops_reading
 {
     crdt_fixture f;
     crdt_fixture_open_rw(&f, 2, "rw", NULL, NULL);
-    char chan[400];
-    chan_of(f.key, chan, sizeof chan);
-    char af[128], aw[160], tk[400];
-    crdt_owner_field(f.a, crd_owner_current(), af, sizeof af);
-    snprintf(aw, sizeof aw, "%s:write", af);
-    tkey_of(f.key, af, 1, tk, sizeof tk);
+    rw_names n;
+    rw_names_of(&f, f.a, &n);
 
     cr_assert_eq(crd_lock_acquire(crd_rwlock_write(f.rwa), 0, 30000), CRD_OK);
     cr_assert_eq(crd_lock_acquire(crd_rwlock_read(f.rwa), 0, 30000), CRD_OK);
@@ -497,15 +506,15 @@ Test(rwlock, a_writer_that_also_reads_keeps_the_write_lock_when_it_stops_reading
     cr_assert_eq(crd_lock_is_locked(crd_rwlock_read(f.rwb), &locked), CRD_OK);
     cr_assert(locked, "read lock not reported locked while the writer also reads");
     crdt_watch wt;
-    crdt_watch_open(&wt, chan, false);
+    crdt_watch_open(&wt, n.chan, false);
     crdt_msg m[4];
     cr_assert_eq(crd_lock_release(crd_rwlock_read(f.rwa)), CRD_OK);
     char mode[16];
     hget_str(f.r, f.key, "mode", mode, sizeof mode);
     cr_assert_str_eq(mode, "write");
-    cr_assert_eq(crdt_hget_int(f.r, f.key, aw), 1);
-    cr_assert_eq(crdt_cmd_int(f.r, "HEXISTS %s %s", f.key, af), 0);
-    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", tk), 0);
+    cr_assert_eq(crdt_hget_int(f.r, f.key, n.write), 1);
+    cr_assert_eq(crdt_cmd_int(f.r, "HEXISTS %s %s", f.key, n.field), 0);
+    cr_assert_eq(crdt_cmd_int(f.r, "EXISTS %s", n.tk), 0);
     long long t = crdt_cmd_int(f.r, "PTTL %s", f.key);
     cr_assert(t > 0 && t <= 30000, "PTTL %lld after the read release", t);
     cr_assert_eq(crdt_watch_collect(&wt, m, 4), 0, "a read release that left the writer published");

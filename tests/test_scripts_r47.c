@@ -63,30 +63,29 @@
 /* Our scripts by the recording's labels                                              */
 /* ---------------------------------------------------------------------------------- */
 
-static const struct {
-    const char *label, *file;
-} mine[] = {
-    {"nrlock.acquire", "nrlock_acquire"},
-    {"nrfair.acquire", "nrfair_acquire"},
-    {"nrfair.try_acquire_no_wait", "nrfair_try_acquire"},
-    /* The spin lock's acquire is the reentrant lock's (README-r47: the same hash and effects). */
-    {"spin.acquire", "rlock_acquire"},
-    {"spin.unlock", "spin_unlock"},
-    {"spin.force_unlock", "spin_force_unlock"},
-    {"fml.acquire", "group_acquire"},
-    {"fml.try_acquire_once", "group_try_acquire"},
-    {"fml.unlock", "group_unlock"},
-    {"fml.force_unlock", "group_force_unlock"},
-    {"fml.renew", "group_renew"},
-    {"fml.is_locked", "group_is_locked"},
-    {"fml.is_held_by_thread", "group_is_held"},
-    {"ratelimiter.try_set_rate", "ratelimiter_try_set_rate"},
-    {"ratelimiter.try_acquire", "ratelimiter_try_acquire"},
-    {"ratelimiter.available_permits", "ratelimiter_available"},
-    {"ratelimiter.release", "ratelimiter_release"},
-    {"ratelimiter.set_or_update_rate", "ratelimiter_set_rate"},
-    {"expirable.expire", "ratelimiter_expire"},
-    {"semaphore.release_if_exists", "semaphore_release_if_exists"},
+/* The labels whose calls this suite replays with our scripts (their files are
+ * crdt_golden_r47_file's; golden.c). */
+static const char *const mine[] = {
+    "nrlock.acquire",
+    "nrfair.acquire",
+    "nrfair.try_acquire_no_wait",
+    "spin.acquire",
+    "spin.unlock",
+    "spin.force_unlock",
+    "fml.acquire",
+    "fml.try_acquire_once",
+    "fml.unlock",
+    "fml.force_unlock",
+    "fml.renew",
+    "fml.is_locked",
+    "fml.is_held_by_thread",
+    "ratelimiter.try_set_rate",
+    "ratelimiter.try_acquire",
+    "ratelimiter.available_permits",
+    "ratelimiter.release",
+    "ratelimiter.set_or_update_rate",
+    "expirable.expire",
+    "semaphore.release_if_exists",
 };
 #define NMINE (sizeof mine / sizeof mine[0])
 
@@ -95,7 +94,7 @@ static char mine_sha[NMINE][41];
 static int mine_index(const char *label)
 {
     for (size_t i = 0; label != NULL && i < NMINE; i++)
-        if (strcmp(mine[i].label, label) == 0)
+        if (strcmp(mine[i], label) == 0)
             return (int)i;
     return -1;
 }
@@ -105,19 +104,19 @@ static int mine_index(const char *label)
 static void load_scripts(redisContext *r)
 {
     for (size_t i = 0; i < NMINE; i++) {
+        const char *file = crdt_golden_r47_file(mine[i]);
+        cr_assert_not_null(file, "%s: no file of ours", mine[i]);
         crdt_golden_script g;
-        crdt_golden_script_read(r, mine[i].file, true, &g);
+        crdt_golden_script_read(r, file, true, &g);
         memcpy(mine_sha[i], g.sha, sizeof mine_sha[i]);
         free(g.text);
         const crd__script_src *src = NULL;
         for (int k = 0; k < CRD__SCRIPT_COUNT; k++)
-            if (strcmp(crd__scripts[k].name, mine[i].file) == 0)
+            if (strcmp(crd__scripts[k].name, file) == 0)
                 src = &crd__scripts[k];
-        cr_assert_not_null(src, "%s is not embedded", mine[i].file);
-        cr_assert_eq(src->len, g.len, "%s: the embedded text is not the expanded file",
-                     mine[i].file);
-        cr_assert_str_eq(src->sha1, mine_sha[i], "%s: embedded SHA1 differs from Redis's",
-                         mine[i].file);
+        cr_assert_not_null(src, "%s is not embedded", file);
+        cr_assert_eq(src->len, g.len, "%s: the embedded text is not the expanded file", file);
+        cr_assert_str_eq(src->sha1, mine_sha[i], "%s: embedded SHA1 differs from Redis's", file);
     }
 }
 
@@ -499,62 +498,66 @@ typedef struct replay {
     bool fml;     /* a grouped multi-lock file: ARGV fields are checked against values */
 } replay;
 
-/* Reads the MONITOR feed up to a marker; with out, the commands scripts ran in DB (in
- * order). */
-static void drain_monitor(replay *s, cmdlist *out)
+/* Whether a MONITOR line is the ECHO of marker; if not and out != NULL, the command a
+ * script ran in DB joins out. */
+static bool monitor_line(redisReply *rep, const char *marker, cmdlist *out)
 {
+    crdt_mon_cmd m;
+    if (rep->type != REDIS_REPLY_STATUS || !crdt_mon_parse(rep->str, rep->len, &m))
+        return false;
+    bool done = m.argc == 2 && strcasecmp(m.argv[0], "echo") == 0 && strcmp(m.argv[1], marker) == 0;
+    if (!done && out != NULL && m.db == DB && strcmp(m.source, "lua") == 0) {
+        words *w = list_push(out);
+        for (int i = 0; i < m.argc; i++)
+            words_add(w, m.argv[i], m.argvlen[i]);
+    }
+    crdt_mon_cmd_free(&m);
+    return done;
+}
+
+/* Whether a PSUBSCRIBE message is the one published on marker; if not and out != NULL,
+ * its channel and payload join out. */
+static bool sub_message(redisReply *rep, const char *marker, cmdlist *out)
+{
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 ||
+        strcmp(rep->element[0]->str, "pmessage") != 0)
+        return false;
+    redisReply *ch = rep->element[2], *pl = rep->element[3];
+    bool done = strcmp(ch->str, marker) == 0;
+    if (!done && out != NULL) {
+        words *w = list_push(out);
+        words_add(w, ch->str, ch->len);
+        words_add(w, pl->str, pl->len);
+    }
+    return done;
+}
+
+/* Reads the MONITOR feed (monitor) or the PSUBSCRIBE feed up to a marker sent through
+ * s->r (an ECHO, a PUBLISH); with out, the commands scripts ran in DB (in order) or the
+ * messages (channel, payload). */
+static void drain(replay *s, bool monitor, cmdlist *out)
+{
+    redisContext *feed = monitor ? s->mon : s->sub;
     char marker[64];
     snprintf(marker, sizeof marker, "crdt-r47-marker:%d", ++s->marker);
-    freeReplyObject(crdt_cmd(s->r, "ECHO %s", marker));
-    for (;;) {
+    freeReplyObject(monitor ? crdt_cmd(s->r, "ECHO %s", marker)
+                            : crdt_cmd(s->r, "PUBLISH %s m", marker));
+    for (bool done = false; !done;) {
         void *rv = NULL;
-        cr_assert_eq(redisGetReply(s->mon, &rv), REDIS_OK, "%s: MONITOR: %s", s->where,
-                     s->mon->errstr);
-        redisReply *rep = rv;
-        crdt_mon_cmd m;
-        bool parsed = rep->type == REDIS_REPLY_STATUS && crdt_mon_parse(rep->str, rep->len, &m);
-        freeReplyObject(rep);
-        if (!parsed)
-            continue;
-        bool done =
-            m.argc == 2 && strcasecmp(m.argv[0], "echo") == 0 && strcmp(m.argv[1], marker) == 0;
-        if (!done && out != NULL && m.db == DB && strcmp(m.source, "lua") == 0) {
-            words *w = list_push(out);
-            for (int i = 0; i < m.argc; i++)
-                words_add(w, m.argv[i], m.argvlen[i]);
-        }
-        crdt_mon_cmd_free(&m);
-        if (done)
-            break;
+        cr_assert_eq(redisGetReply(feed, &rv), REDIS_OK, "%s: %s: %s", s->where,
+                     monitor ? "MONITOR" : "PSUBSCRIBE", feed->errstr);
+        done = monitor ? monitor_line(rv, marker, out) : sub_message(rv, marker, out);
+        freeReplyObject(rv);
     }
 }
 
-/* Reads the PSUBSCRIBE feed up to a marker; with out, the messages (channel, payload). */
+static void drain_monitor(replay *s, cmdlist *out)
+{
+    drain(s, true, out);
+}
 static void drain_sub(replay *s, cmdlist *out)
 {
-    char marker[64];
-    snprintf(marker, sizeof marker, "crdt-r47-marker:%d", ++s->marker);
-    freeReplyObject(crdt_cmd(s->r, "PUBLISH %s m", marker));
-    for (;;) {
-        void *rv = NULL;
-        cr_assert_eq(redisGetReply(s->sub, &rv), REDIS_OK, "%s: PSUBSCRIBE: %s", s->where,
-                     s->sub->errstr);
-        redisReply *rep = rv;
-        bool done = false;
-        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 4 &&
-            strcmp(rep->element[0]->str, "pmessage") == 0) {
-            redisReply *ch = rep->element[2], *pl = rep->element[3];
-            done = strcmp(ch->str, marker) == 0;
-            if (!done && out != NULL) {
-                words *w = list_push(out);
-                words_add(w, ch->str, ch->len);
-                words_add(w, pl->str, pl->len);
-            }
-        }
-        freeReplyObject(rep);
-        if (done)
-            break;
-    }
+    drain(s, false, out);
 }
 
 static void select_db(redisContext *c)
@@ -825,7 +828,7 @@ static void check_fields(replay *s, json_t *step, const char *label, const words
 /* Runs one of our scripts in place of a recorded command c; compares. */
 static void run_mine(replay *s, json_t *step, int ci, json_t *c, int mi)
 {
-    const char *label = mine[mi].label;
+    const char *label = mine[mi];
     const deviation *dev =
         deviation_at(s->file, (int)json_integer_value(json_object_get(step, "step")), ci);
     json_t *keys = json_object_get(c, "keys"), *argv = json_object_get(c, "argv");

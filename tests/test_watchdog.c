@@ -34,6 +34,7 @@
 
 #include "golden.h"
 #include "harness.h"
+#include "locked.h"
 #include "probes.h"
 #include "waiters.h"
 
@@ -119,13 +120,7 @@ static int evlog_find(evlog *e, int from, crd_event_kind kind, const char *name,
     return found;
 }
 
-static int evlog_count(evlog *e)
-{
-    pthread_mutex_lock(&e->mu);
-    int n = e->n;
-    pthread_mutex_unlock(&e->mu);
-    return n;
-}
+static int evlog_count(evlog *e) { return crdt_locked_int(&e->mu, &e->n); }
 
 static void evlog_dump(evlog *e)
 {

@@ -531,23 +531,27 @@ static void proxy_free(crdt_proxy *p)
     free(p);
 }
 
+/* How a crdt_proxy_start that could not finish ends: reason in *why (when asked for), NULL. */
+static crdt_proxy *start_failed(const char **why, const char *reason)
+{
+    if (why != NULL)
+        *why = reason;
+    return NULL;
+}
+
 crdt_proxy *crdt_proxy_start(int upstream_port, const char **why)
 {
     crdt_proxy *p = calloc(1, sizeof *p);
-    if (p == NULL) {
-        if (why != NULL)
-            *why = "out of memory";
-        return NULL;
-    }
+    if (p == NULL)
+        return start_failed(why, "out of memory");
     p->upstream = upstream_port;
     p->lfd = listen_on(0);
     if (p->lfd < 0 || pipe2(p->pipe_fd, O_NONBLOCK | O_CLOEXEC) != 0) {
-        if (why != NULL)
-            *why = strerror(errno);
+        const char *reason = strerror(errno);
         if (p->lfd >= 0)
             close(p->lfd);
         free(p);
-        return NULL;
+        return start_failed(why, reason);
     }
     struct sockaddr_in a;
     socklen_t alen = sizeof a;
@@ -555,10 +559,8 @@ crdt_proxy *crdt_proxy_start(int upstream_port, const char **why)
     p->port = ntohs(a.sin_port);
     pthread_mutex_init(&p->mu, NULL);
     if (pthread_create(&p->thread, NULL, proxy_main, p) != 0) {
-        if (why != NULL)
-            *why = "cannot start the proxy thread";
         proxy_free(p);
-        return NULL;
+        return start_failed(why, "cannot start the proxy thread");
     }
     return p;
 }
@@ -584,26 +586,40 @@ void crdt_proxy_set_upstream(crdt_proxy *p, int upstream_port)
     pthread_mutex_unlock(&p->mu);
 }
 
-void crdt_proxy_set_delay(crdt_proxy *p, crdt_proxy_dir dir, int64_t ms)
+/* The per-direction settings ([0] up, [1] down) that crdt_proxy_set_delay, _blackhole and
+ * _stall change. */
+typedef enum fp_setting { FP_DELAY, FP_BLACKHOLE, FP_STALL } fp_setting;
+
+/* Sets what to v on each direction dir names, under p->mu, and wakes the proxy thread to
+ * act on it. Ending a stall lets its queued chunks leave. */
+static void set_sides(crdt_proxy *p, crdt_proxy_dir dir, fp_setting what, int64_t v)
 {
+    static const crdt_proxy_dir side[2] = {CRDT_PROXY_UP, CRDT_PROXY_DOWN};
     pthread_mutex_lock(&p->mu);
-    if (dir & CRDT_PROXY_UP)
-        p->delay_ms[0] = ms;
-    if (dir & CRDT_PROXY_DOWN)
-        p->delay_ms[1] = ms;
+    for (int d = 0; d < 2; d++) {
+        if (!(dir & side[d]))
+            continue;
+        if (what == FP_DELAY)
+            p->delay_ms[d] = v;
+        else if (what == FP_BLACKHOLE)
+            p->blackhole[d] = v != 0;
+        else
+            p->stall[d] = v != 0;
+    }
+    if (what == FP_STALL && v == 0)
+        release_stalled(p);
     pthread_mutex_unlock(&p->mu);
     poke(p);
 }
 
+void crdt_proxy_set_delay(crdt_proxy *p, crdt_proxy_dir dir, int64_t ms)
+{
+    set_sides(p, dir, FP_DELAY, ms);
+}
+
 void crdt_proxy_set_blackhole(crdt_proxy *p, crdt_proxy_dir dir, bool on)
 {
-    pthread_mutex_lock(&p->mu);
-    if (dir & CRDT_PROXY_UP)
-        p->blackhole[0] = on;
-    if (dir & CRDT_PROXY_DOWN)
-        p->blackhole[1] = on;
-    pthread_mutex_unlock(&p->mu);
-    poke(p);
+    set_sides(p, dir, FP_BLACKHOLE, on);
 }
 
 void crdt_proxy_end_delays(crdt_proxy *p)
@@ -648,15 +664,7 @@ bool crdt_proxy_set_blackhole_from(crdt_proxy *p, const char *ipv4, bool on)
 
 void crdt_proxy_set_stall(crdt_proxy *p, crdt_proxy_dir dir, bool on)
 {
-    pthread_mutex_lock(&p->mu);
-    if (dir & CRDT_PROXY_UP)
-        p->stall[0] = on;
-    if (dir & CRDT_PROXY_DOWN)
-        p->stall[1] = on;
-    if (!on)
-        release_stalled(p);
-    pthread_mutex_unlock(&p->mu);
-    poke(p);
+    set_sides(p, dir, FP_STALL, on);
 }
 
 int crdt_proxy_drop_all(crdt_proxy *p)

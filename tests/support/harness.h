@@ -212,7 +212,7 @@ void crdt_fixture_open_opts(crdt_fixture *f, int clients, const char *suffix,
  * crdt_fixture_open_opts makes them. Asserts on failure. */
 void crdt_fixture_open_rw(crdt_fixture *f, int clients, const char *suffix,
                           const crd_options *oa, const crd_options *ob);
-/* Free the handles, then the clients, then the raw connection (NULL members skipped). */
+/* Free each client after its handles, then the raw connection (NULL members skipped). */
 void crdt_fixture_close(crdt_fixture *f);
 /* The same, running check(r, key) between freeing the clients and the connection: a
  * suite's "nothing left behind" assertion, which must see the server once no client of

@@ -4,6 +4,7 @@
  * later-starting holds of its name that begin before it ends.
  */
 #include "holds.h"
+#include "locked.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -55,13 +56,7 @@ void crdt_holds_add(crdt_holds *h, int client, const char *name, int64_t start_n
     pthread_mutex_unlock(&h->mu);
 }
 
-int crdt_holds_count(crdt_holds *h)
-{
-    pthread_mutex_lock(&h->mu);
-    int n = h->n;
-    pthread_mutex_unlock(&h->mu);
-    return n;
-}
+int crdt_holds_count(crdt_holds *h) { return crdt_locked_int(&h->mu, &h->n); }
 
 static int by_name_start(const void *a, const void *b)
 {

@@ -4,6 +4,7 @@
  * waiter_main below and reports through its state gate.
  */
 #include "waiters.h"
+#include "locked.h"
 
 #include <criterion/criterion.h>
 
@@ -41,13 +42,7 @@ void crdt_gate_set(crdt_gate *g, int v)
     pthread_mutex_unlock(&g->mu);
 }
 
-int crdt_gate_value(crdt_gate *g)
-{
-    pthread_mutex_lock(&g->mu);
-    int v = g->value;
-    pthread_mutex_unlock(&g->mu);
-    return v;
-}
+int crdt_gate_value(crdt_gate *g) { return crdt_locked_int(&g->mu, &g->value); }
 
 bool crdt_gate_wait(crdt_gate *g, int at_least, int64_t timeout_ms)
 {
