@@ -81,11 +81,11 @@ extern "C" {
  * status or metric, a changed default). "Added in 0.N" notes below name the minor that
  * brought a thing. */
 #define CRD_VERSION_MAJOR 0
-#define CRD_VERSION_MINOR 7
+#define CRD_VERSION_MINOR 8
 #define CRD_VERSION_PATCH 0
-#define CRD_VERSION_STRING "0.7.0"
+#define CRD_VERSION_STRING "0.8.0"
 
-/* The library's version string, e.g. "0.7.0". Static storage; thread-safe. */
+/* The library's version string, e.g. "0.8.0". Static storage; thread-safe. */
 CRD_API const char *crd_version(void);
 
 /* ---------------------------------------------------------------------------------- */
@@ -465,8 +465,13 @@ typedef struct crd_options {
      * client's next acquire of that lock waits up to release_defer_ms before trying, so
      * a waiter woken elsewhere takes the lock instead of the releaser taking it straight
      * back. Costs nothing without waiters elsewhere; with them, an acquire right after
-     * one's own release waits up to this long. Default 5; 0 turns it off. Nothing new
-     * is sent: Java clients see Redisson's protocol. */
+     * one's own release waits up to this long. When the release reached four or more
+     * (a herd: each would try on every release) a blocking acquire asking again within
+     * that time instead lets each of them go first: it subscribes, lets one release
+     * each pass, and tries with the last one's release (up to release_defer_ms between
+     * two releases, then it tries at once), so one attempt goes out per hand-off
+     * instead of one per waiter (0.8.0). Default 5; 0 turns it off. Nothing new is
+     * sent: Java clients see Redisson's protocol. */
     int64_t release_defer_ms;
     /* Fairness inside this client: waiters of one reentrant, fenced or write lock are
      * served in arrival order. Only the longest waiter talks to Redis (tries, subscribes,

@@ -6,7 +6,8 @@
  *     sends commands;
  *   - release_defer_ms: a release that woke a waiter of another client makes the
  *     releaser's next attempt wait, so that waiter takes the lock first; without such a
- *     waiter nothing is deferred;
+ *     waiter nothing is deferred; one that woke a herd (four or more) lets each in and
+ *     tries once, with the last one's release, and never stalls when nobody comes;
  *   - prompt_loss_detection: a force-unlock by another client is reported to the holder
  *     (CRD_EVENT_LOCK_LOST) within milliseconds, p99 over 100 trials, with no renewal
  *     traffic added while nothing happens.
@@ -262,6 +263,124 @@ Test(contention, a_release_that_woke_a_waiter_elsewhere_lets_that_waiter_in_firs
     crd_client_metrics(f.a, &m, sizeof m);
     cr_assert_eq(m.deferred, 1, "A's attempt right after its release was deferred once");
     cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    crdt_fixture_close(&f);
+}
+
+/* Issue #48: a release that woke a herd (four or more waiters elsewhere) makes the
+ * releaser's next acquire count their turns instead of sleeping: it lets one release per
+ * woken waiter pass and tries with the last one's release, once. Each waiter holds 30 ms
+ * (A could only pass one by taking the lock while it is held, which the exclusion would
+ * show); release_defer_ms is long (2 s, scaled), so a timed deferral would still be
+ * asleep when the last waiter is done: A must take the lock within moments of that
+ * release, after every waiter, with one acquire script. */
+enum { HERD = 4 };
+
+static bool herd_asleep(void *arg)
+{
+    const crdt_probe *p = arg;
+    return crdt_numsub(p->r, p->name) >= p->n;
+}
+
+/* A's acquire scripts (EVALSHA/EVAL with one key: the lock's acquire) from entry from. */
+static int acquire_scripts(crdt_tracelog *t, size_t from, const char *key)
+{
+    int n = 0;
+    for (size_t i = from; i < crdt_tracelog_count(t); i++) {
+        crdt_trace_entry e;
+        if (!crdt_tracelog_get(t, i, &e))
+            continue;
+        n += !e.subscriber && e.argc > 3 && strncasecmp(e.argv[0], "EVAL", 4) == 0 &&
+             strcmp(e.argv[2], "1") == 0 && strcmp(e.argv[3], key) == 0;
+        crdt_trace_entry_free(&e);
+    }
+    return n;
+}
+
+Test(contention, a_release_that_woke_a_herd_lets_each_in_and_tries_once_with_the_last_release,
+     .timeout = 90)
+{
+    crd_options oa;
+    crdt_tracelog *ta = crdt_traced_options(&oa);
+    oa.release_defer_ms = crdt_scaled_ms(2000);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 1, "herd", crdt_lock, &oa, NULL);
+    crd_client *cw[HERD];
+    crd_lock *lw[HERD];
+    crdt_waiter w[HERD];
+    cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    for (int i = 0; i < HERD; i++) {
+        cw[i] = crdt_client();
+        lw[i] = crdt_lock(cw[i], f.key);
+        w[i] = (crdt_waiter){.lock = lw[i], .client = cw[i], .wait_ms = 30000,
+                             .lease_ms = 30000, .hold_ms = 30};
+        crdt_waiter_start(&w[i]);
+    }
+    crdt_probe p = {.r = f.r, .name = f.channel, .n = HERD};
+    cr_assert(crdt_wait_until(herd_asleep, &p, 10000), "the %d waiters never subscribed", HERD);
+    for (int i = 0; i < HERD; i++)
+        cr_assert(crdt_await_waiting(cw[i], 1, 10000), "waiter %d never went to sleep", i);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    size_t from = crdt_tracelog_count(ta);
+    cr_assert_eq(crd_lock_acquire(f.la, 30000, CRD_LEASE_WATCHDOG), CRD_OK);
+    int64_t a_ns = crdt_now_ns();
+    int64_t last_rel_ns = 0;
+    for (int i = 0; i < HERD; i++) {
+        crdt_waiter_join(&w[i], 30000, "herd waiter");
+        cr_assert_eq(w[i].acquire_st, CRD_OK, "waiter %d: %s", i, crd_strerror(w[i].acquire_st));
+        cr_assert_eq(w[i].release_st, CRD_OK);
+        cr_assert_lt(w[i].t_acq_ns, a_ns, "A took the lock before waiter %d", i);
+        if (w[i].t_rel_ns > last_rel_ns)
+            last_rel_ns = w[i].t_rel_ns;
+    }
+    int64_t after_ms = (a_ns - last_rel_ns) / 1000000;
+    cr_assert_lt(after_ms, crdt_scaled_ms(500), "A took the lock %lld ms after the last "
+                 "waiter's release (a timed deferral: %lld ms)", (long long)after_ms,
+                 (long long)oa.release_defer_ms);
+    cr_assert_eq(acquire_scripts(ta, from, f.key), 1, "A's attempts after its release");
+    crd_metrics m;
+    crd_client_metrics(f.a, &m, sizeof m);
+    cr_assert_eq(m.deferred, 1);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    for (int i = 0; i < HERD; i++) {
+        crd_lock_free(lw[i]);
+        crd_client_free(cw[i]);
+    }
+    crdt_fixture_close(&f);
+    crdt_tracelog_free(ta);
+}
+
+/* The counted deferral cannot stall: when the release reached four listeners that do not
+ * want the lock (plain SUBSCRIBE connections), no release follows, and the releaser's next
+ * acquire tries release_defer_ms after it began, and takes the lock. */
+Test(contention, a_counted_deferral_that_hears_no_release_tries_after_release_defer_ms,
+     .timeout = 60)
+{
+    crd_options oa;
+    crdt_options(&oa);
+    oa.release_defer_ms = crdt_scaled_ms(300);
+    crdt_fixture f;
+    crdt_fixture_open_opts(&f, 1, "herdless", crdt_lock, &oa, NULL);
+    redisContext *listeners[HERD];
+    for (int i = 0; i < HERD; i++) {
+        listeners[i] = crdt_redis();
+        redisReply *rep = redisCommand(listeners[i], "SUBSCRIBE %s", f.channel);
+        cr_assert(rep != NULL);
+        freeReplyObject(rep);
+    }
+    cr_assert_eq(crd_lock_acquire(f.la, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    int64_t t0 = crdt_now_ms();
+    cr_assert_eq(crd_lock_acquire(f.la, 30000, CRD_LEASE_WATCHDOG), CRD_OK);
+    int64_t took = crdt_now_ms() - t0;
+    cr_assert_geq(took, oa.release_defer_ms - 1, "tried before the deferral ended: %lld ms",
+                  (long long)took);
+    cr_assert_lt(took, oa.release_defer_ms + crdt_scaled_ms(1000), "%lld ms", (long long)took);
+    crd_metrics m;
+    crd_client_metrics(f.a, &m, sizeof m);
+    cr_assert_eq(m.deferred, 1);
+    cr_assert_eq(crd_lock_release(f.la), CRD_OK);
+    for (int i = 0; i < HERD; i++)
+        redisFree(listeners[i]);
     crdt_fixture_close(&f);
 }
 

@@ -12,7 +12,8 @@
  *   topology/topology.h    sentinel.c cluster.c route.c cmd.c script.c deploy.c
  *   wait/wait.h            wait.c pubsub.c pubsub_wait.c offload.c loop.c
  *   locks/locks.h          names.c kinds.c kinds_ext.c fieldhash.c undo.c holds.c
- *                          watchdog.c gate.c acquire.c release.c lock.c multilock.c ident.c
+ *                          watchdog.c gate.c acquire.c acquire_loop.c release.c lock.c
+ *                          multilock.c ident.c
  *   sync/sync.h            sync.c semaphore.c permits.c latch.c ratelimiter.c
  *   client/client.h        client.c lifecycle.c state.c inspect.c scan.c whois.c watch.c
  * A lower layer reaches a higher one only through a hook the higher one installs

@@ -15,11 +15,18 @@
  *              a release between the first try and the subscription is not missed
  *   WAIT       the driver waits for a wake-up or until wake_at, then reports with
  *              crd__acquire_woken(): back to TRY, or DONE when the wait ran out
+ *   QUEUE      behind this client's own waiters of the lock (gate.c), until the head
+ *   DEFER      this client's release woke waiters elsewhere a moment ago (gate.c): let
+ *              them go first. Timed (release_defer_ms), or, when the release woke
+ *              COUNTED_MIN or more and the caller blocks, counted: subscribed, it lets
+ *              one release per woken waiter pass and then WAITs for the last one's
+ *     -> WAIT       (its attempt goes out with that release's message)
+ *     -> TRY        the deferral is over, or no release came for release_defer_ms
  *   DONE       result is the outcome; a fair waiter that gave up has left the queue
  *
  * crd_lock_acquire_owner() is the blocking driver: it runs the steps on the caller's
- * thread and waits on the subscription's condition variable. An event-loop driver runs
- * the same steps and waits on its loop instead.
+ * thread and waits on the subscription's condition variable. The event-loop driver
+ * (acquire_loop.c) runs the same steps and waits on its loop instead.
  *
  * Threads: any caller thread. Locks: holds->mu around bookkeeping only (never during
  * Redis traffic); the waits are pubsub.c's.
@@ -525,28 +532,65 @@ void crd__acquire_enqueue(crd__acquire *a)
 /* This client released the lock to waiters elsewhere a moment ago (gate.c): instead of
  * an attempt, wait out the rest of the deferral (then TRY as Redisson would: nothing on
  * the wire changes but the time). True when that is what happens. */
+#define COUNTED_MIN 4 /* waiters woken elsewhere from which a deferral counts their turns */
 static bool deferred(crd__acquire *a)
 {
-    int64_t until_us = crd__gate_deferred_until(a);
+    int others = 0;
+    int64_t until_us = crd__gate_deferred_until(a, &others);
     if (until_us <= crd__now_us())
         return false;
     a->was_deferred = true;
+    a->defer_timed_out = false;
     CRD__COUNT(a->c, deferred);
+    if (!a->nonblocking && others >= COUNTED_MIN && crd__kinds[a->l->kind].wait == CRD__WAIT_CHANNEL) {
+        /* Counted: the release woke others waiters elsewhere; they go first, one release
+         * each, and this one's attempt goes out with the last one's release message. */
+        a->turns = others - 1;
+        a->wake_at = crd__wait_until(crd__now_ms(), a->c->opts.release_defer_ms, a->deadline);
+        a->defer_sub = a->sub == NULL;
+        a->state = a->defer_sub ? CRD__AS_SUBSCRIBE : CRD__AS_DEFER;
+        return true;
+    }
+    a->turns = -1;
     int64_t until_ms = until_us / 1000 + 1;
     a->wake_at = until_ms < a->deadline ? until_ms : a->deadline;
     a->state = CRD__AS_DEFER;
     return true;
 }
 
-/* DEFER: the deferral is over (or the client closed). */
+/* DEFER: the deferral is over (or the client closed). The waiter that was woken
+ * elsewhere has nearly always taken the lock by then (it is held: issue #48 measured the
+ * attempt right after a deferral failing 0.84 times per acquisition at procs-16), so a
+ * waiter without a subscription subscribes first and then makes the one attempt Redisson
+ * makes after subscribing: the attempt before the subscription, which would only find the
+ * lock held, is left out. Redisson's order (subscribe, then try, then wait) is kept. At
+ * the deadline there is no subscription: one last attempt. */
 static void step_defer(crd__acquire *a, crd_status w)
 {
-    if (w == CRD_CLOSED || atomic_load(&a->c->closed))
+    if (w == CRD_CLOSED || atomic_load(&a->c->closed)) {
         finish(a, crd__fail(a->c, CRD_CLOSED, "client closed while waiting"));
-    else if (w == CRD_INTERRUPTED)
+    } else if (w == CRD_INTERRUPTED) {
         finish(a, interrupted(a));
-    else if (crd__now_ms() >= a->wake_at)
-        a->state = CRD__AS_TRY;
+    } else if (a->turns >= 0) {
+        int64_t now = crd__now_ms();
+        if (w == CRD_OK && a->turns > 0)
+            a->turns--; /* one of those let go first has had its turn */
+        else if (w != CRD_OK)
+            a->turns = 0, a->defer_timed_out = true;
+        if (a->turns > 0 && now < a->deadline) {
+            a->wake_at = crd__wait_until(now, a->c->opts.release_defer_ms, a->deadline);
+        } else if (a->defer_timed_out || now >= a->deadline) {
+            a->state = CRD__AS_TRY; /* nobody released in time: try as Redisson would */
+        } else {
+            /* The lock is the last one's now: wait for its release, attempt lent. */
+            a->wake_at = crd__wait_until(now, a->c->opts.release_defer_ms, a->deadline);
+            a->state = CRD__AS_WAIT;
+        }
+    } else if (crd__now_ms() >= a->wake_at) {
+        bool subscribe = a->sub == NULL && crd__now_ms() < a->deadline &&
+                         crd__kinds[a->l->kind].wait == CRD__WAIT_CHANNEL;
+        a->state = subscribe ? CRD__AS_SUBSCRIBE : CRD__AS_TRY;
+    }
 }
 
 static void wait_slice(crd__acquire *a);
@@ -595,8 +639,11 @@ static void step_queue(crd__acquire *a, crd_status w)
 static void after_attempt(crd__acquire *a, crd_status st)
 {
     if (a->was_deferred && st == CRD_OK) {
+        /* Used: someone else took the lock meanwhile (it was held, or its release let
+         * this attempt go); unused: nobody came (a listener that does not want it). */
         a->was_deferred = false;
-        crd__gate_deferral_used(a, a->outcome != CRD__ACQ_TAKEN);
+        crd__gate_deferral_used(a, a->outcome != CRD__ACQ_TAKEN ||
+                                   (a->turns >= 0 && !a->defer_timed_out));
     }
     if (st == CRD_OK && a->outcome == CRD__ACQ_TAKEN) {
         finish(a, CRD_OK);
@@ -833,7 +880,8 @@ static void step_subscribe(crd__acquire *a)
         crd__sub_loop_watch(c, a->sub, true);
         a->watching = true;
     }
-    a->state = CRD__AS_TRY;
+    a->state = a->defer_sub ? CRD__AS_DEFER : CRD__AS_TRY;
+    a->defer_sub = false;
 }
 
 void crd__acquire_step(crd__acquire *a)
@@ -854,6 +902,8 @@ void crd__acquire_woken(crd__acquire *a, crd_status w, bool confirmed)
     if (a->state != CRD__AS_WAIT)
         return;
     a->confirmed = confirmed;
+    if (w == CRD_TIMEOUT && a->was_deferred)
+        a->defer_timed_out = true; /* the counted deferral's last release never came */
     if (w == CRD_CLOSED)
         finish(a, crd__fail(a->c, CRD_CLOSED, "client closed while waiting"));
     else if (w == CRD_INTERRUPTED)
@@ -926,6 +976,10 @@ static void drive(crd__acquire *a)
             crd__ident_wait_begin(a->c, &a->iw, a->l->name, a->l->route_len, a->owner);
         if (a->state == CRD__AS_QUEUE) {
             step_queue(a, crd__gate_wait(a, a->deadline));
+        } else if (a->state == CRD__AS_DEFER && a->turns >= 0) {
+            bool confirmed = a->confirmed;
+            step_defer(a, crd__sub_wait(a->c, a->sub, a->wake_at, NULL, &confirmed));
+            a->confirmed = confirmed;
         } else if (a->state == CRD__AS_DEFER) {
             step_defer(a, crd__gate_sleep(a, a->wake_at));
         } else if (a->state == CRD__AS_WAIT) {
@@ -991,102 +1045,4 @@ crd_status crd_lock_run(crd_lock *l, int64_t wait_ms, int64_t lease_ms, int (*fn
     if (fn_result != NULL)
         *fn_result = rc;
     return crd_lock_release(l);
-}
-
-/* ---- the event loop's driver (loop.c) ----------------------------------------------------- */
-
-/* An acquire on the event loop: the machine in non-blocking mode. */
-typedef struct acquire_op {
-    crd_op op;
-    crd__acquire a;
-} acquire_op;
-
-static crd__acquire *machine(crd_op *op) { return &((acquire_op *)(void *)op)->a; }
-
-/* Runs the acquire as far as it can go without waiting: its outcome, or -1. */
-static int aop_step(crd_op *op)
-{
-    crd__acquire *a = machine(op);
-    if (op->cancel)
-        crd__acquire_cancel(a, CRD_CANCELLED);
-    for (int guard = 0; guard < 8 && a->state != CRD__AS_DONE; guard++) {
-        if (a->state == CRD__AS_QUEUE || a->state == CRD__AS_DEFER || a->state == CRD__AS_IO) {
-            /* the head goes on, the others wait for the fd; a deferral for its time; an
-             * attempt in flight for its completion (which writes the fd) */
-            crd__acq_state was = a->state;
-            crd__acquire_step(a);
-            if (a->state == was)
-                return -1;
-            continue;
-        }
-        if (a->state != CRD__AS_WAIT) {
-            if (crd__acquire_blocks(a) && crd__op_offload(op))
-                return -1; /* the helper thread's completion writes the fd */
-            crd__acquire_step(a);
-            continue;
-        }
-        bool confirmed = a->confirmed;
-        crd_status woke;
-        if (!crd__loop_wait_over(a->c, a->sub, &a->seen_events, &confirmed, a->wake_at, &woke))
-            return -1; /* nothing happened to its subscription: no lock taken */
-        crd__acquire_woken(a, woke, confirmed);
-    }
-    if (a->state != CRD__AS_DONE)
-        return -1;
-    op->token = a->token;
-    return (int)a->result;
-}
-
-static crd_status aop_helper(crd_op *op)
-{
-    crd__acquire_step(machine(op));
-    return machine(op)->result;
-}
-
-static int64_t aop_timeout(crd_op *op, int64_t now)
-{
-    crd__acquire *a = machine(op);
-    if (a->aio != NULL && crd__aio_ready(a->aio))
-        return 0; /* answered without a wake-up (a fork child's) */
-    if (op->cancel)
-        return 0;
-    /* Queued behind a local waiter, or in flight: the fd says when; its deadline. */
-    if (a->state == CRD__AS_QUEUE || a->state == CRD__AS_IO)
-        return crd__loop_left(a->deadline, now);
-    if (a->state == CRD__AS_WAIT || a->state == CRD__AS_DEFER)
-        return crd__loop_left(a->wake_at, now);
-    return 0;
-}
-
-static crd_status aop_close(crd_op *op)
-{
-    crd__acquire *a = machine(op);
-    a->nonblocking = false; /* a fair waiter leaves its queue now, not later */
-    crd__acquire_cancel(a, CRD_CLOSED);
-    return a->result;
-}
-
-static const crd__op_kind acquire_kind = {aop_step, aop_helper, aop_timeout, aop_close, true};
-
-crd_status crd_lock_acquire_async(crd_lock *l, uint64_t owner, int64_t wait_ms, int64_t lease_ms,
-                                  crd_op_done_fn done, void *user, crd_op **out)
-{
-    crd_status st;
-    crd_op *op = crd__lock_op_new(l, owner, &acquire_kind, sizeof(acquire_op), done, user, &st);
-    if (op == NULL)
-        return st;
-    crd__acquire *a = machine(op);
-    crd__acquire_begin(a, l, owner, wait_ms, lease_ms);
-    if (a->state == CRD__AS_DONE) { /* refused before anything was sent */
-        st = a->result;
-        free(op);
-        return st;
-    }
-    a->nonblocking = true;
-    a->want_token = crd__kinds[l->kind].fenced;
-    crd__acquire_enter(a, false);
-    crd__acquire_enqueue(a);
-    crd__op_start(op, out);
-    crd__ok(l->client);
-    return CRD_OK;
 }

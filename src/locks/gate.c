@@ -19,7 +19,9 @@
  * counted) sets the gate's defer_until about one hand-off time ahead: until then this
  * client's next attempt on the name waits (for the lock's message or the time), so the
  * waiter that was just woken elsewhere takes the lock instead of the releaser taking it
- * back. Nothing new goes on the wire: Java and other clients see Redisson's protocol.
+ * back. The gate also keeps how many subscribers the release reached: from four on, a
+ * blocking acquire counts their turns instead of the time (acquire.c, DEFER). Nothing
+ * new goes on the wire: Java and other clients see Redisson's protocol.
  *
  * Lock: gates->mu, a leaf (no other mutex is taken under it, no Redis traffic). Threads:
  * callers' threads and the loop thread.
@@ -41,6 +43,7 @@ struct crd__gate {
     int64_t last_release_us;  /* the last release that could defer (kept 10 s after it) */
     int unused;               /* deferrals in a row after which nobody had taken the lock */
     unsigned skipped;         /* releases not deferred since unused reached UNUSED_MAX */
+    int others;               /* the other clients the last deferring release reached */
     size_t len;
     char name[];
 };
@@ -288,7 +291,7 @@ void crd__gates_wake_all(crd_client *c)
     pthread_mutex_unlock(&g->mu);
 }
 
-void crd__gate_defer(crd_client *c, const char *name, size_t len, int64_t until_us)
+void crd__gate_defer(crd_client *c, const char *name, size_t len, int64_t until_us, int others)
 {
     crd__gates *g = c->gates;
     int64_t now = crd__now_us();
@@ -300,6 +303,7 @@ void crd__gate_defer(crd_client *c, const char *name, size_t len, int64_t until_
         e->last_release_us = now;
         if (e->defer_until_us < until_us)
             e->defer_until_us = until_us;
+        e->others = others;
     }
     pthread_mutex_unlock(&g->mu);
 }
@@ -317,12 +321,13 @@ void crd__gate_deferral_used(crd__acquire *a, bool used)
     pthread_mutex_unlock(&g->mu);
 }
 
-int64_t crd__gate_deferred_until(crd__acquire *a)
+int64_t crd__gate_deferred_until(crd__acquire *a, int *others)
 {
     crd__gates *g = a->c->gates;
     pthread_mutex_lock(&g->mu);
     crd__gate *e = find(g, a->l->name, a->l->name_len, false, 0);
     int64_t until = e != NULL ? e->defer_until_us : 0;
+    *others = e != NULL ? e->others : 0;
     pthread_mutex_unlock(&g->mu);
     return until;
 }

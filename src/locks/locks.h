@@ -382,8 +382,9 @@ crd_status crd__gates_init(crd_client *c);
 void crd__gates_free(crd_client *c);
 /* Wakes every blocked queued waiter (the client is closing). */
 void crd__gates_wake_all(crd_client *c);
-/* Defers this client's attempts on name until until_us (monotonic µs). */
-void crd__gate_defer(crd_client *c, const char *name, size_t len, int64_t until_us);
+/* Defers this client's attempts on name until until_us (monotonic µs): its release
+ * reached others subscribers of other clients (the waiters it woke). */
+void crd__gate_defer(crd_client *c, const char *name, size_t len, int64_t until_us, int others);
 void crd__gates_after_fork_child(crd_client *c);
 
 /* ---- release.c ---------------------------------------------------------------------------- */

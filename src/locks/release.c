@@ -57,9 +57,11 @@ static void defer_after_release(crd_lock *l, long long reached)
     crd_client *c = l->client;
     if (c->opts.release_defer_ms <= 0)
         return;
-    if (reached - (crd__sub_is_live(c, l->names.channel.p, l->names.channel.len) ? 1 : 0) <= 0)
+    long long others = reached - (crd__sub_is_live(c, l->names.channel.p, l->names.channel.len) ? 1 : 0);
+    if (others <= 0)
         return;
-    crd__gate_defer(c, l->name, l->name_len, crd__now_us() + c->opts.release_defer_ms * 1000);
+    crd__gate_defer(c, l->name, l->name_len, crd__now_us() + c->opts.release_defer_ms * 1000,
+                    others < 1000000 ? (int)others : 1000000);
 }
 
 static crd_status lost_status(crd_client *c, const crd_lock *l)

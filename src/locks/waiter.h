@@ -63,6 +63,9 @@ typedef struct crd__acquire {
     bool sub_handed;      /* its subscription went to the next local waiter (gate.c) */
     bool has_cv;          /* gate_cv is initialised */
     bool was_deferred;    /* the next attempt follows a deferral (gate.c learns its use) */
+    bool defer_sub;       /* subscribing for a counted deferral (back to DEFER after it) */
+    bool defer_timed_out; /* the counted deferral's last wait ended without a message */
+    int turns;            /* counted deferral: releases still to let pass (-1: timed) */
     bool have_pre;        /* the hand-off sent the next attempt: its outcome below */
     bool entered;         /* counted under way in undo.c's registry (crd__settle_enter) */
     crd_status pre_st;
@@ -96,7 +99,8 @@ crd_status crd__gate_sleep(crd__acquire *a, int64_t deadline_ms);
 /* After a deferred attempt: used = someone else had taken the lock meanwhile. Eight
  * unused deferrals in a row pause deferring for that name (every 16th release probes). */
 void crd__gate_deferral_used(crd__acquire *a, bool used);
-/* Until when attempts on a's lock are deferred (monotonic µs; 0 or past: not). */
-int64_t crd__gate_deferred_until(crd__acquire *a);
+/* Until when attempts on a's lock are deferred (monotonic µs; 0 or past: not), and how
+ * many subscribers of other clients the release that deferred them reached. */
+int64_t crd__gate_deferred_until(crd__acquire *a, int *others);
 
 #endif /* CRD_WAITER_H */

@@ -96,7 +96,7 @@ from ._asyncio import (
     AsyncSemaphore,
 )
 
-__version__ = "0.7.0"
+__version__ = "0.8.0"
 
 __all__ = [
     "Client",
