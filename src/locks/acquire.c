@@ -558,13 +558,11 @@ static bool deferred(crd__acquire *a)
     return true;
 }
 
-/* DEFER: the deferral is over (or the client closed). The waiter that was woken
- * elsewhere has nearly always taken the lock by then (it is held: issue #48 measured the
- * attempt right after a deferral failing 0.84 times per acquisition at procs-16), so a
- * waiter without a subscription subscribes first and then makes the one attempt Redisson
- * makes after subscribing: the attempt before the subscription, which would only find the
- * lock held, is left out. Redisson's order (subscribe, then try, then wait) is kept. At
- * the deadline there is no subscription: one last attempt. */
+/* DEFER: the deferral is over (or the client closed). Timed: TRY, as Redisson would
+ * (its first attempt comes before it subscribes; the golden replays hold us to that).
+ * Counted (turns >= 0): w is the subscription's wait; each release lets one of those
+ * woken first have its turn, and after the last one's the attempt waits for its release
+ * (WAIT: it goes out with that message); no release within release_defer_ms: TRY. */
 static void step_defer(crd__acquire *a, crd_status w)
 {
     if (w == CRD_CLOSED || atomic_load(&a->c->closed)) {
@@ -573,10 +571,12 @@ static void step_defer(crd__acquire *a, crd_status w)
         finish(a, interrupted(a));
     } else if (a->turns >= 0) {
         int64_t now = crd__now_ms();
-        if (w == CRD_OK && a->turns > 0)
+        if (w == CRD_OK) {
             a->turns--; /* one of those let go first has had its turn */
-        else if (w != CRD_OK)
-            a->turns = 0, a->defer_timed_out = true;
+        } else {
+            a->turns = 0;
+            a->defer_timed_out = true;
+        }
         if (a->turns > 0 && now < a->deadline) {
             a->wake_at = crd__wait_until(now, a->c->opts.release_defer_ms, a->deadline);
         } else if (a->defer_timed_out || now >= a->deadline) {
@@ -587,9 +587,7 @@ static void step_defer(crd__acquire *a, crd_status w)
             a->state = CRD__AS_WAIT;
         }
     } else if (crd__now_ms() >= a->wake_at) {
-        bool subscribe = a->sub == NULL && crd__now_ms() < a->deadline &&
-                         crd__kinds[a->l->kind].wait == CRD__WAIT_CHANNEL;
-        a->state = subscribe ? CRD__AS_SUBSCRIBE : CRD__AS_TRY;
+        a->state = CRD__AS_TRY;
     }
 }
 
