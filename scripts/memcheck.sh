@@ -9,6 +9,9 @@
 # A program fails when it exits non-zero; the whole run fails when any memcheck log (the
 # program's, its Criterion workers', the CLI it execs, every child it forks) reports an
 # error. Prints one line per program as it ends: "valgrind: NAME ARGS: exit RC, S s".
+# When a log has errors, prints them before failing (CI keeps no log): each such log's
+# error blocks and definite-leak records (160 lines at most in all), then one line per
+# log with its name, its ERROR SUMMARY count and its errors' first lines.
 set -u
 tests=$1 logs=$2 supp=$3 parallel=$4
 shift 4
@@ -33,6 +36,49 @@ one() {
 export -f one
 export logs supp
 
+# The error part of memcheck log $1 in at most $2 lines: its error blocks (each stack cut
+# to its first 12 frames) and its definite-leak records, without the "==PID== " prefix,
+# the header, the summaries and the close() warnings of Criterion's workers.
+excerpt() {
+    sed 's/^==[0-9]*== \{0,1\}//' "$1" | awk -v max="$2" '
+        function out(line) {
+            if (n < max - 1) print line
+            n++
+        }
+        BEGIN { RS = ""; FS = "\n" }
+        NR == 1 && /Memcheck, a memory error detector/ { next }
+        /(^|\n)HEAP SUMMARY:/ { heap = 1; next }
+        heap && !/^[0-9,]+ bytes in [0-9,]+ blocks are definitely lost/ { next }
+        {
+            kept = 0
+            for (i = 1; i <= NF; i++) {
+                if ($i ~ /^Warning: invalid file descriptor|^ +Use --log-fd=/) continue
+                if ($i ~ /^ +at /) frames = 0
+                if ($i ~ /^ +(at|by) / && ++frames > 12) {
+                    if (frames == 13) out("   ...")
+                    continue
+                }
+                out($i)
+                kept++
+            }
+            if (kept > 0) out("")
+        }
+        END { if (n > max - 1) print "(" n - max + 1 " more lines in the log)" }'
+}
+
+# What the errors of memcheck log $1 are: the first line of each error block and leak
+# record (the first 4, then their count), on one line.
+heads() {
+    sed 's/^==[0-9]*== \{0,1\}//' "$1" | awk '
+        BEGIN { RS = ""; FS = "\n" }
+        NR == 1 && /Memcheck, a memory error detector/ { next }
+        /(^|\n)HEAP SUMMARY:/ { heap = 1; next }
+        heap && !/^[0-9,]+ bytes in [0-9,]+ blocks are definitely lost/ { next }
+        $1 ~ /^Warning: invalid file descriptor/ { next }
+        { n++; if (n <= 4) s = s (n > 1 ? "; " : "") $1 }
+        END { print s (n > 4 ? "; and " n - 4 " more" : "") }'
+}
+
 cd "$tests" || exit 1
 # Longest first (figures of a serial run on two cores, in seconds); the rest after.
 order=""
@@ -47,7 +93,23 @@ done
 printf '%s\n' $order | xargs -P "$parallel" -I{} bash -c 'one "$1"' _ {}
 
 failed=$(cd "$logs" && ls ./*.failed 2>/dev/null | sed 's|^\./||; s|\.failed$||' | tr '\n' ' ')
-if grep -l 'ERROR SUMMARY: [1-9]' "$logs"/*.log; then
+mapfile -t bad < <(grep -l 'ERROR SUMMARY: [1-9]' "$logs"/*.log)
+if [ "${#bad[@]}" -gt 0 ]; then
+    # CI keeps only the run's output, and shows its tail: each log's errors, at most 160
+    # lines in all, then one line per log (its name, its error count, what its errors
+    # are), then the verdict.
+    left=160
+    for f in "${bad[@]}"; do
+        [ "$left" -gt 20 ] || break
+        text=$(excerpt "$f" "$((left - 1))")
+        printf -- '---- %s\n%s\n' "$f" "$text"
+        left=$((left - 1 - $(wc -l <<<"$text")))
+    done
+    for f in "${bad[@]:0:10}"; do
+        printf '%s: %s: %s\n' "$f" "$(grep -o 'ERROR SUMMARY: [0-9]* errors' "$f" | tail -n 1)" \
+            "$(heads "$f")"
+    done
+    [ "${#bad[@]}" -le 10 ] || echo "(and $((${#bad[@]} - 10)) more logs with errors in $logs)"
     echo "valgrind: errors in the logs above"
     exit 1
 fi
