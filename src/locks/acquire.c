@@ -82,6 +82,8 @@ static crd_status record_acquire(crd__acquire *a, int64_t sent_ms)
         }
         hold->since = sent_ms;
         fresh = hold->id;
+        /* Its attempt went out with the release it waited for behind a herd. */
+        hold->counted = a->was_deferred && a->turns >= 0 && !a->defer_timed_out;
     }
     hold->count++;
     hold->lease_ms = a->lease;
@@ -532,7 +534,6 @@ void crd__acquire_enqueue(crd__acquire *a)
 /* This client released the lock to waiters elsewhere a moment ago (gate.c): instead of
  * an attempt, wait out the rest of the deferral (then TRY as Redisson would: nothing on
  * the wire changes but the time). True when that is what happens. */
-#define COUNTED_MIN 4 /* waiters woken elsewhere from which a deferral counts their turns */
 static bool deferred(crd__acquire *a)
 {
     int others = 0;
@@ -542,7 +543,7 @@ static bool deferred(crd__acquire *a)
     a->was_deferred = true;
     a->defer_timed_out = false;
     CRD__COUNT(a->c, deferred);
-    if (!a->nonblocking && others >= COUNTED_MIN && crd__kinds[a->l->kind].wait == CRD__WAIT_CHANNEL) {
+    if (!a->nonblocking && others >= CRD__COUNTED_MIN && crd__kinds[a->l->kind].wait == CRD__WAIT_CHANNEL) {
         /* Counted: the release woke others waiters elsewhere; they go first, one release
          * each, and this one's attempt goes out with the last one's release message. */
         a->turns = others - 1;
@@ -869,7 +870,10 @@ static void step_subscribe(crd__acquire *a)
         sub_deadline = a->deadline;
     if (a->nonblocking)
         sub_deadline = 0; /* an event loop learns of the confirmation from its fd */
-    crd_status st = crd__sub_acquire(c, chan, chan_len, sub_deadline, &a->sub, &a->confirmed);
+    /* A counted turn joins the subscription its hold's release kept as it is. */
+    crd_status st = a->defer_sub
+                        ? crd__sub_acquire_turn(c, chan, chan_len, sub_deadline, &a->sub, &a->confirmed)
+                        : crd__sub_acquire(c, chan, chan_len, sub_deadline, &a->sub, &a->confirmed);
     if (a->sub == NULL) {
         finish(a, st);
         return;

@@ -150,6 +150,8 @@ typedef struct crd__hold {
     int64_t valid_until;  /* monotonic ms: send time of last acquire/renewal + lease */
     int64_t since;        /* monotonic ms of the first acquire of this hold */
     struct crd__sub *watch_sub; /* prompt_loss_detection: its channel's watch reference */
+    bool counted;         /* taken in a counted turn behind a herd (acquire.c): its final
+                             release keeps the hand-off's subscription (release.c) */
     struct crd__hold *next;
     char name_buf[];      /* the name, NUL-terminated */
 } crd__hold;
@@ -385,6 +387,10 @@ void crd__gates_wake_all(crd_client *c);
 /* Defers this client's attempts on name until until_us (monotonic µs): its release
  * reached others subscribers of other clients (the waiters it woke). */
 void crd__gate_defer(crd_client *c, const char *name, size_t len, int64_t until_us, int others);
+/* Waiters woken elsewhere from which this client's next blocking acquire counts their
+ * turns instead of sleeping out the deferral (acquire.c), and keeps its subscription
+ * through the release of a hold so taken (release.c, crd__sub_keep_linger). */
+#define CRD__COUNTED_MIN 4
 void crd__gates_after_fork_child(crd_client *c);
 
 /* ---- release.c ---------------------------------------------------------------------------- */
@@ -408,6 +414,7 @@ typedef struct crd__rel {
     size_t latch_len;
     char latch_inline[256];
     bool nosync; /* no WAIT after it (an unsynced acquire's undo: crd__release_undo) */
+    bool kept;   /* the channel's subscription stays through it (crd__sub_keep_linger) */
 } crd__rel;
 crd_status crd__release_begin(crd__rel *r, crd_lock *l, uint64_t owner);
 void crd__release_cmd(crd__rel *r, crd__cmd *cmd);

@@ -52,16 +52,29 @@ crd_status crd__release_send(crd__rel *r, redisReply **reply)
  * them is not this client's own subscriber, a waiter elsewhere was just woken, and this
  * client's next attempt on the lock waits about one hand-off time so that waiter can
  * take it. */
-static void defer_after_release(crd_lock *l, long long reached)
+static long long defer_after_release(crd_lock *l, long long reached)
 {
     crd_client *c = l->client;
     if (c->opts.release_defer_ms <= 0)
-        return;
+        return 0;
     long long others = reached - (crd__sub_is_live(c, l->names.channel.p, l->names.channel.len) ? 1 : 0);
     if (others <= 0)
-        return;
+        return 0;
     crd__gate_defer(c, l->name, l->name_len, crd__now_us() + c->opts.release_defer_ms * 1000,
                     others < 1000000 ? (int)others : 1000000);
+    return others;
+}
+
+/* After a release that kept its channel's subscription (crd__sub_keep_linger): it stays
+ * for this client's next counted turn when the release woke a herd again, else it ends. */
+static void settle_kept(crd__rel *r, bool released, long long others)
+{
+    crd_lock *l = r->l;
+    crd_client *c = l->client;
+    r->kept = false;
+    crd__sub_kept_settle(c, l->names.channel.p, l->names.channel.len,
+                         others >= CRD__COUNTED_MIN, released,
+                         crd__now_ms() + c->opts.release_defer_ms);
 }
 
 static crd_status lost_status(crd_client *c, const crd_lock *l)
@@ -138,10 +151,13 @@ crd_status crd__release_begin(crd__rel *r, crd_lock *l, uint64_t owner)
             hold->releasing = true; /* cancel renewal before the final release is sent */
     }
     bool final = hold != NULL && !was_lost && hold->count <= 1;
+    bool counted = final && hold->counted;
     pthread_mutex_unlock(&h->mu);
     /* Its message must not reach a subscription of ours kept after the hand-off that gave
-     * us the lock: nobody here waits (issue #48). */
-    if (final && crd__kinds[l->kind].counts_receivers)
+     * us the lock: nobody here waits (issue #48). Unless the hold was taken behind a
+     * herd: then this client's next turn waits on it (crd__sub_keep_linger, below). */
+    bool linger = final && crd__kinds[l->kind].counts_receivers;
+    if (linger && !counted)
         crd__sub_end_linger(c, l->names.channel.p, l->names.channel.len);
     if (was_lost)
         return lost_status(c, l); /* counted when the watchdog found it lost */
@@ -156,6 +172,10 @@ crd_status crd__release_begin(crd__rel *r, crd_lock *l, uint64_t owner)
         return crd__fail(c, CRD_NO_MEMORY, "cannot allocate the unlock latch");
     memcpy(r->latch, lp->p, lp->len);
     memcpy(r->latch + lp->len, rid, sizeof rid);
+    if (linger && counted)
+        r->kept = crd__sub_keep_linger(c, l->names.channel.p, l->names.channel.len,
+                                       crd__now_ms() + c->opts.command_timeout_ms +
+                                           c->opts.release_defer_ms);
     return CRD_OK;
 }
 
@@ -180,6 +200,13 @@ crd_status crd__release_end(crd__rel *r, crd_status st, redisReply *reply)
     crd__release_clear(r);
     if (c->opts.prompt_loss_detection)
         crd__watch_flush(c);
+    long long others = 0;
+    if (o == CRD__REL_RELEASED && crd__kinds[l->kind].counts_receivers && reply->integer > 1)
+        others = defer_after_release(l, reply->integer - 1);
+    /* No reply: whether it ran is unknown, and taken as not (a message of ours that does
+     * come then wakes a waiter here in vain, which costs one attempt, no more). */
+    if (r->kept)
+        settle_kept(r, o == CRD__REL_RELEASED, others);
     if (st != CRD_OK)
         return st;
     if (o == CRD__REL_BAD) {
@@ -187,8 +214,6 @@ crd_status crd__release_end(crd__rel *r, crd_status st, redisReply *reply)
         freeReplyObject(reply);
         return st;
     }
-    if (o == CRD__REL_RELEASED && crd__kinds[l->kind].counts_receivers && reply->integer > 1)
-        defer_after_release(l, reply->integer - 1);
     freeReplyObject(reply);
     switch (o) {
     case CRD__REL_GONE: /* fair: the hash was gone (Redisson reports success here) */

@@ -42,6 +42,7 @@
 #include "pubsub_int.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -59,6 +60,8 @@
 void crd__ps_unlinked(crd__sub *s)
 {
     s->subscribed = s->inflight = s->unsubscribing = s->resubscribe = s->stale = false;
+    s->kept = false;
+    s->own_skip = 0;
     s->link = NULL;
 }
 
@@ -219,6 +222,8 @@ static int64_t sync_entries(crd_client *c, int64_t now)
             s->inflight = true;
             s->unsubscribing = true;
             s->resubscribe = false;
+            s->kept = false;
+            s->own_skip = 0;
         } else if (!s->inflight && !want && !s->subscribed) {
             *pp = s->next;
             crd__ps_free_sub(s);
@@ -281,7 +286,19 @@ static bool on_message(crd_client *c, crd__sub *s, const redisReply *r, bool *ha
     const redisReply *p = r->element[2];
     bool all = p->type == REDIS_REPLY_STRING && p->len == 1 && p->str[0] == '1';
     *handed = false;
-    if (live(s) && s->handoff != NULL && s->handoff->sent == 0) {
+    bool wakes = live(s);
+    if (wakes && s->own_skip > 0) {
+        /* This client's own release, heard on the subscription it kept through it
+         * (crd__sub_keep_linger): it wakes nobody here, and it is no turn. */
+        s->own_skip--;
+        wakes = false;
+    } else if (wakes && s->kept && s->refs == 0) {
+        /* A release elsewhere after this client's own: a turn its next counted acquire
+         * lets pass (crd__sub_acquire_turn takes these permits). */
+        if (s->permits < INT32_MAX)
+            s->permits++;
+        wakes = false;
+    } else if (wakes && s->handoff != NULL && s->handoff->sent == 0) {
         /* The lone waiter's acquire goes out now; its wake-up overlaps the round trip. It
          * is the waiter this message wakes: no permit for another. */
         crd__handoff_send(c, s->handoff);
@@ -290,12 +307,12 @@ static bool on_message(crd_client *c, crd__sub *s, const redisReply *r, bool *ha
          * with nothing written and nobody woken (crd__sub_release). */
         s->look_at = crd__now_ms() + HANDOFF_LOOK_MS;
     }
-    if (live(s) && !*handed && s->wake_rule == CRD__WAKE_COUNT) {
+    if (wakes && !*handed && s->wake_rule == CRD__WAKE_COUNT) {
         crd__ps_wake_counted(ps, s, p->type == REDIS_REPLY_STRING ? p->str : "",
                      p->type == REDIS_REPLY_STRING ? p->len : 0);
-    } else if (live(s) && !*handed && s->wake_rule == CRD__WAKE_ALL) {
+    } else if (wakes && !*handed && s->wake_rule == CRD__WAKE_ALL) {
         crd__ps_wake(ps, s, true);
-    } else if (live(s) && (!*handed || all)) {
+    } else if (wakes && (!*handed || all)) {
         crd__ps_wake(ps, s, all);
         *handed = false; /* woken here, with the others */
     } else if (*handed) {

@@ -40,6 +40,10 @@ struct crd__sub {
     int64_t retry_at;  /* after a refused SUBSCRIBE: not again before this (monotonic ms) */
     int64_t look_at;   /* after a hand-off: kept subscribed until then with no reference,
                           then looked at unasked (monotonic ms; 0: not due) */
+    bool kept;         /* lingering through this client's own release, for its next turn
+                          (crd__sub_keep_linger): what it hears after that release's own
+                          message are releases elsewhere, counted in permits */
+    int own_skip;      /* this client's own unlock messages still to come on it: dropped */
     pthread_cond_t cv;
     struct crd__sub *next;
 };

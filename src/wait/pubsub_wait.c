@@ -24,14 +24,31 @@
 
 static void quiet_release(crd__pubsub *ps, crd__sub *s);
 
+static crd_status join(crd_client *c, const char *channel, size_t len, int rule, bool turn,
+                       int64_t deadline_ms, crd__sub **out, bool *confirmed);
+
 crd_status crd__sub_acquire(crd_client *c, const char *channel, size_t len,
                             int64_t deadline_ms, crd__sub **out, bool *confirmed)
 {
-    return crd__sub_acquire_rule(c, channel, len, CRD__WAKE_LOCK, deadline_ms, out, confirmed);
+    return join(c, channel, len, CRD__WAKE_LOCK, false, deadline_ms, out, confirmed);
 }
 
 crd_status crd__sub_acquire_rule(crd_client *c, const char *channel, size_t len, int rule,
                                  int64_t deadline_ms, crd__sub **out, bool *confirmed)
+{
+    return join(c, channel, len, rule, false, deadline_ms, out, confirmed);
+}
+
+crd_status crd__sub_acquire_turn(crd_client *c, const char *channel, size_t len,
+                                 int64_t deadline_ms, crd__sub **out, bool *confirmed)
+{
+    return join(c, channel, len, CRD__WAKE_LOCK, true, deadline_ms, out, confirmed);
+}
+
+/* turn: a counted turn, which takes an entry kept through this client's release as it
+ * is (what it heard since that release's own message are releases after it). */
+static crd_status join(crd_client *c, const char *channel, size_t len, int rule, bool turn,
+                       int64_t deadline_ms, crd__sub **out, bool *confirmed)
 {
     crd__pubsub *ps = c->ps;
     pthread_mutex_lock(&ps->mu);
@@ -46,14 +63,21 @@ crd_status crd__sub_acquire_rule(crd_client *c, const char *channel, size_t len,
         return crd__fail(c, CRD_NO_MEMORY, "cannot allocate a subscription");
     }
     s->wake_rule = rule; /* one channel, one kind of object: every waiter agrees */
-    if (s->refs == 0) {
+    if (s->refs == 0 && turn && s->kept && live(s)) {
+        s->kept = false; /* its permits are the releases after this client's own */
+    } else if (s->refs == 0) {
         /* The first waiter: a permit left by a message that found nobody waiting (a "1"
          * gives one even then, e.g. a write unlock while the entry lingered or its
          * UNSUBSCRIBE was on its way) was published before this waiter's re-try. */
         s->permits = 0;
         /* Lingering (its last waiter left without waking the subscriber thread): what is
-         * still on its way here was published before that re-try too. */
-        s->stale = s->stale || (s->watch_refs == 0 && live(s));
+         * still on its way here was published before that re-try too. Subscribed afresh,
+         * it hears none of this client's own messages from before either. */
+        if (s->watch_refs == 0 && live(s)) {
+            s->stale = true;
+            s->kept = false;
+            s->own_skip = 0;
+        }
     }
     s->refs++;
     ps->total_refs++;
@@ -81,6 +105,8 @@ void crd__ps_leave(crd_client *c, crd__sub *s, leaving *out)
     out->l = NULL;
     out->cmd = out->buf;
     out->len = 0;
+    s->kept = false; /* not live from now on: nothing it hears counts */
+    s->own_skip = 0;
     sublink *l = s->link;
     /* The link's connection is the subscriber thread's: leave_direct looks at it under
      * wmu. TLS never: its session is read by that thread. */
@@ -211,6 +237,55 @@ void crd__sub_end_linger(crd_client *c, const char *channel, size_t len)
     if (s != NULL && s->look_at != 0 && s->refs == 0 && s->watch_refs == 0) {
         s->look_at = 0;
         crd__ps_leave(c, s, &lv);
+    }
+    pthread_mutex_unlock(&ps->mu);
+    if (lv.l != NULL)
+        crd__ps_leave_direct(c, &lv);
+}
+
+bool crd__sub_keep_linger(crd_client *c, const char *channel, size_t len, int64_t until_ms)
+{
+    crd__pubsub *ps = c->ps;
+    leaving lv = {.l = NULL};
+    pthread_mutex_lock(&ps->mu);
+    crd__sub *s = find(ps, channel, len);
+    bool lingering = s != NULL && s->look_at != 0 && s->refs == 0 && s->watch_refs == 0;
+    bool keep = lingering && live(s);
+    if (keep) {
+        s->look_at = until_ms;
+        s->kept = true;
+        s->own_skip++;
+        s->permits = 0; /* what it heard before this release is no turn of anyone's */
+    } else if (lingering) {
+        s->look_at = 0;
+        crd__ps_leave(c, s, &lv);
+    }
+    pthread_mutex_unlock(&ps->mu);
+    if (lv.l != NULL)
+        crd__ps_leave_direct(c, &lv);
+    return keep;
+}
+
+void crd__sub_kept_settle(crd_client *c, const char *channel, size_t len, bool keep,
+                          bool published, int64_t until_ms)
+{
+    crd__pubsub *ps = c->ps;
+    leaving lv = {.l = NULL};
+    pthread_mutex_lock(&ps->mu);
+    crd__sub *s = find(ps, channel, len);
+    if (s != NULL && !published && s->own_skip > 0)
+        s->own_skip--; /* nothing was released: no message of this client's is to come */
+    if (s != NULL && s->kept && keep && live(s)) {
+        s->look_at = until_ms;
+    } else if (s != NULL && s->kept) {
+        /* No herd to wait behind: it ends as it would have before the release. A waiter
+         * of this client that joined meanwhile would have cleared kept: nobody waits. */
+        s->kept = false;
+        s->permits = 0;
+        if (s->look_at != 0 && s->refs == 0 && s->watch_refs == 0) {
+            s->look_at = 0;
+            crd__ps_leave(c, s, &lv);
+        }
     }
     pthread_mutex_unlock(&ps->mu);
     if (lv.l != NULL)

@@ -139,6 +139,19 @@ bool crd__sub_is_live(crd_client *c, const char *channel, size_t len);
  * hand-off with nobody waiting on it ends now (its UNSUBSCRIBE written, or the subscriber
  * thread woken to write it), ahead of the release's message. */
 void crd__sub_end_linger(crd_client *c, const char *channel, size_t len);
+/* Instead, before the final release of a hold taken in a counted turn (acquire.c, issue
+ * #48): a subscription lingering after the hand-off that gave this client the lock stays
+ * through the release, until until_ms, so this client's next counted turn needs no new
+ * SUBSCRIBE. The release's own message is dropped on it; the releases after it are kept
+ * as wake-ups for that turn (crd__sub_acquire_turn). True when it is kept: the release's
+ * outcome then goes to crd__sub_kept_settle. Otherwise as crd__sub_end_linger. */
+bool crd__sub_keep_linger(crd_client *c, const char *channel, size_t len, int64_t until_ms);
+/* After that release: keep = it woke a herd again (the next acquire counts its turns),
+ * the subscription stays until until_ms; otherwise it ends as crd__sub_end_linger would
+ * have ended it. published = the release's message went out (false: no release happened,
+ * so none of this client's own is to come). */
+void crd__sub_kept_settle(crd_client *c, const char *channel, size_t len, bool keep,
+                          bool published, int64_t until_ms);
 /* Waits for one wake-up permit, or for the caller's lent attempt (mine, or NULL) to be
  * sent, or until deadline_ms. Returns CRD_OK when woken, CRD_TIMEOUT when the deadline
  * passed, CRD_CLOSED on shutdown, CRD_INTERRUPTED when the calling thread's interrupt
@@ -173,6 +186,11 @@ uint64_t crd__sub_events(const crd__sub *s);
 /* crd__sub_acquire with the entry's wake rule set first (one channel carries one kind of
  * object, so every reference agrees on it). */
 crd_status crd__sub_acquire_rule(crd_client *c, const char *channel, size_t len, int rule,
+                                 int64_t deadline_ms, crd__sub **out, bool *confirmed);
+/* crd__sub_acquire (the lock rule) for a counted turn: an entry kept through this
+ * client's release (crd__sub_keep_linger) is joined as it is, with the releases it heard
+ * since as wake-ups; any other is joined as crd__sub_acquire joins it. */
+crd_status crd__sub_acquire_turn(crd_client *c, const char *channel, size_t len,
                                  int64_t deadline_ms, crd__sub **out, bool *confirmed);
 
 
