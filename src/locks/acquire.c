@@ -60,6 +60,11 @@ static void watch_hold(crd__acquire *a, uint64_t id)
         crd__sub_unwatch(a->c, s); /* released meanwhile */
 }
 
+/* A hold taken in a counted turn keeps the hand-off's subscription this long with nobody
+ * waiting on it (a critical section's length; a longer one pays a SUBSCRIBE again), so
+ * that its release can keep it for the next turn (release.c, crd__sub_keep_linger). */
+#define COUNTED_HOLD_LINGER_MS 1000
+
 /* Records a successful acquire sent at sent_ms. */
 static crd_status record_acquire(crd__acquire *a, int64_t sent_ms)
 {
@@ -73,6 +78,8 @@ static crd_status record_acquire(crd__acquire *a, int64_t sent_ms)
         hold = NULL;
     }
     uint64_t fresh = 0;
+    /* Its attempt went out with the release it waited for behind a herd. */
+    bool counted = a->was_deferred && a->turns >= 0 && !a->defer_timed_out;
     if (hold == NULL) {
         hold = crd__holds_insert(h, l->name, l->name_len, a->owner, l->kind);
         if (hold == NULL) {
@@ -82,8 +89,7 @@ static crd_status record_acquire(crd__acquire *a, int64_t sent_ms)
         }
         hold->since = sent_ms;
         fresh = hold->id;
-        /* Its attempt went out with the release it waited for behind a herd. */
-        hold->counted = a->was_deferred && a->turns >= 0 && !a->defer_timed_out;
+        hold->counted = counted;
     }
     hold->count++;
     hold->lease_ms = a->lease;
@@ -95,6 +101,8 @@ static crd_status record_acquire(crd__acquire *a, int64_t sent_ms)
     pthread_mutex_unlock(&h->mu);
     if (fresh != 0)
         crd__ident_touch(a->c); /* identity: one atomic load unless it sleeps */
+    if (fresh != 0 && counted && a->sub != NULL)
+        crd__sub_hold_linger(a->c, a->sub, crd__now_ms() + COUNTED_HOLD_LINGER_MS);
     if (a->watchdog)
         crd__watchdog_kick(a->c);
     if (fresh != 0 && a->watchdog && a->c->opts.prompt_loss_detection &&
@@ -561,10 +569,10 @@ static bool deferred(crd__acquire *a)
 
 /* DEFER: the deferral is over (or the client closed). Timed: TRY, as Redisson would
  * (its first attempt comes before it subscribes; the golden replays hold us to that).
- * Counted (turns >= 0): w is the subscription's wait; each release lets one of those
- * woken first have its turn, and after the last one's the attempt waits for its release
+ * Counted (turns >= 0): w is the subscription's wait for the releases of those woken
+ * first, got how many came; after the last one's the attempt waits for its release
  * (WAIT: it goes out with that message); no release within release_defer_ms: TRY. */
-static void step_defer(crd__acquire *a, crd_status w)
+static void step_defer(crd__acquire *a, crd_status w, int64_t got)
 {
     if (w == CRD_CLOSED || atomic_load(&a->c->closed)) {
         finish(a, crd__fail(a->c, CRD_CLOSED, "client closed while waiting"));
@@ -572,9 +580,9 @@ static void step_defer(crd__acquire *a, crd_status w)
         finish(a, interrupted(a));
     } else if (a->turns >= 0) {
         int64_t now = crd__now_ms();
-        if (w == CRD_OK) {
-            a->turns--; /* one of those let go first has had its turn */
-        } else {
+        if (got > 0) {
+            a->turns -= got < a->turns ? got : a->turns; /* they have had their turns */
+        } else if (w != CRD_OK) {
             a->turns = 0;
             a->defer_timed_out = true;
         }
@@ -891,7 +899,7 @@ void crd__acquire_step(crd__acquire *a)
     switch (a->state) {
     case CRD__AS_QUEUE: step_queue(a, CRD_OK); break;
     case CRD__AS_TRY: step_try(a); break;
-    case CRD__AS_DEFER: step_defer(a, CRD_OK); break;
+    case CRD__AS_DEFER: step_defer(a, CRD_OK, 1); break;
     case CRD__AS_SUBSCRIBE: step_subscribe(a); break;
     case CRD__AS_IO: step_io(a); break;
     case CRD__AS_WAIT: /* the driver's turn: crd__acquire_woken() */
@@ -979,11 +987,14 @@ static void drive(crd__acquire *a)
         if (a->state == CRD__AS_QUEUE) {
             step_queue(a, crd__gate_wait(a, a->deadline));
         } else if (a->state == CRD__AS_DEFER && a->turns >= 0) {
+            /* One wake-up for all the turns left, not one per release (issue #48). */
             bool confirmed = a->confirmed;
-            step_defer(a, crd__sub_wait(a->c, a->sub, a->wake_at, NULL, &confirmed));
+            int64_t got = 0;
+            crd_status w = crd__sub_wait_turns(a->c, a->sub, a->turns, a->wake_at, &got, &confirmed);
+            step_defer(a, w, got);
             a->confirmed = confirmed;
         } else if (a->state == CRD__AS_DEFER) {
-            step_defer(a, crd__gate_sleep(a, a->wake_at));
+            step_defer(a, crd__gate_sleep(a, a->wake_at), 0);
         } else if (a->state == CRD__AS_WAIT) {
             bool confirmed = a->confirmed;
             crd__handoff h;

@@ -96,9 +96,13 @@ void crd__ps_wake(crd__pubsub *ps, crd__sub *s, bool all)
         s->permits += s->refs > 0 ? s->refs : 1;
         pthread_cond_broadcast(&s->cv);
     } else {
-        if (s->permits < s->refs)
+        int64_t cap = s->refs > s->need ? s->refs : s->need;
+        if (s->permits < cap)
             s->permits++;
-        pthread_cond_signal(&s->cv);
+        /* A counted turn sleeps until its releases have all come (one wake-up, not one
+         * per release); a second waiter here is woken as ever. */
+        if (s->permits >= s->need || s->refs > 1)
+            pthread_cond_signal(&s->cv);
     }
     crd__ps_notify_loop(ps, s);
 }

@@ -28,6 +28,8 @@ struct crd__sub {
     atomic_uint_fast64_t events; /* wake-ups and confirmations so far: a loop operation
                                     skips the mutex while this has not moved */
     int64_t permits;   /* wake-ups not yet consumed */
+    int64_t need;      /* a counted turn waits for this many releases (crd__sub_wait_turns):
+                          the subscriber thread lets them add up before it wakes it */
     int wake_rule;     /* what a message means for its waiters: CRD__WAKE_* (internal.h) */
     bool subscribed;   /* confirmed on its link's current connection */
     bool inflight;     /* (S)SUBSCRIBE or (S)UNSUBSCRIBE sent, confirmation pending */

@@ -243,6 +243,15 @@ void crd__sub_end_linger(crd_client *c, const char *channel, size_t len)
         crd__ps_leave_direct(c, &lv);
 }
 
+void crd__sub_hold_linger(crd_client *c, crd__sub *s, int64_t until_ms)
+{
+    crd__pubsub *ps = c->ps;
+    pthread_mutex_lock(&ps->mu);
+    if (s->channel != NULL && s->look_at != 0 && s->look_at < until_ms)
+        s->look_at = until_ms;
+    pthread_mutex_unlock(&ps->mu);
+}
+
 bool crd__sub_keep_linger(crd_client *c, const char *channel, size_t len, int64_t until_ms)
 {
     crd__pubsub *ps = c->ps;
@@ -413,8 +422,9 @@ static void quiet_release(crd__pubsub *ps, crd__sub *s)
     crd__ps_free_sub(s);
 }
 
-crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms,
-                         const crd__handoff *mine, bool *confirmed)
+/* need: the releases to wait for (1 for a waiter's wake-up); *got: how many of them came. */
+static crd_status wait_for(crd_client *c, crd__sub *s, int64_t need, int64_t deadline_ms,
+                           const crd__handoff *mine, int64_t *got, bool *confirmed)
 {
     crd__pubsub *ps = c->ps;
     crd_status st = CRD_TIMEOUT;
@@ -424,6 +434,9 @@ crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms,
     crd__intr_enter(in, &iw, wake_sleeper, &z);
     pthread_mutex_lock(&ps->mu);
     CRD__WAITING(c, 1);
+    *got = 0;
+    if (need > 1)
+        s->need = need;
     for (;;) {
         if (mine != NULL && mine->sent != 0) {
             st = CRD_OK; /* this waiter's lent attempt went out */
@@ -437,21 +450,39 @@ crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms,
             st = CRD_INTERRUPTED;
             break;
         }
-        if (s->permits > 0) {
-            s->permits--;
+        if (s->permits >= need) {
+            s->permits -= need;
+            *got = need;
             st = CRD_OK;
             break;
         }
-        if (crd__now_ms() >= deadline_ms)
+        if (crd__now_ms() >= deadline_ms) {
+            *got = s->permits; /* fewer than asked for: the caller decides */
+            s->permits = 0;
             break;
+        }
         struct timespec ts = crd__abstime(deadline_ms);
         pthread_cond_timedwait(&s->cv, &ps->mu, &ts);
     }
+    s->need = 0;
     CRD__WAITING(c, -1);
     *confirmed = live(s);
     pthread_mutex_unlock(&ps->mu);
     crd__intr_leave(in, &iw);
     return st;
+}
+
+crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms,
+                         const crd__handoff *mine, bool *confirmed)
+{
+    int64_t got = 0;
+    return wait_for(c, s, 1, deadline_ms, mine, &got, confirmed);
+}
+
+crd_status crd__sub_wait_turns(crd_client *c, crd__sub *s, int64_t need, int64_t deadline_ms,
+                               int64_t *got, bool *confirmed)
+{
+    return wait_for(c, s, need > 1 ? need : 1, deadline_ms, NULL, got, confirmed);
 }
 
 /* ---- the event-loop API's hooks (loop.c) ------------------------------------------------ */

@@ -139,6 +139,10 @@ bool crd__sub_is_live(crd_client *c, const char *channel, size_t len);
  * hand-off with nobody waiting on it ends now (its UNSUBSCRIBE written, or the subscriber
  * thread woken to write it), ahead of the release's message. */
 void crd__sub_end_linger(crd_client *c, const char *channel, size_t len);
+/* After the hand-off that gave this client a hold in a counted turn (acquire.c): the
+ * subscription s lingers until until_ms (not HANDOFF_LOOK_MS), so that the hold's release
+ * finds it and can keep it (crd__sub_keep_linger). Nothing when no hand-off lingers. */
+void crd__sub_hold_linger(crd_client *c, crd__sub *s, int64_t until_ms);
 /* Instead, before the final release of a hold taken in a counted turn (acquire.c, issue
  * #48): a subscription lingering after the hand-off that gave this client the lock stays
  * through the release, until until_ms, so this client's next counted turn needs no new
@@ -159,6 +163,11 @@ void crd__sub_kept_settle(crd_client *c, const char *channel, size_t len, bool k
  * subscription is live now. */
 crd_status crd__sub_wait(crd_client *c, crd__sub *s, int64_t deadline_ms,
                          const crd__handoff *mine, bool *confirmed);
+/* A counted turn's wait (acquire.c): for need releases on s, asleep until they have all
+ * come or until deadline_ms; *got says how many it took (need when CRD_OK; those that came
+ * when CRD_TIMEOUT, the caller's progress). Other returns as crd__sub_wait's. */
+crd_status crd__sub_wait_turns(crd_client *c, crd__sub *s, int64_t need, int64_t deadline_ms,
+                               int64_t *got, bool *confirmed);
 void crd__pubsub_after_fork_child(crd_client *c);
 /* The event-loop API (loop.c): one eventfd per client, made readable when an operation
  * may progress (a permit or a confirmation for a subscription with loop operations, or
