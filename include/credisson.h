@@ -1985,8 +1985,11 @@ typedef struct crd_watch_event {
     int64_t available;        /* found (semaphores), permits: the available permits */
     const char *detail;       /* notice: the words; else "" */
     crd_identity who;         /* lock events: the process behind the owner (its identity
-                                 record, read once per client and kept); who.client_id ""
-                                 for the other events */
+                                 record, read once per client and kept; one not written
+                                 yet (a client started a moment before) or in part (an
+                                 expired record being rewritten) is read again at a
+                                 later event, at most every 250 ms);
+                                 who.client_id "" for the other events */
 } crd_watch_event;
 
 /* Watch name (name_len bytes): hold and release events of a lock of any kind, and the

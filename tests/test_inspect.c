@@ -658,6 +658,13 @@ Test(inspect, crd_watch_follows_redisson_4_7_s_group_and_spin_locks_with_their_h
         cr_assert_eq(first->kind, CRD_WATCH_NOTICE);
     while (crd_watch_next(ws, 0, &first) == CRD_OK)
         cr_assert_eq(first->kind, CRD_WATCH_NOTICE);
+    /* The client's record is written just after it starts (its watchdog thread): the
+     * acquire's event names the process once it is there. */
+    redisContext *r = crdt_redis();
+    char rec_key[128];
+    snprintf(rec_key, sizeof rec_key, "{credisson}:client:%s", crd_client_id(c));
+    crdt_probe rp = {.r = r, .name = rec_key, .n = 1};
+    cr_assert(crdt_wait_until(crdt_key_exists_is, &rp, 5000), "the client's record never came");
 
     /* The group: one holder of its 3 values, its process named; the release publishes. */
     cr_assert_eq(crd_lock_acquire(group, 0, 20000), CRD_OK);
@@ -688,6 +695,69 @@ Test(inspect, crd_watch_follows_redisson_4_7_s_group_and_spin_locks_with_their_h
     crd_lock_free(spin);
     crd_client_free(reader);
     crd_client_free(c);
+    redisFree(r);
+}
+
+/* True when the record's "pid" field is there (the record written whole). */
+static bool record_whole(void *probe)
+{
+    crdt_probe *p = probe;
+    return crdt_cmd_int(p->r, "HEXISTS %s pid", p->name) == 1;
+}
+
+Test(inspect, a_watch_names_a_holder_whose_record_was_partial_when_the_watch_read_it, .timeout = 60)
+{
+    crd_options o;
+    ident_options(&o);
+    o.watchdog_timeout_ms = 1500; /* the record is written whole every 500 ms */
+    crd_client *c = crdt_client_opts(&o), *reader = crdt_client();
+    redisContext *r = crdt_redis();
+    char rec_key[128], name[300];
+    snprintf(rec_key, sizeof rec_key, "{credisson}:client:%s", crd_client_id(c));
+    snprintf(name, sizeof name, "%s", crdt_key("late"));
+    crdt_probe rp = {.r = r, .name = rec_key};
+    cr_assert(crdt_wait_until(record_whole, &rp, 5000), "the client's record never came");
+    crd_lock *l = crdt_lock(c, name);
+    crd_watch *w = NULL;
+    cr_assert_eq(crd_watch_new(reader, name, strlen(name), 0, &w), CRD_OK);
+    const crd_watch_event *ev = NULL;
+    while (crd_watch_next(w, 0, &ev) == CRD_OK)
+        cr_assert_eq(ev->kind, CRD_WATCH_NOTICE);
+    /* The record gone and a hold's field written into it (as when it expired and a change
+     * was written before the whole record): the watch reads it without its process at an
+     * acquire. The writer puts it back whole within 500 ms, so this is tried until an
+     * event saw it so. */
+    bool seen_unknown = false;
+    for (int i = 0; i < 20 && !seen_unknown; i++) {
+        freeReplyObject(crdt_cmd(r, "DEL %s", rec_key));
+        freeReplyObject(crdt_cmd(r, "HSET %s h:1:%s 1", rec_key, crdt_key("other")));
+        cr_assert_eq(crd_lock_acquire(l, 0, 20000), CRD_OK);
+        ev = next_of(w, CRD_WATCH_ACQUIRE, 5000);
+        cr_assert_not_null(ev, "no acquire event");
+        cr_assert_str_eq(ev->who.client_id, crd_client_id(c));
+        seen_unknown = !ev->who.known || ev->who.pid == 0;
+        cr_assert_eq(crd_lock_release(l), CRD_OK);
+        cr_assert_not_null(next_of(w, CRD_WATCH_RELEASE, 5000), "no release event");
+    }
+    cr_assert(seen_unknown, "no acquire event ever saw the record missing");
+    /* Once it is back, a later acquire's event names the process. */
+    cr_assert(crdt_wait_until(record_whole, &rp, 5000), "the record was never rewritten");
+    bool named = false;
+    int64_t until = crdt_now_ms() + 5000;
+    while (!named && crdt_now_ms() < until) {
+        cr_assert_eq(crd_lock_acquire(l, 0, 20000), CRD_OK);
+        ev = next_of(w, CRD_WATCH_ACQUIRE, 5000);
+        cr_assert_not_null(ev, "no acquire event");
+        named = ev->who.known && ev->who.pid == getpid();
+        cr_assert_eq(crd_lock_release(l), CRD_OK);
+        cr_assert_not_null(next_of(w, CRD_WATCH_RELEASE, 5000), "no release event");
+    }
+    cr_assert(named, "the watch never named the holder once its record was back");
+    crd_watch_free(w);
+    crd_lock_free(l);
+    crd_client_free(reader);
+    crd_client_free(c);
+    redisFree(r);
 }
 
 Test(inspect, the_scan_returns_each_object_once_and_skips_their_parts)

@@ -2,7 +2,8 @@
  * whois.c -- who is behind a state (crd_state_read, crd_scan_*, crd_watch_*): the identity
  * records ident.c writes, read in one script call for every owner a state names
  * (lua/ident_read.lua: every record is in the slot of "{credisson}") and kept in a cache
- * (crd__idcache) for the life of a read, a scan or a watch; the directory of every
+ * (crd__idcache) for the life of a read, a scan or a watch (one found missing or partial is
+ * read again when asked for MISSING_REREAD_MS later); the directory of every
  * record's waits and watches (CRD_STATE_WAITERS); CLIENT LIST's named connections for a
  * holder without a record (CRD_STATE_CLIENTS); and the join of all that into a state's
  * holders, queue and waiters (crd__state_join). crd_identity_describe says it in words.
@@ -19,12 +20,19 @@
 #define RECORD_FIELDS 4096    /* fields of one record read at most */
 #define RECORDS_PER_CALL 128  /* records one ident_read.lua call reads */
 #define DIRECTORY_MAX 10000   /* records the directory of waits reads at most */
+/* A record found missing or without its process (pid) is read again when asked for this
+ * long after: a client that started a moment before writes its record within
+ * milliseconds, one whose record expired (its node unreachable past the TTL) rewrites it
+ * whole within a third of its watchdog timeout, and a watch (whose cache lives as long as
+ * it does) should not call its holder unknown for good. */
+#define MISSING_REREAD_MS 250
 
 /* ---- identity records: read, kept, joined ------------------------------------------------- */
 
 typedef struct record {
     char uuid[64];
     redisReply *fields; /* flat HGETALL array; an empty one when there is none */
+    int64_t read_ms;    /* when it was read (monotonic) */
 } record;
 
 /* A wait or watch entry of some record, for the waiters of a name (the directory). */
@@ -34,7 +42,7 @@ typedef struct wait_ref {
     bool watch; /* x:<name> */
     uint64_t owner;
     int64_t since;
-    const record *rec;
+    size_t rec; /* its record's index in the cache (the array may move as it grows) */
 } wait_ref;
 
 struct crd__idcache {
@@ -101,8 +109,27 @@ static crd_status ic_call(crd_client *c, crd__idcache *ic, crd__cmd *cmd, const 
     return st;
 }
 
-/* Reads the records of the uuids listed (n of them, not yet cached) in calls of at most
- * RECORDS_PER_CALL records. Returns CRD_OK, or the call's failure (ic->denied set for an
+/* A record with no field: none was there when it was read. */
+static bool rec_missing(const record *r)
+{
+    return r->fields == NULL || r->fields->elements == 0;
+}
+
+static const redisReply *rec_get(const record *r, const char *field, size_t flen);
+
+/* A record to read again when asked for MISSING_REREAD_MS after it was: missing, or without
+ * its process's fields (only holds and waits: written as changes into an expired record).
+ * Once the directory is read, only a missing one (the waits index points into the others'
+ * replies). */
+static bool rec_stale(const crd__idcache *ic, const record *r)
+{
+    if (crd__now_ms() - r->read_ms < MISSING_REREAD_MS)
+        return false;
+    return rec_missing(r) || (!ic->dir_read && rec_get(r, "pid", 3) == NULL);
+}
+
+/* Reads the records of the uuids listed (n of them, not yet cached or cached stale: those
+ * are replaced, see rec_stale) in calls of at most RECORDS_PER_CALL records. Returns CRD_OK, or the call's failure (ic->denied set for an
  * error reply: the records cannot be read with this ACL). */
 static crd_status read_records(crd_client *c, crd__idcache *ic, char (*uuids)[64], size_t n)
 {
@@ -132,10 +159,18 @@ static crd_status read_records(crd_client *c, crd__idcache *ic, char (*uuids)[64
             return crd__fail(c, CRD_NO_MEMORY, "cannot keep identity records");
         }
         ic->v = p;
+        int64_t now = crd__now_ms();
         for (size_t i = 0; i < m; i++) {
-            record *rec = &ic->v[ic->n++];
-            snprintf(rec->uuid, sizeof rec->uuid, "%s", uuids[base + i]);
+            const char *u = uuids[base + i];
+            record *rec = idcache_find(ic, u, strlen(u));
+            if (rec != NULL) {
+                freeReplyObject(rec->fields);
+            } else {
+                rec = &ic->v[ic->n++];
+                snprintf(rec->uuid, sizeof rec->uuid, "%s", u);
+            }
             rec->fields = r->element[i];
+            rec->read_ms = now;
             r->element[i] = NULL; /* kept: the array is freed without it */
         }
         /* hiredis frees a NULL element as nothing */
@@ -160,7 +195,8 @@ static crd_status want_records(crd_client *c, crd__idcache *ic, const char *cons
         bool w;
         if (!crd__owner_field_parse(owners[i], lens[i], &ul, &t, &w) || ul == 0 || ul >= 64)
             continue;
-        bool dup = idcache_find(ic, owners[i], ul) != NULL;
+        const record *had = idcache_find(ic, owners[i], ul);
+        bool dup = had != NULL && !rec_stale(ic, had);
         for (size_t j = 0; j < k && !dup; j++)
             dup = strlen(need[j]) == ul && memcmp(need[j], owners[i], ul) == 0;
         if (dup)
@@ -208,7 +244,9 @@ static crd_status read_directory(crd_client *c, crd__idcache *ic)
     size_t k = 0;
     for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
         const redisReply *m = r->element[i];
-        if (!crd__reply_is_text(m) || m->len == 0 || m->len >= 64 || idcache_find(ic, m->str, m->len))
+        const record *had = crd__reply_is_text(m) ? idcache_find(ic, m->str, m->len) : NULL;
+        if (!crd__reply_is_text(m) || m->len == 0 || m->len >= 64 ||
+            (had != NULL && !rec_missing(had)))
             continue;
         memcpy(need[k], m->str, m->len);
         need[k][m->len] = '\0';
@@ -233,7 +271,7 @@ static crd_status read_directory(crd_client *c, crd__idcache *ic)
             const redisReply *f = a->element[j];
             if (!crd__reply_is_text(f) || !crd__reply_is_text(a->element[j + 1]))
                 continue;
-            wait_ref w = {.rec = &ic->v[i], .since = crd__state_int(a->element[j + 1], -1)};
+            wait_ref w = {.rec = i, .since = crd__state_int(a->element[j + 1], -1)};
             if (f->len > 2 && memcmp(f->str, CRD__IDENT_WATCH, 2) == 0) {
                 w.watch = true;
                 w.name = f->str + 2;
@@ -326,7 +364,7 @@ static void fill_who(state_box *b, crd__idcache *ic, const char *f, size_t len, 
     who->client_id = b != NULL ? crd__state_str(b, f, ul) : "";
     who->thread = t;
     const record *rec = ic != NULL ? idcache_find(ic, f, ul) : NULL;
-    if (rec == NULL || rec->fields == NULL || rec->fields->elements == 0)
+    if (rec == NULL || rec_missing(rec))
         return;
     *rec_out = rec;
     who->known = true;
@@ -488,7 +526,7 @@ crd_status crd__state_join(crd_client *c, state_box *b, crd__idcache *ic, unsign
         if (wr->watch)
             continue;
         char field[96];
-        int fl = snprintf(field, sizeof field, "%s:%llu", wr->rec->uuid,
+        int fl = snprintf(field, sizeof field, "%s:%llu", ic->v[wr->rec].uuid,
                           (unsigned long long)wr->owner);
         crd_waiter *w = &s->known_waiters[s->nknown_waiters++];
         const record *rec;
@@ -534,13 +572,8 @@ void crd__idcache_who(crd_client *c, crd__idcache *ic, const char *owner, size_t
     uint64_t t;
     bool w;
     if (crd__owner_field_parse(owner, len, &ul, &t, &w)) {
-        /* A record not found is looked for again: a client's first write may come just
-         * after its first acquire. */
-        record *r = idcache_find(ic, owner, ul);
-        if (r != NULL && (r->fields == NULL || r->fields->elements == 0)) {
-            freeReplyObject(r->fields);
-            *r = ic->v[--ic->n];
-        }
+        /* A record missing or partial is looked for again (rec_stale): a client's first
+         * write may come just after its first acquire. */
         const char *o[1] = {owner};
         size_t l[1] = {len};
         if (want_records(c, ic, o, l, 1) != CRD_OK)
