@@ -129,8 +129,9 @@ static bool rec_stale(const crd__idcache *ic, const record *r)
 }
 
 /* Reads the records of the uuids listed (n of them, not yet cached or cached stale: those
- * are replaced, see rec_stale) in calls of at most RECORDS_PER_CALL records. Returns CRD_OK, or the call's failure (ic->denied set for an
- * error reply: the records cannot be read with this ACL). */
+ * are replaced, see rec_stale) in calls of at most RECORDS_PER_CALL records. Returns CRD_OK,
+ * or the call's failure (ic->denied set for an error reply: the records cannot be read with
+ * this ACL). */
 static crd_status read_records(crd_client *c, crd__idcache *ic, char (*uuids)[64], size_t n)
 {
     for (size_t base = 0; base < n; base += RECORDS_PER_CALL) {
