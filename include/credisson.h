@@ -592,8 +592,9 @@ CRD_API crd_status crd_client_new(const crd_options *opts, crd_client **out);
  * malformed; CRD_SERVER when sharded_pubsub is CRD_SHARDED_ON and the servers do not
  * support it. */
 
-/* Shut the client down and free it. Blocked waiters return CRD_CLOSED first; renewal
- * stops; held locks expire after their lease (or are released with owner-checked
+/* Shut the client down and free it. Blocked waiters return CRD_CLOSED first, and so do
+ * pending event-loop operations, their callbacks run on this thread (an operation such a
+ * callback starts is refused with CRD_CLOSED); renewal stops; held locks expire after their lease (or are released with owner-checked
  * unlocks when release_on_close was set). Lock handles of the client must not be used
  * afterwards but must still be freed with crd_lock_free(). Accepts NULL.
  * Thread safety: call once, when no other thread is inside a call that is not a

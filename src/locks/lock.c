@@ -613,11 +613,9 @@ crd_op *crd__lock_op_new(crd_lock *l, uint64_t owner, const crd__op_kind *kind, 
                         done == NULL ? "done is NULL" : "owner id 0 is not valid");
         return NULL;
     }
-    crd_op *op = crd__op_new(l->client, kind, size, done, user);
-    if (op == NULL) {
-        *st = CRD_NO_MEMORY;
+    crd_op *op = crd__op_new(l->client, kind, size, done, user, st);
+    if (op == NULL)
         return NULL;
-    }
     op->l = l;
     op->owner = owner;
     return op;

@@ -632,10 +632,11 @@ static const crd__op_kind sync_kind = {sop_step, sop_helper, sop_timeout, sop_cl
 crd_status crd__sync_start(const crd__sync_op *sop, int64_t wait_ms, crd_op_done_fn done,
                            void *user, crd_op **out)
 {
-    crd_op *op = crd__op_new(sop->s->client, &sync_kind, sizeof(sync_op), done, user);
+    crd_status st = CRD_OK;
+    crd_op *op = crd__op_new(sop->s->client, &sync_kind, sizeof(sync_op), done, user, &st);
     if (op == NULL) {
         free(sop->arg);
-        return done == NULL ? CRD_INVALID_ARGUMENT : CRD_NO_MEMORY; /* said by crd__op_new */
+        return st;
     }
     crd__swait_begin(swait_of(op), sop, wait_ms, true);
     crd__op_start(op, out);

@@ -62,16 +62,22 @@ int crd_loop_fd(crd_client *c)
 }
 
 crd_op *crd__op_new(crd_client *c, const crd__op_kind *kind, size_t size, crd_op_done_fn done,
-                    void *user)
+                    void *user, crd_status *st)
 {
     if (done == NULL) {
-        crd__fail(c, CRD_INVALID_ARGUMENT, "done is NULL");
+        *st = crd__fail(c, CRD_INVALID_ARGUMENT, "done is NULL");
+        return NULL;
+    }
+    if (c->loop != NULL && c->loop->freeing) {
+        /* A callback crd_client_free() runs (its operations end with CRD_CLOSED) starts
+         * no other: the client is going. */
+        *st = crd__fail(c, CRD_CLOSED, "the client is being freed");
         return NULL;
     }
     crd_op *op = calloc(1, size);
     if (op == NULL || loop_of(c) == NULL) {
         free(op);
-        crd__fail(c, CRD_NO_MEMORY, "cannot allocate an operation");
+        *st = crd__fail(c, CRD_NO_MEMORY, "cannot allocate an operation");
         return NULL;
     }
     op->kind = kind;
@@ -293,6 +299,8 @@ void crd__loop_free(crd_client *c)
     while (lp->head != NULL) {
         crd_op *op = lp->head;
         lp->head = op->next;
+        if (lp->head == NULL)
+            lp->tail = NULL;
         lp->n--;
         if (op->off) { /* the helper's step ends first (bounded by its deadline) */
             crd__job_wait(c, &op->job);

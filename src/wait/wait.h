@@ -274,9 +274,10 @@ struct crd_op {
 };
 
 /* A zeroed operation of size bytes (a kind's struct beginning with a crd_op) for c, not
- * started; NULL (the client's error says why: done NULL, out of memory) on failure. */
+ * started; NULL on failure, *st and the client's error saying why (done NULL, out of
+ * memory, the client being freed). */
 crd_op *crd__op_new(crd_client *c, const crd__op_kind *kind, size_t size, crd_op_done_fn done,
-                    void *user);
+                    void *user, crd_status *st);
 /* Starts op (*out = op when out is not NULL): the next dispatch steps it, or the pass
  * under way when a callback started it. */
 void crd__op_start(crd_op *op, crd_op **out);
