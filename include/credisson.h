@@ -594,9 +594,10 @@ CRD_API crd_status crd_client_new(const crd_options *opts, crd_client **out);
 
 /* Shut the client down and free it. Blocked waiters return CRD_CLOSED first, and so do
  * pending event-loop operations, their callbacks run on this thread (an operation such a
- * callback starts is refused with CRD_CLOSED); renewal stops; held locks expire after their lease (or are released with owner-checked
- * unlocks when release_on_close was set). Lock handles of the client must not be used
- * afterwards but must still be freed with crd_lock_free(). Accepts NULL.
+ * callback starts is refused with CRD_CLOSED); renewal stops; held locks expire after
+ * their lease (or are released with owner-checked unlocks when release_on_close was set).
+ * Lock handles of the client must not be used afterwards but must still be freed with
+ * crd_lock_free(). Accepts NULL.
  * Thread safety: call once, when no other thread is inside a call that is not a
  * blocked acquire (blocked acquires are woken and return CRD_CLOSED). */
 CRD_API void crd_client_free(crd_client *client);
