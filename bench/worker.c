@@ -308,14 +308,23 @@ static int run_handoff(const wopts *o)
     }
     if (r == 0 && (st = crd_lock_acquire(l, 10000, CRD_LEASE_WATCHDOG)) != CRD_OK)
         die("initial acquire", c, st);
+    int64_t held_at = bn_now_us(); /* when this side last got the lock */
     long switches = 0, waits = 0;
     long long calls = 0;
     ready_go();
     for (int k = 0; k < o->rounds; k++) {
         if (k % 2 == r) {
             /* Holder: wait until the other side is about to wait, give it time to
-             * subscribe and block, then release. */
+             * subscribe and block, then release. The subscriber counted must be the
+             * other side's: this side's own subscription outlives the hand-off that
+             * gave it the lock by up to 2 ms (pubsub.c, HANDOFF_LOOK_MS), and counted
+             * while the other side still slept out its deferral after its own release
+             * (release_defer_ms, 5 ms), it made 12 % of the rounds a wait for that
+             * deferral instead of a hand-off (p99 2.7 ms; bench/README.md). */
             blpop(g, ready[r]);
+            int64_t linger_end = held_at + 3000;
+            if (bn_now_us() < linger_end)
+                bn_sleep_us(linger_end - bn_now_us());
             wait_subscriber(g, o->name);
             bn_sleep_us(3000);
             int64_t t = bn_now_us();
@@ -334,6 +343,7 @@ static int run_handoff(const wopts *o)
                 exit(0);
             }
             int64_t t = bn_now_us();
+            held_at = t;
             switches += bn_ctx_switches() - cs0;
             calls += sc0 < 0 ? 0 : bn_counter_read(sysfd) - sc0;
             waits++;
