@@ -748,6 +748,10 @@ CRD_API uint64_t crd_owner_new(void);
 /* Interrupting a blocking wait                                                        */
 /* ---------------------------------------------------------------------------------- */
 
+/* Signals: the library's threads (I/O, subscriber, watchdog, helpers) start with every
+ * signal blocked, so a signal sent to the process runs its handler on one of the
+ * application's threads (0.8.0). A handler that ends a wait raises a token: */
+
 /* An interrupt token: what lets another thread, or a signal handler, end a blocking wait
  * of this library (Java's Thread.interrupt() for lockInterruptibly and friends). A thread
  * binds a token (crd_interrupt_bind); from then on every blocking wait that thread makes

@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -484,4 +485,76 @@ Test(lifecycle, a_fork_while_another_thread_waits_for_a_lock_gives_a_working_chi
     crdt_fixture_close(&f);
     crd_lock_free(lh);
     crd_client_free(holder);
+}
+
+/* A signal sent to the process runs its handler on a thread of the application, never on
+ * one of the library's (they start with every signal blocked): here the main thread
+ * blocks SIGUSR1, so the kernel must pick another thread that does not, and the only one
+ * is the application's. Before, the client's threads took some of them (under TSan a
+ * handler on the I/O thread, asleep in a raw futex wait, ran seconds late). */
+static atomic_int usr1_seen, usr1_elsewhere;
+static pthread_t usr1_app;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    if (!pthread_equal(pthread_self(), usr1_app))
+        atomic_fetch_add(&usr1_elsewhere, 1);
+    atomic_fetch_add(&usr1_seen, 1);
+}
+
+static atomic_bool usr1_stop;
+
+static void *usr1_thread(void *arg)
+{
+    (void)arg;
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, SIGUSR1);
+    pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+    while (!atomic_load(&usr1_stop))
+        poll(NULL, 0, 5); /* interrupted by the handler, or 5 ms */
+    return NULL;
+}
+
+Test(lifecycle, a_signal_to_the_process_is_handled_on_an_application_thread_not_the_librarys)
+{
+    /* Every thread of the clients running (I/O, subscriber, watchdog), started while
+     * the main thread still took SIGUSR1: a thread inherits its creator's mask. */
+    crd_client *c = crdt_client();
+    crd_lock *l = crdt_lock(c, crdt_key("sig"));
+    cr_assert_eq(crd_lock_acquire(l, 0, CRD_LEASE_WATCHDOG), CRD_OK);
+    crd_client *o = crdt_client();
+    crd_lock *lo = crdt_lock(o, crdt_key("sig"));
+    cr_assert_eq(crd_lock_acquire(lo, 100, 10000), CRD_TIMEOUT); /* o subscribed too */
+    sigset_t one, old;
+    sigemptyset(&one);
+    sigaddset(&one, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &one, &old);
+    struct sigaction sa, prev;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sigemptyset(&sa.sa_mask);
+    cr_assert_eq(sigaction(SIGUSR1, &sa, &prev), 0);
+    cr_assert_eq(pthread_create(&usr1_app, NULL, usr1_thread, NULL), 0);
+    enum { SIGNALS = 200 };
+    for (int i = 0; i < SIGNALS; i++) {
+        int seen = atomic_load(&usr1_seen);
+        cr_assert_eq(kill(getpid(), SIGUSR1), 0);
+        int64_t end = crdt_now_ms() + 5000;
+        while (atomic_load(&usr1_seen) == seen && crdt_now_ms() < end)
+            poll(NULL, 0, 1);
+        cr_assert_gt(atomic_load(&usr1_seen), seen, "signal %d never handled", i);
+    }
+    atomic_store(&usr1_stop, true);
+    pthread_join(usr1_app, NULL);
+    cr_expect_eq(atomic_load(&usr1_elsewhere), 0, "%d of %d signals ran on a library thread",
+                 atomic_load(&usr1_elsewhere), SIGNALS);
+    sigaction(SIGUSR1, &prev, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    cr_assert_eq(crd_lock_release(l), CRD_OK);
+    crd_lock_free(lo);
+    crd_client_free(o);
+    crd_lock_free(l);
+    crd_client_free(c);
 }

@@ -83,14 +83,8 @@ crd_status crd_interrupt_new(crd_interrupt **out)
         free(in);
         return CRD_NO_MEMORY;
     }
-    /* Its thread must not take the signals the process handles (a handler that raises
-     * the token would then run on it, which is allowed, but a blocked thread is the
-     * cheaper place for the kernel to look past). */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    int rc = pthread_create(&in->thread, NULL, intr_main, in);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    /* Its thread takes none of the signals the process handles (crd__thread_create). */
+    int rc = crd__thread_create(&in->thread, intr_main, in);
     if (rc != 0) {
         pthread_mutex_destroy(&in->mu);
         close(in->efd);

@@ -1,8 +1,8 @@
 /*
  * thread.c -- the start and the stop of the client's own threads (watchdog, subscriber,
- * cluster refresher, sentinel listener, offload helpers): one rule for each, so that every
- * thread is named the same way, none can raise SIGPIPE, and a stop never joins a thread
- * that a fork child does not have.
+ * cluster refresher, sentinel listener, offload helpers, I/O thread): one rule for each, so
+ * that every thread is named the same way, none takes the process's signals or can raise
+ * SIGPIPE, and a stop never joins a thread that a fork child does not have.
  *
  * No lock of its own: crd__thread_stop takes the mutex it is given; any thread but the one
  * being stopped.
@@ -12,6 +12,16 @@
 #include <errno.h>
 #include <signal.h>
 #include <unistd.h>
+
+int crd__thread_create(pthread_t *thread, void *(*fn)(void *), void *arg)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = pthread_create(thread, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
 
 void crd__thread_enter(const char *name)
 {

@@ -728,7 +728,7 @@ static crd_status start_thread(crd_client *c)
     if (wd->started)
         return CRD_OK;
     wd->stop = false;
-    if (pthread_create(&wd->thread, NULL, watchdog_main, c) != 0)
+    if (crd__thread_create(&wd->thread, watchdog_main, c) != 0)
         return crd__fail(c, CRD_NO_MEMORY, "cannot start the watchdog thread");
     wd->started = true;
     return CRD_OK;

@@ -380,7 +380,7 @@ static bool hand_refresh(crd_client *c)
     if (cl->stop)
         return false;
     if (!cl->started)
-        cl->started = pthread_create(&cl->thread, NULL, refresher_main, c) == 0;
+        cl->started = crd__thread_create(&cl->thread, refresher_main, c) == 0;
     if (cl->started) {
         cl->wanted = true;
         pthread_cond_signal(&cl->cv);

@@ -906,7 +906,7 @@ static void start_listener(crd_client *c)
         if (t->pipe_fd[0] < 0 && pipe2(t->pipe_fd, O_NONBLOCK | O_CLOEXEC) != 0)
             t->pipe_fd[0] = t->pipe_fd[1] = -1;
         /* Without the thread, READONLY replies and failed connections still re-resolve. */
-        if (t->pipe_fd[0] >= 0 && pthread_create(&t->thread, NULL, listener_main, c) == 0)
+        if (t->pipe_fd[0] >= 0 && crd__thread_create(&t->thread, listener_main, c) == 0)
             t->started = true;
     }
     pthread_mutex_unlock(&t->mu);

@@ -442,7 +442,7 @@ static crd_status ensure_thread(crd_client *c, crd__engine *e)
         if (e->pfds == NULL || e->plinks == NULL)
             return CRD_NO_MEMORY;
     }
-    if (pthread_create(&e->thread, NULL, io_main, c) != 0)
+    if (crd__thread_create(&e->thread, io_main, c) != 0)
         return CRD_IO;
     e->started = true;
     return CRD_OK;

@@ -52,7 +52,7 @@ static bool add_helper(crd_client *c)
 {
     crd__offload *off = c->off;
     if (off->started >= HELPERS_MAX ||
-        pthread_create(&off->threads[off->started], NULL, helper_main, c) != 0)
+        crd__thread_create(&off->threads[off->started], helper_main, c) != 0)
         return false;
     off->started++;
     off->starting++;
@@ -162,7 +162,7 @@ bool crd__offload_run(crd_client *c, crd__job *j)
     }
     if (!off->has_starter) {
         off->pid = getpid();
-        if (pthread_create(&off->starter, NULL, starter_main, c) != 0) {
+        if (crd__thread_create(&off->starter, starter_main, c) != 0) {
             pthread_mutex_unlock(&off->mu);
             return false;
         }

@@ -680,7 +680,7 @@ crd_status crd__ps_start_thread(crd_client *c)
         return CRD_OK;
     if (ps->pipe_fd[0] < 0)
         return crd__fail(c, CRD_IO, "the subscriber's wake-up pipe could not be created");
-    if (pthread_create(&ps->thread, NULL, subscriber_main, c) != 0)
+    if (crd__thread_create(&ps->thread, subscriber_main, c) != 0)
         return crd__fail(c, CRD_NO_MEMORY, "cannot start the subscriber thread");
     ps->thread_started = true;
     return CRD_OK;
