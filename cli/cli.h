@@ -11,7 +11,8 @@
  *   ratelimit.c `ratelimit` and what run --rate needs
  *   doctor.c, verify.c, probe.c (probe.h)   `doctor` and `verify`: their own hiredis
  *             connections (the deployment's probes), still no header of src/; doctor's
- *             checks and measurements are doctor_checks.c and doctor_measure.c (doctor.h)
+ *             checks and measurements are doctor_checks.c and doctor_measure.c, what
+ *             they all go through doctor_findings.c (doctor.h)
  *   credisson.bash  bash completion (installed as completions/credisson)
  *
  * Every error line has one shape, "credisson: COMMAND: what went wrong[: the server's or

@@ -1,11 +1,11 @@
 /*
- * doctor.h -- what the three files of `credisson doctor` share: the session (the URL's
+ * doctor.h -- what the four files of `credisson doctor` share: the session (the URL's
  * target, the probed node, the findings and what was learned), the raw commands that make
  * a server that stops answering a finding of its own, and the checks and measurements
- * cmd_doctor runs in turn. doctor.c has the command, those commands and the report;
- * doctor_checks.c where the data is and the checks of the data node; doctor_measure.c the
- * measurements. Main thread only, but for the measurements' own threads (their files say
- * which).
+ * cmd_doctor runs in turn. doctor.c has the command and the report; doctor_findings.c
+ * those commands and the findings (it calls no other doctor file); doctor_checks.c where
+ * the data is and the checks of the data node; doctor_measure.c the measurements. Main
+ * thread only, but for the measurements' own threads (their files say which).
  */
 #ifndef CRD_CLI_DOCTOR_H
 #define CRD_CLI_DOCTOR_H
@@ -72,7 +72,7 @@ typedef struct slot_range {
     int replicas;
 } slot_range;
 
-/* ---- doctor.c: findings and raw commands --------------------------------------------- */
+/* ---- doctor_findings.c: findings and raw commands ------------------------------------ */
 
 /* Records a finding of check: its severity (SEV_*), why it matters and how to fix it
  * (NULL: nothing to say, as for SEV_OK) and its summary; past MAX_FINDINGS it is dropped. */
