@@ -1004,6 +1004,8 @@ typedef struct contended {
     long min_acq, max_acq;
     double cpu_us;
     long long cmds, scripts, subs;
+    double server_cpu_us; /* redis-server's own CPU time over the run (INFO cpu) */
+    double idle;          /* the machine's idle share over the run */
 } contended;
 
 static void put_contended(result *r, contended *x, int n)
@@ -1024,6 +1026,8 @@ static void put_contended(result *r, contended *x, int n)
         total > 0 ? (double)(x->scripts - total) / (double)total : NAN);
     put(r, "sub_unsub_per_acq", total > 0 ? (double)x->subs / (double)total : NAN);
     put(r, "client_cpu_us_per_acq", total > 0 ? x->cpu_us / (double)total : NAN);
+    put(r, "server_cpu_us_per_acq", total > 0 ? x->server_cpu_us / (double)total : NAN);
+    put(r, "idle_share", x->idle);
     put(r, "min_share_of_mean", x->acq > 0 ? (double)x->min_acq * n / (double)x->acq : NAN);
     put(r, "exclusion_violations", (double)x->viol);
     if (x->viol > 0)
@@ -1056,6 +1060,7 @@ static void sc_threads(int rep, const char *scenario, int n)
     }
     bn_sleep_us(100000); /* the lockers connect their guard connections */
     bn_cmdstats s0 = bn_cmdstats_get(ADMIN);
+    bn_ticks k0 = bn_ticks_now();
     int64_t cpu0 = bn_cpu_us();
     int64_t deadline = bn_now_us() + P.duration_ms * 1000;
     for (int i = 0; i < n; i++)
@@ -1078,10 +1083,12 @@ static void sc_threads(int rep, const char *scenario, int n)
         bn_vec_free(&k[i].lat);
     }
     x.cpu_us = (double)(bn_cpu_us() - cpu0);
+    x.idle = bn_idle_share(k0, bn_ticks_now());
     bn_cmdstats s1 = bn_cmdstats_get(ADMIN);
     x.cmds = s1.total - s0.total;
     x.scripts = s1.scripts - s0.scripts;
     x.subs = s1.subs - s0.subs;
+    x.server_cpu_us = s1.server_cpu_us - s0.server_cpu_us;
     /* INCR and DECR of the critical section are the bench's, not the lock's. */
     x.cmds -= 2 * (x.acq + x.late);
     put_contended(res(scenario, "credisson"), &x, n);
@@ -2018,6 +2025,7 @@ static bool procs_run(int rep, const char *scenario, int n, bool node, contended
     memset(x, 0, sizeof *x);
     x->min_acq = -1;
     bn_cmdstats s0 = bn_cmdstats_get(ADMIN);
+    bn_ticks k0 = bn_ticks_now();
     go_all(ch, n);
     for (int i = 0; i < n; i++) {
         char *l1 = bn_readline(ch[i].out), *l2 = bn_readline(ch[i].out);
@@ -2045,10 +2053,12 @@ static bool procs_run(int rep, const char *scenario, int n, bool node, contended
         free(l1);
         free(l2);
     }
+    x->idle = bn_idle_share(k0, bn_ticks_now());
     bn_cmdstats s1 = bn_cmdstats_get(ADMIN);
     x->cmds = s1.total - s0.total - 2 * (x->acq + x->late);
     x->scripts = s1.scripts - s0.scripts;
     x->subs = s1.subs - s0.subs;
+    x->server_cpu_us = s1.server_cpu_us - s0.server_cpu_us;
     for (int i = 0; i < n; i++)
         bn_reap(&ch[i]);
     free(ch);

@@ -50,11 +50,13 @@ redisReply *bn_cmd(redisContext *c, int argc, const char **argv);
 long long bn_cmd_int(redisContext *c, int argc, const char **argv);
 
 /* INFO commandstats: calls summed over every command except INFO itself, and the
- * script calls (EVAL + EVALSHA + their _RO forms) separately. */
+ * script calls (EVAL + EVALSHA + their _RO forms) separately; INFO cpu: the server's own
+ * CPU time (used_cpu_user + used_cpu_sys, its main thread and its helpers). */
 typedef struct bn_cmdstats {
     long long total;
     long long scripts;
     long long subs; /* SUBSCRIBE + UNSUBSCRIBE */
+    double server_cpu_us;
 } bn_cmdstats;
 bn_cmdstats bn_cmdstats_get(redisContext *c);
 
@@ -72,11 +74,14 @@ long long bn_counter_read(int fd);
 /* The machine's CPU time so far (/proc/stat's "cpu" line, in clock ticks): all of it, and
  * what the hypervisor took for other guests (steal). Both 0 where /proc/stat is missing. */
 typedef struct bn_ticks {
-    long long total, steal;
+    long long total, steal, idle; /* idle: idle + iowait */
 } bn_ticks;
 bn_ticks bn_ticks_now(void);
 /* The share of the machine's CPU time between a and b that was stolen (0 without data). */
 double bn_steal_share(bn_ticks a, bn_ticks b);
+/* The share of it that no task wanted (idle), 0 without data: near 0, the run was
+ * bounded by the machine's CPU; well above, by latency. */
+double bn_idle_share(bn_ticks a, bn_ticks b);
 
 /* A child process with pipes on its stdin and stdout. */
 typedef struct bn_child {

@@ -123,7 +123,7 @@ bn_cmdstats bn_cmdstats_get(redisContext *c)
 {
     const char *argv[2] = {"INFO", "commandstats"};
     redisReply *r = bn_cmd(c, 2, argv);
-    bn_cmdstats s = {0, 0, 0};
+    bn_cmdstats s = {0, 0, 0, 0.0};
     if (r->type == REDIS_REPLY_STRING) {
         char *p = r->str;
         while ((p = strstr(p, "cmdstat_")) != NULL) {
@@ -148,6 +148,14 @@ bn_cmdstats bn_cmdstats_get(redisContext *c)
                 s.subs += n;
             p = colon;
         }
+    }
+    freeReplyObject(r);
+    const char *cpu[2] = {"INFO", "cpu"};
+    r = bn_cmd(c, 2, cpu);
+    if (r->type == REDIS_REPLY_STRING) {
+        const char *u = strstr(r->str, "used_cpu_user:"), *y = strstr(r->str, "used_cpu_sys:");
+        if (u != NULL && y != NULL)
+            s.server_cpu_us = (strtod(u + 14, NULL) + strtod(y + 13, NULL)) * 1e6;
     }
     freeReplyObject(r);
     return s;
@@ -203,7 +211,7 @@ long long bn_counter_read(int fd)
 
 bn_ticks bn_ticks_now(void)
 {
-    bn_ticks t = {0, 0};
+    bn_ticks t = {0, 0, 0};
     FILE *f = fopen("/proc/stat", "r");
     if (f == NULL)
         return t;
@@ -215,6 +223,7 @@ bn_ticks bn_ticks_now(void)
         for (int i = 0; i < 8; i++)
             t.total += v[i];
         t.steal = v[7];
+        t.idle = v[3] + v[4];
     }
     fclose(f);
     return t;
@@ -224,6 +233,12 @@ double bn_steal_share(bn_ticks a, bn_ticks b)
 {
     long long total = b.total - a.total;
     return total > 0 ? (double)(b.steal - a.steal) / (double)total : 0.0;
+}
+
+double bn_idle_share(bn_ticks a, bn_ticks b)
+{
+    long long total = b.total - a.total;
+    return total > 0 ? (double)(b.idle - a.idle) / (double)total : 0.0;
 }
 
 bool bn_spawn(bn_child *ch, char *const argv[], char *const env_add[])
