@@ -150,9 +150,8 @@ void crd__mutex_drop(crd_client *c, int rank, pthread_mutex_t *mu, pthread_cond_
  * result. */
 int crd__thread_create(pthread_t *thread, void *(*fn)(void *), void *arg);
 
-/* The start of a client thread that writes sockets (subscriber, sentinel listener, cluster
- * refresher, offload helper): names the calling thread `name` (at most 15 bytes) and blocks
- * SIGPIPE in it, so that nothing it does can raise it. */
+/* The start of every client thread: names the calling thread `name` (at most 15 bytes).
+ * Its signals, SIGPIPE among them, are blocked from its start (crd__thread_create). */
 void crd__thread_enter(const char *name);
 /* The stop of a client thread: under mu, *stop set and cv (may be NULL) broadcast; then,
  * outside it, one byte written to wake_fd (-1: none; a thread that sleeps in poll, not on

@@ -44,7 +44,7 @@ static _Thread_local crd_interrupt *bound;
  * (under mu: a wait that leaves takes mu, so none is woken after it left). */
 static void *intr_main(void *arg)
 {
-    pthread_setname_np(pthread_self(), "crd-interrupt"); /* as top -H, gdb and perf show it */
+    crd__thread_enter("crd-interrupt");
     crd_interrupt *in = arg;
     for (;;) {
         uint64_t v;

@@ -26,10 +26,6 @@ int crd__thread_create(pthread_t *thread, void *(*fn)(void *), void *arg)
 void crd__thread_enter(const char *name)
 {
     pthread_setname_np(pthread_self(), name); /* as top -H, gdb and perf show it */
-    sigset_t pipe_set;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
 }
 
 void crd__thread_stop(crd_client *c, pthread_mutex_t *mu, pthread_cond_t *cv, bool *stop,

@@ -667,7 +667,7 @@ static bool renew_round(crd_client *c, crd__watchdog *wd, crd__sub **only, int n
 
 static void *watchdog_main(void *arg)
 {
-    pthread_setname_np(pthread_self(), "crd-watchdog"); /* as top -H, gdb and perf show it */
+    crd__thread_enter("crd-watchdog");
     crd_client *c = arg;
     crd__watchdog *wd = c->wd;
     int64_t period = c->opts.watchdog_timeout_ms / 3;

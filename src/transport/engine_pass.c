@@ -360,7 +360,7 @@ static crd__pool *peer_of_link(crd__engine *e, crd__link *l)
 
 static void *io_main(void *arg)
 {
-    pthread_setname_np(pthread_self(), "crd-io"); /* as top -H, gdb and perf show it */
+    crd__thread_enter("crd-io");
     crd_client *c = arg;
     crd__engine *e = engine_of(c);
     crd__eng_on_io_thread = true;

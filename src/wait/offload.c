@@ -69,7 +69,7 @@ static bool short_of_helpers(const crd__offload *off)
  * under a sanitizer: 5-8 ms) never happens on the loop thread but once, for the starter. */
 static void *starter_main(void *arg)
 {
-    pthread_setname_np(pthread_self(), "crd-offload-go"); /* as top -H, gdb and perf show it */
+    crd__thread_enter("crd-offload-go");
     crd_client *c = arg;
     crd__offload *off = c->off;
     pthread_mutex_lock(&off->mu);

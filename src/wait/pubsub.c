@@ -599,7 +599,7 @@ static void read_link(crd_client *c, sublink *l, bool sentinel)
 static void *subscriber_main(void *arg)
 {
     /* (UN)SUBSCRIBEs go out with send(MSG_NOSIGNAL) or through TLS; SIGPIPE is blocked
-     * all the same, so that nothing this thread does can raise it. */
+     * in this thread all the same (crd__thread_create), so nothing it does can raise it. */
     crd__thread_enter("crd-pubsub");
     crd_client *c = arg;
     crd__pubsub *ps = c->ps;
