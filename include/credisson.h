@@ -1273,11 +1273,12 @@ CRD_API int64_t crd_loop_timeout_ms(crd_client *client);
 /* Steps the operations that can progress and completes the finished ones, calling
  * their callbacks on this thread, within a budget: at most 128 completions, and no
  * further step once about 1 ms has passed since the call began (callbacks' time
- * included; the commands the steps made are written after them), so that a loop with thousands of ready operations still interleaves its own
- * events. When it stops with operations left unstepped, those go first in the next call,
- * crd_loop_timeout_ms() returns 0 and crd_loop_fd() is readable again: call it again
- * from the loop as for any other readiness. Returns the number of operations still
- * pending (0 for a NULL client). */
+ * included; the commands the steps made are written after them), so that a loop with
+ * thousands of ready operations still interleaves its own events. When it stops with
+ * operations left unstepped, those go first in the next call, crd_loop_timeout_ms()
+ * returns 0 and crd_loop_fd() is readable again: call it again from the loop as for any
+ * other readiness. Returns the number of operations still pending (0 for a NULL
+ * client). */
 CRD_API int crd_loop_dispatch(crd_client *client);
 
 /* Start an acquire (as crd_lock_acquire_owner: wait_ms, lease_ms, reentrancy, every
