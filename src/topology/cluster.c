@@ -39,6 +39,8 @@ struct crd__cluster {
     crd__node *slots[CRD__NSLOTS];
     crd__node *nodes;      /* every node heard of, newest first */
     bool stale;            /* the map is known to be wrong somewhere */
+    uint64_t marks;        /* times it was marked stale (or a MOVED changed it) so far */
+    uint64_t read_mark;    /* marks when the refresh that read the map now in use began */
     bool refreshing;       /* a refresh is in flight */
     int64_t refreshed_at;  /* last successful refresh (monotonic ms) */
     int64_t attempted_at;  /* last refresh attempt */
@@ -182,17 +184,31 @@ void crd__cluster_moved(crd_client *c, int slot, crd__node *n)
     pthread_mutex_lock(&cl->mu);
     cl->slots[slot] = n;
     cl->stale = true;
+    cl->marks++;
     pthread_mutex_unlock(&cl->mu);
 }
 
-void crd__cluster_stale(crd_client *c)
+uint64_t crd__cluster_stale(crd_client *c)
 {
     crd__cluster *cl = c->cluster;
     if (cl == NULL)
-        return;
+        return 0;
     pthread_mutex_lock(&cl->mu);
     cl->stale = true;
+    uint64_t mark = ++cl->marks;
     pthread_mutex_unlock(&cl->mu);
+    return mark;
+}
+
+bool crd__cluster_read_after(crd_client *c, uint64_t mark)
+{
+    crd__cluster *cl = c->cluster;
+    if (cl == NULL)
+        return true;
+    pthread_mutex_lock(&cl->mu);
+    bool after = cl->read_mark >= mark;
+    pthread_mutex_unlock(&cl->mu);
+    return after;
 }
 
 /* ---- reading the map ------------------------------------------------------------------------ */
@@ -283,6 +299,7 @@ crd_status crd__cluster_refresh(crd_client *c)
     }
     cl->refreshing = true;
     cl->attempted_at = crd__now_ms();
+    uint64_t mark = cl->marks;
     /* Whom to ask: the primaries of the current map, then the seeds. */
     int cap = c->ep.nseeds + 16;
     candidate *cand = calloc((size_t)cap, sizeof *cand);
@@ -326,7 +343,11 @@ crd_status crd__cluster_refresh(crd_client *c)
     pthread_mutex_lock(&cl->mu);
     if (st == CRD_OK) {
         memcpy(cl->slots, slots, sizeof cl->slots);
-        cl->stale = false;
+        /* A mark made while the map was read stays: the answer may predate what caused
+         * it (a SUNSUBSCRIBE pushed by a primary just replaced, read while the refresh
+         * asked CLUSTER SLOTS elsewhere or before it). */
+        cl->stale = cl->marks != mark;
+        cl->read_mark = mark;
         cl->refreshed_at = crd__now_ms();
         if (cand != NULL && good >= 0) {
             free(cl->good_host);

@@ -131,8 +131,12 @@ bool crd__cluster_parse_redirect(const redisReply *r, int *slot, const char **ho
  * chance. */
 void crd__cluster_moved(crd_client *c, int slot, crd__node *n);
 /* The map may be wrong (a connection failed, READONLY, a pushed SUNSUBSCRIBE): refresh
- * it at the next chance. */
-void crd__cluster_stale(crd_client *c);
+ * it at the next chance. Returns this mark's number, for crd__cluster_read_after (0 when
+ * the client is not a cluster's). */
+uint64_t crd__cluster_stale(crd_client *c);
+/* Whether the map in use was read by a refresh that began after the given mark (true
+ * when the client is not a cluster's). */
+bool crd__cluster_read_after(crd_client *c, uint64_t mark);
 /* Refreshes the map now unless a refresh is in flight (then returns at once). */
 crd_status crd__cluster_refresh(crd_client *c);
 /* Calls fn for every known node's pool (fork handlers, wake-ups). Takes the cluster's

@@ -210,6 +210,20 @@ static int64_t sync_entries(crd_client *c, int64_t now)
             }
         } else if (!s->inflight && want && !s->subscribed) {
             sublink *l = s->retry_at > now ? NULL : link_for(c, s);
+            if (l != NULL && s->dropped_by != NULL && l->node == s->dropped_by &&
+                !crd__cluster_read_after(c, s->drop_mark) &&
+                now - s->dropped_at < c->opts.command_timeout_ms) {
+                /* The map still names the node that just dropped the channel, and was
+                 * read before it did (the refresh after the push not due yet, or one in
+                 * flight elsewhere). In a failover that node is a replica by now: it
+                 * takes the SSUBSCRIBE, but its new primary forwards the shard's
+                 * messages to it only once it knows it as its replica (gossip, up to a
+                 * second or more), and a release published meanwhile was lost with the
+                 * waiter asleep on its lease's TTL. Wait for a map read after the push
+                 * (the push marked it stale), for command_timeout_ms at most. */
+                s->retry_at = now + 50;
+                l = NULL;
+            }
             if (s->retry_at > now && s->retry_at < next_retry)
                 next_retry = s->retry_at;
             if (l != NULL && l->conn.ctx == NULL) {
@@ -217,6 +231,7 @@ static int64_t sync_entries(crd_client *c, int64_t now)
             } else if (l != NULL && append(l, sub_cmd, s)) {
                 s->link = l;
                 s->inflight = true;
+                s->dropped_by = NULL;
             }
         } else if (!s->inflight && !want && s->subscribed && s->look_at == 0) {
             if (!append(s->link, unsub_cmd, s)) {
@@ -382,9 +397,13 @@ static void handle_reply(crd_client *c, sublink *l, redisReply *r)
                 /* Pushed by the server: the channel's slot moved away from this node.
                  * Resubscribe at the new owner, then wake everyone to re-check (a message
                  * published meanwhile is lost). The nodes need a moment to agree on the
-                 * new owner: the map is re-read first, 50 ms later. */
+                 * new owner: the map is re-read first, 50 ms later, and this node is
+                 * not taken again from a map read before the push (sync_entries). */
                 s->recheck = true;
                 s->retry_at = crd__now_ms() + 50;
+                s->dropped_by = l->node;
+                s->drop_mark = crd__cluster_stale(c);
+                s->dropped_at = crd__now_ms();
                 moved = true;
             }
             crd__ps_unlinked(s);
@@ -399,7 +418,6 @@ static void handle_reply(crd_client *c, sublink *l, redisReply *r)
     if (checks && c->on_watched_message != NULL)
         c->on_watched_message(c);
     if (moved) {
-        crd__cluster_stale(c);
         crd__log(c, CRD_LOG_INFO, "the server dropped the subscription of %.*s (its slot "
                  "moved); resubscribing at the new owner", (int)(ch->len > 100 ? 100 : ch->len),
                  ch->str);

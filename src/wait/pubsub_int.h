@@ -40,6 +40,12 @@ struct crd__sub {
     bool recheck;      /* wake everyone once resubscribed (a message may be lost) */
     struct sublink *link; /* where it is subscribed or being subscribed (NULL: nowhere) */
     int64_t retry_at;  /* after a refused SUBSCRIBE: not again before this (monotonic ms) */
+    /* The node whose pushed SUNSUBSCRIBE dropped the channel (its slot moved away), the
+     * map's stale mark that push made, and when (monotonic ms): not subscribed there
+     * again on a map read before it (sync_entries). */
+    crd__node *dropped_by;
+    uint64_t drop_mark;
+    int64_t dropped_at;
     int64_t look_at;   /* after a hand-off: kept subscribed until then with no reference,
                           then looked at unasked (monotonic ms; 0: not due) */
     bool kept;         /* lingering through this client's own release, for its next turn
