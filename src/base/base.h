@@ -144,9 +144,7 @@ void crd__mutex_drop(crd_client *c, int rank, pthread_mutex_t *mu, pthread_cond_
 
 /* pthread_create for every thread of the library: the new thread starts with every
  * signal blocked, so a signal sent to the process runs the application's handler on one
- * of the application's threads, never on the library's (taken by a library thread
- * asleep in a raw futex wait, a handler most likely waited under TSan until that wait
- * ended: the CLI's SIGTERM once took more than 5 s in CI). Returns pthread_create's
+ * of the application's threads, never on the library's. Returns pthread_create's
  * result. */
 int crd__thread_create(pthread_t *thread, void *(*fn)(void *), void *arg);
 
