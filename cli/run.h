@@ -27,7 +27,8 @@ void run_on_event(void *user_data, const crd_event *ev);
 /* The self-pipe and the handlers of SIGINT, SIGTERM, SIGHUP, SIGCHLD, and the interrupt
  * token bound to the calling (main) thread: a signal while `run` waits for its lock raises
  * it, so the wait ends (CRD_INTERRUPTED), a fair waiter leaves its queue, and `run` then dies
- * of the signal (run_die_of_signal). Returns 0 or an exit code (a line printed). */
+ * of the signal (run_die_of_signal). A signal of the three that was ignored when `run`
+ * started keeps that, here and in CMD (spawn.c). Returns 0 or an exit code (a line printed). */
 int run_install_handlers(void);
 /* The signal that interrupted the wait (0: none). */
 int run_wait_signal(void);

@@ -9,9 +9,16 @@
  * SIGCHLD handler (the child changed state), the SIGINT/SIGTERM/SIGHUP handler (a signal
  * to forward that arrived before the child's pid was known), and the library's watchdog
  * callback (run_on_event), which runs on the watchdog thread and only stores a flag and
- * writes a byte. Signal handlers may run on any thread of the process (the library's
- * threads do not block signals), so they touch only lock-free atomics and call only
- * async-signal-safe functions.
+ * writes a byte. The library's threads block every signal (crd__thread_create), so the
+ * handlers run on the main thread; they touch only lock-free atomics and call only
+ * async-signal-safe functions all the same.
+ *
+ * A signal of the three that `run` was started with ignored stays ignored, in `run` and in
+ * CMD, as in any program that follows the GNU coding standards: nohup(1) ignores SIGHUP,
+ * and a non-interactive shell starts its background jobs with SIGINT and SIGQUIT ignored
+ * (so that the terminal's Ctrl-C stops the script's foreground only). Catching them anyway
+ * would end a nohup'd run at a hang-up, and would lose a signal that came before the
+ * handler was installed (the ignore discards it) while one after it ends the wait.
  */
 #include "cli.h"
 #include "run.h"
@@ -41,6 +48,9 @@ atomic_int run_recovered = 0;
  * queue is left); a second one ends the process at once. */
 static crd_interrupt *run_intr;
 static atomic_int wait_sig = 0;
+/* Which of SIGINT, SIGTERM, SIGHUP were ignored when `run` started (set before any handler
+ * is installed, read by the forked child). */
+static sigset_t start_ignored;
 
 /* Self-pipe: [0] polled by the main thread, [1] written by handlers and callbacks. */
 static int self_pipe[2] = {-1, -1};
@@ -135,11 +145,19 @@ int run_install_handlers(void)
     const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
         sigaddset(&sa.sa_mask, sigs[i]);
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+    sigemptyset(&start_ignored);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction was;
+        if (sigs[i] != SIGCHLD && sigaction(sigs[i], NULL, &was) == 0 &&
+            !(was.sa_flags & SA_SIGINFO) && was.sa_handler == SIG_IGN) {
+            sigaddset(&start_ignored, sigs[i]);
+            continue;
+        }
         if (sigaction(sigs[i], &sa, NULL) != 0) {
             cli_error("run", "cannot install signal handlers: %s", strerror(errno));
             return EXIT_OSERR;
         }
+    }
     return 0;
 }
 
@@ -239,8 +257,9 @@ void run_take_back_tty(void)
 }
 
 /* The forked child until exec: its own process group (and the terminal, if ours was
- * foreground), default signal dispositions, nothing blocked, then CMD. Only async-
- * signal-safe calls. On failure writes errno to errfd and exits. */
+ * foreground), the signal dispositions `run` started with (the default, or ignored: see
+ * above), nothing blocked, then CMD. Only async-signal-safe calls. On failure writes errno
+ * to errfd and exits. */
 static void exec_child(char **cmd, int errfd)
 {
     setpgid(0, 0);
@@ -250,9 +269,10 @@ static void exec_child(char **cmd, int errfd)
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
-    sigaction(SIGINT, &dfl, NULL);
-    sigaction(SIGTERM, &dfl, NULL);
-    sigaction(SIGHUP, &dfl, NULL);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        if (!sigismember(&start_ignored, sigs[i]))
+            sigaction(sigs[i], &dfl, NULL);
     sigaction(SIGCHLD, &dfl, NULL);
     sigset_t none;
     sigemptyset(&none);

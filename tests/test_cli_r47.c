@@ -93,6 +93,14 @@ static bool scripts_reached(void *arg)
     return scripts_run(p->r) >= p->n;
 }
 
+/* data: a crdt_proc; n: a signal. The process catches it (its handler is installed). */
+static bool catches(void *arg)
+{
+    crdt_probe *p = arg;
+    const crdt_proc *w = p->data;
+    return (crdt_proc_signals(w->pid, "SigCgt") >> (p->n - 1) & 1) != 0;
+}
+
 /* The issue's measured case: H holds fq; A (--wait 10000) queues, B (--wait 30000) queues
  * behind A; A gets a real SIGINT and exits 130 having left the queue; when H's CMD ends,
  * B's CMD starts within 100 ms (on today's main it timed out after 30 s: A's dead entry
@@ -186,6 +194,12 @@ Test(cli_r47, a_waiting_run_of_any_kind_dies_of_sigint_sigterm_or_sighup_holding
          * one after subscribing; the spin lock's polls; the rate limiter's one try). */
         sa.n -= i == 4 ? 1 : 0;
         cr_assert(crdt_wait_until(scripts_reached, &sa, 10000), "case %zu waits", i);
+        /* The count is the server's: a watchdog renewal (H's, PH's) can reach it before
+         * this process has run at all. The signal waits for the handler that makes it end
+         * the wait (one before that would end the process all the same, by default). */
+        crdt_probe caught = {.data = &w, .n = cases[i].sig};
+        cr_assert(crdt_wait_until(catches, &caught, 10000), "case %zu catches %d", i,
+                  cases[i].sig);
         int64_t t0 = crdt_now_ms();
         cr_assert_eq(kill(w.pid, cases[i].sig), 0);
         char *err = NULL;
@@ -199,6 +213,52 @@ Test(cli_r47, a_waiting_run_of_any_kind_dies_of_sigint_sigterm_or_sighup_holding
     close(fd);
     cr_assert_eq(crdt_proc_finish(&h, 10000, NULL, NULL), 0);
     cr_assert_eq(crdt_proc_finish(&ph, 10000, NULL, NULL), 0);
+    redisFree(r);
+}
+
+/* A run started with SIGHUP and SIGINT ignored (nohup(1); a non-interactive shell's
+ * background job) keeps them ignored: both, sent while it waits, change nothing; it takes
+ * the lock when H lets go, and CMD starts with them ignored too. */
+Test(cli_r47, a_run_started_with_sighup_and_sigint_ignored_keeps_them_ignored, .timeout = 60)
+{
+    redisContext *r = crdt_redis();
+    const char *lock = crdt_key("nohup");
+    char marker[256], hcmd[400], wcmd[1200];
+    path(marker, sizeof marker, "nohup_release");
+    unlink(marker);
+    snprintf(hcmd, sizeof hcmd, "while [ ! -e %s ]; do sleep 0.01; done", marker);
+    crdt_proc h, w;
+    start(&h, ARGS("run", lock, "--", "sh", "-c", hcmd));
+    crdt_probe held = {.r = r, .name = lock, .n = 1};
+    cr_assert(crdt_wait_until(crdt_key_exists_is, &held, 10000), "H holds the lock");
+    snprintf(wcmd, sizeof wcmd,
+             "trap '' HUP INT; exec %s --url %s run %s -- grep ^SigIgn: /proc/self/status",
+             CRD_CLI_PATH, test_url(), lock);
+    crdt_probe sa = {.r = r, .n = scripts_run(r) + 2};
+    crdt_proc_start_in(&w, ARGS("/bin/sh", "-c", wcmd), NULL, tmpdir());
+    /* credisson runs (its SIGTERM handler is in place) and has made its two attempts */
+    crdt_probe term = {.data = &w, .n = SIGTERM};
+    cr_assert(crdt_wait_until(catches, &term, 10000), "W's handlers are installed");
+    cr_assert(crdt_wait_until(scripts_reached, &sa, 10000), "W waits");
+    uint64_t ign = crdt_proc_signals(w.pid, "SigIgn");
+    cr_expect((ign >> (SIGHUP - 1) & 1) && (ign >> (SIGINT - 1) & 1),
+              "W ignores SIGHUP and SIGINT: SigIgn %llx", (unsigned long long)ign);
+    cr_assert_eq(kill(w.pid, SIGHUP), 0);
+    cr_assert_eq(kill(w.pid, SIGINT), 0);
+    int fd = open(marker, O_WRONLY | O_CREAT, 0600);
+    cr_assert(fd >= 0);
+    close(fd);
+    cr_assert_eq(crdt_proc_finish(&h, 10000, NULL, NULL), 0);
+    char *out = NULL, *err = NULL;
+    int rc = crdt_proc_finish(&w, 10000, &out, &err);
+    cr_expect_eq(rc, 0, "W exited %d (a hang-up or Ctrl-C ended it): %s", rc, err);
+    unsigned long long cmd_ign = 0;
+    cr_expect_eq(sscanf(out, "SigIgn: %llx", &cmd_ign), 1, "CMD printed: %s", out);
+    cr_expect((cmd_ign >> (SIGHUP - 1) & 1) && (cmd_ign >> (SIGINT - 1) & 1),
+              "CMD starts with SIGHUP and SIGINT ignored: SigIgn %llx", cmd_ign);
+    free(out);
+    free(err);
+    cr_expect_eq(crdt_exists(r, lock), 0);
     redisFree(r);
 }
 

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,25 +68,37 @@ void crdt_proc_start_in(crdt_proc *p, const char *const *argv, char *const *envp
     int nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     cr_assert(ofd >= 0 && efd >= 0 && nfd >= 0, "open: %s", strerror(errno));
     fflush(NULL);
+    /* A test run may block or ignore signals (a background job of a non-interactive shell
+     * starts with SIGINT ignored); the child must see them as a shell's child does
+     * (test_cli_r47 ends waiting CLIs with real signals). The three are blocked from before
+     * the fork until the child has set them to their defaults, so one sent as soon as
+     * fork() returns waits for that instead of meeting an inherited ignore (and vanishing:
+     * the CLI then waited on as if never signalled). */
+    sigset_t three, was;
+    sigemptyset(&three);
+    sigaddset(&three, SIGINT);
+    sigaddset(&three, SIGTERM);
+    sigaddset(&three, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &three, &was);
     p->started_ms = crdt_now_ms();
     p->pid = fork();
-    cr_assert(p->pid >= 0, "fork: %s", strerror(errno));
     if (p->pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         dup2(nfd, 0);
         dup2(ofd, 1);
         dup2(efd, 2);
-        /* A test run may block or ignore signals; the child must see them as a shell's
-         * child does (test_cli_r47 ends waiting CLIs with real signals). */
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         signal(SIGHUP, SIG_DFL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
         execve(argv[0], (char *const *)argv, envp != NULL ? envp : environ);
         _exit(99);
     }
+    int fork_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+    cr_assert(p->pid >= 0, "fork: %s", strerror(fork_errno));
     close(ofd);
     close(efd);
     close(nfd);
@@ -126,6 +139,24 @@ int crdt_proc_finish(crdt_proc *p, int64_t timeout_ms, char **out, char **err)
     if (err != NULL)
         *err = crdt_file_text(p->err);
     return rc;
+}
+
+uint64_t crdt_proc_signals(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return 0;
+    size_t n = strlen(field);
+    uint64_t set = 0;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, field, n) == 0 && line[n] == ':') {
+            set = strtoull(line + n + 1, NULL, 16);
+            break;
+        }
+    fclose(f);
+    return set;
 }
 
 void crdt_proc_kill(crdt_proc *p, int sig)

@@ -36,6 +36,9 @@ int crdt_proc_finish(crdt_proc *p, int64_t timeout_ms, char **out, char **err);
 void crdt_proc_kill(crdt_proc *p, int sig);
 /* The CLI run to its end (timeout_ms), its exit status. */
 int crdt_cli_run(const char *const *args, int64_t timeout_ms, char **out, char **err);
+/* The signal set /proc/PID/status shows as field ("SigCgt": caught, "SigIgn": ignored,
+ * "SigBlk": blocked by the main thread), bit N-1 for signal N; 0 when it cannot be read. */
+uint64_t crdt_proc_signals(pid_t pid, const char *field);
 /* What the file at path holds now ("" when it does not exist), malloc'd. */
 char *crdt_file_text(const char *path);
 
