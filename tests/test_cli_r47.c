@@ -202,6 +202,8 @@ Test(cli_r47, a_waiting_run_of_any_kind_dies_of_sigint_sigterm_or_sighup_holding
                   cases[i].sig);
         int64_t t0 = crdt_now_ms();
         cr_assert_eq(kill(w.pid, cases[i].sig), 0);
+        fprintf(stderr, "[cli_r47] case %zu: signal %d sent to %d\n", i, cases[i].sig,
+                (int)w.pid); /* names the case a timeout's report is about */
         char *err = NULL;
         int rc = crdt_proc_finish(&w, 5000, NULL, &err);
         cr_expect_eq(rc, 128 + cases[i].sig, "case %zu exited %d: %s", i, rc, err);

@@ -329,7 +329,9 @@ Test(exporter, a_scrape_of_1000_held_locks_takes_under_2_s_and_the_cap_says_so, 
                 (long long)best, (long long)worst, strlen(body));
     fprintf(stderr, "[exporter] 1000 held locks: the slowest of the scrapes took %lld ms\n",
             (long long)worst);
-    cr_assert_lt(worst, 2000, "a scrape took %lld ms", (long long)worst);
+    /* 2 s is the promise, gated in the plain build; a sanitized exporter runs several times
+     * slower (883-2580 ms seen under TSan in CI): 8 s there. */
+    cr_assert_lt(worst, CRDT_SANITIZED ? 8000 : 2000, "a scrape took %lld ms", (long long)worst);
     cr_assert(sample(body, "credisson_scrape_objects ") == N);
     cr_assert(sample(body, "credisson_scrape_truncated ") == 0);
     cr_assert(sample(body, "credisson_scrape_complete ") == 1);

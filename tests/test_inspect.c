@@ -854,17 +854,6 @@ static bool status_ready(void *arg)
     return ok;
 }
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
 /* The same through the library in this process. */
 static bool state_ready(void *arg)
 {
@@ -932,7 +921,7 @@ static void holder_and_three_waiters(bool fair)
                 "(credisson status) after the third began to wait", fair ? "fair" : "rlock",
                 (long long)took_lib, (long long)took);
     cr_assert_leq(took_lib, 1000, "%lld ms", (long long)took_lib);
-    cr_assert_leq(took, SANITIZED ? 3000 : 1000, "%lld ms", (long long)took);
+    cr_assert_leq(took, CRDT_SANITIZED ? 3000 : 1000, "%lld ms", (long long)took);
     json_t *j = status_json(name);
     expect_holder_is(j, &holder, name);
     if (fair) {

@@ -6,12 +6,15 @@
 #include <criterion/criterion.h>
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,9 +129,93 @@ void crdt_cli_start(crdt_proc *p, const char *const *args)
 #endif
 }
 
+/* The lines of one /proc file that start with one of keys (NULL-terminated), or its first
+ * line when keys is NULL, appended to buf, each after a space. */
+static void proc_fields(const char *path, const char *const *keys, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        bool want = keys == NULL;
+        for (const char *const *k = keys; k != NULL && *k != NULL && !want; k++)
+            want = strncmp(line, *k, strlen(*k)) == 0 && line[strlen(*k)] == ':';
+        if (want) {
+            size_t len = strlen(buf);
+            snprintf(buf + len, cap - len, " %s", line);
+        }
+        if (keys == NULL)
+            break;
+    }
+    fclose(f);
+}
+
+/* What a process that will not exit is doing, on stderr (the test's log): its signal
+ * state, each thread's state, wait channel and system call, and, where gdb is installed,
+ * every thread's stack. Read before it is killed. */
+static void proc_report(pid_t pid)
+{
+    static const char *const sigs[] = {"State", "SigQ", "SigPnd", "ShdPnd", "SigBlk",
+                                       "SigIgn", "SigCgt", NULL};
+    static const char *const task[] = {"Name", "State", "SigPnd", "SigBlk", NULL};
+    char path[320], buf[4096] = "";
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    proc_fields(path, sigs, buf, sizeof buf);
+    fprintf(stderr, "[proc %d] %s\n", (int)pid, buf);
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    for (struct dirent *e = d != NULL ? readdir(d) : NULL; e != NULL; e = readdir(d)) {
+        if (e->d_name[0] == '.')
+            continue;
+        buf[0] = '\0';
+        snprintf(path, sizeof path, "/proc/%d/task/%s/status", (int)pid, e->d_name);
+        proc_fields(path, task, buf, sizeof buf);
+        snprintf(path, sizeof path, "/proc/%d/task/%s/wchan", (int)pid, e->d_name);
+        size_t len = strlen(buf);
+        snprintf(buf + len, sizeof buf - len, " wchan:");
+        proc_fields(path, NULL, buf, sizeof buf);
+        snprintf(path, sizeof path, "/proc/%d/task/%s/syscall", (int)pid, e->d_name);
+        len = strlen(buf);
+        snprintf(buf + len, sizeof buf - len, " syscall:");
+        proc_fields(path, NULL, buf, sizeof buf);
+        fprintf(stderr, "[proc %d] task %s:%s\n", (int)pid, e->d_name, buf);
+    }
+    if (d != NULL)
+        closedir(d);
+    /* The CLI's own record of a signal that ends a wait (cli/spawn.c), where it is one. */
+    char exe[PATH_MAX] = "";
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(path, exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    bool cli = strcmp(strrchr(exe, '/') != NULL ? strrchr(exe, '/') + 1 : exe, "credisson") == 0;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "command -v gdb >/dev/null && timeout 20 gdb -batch -nx -p %d %s"
+             "-ex 'thread apply all bt 16' </dev/null 2>&1 | grep -E '^(Thread|#|\\$)' >&2",
+             (int)pid,
+             cli ? "-ex 'p wait_sig' -ex 'p run_phase' -ex 'p *run_intr' -ex 'p run_pending_sig' "
+                 : "");
+    fflush(stderr);
+    int rc = system(cmd);
+    (void)rc;
+}
+
 int crdt_proc_finish(crdt_proc *p, int64_t timeout_ms, char **out, char **err)
 {
-    int rc = crdt_wait_child(p->pid, timeout_ms);
+    int64_t deadline = crdt_now_ms() + timeout_ms;
+    int st = 0;
+    pid_t r;
+    while ((r = waitpid(p->pid, &st, WNOHANG)) == 0 && crdt_now_ms() < deadline)
+        crdt_sleep_ms(2);
+    int rc = -1;
+    if (r == p->pid) {
+        rc = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+    } else if (r == 0) { /* still there: what it does, then it is killed */
+        proc_report(p->pid);
+        rc = crdt_wait_child(p->pid, 0);
+    }
     if (rc == -1) {
         char *o = crdt_file_text(p->out), *e = crdt_file_text(p->err);
         cr_assert_fail("process %d did not exit within %lld ms; stdout: %s; stderr: %s",

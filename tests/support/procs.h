@@ -28,8 +28,9 @@ void crdt_proc_start_in(crdt_proc *p, const char *const *argv, char *const *envp
                         const char *dir);
 /* The same for the credisson CLI (CRD_CLI_PATH): args without argv[0]. */
 void crdt_cli_start(crdt_proc *p, const char *const *args);
-/* Waits up to timeout_ms for it to exit (SIGKILL and an assertion showing its output
- * after that); returns its exit status (128+N for a signal). *out / *err (may be NULL) get its output,
+/* Waits up to timeout_ms for it to exit (after that: what it is doing on stderr, its
+ * signal state, threads and, with gdb installed, their stacks; then SIGKILL and an
+ * assertion showing its output); returns its exit status (128+N for a signal). *out / *err (may be NULL) get its output,
  * malloc'd. */
 int crdt_proc_finish(crdt_proc *p, int64_t timeout_ms, char **out, char **err);
 /* Sends sig and reaps it (no assertion on how it ended). */
